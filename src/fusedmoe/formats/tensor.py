@@ -1,0 +1,127 @@
+"""``QuantizedTensor``: a quantized operand and everything needed to dequantize it.
+
+A plain container, not a ``torch.Tensor``. The format is explicit (``fmt``): storage dtypes are
+never sniffed ("uint8 means FP4" is exactly the trap this avoids).
+
+Storage per format, for a logical tensor ``x`` of shape ``[*B, R, C]`` (C = the quantized,
+contracted dim; ``*B`` = batch dims, e.g. experts):
+
+=============  =========================  ==============================================  =================
+fmt            data                       scale                                           global_scale
+=============  =========================  ==============================================  =================
+BF16           x itself (bf16/fp16/fp32)  None                                            None
+FP8_TENSOR     e4m3 [*B, R, C]            fp32 [*B] (dequant: x = q * s)                  None
+FP8_CHANNEL    e4m3 [*B, R, C]            fp32 [*B, R]                                    None
+FP8_TOKEN      e4m3 [*B, R, C]            fp32 [*B, R]                                    None
+FP8_BLOCK      e4m3 [*B, R, C]            fp32 [*B, ceil(R/br), C/128], br = block_rows   None
+MXFP8          e4m3 [*B, R, C]            uint8 UE8M0 exponent bytes [*B, R, C/32]        None
+NVFP4          uint8 [*B, R, C/2]         e4m3 (UE4M3) [*B, R, C/16]                      fp32 [*B]: g, x = e2m1*s/g
+MXFP4          uint8 [*B, R, C/2]         uint8 UE8M0 exponent bytes [*B, R, C/32]        None
+=============  =========================  ==============================================  =================
+
+FP4 packing: element 2i in the low nibble, 2i+1 in the high nibble. ``block_rows`` is 128 for
+FP8_BLOCK weights (128x128 tiles) and 1 for activations (1x128 groups).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from ..config import Format
+
+__all__ = ["QuantizedTensor"]
+
+_E4M3 = torch.float8_e4m3fn
+
+
+@dataclass(frozen=True, eq=False)
+class QuantizedTensor:
+    data: torch.Tensor
+    fmt: Format
+    scale: Optional[torch.Tensor] = None
+    global_scale: Optional[torch.Tensor] = None
+    block_rows: int = 1  # FP8_BLOCK only: 128 for 128x128 weight tiles, 1 for 1x128 groups
+
+    def __post_init__(self):
+        fmt = self.fmt
+        if not isinstance(fmt, Format):
+            raise TypeError(f"QuantizedTensor.fmt must be a fm.Format, got {fmt!r}")
+        d, s, g = self.data, self.scale, self.global_scale
+        if not isinstance(d, torch.Tensor):
+            raise TypeError(f"QuantizedTensor.data must be a tensor, got {type(d).__name__}")
+        if d.dim() < 1:
+            raise ValueError("QuantizedTensor.data must have at least one dim")
+        if fmt is Format.BF16:
+            if not d.is_floating_point() or d.element_size() < 2:
+                raise TypeError(f"BF16 QuantizedTensor.data must be a 16/32-bit float tensor, got {d.dtype}")
+            if s is not None or g is not None:
+                raise ValueError("BF16 QuantizedTensor carries no scale")
+            return
+        if fmt.is_fp4:
+            if d.dtype != torch.uint8:
+                raise TypeError(f"{fmt.name} data must be uint8 (two E2M1 per byte), got {d.dtype}")
+        elif d.dtype != _E4M3:
+            raise TypeError(f"{fmt.name} data must be torch.float8_e4m3fn, got {d.dtype}")
+        if s is None:
+            raise ValueError(f"{fmt.name} QuantizedTensor needs a scale")
+        if s.device != d.device:
+            raise ValueError(f"QuantizedTensor.scale is on {s.device} but data on {d.device}")
+        C = self.shape[-1]
+        lead = tuple(d.shape[:-1])
+        if fmt is Format.FP8_TENSOR:
+            expect, sdt = lead[:-1] if d.dim() >= 2 else (), torch.float32
+        elif fmt in (Format.FP8_CHANNEL, Format.FP8_TOKEN):
+            expect, sdt = lead, torch.float32
+        elif fmt is Format.FP8_BLOCK:
+            if self.block_rows not in (1, 128):
+                raise ValueError(f"QuantizedTensor.block_rows must be 1 or 128, got {self.block_rows}")
+            R = lead[-1] if lead else 1
+            rows = -(-R // self.block_rows) if lead else ()
+            expect = (lead[:-1] + (rows,) if lead else ()) + (-(-C // 128),)
+            sdt = torch.float32
+        elif fmt in (Format.MXFP8, Format.MXFP4):
+            expect, sdt = lead + (C // 32,), torch.uint8
+        else:  # NVFP4
+            expect, sdt = lead + (C // 16,), _E4M3
+        if tuple(s.shape) != tuple(expect):
+            raise ValueError(f"{fmt.name} QuantizedTensor.scale must have shape {tuple(expect)}, got {tuple(s.shape)}")
+        if s.dtype != sdt:
+            raise TypeError(f"{fmt.name} QuantizedTensor.scale must be {sdt}, got {s.dtype}")
+        if fmt is Format.NVFP4:
+            gexp = lead[:-1] if d.dim() >= 2 else ()
+            if g is None or tuple(g.shape) != tuple(gexp) or g.dtype != torch.float32:
+                raise ValueError(
+                    f"NVFP4 QuantizedTensor.global_scale must be fp32 of shape {tuple(gexp)}, got "
+                    f"{None if g is None else (tuple(g.shape), g.dtype)}"
+                )
+        elif g is not None:
+            raise ValueError(f"{fmt.name} QuantizedTensor carries no global_scale")
+
+    @property
+    def shape(self) -> torch.Size:
+        """Logical (unpacked) shape."""
+        if self.fmt.is_fp4:
+            return torch.Size(tuple(self.data.shape[:-1]) + (self.data.shape[-1] * 2,))
+        return self.data.shape
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
+
+    def to(self, device) -> "QuantizedTensor":
+        mv = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return QuantizedTensor(mv(self.data), self.fmt, mv(self.scale), mv(self.global_scale), self.block_rows)
+
+    def index_select0(self, idx) -> "QuantizedTensor":
+        """Select along the first (expert) dim; scales follow."""
+        sel = lambda t: None if t is None else t[idx]  # noqa: E731
+        return QuantizedTensor(sel(self.data), self.fmt, sel(self.scale), sel(self.global_scale), self.block_rows)
+
+    def __repr__(self) -> str:
+        return (
+            f"QuantizedTensor(fmt={self.fmt!r}, shape={tuple(self.shape)}, data={self.data.dtype}, "
+            f"scale={None if self.scale is None else (tuple(self.scale.shape), self.scale.dtype)})"
+        )
