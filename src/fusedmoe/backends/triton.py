@@ -1,0 +1,57 @@
+"""The ``triton`` backend: fused Triton kernels (align, GEMM1 + activation, GEMM2 + combine)."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import torch
+
+from ..config import Format
+from .base import MoERequest
+
+__all__ = ["TritonBackend"]
+
+_WEIGHT_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
+
+
+def _interpreter() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+class TritonBackend:
+    name = "triton"
+
+    def supports(self, request: MoERequest, device: torch.device) -> Optional[str]:
+        device = torch.device(device)
+        if device.type != "cuda" and not _interpreter():
+            return f"needs a CUDA device (or TRITON_INTERPRET=1 for testing), got {device.type}"
+        try:
+            import triton  # noqa: F401
+        except ImportError:  # pragma: no cover - triton is a dependency
+            return "triton is not installed"
+        if request.weight_format not in _WEIGHT_FORMATS:
+            return (f"{request.weight_format.name} weights are not implemented in the triton backend yet "
+                    f"(supported: {', '.join(f.name for f in _WEIGHT_FORMATS)})")
+        return None
+
+    def run(self, hidden, weights, topk, *, activation_format, local_expert_offset, weight_on_input, num_experts=None):
+        from .triton_moe import triton_experts
+
+        return triton_experts(
+            hidden,
+            weights.w13,
+            weights.w2,
+            topk.ids if topk.ids.dtype == torch.int32 else topk.ids.to(torch.int32),
+            topk.weights if topk.weights.dtype == torch.float32 else topk.weights.float(),
+            activation=weights.activation,
+            act_params=weights.act_params,
+            act_format=activation_format,
+            intermediate_size_padded=weights.padded_intermediate_size,
+            w13_bias=weights.w13_bias,
+            w2_bias=weights.w2_bias,
+            a1_scale=weights.input_scale,
+            a2_scale=weights.intermediate_scale,
+            local_expert_offset=local_expert_offset,
+            weight_on_input=weight_on_input,
+        )

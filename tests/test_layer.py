@@ -1,0 +1,115 @@
+"""FusedMoE / fused_moe public entry points and the backend registry (CPU: reference backend)."""
+
+import pytest
+import torch
+
+import fusedmoe as fm
+
+A, F = fm.Activation, fm.Format
+
+
+def _layer(act=A.RELU2, fmt=F.BF16, E=16, H=64, I=48, **kw):
+    g = torch.Generator().manual_seed(1)
+    M = 2 * I if act.is_gated else I
+    w = fm.ExpertWeights.from_float(torch.randn(E, M, H, generator=g) / 8, torch.randn(E, H, I, generator=g) / 8,
+                                    activation=act, format=fmt)
+    routing = kw.pop("routing", fm.RoutingConfig(fm.RoutingMethod.DEEPSEEK_V3, top_k=4, routed_scaling_factor=2.5))
+    return fm.FusedMoE(w, routing=routing, activation=act, **kw), g
+
+
+def test_forward_equals_route_then_reference():
+    moe, g = _layer()
+    assert moe.backend == "reference" and "reference" in moe.backend_reason
+    x = torch.randn(5, 64, generator=g).bfloat16()
+    logits = torch.randn(5, 16, generator=g)
+    bias = torch.randn(16, generator=g)
+    out = moe(x, logits, bias)
+    topk = fm.route(logits, moe.routing, bias)
+    assert torch.equal(out, fm.reference_moe(x, moe.weights, topk, activation=A.RELU2))
+    assert out.dtype == torch.bfloat16 and out.shape == x.shape
+
+
+def test_forward_routed_packed_equals_unpacked():
+    moe, g = _layer(act=A.SWIGLU)
+    x = torch.randn(4, 64, generator=g).bfloat16()
+    topk = fm.route(torch.randn(4, 16, generator=g), moe.routing, torch.zeros(16))
+    packed = fm.pack_topk(topk.ids, topk.weights)
+    rounded = fm.TopK(topk.ids, topk.weights.bfloat16().float())  # the packed form carries bf16 weights
+    assert torch.equal(moe.forward_routed(x, packed), moe.forward_routed(x, rounded))
+    assert torch.equal(fm.fused_moe(x, moe.weights, rounded, activation=A.SWIGLU), moe.forward_routed(x, rounded))
+
+
+def test_llama4_routing_applies_weight_on_input():
+    moe, g = _layer(act=A.SWIGLU, routing=fm.RoutingConfig(fm.RoutingMethod.LLAMA4, top_k=1))
+    x = torch.randn(3, 64, generator=g)
+    logits = torch.randn(3, 16, generator=g)
+    out = moe(x, logits)
+    topk = fm.route(logits, moe.routing)
+    exp = fm.reference_moe(x, moe.weights, topk, activation=A.SWIGLU, weight_on_input=True)
+    assert torch.equal(out, exp)
+
+
+def test_expert_parallel_layer_sums_to_whole():
+    moe, g = _layer(act=A.GELU, routing=fm.RoutingConfig(fm.RoutingMethod.RENORMALIZE, top_k=3))
+    x = torch.randn(6, 64, generator=g)
+    logits = torch.randn(6, 16, generator=g)
+    parts = [fm.FusedMoE(moe.weights.slice_experts(o, 8), routing=moe.routing, activation=A.GELU,
+                         num_experts=16, local_expert_offset=o)(x, logits) for o in (0, 8)]
+    torch.testing.assert_close(parts[0] + parts[1], moe(x, logits), rtol=1e-5, atol=1e-6)
+
+
+def test_select_on_cpu_is_reference_and_explicit_triton_is_refused(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    name, reason = fm.backends.select(fm.backends.MoERequest(F.BF16, F.BF16, A.SWIGLU), "cpu")
+    assert name == "reference" and "triton" in reason  # says why triton was skipped
+    assert set(fm.backends.available()) >= {"reference", "triton"}
+    with pytest.raises(fm.backends.UnsupportedError, match="CUDA"):
+        _layer(backend="triton")
+    with pytest.raises(ValueError, match="unknown backend"):
+        _layer(backend="nope")
+
+
+def test_triton_backend_refuses_formats_it_lacks():
+    req = fm.backends.MoERequest(F.MXFP4, F.BF16, A.SWIGLU_OAI)
+    why = fm.backends.get("triton").supports(req, torch.device("cuda"))
+    assert why is not None and "MXFP4" in why
+
+
+class TestBadInput:
+    def test_constructor_checks(self):
+        moe, _ = _layer()
+        with pytest.raises(ValueError, match="prepared for"):
+            fm.FusedMoE(moe.weights, routing=moe.routing, activation=A.SILU)
+        with pytest.raises(TypeError, match="routing"):
+            fm.FusedMoE(moe.weights, routing="deepseek", activation=A.RELU2)
+        with pytest.raises(ValueError, match="local_expert_offset"):
+            fm.FusedMoE(moe.weights, routing=moe.routing, activation=A.RELU2, num_experts=16, local_expert_offset=4)
+        with pytest.raises(ValueError, match="top_k"):
+            fm.FusedMoE(moe.weights, routing=fm.RoutingConfig(fm.RoutingMethod.RENORMALIZE, top_k=16),
+                        activation=A.RELU2)
+
+    def test_call_checks(self):
+        moe, g = _layer()
+        x = torch.randn(4, 64)
+        with pytest.raises(ValueError, match="router_logits has 8 experts"):
+            moe(x, torch.randn(4, 8))
+        with pytest.raises(ValueError, match="tokens"):
+            moe(x, torch.randn(3, 16))
+        plain, _ = _layer(routing=fm.RoutingConfig(fm.RoutingMethod.RENORMALIZE, top_k=2))
+        with pytest.raises(ValueError, match="takes no bias"):
+            plain(x, torch.randn(4, 16), torch.randn(16))
+        with pytest.raises(TypeError, match="packed"):
+            moe.forward_routed(x, torch.zeros(4, 4, dtype=torch.int64))
+        ids = torch.full((4, 4), 16, dtype=torch.int32)
+        with pytest.raises(ValueError, match="topk.ids"):
+            moe.forward_routed(x, fm.TopK(ids, torch.ones(4, 4)))
+
+
+def test_torch_compile_traces_the_custom_ops():
+    moe, g = _layer(act=A.SWIGLU)
+    x = torch.randn(3, 64, generator=g)
+    logits = torch.randn(3, 16, generator=g)
+    bias = torch.randn(16, generator=g)
+    eager = moe(x, logits, bias)
+    compiled = torch.compile(moe, fullgraph=True, backend="eager")
+    assert torch.equal(compiled(x, logits, bias), eager)
