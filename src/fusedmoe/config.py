@@ -274,11 +274,11 @@ class RoutingConfig:
                     "RoutingConfig.n_group and topk_group must be >= 1 for DEEPSEEK_V3, got "
                     f"n_group={self.n_group}, topk_group={self.topk_group}"
                 )
+            if self.topk_group > self.n_group:
+                raise ValueError(
+                    f"RoutingConfig.topk_group ({self.topk_group}) must be <= n_group ({self.n_group})"
+                )
             if self.n_group > 1:
-                if self.topk_group > self.n_group:
-                    raise ValueError(
-                        f"RoutingConfig.topk_group ({self.topk_group}) must be <= n_group ({self.n_group})"
-                    )
                 if self.topk_group > 4:
                     raise ValueError(f"RoutingConfig.topk_group must be <= 4, got {self.topk_group}")
                 if self.n_group > 8:
