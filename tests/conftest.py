@@ -1,7 +1,15 @@
 """Shared test setup: GPU tests (marker ``gpu``) are skipped where no CUDA device exists."""
 
-import pytest
+import os
+
 import torch
+
+# Triton's interpreter must be chosen before triton is first imported (its language builtins are
+# created then): on machines without CUDA, every Triton kernel in the tests runs interpreted.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
