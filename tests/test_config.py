@@ -75,9 +75,12 @@ def test_routing_config_type_errors():
         fm.RoutingConfig(fm.RoutingMethod.DEEPSEEK_V3, top_k=2, renormalize=1)
 
 
-def test_methods_that_never_renormalize_report_false():
+def test_renormalize_default_follows_the_method():
     assert fm.RoutingConfig(fm.RoutingMethod.TOPK, top_k=2).renormalize is False
     assert fm.RoutingConfig(fm.RoutingMethod.DEEPSEEK_V3, top_k=2).renormalize is True
+    assert fm.RoutingConfig(fm.RoutingMethod.RENORMALIZE, top_k=2).renormalize is True
+    with pytest.raises(ValueError, match="never renormalizes"):
+        fm.RoutingConfig(fm.RoutingMethod.TOPK, top_k=2, renormalize=True)
 
 
 def test_format_pairings():

@@ -205,6 +205,13 @@ def flashinfer_routing_name(method: RoutingMethod) -> str:
 # --- routing configuration ------------------------------------------------------------------
 
 _SOFTMAX_LIKE_MAX_K = 32
+_NEVER_RENORMALIZE = (
+    RoutingMethod.DEFAULT,
+    RoutingMethod.TOPK,
+    RoutingMethod.SIGMOID,
+    RoutingMethod.TOPK_SIGMOID,
+    RoutingMethod.LLAMA4,
+)
 
 
 @dataclass(frozen=True)
@@ -217,9 +224,10 @@ class RoutingConfig:
     ``routed_scaling_factor`` multiplies the final weights for DEEPSEEK_V3 and MINIMAX2 (as
     FlashInfer does); for other methods a value other than 1.0 is rejected rather than ignored.
     ``renormalize`` is honoured by DEEPSEEK_V3 (transformers' ``norm_topk_prob``) and
-    SIGMOID_RENORM; the methods whose definition fixes it (RENORMALIZE, RENORMALIZE_NAIVE,
-    MINIMAX2: always; DEFAULT, TOPK, SIGMOID, TOPK_SIGMOID, LLAMA4: never) reject the opposite
-    value instead of ignoring it.
+    SIGMOID_RENORM (default True for both); the methods whose definition fixes it (RENORMALIZE,
+    RENORMALIZE_NAIVE, MINIMAX2: always; DEFAULT, TOPK, SIGMOID, TOPK_SIGMOID, LLAMA4: never)
+    take None (the default, resolved to their rule) and reject the opposite value instead of
+    ignoring it.
     """
 
     method: RoutingMethod
@@ -227,7 +235,7 @@ class RoutingConfig:
     n_group: int = 1
     topk_group: int = 1
     routed_scaling_factor: float = 1.0
-    renormalize: bool = True
+    renormalize: Optional[bool] = None  # None: the method's own rule (True where it is a choice)
     num_experts: Optional[int] = None
 
     def __post_init__(self):
@@ -260,6 +268,9 @@ class RoutingConfig:
             raise ValueError(
                 f"RoutingConfig.routed_scaling_factor must be finite and > 0, got {self.routed_scaling_factor}"
             )
+        if self.renormalize is None:
+            object.__setattr__(self, "renormalize", self.method not in _NEVER_RENORMALIZE
+                               if isinstance(self.method, RoutingMethod) else True)
         if not isinstance(self.renormalize, bool):
             raise TypeError(f"RoutingConfig.renormalize must be a bool, got {self.renormalize!r}")
 
@@ -300,18 +311,10 @@ class RoutingConfig:
                 "Scale the layer output instead."
             )
         always = (RoutingMethod.RENORMALIZE, RoutingMethod.RENORMALIZE_NAIVE, RoutingMethod.MINIMAX2)
-        never = (
-            RoutingMethod.DEFAULT,
-            RoutingMethod.TOPK,
-            RoutingMethod.SIGMOID,
-            RoutingMethod.TOPK_SIGMOID,
-            RoutingMethod.LLAMA4,
-        )
         if m in always and not self.renormalize:
             raise ValueError(f"RoutingConfig.renormalize: {m.name} always renormalizes; renormalize=False is not possible")
-        if m in never and self.renormalize:
-            # the dataclass default is True: flip it silently only when the user left the default
-            object.__setattr__(self, "renormalize", False)
+        if m in _NEVER_RENORMALIZE and self.renormalize:
+            raise ValueError(f"RoutingConfig.renormalize: {m.name} never renormalizes; leave renormalize unset (or False)")
         if self.num_experts is not None:
             self.check_num_experts(self.num_experts)
 

@@ -49,6 +49,8 @@ def select(config: Union[MoERequest, ExpertWeights], device=None) -> Tuple[str, 
     skipped = []
     for name in _PREFERENCE:
         why_not = _REGISTRY[name].supports(req, dev)
+        if why_not is None and name == "triton" and dev.type != "cuda":
+            why_not = "runs on CPU only in Triton's interpreter, which is for testing (ask for it explicitly)"
         if why_not is None:
             reason = f"{name}: fastest backend supporting {req.describe()} on {dev}"
             if skipped:
