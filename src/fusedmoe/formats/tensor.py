@@ -67,6 +67,8 @@ class QuantizedTensor:
             raise TypeError(f"{fmt.name} data must be torch.float8_e4m3fn, got {d.dtype}")
         if s is None:
             raise ValueError(f"{fmt.name} QuantizedTensor needs a scale")
+        if not isinstance(s, torch.Tensor):
+            raise TypeError(f"QuantizedTensor.scale must be a tensor, got {type(s).__name__}")
         if s.device != d.device:
             raise ValueError(f"QuantizedTensor.scale is on {s.device} but data on {d.device}")
         C = self.shape[-1]
@@ -83,8 +85,12 @@ class QuantizedTensor:
             expect = (lead[:-1] + (rows,) if lead else ()) + (-(-C // 128),)
             sdt = torch.float32
         elif fmt in (Format.MXFP8, Format.MXFP4):
+            if C % 32:
+                raise ValueError(f"{fmt.name} QuantizedTensor: the last dim ({C}) must be a multiple of 32")
             expect, sdt = lead + (C // 32,), torch.uint8
         else:  # NVFP4
+            if C % 16:
+                raise ValueError(f"NVFP4 QuantizedTensor: the last dim ({C}) must be a multiple of 16")
             expect, sdt = lead + (C // 16,), _E4M3
         if tuple(s.shape) != tuple(expect):
             raise ValueError(f"{fmt.name} QuantizedTensor.scale must have shape {tuple(expect)}, got {tuple(s.shape)}")
@@ -92,11 +98,13 @@ class QuantizedTensor:
             raise TypeError(f"{fmt.name} QuantizedTensor.scale must be {sdt}, got {s.dtype}")
         if fmt is Format.NVFP4:
             gexp = lead[:-1] if d.dim() >= 2 else ()
-            if g is None or tuple(g.shape) != tuple(gexp) or g.dtype != torch.float32:
+            if not isinstance(g, torch.Tensor) or tuple(g.shape) != tuple(gexp) or g.dtype != torch.float32:
                 raise ValueError(
                     f"NVFP4 QuantizedTensor.global_scale must be fp32 of shape {tuple(gexp)}, got "
-                    f"{None if g is None else (tuple(g.shape), g.dtype)}"
+                    f"{(tuple(g.shape), g.dtype) if isinstance(g, torch.Tensor) else g!r}"
                 )
+            if g.device != d.device:
+                raise ValueError(f"QuantizedTensor.global_scale is on {g.device} but data on {d.device}")
         elif g is not None:
             raise ValueError(f"{fmt.name} QuantizedTensor carries no global_scale")
 

@@ -1,0 +1,212 @@
+"""Triton activation quantization: :func:`quantize_act`, bit-identical to :func:`fm.quantize
+<fusedmoe.formats.reference.quantize>`.
+
+Launch-only: no ``.item()``, no host synchronization, no data-dependent Python control flow, so
+it can be captured in a CUDA graph. Dynamic per-tensor scales are reduced on the device (an
+``atomic_max`` kernel into a zeroed int32 word) and consumed by the quantization kernel.
+
+Triton's interpreter (``TRITON_INTERPRET=1``, used by the CPU tests) converts fp32 to fp8
+incorrectly, so when the kernels are interpreted (or ``x`` is on the CPU) they write the clamped,
+scaled fp32 values and this module performs the final round-to-nearest-even ``.to(float8_e4m3fn)``
+with torch; on a GPU the kernels cast themselves.
+
+The kernels module is imported on first use, so ``TRITON_INTERPRET`` is honoured when it is set
+after ``import fusedmoe`` but before the first call.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import triton
+
+from ..config import Format
+from .reference import _F32_MIN_SCALE, _NVFP4_G_NUM, NVFP4_MIN_AMAX
+from .tensor import QuantizedTensor
+
+__all__ = ["quantize_act"]
+
+_ACT_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_TOKEN, Format.FP8_BLOCK, Format.MXFP8, Format.NVFP4)
+_FLOAT_INPUTS = (torch.float16, torch.bfloat16, torch.float32)
+_E4M3 = torch.float8_e4m3fn
+
+
+def _kernels():
+    from ..kernels import _quant
+
+    return _quant
+
+
+def _interpreted(kernel) -> bool:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(kernel, InterpretedFunction)
+
+
+def _pow2(n: int) -> int:
+    return triton.next_power_of_2(max(int(n), 1))
+
+
+def _device_scalar(v, name: str, x: torch.Tensor) -> torch.Tensor:
+    """A one-element floating tensor on ``x``'s device, as fp32 [1] (no host sync, no copy
+    across devices: a CPU scale for a CUDA ``x`` would force a synchronizing transfer)."""
+    if not isinstance(v, torch.Tensor):
+        raise TypeError(f"{name} must be a one-element tensor on x's device, got {type(v).__name__}")
+    if not v.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got {v.dtype}")
+    if v.numel() != 1:
+        raise ValueError(f"{name} must have exactly one element, got shape {tuple(v.shape)}")
+    if v.device != x.device:
+        raise ValueError(f"{name} is on {v.device} but x is on {x.device}; move it once, outside the hot path")
+    return v.detach().reshape(1).to(torch.float32).contiguous()
+
+
+def quantize_act(
+    x: torch.Tensor,
+    fmt: Format,
+    *,
+    static_scale: Optional[torch.Tensor] = None,
+    global_scale: Optional[torch.Tensor] = None,
+) -> QuantizedTensor:
+    """Quantize activations ``x [T, C]`` (fp16 / bf16 / fp32, last dim contiguous) with Triton.
+
+    Formats and formulas are those of :func:`fusedmoe.formats.reference.quantize`, bit for bit:
+
+    * ``FP8_TENSOR``: ``static_scale`` (one-element tensor on ``x``'s device, dequant convention
+      ``x ~= q * s``), or dynamic ``s = max(amax(x) / 448, FP8_MIN_SCALE)`` reduced on the device;
+      scale fp32 0-dim.
+    * ``FP8_TOKEN``: ``s[t] = max(amax_t / 448, FP8_MIN_SCALE)``; scale fp32 [T].
+    * ``FP8_BLOCK``: 1 x 128 groups, ``s = max(amax_g, 1e-10) / 448``; scale fp32 [T, C/128].
+    * ``MXFP8``: 1 x 32 groups, UE8M0 ``e = ue8m0_ceil(amax_g / 448)``; scale uint8 [T, C/32].
+    * ``NVFP4``: ``global_scale`` g (one-element tensor on ``x``'s device) or, when not given,
+      ``g = 2688 / max(amax(x), 2^-100)`` computed on the device; data uint8 [T, C/2], block
+      scales E4M3 [T, C/16], global scale fp32 0-dim.
+    * ``BF16``: ``x`` is returned as is (fp32 ``x`` is rounded to bf16).
+
+    Used for the MoE input and for the re-quantized intermediate alike. NaN / inf in ``x`` give
+    unspecified output (nothing is checked: that would synchronize the host).
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in _FLOAT_INPUTS:
+        raise TypeError(f"x must be float16, bfloat16 or float32, got {x.dtype}")
+    if not isinstance(fmt, Format):
+        raise TypeError(f"fmt must be a fm.Format, got {fmt!r}")
+    if fmt not in _ACT_FORMATS:
+        raise ValueError(
+            f"fmt={fmt!r} is not an activation format quantize_act supports; expected one of "
+            f"{[f.name for f in _ACT_FORMATS]}"
+        )
+    if x.dim() != 2:
+        raise ValueError(f"x must be [T, C], got shape {tuple(x.shape)}")
+    T, C = x.shape
+    b = fmt.block_size
+    if b and C % b:
+        raise ValueError(f"x: the last dim ({C}) must be a multiple of {b} for {fmt.name}")
+    if static_scale is not None and fmt is not Format.FP8_TENSOR:
+        raise ValueError(f"static_scale is the FP8_TENSOR scale; {fmt.name} does not take it")
+    if global_scale is not None and fmt is not Format.NVFP4:
+        raise ValueError(f"global_scale is the NVFP4 global scale; {fmt.name} does not take it")
+    if fmt is Format.BF16:
+        return QuantizedTensor(x if x.dtype != torch.float32 else x.to(torch.bfloat16), fmt)
+    if C > 1 and x.stride(1) != 1:
+        raise ValueError(f"x must have a contiguous last dim (stride 1), got strides {tuple(x.stride())}")
+
+    k = _kernels()
+    interp = _interpreted(k._fp8_row_kernel)
+    if x.device.type == "cpu" and not interp:
+        raise ValueError(
+            "x is on the CPU but the Triton kernels are compiled for a GPU: set TRITON_INTERPRET=1 "
+            "before the first quantize_act call to interpret them, or use fm.quantize (the torch reference)"
+        )
+    dev = x.device
+    out_fp32 = interp
+    vdtype = torch.float32 if out_fp32 else _E4M3
+    empty = T == 0 or C == 0
+
+    if fmt in (Format.FP8_TENSOR, Format.FP8_TOKEN):
+        q = torch.empty((T, C), dtype=vdtype, device=dev)
+        BLOCK_C = min(_pow2(C), 1024)
+        BLOCK_T = min(_pow2(T), max(1, 2048 // BLOCK_C))
+        grid = (triton.cdiv(T, BLOCK_T),)
+        if fmt is Format.FP8_TOKEN:
+            s = torch.empty((T,), dtype=torch.float32, device=dev)
+            mode, src = 2, s
+            if C == 0:
+                s.fill_(_F32_MIN_SCALE)
+        elif static_scale is not None:
+            s = _device_scalar(static_scale, "static_scale", x)
+            mode, src = 0, s
+        else:
+            amax = torch.zeros((1,), dtype=torch.int32, device=dev)
+            if not empty:
+                _launch_absmax(k, x, amax)
+            s = torch.empty((1,), dtype=torch.float32, device=dev)
+            mode, src = 1, amax
+            if empty:
+                s.fill_(_F32_MIN_SCALE)
+        if not empty:
+            k._fp8_row_kernel[grid](
+                x, q, s, src, T, C, x.stride(0), q.stride(0),
+                SCALE_MODE=mode, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C,
+            )
+        scale = s if fmt is Format.FP8_TOKEN else s.reshape(())
+        return QuantizedTensor(_finish(q, out_fp32), fmt, scale)
+
+    if fmt in (Format.FP8_BLOCK, Format.MXFP8):
+        G = b
+        NG = C // G
+        q = torch.empty((T, C), dtype=vdtype, device=dev)
+        s = torch.empty((T, NG), dtype=torch.uint8 if fmt is Format.MXFP8 else torch.float32, device=dev)
+        if not empty:
+            BLOCK_G = min(_pow2(NG), max(1, 1024 // G))
+            BLOCK_T = min(_pow2(T), max(1, 2048 // (BLOCK_G * G)))
+            grid = (triton.cdiv(T, BLOCK_T), triton.cdiv(NG, BLOCK_G))
+            k._fp8_group_kernel[grid](
+                x, q, s, T, C, x.stride(0), q.stride(0), s.stride(0),
+                GROUP=G, MX=fmt is Format.MXFP8, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_G=BLOCK_G,
+            )
+        return QuantizedTensor(_finish(q, out_fp32), fmt, s, block_rows=1)
+
+    # NVFP4
+    NB = C // 16
+    q = torch.empty((T, C // 2), dtype=torch.uint8, device=dev)
+    s = torch.empty((T, NB), dtype=torch.float32 if out_fp32 else _E4M3, device=dev)
+    if global_scale is not None:
+        g = _device_scalar(global_scale, "global_scale", x)
+        g_src, g_from_amax = g, False
+    else:
+        amax = torch.zeros((1,), dtype=torch.int32, device=dev)
+        g = torch.empty((1,), dtype=torch.float32, device=dev)
+        if empty:
+            torch.div(
+                torch.full((1,), _NVFP4_G_NUM, dtype=torch.float32, device=dev),
+                torch.full((1,), NVFP4_MIN_AMAX, dtype=torch.float32, device=dev),
+                out=g,
+            )
+        else:
+            _launch_absmax(k, x, amax)
+        g_src, g_from_amax = amax, True
+    if not empty:
+        BLOCK_G = min(_pow2(NB), 64)
+        BLOCK_T = min(_pow2(T), max(1, 1024 // (BLOCK_G * 16)))
+        grid = (triton.cdiv(T, BLOCK_T), triton.cdiv(NB, BLOCK_G))
+        k._nvfp4_kernel[grid](
+            x, q, s, g_src, g, T, C, x.stride(0), q.stride(0), s.stride(0),
+            G_FROM_AMAX=g_from_amax, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_G=BLOCK_G,
+        )
+    return QuantizedTensor(q, fmt, _finish(s, out_fp32), global_scale=g.reshape(()))
+
+
+def _launch_absmax(k, x: torch.Tensor, amax: torch.Tensor) -> None:
+    T, C = x.shape
+    BLOCK_C = min(_pow2(C), 1024)
+    BLOCK_T = min(_pow2(T), max(1, 4096 // BLOCK_C))
+    grid = (triton.cdiv(T, BLOCK_T), triton.cdiv(C, BLOCK_C))
+    k._absmax_kernel[grid](x, amax, T, C, x.stride(0), BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C)
+
+
+def _finish(v: torch.Tensor, out_fp32: bool) -> torch.Tensor:
+    """Interpreted kernels wrote clamped fp32 values: round them to E4M3 (RNE) with torch."""
+    return v.to(_E4M3) if out_fp32 else v

@@ -1,0 +1,175 @@
+"""Triton activation quantization (formats.triton_quant.quantize_act) against the torch reference:
+scales bitwise equal, values bitwise equal, for every activation format.
+
+On a CPU machine the kernels run in Triton's interpreter (tiny shapes, marked ``interpreter``);
+on a GPU the same tests run compiled, plus realistic shapes and a CUDA-graph capture (``gpu``).
+"""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels are first imported
+
+from fusedmoe.config import Format
+from fusedmoe.formats import QuantizedTensor, quantize, quantize_act
+
+ON_GPU = torch.cuda.is_available()
+DEV = "cuda" if ON_GPU else "cpu"
+KERNEL_FORMATS = [Format.FP8_TENSOR, Format.FP8_TOKEN, Format.FP8_BLOCK, Format.MXFP8, Format.NVFP4]
+
+pytestmark = [] if ON_GPU else [pytest.mark.interpreter]
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    if t.element_size() == 1:
+        return t.view(torch.uint8)
+    if t.dtype == torch.float32:
+        return t.view(torch.int32)
+    return t
+
+
+def assert_same(a: QuantizedTensor, r: QuantizedTensor) -> None:
+    """Bitwise equality of data, scales and global scale (values and scales bit-identical)."""
+    assert a.fmt is r.fmt and a.block_rows == r.block_rows
+    assert a.data.dtype == r.data.dtype and a.data.shape == r.data.shape
+    mism = _bits(a.data) != _bits(r.data)
+    assert not mism.any(), f"{a.fmt}: {int(mism.sum())} data bytes differ, first at {mism.nonzero()[:4].tolist()}"
+    assert a.scale.dtype == r.scale.dtype and a.scale.shape == r.scale.shape
+    smism = _bits(a.scale) != _bits(r.scale)
+    assert not smism.any(), f"{a.fmt}: {int(smism.sum())} scales differ, first at {smism.nonzero()[:4].tolist()}"
+    if r.global_scale is not None:
+        assert torch.equal(_bits(a.global_scale), _bits(r.global_scale))
+
+
+def _tricky(T: int, C: int, dtype, seed: int = 0) -> torch.Tensor:
+    """Random data with a wide range, plus the edge cases: an all-zero group, tiny values, -0.0,
+    exact E2M1/E4M3 ties after scaling, one large outlier."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, C, generator=g) * torch.logspace(-3, 2, C)[torch.randperm(C, generator=g)]
+    x[0, :32] = 0.0
+    x[0, 5] = -0.0
+    if T > 1:
+        x[1, 32:64] *= 1e-6
+        x[1, 64:80] = torch.tensor([6.0, 5.0, 3.5, 2.5, 1.75, 1.25, 0.75, 0.25] * 2)
+    x[-1, -1] = 1000.0
+    return x.to(dtype).to(DEV)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("fmt", KERNEL_FORMATS)
+def test_matches_reference(fmt, dtype):
+    for T, C in ((3, 256), (1, 128)):
+        x = _tricky(T, C, dtype)
+        assert_same(quantize_act(x, fmt), quantize(x, fmt))
+
+
+@pytest.mark.parametrize("fmt", [Format.FP8_TOKEN, Format.FP8_BLOCK, Format.MXFP8, Format.NVFP4])
+def test_more_rows_than_a_block(fmt):
+    x = _tricky(37, 384, torch.bfloat16, seed=3)
+    assert_same(quantize_act(x, fmt), quantize(x, fmt))
+
+
+def test_fp8_tensor_static_scale_saturates():
+    x = _tricky(3, 256, torch.bfloat16, seed=1)
+    s = torch.tensor([0.05], device=DEV)  # small: most values saturate at +-448
+    a = quantize_act(x, Format.FP8_TENSOR, static_scale=s)
+    assert_same(a, quantize(x, Format.FP8_TENSOR, scale=s))
+    assert a.scale.shape == () and a.data.float().abs().max().item() == 448.0
+
+
+def test_nvfp4_given_global_scale():
+    x = _tricky(3, 256, torch.bfloat16, seed=2)
+    for gv in (1.0, 2688.0 / 1000.0, 1e4):  # 1e4: many blocks saturate the E4M3 block scale
+        g = torch.tensor(gv, device=DEV)
+        assert_same(quantize_act(x, Format.NVFP4, global_scale=g), quantize(x, Format.NVFP4, global_scale=g))
+
+
+def test_row_strided_input():
+    big = _tricky(4, 512, torch.bfloat16, seed=4)
+    x = big[:, 128:384]  # row stride 512, last dim contiguous
+    for fmt in KERNEL_FORMATS:
+        assert_same(quantize_act(x, fmt), quantize(x, fmt))
+
+
+def test_all_zero_input():
+    x = torch.zeros(2, 128, dtype=torch.bfloat16, device=DEV)
+    for fmt in KERNEL_FORMATS:
+        assert_same(quantize_act(x, fmt), quantize(x, fmt))
+
+
+def test_empty_input():
+    for fmt in KERNEL_FORMATS:
+        x = torch.zeros(0, 128, dtype=torch.bfloat16, device=DEV)
+        assert_same(quantize_act(x, fmt), quantize(x, fmt))
+
+
+def test_bf16_passthrough():
+    x = torch.randn(2, 64, dtype=torch.bfloat16, device=DEV)
+    assert quantize_act(x, Format.BF16).data is x
+
+
+def test_validation_errors():
+    x = torch.randn(2, 256, dtype=torch.bfloat16, device=DEV)
+    with pytest.raises(ValueError, match="x"):
+        quantize_act(x.reshape(2, 2, 128), Format.FP8_TOKEN)
+    with pytest.raises(TypeError, match="x"):
+        quantize_act(x.to(torch.int32), Format.FP8_TOKEN)
+    with pytest.raises(ValueError, match="fmt"):
+        quantize_act(x, Format.FP8_CHANNEL)
+    with pytest.raises(ValueError, match="fmt"):
+        quantize_act(x, Format.MXFP4)
+    with pytest.raises(TypeError, match="fmt"):
+        quantize_act(x, "nvfp4")
+    with pytest.raises(ValueError, match="x.*128"):
+        quantize_act(x[:, :192], Format.FP8_BLOCK)
+    with pytest.raises(ValueError, match="static_scale"):
+        quantize_act(x, Format.FP8_TOKEN, static_scale=torch.ones(1, device=DEV))
+    with pytest.raises(ValueError, match="global_scale"):
+        quantize_act(x, Format.MXFP8, global_scale=torch.ones(1, device=DEV))
+    with pytest.raises(ValueError, match="static_scale"):
+        quantize_act(x, Format.FP8_TENSOR, static_scale=torch.ones(2, device=DEV))
+    with pytest.raises(TypeError, match="static_scale"):
+        quantize_act(x, Format.FP8_TENSOR, static_scale=1.0)
+    with pytest.raises(ValueError, match="stride"):
+        quantize_act(torch.randn(256, 2, dtype=torch.bfloat16, device=DEV).t(), Format.FP8_TOKEN)
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU: realistic shapes, bitwise; CUDA-graph capture
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("fmt", KERNEL_FORMATS)
+@pytest.mark.parametrize("T, C", [(1, 7168), (257, 2688), (4096, 4096), (16384, 1024)])
+@pytest.mark.gpu
+@pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
+def test_gpu_realistic_shapes(fmt, dtype, T, C):
+    x = (torch.randn(T, C, device="cuda") * torch.logspace(-2, 1, C, device="cuda")).to(dtype)
+    x[T // 2, : C // 2] = 0
+    assert_same(quantize_act(x, fmt), quantize(x, fmt))
+    if fmt is Format.FP8_TENSOR:
+        s = torch.tensor([0.01], device="cuda")
+        assert_same(quantize_act(x, fmt, static_scale=s), quantize(x, fmt, scale=s))
+    if fmt is Format.NVFP4:
+        g = torch.tensor([300.0], device="cuda")
+        assert_same(quantize_act(x, fmt, global_scale=g), quantize(x, fmt, global_scale=g))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("fmt", KERNEL_FORMATS)
+def test_gpu_cuda_graph_capture(fmt):
+    x = torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16)
+    quantize_act(x, fmt)  # compile outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = quantize_act(x, fmt)
+    x.copy_(torch.randn_like(x) * 7)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_same(out, quantize(x, fmt))
