@@ -1,0 +1,401 @@
+"""Block sizes of the Triton MoE GEMMs: a frozen config type, a shape heuristic and a tuned table.
+
+``choose_config`` is a pure function of the problem shape, the weight format and the device; it
+consults a tuned table first (``load_tuned_configs``; shipped empty: a tuner fills it later) and
+falls back to the heuristic below. Nothing here reads environment variables or touches a GPU.
+
+Tuned-table JSON (``format_version`` 1)::
+
+    {"format_version": 1,
+     "entries": [
+       {"device": "NVIDIA H200", "weight_format": "fp8_tensor", "activation": "relu2",
+        "gemm": "gemm1", "N": 3840, "K": 4096, "E": 128, "tokens": 64,
+        "config": {"block_m": 16, "block_n": 64, "block_k": 128, "group_m": 1,
+                   "num_warps": 4, "num_stages": 5, "swap_ab": true}}]}
+
+Key: (device name as ``torch.cuda.get_device_name()`` reports it, weight format value, activation
+value (``"*"`` matches any), gemm, N, K, E_loc) plus the token bucket (a power of two >= the token
+count); the entry with the nearest bucket (log scale, ties to the smaller) wins. ``N``/``K`` are
+the GEMM's own sizes: gemm1 N = rows of w13 (2*I_pad gated, I_pad otherwise), K = H; gemm2 N = H,
+K = I_pad.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
+
+from ..config import Activation, Format
+
+__all__ = [
+    "KernelConfig",
+    "MoEKernelConfig",
+    "TunedTable",
+    "choose_config",
+    "choose_moe_config",
+    "load_tuned_configs",
+    "save_tuned_configs",
+    "token_bucket",
+    "DEFAULT_TABLE_PATH",
+]
+
+DEFAULT_TABLE_PATH = os.path.join(os.path.dirname(os.path.dirname(__file__)), "configs", "triton_moe_tuned.json")
+
+_GEMMS = ("gemm1", "gemm2")
+
+
+def _is_pow2(x: int) -> bool:
+    return x > 0 and (x & (x - 1)) == 0
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Launch configuration of one grouped GEMM.
+
+    block_m: rows (slots) per tile; also the per-expert padding unit of the sorted slot list, so
+    GEMM1 and GEMM2 of one forward share it. swap_ab: run the tile as W @ A^T (weight rows on the
+    MMA's M side; helps Hopper's wgmma when block_m < 64).
+    """
+
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int = 1
+    num_warps: int = 4
+    num_stages: int = 3
+    swap_ab: bool = False
+
+    def __post_init__(self):
+        for f in ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise TypeError(f"KernelConfig.{f} must be an int, got {v!r}")
+        if not isinstance(self.swap_ab, bool):
+            raise TypeError(f"KernelConfig.swap_ab must be a bool, got {self.swap_ab!r}")
+        for f in ("block_m", "block_n", "block_k"):
+            v = getattr(self, f)
+            if not _is_pow2(v) or v < 16:
+                raise ValueError(f"KernelConfig.{f} must be a power of two >= 16 (tl.dot minimum), got {v}")
+        if self.group_m < 1:
+            raise ValueError(f"KernelConfig.group_m must be >= 1, got {self.group_m}")
+        if self.num_warps not in (1, 2, 4, 8, 16):
+            raise ValueError(f"KernelConfig.num_warps must be one of 1, 2, 4, 8, 16, got {self.num_warps}")
+        if not 1 <= self.num_stages <= 8:
+            raise ValueError(f"KernelConfig.num_stages must be in [1, 8], got {self.num_stages}")
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "KernelConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"KernelConfig: unknown keys {sorted(unknown)}; expected a subset of {sorted(known)}")
+        return cls(**dict(d))
+
+
+@dataclass(frozen=True)
+class MoEKernelConfig:
+    """Everything one ``triton_experts`` call launches with.
+
+    atomic_combine: GEMM2 adds its weighted rows into a zeroed output with atomics instead of the
+    deterministic combine kernel (opt-in: results depend on the order of the atomic adds, and every
+    partial sum is rounded to the output dtype).
+    """
+
+    gemm1: KernelConfig
+    gemm2: KernelConfig
+    atomic_combine: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.gemm1, KernelConfig) or not isinstance(self.gemm2, KernelConfig):
+            raise TypeError("MoEKernelConfig.gemm1 and .gemm2 must be KernelConfig instances")
+        if self.gemm1.block_m != self.gemm2.block_m:
+            raise ValueError(
+                "MoEKernelConfig: gemm1.block_m and gemm2.block_m must be equal (both GEMMs walk the "
+                f"same block-padded slot list); got {self.gemm1.block_m} and {self.gemm2.block_m}"
+            )
+        if not isinstance(self.atomic_combine, bool):
+            raise TypeError(f"MoEKernelConfig.atomic_combine must be a bool, got {self.atomic_combine!r}")
+
+    @property
+    def block_m(self) -> int:
+        return self.gemm1.block_m
+
+
+# ---- tuned table -------------------------------------------------------------------------------
+
+
+def token_bucket(m: int) -> int:
+    """Smallest power of two >= m (1 for m <= 1)."""
+    return 1 if m <= 1 else 1 << (int(m) - 1).bit_length()
+
+
+_Key = Tuple[str, str, str, str, int, int, int]
+
+
+class TunedTable:
+    """Tuned configs keyed by (device, weight_format, activation, gemm, N, K, E) -> {bucket: cfg}."""
+
+    def __init__(self, entries: Optional[Dict[_Key, Dict[int, KernelConfig]]] = None):
+        self._entries: Dict[_Key, Dict[int, KernelConfig]] = dict(entries or {})
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._entries.values())
+
+    def add(self, *, device: str, weight_format: Union[Format, str], activation: Union[Activation, str, None],
+            gemm: str, N: int, K: int, E: int, tokens: int, config: KernelConfig) -> None:
+        key = _make_key(device, weight_format, activation, gemm, N, K, E)
+        self._entries.setdefault(key, {})[token_bucket(tokens)] = config
+
+    def lookup(self, *, device: str, weight_format: Union[Format, str], activation: Union[Activation, str, None],
+               gemm: str, N: int, K: int, E: int, tokens: int) -> Optional[KernelConfig]:
+        for act in (activation, "*"):
+            by_bucket = self._entries.get(_make_key(device, weight_format, act, gemm, N, K, E))
+            if by_bucket:
+                b = math.log2(token_bucket(tokens))
+                best = min(by_bucket, key=lambda x: (abs(math.log2(x) - b), x))
+                return by_bucket[best]
+        return None
+
+    def to_json_dict(self) -> Dict[str, Any]:
+        out = []
+        for (dev, fmt, act, gemm, N, K, E), by_bucket in sorted(self._entries.items()):
+            for bucket, cfg in sorted(by_bucket.items()):
+                out.append({"device": dev, "weight_format": fmt, "activation": act, "gemm": gemm,
+                            "N": N, "K": K, "E": E, "tokens": bucket, "config": cfg.to_dict()})
+        return {"format_version": 1, "entries": out}
+
+
+def _make_key(device, weight_format, activation, gemm, N, K, E) -> _Key:
+    fmt = weight_format.value if isinstance(weight_format, Format) else Format(str(weight_format)).value
+    if activation is None or activation == "*":
+        act = "*"
+    else:
+        act = activation.value if isinstance(activation, Activation) else Activation(str(activation)).value
+    if gemm not in _GEMMS:
+        raise ValueError(f"gemm must be one of {_GEMMS}, got {gemm!r}")
+    return (str(device), fmt, act, gemm, int(N), int(K), int(E))
+
+
+def load_tuned_configs(path: Union[str, os.PathLike]) -> TunedTable:
+    """Read a tuned-config JSON file (format above). Raises ValueError on a malformed file."""
+    with open(path) as f:
+        doc = json.load(f)
+    if not isinstance(doc, dict) or doc.get("format_version") != 1 or not isinstance(doc.get("entries"), list):
+        raise ValueError(f"{path}: expected {{'format_version': 1, 'entries': [...]}}")
+    table = TunedTable()
+    for i, ent in enumerate(doc["entries"]):
+        try:
+            table.add(device=ent["device"], weight_format=ent["weight_format"], activation=ent.get("activation", "*"),
+                      gemm=ent["gemm"], N=ent["N"], K=ent["K"], E=ent["E"], tokens=ent["tokens"],
+                      config=KernelConfig.from_dict(ent["config"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: entry {i} is malformed: {exc}") from exc
+    return table
+
+
+def save_tuned_configs(table: TunedTable, path: Union[str, os.PathLike]) -> None:
+    with open(path, "w") as f:
+        json.dump(table.to_json_dict(), f, indent=1)
+        f.write("\n")
+
+
+@functools.lru_cache(maxsize=None)
+def _default_table() -> TunedTable:
+    """The table shipped with the package (absent for now: an empty table)."""
+    if os.path.exists(DEFAULT_TABLE_PATH):
+        return load_tuned_configs(DEFAULT_TABLE_PATH)
+    return TunedTable()
+
+
+# ---- heuristic ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _DeviceTraits:
+    num_sms: int
+    smem_budget: int  # bytes of pipelined operand buffers we allow per program
+    hopper: bool
+
+
+def _device_traits(device_name: str) -> _DeviceTraits:
+    name = (device_name or "").upper()
+    if any(t in name for t in ("H100", "H200", "H800", "H20", "GH200")):
+        # 228 KB shared memory per SM, 227 KB per block; leave room for the epilogue's layout
+        # conversions (transposed accumulators, the fp8 group reshape)
+        sms = 78 if ("H20" in name and "H200" not in name) else 132
+        return _DeviceTraits(num_sms=sms, smem_budget=192 * 1024, hopper=True)
+    if "A100" in name or "A800" in name:
+        return _DeviceTraits(num_sms=108, smem_budget=144 * 1024, hopper=False)
+    if "B200" in name or "B100" in name or "GB200" in name:
+        return _DeviceTraits(num_sms=148, smem_budget=192 * 1024, hopper=False)
+    return _DeviceTraits(num_sms=80, smem_budget=88 * 1024, hopper=False)
+
+
+def _weight_bytes(fmt: Format) -> int:
+    return 2 if fmt is Format.BF16 else 1
+
+
+def choose_config(
+    M_tokens: int,
+    N: int,
+    K: int,
+    E_loc: int,
+    top_k: int,
+    weight_format: Union[Format, str],
+    gemm: str,
+    device_name: str,
+    *,
+    activation: Union[Activation, str, None] = None,
+    override: Union[KernelConfig, Mapping[str, Any], None] = None,
+    table: Optional[TunedTable] = None,
+    num_sms: Optional[int] = None,
+) -> KernelConfig:
+    """Kernel config for one GEMM of a MoE forward with ``M_tokens`` tokens.
+
+    Order: ``override`` (returned as given, validated) > the tuned table (``table``, default: the
+    shipped one) > the heuristic. ``N``/``K`` as in the module docstring; ``activation`` decides
+    gatedness for gemm1 (a gated program holds a gate tile and an up tile of ``block_n`` rows each).
+    """
+    if override is not None:
+        return override if isinstance(override, KernelConfig) else KernelConfig.from_dict(override)
+    fmt = weight_format if isinstance(weight_format, Format) else Format(str(weight_format))
+    if gemm not in _GEMMS:
+        raise ValueError(f"gemm must be one of {_GEMMS}, got {gemm!r}")
+    act = None if activation is None else (activation if isinstance(activation, Activation) else Activation(str(activation)))
+    tbl = _default_table() if table is None else table
+    hit = tbl.lookup(device=device_name, weight_format=fmt, activation=act, gemm=gemm, N=N, K=K, E=E_loc,
+                     tokens=M_tokens)
+    if hit is not None:
+        return hit
+    return _heuristic(M_tokens, N, K, E_loc, top_k, fmt, gemm, act, device_name, num_sms)
+
+
+def heuristic_block_m(M_tokens: int, E_loc: int, top_k: int, weight_format: Format) -> int:
+    """Rows per tile = the per-expert padding unit; sized to the expected rows per expert.
+
+    With uniform routing an expert receives r = T*K/E rows on average. Every M-block of an expert
+    re-reads that expert's weights, so the tile should hold a typical expert's rows in one block:
+    block_m >= ~1.5 r leaves room for the spread around the mean (H200 measurement, Qwen3-30B
+    shapes at T = 512: r = 32 ran at 3.1 TB/s with block_m 32 because most experts needed two
+    blocks). Decode (r <= 10) uses the tl.dot minimum of 16; the wasted rows cost tensor-core time
+    only, which is idle while the weights stream in.
+    """
+    r = M_tokens * top_k / max(E_loc, 1)
+    if r <= 10:
+        return 16
+    if r <= 21:
+        return 32
+    if r <= 42 or weight_format is Format.FP8_BLOCK:
+        # FP8 block: a 128x128-block-scaled gated GEMM1 holds two BM x 128 fp32 accumulators;
+        # BM = 64 keeps them in registers (SGLang / vLLM tuned block-FP8 tables agree)
+        return 64
+    return 128
+
+
+def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name, num_sms) -> KernelConfig:
+    dev = _device_traits(device_name)
+    sms = num_sms or dev.num_sms
+    gated = gemm == "gemm1" and act is not None and act.is_gated
+    n_cols = N // 2 if gated else N  # columns of the program's output tile grid
+    w_tiles = 2 if gated else 1
+    wb = _weight_bytes(fmt)
+    ab = 1 if fmt is not Format.BF16 else 2
+
+    bm = heuristic_block_m(M_tokens, E_loc, top_k, fmt)
+    decode = bm <= 32
+
+    # K tile: FP8 block scales come per 128 along K (and 128 B rows are the natural fp8 load);
+    # 16-bit decode also uses 128 (fewer, larger loads in flight), 16-bit prefill 64 (smem).
+    # FP8 at one or two tokens: 256 (H200, Qwen3-30B FP8 T = 1: 25.4 us vs 28.6 us with 128;
+    # at T = 8, 256 was slower).
+    if fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL) and M_tokens * top_k <= 16:
+        bk = 256
+    elif fmt is not Format.BF16 or decode:
+        bk = 128
+    else:
+        bk = 64
+
+    if fmt is Format.FP8_BLOCK and gemm == "gemm1":
+        # the intermediate is quantized in 1x128 groups in GEMM1's epilogue: a tile must hold
+        # whole groups
+        bn = 128
+    elif decode:
+        # memory-bound: the widest weight tile (<= 128 rows per program, gate + up counted) that
+        # still launches enough programs (active experts ~ min(E, T*K)): >= SMs / 2 for a gated
+        # GEMM1, >= SMs otherwise. H200, Qwen3-30B at T = 1: BF16 GEMM1 2x64 rows 31 us vs 2x32
+        # rows 35 us; FP8 GEMM2 64 rows (256 programs) 25.4 us vs 128 rows 28.7 us.
+        active = max(1, min(E_loc, M_tokens * top_k))
+        bn = 32
+        for cand in ((64,) if gated else (128, 64)):
+            if active * math.ceil(n_cols / cand) >= (sms // 2 if gated else sms):
+                bn = cand
+                break
+        if fmt is not Format.BF16 and dev.hopper:
+            bn = max(bn, 64)  # swap_ab puts block_n on wgmma's M side, which needs >= 64
+    else:
+        # compute-bound: 128-wide tiles; a gated program holds two accumulators, so half width
+        bn = 64 if gated else 128
+
+    # SGLang's finding on H100/H200: FP8 with small token tiles runs faster as W @ A^T
+    swap_ab = dev.hopper and fmt is not Format.BF16 and bm < 64 and bn >= 64
+
+    if bm * bn * w_tiles >= 128 * 128:
+        warps = 8
+    else:
+        warps = 4
+
+    stage_bytes = bk * (bm * ab + w_tiles * bn * wb)
+    stages = max(2, min(5 if decode else 4, dev.smem_budget // stage_bytes))
+    group_m = 1 if decode else 8
+    return KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=group_m, num_warps=warps,
+                        num_stages=stages, swap_ab=swap_ab)
+
+
+def choose_moe_config(
+    M_tokens: int,
+    hidden_size: int,
+    intermediate_size_padded: int,
+    E_loc: int,
+    top_k: int,
+    weight_format: Union[Format, str],
+    activation: Union[Activation, str],
+    device_name: str,
+    *,
+    override: Union[MoEKernelConfig, Mapping[str, Any], None] = None,
+    table: Optional[TunedTable] = None,
+    num_sms: Optional[int] = None,
+) -> MoEKernelConfig:
+    """Both GEMM configs of one forward (sharing block_m).
+
+    ``override``: a MoEKernelConfig, or a dict with optional keys ``gemm1``/``gemm2`` (KernelConfig
+    or dict) and ``atomic_combine``; missing GEMM configs come from the table/heuristic with the
+    given one's block_m.
+    """
+    if isinstance(override, MoEKernelConfig):
+        return override
+    ov = dict(override or {})
+    unknown = set(ov) - {"gemm1", "gemm2", "atomic_combine"}
+    if unknown:
+        raise ValueError(f"config: unknown keys {sorted(unknown)}; expected gemm1, gemm2, atomic_combine")
+    act = activation if isinstance(activation, Activation) else Activation(str(activation))
+    fmt = weight_format if isinstance(weight_format, Format) else Format(str(weight_format))
+    m1 = intermediate_size_padded * (2 if act.is_gated else 1)
+    common = dict(table=table, num_sms=num_sms)
+    g1 = choose_config(M_tokens, m1, hidden_size, E_loc, top_k, fmt, "gemm1", device_name, activation=act,
+                       override=ov.get("gemm1"), **common)
+    g2 = choose_config(M_tokens, hidden_size, intermediate_size_padded, E_loc, top_k, fmt, "gemm2", device_name,
+                       activation=act, override=ov.get("gemm2"), **common)
+    if g1.block_m != g2.block_m:
+        # keep the one that was asked for (override) or gemm1's; re-derive the other's block_m
+        if ov.get("gemm2") is not None and ov.get("gemm1") is None:
+            g1 = KernelConfig(**{**g1.to_dict(), "block_m": g2.block_m})
+        else:
+            g2 = KernelConfig(**{**g2.to_dict(), "block_m": g1.block_m})
+    return MoEKernelConfig(g1, g2, atomic_combine=bool(ov.get("atomic_combine", False)))

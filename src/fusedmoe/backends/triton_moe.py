@@ -1,0 +1,452 @@
+"""Launchers of the Triton MoE expert kernels: :func:`triton_experts`.
+
+One forward (slot x = t*K + k; E = E_loc local experts; I = I_pad):
+
+    [quantize_act(hidden)]          FP8 activation formats only (formats/triton_quant.py)
+    align                           sort slots by local expert, pad groups to BLOCK_M
+                                    (1 launch if T*K <= 256, else 2)
+    GEMM1 + bias + act (+ quant)    -> intermediate [T*K, I] (slot-indexed), rounded to hidden's
+                                    dtype, then FP8-quantized in the same epilogue for a static
+                                    per-tensor scale or 1x128 groups
+    [quantize_act(intermediate)]    FP8 per-token, dynamic per-tensor, or 1x128 groups when
+                                    GEMM1's block_n is not a multiple of 128
+    GEMM2 + bias + routing weight   -> y [T*K, H] in hidden's dtype (K = 1: straight into out)
+    combine                         out[t] = sum_k y[t*K + k] in fp32 (skipped for K = 1)
+
+Launches per forward at decode (T*K <= 256): BF16 4 (3 when K = 1); FP8 per-tensor static and
+FP8 block 5 (4 when K = 1); FP8 per-token and dynamic per-tensor 6 (the latter also zero-fills the
+intermediate). Prefill adds one (the two-kernel align); the opt-in atomic combine replaces the
+combine kernel by a zero-fill of the output. Nothing synchronizes the host or depends on data
+values on the host: all sizes come from shapes, so a forward can be captured in a CUDA graph.
+
+Numerics (docs/semantics.md 7; matches ``fm.reference_moe`` to rounding): fp32 accumulation;
+dequant scales in the GEMM epilogues (per K-block for FP8 block); weight-on-input before the
+bias; activation in fp32, rounded to hidden's dtype, then re-quantized exactly like
+``fm.quantize``. **The per-slot output y is stored in hidden's dtype** before the fp32 combine
+(one extra rounding per slot compared with the reference, which sums fp32 values).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Mapping, Optional, Union
+
+import torch
+import triton
+import triton.language as tl
+
+from ..config import Activation, ActivationParams, Format
+from ..formats import QuantizedTensor, quantize_act
+from .kernel_configs import MoEKernelConfig, choose_moe_config
+
+__all__ = ["triton_experts", "align_slots", "AlignResult"]
+
+_SUPPORTED_WEIGHTS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
+_ACT_FOR_WEIGHT = {
+    Format.BF16: Format.BF16,
+    Format.FP8_TENSOR: Format.FP8_TENSOR,
+    Format.FP8_CHANNEL: Format.FP8_TOKEN,
+    Format.FP8_BLOCK: Format.FP8_BLOCK,
+}
+_ACT_CODE = {
+    Activation.SWIGLU: 0,
+    Activation.GEGLU: 1,
+    Activation.SWIGLU_OAI: 2,
+    Activation.RELU2: 3,
+    Activation.GELU: 4,
+    Activation.SILU: 5,
+    Activation.RELU: 6,
+    Activation.IDENTITY: 7,
+}
+# quantized operand pairs (kernels/_moe_gemm.py: Q_NONE, Q_TENSOR, Q_ROW, Q_BLOCK)
+_QUANT_CODE = {Format.BF16: 0, Format.FP8_TENSOR: 1, Format.FP8_CHANNEL: 2, Format.FP8_BLOCK: 3}
+_OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK = 0, 1, 2
+_TL_DTYPE = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32}
+_E4M3 = torch.float8_e4m3fn
+
+# T*K up to this: the whole align in one program (one launch). The in-program sort grows as
+# n log^2 n: on an H200 one program takes 1.9 us for 8 slots but 10.5 us for 1024, so larger
+# inputs take the two-kernel path with 256-slot chunks.
+_SINGLE_ALIGN_MAX = 256
+_ALIGN_CHUNK = 256  # slots per program of the two-kernel align
+
+
+def _kernels():
+    """Imported on first use, so TRITON_INTERPRET set after ``import fusedmoe`` is honoured."""
+    from ..kernels import _align, _combine, _moe_gemm
+
+    return _align, _moe_gemm, _combine
+
+
+def _interpreted(kernel) -> bool:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(kernel, InterpretedFunction)
+
+
+def _device_info(device: torch.device):
+    """(name, SM count) of a CUDA device; ("cpu", None) otherwise (interpreter)."""
+    if device.type != "cuda":
+        return "cpu", None
+    return _cuda_device_info(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_device_info(index: int):
+    props = torch.cuda.get_device_properties(index)
+    return props.name, props.multi_processor_count
+
+
+# ---- align -------------------------------------------------------------------------------------
+
+
+class AlignResult:
+    """Output of :func:`align_slots` (device tensors; sizes known on the host)."""
+
+    __slots__ = ("sorted_ids", "block_expert", "num_post_padded", "block_m", "max_blocks")
+
+    def __init__(self, sorted_ids, block_expert, num_post_padded, block_m, max_blocks):
+        self.sorted_ids = sorted_ids  # [P_max] int32, sentinel T*K
+        self.block_expert = block_expert  # [P_max / block_m] int32, -1 past the end
+        self.num_post_padded = num_post_padded  # [1] int32
+        self.block_m = block_m
+        self.max_blocks = max_blocks
+
+
+def max_padded_rows(num_slots: int, num_groups: int, block_m: int) -> int:
+    """Upper bound of the padded, sorted slot list, from shapes only: every non-empty group wastes
+    at most block_m - 1 rows and there are at most min(groups, slots) non-empty groups."""
+    g = min(num_groups, num_slots)
+    return triton.cdiv(num_slots + g * (block_m - 1), block_m) * block_m
+
+
+def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *, local_expert_offset: int = 0,
+                include_nonlocal: bool = False) -> AlignResult:
+    """Group the T*K slots of ``topk_ids [T, K]`` (global ids) by local expert, each group padded to
+    ``block_m`` rows (see ``kernels/_align.py``). ``include_nonlocal`` appends one more group (id
+    ``num_local_experts``) holding the slots of non-local experts."""
+    _align, _, _ = _kernels()
+    ids = topk_ids.reshape(-1)
+    if not ids.is_contiguous():
+        ids = ids.contiguous()
+    TK = ids.numel()
+    dev = ids.device
+    E = int(num_local_experts)
+    groups = E + (1 if include_nonlocal else 0)
+    P = max_padded_rows(TK, groups, block_m)
+    NB = P // block_m
+    sorted_ids = torch.empty(P, dtype=torch.int32, device=dev)
+    block_expert = torch.empty(NB, dtype=torch.int32, device=dev)
+    ntpp = torch.empty(1, dtype=torch.int32, device=dev)
+    if TK == 0:
+        ntpp.zero_()
+        block_expert.fill_(-1)
+        return AlignResult(sorted_ids, block_expert, ntpp, block_m, NB)
+    num_bins = max(16, triton.next_power_of_2(groups))
+    single = TK <= _SINGLE_ALIGN_MAX
+    chunk = max(16, triton.next_power_of_2(TK)) if single else _ALIGN_CHUNK
+    nc = triton.cdiv(TK, chunk)
+    blocks_per_iter = max(1, min(triton.next_power_of_2(NB), 4096 // num_bins, 4096 // block_m))
+    chunks_per_iter = max(1, min(triton.next_power_of_2(nc), 8192 // num_bins))
+    warps = 4 if chunk <= 256 else 8
+    if single:
+        counts = ntpp  # unused
+    else:
+        counts = torch.empty((nc, num_bins), dtype=torch.int32, device=dev)
+        _align._align_count_kernel[(nc,)](
+            ids, counts, TK, local_expert_offset,
+            E_LOC=E, INCLUDE_NONLOCAL=include_nonlocal, NUM_BINS=num_bins, CHUNK=chunk, num_warps=warps,
+        )
+    _align._align_scatter_kernel[(nc,)](
+        ids, counts, sorted_ids, block_expert, ntpp, TK, local_expert_offset, nc, NB,
+        E_LOC=E, INCLUDE_NONLOCAL=include_nonlocal, NUM_BINS=num_bins, CHUNK=chunk, BLOCK_M=block_m,
+        SINGLE=single, CHUNKS_PER_ITER=chunks_per_iter, BLOCKS_PER_ITER=blocks_per_iter, num_warps=warps,
+    )
+    return AlignResult(sorted_ids, block_expert, ntpp, block_m, NB)
+
+
+# ---- validation --------------------------------------------------------------------------------
+
+
+def _check_qt(name: str, q, E: int, rows: int, cols: int, device) -> None:
+    if not isinstance(q, QuantizedTensor):
+        raise TypeError(f"{name} must be a fm.QuantizedTensor, got {type(q).__name__}")
+    if tuple(q.shape) != (E, rows, cols):
+        raise ValueError(f"{name} must have logical shape [{E}, {rows}, {cols}], got {tuple(q.shape)}")
+    if q.device != device:
+        raise ValueError(f"{name} is on {q.device} but hidden is on {device}")
+    if q.data.stride(-1) != 1:
+        raise ValueError(f"{name}.data must have a contiguous last dim, got strides {tuple(q.data.stride())}")
+    if q.fmt is Format.FP8_BLOCK and q.block_rows != 128:
+        raise ValueError(f"{name}: FP8_BLOCK weights need 128x128 scale tiles (block_rows=128), got {q.block_rows}")
+
+
+def _check_bias(name: str, b, E: int, n: int, device) -> None:
+    if b is None:
+        return
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float32:
+        raise TypeError(f"{name} must be a float32 tensor, got {getattr(b, 'dtype', type(b).__name__)}")
+    if tuple(b.shape) != (E, n) or b.stride(-1) != 1:
+        raise ValueError(f"{name} must be a [{E}, {n}] tensor with a contiguous last dim, got {tuple(b.shape)}")
+    if b.device != device:
+        raise ValueError(f"{name} is on {b.device} but hidden is on {device}")
+
+
+def _scalar_ptr(name: str, s, device) -> torch.Tensor:
+    if not isinstance(s, torch.Tensor) or not s.is_floating_point() or s.numel() != 1:
+        raise TypeError(f"{name} must be a one-element floating tensor (a static dequant scale), got {s!r}")
+    if s.device != device:
+        raise ValueError(f"{name} is on {s.device} but hidden is on {device}")
+    return s.reshape(1).to(torch.float32)
+
+
+# ---- the forward -------------------------------------------------------------------------------
+
+
+def triton_experts(
+    hidden: torch.Tensor,
+    w13: QuantizedTensor,
+    w2: QuantizedTensor,
+    topk_ids: torch.Tensor,
+    topk_weights: torch.Tensor,
+    *,
+    activation: Activation,
+    act_params: Optional[ActivationParams],
+    act_format: Format,
+    intermediate_size_padded: int,
+    w13_bias: Optional[torch.Tensor] = None,
+    w2_bias: Optional[torch.Tensor] = None,
+    a1_scale: Optional[torch.Tensor] = None,
+    a2_scale: Optional[torch.Tensor] = None,
+    local_expert_offset: int = 0,
+    weight_on_input: bool = False,
+    config: Union[MoEKernelConfig, Mapping[str, Any], None] = None,
+    out: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """The routed experts of one MoE layer with the Triton kernels; returns ``out [T, H]`` in
+    hidden's dtype (written into ``out`` when given).
+
+    hidden [T, H] bf16/fp16/fp32; w13 [E_loc, M, H] (M = 2*I_pad gated: gate rows then up rows,
+    each half padded at its end; I_pad otherwise); w2 [E_loc, H, I_pad]; topk_ids [T, K] global
+    expert ids (ids outside [local_expert_offset, local_expert_offset + E_loc) contribute 0);
+    topk_weights [T, K]. Weight formats BF16, FP8_TENSOR, FP8_CHANNEL, FP8_BLOCK with activation
+    formats BF16, FP8_TENSOR (a1/a2: static dequant scales, None = dynamic per call), FP8_TOKEN,
+    FP8_BLOCK respectively. ``config``: a MoEKernelConfig or a dict for ``choose_moe_config``'s
+    override (keys gemm1, gemm2, atomic_combine).
+    """
+    # ---- validation (shapes and dtypes only: no host sync) ----
+    if not isinstance(hidden, torch.Tensor) or hidden.dim() != 2:
+        raise ValueError(f"hidden must be a [T, H] tensor, got {getattr(hidden, 'shape', type(hidden).__name__)}")
+    if hidden.dtype not in _TL_DTYPE:
+        raise TypeError(f"hidden must be bfloat16, float16 or float32, got {hidden.dtype}")
+    if not isinstance(activation, Activation):
+        raise TypeError(f"activation must be a fm.Activation, got {activation!r}")
+    if not isinstance(act_format, Format):
+        raise TypeError(f"act_format must be a fm.Format, got {act_format!r}")
+    if not isinstance(w13, QuantizedTensor) or not isinstance(w2, QuantizedTensor):
+        raise TypeError("w13 and w2 must be fm.QuantizedTensor")
+    wfmt = w13.fmt
+    if w2.fmt is not wfmt:
+        raise ValueError(f"w13 and w2 must share a format, got {wfmt!r} and {w2.fmt!r}")
+    if wfmt not in _SUPPORTED_WEIGHTS:
+        raise NotImplementedError(
+            f"the triton backend does not implement {wfmt.name} weights yet (Hopper has no FP4 / "
+            f"micro-scaled MMA: these need in-register dequantization, not written yet); supported: "
+            f"{', '.join(f.name for f in _SUPPORTED_WEIGHTS)}"
+        )
+    if act_format is not _ACT_FOR_WEIGHT[wfmt]:
+        raise ValueError(
+            f"act_format={act_format!r} is not available with {wfmt!r} weights in the triton backend; "
+            f"expected {_ACT_FOR_WEIGHT[wfmt]!r}"
+        )
+    T, H = hidden.shape
+    I_pad = int(intermediate_size_padded)
+    gated = activation.is_gated
+    M = 2 * I_pad if gated else I_pad
+    E = w13.shape[0]
+    dev = hidden.device
+    _check_qt("w13", w13, E, M, H, dev)
+    _check_qt("w2", w2, E, H, I_pad, dev)
+    if H and hidden.stride(1) != 1:
+        raise ValueError(f"hidden must have a contiguous last dim, got strides {tuple(hidden.stride())}")
+    if wfmt is Format.BF16 and w2.data.dtype != w13.data.dtype:
+        raise TypeError(f"w13 and w2 data dtypes differ: {w13.data.dtype} vs {w2.data.dtype}")
+    if wfmt is Format.FP8_BLOCK and (H % 128 or I_pad % 128):
+        raise ValueError(f"FP8_BLOCK needs H and intermediate_size_padded multiples of 128, got H={H}, I_pad={I_pad}")
+    if not isinstance(topk_ids, torch.Tensor) or topk_ids.dim() != 2 or topk_ids.shape[0] != T:
+        raise ValueError(f"topk_ids must be [T={T}, K], got {getattr(topk_ids, 'shape', topk_ids)}")
+    if topk_ids.dtype not in (torch.int32, torch.int64, torch.int16):
+        raise TypeError(f"topk_ids must be an integer tensor (int32 preferred), got {topk_ids.dtype}")
+    if not isinstance(topk_weights, torch.Tensor) or tuple(topk_weights.shape) != tuple(topk_ids.shape):
+        raise ValueError(f"topk_weights must have topk_ids' shape {tuple(topk_ids.shape)}")
+    if not topk_weights.is_floating_point():
+        raise TypeError(f"topk_weights must be floating point, got {topk_weights.dtype}")
+    if topk_ids.device != dev or topk_weights.device != dev:
+        raise ValueError(f"topk_ids / topk_weights must be on {dev}")
+    _check_bias("w13_bias", w13_bias, E, M, dev)
+    _check_bias("w2_bias", w2_bias, E, H, dev)
+    if act_format is not Format.FP8_TENSOR and (a1_scale is not None or a2_scale is not None):
+        raise ValueError(f"a1_scale / a2_scale are static FP8_TENSOR scales; {act_format.name} is dynamic")
+    if not isinstance(local_expert_offset, int) or local_expert_offset < 0:
+        raise ValueError(f"local_expert_offset must be an int >= 0, got {local_expert_offset!r}")
+    if out is not None:
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (T, H) or out.dtype != hidden.dtype:
+            raise ValueError(f"out must be a [{T}, {H}] {hidden.dtype} tensor")
+        if out.device != dev or (H and out.stride(1) != 1):
+            raise ValueError("out must be on hidden's device with a contiguous last dim")
+    else:
+        out = torch.empty((T, H), dtype=hidden.dtype, device=dev)
+    K = topk_ids.shape[1]
+    if T == 0 or H == 0:
+        return out
+    if E == 0 or K == 0:
+        return out.zero_()
+
+    _align, _gemm, _comb = _kernels()
+    interp = _interpreted(_gemm._gemm1_kernel)
+    if dev.type != "cuda" and not interp:
+        raise ValueError(
+            f"hidden is on {dev} but the Triton kernels are compiled for a GPU: set TRITON_INTERPRET=1 "
+            "before the first call to interpret them, or use fm.reference_moe"
+        )
+    dev_name, num_sms = _device_info(dev)
+    cfg = choose_moe_config(T, H, I_pad, E, K, wfmt, activation, dev_name, override=config, num_sms=num_sms)
+    c1, c2 = cfg.gemm1, cfg.gemm2
+    BM = cfg.block_m
+    if wfmt is Format.FP8_BLOCK and (c1.block_k != 128 or c2.block_k != 128):
+        raise ValueError(f"FP8_BLOCK needs block_k == 128 in both GEMMs (one scale per K-block), got {c1.block_k}, {c2.block_k}")
+
+    TK = T * K
+    ids_flat = topk_ids.reshape(-1)
+    tw_flat = topk_weights.reshape(-1)
+    if not ids_flat.is_contiguous():
+        ids_flat = ids_flat.contiguous()
+    if not tw_flat.is_contiguous():
+        tw_flat = tw_flat.contiguous()
+    quant = _QUANT_CODE[wfmt]
+    round_tl = _TL_DTYPE[hidden.dtype]
+
+    # ---- 1. activation quantization of hidden ----
+    if act_format is Format.BF16:
+        a1, a1_s, a1_s_stride = hidden, tw_flat, 0
+    else:
+        qa = quantize_act(hidden, act_format, static_scale=a1_scale)
+        a1, a1_s = qa.data, qa.scale.reshape(-1) if qa.scale.dim() == 0 else qa.scale
+        a1_s_stride = a1_s.stride(0) if a1_s.dim() == 2 else 1
+
+    # ---- 2. align ----
+    atomic = cfg.atomic_combine
+    direct_out = K == 1 and not atomic  # GEMM2 writes out itself: lay out non-local slots too
+    al = align_slots(ids_flat, E, BM, local_expert_offset=local_expert_offset, include_nonlocal=direct_out)
+    NB = al.max_blocks
+
+    # ---- 3. GEMM1 (+ bias + activation + intermediate quantization) ----
+    out_q = _OUT_PLAIN
+    post_quant = None  # activation format applied by quantize_act after GEMM1
+    if act_format is Format.FP8_TENSOR:
+        if a2_scale is not None:
+            out_q = _OUT_FP8_STATIC
+        else:
+            post_quant = Format.FP8_TENSOR
+    elif act_format is Format.FP8_TOKEN:
+        post_quant = Format.FP8_TOKEN
+    elif act_format is Format.FP8_BLOCK:
+        if c1.block_n % 128 == 0:
+            out_q = _OUT_FP8_BLOCK
+        else:
+            post_quant = Format.FP8_BLOCK
+
+    inter_scale = None
+    if out_q == _OUT_PLAIN:
+        # dynamic per-tensor: rows of non-local slots must not raise the amax -> zero-filled
+        alloc = torch.zeros if post_quant is Format.FP8_TENSOR else torch.empty
+        inter = alloc((TK, I_pad), dtype=hidden.dtype, device=dev)
+        out_scale = tw_flat
+        q_scale = tw_flat
+        osm = 0
+    else:
+        inter = torch.empty((TK, I_pad), dtype=torch.float32 if interp else _E4M3, device=dev)
+        if out_q == _OUT_FP8_STATIC:
+            q_scale = _scalar_ptr("a2_scale", a2_scale, dev)
+            inter_scale = q_scale
+            out_scale, osm = tw_flat, 0
+        else:
+            out_scale = torch.empty((TK, I_pad // 128), dtype=torch.float32, device=dev)
+            inter_scale, osm = out_scale, out_scale.stride(0)
+            q_scale = tw_flat
+
+    w13_s = w13.scale if w13.scale is not None else tw_flat
+    wse1 = w13_s.stride(0) if w13.scale is not None else 0
+    wsn1 = w13_s.stride(1) if w13.scale is not None and w13_s.dim() >= 2 else 0
+    b13 = w13_bias if w13_bias is not None else tw_flat
+    p = act_params if act_params is not None else ActivationParams()
+    upcast1 = interp or (quant == 0 and a1.dtype != w13.data.dtype)
+    prec1 = "ieee" if (a1.dtype == torch.float32 or w13.data.dtype == torch.float32) else "tf32"
+
+    grid1 = (NB * triton.cdiv(I_pad, c1.block_n),)
+    _gemm._gemm1_kernel[grid1](
+        a1, a1_s, w13.data, w13_s, b13, tw_flat,
+        al.sorted_ids, al.block_expert, al.num_post_padded,
+        inter, out_scale, q_scale,
+        I_pad, H, TK, NB,
+        a1.stride(0), w13.data.stride(0), w13.data.stride(1), a1_s_stride, wse1, wsn1,
+        b13.stride(0) if w13_bias is not None else 0, inter.stride(0), osm,
+        float(p.alpha), float(p.beta), float(p.limit),
+        TOP_K=K, E_LOC=E, ACT=_ACT_CODE[activation], GATED=gated, QUANT=quant, OUT_Q=out_q,
+        ROUND_DTYPE=round_tl, Q_AS_FP32=interp and out_q != _OUT_PLAIN,
+        HAS_BIAS=w13_bias is not None, WEIGHT_ON_INPUT=bool(weight_on_input),
+        BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
+        EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
+        num_warps=c1.num_warps, num_stages=c1.num_stages,
+    )
+
+    if out_q != _OUT_PLAIN and interp:
+        inter = inter.to(_E4M3)  # the interpreter wrote clamped fp32 values: RNE to E4M3 here
+    if post_quant is not None:
+        qi = quantize_act(inter, post_quant)
+        inter, inter_scale = qi.data, qi.scale
+    if inter_scale is not None and inter_scale.dim() == 0:
+        inter_scale = inter_scale.reshape(1)
+
+    # ---- 4. GEMM2 (+ bias + routing weight) ----
+    if atomic:
+        out.zero_()
+        y = out
+    elif direct_out:
+        y = out
+    else:
+        y = torch.empty((TK, H), dtype=hidden.dtype, device=dev)
+    a2_s = inter_scale if inter_scale is not None else tw_flat
+    a2_s_stride = a2_s.stride(0) if a2_s.dim() == 2 else 1
+    w2_s = w2.scale if w2.scale is not None else tw_flat
+    wse2 = w2_s.stride(0) if w2.scale is not None else 0
+    wsn2 = w2_s.stride(1) if w2.scale is not None and w2_s.dim() >= 2 else 0
+    b2 = w2_bias if w2_bias is not None else tw_flat
+    upcast2 = interp or (quant == 0 and inter.dtype != w2.data.dtype)
+    prec2 = "ieee" if (inter.dtype == torch.float32 or w2.data.dtype == torch.float32) else "tf32"
+
+    grid2 = (NB * triton.cdiv(H, c2.block_n),)
+    _gemm._gemm2_kernel[grid2](
+        inter, a2_s, w2.data, w2_s, b2, tw_flat,
+        al.sorted_ids, al.block_expert, al.num_post_padded,
+        y,
+        H, I_pad, TK, NB,
+        inter.stride(0), w2.data.stride(0), w2.data.stride(1), a2_s_stride, wse2, wsn2,
+        b2.stride(0) if w2_bias is not None else 0, y.stride(0),
+        TOP_K=K, E_LOC=E, QUANT=quant, HAS_BIAS=w2_bias is not None,
+        MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic,
+        BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,
+        EVEN_K=I_pad % c2.block_k == 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
+        num_warps=c2.num_warps, num_stages=c2.num_stages,
+    )
+    if atomic or direct_out:
+        return out
+
+    # ---- 5. combine ----
+    BH = min(1024, triton.next_power_of_2(H))
+    BT = max(1, min(triton.next_power_of_2(T), 4096 // BH))
+    _comb._combine_kernel[(triton.cdiv(T, BT), triton.cdiv(H, BH))](
+        y, ids_flat, out, T, H, local_expert_offset, y.stride(0), out.stride(0),
+        E_LOC=E, TOP_K=K, BLOCK_T=BT, BLOCK_H=BH, num_warps=4,
+    )
+    return out

@@ -1,0 +1,147 @@
+"""Triton kernels that sort the T*K routing slots by local expert (private; launched by
+``fusedmoe.backends.triton_moe``).
+
+Data contract (slot x = t*K + k, TK = T*K, E = E_loc local experts, BM = BLOCK_M):
+
+    topk_ids        [TK]            int   global expert ids (any int dtype)
+    sorted_ids      [P_max]         int32 slot ids grouped by local expert; each group padded to a
+                                          multiple of BM; every other entry is the sentinel TK
+    block_expert    [P_max / BM]    int32 local expert of each BM-row block; E marks the optional
+                                          "non-local" group (K = 1 only, see INCLUDE_NONLOCAL);
+                                          -1 for blocks at or past num_post_padded
+    num_post_padded [1]             int32 number of rows in use (a multiple of BM)
+
+Layout: group of local expert 0, then 1, ..., E-1 (then the non-local group), each group's slots
+in increasing slot order (deterministic, independent of the launch configuration). The host
+computes P_max from shapes only (no sync, CUDA-graph capturable):
+P_max = round_up(TK + G * (BM - 1), BM), G = min(number of groups, TK).
+
+Algorithm: the slots are cut into chunks of CHUNK (a power of two). Per chunk a histogram over the
+groups (``tl.histogram``); a stable counting sort inside the chunk (``tl.sort`` of the unique key
+``bin * CHUNK + i``); the destination of a slot is
+``base[bin] + (slots of bin in earlier chunks) + (rank inside the chunk)``.
+- One chunk (decode, TK <= CHUNK): a single program does everything (one launch).
+- Several chunks: ``_align_count_kernel`` writes the per-chunk histograms, then
+  ``_align_scatter_kernel`` (one program per chunk) reduces them and scatters (two launches).
+Block metadata and sentinels are written block-cyclically by all programs, at disjoint addresses
+(no intra-kernel ordering is needed).
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _slot_bins(topk_ids_ptr, offs, num_slots, expert_offset, E_LOC: tl.constexpr,
+               INCLUDE_NONLOCAL: tl.constexpr, NUM_BINS: tl.constexpr):
+    """Group of each slot: its local expert in [0, E_LOC), E_LOC for a non-local slot when
+    INCLUDE_NONLOCAL, otherwise NUM_BINS (= outside the layout; also for offs >= num_slots)."""
+    in_range = offs < num_slots
+    ids = tl.load(topk_ids_ptr + offs, mask=in_range, other=0).to(tl.int32)
+    e = ids - expert_offset
+    local = (e >= 0) & (e < E_LOC)
+    if INCLUDE_NONLOCAL:
+        b = tl.where(local, e, E_LOC)
+    else:
+        b = tl.where(local, e, NUM_BINS)
+    return tl.where(in_range, b, NUM_BINS)
+
+
+@triton.jit
+def _align_count_kernel(
+    topk_ids_ptr,  # [TK] int
+    counts_ptr,  # [num_chunks, NUM_BINS] int32 (out)
+    num_slots,  # TK
+    expert_offset,  # first global id held locally
+    E_LOC: tl.constexpr,
+    INCLUDE_NONLOCAL: tl.constexpr,
+    NUM_BINS: tl.constexpr,  # power of two >= number of groups
+    CHUNK: tl.constexpr,
+):
+    """grid = (num_chunks,): histogram of the groups of one chunk of slots."""
+    pid = tl.program_id(0)
+    offs = pid * CHUNK + tl.arange(0, CHUNK)
+    bins = _slot_bins(topk_ids_ptr, offs, num_slots, expert_offset, E_LOC, INCLUDE_NONLOCAL, NUM_BINS)
+    h = tl.histogram(bins, NUM_BINS, mask=bins < NUM_BINS)
+    tl.store(counts_ptr + pid * NUM_BINS + tl.arange(0, NUM_BINS), h)
+
+
+@triton.jit
+def _align_scatter_kernel(
+    topk_ids_ptr,  # [TK] int
+    counts_ptr,  # [num_chunks, NUM_BINS] int32 (ignored when SINGLE)
+    sorted_ids_ptr,  # [P_max] int32 (out)
+    block_expert_ptr,  # [P_max / BLOCK_M] int32 (out)
+    num_post_padded_ptr,  # [1] int32 (out)
+    num_slots,  # TK (also the sentinel)
+    expert_offset,
+    num_chunks,
+    max_blocks,  # P_max / BLOCK_M
+    E_LOC: tl.constexpr,
+    INCLUDE_NONLOCAL: tl.constexpr,
+    NUM_BINS: tl.constexpr,
+    CHUNK: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    SINGLE: tl.constexpr,  # one chunk: compute the histogram here (decode: one launch in all)
+    CHUNKS_PER_ITER: tl.constexpr,  # rows of the counts matrix reduced per loop iteration
+    BLOCKS_PER_ITER: tl.constexpr,  # M-blocks whose metadata one loop iteration writes
+):
+    """grid = (num_chunks,): scatter the slots of one chunk, plus a share of the metadata."""
+    pid = tl.program_id(0)
+    offs = pid * CHUNK + tl.arange(0, CHUNK)
+    bins = _slot_bins(topk_ids_ptr, offs, num_slots, expert_offset, E_LOC, INCLUDE_NONLOCAL, NUM_BINS)
+    bin_idx = tl.arange(0, NUM_BINS)
+
+    if SINGLE:
+        hist = tl.histogram(bins, NUM_BINS, mask=bins < NUM_BINS)
+        totals = hist
+        before = tl.zeros([NUM_BINS], dtype=tl.int32)
+    else:
+        totals = tl.zeros([NUM_BINS], dtype=tl.int32)
+        before = tl.zeros([NUM_BINS], dtype=tl.int32)
+        for c0 in range(0, num_chunks, CHUNKS_PER_ITER):
+            cs = c0 + tl.arange(0, CHUNKS_PER_ITER)
+            tile = tl.load(counts_ptr + cs[:, None] * NUM_BINS + bin_idx[None, :],
+                           mask=cs[:, None] < num_chunks, other=0)
+            totals += tl.sum(tile, axis=0)
+            before += tl.sum(tl.where(cs[:, None] < pid, tile, 0), axis=0)
+        hist = tl.load(counts_ptr + pid * NUM_BINS + bin_idx)
+
+    # group layout: padded sizes, exclusive prefix = base row of each group
+    padded = (totals + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    base = tl.cumsum(padded, axis=0) - padded
+    total_rows = tl.sum(padded, axis=0)
+    group_end = base + padded
+
+    # stable counting sort inside the chunk
+    start_in_chunk = tl.cumsum(hist, axis=0) - hist
+    delta = base + before - start_in_chunk  # dest = position in sorted chunk + delta[bin]
+    keys = bins * CHUNK + tl.arange(0, CHUNK)
+    sorted_keys = tl.sort(keys)
+    sbin = sorted_keys // CHUNK
+    slot = pid * CHUNK + (sorted_keys % CHUNK)
+    in_layout = sbin < NUM_BINS
+    dest = tl.arange(0, CHUNK) + tl.gather(delta, tl.where(in_layout, sbin, 0), 0)
+    tl.store(sorted_ids_ptr + dest, slot, mask=in_layout)
+
+    if pid == 0:
+        tl.store(num_post_padded_ptr, total_rows)
+
+    # metadata of the BLOCK_M-row blocks, block-cyclic over the programs: the owning group, and
+    # the sentinel in every row no slot fills (group padding and everything past total_rows)
+    rows_in_block = tl.arange(0, BLOCK_M)
+    for b0 in range(pid * BLOCKS_PER_ITER, max_blocks, num_chunks * BLOCKS_PER_ITER):
+        blk = b0 + tl.arange(0, BLOCKS_PER_ITER)
+        blk_ok = blk < max_blocks
+        row0 = blk * BLOCK_M
+        # owning group = number of groups that end at or before this block's first row
+        owner = tl.sum((group_end[None, :] <= row0[:, None]).to(tl.int32), axis=1)
+        live = row0 < total_rows
+        tl.store(block_expert_ptr + blk, tl.where(live, owner, -1), mask=blk_ok)
+        owner_c = tl.minimum(owner, NUM_BINS - 1)
+        g_base = tl.gather(base, owner_c, 0)
+        g_count = tl.gather(totals, owner_c, 0)
+        rows = row0[:, None] + rows_in_block[None, :]
+        is_pad = ((rows - g_base[:, None]) >= g_count[:, None]) | (~live[:, None])
+        tl.store(sorted_ids_ptr + rows, tl.zeros([BLOCKS_PER_ITER, BLOCK_M], dtype=tl.int32) + num_slots,
+                 mask=is_pad & blk_ok[:, None])

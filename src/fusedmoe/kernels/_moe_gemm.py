@@ -1,0 +1,434 @@
+"""Grouped expert GEMMs of the Triton MoE backend (private; launched by
+``fusedmoe.backends.triton_moe``).
+
+Both kernels walk the expert-sorted, BLOCK_M-padded slot list of ``_align.py``: program
+(pid_m, pid_n) owns rows ``sorted_ids[pid_m*BM : (pid_m+1)*BM]`` (all of one local expert
+``e = block_expert[pid_m]``) and columns ``[pid_n*BN, (pid_n+1)*BN)``. Programs whose block starts at
+or past ``num_post_padded`` exit at once, so the grid (sized from shapes only) may over-cover.
+
+Semantics, per slot x = t*K + k of local expert e (docs/semantics.md 1, 4, 5.3-5.5, 6, 7):
+
+    GEMM1   acc[x, n] = sum_k deq(A)[t, k] * deq(W13)[e, n, k]          (fp32)
+            (* topk_w[x] if WEIGHT_ON_INPUT)  (+ b13[e, n])
+            h = act(acc)  (gated: gate = rows [0, N), up = rows [N, 2N) of W13; N = I_pad)
+            inter[x, n] = round_to_hidden_dtype(h), then optionally quantized here (OUT_Q)
+    GEMM2   y[x, n] = (sum_k deq(inter)[x, k] * deq(W2)[e, n, k] + b2[e, n]) * topk_w[x]
+                      (no topk_w if WEIGHT_ON_INPUT); stored in the output dtype
+
+Quantized operand pairs (QUANT), all fp32 dequant scales (x ~= q * s):
+
+    0 NONE   16-bit (or fp32) A and W, no scales
+    1 TENSOR A: one scale (pointer to a scalar); W: one scale per expert [E]
+    2 ROW    A: one scale per row of A (token for GEMM1, slot for GEMM2); W: per output row [E, N]
+    3 BLOCK  A: 1x128 groups [rows, K/128]; W: 128x128 tiles [E, N/128, K/128]; BLOCK_K == 128 and
+             the partial product of every K-block is scaled in fp32 before it is accumulated
+
+Pointer offsets that can exceed 2**31 (expert * stride, row * stride) are computed in int64.
+"""
+
+import triton
+import triton.language as tl
+
+# activation codes (launcher maps fusedmoe.Activation to these)
+ACT_SWIGLU = tl.constexpr(0)
+ACT_GEGLU = tl.constexpr(1)
+ACT_SWIGLU_OAI = tl.constexpr(2)
+ACT_RELU2 = tl.constexpr(3)
+ACT_GELU = tl.constexpr(4)
+ACT_SILU = tl.constexpr(5)
+ACT_RELU = tl.constexpr(6)
+ACT_IDENTITY = tl.constexpr(7)
+
+# quantized operand pairs
+Q_NONE = tl.constexpr(0)
+Q_TENSOR = tl.constexpr(1)
+Q_ROW = tl.constexpr(2)
+Q_BLOCK = tl.constexpr(3)
+
+# GEMM1 output (intermediate) modes
+OUT_PLAIN = tl.constexpr(0)  # hidden dtype
+OUT_FP8_STATIC = tl.constexpr(1)  # e4m3(clamp(h / a2, +-448)), a2 a static per-tensor scale
+OUT_FP8_BLOCK = tl.constexpr(2)  # 1x128 groups: s = max(amax, 1e-10) / 448, e4m3(clamp(h / s))
+
+FP8_MAX = tl.constexpr(448.0)
+
+
+@triton.jit
+def _tile_ids(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """Grouped ordering: GROUP_M consecutive M-blocks share each N sweep (L2 reuse)."""
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _mma(a, w, acc, SWAP_AB: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+    """acc + a @ w^T for a [BM, BK], w [BN, BK]; acc is [BN, BM] (= (a @ w^T)^T) when SWAP_AB.
+
+    SWAP_AB puts the weight tile on the MMA's M side: on Hopper wgmma needs M >= 64, so small
+    token blocks (BM = 16/32) run as W @ A^T. UPCAST (interpreter, mixed 16/32-bit operands)
+    multiplies in fp32. FP8 x FP8: Hopper's tensor cores accumulate FP8 products in reduced
+    precision, so the partial sum of every BLOCK_K slice is added to the fp32 accumulator with a
+    regular fp32 add (``max_num_imprecise_acc = BLOCK_K``, DeepGEMM's promotion interval); Triton's
+    sm90 default never promotes, which doubles the error against the reference at K = 2048.
+    """
+    if UPCAST:
+        a = a.to(tl.float32)
+        w = w.to(tl.float32)
+    BK: tl.constexpr = a.shape[1]
+    IMPRECISE: tl.constexpr = BK if a.dtype.is_fp8() else 0
+    if SWAP_AB:
+        return tl.dot(w, tl.trans(a), acc=acc, input_precision=PRECISION, max_num_imprecise_acc=IMPRECISE)
+    else:
+        return tl.dot(a, tl.trans(w), acc=acc, input_precision=PRECISION, max_num_imprecise_acc=IMPRECISE)
+
+
+@triton.jit
+def _scale_block(part, a_s, w_s, SWAP_AB: tl.constexpr):
+    """Dequantize one K-block partial product: part * a_s[row] * w_s[col] (layout-aware)."""
+    if SWAP_AB:
+        return part * (w_s[:, None] * a_s[None, :])
+    else:
+        return part * (a_s[:, None] * w_s[None, :])
+
+
+@triton.jit
+def _div_rn(a, b):
+    """IEEE fp32 a / b (round to nearest even), as ``torch.div`` computes it; broadcasts.
+    (Triton's ``/`` is not correctly rounded on NVIDIA GPUs; ``tl.math.div_rn`` does not broadcast.)"""
+    a, b = tl.broadcast(a, b)
+    return tl.math.div_rn(a, b)
+
+
+@triton.jit
+def _activation(g, u, ACT: tl.constexpr, alpha, beta, limit):
+    """fp32 activation; ``u`` (the up half) is used by gated activations only."""
+    if ACT == ACT_SWIGLU:
+        return g * tl.sigmoid(g) * u
+    elif ACT == ACT_GEGLU:
+        return 0.5 * g * (1.0 + tl.erf(g * 0.7071067811865476)) * u
+    elif ACT == ACT_SWIGLU_OAI:
+        gc = tl.minimum(g, limit)
+        uc = tl.minimum(tl.maximum(u, -limit), limit)
+        return gc * tl.sigmoid(alpha * gc) * (uc + beta)
+    elif ACT == ACT_RELU2:
+        r = tl.maximum(g, 0.0)
+        return r * r
+    elif ACT == ACT_GELU:
+        return 0.5 * g * (1.0 + tl.erf(g * 0.7071067811865476))
+    elif ACT == ACT_SILU:
+        return g * tl.sigmoid(g)
+    elif ACT == ACT_RELU:
+        return tl.maximum(g, 0.0)
+    else:  # ACT_IDENTITY
+        return g
+
+
+@triton.jit
+def _gemm1_kernel(
+    a_ptr,  # [T, H] hidden (16-bit / fp32) or its e4m3 quantization
+    a_scale_ptr,  # TENSOR: [] ; ROW: [T] ; BLOCK: [T, H/128] ; NONE: unused
+    w_ptr,  # [E, M, H] w13 (M = 2N gated: gate rows [0, N), up rows [N, 2N); M = N otherwise)
+    w_scale_ptr,  # TENSOR: [E] ; ROW: [E, M] ; BLOCK: [E, M/128, H/128] ; NONE: unused
+    bias_ptr,  # [E, M] fp32 (HAS_BIAS)
+    topk_w_ptr,  # [T*K] routing weights (WEIGHT_ON_INPUT)
+    sorted_ids_ptr,  # [P_max] int32
+    block_expert_ptr,  # [P_max / BLOCK_M] int32
+    num_post_padded_ptr,  # [1] int32
+    out_ptr,  # [T*K, N] slot-indexed intermediate: hidden dtype, e4m3, or fp32 (Q_AS_FP32)
+    out_scale_ptr,  # OUT_FP8_BLOCK: [T*K, N/128] fp32
+    out_qscale_ptr,  # OUT_FP8_STATIC: [] fp32 (a2)
+    N,  # I_pad: columns of the intermediate
+    K,  # H
+    num_slots,  # T*K (= the sentinel in sorted_ids)
+    num_blocks_m,  # P_max / BLOCK_M
+    stride_am,
+    stride_we,
+    stride_wn,
+    stride_asm,
+    stride_wse,
+    stride_wsn,
+    stride_be,
+    stride_om,
+    stride_osm,
+    act_alpha,
+    act_beta,
+    act_limit,
+    TOP_K: tl.constexpr,
+    E_LOC: tl.constexpr,
+    ACT: tl.constexpr,
+    GATED: tl.constexpr,
+    QUANT: tl.constexpr,
+    OUT_Q: tl.constexpr,
+    ROUND_DTYPE: tl.constexpr,  # dtype of hidden: the activation output is rounded to it
+    Q_AS_FP32: tl.constexpr,  # interpreter: store the scaled, clamped fp32 value (host casts)
+    HAS_BIAS: tl.constexpr,
+    WEIGHT_ON_INPUT: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    SWAP_AB: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    UPCAST: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """GEMM1 + bias + activation + intermediate rounding/quantization.
+    grid = (num_blocks_m * cdiv(N, BLOCK_N),)."""
+    pid = tl.program_id(0)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = _tile_ids(pid, num_blocks_m, num_pid_n, GROUP_M)
+    if pid_m * BLOCK_M >= tl.load(num_post_padded_ptr):
+        return
+    e = tl.load(block_expert_ptr + pid_m)
+    if e >= E_LOC:  # the non-local group (K = 1 layouts) has no GEMM1 work
+        return
+    e64 = e.to(tl.int64)
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    slots = tl.load(sorted_ids_ptr + offs_m)
+    row_ok = slots < num_slots
+    # padding rows (sentinel) repeat the block's first slot, so every load reads written data;
+    # their results are never stored
+    slots = tl.where(row_ok, slots, tl.min(slots, axis=0))
+    tok64 = (slots // TOP_K).to(tl.int64)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = offs_n < N
+    offs_k = tl.arange(0, BLOCK_K)
+
+    a_ptrs = a_ptr + tok64[:, None] * stride_am + offs_k[None, :]
+    wg_ptrs = w_ptr + e64 * stride_we + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :]
+    wu_ptrs = wg_ptrs + N * stride_wn
+
+    if SWAP_AB:
+        acc_g = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+    else:
+        acc_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    acc_u = tl.zeros_like(acc_g)
+
+    if QUANT == Q_BLOCK:
+        as_ptrs = a_scale_ptr + tok64 * stride_asm
+        wsg_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
+        wsu_ptrs = w_scale_ptr + e64 * stride_wse + ((N + offs_n) // 128) * stride_wsn
+
+    for ki in range(0, tl.cdiv(K, BLOCK_K)):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            if EVEN_N:
+                wg = tl.load(wg_ptrs)
+            else:
+                wg = tl.load(wg_ptrs, mask=n_ok[:, None], other=0.0)
+        else:
+            k_ok = offs_k < K - ki * BLOCK_K
+            a = tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
+            wg = tl.load(wg_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
+        if GATED:
+            if EVEN_K:
+                if EVEN_N:
+                    wu = tl.load(wu_ptrs)
+                else:
+                    wu = tl.load(wu_ptrs, mask=n_ok[:, None], other=0.0)
+            else:
+                wu = tl.load(wu_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
+
+        if QUANT == Q_BLOCK:
+            a_s = tl.load(as_ptrs + ki)
+            wg_s = tl.load(wsg_ptrs + ki, mask=n_ok, other=0.0)
+            acc_g += _scale_block(_mma(a, wg, tl.zeros_like(acc_g), SWAP_AB, UPCAST, PRECISION), a_s, wg_s, SWAP_AB)
+            if GATED:
+                wu_s = tl.load(wsu_ptrs + ki, mask=n_ok, other=0.0)
+                acc_u += _scale_block(_mma(a, wu, tl.zeros_like(acc_u), SWAP_AB, UPCAST, PRECISION), a_s, wu_s, SWAP_AB)
+        else:
+            acc_g = _mma(a, wg, acc_g, SWAP_AB, UPCAST, PRECISION)
+            if GATED:
+                acc_u = _mma(a, wu, acc_u, SWAP_AB, UPCAST, PRECISION)
+
+        a_ptrs += BLOCK_K
+        wg_ptrs += BLOCK_K
+        if GATED:
+            wu_ptrs += BLOCK_K
+
+    if SWAP_AB:
+        acc_g = tl.trans(acc_g)
+        if GATED:
+            acc_u = tl.trans(acc_u)
+
+    # ---- epilogue: dequant scales, routing weight on input, bias, activation -------------------
+    if QUANT == Q_TENSOR:
+        s = tl.load(a_scale_ptr) * tl.load(w_scale_ptr + e64 * stride_wse)
+        acc_g = acc_g * s
+        if GATED:
+            acc_u = acc_u * s
+    elif QUANT == Q_ROW:
+        a_s = tl.load(a_scale_ptr + tok64 * stride_asm)
+        ws_g = tl.load(w_scale_ptr + e64 * stride_wse + offs_n * stride_wsn, mask=n_ok, other=0.0)
+        acc_g = acc_g * (a_s[:, None] * ws_g[None, :])
+        if GATED:
+            ws_u = tl.load(w_scale_ptr + e64 * stride_wse + (N + offs_n) * stride_wsn, mask=n_ok, other=0.0)
+            acc_u = acc_u * (a_s[:, None] * ws_u[None, :])
+    if WEIGHT_ON_INPUT:
+        tw = tl.load(topk_w_ptr + slots).to(tl.float32)
+        acc_g = acc_g * tw[:, None]
+        if GATED:
+            acc_u = acc_u * tw[:, None]
+    if HAS_BIAS:
+        bg = tl.load(bias_ptr + e64 * stride_be + offs_n, mask=n_ok, other=0.0)
+        acc_g = acc_g + bg[None, :]
+        if GATED:
+            bu = tl.load(bias_ptr + e64 * stride_be + N + offs_n, mask=n_ok, other=0.0)
+            acc_u = acc_u + bu[None, :]
+    # activation in fp32, then rounded to the hidden dtype (also before any re-quantization)
+    h = _activation(acc_g, acc_u, ACT, act_alpha, act_beta, act_limit).to(ROUND_DTYPE)
+    out_offs = slots.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
+    st_mask = row_ok[:, None] & n_ok[None, :]
+    if OUT_Q == OUT_PLAIN:
+        tl.store(out_ptr + out_offs, h.to(out_ptr.dtype.element_ty), mask=st_mask)
+    else:
+        x = h.to(tl.float32)
+        if OUT_Q == OUT_FP8_STATIC:
+            q = _div_rn(x, tl.load(out_qscale_ptr))
+            q = tl.minimum(tl.maximum(q, -FP8_MAX), FP8_MAX)
+        else:  # OUT_FP8_BLOCK: BLOCK_N is a multiple of 128 and tiles start on a group boundary
+            G: tl.constexpr = BLOCK_N // 128
+            x3 = tl.reshape(x, [BLOCK_M, G, 128])
+            amax = tl.max(tl.abs(x3), axis=2)
+            sc = _div_rn(tl.maximum(amax, 1e-10), tl.full([BLOCK_M, G], 448.0, tl.float32))
+            q3 = _div_rn(x3, sc[:, :, None])
+            q3 = tl.minimum(tl.maximum(q3, -FP8_MAX), FP8_MAX)
+            q = tl.reshape(q3, [BLOCK_M, BLOCK_N])
+            g_idx = pid_n * G + tl.arange(0, G)
+            tl.store(out_scale_ptr + slots.to(tl.int64)[:, None] * stride_osm + g_idx[None, :], sc,
+                     mask=row_ok[:, None] & (g_idx[None, :] * 128 < N))
+        if Q_AS_FP32:
+            tl.store(out_ptr + out_offs, q, mask=st_mask)
+        else:
+            tl.store(out_ptr + out_offs, q.to(out_ptr.dtype.element_ty), mask=st_mask)
+
+
+@triton.jit
+def _gemm2_kernel(
+    a_ptr,  # [T*K, N1] slot-indexed intermediate: hidden dtype or e4m3 (N1 = I_pad)
+    a_scale_ptr,  # TENSOR: [] ; ROW: [T*K] ; BLOCK: [T*K, N1/128] ; NONE: unused
+    w_ptr,  # [E, H, N1] w2
+    w_scale_ptr,  # TENSOR: [E] ; ROW: [E, H] ; BLOCK: [E, H/128, N1/128] ; NONE: unused
+    bias_ptr,  # [E, H] fp32 (HAS_BIAS)
+    topk_w_ptr,  # [T*K] routing weights
+    sorted_ids_ptr,  # [P_max] int32
+    block_expert_ptr,  # [P_max / BLOCK_M] int32 (E_LOC: the non-local group -> zero rows)
+    num_post_padded_ptr,  # [1] int32
+    out_ptr,  # not OUT_ATOMIC: [T*K, H] indexed by slot (y; the output itself when K == 1)
+    #           OUT_ATOMIC: [T, H] zero-initialized, y added atomically per token
+    N,  # H
+    K,  # I_pad
+    num_slots,
+    num_blocks_m,
+    stride_am,
+    stride_we,
+    stride_wn,
+    stride_asm,
+    stride_wse,
+    stride_wsn,
+    stride_be,
+    stride_om,
+    TOP_K: tl.constexpr,
+    E_LOC: tl.constexpr,
+    QUANT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    MUL_ROUTING_WEIGHT: tl.constexpr,
+    OUT_ATOMIC: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    SWAP_AB: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    UPCAST: tl.constexpr,
+    PRECISION: tl.constexpr,
+):
+    """GEMM2 + bias + routing weight, one output row per slot.
+    grid = (num_blocks_m * cdiv(N, BLOCK_N),)."""
+    pid = tl.program_id(0)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = _tile_ids(pid, num_blocks_m, num_pid_n, GROUP_M)
+    if pid_m * BLOCK_M >= tl.load(num_post_padded_ptr):
+        return
+    e = tl.load(block_expert_ptr + pid_m)
+    e64 = e.to(tl.int64)
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    slots = tl.load(sorted_ids_ptr + offs_m)
+    row_ok = slots < num_slots
+    slots = tl.where(row_ok, slots, tl.min(slots, axis=0))  # padding rows: see _gemm1_kernel
+    slot64 = slots.to(tl.int64)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    n_ok = offs_n < N
+    if OUT_ATOMIC:
+        out_offs = (slot64 // TOP_K)[:, None] * stride_om + offs_n[None, :]
+    else:
+        out_offs = slot64[:, None] * stride_om + offs_n[None, :]
+    st_mask = row_ok[:, None] & n_ok[None, :]
+
+    if e >= E_LOC:
+        # the non-local group (only laid out when K == 1 writes the output directly): its tokens
+        # get exact zeros
+        if not OUT_ATOMIC:
+            tl.store(out_ptr + out_offs, tl.zeros([BLOCK_M, BLOCK_N], dtype=out_ptr.dtype.element_ty),
+                     mask=st_mask)
+        return
+
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + slot64[:, None] * stride_am + offs_k[None, :]
+    w_ptrs = w_ptr + e64 * stride_we + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :]
+    if SWAP_AB:
+        acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+    else:
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    if QUANT == Q_BLOCK:
+        as_ptrs = a_scale_ptr + slot64 * stride_asm
+        ws_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
+
+    for ki in range(0, tl.cdiv(K, BLOCK_K)):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            if EVEN_N:
+                w = tl.load(w_ptrs)
+            else:
+                w = tl.load(w_ptrs, mask=n_ok[:, None], other=0.0)
+        else:
+            k_ok = offs_k < K - ki * BLOCK_K
+            a = tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
+            w = tl.load(w_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
+        if QUANT == Q_BLOCK:
+            a_s = tl.load(as_ptrs + ki)
+            w_s = tl.load(ws_ptrs + ki, mask=n_ok, other=0.0)
+            acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION), a_s, w_s, SWAP_AB)
+        else:
+            acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION)
+        a_ptrs += BLOCK_K
+        w_ptrs += BLOCK_K
+
+    if SWAP_AB:
+        acc = tl.trans(acc)
+
+    # ---- epilogue: dequant scales, bias, routing weight ----------------------------------------
+    if QUANT == Q_TENSOR:
+        acc = acc * (tl.load(a_scale_ptr) * tl.load(w_scale_ptr + e64 * stride_wse))
+    elif QUANT == Q_ROW:
+        a_s = tl.load(a_scale_ptr + slot64 * stride_asm)
+        w_s = tl.load(w_scale_ptr + e64 * stride_wse + offs_n * stride_wsn, mask=n_ok, other=0.0)
+        acc = acc * (a_s[:, None] * w_s[None, :])
+    if HAS_BIAS:
+        acc = acc + tl.load(bias_ptr + e64 * stride_be + offs_n, mask=n_ok, other=0.0)[None, :]
+    if MUL_ROUTING_WEIGHT:
+        acc = acc * tl.load(topk_w_ptr + slots).to(tl.float32)[:, None]
+    y = acc.to(out_ptr.dtype.element_ty)
+    if OUT_ATOMIC:
+        tl.atomic_add(out_ptr + out_offs, y, mask=st_mask, sem="relaxed")
+    else:
+        tl.store(out_ptr + out_offs, y, mask=st_mask)

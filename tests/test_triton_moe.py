@@ -1,0 +1,556 @@
+"""Triton MoE expert kernels (``fusedmoe.backends.triton_moe``) against an independent float64
+torch computation of docs/semantics.md 7, plus the align invariants and the config machinery.
+
+On machines without CUDA the kernels run in Triton's interpreter (``TRITON_INTERPRET=1``, set
+below before Triton is imported): tiny shapes, fp16 / fp32 hidden states (the interpreter's bf16
+``tl.dot`` is wrong). GPU tests (marker ``gpu``) use real shapes.
+
+Error metrics (``_errors``): max |out - ref| / max |ref| and RMS(out - ref) / RMS(ref). The
+reference emulates every rounding point of the kernels (activation output rounded to hidden's
+dtype, the FP8 re-quantization of the intermediate with ``fm.quantize``, the per-slot y rounded to
+hidden's dtype), so the remaining differences are fp32-vs-float64 arithmetic and the rare FP8
+rounding flip it causes. Bounds (max, rms):
+
+    fp32 hidden, BF16 path            1e-5, 1e-6
+    fp16 hidden, BF16 path            4e-3, 1e-3   (fp16 roundings of intermediate, y, output)
+    fp16/fp32 hidden, FP8 paths       3e-2, 6e-3   (a flipped E4M3 rounding moves one element
+                                                   of the intermediate by 1/16 of its value)
+    GPU bf16 hidden, BF16 path        2e-2, 4e-3
+    GPU bf16 hidden, FP8 paths        6e-2, 1.2e-2
+"""
+
+import json
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from fusedmoe.backends.kernel_configs import (  # noqa: E402
+    KernelConfig,
+    MoEKernelConfig,
+    TunedTable,
+    choose_config,
+    choose_moe_config,
+    load_tuned_configs,
+    save_tuned_configs,
+    token_bucket,
+)
+from fusedmoe.backends.triton_moe import align_slots, max_padded_rows, triton_experts  # noqa: E402
+from fusedmoe.config import Activation, ActivationParams, Format  # noqa: E402
+from fusedmoe.formats import QuantizedTensor, dequantize, quantize, quantize_weight  # noqa: E402
+
+INTERP = os.environ.get("TRITON_INTERPRET") == "1"
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+ALL_ACTS = list(Activation)
+ACT_FMT = {
+    Format.BF16: Format.BF16,
+    Format.FP8_TENSOR: Format.FP8_TENSOR,
+    Format.FP8_CHANNEL: Format.FP8_TOKEN,
+    Format.FP8_BLOCK: Format.FP8_BLOCK,
+}
+
+interpreter = pytest.mark.interpreter
+gpu = pytest.mark.gpu
+
+
+# ---- independent reference ---------------------------------------------------------------------
+
+
+def _act64(h: torch.Tensor, act: Activation, p: ActivationParams, I: int) -> torch.Tensor:
+    if act.is_gated:
+        g, u = h[:, :I], h[:, I:]
+        if act is Activation.SWIGLU:
+            return g * torch.sigmoid(g) * u
+        if act is Activation.GEGLU:
+            return 0.5 * g * (1 + torch.erf(g / 2**0.5)) * u
+        g = g.clamp(max=p.limit)
+        u = u.clamp(-p.limit, p.limit)
+        return g * torch.sigmoid(p.alpha * g) * (u + p.beta)
+    if act is Activation.RELU2:
+        return F.relu(h) ** 2
+    if act is Activation.GELU:
+        return 0.5 * h * (1 + torch.erf(h / 2**0.5))
+    if act is Activation.SILU:
+        return h * torch.sigmoid(h)
+    if act is Activation.RELU:
+        return F.relu(h)
+    return h
+
+
+def _qdq(x: torch.Tensor, fmt: Format, scale=None) -> torch.Tensor:
+    """quantize -> dequantize in activation format ``fmt`` with the torch reference (float64)."""
+    if fmt is Format.BF16:
+        return x.double()
+    return dequantize(quantize(x, fmt, scale=scale) if fmt is Format.FP8_TENSOR else quantize(x, fmt)).double()
+
+
+def reference(hidden, q13, q2, ids, tw, *, act, params, act_fmt, I_pad, b13=None, b2=None, a1=None, a2=None,
+              offset=0, woi=False):
+    """semantics.md 7 in float64 on dequantized operands, with the kernels' rounding points."""
+    T, H = hidden.shape
+    K = ids.shape[1]
+    E = q13.shape[0]
+    dt = hidden.dtype
+    p = params or ActivationParams()
+    a = _qdq(hidden, act_fmt, a1)
+
+    def W13(e):  # dequantized per expert: the whole tensor in float64 can be tens of GB
+        return dequantize(q13.index_select0(slice(e, e + 1)))[0].double()
+
+    def W2(e):
+        return dequantize(q2.index_select0(slice(e, e + 1)))[0].double()
+
+    e_loc = ids.long() - offset
+    local = (e_loc >= 0) & (e_loc < E)
+    slots = local.reshape(-1).nonzero().flatten()
+    tok = slots // K
+    exp = e_loc.reshape(-1)[slots]
+    w = tw.reshape(-1)[slots].double()
+    inter = torch.zeros(slots.numel(), I_pad, dtype=torch.float64, device=hidden.device)
+    for e in exp.unique().tolist():
+        r = (exp == e).nonzero().flatten()
+        h = a[tok[r]] @ W13(e).T
+        if woi:
+            h = h * w[r, None]
+        if b13 is not None:
+            h = h + b13[e].double()
+        inter[r] = _act64(h, act, p, I_pad)
+    z = inter.to(dt)
+    if act_fmt is not Format.BF16 and slots.numel():
+        z = _qdq(z, act_fmt, a2)
+    else:
+        z = z.double()
+    out = torch.zeros(T, H, dtype=torch.float64, device=hidden.device)
+    for e in exp.unique().tolist():
+        r = (exp == e).nonzero().flatten()
+        y = z[r] @ W2(e).T
+        if b2 is not None:
+            y = y + b2[e].double()
+        if not woi:
+            y = y * w[r, None]
+        out.index_add_(0, tok[r], y.to(dt).double())  # the kernels store y in hidden's dtype
+    return out.to(dt)
+
+
+def _errors(out: torch.Tensor, ref: torch.Tensor):
+    d = (out.double() - ref.double())
+    r = ref.double()
+    mx = d.abs().max().item() / max(r.abs().max().item(), 1e-30)
+    rms = d.pow(2).mean().sqrt().item() / max(r.pow(2).mean().sqrt().item(), 1e-30)
+    return mx, rms
+
+
+def _bounds(wfmt: Format, dtype: torch.dtype):
+    if wfmt is Format.BF16:
+        return {torch.float32: (1e-5, 1e-6), torch.float16: (4e-3, 1e-3), torch.bfloat16: (2e-2, 4e-3)}[dtype]
+    return (6e-2, 1.2e-2) if dtype is torch.bfloat16 else (3e-2, 6e-3)
+
+
+# ---- problem construction ----------------------------------------------------------------------
+
+
+def make_problem(*, T, H, I, I_pad, E, K, act, wfmt, dtype, bias=False, offset=0, E_glob=None, static=True,
+                 seed=0, device=DEV):
+    """Random weights with I real rows padded to I_pad per half (zero), random routing."""
+    g = torch.Generator().manual_seed(seed)
+    E_glob = E_glob or (E + offset)
+    gated = act.is_gated
+    wdt = dtype if wfmt is Format.BF16 else torch.float32
+
+    def rn(*s, scale=1.0):
+        return (torch.randn(*s, generator=g) * scale)
+
+    def pad_half(w):  # [E, I, H] -> [E, I_pad, H]
+        return torch.cat([w, torch.zeros(E, I_pad - I, w.shape[2])], 1)
+
+    if gated:
+        w13 = torch.cat([pad_half(rn(E, I, H, scale=H**-0.5)), pad_half(rn(E, I, H, scale=H**-0.5))], 1)
+    else:
+        w13 = pad_half(rn(E, I, H, scale=H**-0.5))
+    w2 = torch.cat([rn(E, H, I, scale=I**-0.5), torch.zeros(E, H, I_pad - I)], 2)
+    q13 = quantize_weight(w13.to(wdt), wfmt if wfmt is not Format.BF16 else Format.BF16)
+    q2 = quantize_weight(w2.to(wdt), wfmt if wfmt is not Format.BF16 else Format.BF16)
+    hidden = rn(T, H).to(dtype)
+    # distinct experts per token (like a real top-k); when E_glob > E some ids are not local, but
+    # every token keeps at least one local expert (in a random slot) so no output row is trivially 0
+    rows = []
+    for _ in range(T):
+        loc = offset + int(torch.randint(0, E, (1,), generator=g))
+        others = [int(i) for i in torch.randperm(E_glob, generator=g) if int(i) != loc][: K - 1]
+        row = others + [loc]
+        perm = torch.randperm(K, generator=g).tolist()
+        rows.append([row[i] for i in perm])
+    ids = torch.tensor(rows, dtype=torch.int32).reshape(T, K)
+    tw = torch.rand(T, K, generator=g) + 0.1
+    b13 = b2 = None
+    if bias:
+        M = w13.shape[1]
+        b13 = rn(E, M, scale=0.3)
+        if gated:
+            b13[:, I:I_pad] = 0
+            b13[:, I_pad + I:] = 0
+        else:
+            b13[:, I:] = 0
+        b2 = rn(E, H, scale=0.3)
+    a1 = a2 = None
+    if wfmt is Format.FP8_TENSOR and static:
+        a1 = (hidden.float().abs().max() / 448 * 1.25).reshape(1)
+        a2 = torch.tensor([0.02 / 448 * 1.0], dtype=torch.float32)  # reset below from the data
+    prob = dict(hidden=hidden, q13=q13, q2=q2, ids=ids, tw=tw, b13=b13, b2=b2, a1=a1, a2=a2, I_pad=I_pad)
+    if wfmt is Format.FP8_TENSOR and static:
+        # a calibrated-looking intermediate scale: 90 % of the observed amax (so some values clip)
+        z = reference_intermediate_amax(prob, act, offset)
+        prob["a2"] = torch.tensor([max(z, 1e-3) * 0.9 / 448], dtype=torch.float32)
+    return {k: v.to(device) if isinstance(v, (torch.Tensor, QuantizedTensor)) else v for k, v in prob.items()}
+
+
+def reference_intermediate_amax(prob, act, offset):
+    E = prob["q13"].shape[0]
+    a = dequantize(quantize(prob["hidden"], Format.FP8_TENSOR, scale=prob["a1"])).double()
+    ids = prob["ids"].long() - offset
+    amax = 0.0
+    for e in range(E):
+        t = ((ids == e).any(1)).nonzero().flatten()
+        if t.numel():
+            h = a[t] @ dequantize(prob["q13"].index_select0(slice(e, e + 1)))[0].double().T
+            if prob["b13"] is not None:
+                h = h + prob["b13"][e].double()
+            amax = max(amax, _act64(h, act, ActivationParams(limit=0.5), prob["I_pad"]).abs().max().item())
+    return amax
+
+
+def run_case(prob, *, act, wfmt, params=None, offset=0, woi=False, config=None, out=None, static=True):
+    act_fmt = ACT_FMT[wfmt]
+    kw = dict(act=act, params=params, act_fmt=act_fmt, I_pad=prob["I_pad"], b13=prob["b13"], b2=prob["b2"],
+              a1=prob["a1"] if static else None, a2=prob["a2"] if static else None, offset=offset, woi=woi)
+    got = triton_experts(
+        prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], activation=act, act_params=params,
+        act_format=act_fmt, intermediate_size_padded=prob["I_pad"], w13_bias=prob["b13"], w2_bias=prob["b2"],
+        a1_scale=kw["a1"], a2_scale=kw["a2"], local_expert_offset=offset, weight_on_input=woi, config=config,
+        out=out,
+    )
+    ref = reference(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], **kw)
+    return got, ref
+
+
+OAI = ActivationParams(alpha=1.702, beta=1.0, limit=0.5)  # a small limit so the clamps are exercised
+
+
+def _params(act):
+    return OAI if act is Activation.SWIGLU_OAI else None
+
+
+# ---- interpreter tests: align ------------------------------------------------------------------
+
+
+def _check_align(ids: torch.Tensor, E: int, BM: int, offset: int, include_nonlocal: bool):
+    al = align_slots(ids, E, BM, local_expert_offset=offset, include_nonlocal=include_nonlocal)
+    flat = ids.reshape(-1).long().cpu() - offset
+    TK = flat.numel()
+    sid = al.sorted_ids.cpu().long()
+    be = al.block_expert.cpu().long()
+    n = int(al.num_post_padded.cpu()[0])
+    groups = E + (1 if include_nonlocal else 0)
+    assert sid.numel() == max_padded_rows(TK, groups, BM) and sid.numel() % BM == 0
+    assert be.numel() == sid.numel() // BM
+    grp = torch.where((flat >= 0) & (flat < E), flat, torch.full_like(flat, E if include_nonlocal else -1))
+    expected, blocks = [], []
+    for e in range(groups):
+        mine = (grp == e).nonzero().flatten().tolist()  # increasing slot order
+        padded = -(-len(mine) // BM) * BM
+        expected += mine + [TK] * (padded - len(mine))
+        blocks += [e] * (padded // BM)
+    assert n == len(expected), (n, len(expected))
+    assert sid[:n].tolist() == expected  # every laid-out slot exactly once, ordered, groups padded
+    assert (sid[n:] == TK).all()  # sentinel everywhere else
+    assert be[: n // BM].tolist() == blocks and (be[n // BM:] == -1).all()
+
+
+@interpreter
+@pytest.mark.parametrize(
+    "T,K,E,offset,E_glob,BM,include",
+    [
+        (1, 8, 16, 0, 16, 16, False),  # decode: every slot its own group
+        (5, 2, 4, 0, 4, 16, False),  # several slots per expert
+        (7, 3, 8, 4, 16, 32, False),  # expert parallel: about half the ids non-local
+        (9, 1, 4, 2, 8, 16, True),  # K = 1: the non-local group is laid out too
+        (700, 2, 12, 0, 12, 64, False),  # 1400 slots: the two-kernel path (2 chunks)
+        (900, 2, 6, 3, 12, 16, True),  # two-kernel path with the non-local group
+        (3, 2, 200, 0, 200, 16, False),  # many experts (bins > slots)
+    ],
+)
+def test_align_invariants(T, K, E, offset, E_glob, BM, include):
+    g = torch.Generator().manual_seed(T * 131 + E)
+    ids = torch.randint(0, E_glob, (T, K), generator=g, dtype=torch.int32).to(DEV)
+    _check_align(ids, E, BM, offset, include)
+
+
+@interpreter
+def test_align_empty_and_int64():
+    ids = torch.randint(0, 8, (6, 2), dtype=torch.int64).to(DEV)
+    _check_align(ids, 8, 16, 0, False)
+    al = align_slots(torch.empty(0, 2, dtype=torch.int32, device=DEV), 4, 16)
+    assert int(al.num_post_padded.cpu()[0]) == 0
+
+
+# ---- interpreter tests: the forward ------------------------------------------------------------
+
+# (weight format, hidden dtype, H, I_pad, T): FP8_BLOCK needs H and I_pad multiples of 128
+_FMT_CASES = {
+    Format.BF16: (torch.float16, 64, 32),
+    Format.FP8_TENSOR: (torch.float16, 64, 32),
+    Format.FP8_CHANNEL: (torch.float32, 64, 32),
+    Format.FP8_BLOCK: (torch.float16, 128, 128),
+}
+
+
+@interpreter
+@pytest.mark.parametrize("act", ALL_ACTS, ids=lambda a: a.name)
+@pytest.mark.parametrize("mode", ["bf16", "fp8_tensor_static", "fp8_tensor_dynamic", "fp8_channel", "fp8_block"])
+def test_formats_x_activations(mode, act):
+    """Every activation with every format; biases, expert parallelism and T vary across cases."""
+    wfmt = {"bf16": Format.BF16, "fp8_tensor_static": Format.FP8_TENSOR, "fp8_tensor_dynamic": Format.FP8_TENSOR,
+            "fp8_channel": Format.FP8_CHANNEL, "fp8_block": Format.FP8_BLOCK}[mode]
+    static = mode != "fp8_tensor_dynamic"
+    dtype, H, I_pad = _FMT_CASES[wfmt]
+    idx = ALL_ACTS.index(act)
+    bias = idx % 2 == 0
+    offset, E_glob = (2, 8) if idx % 3 == 1 else (0, 4)
+    T = 5 if idx % 4 != 3 else 1
+    I = I_pad if wfmt is Format.FP8_BLOCK or idx % 2 else I_pad - 8  # some cases carry padding
+    prob = make_problem(T=T, H=H, I=I, I_pad=I_pad, E=4, K=2, act=act, wfmt=wfmt, dtype=dtype, bias=bias,
+                        offset=offset, E_glob=E_glob, static=static, seed=idx)
+    got, ref = run_case(prob, act=act, wfmt=wfmt, params=_params(act), offset=offset, static=static)
+    assert got.shape == (T, H) and got.dtype == dtype
+    mx, rms = _errors(got, ref)
+    bmx, brms = _bounds(wfmt, dtype)
+    assert mx <= bmx and rms <= brms, (mode, act, mx, rms)
+
+
+@interpreter
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_BLOCK], ids=lambda f: f.name)
+def test_top1_weight_on_input_expert_parallel(wfmt):
+    """K = 1 (Llama4 weight on input): GEMM2 writes the output directly, non-local tokens get 0."""
+    dtype, H, I_pad = _FMT_CASES[wfmt]
+    act = Activation.SWIGLU
+    prob = make_problem(T=6, H=H, I=I_pad, I_pad=I_pad, E=4, K=1, act=act, wfmt=wfmt, dtype=dtype, bias=True,
+                        offset=4, E_glob=12, seed=3)
+    prob["ids"][0, 0] = 0  # at least one non-local token and one local token
+    prob["ids"][1, 0] = 5
+    out = torch.full((6, H), float("nan"), dtype=dtype, device=DEV)  # every row must be written
+    got, ref = run_case(prob, act=act, wfmt=wfmt, offset=4, woi=True, out=out)
+    assert got.data_ptr() == out.data_ptr()
+    assert (got[0] == 0).all()
+    mx, rms = _errors(got, ref)
+    bmx, brms = _bounds(wfmt, dtype)
+    assert mx <= bmx and rms <= brms, (mx, rms)
+
+
+@interpreter
+def test_fp32_exact_paths_and_masks():
+    """fp32 hidden: BF16 path to 1e-5; K and N tails (H, I_pad not multiples of the tiles), swap_ab,
+    group_m > 1, and the atomic combine."""
+    act = Activation.GEGLU
+    prob = make_problem(T=5, H=96, I=40, I_pad=48, E=4, K=3, act=act, wfmt=Format.BF16, dtype=torch.float32,
+                        bias=True, offset=1, E_glob=6, seed=7)
+    cfgs = [
+        None,
+        MoEKernelConfig(KernelConfig(16, 32, 64, group_m=2, swap_ab=True), KernelConfig(16, 64, 32, swap_ab=True)),
+        MoEKernelConfig(KernelConfig(32, 16, 32), KernelConfig(32, 32, 16), atomic_combine=True),
+        {"gemm1": {"block_m": 16, "block_n": 64, "block_k": 32}},
+    ]
+    for cfg in cfgs:
+        got, ref = run_case(prob, act=act, wfmt=Format.BF16, offset=1, config=cfg)
+        mx, rms = _errors(got, ref)
+        assert mx <= 1e-5 and rms <= 1e-6, (cfg, mx, rms)
+
+
+@interpreter
+def test_fp8_block_plain_intermediate_path():
+    """FP8 block with GEMM1 block_n = 64: the intermediate goes through quantize_act instead of the
+    in-epilogue group quantization; both must agree with the reference."""
+    act = Activation.RELU2
+    prob = make_problem(T=5, H=128, I=128, I_pad=128, E=4, K=2, act=act, wfmt=Format.FP8_BLOCK,
+                        dtype=torch.float16, seed=11)
+    cfg = MoEKernelConfig(KernelConfig(16, 64, 128, swap_ab=True), KernelConfig(16, 64, 128))
+    got, ref = run_case(prob, act=act, wfmt=Format.FP8_BLOCK, config=cfg)
+    mx, rms = _errors(got, ref)
+    assert mx <= 3e-2 and rms <= 6e-3, (mx, rms)
+
+
+@interpreter
+def test_deterministic_and_empty():
+    act = Activation.SWIGLU
+    prob = make_problem(T=5, H=64, I=32, I_pad=32, E=4, K=2, act=act, wfmt=Format.FP8_TENSOR, dtype=torch.float16)
+    a, _ = run_case(prob, act=act, wfmt=Format.FP8_TENSOR)
+    b, _ = run_case(prob, act=act, wfmt=Format.FP8_TENSOR)
+    assert torch.equal(a, b)
+    out = triton_experts(prob["hidden"][:0], prob["q13"], prob["q2"], prob["ids"][:0], prob["tw"][:0],
+                         activation=act, act_params=None, act_format=Format.FP8_TENSOR, intermediate_size_padded=32,
+                         a1_scale=prob["a1"], a2_scale=prob["a2"])
+    assert out.shape == (0, 64) and out.dtype == torch.float16
+
+
+@interpreter
+def test_errors():
+    act = Activation.SWIGLU
+    prob = make_problem(T=2, H=64, I=32, I_pad=32, E=4, K=2, act=act, wfmt=Format.BF16, dtype=torch.float16)
+    base = dict(activation=act, act_params=None, intermediate_size_padded=32)
+    args = (prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"])
+    with pytest.raises(ValueError, match="act_format"):
+        triton_experts(*args, act_format=Format.FP8_TENSOR, **base)
+    with pytest.raises(ValueError, match="w13"):
+        triton_experts(*args, act_format=Format.BF16, **{**base, "intermediate_size_padded": 48})
+    w = torch.randn(4, 64, 64)
+    mx13 = quantize_weight(w, Format.MXFP8)
+    mx2 = quantize_weight(torch.randn(4, 64, 32), Format.MXFP8)
+    with pytest.raises(NotImplementedError, match="MXFP8"):
+        triton_experts(prob["hidden"], mx13.to(DEV), mx2.to(DEV), prob["ids"], prob["tw"], act_format=Format.MXFP8,
+                       **base)
+    with pytest.raises(ValueError, match="block_m"):
+        MoEKernelConfig(KernelConfig(16, 32, 32), KernelConfig(32, 32, 32))
+
+
+# ---- configs (no kernels) ----------------------------------------------------------------------
+
+
+def test_heuristic_shapes():
+    # decode on an H200: 16-row tiles, fp8 swaps A/B (and takes K tiles of 256 at one token)
+    c = choose_config(1, 1536, 2048, 128, 8, Format.FP8_TENSOR, "gemm1", "NVIDIA H200", activation=Activation.SWIGLU,
+                      table=TunedTable())
+    assert c.block_m == 16 and c.swap_ab and c.block_k == 256 and c.block_n == 64
+    c = choose_config(8, 1536, 2048, 128, 8, Format.FP8_TENSOR, "gemm1", "NVIDIA H200", activation=Activation.SWIGLU,
+                      table=TunedTable())
+    assert c.block_m == 16 and c.swap_ab and c.block_k == 128
+    c = choose_config(1, 2048, 768, 128, 8, Format.BF16, "gemm2", "NVIDIA H200", table=TunedTable())
+    assert c.block_m == 16 and not c.swap_ab
+    # prefill: large tiles, gated GEMM1 half-width (two accumulators)
+    c1 = choose_config(8192, 1536, 2048, 128, 8, Format.BF16, "gemm1", "NVIDIA H200", activation=Activation.SWIGLU,
+                       table=TunedTable())
+    c2 = choose_config(8192, 2048, 768, 128, 8, Format.BF16, "gemm2", "NVIDIA H200", table=TunedTable())
+    assert c1.block_m == c2.block_m == 128 and c1.block_n == 64 and c2.block_n == 128
+    # FP8 block: GEMM1 tiles hold whole 128-groups
+    c = choose_config(4, 1536, 2048, 128, 8, Format.FP8_BLOCK, "gemm1", "NVIDIA H200", activation=Activation.SWIGLU,
+                      table=TunedTable())
+    assert c.block_n % 128 == 0 and c.block_k == 128
+    m = choose_moe_config(64, 2048, 768, 128, 8, Format.BF16, Activation.RELU2, "NVIDIA H200", table=TunedTable())
+    assert m.gemm1.block_m == m.gemm2.block_m
+    assert [token_bucket(x) for x in (0, 1, 3, 64, 65)] == [1, 1, 4, 64, 128]
+
+
+def test_tuned_table_json_roundtrip_and_fallback(tmp_path):
+    tuned = KernelConfig(block_m=32, block_n=128, block_k=64, group_m=4, num_warps=8, num_stages=4, swap_ab=True)
+    doc = {"format_version": 1, "entries": [
+        {"device": "NVIDIA H200", "weight_format": "fp8_tensor", "activation": "relu2", "gemm": "gemm1",
+         "N": 1920, "K": 2048, "E": 128, "tokens": 16, "config": tuned.to_dict()},
+        {"device": "NVIDIA H200", "weight_format": "fp8_tensor", "activation": "*", "gemm": "gemm2",
+         "N": 2048, "K": 1920, "E": 128, "tokens": 256, "config": {"block_m": 64, "block_n": 64, "block_k": 128}},
+    ]}
+    path = tmp_path / "tuned.json"
+    path.write_text(json.dumps(doc))
+    table = load_tuned_configs(path)
+    assert len(table) == 2
+    kw = dict(weight_format=Format.FP8_TENSOR, device_name="NVIDIA H200", table=table)
+    # exact key, nearest bucket (13 tokens -> bucket 16; 100 -> still the only entry)
+    assert choose_config(13, 1920, 2048, 128, 8, gemm="gemm1", activation=Activation.RELU2, **kw) == tuned
+    assert choose_config(100, 1920, 2048, 128, 8, gemm="gemm1", activation=Activation.RELU2, **kw) == tuned
+    # wildcard activation
+    assert choose_config(300, 2048, 1920, 128, 8, gemm="gemm2", activation=Activation.RELU2, **kw).block_m == 64
+    # fallback to the heuristic: other device, other shape
+    heur = choose_config(13, 1920, 2048, 128, 8, Format.FP8_TENSOR, "gemm1", "NVIDIA H100 80GB HBM3",
+                         activation=Activation.RELU2, table=TunedTable())
+    assert choose_config(13, 1920, 2048, 128, 8, gemm="gemm1", activation=Activation.RELU2,
+                         weight_format=Format.FP8_TENSOR, device_name="NVIDIA H100 80GB HBM3", table=table) == heur
+    assert choose_config(13, 1920, 4096, 128, 8, gemm="gemm1", activation=Activation.RELU2, **kw) != tuned
+    # override wins over the table
+    ov = KernelConfig(16, 16, 16)
+    assert choose_config(13, 1920, 2048, 128, 8, gemm="gemm1", activation=Activation.RELU2, override=ov, **kw) == ov
+    # choose_moe_config reconciles block_m between the GEMMs
+    m = choose_moe_config(13, 2048, 1920, 128, 8, Format.FP8_TENSOR, Activation.RELU2, "NVIDIA H200", table=table)
+    assert m.gemm1 == tuned and m.gemm2.block_m == 32
+    # save -> load round trip
+    save_tuned_configs(table, tmp_path / "again.json")
+    assert load_tuned_configs(tmp_path / "again.json").to_json_dict() == table.to_json_dict()
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format_version": 1, "entries": [{"device": "x"}]}))
+    with pytest.raises(ValueError, match="entry 0"):
+        load_tuned_configs(bad)
+    with pytest.raises(ValueError, match="power of two"):
+        KernelConfig(24, 32, 32)
+
+
+# ---- GPU tests (real shapes) -------------------------------------------------------------------
+
+_GPU_FMTS = [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK]
+
+
+@gpu
+@pytest.mark.parametrize("T", [1, 8, 128, 512])
+@pytest.mark.parametrize("wfmt", _GPU_FMTS, ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [Activation.SWIGLU, Activation.RELU2, Activation.SWIGLU_OAI], ids=lambda a: a.name)
+def test_gpu_qwen3_shapes(T, wfmt, act):
+    """Qwen3-30B-A3B-like: H 2048, I 768, E 128, K 8; ReLU2 / gpt-oss SwiGLU on the same shapes."""
+    prob = make_problem(T=T, H=2048, I=768, I_pad=768, E=128, K=8, act=act, wfmt=wfmt, dtype=torch.bfloat16,
+                        bias=act is Activation.SWIGLU_OAI, seed=T)
+    got, ref = run_case(prob, act=act, wfmt=wfmt, params=_params(act))
+    mx, rms = _errors(got, ref)
+    bmx, brms = _bounds(wfmt, torch.bfloat16)
+    assert mx <= bmx and rms <= brms, (mx, rms)
+
+
+@gpu
+@pytest.mark.parametrize("T", [1, 8, 128, 512])
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL], ids=lambda f: f.name)
+def test_gpu_nemotron_relu2_padded(T, wfmt):
+    """Nemotron-3-Nano-sized non-gated ReLU2 (H 2688, I 1856 padded to 1920 by the 128
+    alignment) with Super-like routing: 128 local experts of 512 (expert parallel), top-22."""
+    prob = make_problem(T=T, H=2688, I=1856, I_pad=1920, E=128, K=22, act=Activation.RELU2, wfmt=wfmt,
+                        dtype=torch.bfloat16, offset=128, E_glob=512, seed=T + 1)
+    got, ref = run_case(prob, act=Activation.RELU2, wfmt=wfmt, offset=128)
+    mx, rms = _errors(got, ref)
+    bmx, brms = _bounds(wfmt, torch.bfloat16)
+    assert mx <= bmx and rms <= brms, (mx, rms)
+
+
+@gpu
+@pytest.mark.parametrize("wfmt", _GPU_FMTS, ids=lambda f: f.name)
+def test_gpu_cuda_graph_and_determinism(wfmt):
+    act = Activation.SWIGLU
+    prob = make_problem(T=8, H=2048, I=768, I_pad=768, E=128, K=8, act=act, wfmt=wfmt, dtype=torch.bfloat16)
+    kw = dict(activation=act, act_params=None, act_format=ACT_FMT[wfmt], intermediate_size_padded=768,
+              a1_scale=prob["a1"], a2_scale=prob["a2"])
+    args = (prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"])
+    eager = triton_experts(*args, **kw)
+    assert torch.equal(eager, triton_experts(*args, **kw))
+    out = torch.empty_like(eager)
+    triton_experts(*args, out=out, **kw)  # warm-up (compilation) outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        triton_experts(*args, out=out, **kw)
+    out.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)
+
+
+@gpu
+@pytest.mark.parametrize("T", [1, 64])
+def test_gpu_atomic_combine_and_top1(T):
+    act = Activation.SWIGLU
+    prob = make_problem(T=T, H=2048, I=768, I_pad=768, E=64, K=1, act=act, wfmt=Format.BF16, dtype=torch.bfloat16,
+                        offset=64, E_glob=256, seed=5)
+    got, ref = run_case(prob, act=act, wfmt=Format.BF16, offset=64, woi=True)
+    mx, rms = _errors(got, ref)
+    assert mx <= 2e-2 and rms <= 4e-3, (mx, rms)
+    prob = make_problem(T=T, H=2048, I=768, I_pad=768, E=64, K=4, act=act, wfmt=Format.BF16, dtype=torch.bfloat16,
+                        seed=6)
+    cfg = choose_moe_config(T, 2048, 768, 64, 4, Format.BF16, act, torch.cuda.get_device_name())
+    cfg = MoEKernelConfig(cfg.gemm1, cfg.gemm2, atomic_combine=True)
+    got, ref = run_case(prob, act=act, wfmt=Format.BF16, config=cfg)
+    mx, rms = _errors(got, ref)
+    assert mx <= 3e-2 and rms <= 6e-3, (mx, rms)
