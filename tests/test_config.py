@@ -79,8 +79,8 @@ def test_renormalize_default_follows_the_method():
     assert fm.RoutingConfig(fm.RoutingMethod.TOPK, top_k=2).renormalize is False
     assert fm.RoutingConfig(fm.RoutingMethod.DEEPSEEK_V3, top_k=2).renormalize is True
     assert fm.RoutingConfig(fm.RoutingMethod.RENORMALIZE, top_k=2).renormalize is True
-    with pytest.raises(ValueError, match="never renormalizes"):
-        fm.RoutingConfig(fm.RoutingMethod.TOPK, top_k=2, renormalize=True)
+    # True is the public signature's default: it reads back as the method's rule
+    assert fm.RoutingConfig(fm.RoutingMethod.TOPK, top_k=2, renormalize=True).renormalize is False
 
 
 def test_format_pairings():

@@ -226,8 +226,9 @@ class RoutingConfig:
     ``renormalize`` is honoured by DEEPSEEK_V3 (transformers' ``norm_topk_prob``) and
     SIGMOID_RENORM (default True for both); the methods whose definition fixes it (RENORMALIZE,
     RENORMALIZE_NAIVE, MINIMAX2: always; DEFAULT, TOPK, SIGMOID, TOPK_SIGMOID, LLAMA4: never)
-    take None (the default, resolved to their rule) and reject the opposite value instead of
-    ignoring it.
+    resolve the default to their rule; ``renormalize=False`` with an always-renormalizing method
+    is rejected rather than ignored (``True`` with a never-renormalizing method is the signature's
+    default value and reads back as ``False``).
     """
 
     method: RoutingMethod
@@ -314,7 +315,9 @@ class RoutingConfig:
         if m in always and not self.renormalize:
             raise ValueError(f"RoutingConfig.renormalize: {m.name} always renormalizes; renormalize=False is not possible")
         if m in _NEVER_RENORMALIZE and self.renormalize:
-            raise ValueError(f"RoutingConfig.renormalize: {m.name} never renormalizes; leave renormalize unset (or False)")
+            # True is the documented default of the public signature, so it cannot mean "please
+            # renormalize" here: these methods define their weights without renormalization.
+            object.__setattr__(self, "renormalize", False)
         if self.num_experts is not None:
             self.check_num_experts(self.num_experts)
 
