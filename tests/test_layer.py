@@ -63,6 +63,11 @@ def test_select_on_cpu_is_reference_and_explicit_triton_is_refused(monkeypatch):
     name, reason = fm.backends.select(fm.backends.MoERequest(F.BF16, F.BF16, A.SWIGLU), "cpu")
     assert name == "reference" and "triton" in reason  # says why triton was skipped
     assert set(fm.backends.available()) >= {"reference", "triton"}
+    moe, _ = _layer()
+    for cfg in (moe, moe.weights, moe.routing):
+        assert fm.backends.select(cfg, "cpu")[0] == "reference"
+    with pytest.raises(TypeError, match="select"):
+        fm.backends.select(42, "cpu")
     with pytest.raises(fm.backends.UnsupportedError, match="CUDA"):
         _layer(backend="triton")
     with pytest.raises(ValueError, match="unknown backend"):

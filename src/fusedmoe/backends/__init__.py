@@ -34,18 +34,34 @@ def get(name: str) -> Backend:
 
 
 def _as_request(config) -> MoERequest:
+    """MoERequest, ExpertWeights, a FusedMoE layer, or a RoutingConfig (routing does not change
+    the choice today, so it stands for the common BF16 SwiGLU request)."""
+    from ..config import Activation, Format, RoutingConfig
+
     if isinstance(config, MoERequest):
         return config
     if isinstance(config, ExpertWeights):
         return MoERequest.from_weights(config)
-    raise TypeError(f"select() takes a fm.backends.MoERequest or fm.ExpertWeights, got {type(config).__name__}")
+    if isinstance(config, RoutingConfig):
+        return MoERequest(Format.BF16, Format.BF16, Activation.SWIGLU, weight_on_input=config.weight_on_input)
+    weights = getattr(config, "weights", None)
+    if isinstance(weights, ExpertWeights):  # a FusedMoE layer
+        return MoERequest.from_weights(weights, getattr(config, "activation_format", None))
+    raise TypeError("select() takes a fm.backends.MoERequest, fm.ExpertWeights, fm.FusedMoE or "
+                    f"fm.RoutingConfig, got {type(config).__name__}")
 
 
 def select(config: Union[MoERequest, ExpertWeights], device=None) -> Tuple[str, str]:
     """Pick the fastest backend that supports ``config`` on ``device``; returns (name, reason)."""
     req = _as_request(config)
-    dev = torch.device(device) if device is not None else (
-        config.device if isinstance(config, ExpertWeights) else torch.device("cpu"))
+    if device is not None:
+        dev = torch.device(device)
+    elif isinstance(config, ExpertWeights):
+        dev = config.device
+    elif isinstance(getattr(config, "weights", None), ExpertWeights):
+        dev = config.weights.device
+    else:
+        dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     skipped = []
     for name in _PREFERENCE:
         why_not = _REGISTRY[name].supports(req, dev)
