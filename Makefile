@@ -4,7 +4,7 @@
 #
 # A venv is created in .venv. torch is installed only if the venv has none: on our CPU machines
 # `pip install torch==2.13.0` takes the local CPU build; a GPU user keeps the torch already there
-# (create the venv with --system-site-packages, or set PYTHON to an interpreter that has torch).
+# (the venv sees the system site-packages, so an installed CUDA torch is used as is).
 
 PYTHON ?= .venv/bin/python
 VENV_STAMP := .venv/.fusedmoe-installed
@@ -13,7 +13,7 @@ TORCH_CPU_VERSION ?= 2.13.0
 .PHONY: demo test test-gpu venv clean
 
 $(VENV_STAMP): pyproject.toml
-	@test -x .venv/bin/python || python3 -m venv .venv
+	@test -x .venv/bin/python || python3 -m venv --system-site-packages .venv
 	@.venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/pip install -q "torch==$(TORCH_CPU_VERSION)"
 	@.venv/bin/python -c "import triton" 2>/dev/null || .venv/bin/pip install -q "triton==3.6.0"
 	.venv/bin/pip install -q "numpy<2.4" pytest pytest-xdist hypothesis rich "setuptools>=61"
