@@ -22,3 +22,94 @@ def test_demo_small_cpu(capsys):
 def test_bad_subcommand():
     with pytest.raises(SystemExit):
         main(["nope"])
+
+
+# ---- bench / tune / check ------------------------------------------------------------------------
+
+import json  # noqa: E402
+import os  # noqa: E402
+
+
+def _usage_error(capsys, argv, needle):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err, err
+    return err
+
+
+def test_bench_cpu_end_to_end(capsys, tmp_path):
+    out = tmp_path / "res"
+    rc = main(["bench", "--device", "cpu", "--preset", "tiny", "--tokens", "1,3", "--dtype", "bf16",
+               "--peers", "reference,torch-grouped-mm", "--out", str(out), "--no-progress"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "ceilings" in text and "not meaningful" in text and "torch-grouped-mm" in text
+    doc = json.loads((out / "bench.json").read_text())
+    assert doc["format"] == "fusedmoe-bench" and len(doc["results"]) == 4
+    assert (out / "bench.png").exists() or "plot skipped" in text
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--preset", "nope"], "unknown preset"),
+    (["--shape", "1,2,3"], "four"),
+    (["--shape", "64,32,8,2", "--preset", "tiny"], "one of --preset"),
+    (["--tokens", "0"], ">= 1"),
+    (["--tokens", "a"], "integers"),
+    (["--weight-format", "fp8_token"], "activation format, not a weight format"),
+    (["--weight-format", "fp9"], "unknown format"),
+    (["--peers", "vllm"], "unknown peer"),
+    (["--act-format", "fp8_block", "--weight-format", "bf16"], "not available with bf16"),
+    (["--timing", "graph", "--device", "cpu"], "--timing applies to CUDA"),
+    (["--activation", "relu2", "--preset", "tiny"], "--activation applies to --shape"),
+    (["--routing", "llama4", "--preset", "tiny"], "--routing for preset tiny"),
+    (["--shape", "64,32,8,2", "--routing", "deepseek_v3", "--n-group", "3"], "--shape"),
+    (["--budget-s", "-1"], "> 0"),
+    (["--tuned-configs", "/nonexistent.json"], "--tuned-configs"),
+])
+def test_bench_argument_errors(capsys, argv, needle):
+    _usage_error(capsys, ["bench", "--device", "cpu", *argv], needle)
+
+
+def test_bench_list_presets(capsys):
+    assert main(["bench", "--list-presets"]) == 0
+    out = capsys.readouterr().out
+    for name in ("nemotron-super-tp8", "deepseek-v3", "gpt-oss-120b", "llama4-scout", "tiny"):
+        assert name in out
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CPU refusal")
+def test_tune_refuses_without_cuda(capsys):
+    _usage_error(capsys, ["tune", "--preset", "tiny"], "needs a CUDA GPU")
+
+
+def test_tune_dry_run_and_errors(capsys):
+    assert main(["tune", "--dry-run", "--preset", "qwen3-30b-a3b,gpt-oss-20b", "--weight-format", "bf16,fp8_block",
+                 "--tokens", "1,256", "--verbose"]) == 0
+    out = capsys.readouterr().out
+    assert "candidates" in out and "(heuristic)" in out and "multiple of 128" in out and "[gemm2]" in out
+    _usage_error(capsys, ["tune", "--dry-run", "--weight-format", "nvfp4"], "has no nvfp4 weights")
+    _usage_error(capsys, ["tune", "--dry-run", "--preset", "x"], "unknown preset")
+
+
+def test_check_cpu_subset(capsys, tmp_path):
+    j = tmp_path / "check.json"
+    rc = main(["check", "--device", "cpu", "--backends", "reference", "--activations", "swiglu,relu2",
+               "--formats", "bf16,fp8_block", "--routings", "renormalize_naive,llama4", "--json", str(j),
+               "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "ALL PASSED" in out
+    rows = json.loads(j.read_text())["rows"]
+    assert len(rows) == 2 * 2 + 1 and all(r["status"] == "ok" for r in rows)
+    _usage_error(capsys, ["check", "--backends", "cuda-magic"], "unknown backend")
+    _usage_error(capsys, ["check", "--formats", "fp8_token"], "not a weight format")
+    _usage_error(capsys, ["check", "--routings", "softmax"], "unknown routing method")
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="triton on a CPU needs the interpreter")
+def test_check_cpu_triton_interpreter(capsys):
+    rc = main(["check", "--device", "cpu", "--activations", "relu2", "--formats", "fp8_tensor",
+               "--routings", "deepseek_v3", "--no-progress"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "ALL PASSED" in out and "triton" in out

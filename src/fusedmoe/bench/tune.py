@@ -1,0 +1,521 @@
+"""``fusedmoe tune``: search Triton kernel configs per shape and token bucket on this GPU.
+
+For one (shape, weight format, token count) the search space (:func:`search_space`) starts with
+the heuristic config (``choose_moe_config`` with an empty table) and adds its neighbours: each
+launch parameter of GEMM1 moved one step (block_n, block_k halved / doubled, warps 4 <-> 8,
+stages +-1, group_m, swap_ab), the same for GEMM2, and block_m (shared by both GEMMs, it is the
+align's padding unit) halved and doubled. ``exhaustive=True`` adds the grid of block_m x
+block_n x block_k x warps x stages per GEMM instead of single steps. Candidates that cannot
+compile or would not fit in shared memory are dropped up front.
+
+:func:`tune_point` runs every candidate once, **validates its output against the reference
+before timing it** (a candidate that errors or misses the bound is recorded and never timed),
+times the valid ones, then also tries the best GEMM1 variant combined with the best GEMM2 variant.
+The winner's two GEMM configs are added to a :class:`~fusedmoe.backends.kernel_configs.TunedTable`
+under (device name, weight format, activation, gemm, N, K, E, token bucket) -- the key the triton
+backend looks up -- and the file is written with ``save_tuned_configs`` (merged with the entries
+already in it). The default output is the table the package loads automatically
+(``kernel_configs.DEFAULT_TABLE_PATH``).
+
+The runner, validator and timer are injected, so the search logic is tested on a CPU with fakes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from ..backends.kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, choose_moe_config,
+                                       load_tuned_configs, save_tuned_configs, token_bucket)
+from ..config import Activation, Format
+
+__all__ = [
+    "DEFAULT_TUNE_TOKENS",
+    "SMEM_LIMIT",
+    "search_space",
+    "Candidate",
+    "TuneOutcome",
+    "tune_point",
+    "table_key",
+    "add_to_table",
+    "merge_into_file",
+    "write_report",
+]
+
+#: Token buckets tuned without ``--tokens`` (powers of two: the table's buckets).
+DEFAULT_TUNE_TOKENS = (1, 16, 128, 1024, 4096)
+#: Shared memory a program may use (Hopper: 227 KiB per block, minus room for the epilogue).
+SMEM_LIMIT = 200 * 1024
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One config to try; ``varies`` says which part moved from the base ("base", "gemm1",
+    "gemm2", "block_m", "grid", "combined")."""
+
+    config: MoEKernelConfig
+    varies: str
+
+
+def _smem_bytes(c: KernelConfig, weight_format: Format, gated_gemm1: bool) -> int:
+    a_bytes = 2 if weight_format is Format.BF16 else 1
+    w_bytes = 2 if weight_format is Format.BF16 else 1
+    tiles = 2 if gated_gemm1 else 1
+    return c.num_stages * c.block_k * (c.block_m * a_bytes + tiles * c.block_n * w_bytes)
+
+
+def _pow2_at_least(n: int) -> int:
+    return max(16, 1 << (max(n, 1) - 1).bit_length())
+
+
+def _valid(c: KernelConfig, gemm: str, N: int, K: int, weight_format: Format, gated: bool,
+           base: Optional[KernelConfig] = None) -> bool:
+    """Whether a candidate is worth compiling: FP8 block needs block_k 128; swap-AB only for FP8
+    with block_m < 64 and block_n >= 64; tiles no larger than the GEMM (or than the heuristic's);
+    operand buffers within :data:`SMEM_LIMIT`."""
+    if weight_format is Format.FP8_BLOCK and c.block_k != 128:
+        return False
+    if c.swap_ab and (weight_format is Format.BF16 or c.block_m >= 64 or c.block_n < 64):
+        return False
+    n_cols = N // 2 if (gemm == "gemm1" and gated) else N
+    if c.block_n > max(_pow2_at_least(n_cols), base.block_n if base else 0):
+        return False
+    if c.block_k > max(_pow2_at_least(K), base.block_k if base else 0):
+        return False
+    return _smem_bytes(c, weight_format, gemm == "gemm1" and gated) <= SMEM_LIMIT
+
+
+def _kc(base: KernelConfig, **kw) -> Optional[KernelConfig]:
+    try:
+        return KernelConfig(**{**base.to_dict(), **kw})
+    except (TypeError, ValueError):
+        return None
+
+
+def _steps(base: KernelConfig) -> List[KernelConfig]:
+    out = []
+    for f in ("block_n", "block_k"):
+        for v in (getattr(base, f) // 2, getattr(base, f) * 2):
+            out.append(_kc(base, **{f: v}))
+    out.append(_kc(base, num_warps=8 if base.num_warps == 4 else 4))
+    for s in (base.num_stages - 1, base.num_stages + 1):
+        out.append(_kc(base, num_stages=s))
+    out.append(_kc(base, group_m=1 if base.group_m != 1 else 8))
+    out.append(_kc(base, swap_ab=not base.swap_ab))
+    return [c for c in out if c is not None]
+
+
+def _grid(base: KernelConfig) -> List[KernelConfig]:
+    out = []
+    for bn in (32, 64, 128, 256):
+        for bk in (64, 128, 256):
+            for w in (4, 8):
+                for st in (2, 3, 4, 5):
+                    c = _kc(base, block_n=bn, block_k=bk, num_warps=w, num_stages=st)
+                    if c is not None:
+                        out.append(c)
+    return out
+
+
+def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: int, top_k: int,
+                 weight_format: Format, activation: Activation, device_name: str, *, exhaustive: bool = False,
+                 num_sms: Optional[int] = None, max_candidates: Optional[int] = None) -> List[Candidate]:
+    """Candidates for one point, the heuristic config first (see the module docstring)."""
+    gated = activation.is_gated
+    n1 = intermediate_padded * (2 if gated else 1)
+    dims = {"gemm1": (n1, hidden), "gemm2": (hidden, intermediate_padded)}
+    heur = choose_moe_config(tokens, hidden, intermediate_padded, experts, top_k, weight_format, activation,
+                             device_name, table=TunedTable(), num_sms=num_sms)
+    seen = set()
+    out: List[Candidate] = []
+
+    def add(g1: Optional[KernelConfig], g2: Optional[KernelConfig], varies: str) -> None:
+        if g1 is None or g2 is None or g1.block_m != g2.block_m:
+            return
+        if not (_valid(g1, "gemm1", *dims["gemm1"], weight_format, gated, heur.gemm1)
+                and _valid(g2, "gemm2", *dims["gemm2"], weight_format, gated, heur.gemm2)):
+            return
+        key = (g1, g2)
+        if key in seen:
+            return
+        seen.add(key)
+        out.append(Candidate(MoEKernelConfig(g1, g2), varies))
+
+    # the heuristic itself always comes first, even where our pruning would have dropped it
+    seen.add((heur.gemm1, heur.gemm2))
+    out.append(Candidate(MoEKernelConfig(heur.gemm1, heur.gemm2), "base"))
+    bms = [heur.block_m] + [b for b in (heur.block_m // 2, heur.block_m * 2) if 16 <= b <= 128]
+    bases = {bm: (_kc(heur.gemm1, block_m=bm), _kc(heur.gemm2, block_m=bm)) for bm in bms}
+    # order: block_m moves first, then single steps at the heuristic's block_m, then at the others
+    # (so that --max-candidates keeps the most informative ones)
+    for bm in bms[1:]:
+        add(*bases[bm], "block_m")
+    for bm in bms:
+        b1, b2 = bases[bm]
+        if b1 is None or b2 is None:
+            continue
+        vary1 = _grid(b1) if exhaustive else _steps(b1)
+        vary2 = _grid(b2) if exhaustive else _steps(b2)
+        for c in vary1:
+            add(c, b2, "gemm1")
+        for c in vary2:
+            add(b1, c, "gemm2")
+    if max_candidates is not None and len(out) > max_candidates:
+        out = out[:max(1, max_candidates)]
+    return out
+
+
+@dataclass
+class TuneOutcome:
+    """Result of one point: every candidate's fate, the heuristic's time and the winner."""
+
+    rows: List[Dict[str, Any]] = field(default_factory=list)
+    heuristic_s: Optional[float] = None
+    best: Optional[MoEKernelConfig] = None
+    best_s: Optional[float] = None
+
+    @property
+    def speedup(self) -> Optional[float]:
+        if self.heuristic_s and self.best_s:
+            return self.heuristic_s / self.best_s
+        return None
+
+
+def _cfg_dict(c: MoEKernelConfig) -> Dict[str, Any]:
+    return {"gemm1": c.gemm1.to_dict(), "gemm2": c.gemm2.to_dict()}
+
+
+def tune_point(candidates: Sequence[Candidate], run: Callable[[MoEKernelConfig], Any],
+               validate: Callable[[Any], Tuple[bool, str]], time_fn: Callable[[MoEKernelConfig], float], *,
+               deadline: Optional[float] = None,
+               progress: Optional[Callable[[str, int], None]] = None) -> TuneOutcome:
+    """Try ``candidates`` in order: ``run(config)`` -> output, ``validate(output)`` -> (ok, why);
+    only valid candidates are timed with ``time_fn(config)`` (seconds). Afterwards the best
+    GEMM1-only and GEMM2-only variants at the winning block_m are combined and tried the same
+    way. ``deadline`` (``time.perf_counter()`` value) stops trying new candidates (the heuristic,
+    first, is always tried)."""
+    res = TuneOutcome()
+    timed: List[Tuple[float, Candidate]] = []
+
+    def attempt(cand: Candidate) -> None:
+        row: Dict[str, Any] = {"varies": cand.varies, "config": _cfg_dict(cand.config)}
+        try:
+            out = run(cand.config)
+        except Exception as exc:
+            row.update(status="error", error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+            res.rows.append(row)
+            return
+        ok, why = validate(out)
+        if not ok:
+            row.update(status="rejected", error=why)
+            res.rows.append(row)
+            return
+        try:
+            t = float(time_fn(cand.config))
+        except Exception as exc:
+            row.update(status="error", error=f"timing: {type(exc).__name__}: {exc}")
+            res.rows.append(row)
+            return
+        row.update(status="ok", t_us=t * 1e6)
+        res.rows.append(row)
+        timed.append((t, cand))
+        if cand.varies == "base":
+            res.heuristic_s = t
+
+    for i, cand in enumerate(candidates):
+        if i > 0 and deadline is not None and time.perf_counter() > deadline:
+            res.rows.append({"varies": "-", "status": "budget", "error": f"{len(candidates) - i} candidates not tried"})
+            if progress:
+                progress("budget", len(candidates) - i)
+            break
+        attempt(cand)
+        if progress:
+            progress(cand.varies, 1)
+    if not timed:
+        return res
+    t_best, c_best = min(timed, key=lambda p: p[0])
+    bm = c_best.config.block_m
+    same_bm = [(t, c) for t, c in timed if c.config.block_m == bm]
+    g1 = min(((t, c) for t, c in same_bm if c.varies in ("gemm1", "grid")), default=None, key=lambda p: p[0])
+    g2 = min(((t, c) for t, c in same_bm if c.varies == "gemm2"), default=None, key=lambda p: p[0])
+    if g1 and g2 and (deadline is None or time.perf_counter() <= deadline):
+        combo = MoEKernelConfig(g1[1].config.gemm1, g2[1].config.gemm2)
+        if all(combo != c.config for _, c in timed):
+            attempt(Candidate(combo, "combined"))
+    t_best, c_best = min(timed, key=lambda p: p[0])
+    res.best, res.best_s = c_best.config, t_best
+    return res
+
+
+def table_key(device_name: str, weight_format: Format, activation: Activation, hidden: int,
+              intermediate_padded: int, experts: int) -> Dict[str, Tuple[int, int]]:
+    """(N, K) of both GEMMs as the tuned table keys them."""
+    n1 = intermediate_padded * (2 if activation.is_gated else 1)
+    return {"gemm1": (n1, hidden), "gemm2": (hidden, intermediate_padded)}
+
+
+def add_to_table(table: TunedTable, config: MoEKernelConfig, *, device_name: str, weight_format: Format,
+                 activation: Activation, hidden: int, intermediate_padded: int, experts: int, tokens: int) -> None:
+    """Add both GEMM configs of ``config`` for ``tokens``' bucket."""
+    dims = table_key(device_name, weight_format, activation, hidden, intermediate_padded, experts)
+    for gemm, kc in (("gemm1", config.gemm1), ("gemm2", config.gemm2)):
+        N, K = dims[gemm]
+        table.add(device=device_name, weight_format=weight_format, activation=activation, gemm=gemm, N=N, K=K,
+                  E=experts, tokens=tokens, config=kc)
+
+
+def merge_into_file(new: TunedTable, path: str) -> TunedTable:
+    """Entries already in ``path`` (if it exists) plus ``new`` (``new`` wins on the same key and
+    bucket); written back to ``path`` and returned."""
+    merged = TunedTable()
+    if os.path.exists(path):
+        old = load_tuned_configs(path)
+        for tbl in (old, new):
+            for ent in tbl.to_json_dict()["entries"]:
+                merged.add(device=ent["device"], weight_format=ent["weight_format"], activation=ent["activation"],
+                           gemm=ent["gemm"], N=ent["N"], K=ent["K"], E=ent["E"], tokens=ent["tokens"],
+                           config=KernelConfig.from_dict(ent["config"]))
+    else:
+        merged = new
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    save_tuned_configs(merged, path)
+    return merged
+
+
+def write_report(points: List[Dict[str, Any]], path: str, env: Dict[str, Any]) -> str:
+    """The tuning report: per point the heuristic and tuned times and every candidate's fate."""
+    with open(path, "w") as f:
+        json.dump({"format": "fusedmoe-tune-report", "version": 1, "env": env, "points": points}, f, indent=1)
+        f.write("\n")
+    return path
+
+
+def describe_config(c: MoEKernelConfig) -> str:
+    """Compact text of a config: ``bm16 | g1 n64 k128 w4 s5 g1 swap | g2 ...``."""
+    def one(k: KernelConfig) -> str:
+        return (f"n{k.block_n} k{k.block_k} w{k.num_warps} s{k.num_stages}" + (f" g{k.group_m}" if k.group_m != 1 else "")
+                + (" swap" if k.swap_ab else ""))
+
+    return f"bm{c.block_m} | {one(c.gemm1)} | {one(c.gemm2)}"
+
+
+# ---- the GPU driver ------------------------------------------------------------------------------
+
+
+def _precompile_worker(preset, weight_format_value: str, seed: int, items) -> int:
+    """Worker process: run each (tokens, config) once so Triton compiles it into the on-disk cache
+    (shared with the tuning process, which then only loads the binaries). Returns how many ran."""
+    import torch
+
+    from ..backends.triton_moe import triton_experts
+    from .presets import BenchCase, calibrate_static_scales, make_inputs, make_weights
+
+    wf = Format(weight_format_value)
+    dev = torch.device("cuda")
+    case = BenchCase(preset, wf, wf.natural_activation_format(), preset.routing_config(), torch.bfloat16)
+    w = calibrate_static_scales(make_weights(preset, wf, device=dev, seed=seed), case, device=dev)
+    done = 0
+    sets = {}
+    for T, cfg in items:
+        if T not in sets:
+            sets[T] = make_inputs(case, T, device=dev, nsets=1, seed=seed)[0]
+        s = sets[T]
+        try:
+            triton_experts(s.x, w.w13, w.w2, s.topk.ids, s.topk.weights, activation=w.activation,
+                           act_params=w.act_params, act_format=case.act_format,
+                           intermediate_size_padded=w.padded_intermediate_size, w13_bias=w.w13_bias,
+                           w2_bias=w.w2_bias, a1_scale=w.input_scale, a2_scale=w.intermediate_scale,
+                           weight_on_input=case.weight_on_input, config=cfg)
+            torch.cuda.synchronize()
+            done += 1
+        except Exception:  # the tuning process records the error when it runs the candidate itself
+            pass
+    return done
+
+
+def precompile(preset, weight_format: Format, items: Sequence[Tuple[int, MoEKernelConfig]], *, jobs: int,
+               weight_bytes: int, seed: int = 0, log: Callable[[str], None] = print) -> int:
+    """Compile ``items`` ((tokens, config) pairs) in up to ``jobs`` spawned processes on the same
+    GPU, each holding its own copy of the weights (fewer processes when memory is short).
+    Returns the number of processes used (0: nothing done)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import torch
+
+    if jobs < 2 or len(items) < 2:
+        return 0
+    free, _ = torch.cuda.mem_get_info()
+    n = int(min(jobs, len(items), max(0, 0.5 * free // max(1.3 * weight_bytes + (256 << 20), 1))))
+    if n < 2:
+        return 0
+    chunks = [list(items[i::n]) for i in range(n)]
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as ex:
+        futs = [ex.submit(_precompile_worker, preset, weight_format.value, seed, c) for c in chunks]
+        ran = 0
+        for f in futs:
+            try:
+                ran += f.result()
+            except Exception as exc:  # a worker died (e.g. out of memory): the tuner compiles the rest itself
+                log(f"precompile worker failed: {type(exc).__name__}: {exc}")
+    log(f"precompiled {ran}/{len(items)} candidates in {n} processes ({time.perf_counter() - t0:.0f} s)")
+    return n
+
+
+@dataclass
+class TuneOptions:
+    """What ``fusedmoe tune`` was asked for."""
+
+    presets: Sequence[Any]
+    weight_formats: Sequence[Format]
+    tokens: Sequence[int] = DEFAULT_TUNE_TOKENS
+    out: str = ""
+    report: Optional[str] = None
+    exhaustive: bool = False
+    max_candidates: Optional[int] = None
+    budget_s: Optional[float] = None
+    seed: int = 0
+    device: str = "cuda"
+    jobs: int = 0  # processes compiling candidates ahead of timing (0/1: none)
+
+
+def plan(opts: TuneOptions, device_name: str = "NVIDIA H200", num_sms: Optional[int] = None) -> List[Dict[str, Any]]:
+    """The points and their candidates, without running anything (``--dry-run``)."""
+    from ..weights.expert_weights import default_alignment, round_up
+    from .presets import format_problem
+
+    out = []
+    for p in opts.presets:
+        for wf in opts.weight_formats:
+            why = format_problem(p, wf)
+            I_pad = round_up(p.intermediate, default_alignment(wf, p.gated))
+            for T in opts.tokens:
+                entry = {"preset": p.name, "weight_format": wf.value, "activation": p.activation.value,
+                         "tokens": T, "bucket": token_bucket(T), "H": p.hidden, "I_pad": I_pad, "E": p.experts,
+                         "top_k": p.top_k}
+                if why:
+                    entry.update(skip=why, candidates=[])
+                else:
+                    entry["candidates"] = search_space(T, p.hidden, I_pad, p.experts, p.top_k, wf, p.activation,
+                                                       device_name, exhaustive=opts.exhaustive, num_sms=num_sms,
+                                                       max_candidates=opts.max_candidates)
+                out.append(entry)
+    return out
+
+
+def run_tune(opts: TuneOptions, *, progress: Optional[Callable[[str, int], None]] = None,
+             log: Callable[[str], None] = print) -> Dict[str, Any]:
+    """Tune every (preset, format, token count) of ``opts`` on the CUDA device; merge the winners
+    into ``opts.out`` after every case (an interrupted run keeps what it finished) and write the
+    report. Returns {"table": path, "report": path or None, "points": [...]}."""
+    import torch
+
+    from ..backends.reference import reference_moe
+    from ..backends.triton_moe import triton_experts
+    from .peers import check_bound, rel_errors
+    from .presets import BenchCase, calibrate_static_scales, format_problem, make_inputs, make_weights
+    from .timing import time_calls
+
+    dev = torch.device(opts.device)
+    cuda = dev.type == "cuda"
+    if not cuda and os.environ.get("TRITON_INTERPRET", "0") != "1":
+        raise ValueError("tuning needs a CUDA device (a CPU runs it only under TRITON_INTERPRET=1, for tests)")
+    name = torch.cuda.get_device_name(dev) if cuda else "cpu"
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count if cuda else None
+    dtype = torch.bfloat16 if cuda else torch.float16  # the interpreter's bf16 dot is wrong
+    t0 = time.perf_counter()
+    deadline = None if opts.budget_s is None else t0 + opts.budget_s
+    points: List[Dict[str, Any]] = []
+    for p in opts.presets:
+        for wf in opts.weight_formats:
+            why = format_problem(p, wf)
+            if why:
+                log(f"{p.name}/{wf.value}: skipped: {why}")
+                continue
+            if deadline is not None and time.perf_counter() > deadline:
+                log(f"{p.name}/{wf.value}: not tuned: time budget spent")
+                points.append({"preset": p.name, "weight_format": wf.value, "status": "budget"})
+                continue
+            case = BenchCase(p, wf, wf.natural_activation_format(), p.routing_config(), dtype)
+            weights = make_weights(p, wf, device=dev, seed=opts.seed, dtype=dtype)
+            weights = calibrate_static_scales(weights, case, device=dev)
+            I_pad = weights.padded_intermediate_size
+            new = TunedTable()
+            cands_by_T = {T: search_space(T, p.hidden, I_pad, p.experts, p.top_k, wf, p.activation, name,
+                                          exhaustive=opts.exhaustive, num_sms=sms, max_candidates=opts.max_candidates)
+                          for T in opts.tokens}
+            if opts.jobs > 1 and cuda:
+                from .presets import weights_nbytes
+
+                items = [(T, c.config) for T, cs in cands_by_T.items() for c in cs]
+                precompile(p, wf, items, jobs=opts.jobs, weight_bytes=weights_nbytes(weights), seed=opts.seed, log=log)
+            for T in opts.tokens:
+                if deadline is not None and time.perf_counter() > deadline:
+                    points.append({"preset": p.name, "weight_format": wf.value, "tokens": T, "status": "budget"})
+                    continue
+                sets = make_inputs(case, T, device=dev, nsets=4, seed=opts.seed)
+                ref = reference_moe(sets[0].x, weights, sets[0].topk, activation=weights.activation,
+                                    activation_format=case.act_format, weight_on_input=case.weight_on_input)
+                bound = check_bound(case.act_format, dtype)
+
+                def run(cfg, s=sets[0]):
+                    out = triton_experts(s.x, weights.w13, weights.w2, s.topk.ids, s.topk.weights,
+                                         activation=weights.activation, act_params=weights.act_params,
+                                         act_format=case.act_format, intermediate_size_padded=I_pad,
+                                         w13_bias=weights.w13_bias, w2_bias=weights.w2_bias,
+                                         a1_scale=weights.input_scale, a2_scale=weights.intermediate_scale,
+                                         weight_on_input=case.weight_on_input, config=cfg)
+                    if cuda:
+                        torch.cuda.synchronize(dev)
+                    return out
+
+                def validate(out, ref=ref, bound=bound):
+                    mx, rms = rel_errors(out, ref)
+                    ok = mx <= bound[0] and rms <= bound[1]
+                    return ok, f"max_rel {mx:.2e}, rms_rel {rms:.2e} (bounds {bound[0]:.0e}, {bound[1]:.0e})"
+
+                def time_fn(cfg, sets=sets):
+                    calls = [(lambda s=s: triton_experts(
+                        s.x, weights.w13, weights.w2, s.topk.ids, s.topk.weights, activation=weights.activation,
+                        act_params=weights.act_params, act_format=case.act_format, intermediate_size_padded=I_pad,
+                        w13_bias=weights.w13_bias, w2_bias=weights.w2_bias, a1_scale=weights.input_scale,
+                        a2_scale=weights.intermediate_scale, weight_on_input=case.weight_on_input, config=cfg))
+                        for s in sets]
+                    return time_calls(calls, dev, reps=30, budget_s=0.3).median_s
+
+                cands = cands_by_T[T]
+                if progress:
+                    progress(f"{p.name}/{wf.value} T={T}", 0)
+                res = tune_point(cands, run, validate, time_fn, deadline=deadline, progress=progress)
+                pt = {"preset": p.name, "weight_format": wf.value, "activation": p.activation.value, "tokens": T,
+                      "bucket": token_bucket(T), "H": p.hidden, "I_pad": I_pad, "E": p.experts, "top_k": p.top_k,
+                      "candidates": len(cands), "tried": len(res.rows),
+                      "rejected": sum(1 for r in res.rows if r.get("status") == "rejected"),
+                      "errors": sum(1 for r in res.rows if r.get("status") == "error"),
+                      "heuristic_us": None if res.heuristic_s is None else res.heuristic_s * 1e6,
+                      "tuned_us": None if res.best_s is None else res.best_s * 1e6, "speedup": res.speedup,
+                      "best": None if res.best is None else _cfg_dict(res.best), "rows": res.rows}
+                points.append(pt)
+                if res.best is not None:
+                    add_to_table(new, res.best, device_name=name, weight_format=wf, activation=p.activation,
+                                 hidden=p.hidden, intermediate_padded=I_pad, experts=p.experts, tokens=T)
+                    log(f"{p.name}/{wf.value} T={T}: heuristic {pt['heuristic_us'] or float('nan'):.1f} us -> "
+                        f"tuned {pt['tuned_us']:.1f} us ({(res.speedup or float('nan')):.2f}x) {describe_config(res.best)}")
+                else:
+                    log(f"{p.name}/{wf.value} T={T}: no valid candidate ({pt['rejected']} rejected, {pt['errors']} errors)")
+                del sets, ref
+            if len(new):
+                merge_into_file(new, opts.out)
+            del weights
+            if cuda:
+                torch.cuda.empty_cache()
+    env = {"device": name, "torch": torch.__version__, "triton": __import__("triton").__version__,
+           "wall_s": time.perf_counter() - t0}
+    report = write_report(points, opts.report, env) if opts.report else None
+    return {"table": opts.out, "report": report, "points": points, "env": env}

@@ -1,0 +1,404 @@
+"""fusedmoe.bench on the CPU: presets, byte/flop accounting (hand-computed), timing plumbing, the
+bench loop and its JSON round trip, the tuner's search space, validation-before-timing and the
+tuned table it writes (loaded by kernel_configs and picked by choose_moe_config), the correctness
+sweep, and the peers' graceful absence. GPU numbers come from ``fusedmoe bench`` on the H200."""
+
+import json
+import math
+import os
+
+import pytest
+import torch
+
+from fusedmoe.backends.kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, choose_moe_config,
+                                              load_tuned_configs)
+from fusedmoe.bench import roofline as rl
+from fusedmoe.bench.peers import (GroupedMMPeer, SGLangPeer, TritonPeer, check_bound, find_sglang, make_peer,
+                                  rel_errors)
+from fusedmoe.bench.presets import (PRESETS, BenchCase, custom_preset, format_problem, formats_for, get_preset,
+                                    make_inputs, make_weights)
+from fusedmoe.bench.runner import BenchOptions, load_results, run_bench, summarize, write_results
+from fusedmoe.bench.timing import time_calls
+from fusedmoe.bench.tune import (Candidate, add_to_table, merge_into_file, search_space, tune_point)
+from fusedmoe.config import Activation, Format, RoutingMethod
+
+INTERP = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+# ---- presets ------------------------------------------------------------------------------------
+
+
+def test_presets_route_and_match_models_md():
+    for p in PRESETS.values():
+        cfg = p.routing_config()  # every preset's routing is valid for its E
+        assert cfg.top_k == p.top_k
+    nano, sup, ds8 = get_preset("nemotron-nano"), get_preset("nemotron-super-tp8"), get_preset("deepseek-v3-tp8")
+    assert (nano.hidden, nano.intermediate, nano.experts, nano.top_k, nano.n1) == (2688, 1856, 128, 6, 1856)
+    assert (sup.hidden, sup.intermediate, sup.experts, sup.top_k) == (1024, 336, 512, 22)  # latent K = 1024
+    assert (ds8.intermediate, ds8.n1, ds8.n_group, ds8.topk_group) == (256, 512, 8, 4)
+    assert get_preset("llama4-scout").weight_on_input and get_preset("gpt-oss-20b").expert_bias
+    # gpt-oss H = 2880 is not a multiple of 128: no FP8 block weights
+    assert Format.FP8_BLOCK not in formats_for(get_preset("gpt-oss-120b"))
+    assert "multiple of 128" in format_problem(get_preset("gpt-oss-120b"), Format.FP8_BLOCK)
+    assert formats_for(get_preset("qwen3-30b-a3b")) == [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL,
+                                                        Format.FP8_BLOCK]
+
+
+def test_preset_errors():
+    with pytest.raises(ValueError, match="unknown preset"):
+        get_preset("nope")
+    with pytest.raises(ValueError, match="top_k"):
+        custom_preset(64, 32, 8, 8, Activation.SWIGLU)  # top_k must be < E
+    with pytest.raises(ValueError, match="positive"):
+        custom_preset(0, 32, 8, 2, Activation.SWIGLU)
+
+
+def test_make_weights_chunked_and_inputs():
+    p = get_preset("tiny")
+    w = make_weights(p, Format.FP8_BLOCK, device="cpu", chunk_bytes=1)  # one expert per chunk
+    assert w.num_experts == 8 and w.hidden_size == 128 and w.padded_intermediate_size == 128
+    assert tuple(w.w13.scale.shape) == (8, 2, 1) and tuple(w.w2.scale.shape) == (8, 1, 1)
+    w2 = make_weights(p, Format.FP8_BLOCK, device="cpu", chunk_bytes=1)
+    assert torch.equal(w.w13.data.view(torch.uint8), w2.w13.data.view(torch.uint8))  # deterministic
+    case = BenchCase(p, Format.BF16, Format.BF16, p.routing_config())
+    sets = make_inputs(case, 5, device="cpu", nsets=3)
+    assert len(sets) == 3 and sets[0].x.shape == (5, 128) and sets[0].topk.ids.shape == (5, 2)
+    assert not torch.equal(sets[0].x, sets[1].x) and bool((sets[0].x != 0).all())
+
+
+# ---- byte / flop accounting (hand-computed) -----------------------------------------------------
+
+
+def test_expert_bytes_hand_computed():
+    # Qwen3-30B-A3B: H 2048, I 768, gated: w13 2 x [768, 2048], w2 [2048, 768]
+    n = 2 * 768 * 2048 + 2048 * 768  # 4,718,592 elements
+    assert rl.expert_bytes(2048, 768, True, Format.BF16) == 2 * n == 9_437_184
+    assert rl.expert_bytes(2048, 768, True, Format.FP8_TENSOR) == n + 3 * 4  # one scale per matrix
+    assert rl.expert_bytes(2048, 768, True, Format.FP8_CHANNEL) == n + 4 * (768 + 768 + 2048)
+    # 128x128 tiles: gate and up 6 x 16 each, w2 16 x 6 -> 288 fp32 scales
+    assert rl.expert_bytes(2048, 768, True, Format.FP8_BLOCK) == n + 4 * 288 == 4_719_744
+    # Nemotron-3-Nano, non-gated ReLU2: w13 [1856, 2688], w2 [2688, 1856]
+    assert rl.expert_bytes(2688, 1856, False, Format.BF16) == 2 * 2 * 1856 * 2688 == 19_955_712
+    # gpt-oss-120b: fp32 biases [2I] and [H] on top
+    assert rl.expert_bytes(2880, 2880, True, Format.BF16, bias=True) == 2 * 3 * 2880 * 2880 + 4 * (5760 + 2880)
+    # NVFP4: half a byte per element, one E4M3 per 16, one fp32 global per matrix (H=I=32, non-gated)
+    assert rl.expert_bytes(32, 32, False, Format.NVFP4) == 2 * (512 + 32 * 2 + 4)
+    assert rl.expert_bytes(32, 32, False, Format.MXFP4) == 2 * (512 + 32 * 1)
+
+
+def test_moe_bytes_and_flops_hand_computed():
+    bpe = rl.expert_bytes(2048, 768, True, Format.BF16)
+    # decode: 8 experts hit, x read and out written once (bf16)
+    assert rl.moe_bytes(1, 2048, 8, bpe) == 8 * 9_437_184 + 2 * 2048 * 2
+    assert rl.moe_bytes(4096, 2048, 128, bpe) == 128 * 9_437_184 + 2 * 4096 * 2048 * 2
+    # flops = 2 T k H (N1 + I): gated N1 = 2I
+    assert rl.moe_flops(1, 2048, 768, 8, True) == 2 * 8 * 2048 * (1536 + 768) == 75_497_472
+    assert rl.moe_flops(3, 2688, 1856, 6, False) == 2 * 3 * 6 * 2688 * (1856 + 1856)
+
+
+def test_touched_experts_and_expectation():
+    ids = torch.tensor([[0, 3], [3, 5], [7, 0]], dtype=torch.int32)
+    assert rl.touched_experts(ids, 8) == 4
+    assert rl.touched_experts(torch.tensor([[0, 9]]), 8) == 1  # EP sentinel ids >= E are not experts
+    assert rl.expected_touched(8, 2, 1) == pytest.approx(2.0)
+    assert rl.expected_touched(128, 8, 10_000) == pytest.approx(128.0)
+    assert rl.expected_touched(256, 8, 2) == pytest.approx(256 * (1 - (1 - 8 / 256) ** 2))
+
+
+def test_floor_pct_and_geomeans():
+    c = rl.Ceilings("gpu", copy_gbps=1000.0, read_gbps=2000.0, bf16_tflops=100.0, fp8_tflops=200.0, meaningful=True)
+    assert c.mem_gbps == 2000.0
+    # memory-bound: 2 GB at 2000 GB/s = 1 ms; compute 1 TFLOP at 100 TFLOP/s = 10 ms -> floor 10 ms
+    assert rl.floor_seconds(2e9, 1e12, c, Format.BF16) == pytest.approx(1e-2)
+    assert rl.floor_seconds(2e9, 1e12, c, Format.FP8_BLOCK) == pytest.approx(5e-3)  # FP8 rate
+    assert rl.floor_seconds(2e9, 1e9, c, Format.FP8_TOKEN) == pytest.approx(1e-3)  # bandwidth-bound
+    assert rl.roofline_pct(2e-3, 1e-3) == pytest.approx(50.0)
+    assert rl.geomean([1, 4, None, float("nan"), 0]) == pytest.approx(2.0)
+    assert rl.geomean([]) is None
+    assert [rl.region_of(t) for t in (1, 8, 9, 128, 1024, 4096)] == ["1-8", "1-8", "9-128", "9-128", "129-1024", ">1024"]
+    assert rl.Ceilings.from_dict(c.to_dict()) == c
+
+
+def test_summarize_speedups_by_region():
+    recs = []
+    for T, ours, other in ((1, 10.0, 20.0), (4, 10.0, 40.0), (512, 100.0, 50.0)):
+        recs.append({"case": "c", "tokens": T, "backend": "triton", "status": "ok", "t_us": ours, "roofline_pct": 50.0})
+        recs.append({"case": "c", "tokens": T, "backend": "sglang", "status": "ok", "t_us": other, "roofline_pct": 25.0})
+    recs.append({"case": "c", "tokens": 1, "backend": "torch-grouped-mm", "status": "unsupported"})
+    s = summarize(recs)
+    sp = s["speedup_of_ours"]["sglang"]
+    assert sp["1-8"]["geomean"] == pytest.approx(math.sqrt(2 * 4)) and sp["1-8"]["n"] == 2
+    assert sp["129-1024"]["geomean"] == pytest.approx(0.5)
+    assert sp["worst"] == {"case": "c", "tokens": 512, "speedup": 0.5}
+    assert s["roofline_pct"]["triton"]["all"]["geomean"] == pytest.approx(50.0)
+    assert s["counts"]["unsupported"] == 1 and "torch-grouped-mm" not in s["speedup_of_ours"]
+
+
+def test_rel_errors_and_bounds():
+    ref = torch.tensor([[1.0, -2.0], [0.5, 4.0]])
+    out = ref.clone()
+    out[1, 1] = 4.4
+    mx, rms = rel_errors(out, ref)
+    assert mx == pytest.approx(0.1) and rms == pytest.approx(0.4 / math.sqrt(21.25))
+    assert rel_errors(torch.full((2, 2), float("nan")), ref) == (float("inf"), float("inf"))
+    assert check_bound(Format.BF16, torch.bfloat16) == (2e-2, 4e-3)
+    assert check_bound(Format.FP8_BLOCK, torch.bfloat16)[1] > check_bound(Format.BF16, torch.bfloat16)[1]
+
+
+# ---- timing ---------------------------------------------------------------------------------------
+
+
+def test_time_calls_cpu_wall_clock():
+    calls = [lambda: torch.ones(64, 64) @ torch.ones(64, 64), lambda: torch.ones(64, 64) * 2]
+    r = time_calls(calls, "cpu", reps=5)
+    assert r.method == "wall" and r.reps == 5 and 0 < r.min_s <= r.median_s
+    with pytest.raises(ValueError, match="CUDA"):
+        time_calls(calls, "cpu", method="graph")
+    with pytest.raises(ValueError, match="at least one"):
+        time_calls([], "cpu")
+
+
+# ---- the bench loop, JSON and plot ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_doc():
+    opts = BenchOptions(presets=[get_preset("tiny"), get_preset("tiny-relu2")], weight_formats=[Format.BF16],
+                        tokens=[1, 3], peers=["reference", "torch-grouped-mm", "sglang"], device="cpu",
+                        dtype=torch.bfloat16, sglang_path="/nonexistent/sglang-sources")
+    return run_bench(opts, log=lambda s: None)
+
+
+def test_bench_cpu_records(tiny_doc):
+    recs = tiny_doc["results"]
+    assert len(recs) == 2 * 2 * 3
+    assert tiny_doc["ceilings"]["meaningful"] is False
+    ok = [r for r in recs if r["status"] == "ok"]
+    assert {r["backend"] for r in ok} == {"reference", "torch-grouped-mm"}
+    for r in ok:
+        assert r["t_us"] > 0 and r["timing"] == "wall" and r["bytes"] > 0 and r["flops"] > 0
+        p = get_preset(r["preset"])
+        bpe = rl.expert_bytes(p.hidden, p.intermediate, p.gated, Format.BF16)
+        assert r["bytes_per_expert"] == bpe
+        assert r["bytes"] == pytest.approx(r["touched_experts"] * bpe + 2 * r["tokens"] * p.hidden * 2)
+        assert r["flops"] == rl.moe_flops(r["tokens"], p.hidden, p.intermediate, p.top_k, p.gated)
+        assert r["roofline_pct"] == pytest.approx(100 * r["floor_us"] / r["t_us"])
+    gm = [r for r in ok if r["backend"] == "torch-grouped-mm"]
+    assert gm and all(r["check"] == "ok" for r in gm)
+    # a missing peer is reported, not a crash
+    sg = [r for r in recs if r["backend"] == "sglang"]
+    assert sg and all(r["status"] == "unsupported" and "sglang" in r["error"] for r in sg)
+
+
+def test_json_round_trip_and_plot(tiny_doc, tmp_path):
+    path = write_results(tiny_doc, str(tmp_path / "bench.json"))
+    doc = load_results(path)
+    assert doc["results"] == json.loads(json.dumps(tiny_doc["results"]))
+    assert doc["summary"]["counts"]["ok"] == sum(1 for r in tiny_doc["results"] if r["status"] == "ok")
+    assert doc["schema"]["roofline_pct"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(ValueError, match="not a fusedmoe bench result"):
+        load_results(str(bad))
+    bad.write_text(json.dumps({"format": "fusedmoe-bench", "version": 99, "results": []}))
+    with pytest.raises(ValueError, match="version"):
+        load_results(str(bad))
+    pytest.importorskip("matplotlib")
+    from fusedmoe.bench.plot import plot_results
+
+    png = plot_results(doc, str(tmp_path / "bench.png"))
+    with open(png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_peer_support_reasons():
+    p = get_preset("tiny")
+    fp8 = BenchCase(p, Format.FP8_BLOCK, Format.FP8_BLOCK, p.routing_config())
+    assert "16-bit" in GroupedMMPeer().supports(fp8, torch.device("cpu"))
+    root, why = find_sglang("/nonexistent/dir")
+    assert root is None and "no sglang" in why
+    assert SGLangPeer("/nonexistent/dir").supports(fp8, torch.device("cpu"))
+    oai = get_preset("gpt-oss-20b")
+    with pytest.raises(ValueError, match="unknown peer"):
+        make_peer("vllm")
+    bf = BenchCase(p, Format.BF16, Format.BF16, p.routing_config(), torch.bfloat16)
+    if INTERP:
+        assert "bf16" in TritonPeer().supports(bf, torch.device("cpu"))
+    del oai
+
+
+@pytest.mark.skipif(not INTERP, reason="needs TRITON_INTERPRET=1 on a CPU")
+def test_bench_triton_interpreter_point():
+    opts = BenchOptions(presets=[get_preset("tiny")], weight_formats=[Format.BF16], tokens=[3],
+                        peers=["triton", "triton-heuristic"], device="cpu", dtype=torch.float16)
+    doc = run_bench(opts, log=lambda s: None)
+    recs = {r["backend"]: r for r in doc["results"]}
+    for name in ("triton", "triton-heuristic"):
+        assert recs[name]["status"] == "ok", recs[name]
+        assert recs[name]["check"] == "ok" and recs[name]["config"]["gemm1"]["block_m"] >= 16
+    assert recs["triton-heuristic"]["config_source"] == "heuristic"
+
+
+# ---- the tuner ------------------------------------------------------------------------------------------
+
+
+def _heur(T, fmt=Format.BF16, act=Activation.SWIGLU, H=2048, I=768, E=128, K=8):
+    return choose_moe_config(T, H, I, E, K, fmt, act, "NVIDIA H200", table=TunedTable())
+
+
+@pytest.mark.parametrize("fmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_BLOCK])
+@pytest.mark.parametrize("T", [1, 128, 4096])
+def test_search_space(fmt, T):
+    cands = search_space(T, 2048, 768, 128, 8, fmt, Activation.SWIGLU, "NVIDIA H200")
+    h = _heur(T, fmt)
+    assert cands[0].varies == "base" and (cands[0].config.gemm1, cands[0].config.gemm2) == (h.gemm1, h.gemm2)
+    keys = [(c.config.gemm1, c.config.gemm2) for c in cands]
+    assert len(keys) == len(set(keys)) and 8 <= len(cands) <= 40
+    for c in cands:
+        assert c.config.gemm1.block_m == c.config.gemm2.block_m
+        if fmt is Format.FP8_BLOCK:
+            assert c.config.gemm1.block_k == c.config.gemm2.block_k == 128
+        if fmt is Format.BF16:
+            assert not c.config.gemm1.swap_ab and not c.config.gemm2.swap_ab
+    assert {c.varies for c in cands} >= {"base", "gemm1", "gemm2", "block_m"}
+    big = search_space(T, 2048, 768, 128, 8, fmt, Activation.SWIGLU, "NVIDIA H200", exhaustive=True)
+    assert len(big) > len(cands)
+    assert len(search_space(T, 2048, 768, 128, 8, fmt, Activation.SWIGLU, "NVIDIA H200", max_candidates=3)) == 3
+
+
+def _kc(bm, bn, **kw):
+    return KernelConfig(block_m=bm, block_n=bn, block_k=64, **kw)
+
+
+def test_tune_point_validates_before_timing():
+    base = MoEKernelConfig(_kc(16, 64), _kc(16, 64))
+    g1_fast = MoEKernelConfig(_kc(16, 128), _kc(16, 64))
+    g1_wrong = MoEKernelConfig(_kc(16, 32), _kc(16, 64))
+    g1_crash = MoEKernelConfig(_kc(16, 64, num_warps=8), _kc(16, 64))
+    g2_fast = MoEKernelConfig(_kc(16, 64), _kc(16, 128))
+    cands = [Candidate(base, "base"), Candidate(g1_fast, "gemm1"), Candidate(g1_wrong, "gemm1"),
+             Candidate(g1_crash, "gemm1"), Candidate(g2_fast, "gemm2")]
+    times = {base: 10.0, g1_fast: 8.0, g1_wrong: 1.0, g2_fast: 9.0,
+             MoEKernelConfig(_kc(16, 128), _kc(16, 128)): 7.0}
+    timed, ran = [], []
+
+    def run(cfg):
+        ran.append(cfg)
+        if cfg == g1_crash:
+            raise RuntimeError("out of resources: shared memory")
+        return "wrong" if cfg == g1_wrong else "right"
+
+    def validate(out):
+        return out == "right", "max_rel 1.0"
+
+    def time_fn(cfg):
+        assert ran[-1] == cfg  # timed only right after its own validated run
+        timed.append(cfg)
+        return times[cfg]
+
+    res = tune_point(cands, run, validate, time_fn)
+    assert g1_wrong not in timed and g1_crash not in timed  # never timed
+    status = {r["varies"] + str(i): r["status"] for i, r in enumerate(res.rows)}
+    assert sorted(status.values()) == ["error", "ok", "ok", "ok", "ok", "rejected"]
+    combined = MoEKernelConfig(_kc(16, 128), _kc(16, 128))
+    assert res.best == combined and res.best_s == 7.0 and res.heuristic_s == 10.0
+    assert res.speedup == pytest.approx(10 / 7)
+    assert res.rows[-1]["varies"] == "combined"
+
+
+def test_tune_point_budget_and_all_rejected():
+    base = MoEKernelConfig(_kc(16, 64), _kc(16, 64))
+    other = MoEKernelConfig(_kc(16, 128), _kc(16, 64))
+    res = tune_point([Candidate(base, "base"), Candidate(other, "gemm1")], lambda c: 0,
+                     lambda o: (False, "nan"), lambda c: 1.0)
+    assert res.best is None and res.heuristic_s is None and all(r["status"] == "rejected" for r in res.rows)
+    res = tune_point([Candidate(base, "base"), Candidate(other, "gemm1")], lambda c: 0, lambda o: (True, ""),
+                     lambda c: 1.0, deadline=0.0)  # budget already spent: only the heuristic runs
+    assert res.best == base and res.rows[-1]["status"] == "budget"
+
+
+def test_tuned_table_written_loaded_and_picked(tmp_path):
+    H, I_pad, E, K = 2048, 768, 128, 8
+    tuned = MoEKernelConfig(KernelConfig(32, 128, 64, 1, 8, 3, False), KernelConfig(32, 64, 128, 1, 4, 4, False))
+    t = TunedTable()
+    add_to_table(t, tuned, device_name="NVIDIA H200", weight_format=Format.BF16, activation=Activation.SWIGLU,
+                 hidden=H, intermediate_padded=I_pad, experts=E, tokens=16)
+    path = str(tmp_path / "sub" / "tuned.json")
+    merge_into_file(t, path)
+    other = TunedTable()
+    add_to_table(other, tuned, device_name="NVIDIA H200", weight_format=Format.FP8_TENSOR,
+                 activation=Activation.RELU2, hidden=H, intermediate_padded=I_pad, experts=E, tokens=1024)
+    merge_into_file(other, path)  # merged, not overwritten
+    doc = json.load(open(path))
+    assert doc["format_version"] == 1 and len(doc["entries"]) == 4
+    e = [x for x in doc["entries"] if x["gemm"] == "gemm1" and x["weight_format"] == "bf16"][0]
+    assert (e["device"], e["activation"], e["N"], e["K"], e["E"], e["tokens"]) == ("NVIDIA H200", "swiglu", 2 * I_pad,
+                                                                                   H, E, 16)
+    table = load_tuned_configs(path)
+    for T in (9, 16, 24):  # bucket 16 (and nearest-bucket fallback)
+        got = choose_moe_config(T, H, I_pad, E, K, Format.BF16, Activation.SWIGLU, "NVIDIA H200", table=table)
+        assert got.gemm1 == tuned.gemm1 and got.gemm2 == tuned.gemm2
+    # no entry for this device / format / shape: the heuristic, unchanged
+    for dev, fmt, hh in (("NVIDIA H100", Format.BF16, H), ("NVIDIA H200", Format.FP8_BLOCK, H),
+                         ("NVIDIA H200", Format.BF16, 4096)):
+        got = choose_moe_config(16, hh, I_pad, E, K, fmt, Activation.SWIGLU, dev, table=table)
+        assert got == choose_moe_config(16, hh, I_pad, E, K, fmt, Activation.SWIGLU, dev, table=TunedTable())
+
+
+# ---- the correctness sweep ---------------------------------------------------------------------------------
+
+
+def test_check_reference_against_float64():
+    from fusedmoe.bench.check import CheckShape, run_check
+
+    res = run_check("cpu", backends=["reference"], activations=[Activation.SWIGLU, Activation.RELU2,
+                                                                Activation.SWIGLU_OAI],
+                    formats=[Format.BF16, Format.FP8_BLOCK, Format.NVFP4],
+                    routings=[RoutingMethod.LLAMA4, RoutingMethod.DEEPSEEK_V3, RoutingMethod.RENORMALIZE_NAIVE],
+                    shape=CheckShape(128, 96, 8, 2, (5,)))
+    assert res["combos"] == 3 * 3 + 2
+    rows = res["rows"]
+    assert rows and all(r["status"] == "ok" for r in rows), [r for r in rows if r["status"] != "ok"]
+    assert all(r["against"] == "float64" for r in rows)
+
+
+def test_check_detects_a_wrong_backend(monkeypatch):
+    """Negative control: a backend that drops the routing weights must fail the sweep."""
+    from fusedmoe import backends as be
+    from fusedmoe.bench.check import CheckShape, run_check
+
+    ref = be.get("reference")
+
+    class Broken:
+        name = "broken"
+
+        def supports(self, request, device):
+            return None
+
+        def run(self, hidden, weights, topk, **kw):
+            return ref.run(hidden, weights, topk._replace(weights=topk.weights.roll(1, -1)), **kw)
+
+    monkeypatch.setitem(be._REGISTRY, "broken", Broken())
+    res = run_check("cpu", backends=["broken"], activations=[Activation.SWIGLU], formats=[Format.BF16],
+                    routings=[RoutingMethod.RENORMALIZE_NAIVE], shape=CheckShape(128, 96, 8, 2, (9,)))
+    assert [r["status"] for r in res["rows"]] == ["FAIL"]
+
+
+@pytest.mark.skipif(not INTERP, reason="needs TRITON_INTERPRET=1 on a CPU")
+def test_run_tune_driver_in_interpreter(tmp_path):
+    """The whole tune driver (weights, reference, validation, timing, table and report) on the
+    interpreter: the written table is what choose_moe_config then picks for this shape."""
+    from fusedmoe.bench.tune import TuneOptions, run_tune
+
+    out, rep = str(tmp_path / "t.json"), str(tmp_path / "r.json")
+    p = get_preset("tiny-relu2")
+    res = run_tune(TuneOptions(presets=[p], weight_formats=[Format.FP8_TENSOR], tokens=[4], out=out, report=rep,
+                               max_candidates=3, device="cpu"), log=lambda s: None)
+    (pt,) = res["points"]
+    assert pt["tried"] >= 3 and pt["tuned_us"] > 0 and pt["heuristic_us"] > 0 and pt["best"]
+    assert all(r["status"] in ("ok", "error", "rejected") for r in pt["rows"])
+    table = load_tuned_configs(out)
+    got = choose_moe_config(4, p.hidden, pt["I_pad"], p.experts, p.top_k, Format.FP8_TENSOR, p.activation, "cpu",
+                            table=table)
+    assert got.gemm1.to_dict() == pt["best"]["gemm1"] and got.gemm2.to_dict() == pt["best"]["gemm2"]
+    assert json.load(open(rep))["points"][0]["tokens"] == 4
