@@ -89,7 +89,7 @@ def test_tune_dry_run_and_errors(capsys):
                  "--tokens", "1,256", "--verbose"]) == 0
     out = capsys.readouterr().out
     assert "candidates" in out and "(heuristic)" in out and "multiple of 128" in out and "[gemm2]" in out
-    _usage_error(capsys, ["tune", "--dry-run", "--weight-format", "nvfp4"], "has no nvfp4 weights")
+    _usage_error(capsys, ["tune", "--dry-run", "--weight-format", "fp8_token"], "has no fp8_token weights")
     _usage_error(capsys, ["tune", "--dry-run", "--preset", "x"], "unknown preset")
 
 

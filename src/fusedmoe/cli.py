@@ -412,7 +412,7 @@ def cmd_tune(args) -> int:
     import os
 
     from .backends.kernel_configs import DEFAULT_TABLE_PATH
-    from .bench.presets import PRESETS, TRITON_WEIGHT_FORMATS, formats_for
+    from .bench.presets import PRESETS, triton_weight_formats
     from .bench.table import progress_bar
     from .bench.tune import DEFAULT_TUNE_TOKENS, TuneOptions, describe_config, plan, run_tune
 
@@ -422,11 +422,12 @@ def cmd_tune(args) -> int:
         return 0
     all_models = tuple(n for n in PRESETS if not n.startswith("tiny"))
     presets = _resolve_presets(p, args, all_models)
-    fmts = _flatten(args.weight_format) or list(TRITON_WEIGHT_FORMATS)
-    bad = [f for f in fmts if f not in TRITON_WEIGHT_FORMATS]
+    tri = triton_weight_formats()
+    fmts = _flatten(args.weight_format) or list(tri)
+    bad = [f for f in fmts if f not in tri]
     if bad:
         p.error(f"--weight-format: the triton backend (what is tuned) has no {bad[0].value} weights; "
-                f"choose from {', '.join(f.value for f in TRITON_WEIGHT_FORMATS)}")
+                f"choose from {', '.join(f.value for f in tri)}")
     tokens = args.tokens or list(DEFAULT_TUNE_TOKENS)
     out = args.out or DEFAULT_TABLE_PATH
     opts = TuneOptions(presets=presets, weight_formats=fmts, tokens=tokens, out=out, report=args.report,

@@ -30,6 +30,7 @@ __all__ = [
     "PRESETS",
     "DEFAULT_BENCH_PRESETS",
     "TRITON_WEIGHT_FORMATS",
+    "triton_weight_formats",
     "BenchCase",
     "get_preset",
     "custom_preset",
@@ -41,8 +42,21 @@ __all__ = [
     "calibrate_static_scales",
 ]
 
-#: Weight formats the triton backend implements (FP4 / MX formats run on the reference only).
+#: Weight formats the triton backend implemented when this was written (see
+#: :func:`triton_weight_formats` for what the installed backend supports).
 TRITON_WEIGHT_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
+
+
+def triton_weight_formats() -> Tuple[Format, ...]:
+    """Weight formats the installed triton backend supports on a CUDA device (asked through its
+    ``supports``, so formats it gains later are benchmarked and tuned without changes here)."""
+    from ..backends import get
+    from ..backends.base import MoERequest
+
+    b = get("triton")
+    out = tuple(f for f in Format if f.is_weight_format and b.supports(
+        MoERequest(f, f.natural_activation_format(), Activation.SWIGLU), torch.device("cuda")) is None)
+    return out or TRITON_WEIGHT_FORMATS
 
 
 @dataclass(frozen=True)
@@ -158,9 +172,10 @@ def format_problem(preset: Preset, weight_format: Format) -> Optional[str]:
     return None
 
 
-def formats_for(preset: Preset, candidates: Sequence[Format] = TRITON_WEIGHT_FORMATS) -> List[Format]:
-    """The weight formats of ``candidates`` that this shape can be stored in."""
-    return [f for f in candidates if format_problem(preset, f) is None]
+def formats_for(preset: Preset, candidates: Optional[Sequence[Format]] = None) -> List[Format]:
+    """The weight formats of ``candidates`` (default: the triton backend's) this shape fits."""
+    cands = triton_weight_formats() if candidates is None else candidates
+    return [f for f in cands if format_problem(preset, f) is None]
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,9 @@ __all__ = [
     "write_report",
 ]
 
-#: Token buckets tuned without ``--tokens`` (powers of two: the table's buckets).
-DEFAULT_TUNE_TOKENS = (1, 16, 128, 1024, 4096)
+#: Token buckets tuned without ``--tokens``: powers of two (the table's buckets), the same as
+#: ``fusedmoe bench``'s default token counts.
+DEFAULT_TUNE_TOKENS = (1, 8, 64, 512, 4096)
 #: Shared memory a program may use (Hopper: 227 KiB per block, minus room for the epilogue).
 SMEM_LIMIT = 200 * 1024
 
@@ -79,6 +80,9 @@ def _valid(c: KernelConfig, gemm: str, N: int, K: int, weight_format: Format, ga
     operand buffers within :data:`SMEM_LIMIT`."""
     if weight_format is Format.FP8_BLOCK and c.block_k != 128:
         return False
+    if weight_format.block_size and weight_format is not Format.FP8_BLOCK and (
+            c.block_k % weight_format.block_size or c.block_k > 128):
+        return False  # micro-scaled weights: whole scale blocks per K tile, dequantized tile in registers
     if c.swap_ab and (weight_format is Format.BF16 or c.block_m >= 64 or c.block_n < 64):
         return False
     n_cols = N // 2 if (gemm == "gemm1" and gated) else N
