@@ -451,3 +451,92 @@ def test_gpu_check_quick():
     bad = [r for r in res["rows"] if r["status"] not in ("ok", "n/a")]
     assert not bad, bad
     assert all(r["status"] == "ok" for r in res["routing_rows"])
+
+
+_FAKE_SGL_KERNELS = '''
+import torch
+from sglang.kernels.jit.utils import is_arch_support_pdl
+from sglang.kernels.ops.quantization.fp8_kernel import scaled_fp8_quant, sglang_per_token_group_quant_fp8
+from sglang.srt.environ import envs
+from sglang.srt.utils import is_cuda, is_hip
+
+_use_aiter = envs.SGLANG_USE_AITER.get() and is_hip()
+
+
+def invoke_fused_moe_kernel(A, B, bias, C, A_scale, B_scale, B_zp, topk_weights, topk_ids, sorted_token_ids,
+                            expert_ids, num_tokens_post_padded, mul_routed_weight, top_k, config, compute_type,
+                            use_fp8_w8a8, use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, per_channel_quant,
+                            block_shape=None):
+    assert not use_fp8_w8a8 and config["BLOCK_SIZE_M"] == 16
+    ids = topk_ids.reshape(-1).long()
+    rows = A.float()[torch.arange(ids.numel()) // top_k]
+    y = torch.einsum("sk,snk->sn", rows, B.float()[ids])
+    if mul_routed_weight:
+        y = y * topk_weights.reshape(-1, 1)
+    C.view(-1, C.shape[-1]).copy_(y.to(C.dtype))
+
+
+def act_and_mul_triton(gateup, down, config, topk_ids=None, expert_ids=None, tma=False, activation="silu"):
+    I = down.shape[1]
+    g, u = gateup.float()[:, :I], gateup.float()[:, I:]
+    down.copy_((torch.nn.functional.silu(g) * u).to(down.dtype))
+
+
+def moe_sum_reduce_triton(inp, out, scale):
+    out.copy_((inp.float().sum(1) * scale).to(out.dtype))
+'''
+
+_FAKE_SGL_CONFIG = '''
+from sglang.srt.runtime_context import get_exec
+from sglang.srt.utils import get_device_name
+
+
+def get_config_file_name(E, N, dtype, block_shape=None, per_channel_quant=False, down_moe=False):
+    return f"E={E},N={N},device_name={get_device_name().replace(' ', '_')}.json"
+
+
+def try_get_optimal_moe_config(w1_shape, w2_shape, top_k, dtype, M, block_shape=None, per_channel_quant=False,
+                               return_down_config=False):
+    from sglang.srt.layers.moe.moe_runner.triton_utils import get_config
+
+    assert get_config() is None and not get_exec().deterministic.enable_deterministic_inference
+    return {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1}, (None, None)
+'''
+
+
+def test_sglang_loader_with_stand_ins(tmp_path):
+    """The SGLang peer loads sources through stand-in modules and leaves sys.modules as it was
+    (a fake sglang tree with SGLang's file layout and imports, torch math inside)."""
+    import sys
+
+    from fusedmoe.bench.peers import SGLangPeer
+
+    k = tmp_path / "sglang/kernels/ops/moe/fused_moe_triton_kernels.py"
+    c = tmp_path / "sglang/srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py"
+    for path, text in ((k, _FAKE_SGL_KERNELS), (c, _FAKE_SGL_CONFIG)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (c.parent / "configs/triton_9_9_9").mkdir(parents=True)
+    before = {n for n in sys.modules if n == "sglang" or n.startswith("sglang.")}
+    peer = SGLangPeer(str(tmp_path))
+    p = get_preset("tiny")
+    case = BenchCase(p, Format.BF16, Format.BF16, p.routing_config(), torch.float16)
+    w = make_weights(p, Format.BF16, device="cpu", dtype=torch.float16)
+    why = peer.supports(case, torch.device("cpu"))
+    if why and "interpreter" not in why and "CUDA" not in why:
+        pytest.fail(why)
+    runner = peer.build(case, w)
+    (s,) = make_inputs(case, 5, device="cpu")
+    out = runner(s.x, s.topk)
+    from fusedmoe.backends.reference import reference_moe
+
+    ref = reference_moe(s.x, w, s.topk, activation=w.activation)
+    mx, rms = rel_errors(out, ref)
+    assert rms < 5e-3, (mx, rms)
+    assert runner.info(5)["config_source"] == "default" and "sources at" in runner.info(5)["sglang"]
+    assert {n for n in sys.modules if n == "sglang" or n.startswith("sglang.")} == before
+    bad = SGLangPeer(str(tmp_path / "nowhere"))
+    assert "no sglang" in bad.supports(case, torch.device("cpu"))
+    gpt = get_preset("gpt-oss-20b")
+    assert "SWIGLU_OAI" in peer.supports(BenchCase(gpt, Format.BF16, Format.BF16, gpt.routing_config()),
+                                         torch.device("cuda"))

@@ -544,9 +544,15 @@ class SGLangPeer(Peer):
             cfg_dir = Path(mods.config.__file__).parent / "configs"
             src = "default"
             if cfg_dir.is_dir():
-                hits = sorted(d.name for d in cfg_dir.iterdir() if (d / name).exists())
-                if hits:
-                    src = "tuned:" + hits[-1]
+                import triton
+
+                want = "triton_" + triton.__version__.replace(".", "_")
+                hits = sorted((d.name for d in cfg_dir.iterdir() if (d / name).exists()),
+                              key=lambda v: tuple(int(x) for x in v.split("_")[1:] if x.isdigit()))
+                if want in hits:
+                    src = "tuned:" + want
+                elif hits:
+                    src = f"tuned:{hits[-1]}(fallback)"
             cache[M] = (up, down, src)
             return cache[M]
 
