@@ -335,3 +335,21 @@ class TestBadInput:
     def test_bad_offset(self):
         with pytest.raises(ValueError, match="local_expert_offset"):
             self.run(local_expert_offset=1)
+
+
+def test_nvfp4_static_scales_apply_to_nvfp4_activations_only():
+    act = A.RELU2
+    E, H, I, T, K = 4, 64, 128, 5, 2
+    w13, w2, g = make(E, H, I, act)
+    x = torch.randn(T, H, generator=g)
+    topk = rand_topk(T, K, E, g)
+    kw = dict(activation=act, format=fm.Format.NVFP4)
+    static = fm.ExpertWeights.from_float(w13, w2, input_scale=8.0 / 2688, intermediate_scale=2.0 / 2688, **kw)
+    dynamic = fm.ExpertWeights.from_float(w13, w2, **kw)
+    nv = fm.Format.NVFP4
+    assert not torch.equal(fm.reference_moe(x, static, topk, activation=act, activation_format=nv),
+                           fm.reference_moe(x, dynamic, topk, activation=act, activation_format=nv))
+    # W4A8: the NVFP4 activation scales do not describe FP8 activations -> dynamic FP8 scales
+    f8 = fm.Format.FP8_TENSOR
+    assert torch.equal(fm.reference_moe(x, static, topk, activation=act, activation_format=f8),
+                       fm.reference_moe(x, dynamic, topk, activation=act, activation_format=f8))

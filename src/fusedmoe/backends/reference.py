@@ -73,7 +73,8 @@ def reference_moe(
     E_loc = weights.num_experts
     ids = topk.ids.long() - local_expert_offset
     w = topk.weights.float()
-    a = quantize_dequantize_activation(hidden, act_fmt, weights.input_scale)
+    a1, a2 = weights.static_scales_for(act_fmt)
+    a = quantize_dequantize_activation(hidden, act_fmt, a1)
 
     local = (ids >= 0) & (ids < E_loc)
     tok, slot = local.nonzero(as_tuple=True)
@@ -101,7 +102,7 @@ def reference_moe(
             h = h + weights.w13_bias[e]
         inter[rows] = apply_activation(h, activation, weights.act_params)
     inter = inter.to(hidden.dtype)
-    inter = quantize_dequantize_activation(inter, act_fmt, weights.intermediate_scale)
+    inter = quantize_dequantize_activation(inter, act_fmt, a2)
     for e in experts_hit:
         rows = bounds[e]
         y = inter[rows] @ _expert(weights.w2, e).t()

@@ -148,6 +148,15 @@ class ExpertWeights:
     def device(self) -> torch.device:
         return self.w13.device
 
+    def static_scales_for(self, activation_format: Format):
+        """(input_scale, intermediate_scale) that apply to ``activation_format``: the stored
+        static scales belong to the weight format's own quantized activations (FP8_TENSOR
+        weights -> FP8 per-tensor activations; NVFP4 weights -> NVFP4 activations, ``s = 1/g``).
+        Any other pairing (e.g. NVFP4 weights with FP8 activations) quantizes dynamically."""
+        if activation_format is self.format and self.format in (Format.FP8_TENSOR, Format.NVFP4):
+            return self.input_scale, self.intermediate_scale
+        return None, None
+
     def to(self, device) -> "ExpertWeights":
         mv = lambda t: None if t is None else t.to(device)  # noqa: E731
         return replace(
