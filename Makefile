@@ -16,7 +16,8 @@ $(VENV_STAMP): pyproject.toml
 	@test -x .venv/bin/python || python3 -m venv --system-site-packages .venv
 	@.venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/pip install -q "torch==$(TORCH_CPU_VERSION)"
 	@.venv/bin/python -c "import triton" 2>/dev/null || .venv/bin/pip install -q "triton==3.6.0"
-	.venv/bin/pip install -q "numpy<2.4" pytest pytest-xdist hypothesis rich "setuptools>=61"
+	@.venv/bin/python -c "import transformers" 2>/dev/null || .venv/bin/pip install -q "transformers==5.17.0"
+	.venv/bin/pip install -q "numpy<2.4" pytest pytest-xdist hypothesis rich matplotlib safetensors "setuptools>=61"
 	.venv/bin/pip install -q --no-deps --no-build-isolation -e .
 	@touch $(VENV_STAMP)
 

@@ -9,8 +9,10 @@ from .backends.reference import reference_moe
 from .config import Activation, ActivationParams, Format, RoutingConfig, RoutingMethod, TopK
 from .formats import QuantizedTensor, dequantize, quantize
 from .layer import FusedMoE, fused_moe
+from . import distributed, integrations  # noqa: E402  (transformers / torch.distributed: imported lazily inside)
+from .integrations import quantize_model
 from .routing import pack_topk, route, unpack_topk
-from .weights import ExpertWeights
+from .weights import ExpertWeights, load_experts
 
 __version__ = "0.1.0"
 
@@ -25,6 +27,10 @@ __all__ = [
     "RoutingMethod",
     "TopK",
     "backends",
+    "distributed",
+    "integrations",
+    "load_experts",
+    "quantize_model",
     "dequantize",
     "fused_moe",
     "pack_topk",
