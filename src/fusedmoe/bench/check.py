@@ -29,12 +29,10 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
-import torch.nn.functional as F
 
 from ..config import Activation, ActivationParams, Format, RoutingConfig, RoutingMethod, TopK
 from ..weights import ExpertWeights

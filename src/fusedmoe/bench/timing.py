@@ -16,7 +16,6 @@ and reports the median and the minimum.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence

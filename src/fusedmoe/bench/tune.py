@@ -23,11 +23,10 @@ The runner, validator and timer are injected, so the search logic is tested on a
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..backends.kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, choose_moe_config,
                                        load_tuned_configs, save_tuned_configs, token_bucket)
