@@ -409,8 +409,13 @@ def test_errors():
     w = torch.randn(4, 64, 64)
     mx13 = quantize_weight(w, Format.MXFP8)
     mx2 = quantize_weight(torch.randn(4, 64, 32), Format.MXFP8)
-    with pytest.raises(NotImplementedError, match="MXFP8"):
-        triton_experts(prob["hidden"], mx13.to(DEV), mx2.to(DEV), prob["ids"], prob["tw"], act_format=Format.MXFP8,
+    with pytest.raises(ValueError, match="act_format"):  # MXFP8 weights pair with MXFP8 activations only
+        triton_experts(prob["hidden"], mx13.to(DEV), mx2.to(DEV), prob["ids"], prob["tw"], act_format=Format.BF16,
+                       **base)
+    with pytest.raises(NotImplementedError, match="FP8_TOKEN"):  # an activation format, not a weight format
+        q = QuantizedTensor(w.to(torch.float8_e4m3fn), Format.FP8_TOKEN, torch.ones(4, 64))
+        q2 = QuantizedTensor(torch.randn(4, 64, 32).to(torch.float8_e4m3fn), Format.FP8_TOKEN, torch.ones(4, 64))
+        triton_experts(prob["hidden"], q.to(DEV), q2.to(DEV), prob["ids"], prob["tw"], act_format=Format.FP8_TOKEN,
                        **base)
     with pytest.raises(ValueError, match="block_m"):
         MoEKernelConfig(KernelConfig(16, 32, 32), KernelConfig(32, 32, 32))

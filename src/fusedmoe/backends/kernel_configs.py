@@ -238,8 +238,33 @@ def _device_traits(device_name: str) -> _DeviceTraits:
     return _DeviceTraits(num_sms=80, smem_budget=88 * 1024, hopper=False)
 
 
-def _weight_bytes(fmt: Format) -> int:
-    return 2 if fmt is Format.BF16 else 1
+def _weight_bytes(fmt: Format) -> float:
+    """Bytes per weight element streamed by the kernels, block scales included."""
+    if fmt is Format.BF16:
+        return 2
+    if fmt is Format.NVFP4:
+        return 0.5 + 1 / 16
+    if fmt is Format.MXFP4:
+        return 0.5 + 1 / 32
+    if fmt is Format.MXFP8:
+        return 1 + 1 / 32
+    return 1
+
+
+_BLOCK_SCALED = (Format.NVFP4, Format.MXFP4, Format.MXFP8)
+
+
+def _block_scaled_bk(K: int, fmt: Format) -> int:
+    """K tile of the block-scaled (dequantize-in-registers) family: whole scale blocks (a multiple
+    of 32, which also covers MXFP8 activations next to NVFP4 / MXFP4 weights), at most 128 (a
+    dequantized 16-bit tile lives in registers: 2 x 64 x 128 for a gated decode program is 64
+    registers per thread at 4 warps), and preferably a divisor of K so that no K tile needs a
+    mask (gpt-oss H = 2880 = 45 * 64 -> 64). FP4 rows of a 128-wide tile are 64 contiguous bytes:
+    16-byte vectors, whole 32-byte sectors."""
+    for bk in (128, 64, 32):
+        if K % bk == 0:
+            return bk
+    return 128 if K >= 128 else 32
 
 
 def choose_config(
@@ -315,7 +340,9 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     # 16-bit decode also uses 128 (fewer, larger loads in flight), 16-bit prefill 64 (smem).
     # FP8 at one or two tokens: 256 (H200, Qwen3-30B FP8 T = 1: 25.4 us vs 28.6 us with 128;
     # at T = 8, 256 was slower).
-    if fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL) and M_tokens * top_k <= 16:
+    if fmt in _BLOCK_SCALED:
+        bk = _block_scaled_bk(K, fmt)
+    elif fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL) and M_tokens * top_k <= 16:
         bk = 256
     elif fmt is not Format.BF16 or decode:
         bk = 128
@@ -343,7 +370,9 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
         # compute-bound: 128-wide tiles; a gated program holds two accumulators, so half width
         bn = 64 if gated else 128
 
-    # SGLang's finding on H100/H200: FP8 with small token tiles runs faster as W @ A^T
+    # SGLang's finding on H100/H200: FP8 with small token tiles runs faster as W @ A^T. For the
+    # block-scaled formats it also puts the dequantized weight tile on wgmma's register operand
+    # (A of W @ A^T), saving the shared-memory round trip of the converted tile.
     swap_ab = dev.hopper and fmt is not Format.BF16 and bm < 64 and bn >= 64
 
     if bm * bn * w_tiles >= 128 * 128:
@@ -351,8 +380,13 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     else:
         warps = 4
 
-    stage_bytes = bk * (bm * ab + w_tiles * bn * wb)
-    stages = max(2, min(5 if decode else 4, dev.smem_budget // stage_bytes))
+    budget = dev.smem_budget
+    if fmt in _BLOCK_SCALED:
+        ab = 2  # the activation format is not known here: count 16-bit activations (the largest)
+        if not swap_ab:  # the dequantized weight tile is wgmma's B: one shared-memory buffer
+            budget -= bk * w_tiles * bn * 2
+    stage_bytes = int(bk * (bm * ab + w_tiles * bn * wb))
+    stages = max(2, min(5 if decode else 4, budget // stage_bytes))
     group_m = 1 if decode else 8
     return KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=group_m, num_warps=warps,
                         num_stages=stages, swap_ab=swap_ab)

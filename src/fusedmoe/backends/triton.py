@@ -12,7 +12,10 @@ from .base import MoERequest
 
 __all__ = ["TritonBackend"]
 
-_WEIGHT_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
+# Every weight format, each with every activation format of Format.allowed_activation_formats()
+# (NVFP4 / MXFP4 / MXFP8 are dequantized in registers: Hopper has no FP4 or micro-scaled MMA).
+_WEIGHT_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK, Format.NVFP4,
+                   Format.MXFP4, Format.MXFP8)
 
 
 def _interpreter() -> bool:
@@ -33,11 +36,16 @@ class TritonBackend:
         if request.weight_format not in _WEIGHT_FORMATS:
             return (f"{request.weight_format.name} weights are not implemented in the triton backend yet "
                     f"(supported: {', '.join(f.name for f in _WEIGHT_FORMATS)})")
+        if request.activation_format not in request.weight_format.allowed_activation_formats():
+            return (f"{request.activation_format.name} activations are not defined for "
+                    f"{request.weight_format.name} weights")
         return None
 
     def run(self, hidden, weights, topk, *, activation_format, local_expert_offset, weight_on_input, num_experts=None):
         from .triton_moe import triton_experts
 
+        # the stored static scales belong to the weight format's own activation format only
+        a1, a2 = weights.static_scales_for(activation_format)
         return triton_experts(
             hidden,
             weights.w13,
@@ -50,8 +58,8 @@ class TritonBackend:
             intermediate_size_padded=weights.padded_intermediate_size,
             w13_bias=weights.w13_bias,
             w2_bias=weights.w2_bias,
-            a1_scale=weights.input_scale,
-            a2_scale=weights.intermediate_scale,
+            a1_scale=a1,
+            a2_scale=a2,
             local_expert_offset=local_expert_offset,
             weight_on_input=weight_on_input,
         )

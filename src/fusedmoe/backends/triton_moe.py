@@ -2,22 +2,57 @@
 
 One forward (slot x = t*K + k; E = E_loc local experts; I = I_pad):
 
-    [quantize_act(hidden)]          FP8 activation formats only (formats/triton_quant.py)
+    [quantize_act(hidden)]          quantized activation formats only (formats/triton_quant.py)
     align                           sort slots by local expert, pad groups to BLOCK_M
                                     (1 launch if T*K <= 256, else 2)
     GEMM1 + bias + act (+ quant)    -> intermediate [T*K, I] (slot-indexed), rounded to hidden's
-                                    dtype, then FP8-quantized in the same epilogue for a static
-                                    per-tensor scale or 1x128 groups
-    [quantize_act(intermediate)]    FP8 per-token, dynamic per-tensor, or 1x128 groups when
-                                    GEMM1's block_n is not a multiple of 128
+                                    dtype, then quantized in the same epilogue for a static FP8
+                                    per-tensor scale, 1x128 FP8 groups, 1x32 MXFP8 groups, or
+                                    NVFP4 with a static global scale
+    [quantize_act(intermediate)]    FP8 per-token, dynamic FP8 per-tensor, dynamic NVFP4 (one
+                                    global scale over the local intermediate), or FP8 block / MXFP8
+                                    when GEMM1's block_n does not hold whole groups
     GEMM2 + bias + routing weight   -> y [T*K, H] in hidden's dtype (K = 1: straight into out)
     combine                         out[t] = sum_k y[t*K + k] in fp32 (skipped for K = 1)
 
-Launches per forward at decode (T*K <= 256): BF16 4 (3 when K = 1); FP8 per-tensor static and
-FP8 block 5 (4 when K = 1); FP8 per-token and dynamic per-tensor 6 (the latter also zero-fills the
-intermediate). Prefill adds one (the two-kernel align); the opt-in atomic combine replaces the
-combine kernel by a zero-fill of the output. Nothing synchronizes the host or depends on data
-values on the host: all sizes come from shapes, so a forward can be captured in a CUDA graph.
+Block-scaled weights (NVFP4, MXFP4, MXFP8; Hopper has no FP4 or micro-scaled MMA) are read in
+the linear ``QuantizedTensor`` layout and converted in registers inside both GEMMs
+(``kernels/_blockscaled.py``); activation formats per weight format are
+``Format.allowed_activation_formats()``:
+
+    weights  activations (GEMM1 input = GEMM2 input)  MMA (bf16 hidden; fp32 accumulation)
+    NVFP4    BF16 (W4A16, natural)                    bf16: e2m1*s_blk x hidden; / g_w in the epilogue
+             FP8_TENSOR (W4A8)                        bf16: e2m1*s_blk x e4m3 (both exact); * a_s / g_w
+             NVFP4 (W4A4, TRTLLM-Gen numerics)        bf16: e2m1*s_blk on both sides; / (g_a g_w)
+    MXFP4    BF16 (natural)                           bf16: e2m1*2^e x hidden
+             MXFP8                                    decode (block_m <= 32): E4M3 MMA per 32-block
+                                                      (e2m1 -> e4m3 exactly), partial sums * 2^ea 2^ew;
+                                                      larger tiles: bf16, both sides dequantized
+    MXFP8    MXFP8                                    as MXFP4 x MXFP8
+
+fp16 hidden: W4A16 multiplies fp16 (NVFP4) or fp32 operands with TF32 (MX: power-of-two scales may
+leave fp16's range; fp16 and e2m1*2^e are exact in TF32); the interpreter multiplies fp32.
+
+Weight layout: the kernels read the checkpoint's linear layout, no repacking and no cache:
+values [E, N, K/2] packed (FP4, element 2i in the low nibble) or [E, N, K] (E4M3), scales
+[E, N, K/G] (G = 16 NVFP4, 32 MX), NVFP4 global scales [E]; K (the contracted dim) contiguous. A
+[BLOCK_N, BLOCK_K] weight tile is BLOCK_N rows of BLOCK_K/2 contiguous bytes (64 B at BLOCK_K =
+128: whole 32-byte sectors) plus BLOCK_N rows of BLOCK_K/G scale bytes. The layout a Hopper
+register-operand MMA wants (each thread's K pairs contiguous) is obtained without repacking: both
+operands are permuted identically along K inside the kernel (``_blockscaled._dot_order``), which a
+dot does not notice, and each thread then reads 16 contiguous bytes per row. Gated GEMM1 reads the
+gate and the up tile from the two halves of w13 (rows [0, I_pad) and [I_pad, 2 I_pad)), no row
+interleave. Intermediate sizes that are not multiples of the scale block are zero-padded per half
+by ``ExpertWeights.from_float`` (alignment >= the block, e.g. I = 48 -> 64 for MX), which leaves
+results unchanged (zero rows / columns add exact zeros and never raise a block scale).
+
+Launches per forward at decode (T*K <= 256): BF16, NVFP4 x BF16, MXFP4 x BF16 4 (3 when K = 1);
+FP8 per-tensor static, FP8 block, MXFP8 activations 5 (4 when K = 1); NVFP4 x NVFP4 with static
+scales 7 (two of them the 1-element reciprocals g = 1/a); FP8 per-token and dynamic per-tensor
+(incl. NVFP4 x FP8) 6, dynamic NVFP4 8 (these also zero-fill the intermediate). Prefill adds one
+(the two-kernel align); the opt-in atomic combine replaces the combine kernel by a zero-fill of the
+output. Nothing synchronizes the host or depends on data values on the host: all sizes come from
+shapes, so a forward can be captured in a CUDA graph.
 
 Numerics (docs/semantics.md 7; matches ``fm.reference_moe`` to rounding): fp32 accumulation;
 dequant scales in the GEMM epilogues (per K-block for FP8 block); weight-on-input before the
@@ -41,13 +76,29 @@ from .kernel_configs import MoEKernelConfig, choose_moe_config
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
-_SUPPORTED_WEIGHTS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
+_SUPPORTED_WEIGHTS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK, Format.NVFP4,
+                      Format.MXFP4, Format.MXFP8)
 _ACT_FOR_WEIGHT = {
-    Format.BF16: Format.BF16,
-    Format.FP8_TENSOR: Format.FP8_TENSOR,
-    Format.FP8_CHANNEL: Format.FP8_TOKEN,
-    Format.FP8_BLOCK: Format.FP8_BLOCK,
+    Format.BF16: (Format.BF16,),
+    Format.FP8_TENSOR: (Format.FP8_TENSOR,),
+    Format.FP8_CHANNEL: (Format.FP8_TOKEN,),
+    Format.FP8_BLOCK: (Format.FP8_BLOCK,),
+    Format.NVFP4: Format.NVFP4.allowed_activation_formats(),  # BF16, FP8_TENSOR, NVFP4
+    Format.MXFP4: Format.MXFP4.allowed_activation_formats(),  # BF16, MXFP8
+    Format.MXFP8: Format.MXFP8.allowed_activation_formats(),  # MXFP8
 }
+# block-scaled weight formats: the Q_MICRO family of kernels/_moe_gemm.py
+_MICRO_WEIGHTS = (Format.NVFP4, Format.MXFP4, Format.MXFP8)
+# operand formats of the Q_MICRO family (kernels/_blockscaled.py: F_PLAIN ... F_MXFP8)
+_F_CODE = {Format.BF16: 0, Format.FP8_TENSOR: 1, Format.NVFP4: 2, Format.MXFP4: 3, Format.MXFP8: 4}
+# activation formats whose static scale (dequant convention) the weights may carry
+_STATIC_ACT = (Format.FP8_TENSOR, Format.NVFP4)
+# CUDA, bf16 MMA operands: E2M1 -> bf16 through PRMT byte tables and the block scale multiplied in
+# bf16 (kernels/_blockscaled._e2m1x2_bf16_prmt; ~3 instructions per value instead of ~10 on sm_90
+# by SASS count); MXFP8 e4m3 -> bf16 times 2^k in bf16. Bit-identical to the portable fp32 path
+# by construction (exact products); checked on the GPU by test_triton_fp4's gpu tests.
+_FAST_CVT = True
+_MXDOT_MAX_BLOCK_M = 32
 _ACT_CODE = {
     Activation.SWIGLU: 0,
     Activation.GEGLU: 1,
@@ -59,8 +110,9 @@ _ACT_CODE = {
     Activation.IDENTITY: 7,
 }
 # quantized operand pairs (kernels/_moe_gemm.py: Q_NONE, Q_TENSOR, Q_ROW, Q_BLOCK)
-_QUANT_CODE = {Format.BF16: 0, Format.FP8_TENSOR: 1, Format.FP8_CHANNEL: 2, Format.FP8_BLOCK: 3}
-_OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK = 0, 1, 2
+_QUANT_CODE = {Format.BF16: 0, Format.FP8_TENSOR: 1, Format.FP8_CHANNEL: 2, Format.FP8_BLOCK: 3,
+               Format.NVFP4: 4, Format.MXFP4: 4, Format.MXFP8: 4}
+_OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8, _OUT_NVFP4 = 0, 1, 2, 3, 4
 _TL_DTYPE = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32}
 _E4M3 = torch.float8_e4m3fn
 
@@ -76,6 +128,52 @@ def _kernels():
     from ..kernels import _align, _combine, _moe_gemm
 
     return _align, _moe_gemm, _combine
+
+
+def _compute_dtype(hidden_dtype: torch.dtype, wfmt: Format, act_format: Format, interp: bool):
+    """(MMA operand dtype of the block-scaled family, tl.dot input precision). Every dequantized
+    operand is exact in it: quantized activations and weights are exact in bf16 (<= 6 significant
+    bits, fp32's exponent range); W4A16 multiplies hidden's own dtype, except fp16 hidden with
+    MX weights, whose power-of-two scales can leave fp16's range: fp32 operands with TF32 (fp16
+    values and e2m1*2^e are exact in TF32). The interpreter multiplies fp32 (its bf16 dot is
+    wrong)."""
+    if interp:
+        return tl.float32, "ieee"
+    if act_format is not Format.BF16 or hidden_dtype == torch.bfloat16:
+        return tl.bfloat16, "tf32"
+    if hidden_dtype == torch.float16:
+        return (tl.float16, "tf32") if wfmt is Format.NVFP4 else (tl.float32, "tf32")
+    return tl.float32, "ieee"
+
+
+def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int = 64,
+                     fast_cvt: bool = False) -> torch.Tensor:
+    """Test entry: the operand tiles of a block-scaled ``q [*B, R, C]`` exactly as the GEMMs
+    dequantize them (``kernels/_blockscaled._load_tile``, in memory order), as fp32
+    ``[*B, R, C]``, **without** the per-tensor factor (NVFP4 ``1/g``, FP8 per-tensor scale).
+    Formats NVFP4, MXFP4, MXFP8, FP8_TENSOR; ``block_k`` must be a multiple of the scale block.
+    ``fast_cvt`` (CUDA only): the bf16 tiles of the GPU fast path (``FAST_CVT``) instead of fp32."""
+    from ..kernels import _blockscaled
+
+    if q.fmt not in (Format.NVFP4, Format.MXFP4, Format.MXFP8, Format.FP8_TENSOR):
+        raise ValueError(f"dequantize_tiles: {q.fmt!r} is not a block-scaled operand format")
+    C = q.shape[-1]
+    G = q.fmt.block_size or 1
+    if block_k % G:
+        raise ValueError(f"block_k={block_k} must be a multiple of {G} for {q.fmt.name}")
+    if fast_cvt and q.device.type != "cuda":
+        raise ValueError("dequantize_tiles: fast_cvt needs a CUDA device (inline PTX)")
+    data = q.data.reshape(-1, q.data.shape[-1]).contiguous()
+    R = data.shape[0]
+    scale = q.scale.reshape(R, -1).contiguous() if q.fmt.block_size else data
+    out = torch.empty((R, C), dtype=torch.float32, device=data.device)
+    grid = (triton.cdiv(R, block_rows), triton.cdiv(C, block_k))
+    _blockscaled._dequant_kernel[grid](
+        data, scale, out, R, C, data.stride(0), scale.stride(0), out.stride(0),
+        FMT=_F_CODE[q.fmt], BR=block_rows, BK=block_k, EVEN_K=C % block_k == 0,
+        CD=tl.bfloat16 if fast_cvt else tl.float32, FAST_CVT=bool(fast_cvt),
+    )
+    return out.reshape(q.shape)
 
 
 def _interpreted(kernel) -> bool:
@@ -222,6 +320,8 @@ def triton_experts(
     weight_on_input: bool = False,
     config: Union[MoEKernelConfig, Mapping[str, Any], None] = None,
     out: Optional[torch.Tensor] = None,
+    _capture: Optional[dict] = None,
+    _fast_cvt: Optional[bool] = None,
 ) -> torch.Tensor:
     """The routed experts of one MoE layer with the Triton kernels; returns ``out [T, H]`` in
     hidden's dtype (written into ``out`` when given).
@@ -230,9 +330,15 @@ def triton_experts(
     each half padded at its end; I_pad otherwise); w2 [E_loc, H, I_pad]; topk_ids [T, K] global
     expert ids (ids outside [local_expert_offset, local_expert_offset + E_loc) contribute 0);
     topk_weights [T, K]. Weight formats BF16, FP8_TENSOR, FP8_CHANNEL, FP8_BLOCK with activation
-    formats BF16, FP8_TENSOR (a1/a2: static dequant scales, None = dynamic per call), FP8_TOKEN,
-    FP8_BLOCK respectively. ``config``: a MoEKernelConfig or a dict for ``choose_moe_config``'s
-    override (keys gemm1, gemm2, atomic_combine).
+    formats BF16, FP8_TENSOR, FP8_TOKEN, FP8_BLOCK respectively; NVFP4 weights with BF16,
+    FP8_TENSOR or NVFP4 activations, MXFP4 with BF16 or MXFP8, MXFP8 with MXFP8. ``a1_scale`` /
+    ``a2_scale``: static scales (dequant convention: FP8 ``x ~= q * s``, NVFP4 ``s = 1/g``) of
+    GEMM1's and GEMM2's inputs for FP8_TENSOR and NVFP4 activations; None = dynamic per call (one
+    scale over hidden / over the local intermediate). ``config``: a MoEKernelConfig or a dict for
+    ``choose_moe_config``'s override (keys gemm1, gemm2, atomic_combine). ``_capture`` (tests):
+    a dict that receives GEMM2's input (``inter``, ``inter_scale``, ``inter_g``, ``out_q``,
+    ``post_quant``) and the ``config`` used; ``_fast_cvt`` (tests): force the inline-PTX
+    conversions on or off (default: on for CUDA bf16 MMA operands).
     """
     # ---- validation (shapes and dtypes only: no host sync) ----
     if not isinstance(hidden, torch.Tensor) or hidden.dim() != 2:
@@ -250,15 +356,15 @@ def triton_experts(
         raise ValueError(f"w13 and w2 must share a format, got {wfmt!r} and {w2.fmt!r}")
     if wfmt not in _SUPPORTED_WEIGHTS:
         raise NotImplementedError(
-            f"the triton backend does not implement {wfmt.name} weights yet (Hopper has no FP4 / "
-            f"micro-scaled MMA: these need in-register dequantization, not written yet); supported: "
+            f"the triton backend does not implement {wfmt.name} weights; supported: "
             f"{', '.join(f.name for f in _SUPPORTED_WEIGHTS)}"
         )
-    if act_format is not _ACT_FOR_WEIGHT[wfmt]:
+    if act_format not in _ACT_FOR_WEIGHT[wfmt]:
         raise ValueError(
             f"act_format={act_format!r} is not available with {wfmt!r} weights in the triton backend; "
-            f"expected {_ACT_FOR_WEIGHT[wfmt]!r}"
+            f"expected one of {list(_ACT_FOR_WEIGHT[wfmt])}"
         )
+    micro = wfmt in _MICRO_WEIGHTS
     T, H = hidden.shape
     I_pad = int(intermediate_size_padded)
     gated = activation.is_gated
@@ -273,6 +379,14 @@ def triton_experts(
         raise TypeError(f"w13 and w2 data dtypes differ: {w13.data.dtype} vs {w2.data.dtype}")
     if wfmt is Format.FP8_BLOCK and (H % 128 or I_pad % 128):
         raise ValueError(f"FP8_BLOCK needs H and intermediate_size_padded multiples of 128, got H={H}, I_pad={I_pad}")
+    if micro:
+        ga = act_format.block_size
+        if ga and (H % ga or I_pad % ga):
+            raise ValueError(f"{act_format.name} activations need H and intermediate_size_padded multiples of "
+                             f"{ga}, got H={H}, I_pad={I_pad}")
+        for name, q in (("w13", w13), ("w2", w2)):
+            if q.scale.stride(-1) != 1:
+                raise ValueError(f"{name}.scale must have a contiguous last dim, got strides {tuple(q.scale.stride())}")
     if not isinstance(topk_ids, torch.Tensor) or topk_ids.dim() != 2 or topk_ids.shape[0] != T:
         raise ValueError(f"topk_ids must be [T={T}, K], got {getattr(topk_ids, 'shape', topk_ids)}")
     if topk_ids.dtype not in (torch.int32, torch.int64, torch.int16):
@@ -285,8 +399,9 @@ def triton_experts(
         raise ValueError(f"topk_ids / topk_weights must be on {dev}")
     _check_bias("w13_bias", w13_bias, E, M, dev)
     _check_bias("w2_bias", w2_bias, E, H, dev)
-    if act_format is not Format.FP8_TENSOR and (a1_scale is not None or a2_scale is not None):
-        raise ValueError(f"a1_scale / a2_scale are static FP8_TENSOR scales; {act_format.name} is dynamic")
+    if act_format not in _STATIC_ACT and (a1_scale is not None or a2_scale is not None):
+        raise ValueError(f"a1_scale / a2_scale are static FP8_TENSOR / NVFP4 activation scales; "
+                         f"{act_format.name} activations take none")
     if not isinstance(local_expert_offset, int) or local_expert_offset < 0:
         raise ValueError(f"local_expert_offset must be an int >= 0, got {local_expert_offset!r}")
     if out is not None:
@@ -315,6 +430,11 @@ def triton_experts(
     BM = cfg.block_m
     if wfmt is Format.FP8_BLOCK and (c1.block_k != 128 or c2.block_k != 128):
         raise ValueError(f"FP8_BLOCK needs block_k == 128 in both GEMMs (one scale per K-block), got {c1.block_k}, {c2.block_k}")
+    if micro:
+        g = max(wfmt.block_size, act_format.block_size)
+        if c1.block_k % g or c2.block_k % g:
+            raise ValueError(f"{wfmt.name} x {act_format.name} needs block_k multiples of {g} (whole scale blocks "
+                             f"per K tile), got {c1.block_k}, {c2.block_k}")
 
     TK = T * K
     ids_flat = topk_ids.reshape(-1)
@@ -325,12 +445,30 @@ def triton_experts(
         tw_flat = tw_flat.contiguous()
     quant = _QUANT_CODE[wfmt]
     round_tl = _TL_DTYPE[hidden.dtype]
+    if micro:
+        a_code, w_code = _F_CODE[act_format], _F_CODE[wfmt]
+        cd, prec_micro = _compute_dtype(hidden.dtype, wfmt, act_format, interp)
+        fast_cvt = (_FAST_CVT if _fast_cvt is None else bool(_fast_cvt)) and not interp and cd == tl.bfloat16
+        # MX weights x MXFP8 activations at decode tiles: E4M3 MMAs per 32-block with scaled
+        # partial sums (no dequantization; rescaling costs block_m FMAs per weight element per
+        # 32-block, so tiles of 64+ rows dequantize to bf16 instead: sm_90 SASS counts in the
+        # module docstring)
+        mxdot = act_format is Format.MXFP8 and BM <= _MXDOT_MAX_BLOCK_M
+    else:
+        a_code = w_code = 0
+        cd, prec_micro, fast_cvt, mxdot = tl.float32, None, False, False
 
     # ---- 1. activation quantization of hidden ----
+    a1_g = tw_flat  # NVFP4 activations: their global scale [1]
     if act_format is Format.BF16:
         a1, a1_s, a1_s_stride = hidden, tw_flat, 0
     else:
-        qa = quantize_act(hidden, act_format, static_scale=a1_scale)
+        if act_format is Format.NVFP4:
+            g1 = None if a1_scale is None else 1.0 / _scalar_ptr("a1_scale", a1_scale, dev)
+            qa = quantize_act(hidden, act_format, global_scale=g1)
+            a1_g = qa.global_scale.reshape(1)
+        else:
+            qa = quantize_act(hidden, act_format, static_scale=a1_scale)
         a1, a1_s = qa.data, qa.scale.reshape(-1) if qa.scale.dim() == 0 else qa.scale
         a1_s_stride = a1_s.stride(0) if a1_s.dim() == 2 else 1
 
@@ -355,21 +493,44 @@ def triton_experts(
             out_q = _OUT_FP8_BLOCK
         else:
             post_quant = Format.FP8_BLOCK
+    elif act_format is Format.MXFP8:
+        if c1.block_n % 32 == 0:
+            out_q = _OUT_MXFP8
+        else:
+            post_quant = Format.MXFP8
+    elif act_format is Format.NVFP4:
+        if a2_scale is not None:
+            out_q = _OUT_NVFP4
+        else:
+            post_quant = Format.NVFP4
 
     inter_scale = None
+    inter_g = tw_flat  # NVFP4 intermediate: its global scale [1]
     if out_q == _OUT_PLAIN:
         # dynamic per-tensor: rows of non-local slots must not raise the amax -> zero-filled
-        alloc = torch.zeros if post_quant is Format.FP8_TENSOR else torch.empty
+        alloc = torch.zeros if post_quant in (Format.FP8_TENSOR, Format.NVFP4) else torch.empty
         inter = alloc((TK, I_pad), dtype=hidden.dtype, device=dev)
         out_scale = tw_flat
         q_scale = tw_flat
         osm = 0
+    elif out_q == _OUT_NVFP4:
+        # packed E2M1 bytes and E4M3 scale bytes, written as uint8 by the epilogue
+        inter = torch.empty((TK, I_pad // 2), dtype=torch.uint8, device=dev)
+        out_scale = torch.empty((TK, I_pad // 16), dtype=torch.uint8, device=dev)
+        osm = out_scale.stride(0)
+        inter_scale = out_scale.view(_E4M3)
+        q_scale = 1.0 / _scalar_ptr("a2_scale", a2_scale, dev)  # g2, as the reference's 1.0 / a2
+        inter_g = q_scale
     else:
         inter = torch.empty((TK, I_pad), dtype=torch.float32 if interp else _E4M3, device=dev)
         if out_q == _OUT_FP8_STATIC:
             q_scale = _scalar_ptr("a2_scale", a2_scale, dev)
             inter_scale = q_scale
             out_scale, osm = tw_flat, 0
+        elif out_q == _OUT_MXFP8:
+            out_scale = torch.empty((TK, I_pad // 32), dtype=torch.uint8, device=dev)
+            inter_scale, osm = out_scale, out_scale.stride(0)
+            q_scale = tw_flat
         else:
             out_scale = torch.empty((TK, I_pad // 128), dtype=torch.float32, device=dev)
             inter_scale, osm = out_scale, out_scale.stride(0)
@@ -378,35 +539,44 @@ def triton_experts(
     w13_s = w13.scale if w13.scale is not None else tw_flat
     wse1 = w13_s.stride(0) if w13.scale is not None else 0
     wsn1 = w13_s.stride(1) if w13.scale is not None and w13_s.dim() >= 2 else 0
+    w13_g = w13.global_scale.contiguous() if wfmt is Format.NVFP4 else tw_flat
     b13 = w13_bias if w13_bias is not None else tw_flat
     p = act_params if act_params is not None else ActivationParams()
     upcast1 = interp or (quant == 0 and a1.dtype != w13.data.dtype)
     prec1 = "ieee" if (a1.dtype == torch.float32 or w13.data.dtype == torch.float32) else "tf32"
+    if micro:
+        prec1 = prec_micro
+    as_fp32 = interp and out_q in (_OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8)
 
     grid1 = (NB * triton.cdiv(I_pad, c1.block_n),)
     _gemm._gemm1_kernel[grid1](
         a1, a1_s, w13.data, w13_s, b13, tw_flat,
         al.sorted_ids, al.block_expert, al.num_post_padded,
-        inter, out_scale, q_scale,
+        inter, out_scale, q_scale, a1_g, w13_g,
         I_pad, H, TK, NB,
         a1.stride(0), w13.data.stride(0), w13.data.stride(1), a1_s_stride, wse1, wsn1,
         b13.stride(0) if w13_bias is not None else 0, inter.stride(0), osm,
         float(p.alpha), float(p.beta), float(p.limit),
-        TOP_K=K, E_LOC=E, ACT=_ACT_CODE[activation], GATED=gated, QUANT=quant, OUT_Q=out_q,
-        ROUND_DTYPE=round_tl, Q_AS_FP32=interp and out_q != _OUT_PLAIN,
+        TOP_K=K, E_LOC=E, ACT=_ACT_CODE[activation], GATED=gated, QUANT=quant, A_FMT=a_code, W_FMT=w_code,
+        CD=cd, FAST_CVT=fast_cvt, KPERM=micro, MXDOT=mxdot, OUT_Q=out_q, ROUND_DTYPE=round_tl, Q_AS_FP32=as_fp32,
         HAS_BIAS=w13_bias is not None, WEIGHT_ON_INPUT=bool(weight_on_input),
         BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
         EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
         num_warps=c1.num_warps, num_stages=c1.num_stages,
     )
 
-    if out_q != _OUT_PLAIN and interp:
+    if as_fp32:
         inter = inter.to(_E4M3)  # the interpreter wrote clamped fp32 values: RNE to E4M3 here
     if post_quant is not None:
         qi = quantize_act(inter, post_quant)
         inter, inter_scale = qi.data, qi.scale
+        if post_quant is Format.NVFP4:
+            inter_g = qi.global_scale.reshape(1)
     if inter_scale is not None and inter_scale.dim() == 0:
         inter_scale = inter_scale.reshape(1)
+    if _capture is not None:
+        _capture.update(inter=inter, inter_scale=inter_scale, inter_g=inter_g, out_q=out_q, post_quant=post_quant,
+                        config=cfg)
 
     # ---- 4. GEMM2 (+ bias + routing weight) ----
     if atomic:
@@ -421,19 +591,23 @@ def triton_experts(
     w2_s = w2.scale if w2.scale is not None else tw_flat
     wse2 = w2_s.stride(0) if w2.scale is not None else 0
     wsn2 = w2_s.stride(1) if w2.scale is not None and w2_s.dim() >= 2 else 0
+    w2_g = w2.global_scale.contiguous() if wfmt is Format.NVFP4 else tw_flat
     b2 = w2_bias if w2_bias is not None else tw_flat
     upcast2 = interp or (quant == 0 and inter.dtype != w2.data.dtype)
     prec2 = "ieee" if (inter.dtype == torch.float32 or w2.data.dtype == torch.float32) else "tf32"
+    if micro:
+        prec2 = prec_micro
 
     grid2 = (NB * triton.cdiv(H, c2.block_n),)
     _gemm._gemm2_kernel[grid2](
         inter, a2_s, w2.data, w2_s, b2, tw_flat,
         al.sorted_ids, al.block_expert, al.num_post_padded,
-        y,
+        y, inter_g, w2_g,
         H, I_pad, TK, NB,
         inter.stride(0), w2.data.stride(0), w2.data.stride(1), a2_s_stride, wse2, wsn2,
         b2.stride(0) if w2_bias is not None else 0, y.stride(0),
-        TOP_K=K, E_LOC=E, QUANT=quant, HAS_BIAS=w2_bias is not None,
+        TOP_K=K, E_LOC=E, QUANT=quant, A_FMT=a_code, W_FMT=w_code, CD=cd, FAST_CVT=fast_cvt, KPERM=micro,
+        MXDOT=mxdot, HAS_BIAS=w2_bias is not None,
         MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic,
         BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,
         EVEN_K=I_pad % c2.block_k == 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,

@@ -6,7 +6,7 @@ Both kernels walk the expert-sorted, BLOCK_M-padded slot list of ``_align.py``: 
 ``e = block_expert[pid_m]``) and columns ``[pid_n*BN, (pid_n+1)*BN)``. Programs whose block starts at
 or past ``num_post_padded`` exit at once, so the grid (sized from shapes only) may over-cover.
 
-Semantics, per slot x = t*K + k of local expert e (docs/semantics.md 1, 4, 5.3-5.5, 6, 7):
+Semantics, per slot x = t*K + k of local expert e (docs/semantics.md 1, 4, 5.3-5.8, 6, 7):
 
     GEMM1   acc[x, n] = sum_k deq(A)[t, k] * deq(W13)[e, n, k]          (fp32)
             (* topk_w[x] if WEIGHT_ON_INPUT)  (+ b13[e, n])
@@ -22,12 +22,29 @@ Quantized operand pairs (QUANT), all fp32 dequant scales (x ~= q * s):
     2 ROW    A: one scale per row of A (token for GEMM1, slot for GEMM2); W: per output row [E, N]
     3 BLOCK  A: 1x128 groups [rows, K/128]; W: 128x128 tiles [E, N/128, K/128]; BLOCK_K == 128 and
              the partial product of every K-block is scaled in fp32 before it is accumulated
+    4 MICRO  block-scaled family (NVFP4 / MXFP4 / MXFP8 weights): A and W are each described by an
+             operand format (A_FMT, W_FMT: ``_blockscaled.F_*``) and read in their storage format:
+             A: PLAIN (hidden dtype), FP8 per tensor, NVFP4 ([rows, K/2] + e4m3 [rows, K/16]) or
+             MXFP8 ([rows, K] + UE8M0 [rows, K/32]); W: NVFP4, MXFP4, MXFP8 in the linear layout
+             of ``QuantizedTensor`` ([E, N, K/2] packed + [E, N, K/G] scales, K contiguous).
+             Not MXDOT: both tiles dequantized in registers to CD (``_blockscaled._load_tile``,
+             block scales inside the tile, both in the KPERM K order), per-tensor factors in the
+             epilogue:
+                 A FP8 (per tensor)   acc *= a_scale
+                 A NVFP4              acc /= g_a          (a_gs_ptr, fp32 [1])
+                 W NVFP4              acc /= g_w[e]       (w_gs_ptr, fp32 [E])
+             MXDOT (MX weights x MXFP8 activations, decode tiles): per 32-wide K block an E4M3 MMA,
+             its partial sum times 2^ea[row] * 2^ew[col] (``_blockscaled._load_mx_block``; as
+             BLOCK scaling with 32-blocks). BLOCK_K is a multiple of every scale block (16 / 32).
 
 Pointer offsets that can exceed 2**31 (expert * stride, row * stride) are computed in int64.
 """
 
 import triton
 import triton.language as tl
+
+from ._blockscaled import F_FP8, F_MXFP8, F_NVFP4, _load_mx_block, _load_tile, _nvfp4_quant_tile
+from ._quant import _ue8m0_ceil, _ue8m0_multiplier
 
 # activation codes (launcher maps fusedmoe.Activation to these)
 ACT_SWIGLU = tl.constexpr(0)
@@ -44,11 +61,15 @@ Q_NONE = tl.constexpr(0)
 Q_TENSOR = tl.constexpr(1)
 Q_ROW = tl.constexpr(2)
 Q_BLOCK = tl.constexpr(3)
+Q_MICRO = tl.constexpr(4)
 
 # GEMM1 output (intermediate) modes
 OUT_PLAIN = tl.constexpr(0)  # hidden dtype
 OUT_FP8_STATIC = tl.constexpr(1)  # e4m3(clamp(h / a2, +-448)), a2 a static per-tensor scale
 OUT_FP8_BLOCK = tl.constexpr(2)  # 1x128 groups: s = max(amax, 1e-10) / 448, e4m3(clamp(h / s))
+OUT_MXFP8 = tl.constexpr(3)  # 1x32 groups: e = ue8m0_ceil(amax / 448), e4m3(clamp(h * 2^(127-e)))
+OUT_NVFP4 = tl.constexpr(4)  # 1x16 blocks with the static global scale g (out_qscale_ptr): packed
+#                             E2M1 bytes [rows, N/2] + E4M3 scale bytes (uint8) [rows, N/16]
 
 FP8_MAX = tl.constexpr(448.0)
 
@@ -105,6 +126,20 @@ def _div_rn(a, b):
 
 
 @triton.jit
+def _micro_global_scales(acc, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT: tl.constexpr, W_FMT: tl.constexpr):
+    """The per-tensor factors of block-scaled operands (the block scales were applied to the
+    tiles): A FP8 per tensor ``* a_scale``, A NVFP4 ``/ g_a``, W NVFP4 ``/ g_w[e]`` (IEEE
+    divisions, as the reference's dequantization ``e2m1 * s / g``)."""
+    if A_FMT == F_FP8:
+        acc = acc * tl.load(a_scale_ptr)
+    if A_FMT == F_NVFP4:
+        acc = _div_rn(acc, tl.load(a_gs_ptr))
+    if W_FMT == F_NVFP4:
+        acc = _div_rn(acc, tl.load(w_gs_ptr + e64))
+    return acc
+
+
+@triton.jit
 def _activation(g, u, ACT: tl.constexpr, alpha, beta, limit):
     """fp32 activation; ``u`` (the up half) is used by gated activations only."""
     if ACT == ACT_SWIGLU:
@@ -130,18 +165,21 @@ def _activation(g, u, ACT: tl.constexpr, alpha, beta, limit):
 
 @triton.jit
 def _gemm1_kernel(
-    a_ptr,  # [T, H] hidden (16-bit / fp32) or its e4m3 quantization
-    a_scale_ptr,  # TENSOR: [] ; ROW: [T] ; BLOCK: [T, H/128] ; NONE: unused
-    w_ptr,  # [E, M, H] w13 (M = 2N gated: gate rows [0, N), up rows [N, 2N); M = N otherwise)
-    w_scale_ptr,  # TENSOR: [E] ; ROW: [E, M] ; BLOCK: [E, M/128, H/128] ; NONE: unused
+    a_ptr,  # [T, H] hidden (16-bit / fp32) or its quantization (e4m3; NVFP4: uint8 [T, H/2])
+    a_scale_ptr,  # TENSOR: [] ; ROW: [T] ; BLOCK: [T, H/128] ; MICRO: see the module docstring ; NONE: unused
+    w_ptr,  # [E, M, H] w13 (M = 2N gated: gate rows [0, N), up rows [N, 2N); M = N otherwise; FP4: [E, M, H/2])
+    w_scale_ptr,  # TENSOR: [E] ; ROW: [E, M] ; BLOCK: [E, M/128, H/128] ; MICRO: [E, M, H/G] ; NONE: unused
     bias_ptr,  # [E, M] fp32 (HAS_BIAS)
     topk_w_ptr,  # [T*K] routing weights (WEIGHT_ON_INPUT)
     sorted_ids_ptr,  # [P_max] int32
     block_expert_ptr,  # [P_max / BLOCK_M] int32
     num_post_padded_ptr,  # [1] int32
-    out_ptr,  # [T*K, N] slot-indexed intermediate: hidden dtype, e4m3, or fp32 (Q_AS_FP32)
-    out_scale_ptr,  # OUT_FP8_BLOCK: [T*K, N/128] fp32
-    out_qscale_ptr,  # OUT_FP8_STATIC: [] fp32 (a2)
+    out_ptr,  # [T*K, N] slot-indexed intermediate: hidden dtype, e4m3, or fp32 (Q_AS_FP32);
+    #           OUT_NVFP4: uint8 [T*K, N/2]
+    out_scale_ptr,  # OUT_FP8_BLOCK: [T*K, N/128] fp32; OUT_MXFP8: uint8 [T*K, N/32]; OUT_NVFP4: uint8 [T*K, N/16]
+    out_qscale_ptr,  # OUT_FP8_STATIC: [] fp32 (a2); OUT_NVFP4: [1] fp32 global quant scale g2 = 1/a2
+    a_gs_ptr,  # MICRO, A_FMT NVFP4: [1] fp32 global scale of A
+    w_gs_ptr,  # MICRO, W_FMT NVFP4: [E] fp32 global scales of W
     N,  # I_pad: columns of the intermediate
     K,  # H
     num_slots,  # T*K (= the sentinel in sorted_ids)
@@ -163,6 +201,12 @@ def _gemm1_kernel(
     ACT: tl.constexpr,
     GATED: tl.constexpr,
     QUANT: tl.constexpr,
+    A_FMT: tl.constexpr,  # MICRO only: operand formats (_blockscaled.F_*)
+    W_FMT: tl.constexpr,
+    CD: tl.constexpr,  # MICRO only: dtype the tiles are dequantized to (the MMA operand dtype)
+    FAST_CVT: tl.constexpr,  # MICRO, CUDA: E2M1 -> bf16 by PRMT tables (_blockscaled._e2m1x2_bf16_prmt)
+    KPERM: tl.constexpr,  # MICRO: both operands in the MMA-friendly K order (_blockscaled._dot_order)
+    MXDOT: tl.constexpr,  # MICRO, MX weights x MXFP8 activations: E4M3 MMA per 32-block, scaled partial sums
     OUT_Q: tl.constexpr,
     ROUND_DTYPE: tl.constexpr,  # dtype of hidden: the activation output is rounded to it
     Q_AS_FP32: tl.constexpr,  # interpreter: store the scaled, clamped fp32 value (host casts)
@@ -215,43 +259,84 @@ def _gemm1_kernel(
         as_ptrs = a_scale_ptr + tok64 * stride_asm
         wsg_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
         wsu_ptrs = w_scale_ptr + e64 * stride_wse + ((N + offs_n) // 128) * stride_wsn
-
-    for ki in range(0, tl.cdiv(K, BLOCK_K)):
-        if EVEN_K:
-            a = tl.load(a_ptrs)
-            if EVEN_N:
-                wg = tl.load(wg_ptrs)
-            else:
-                wg = tl.load(wg_ptrs, mask=n_ok[:, None], other=0.0)
+    if QUANT == Q_MICRO:
+        a_rows = tok64 * stride_am
+        as_rows = tok64 * stride_asm
+        a_all = tl.full([BLOCK_M], 1, tl.int1)
+        n64 = offs_n.to(tl.int64)
+        w_e = w_ptr + e64 * stride_we
+        ws_e = w_scale_ptr + e64 * stride_wse
+        if EVEN_N:
+            w_ok = tl.full([BLOCK_N], 1, tl.int1)
         else:
-            k_ok = offs_k < K - ki * BLOCK_K
-            a = tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
-            wg = tl.load(wg_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
-        if GATED:
-            if EVEN_K:
-                if EVEN_N:
-                    wu = tl.load(wu_ptrs)
-                else:
-                    wu = tl.load(wu_ptrs, mask=n_ok[:, None], other=0.0)
-            else:
-                wu = tl.load(wu_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
+            w_ok = n_ok
 
-        if QUANT == Q_BLOCK:
-            a_s = tl.load(as_ptrs + ki)
-            wg_s = tl.load(wsg_ptrs + ki, mask=n_ok, other=0.0)
-            acc_g += _scale_block(_mma(a, wg, tl.zeros_like(acc_g), SWAP_AB, UPCAST, PRECISION), a_s, wg_s, SWAP_AB)
-            if GATED:
-                wu_s = tl.load(wsu_ptrs + ki, mask=n_ok, other=0.0)
-                acc_u += _scale_block(_mma(a, wu, tl.zeros_like(acc_u), SWAP_AB, UPCAST, PRECISION), a_s, wu_s, SWAP_AB)
-        else:
+    if QUANT == Q_MICRO and MXDOT:
+        # MX weights x MXFP8 activations: E4M3 x E4M3 MMA per 32-wide K block, the partial sum
+        # scaled by 2^ea * 2^ew in fp32 (no dequantization of either operand)
+        for ki in range(0, tl.cdiv(K, BLOCK_K)):
+            for j in tl.static_range(BLOCK_K // 32):
+                kb = ki * (BLOCK_K // 32) + j
+                a, a_s = _load_mx_block(a_ptr, a_rows, a_scale_ptr, as_rows, kb, K, a_all, F_MXFP8, BLOCK_M, EVEN_K,
+                                        FAST_CVT)
+                wg, wg_s = _load_mx_block(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, kb, K, w_ok, W_FMT, BLOCK_N,
+                                          EVEN_K, FAST_CVT)
+                acc_g += _scale_block(_mma(a, wg, tl.zeros_like(acc_g), SWAP_AB, UPCAST, PRECISION), a_s, wg_s,
+                                      SWAP_AB)
+                if GATED:
+                    wu, wu_s = _load_mx_block(w_e, (N + n64) * stride_wn, ws_e, (N + n64) * stride_wsn, kb, K, w_ok,
+                                              W_FMT, BLOCK_N, EVEN_K, FAST_CVT)
+                    acc_u += _scale_block(_mma(a, wu, tl.zeros_like(acc_u), SWAP_AB, UPCAST, PRECISION), a_s, wu_s,
+                                          SWAP_AB)
+    elif QUANT == Q_MICRO:
+        # block-scaled family: gate and up tiles are loaded separately (no row interleave)
+        for ki in range(0, tl.cdiv(K, BLOCK_K)):
+            a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
+                           FAST_CVT, KPERM)
+            wg = _load_tile(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, ki, K, w_ok, W_FMT, BLOCK_N, BLOCK_K,
+                            EVEN_K, CD, FAST_CVT, KPERM)
             acc_g = _mma(a, wg, acc_g, SWAP_AB, UPCAST, PRECISION)
             if GATED:
+                wu = _load_tile(w_e, (N + n64) * stride_wn, ws_e, (N + n64) * stride_wsn, ki, K, w_ok, W_FMT,
+                                BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM)
                 acc_u = _mma(a, wu, acc_u, SWAP_AB, UPCAST, PRECISION)
+    else:
+        for ki in range(0, tl.cdiv(K, BLOCK_K)):
+            if EVEN_K:
+                a = tl.load(a_ptrs)
+                if EVEN_N:
+                    wg = tl.load(wg_ptrs)
+                else:
+                    wg = tl.load(wg_ptrs, mask=n_ok[:, None], other=0.0)
+            else:
+                k_ok = offs_k < K - ki * BLOCK_K
+                a = tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
+                wg = tl.load(wg_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
+            if GATED:
+                if EVEN_K:
+                    if EVEN_N:
+                        wu = tl.load(wu_ptrs)
+                    else:
+                        wu = tl.load(wu_ptrs, mask=n_ok[:, None], other=0.0)
+                else:
+                    wu = tl.load(wu_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
 
-        a_ptrs += BLOCK_K
-        wg_ptrs += BLOCK_K
-        if GATED:
-            wu_ptrs += BLOCK_K
+            if QUANT == Q_BLOCK:
+                a_s = tl.load(as_ptrs + ki)
+                wg_s = tl.load(wsg_ptrs + ki, mask=n_ok, other=0.0)
+                acc_g += _scale_block(_mma(a, wg, tl.zeros_like(acc_g), SWAP_AB, UPCAST, PRECISION), a_s, wg_s, SWAP_AB)
+                if GATED:
+                    wu_s = tl.load(wsu_ptrs + ki, mask=n_ok, other=0.0)
+                    acc_u += _scale_block(_mma(a, wu, tl.zeros_like(acc_u), SWAP_AB, UPCAST, PRECISION), a_s, wu_s, SWAP_AB)
+            else:
+                acc_g = _mma(a, wg, acc_g, SWAP_AB, UPCAST, PRECISION)
+                if GATED:
+                    acc_u = _mma(a, wu, acc_u, SWAP_AB, UPCAST, PRECISION)
+
+            a_ptrs += BLOCK_K
+            wg_ptrs += BLOCK_K
+            if GATED:
+                wu_ptrs += BLOCK_K
 
     if SWAP_AB:
         acc_g = tl.trans(acc_g)
@@ -271,6 +356,10 @@ def _gemm1_kernel(
         if GATED:
             ws_u = tl.load(w_scale_ptr + e64 * stride_wse + (N + offs_n) * stride_wsn, mask=n_ok, other=0.0)
             acc_u = acc_u * (a_s[:, None] * ws_u[None, :])
+    elif QUANT == Q_MICRO:
+        acc_g = _micro_global_scales(acc_g, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT, W_FMT)
+        if GATED:
+            acc_u = _micro_global_scales(acc_u, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT, W_FMT)
     if WEIGHT_ON_INPUT:
         tw = tl.load(topk_w_ptr + slots).to(tl.float32)
         acc_g = acc_g * tw[:, None]
@@ -288,12 +377,22 @@ def _gemm1_kernel(
     st_mask = row_ok[:, None] & n_ok[None, :]
     if OUT_Q == OUT_PLAIN:
         tl.store(out_ptr + out_offs, h.to(out_ptr.dtype.element_ty), mask=st_mask)
+    elif OUT_Q == OUT_NVFP4:
+        # BLOCK_N is a multiple of 16 and tiles start on a block boundary; N is a multiple of 16
+        packed, s_bytes = _nvfp4_quant_tile(h.to(tl.float32), tl.load(out_qscale_ptr), BLOCK_M, BLOCK_N)
+        slot64 = slots.to(tl.int64)
+        pb = pid_n * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
+        tl.store(out_ptr + slot64[:, None] * stride_om + pb[None, :], packed.to(tl.uint8),
+                 mask=row_ok[:, None] & (pb[None, :] < N // 2))
+        sb = pid_n * (BLOCK_N // 16) + tl.arange(0, BLOCK_N // 16)
+        tl.store(out_scale_ptr + slot64[:, None] * stride_osm + sb[None, :], s_bytes.to(tl.uint8),
+                 mask=row_ok[:, None] & (sb[None, :] < N // 16))
     else:
         x = h.to(tl.float32)
         if OUT_Q == OUT_FP8_STATIC:
             q = _div_rn(x, tl.load(out_qscale_ptr))
             q = tl.minimum(tl.maximum(q, -FP8_MAX), FP8_MAX)
-        else:  # OUT_FP8_BLOCK: BLOCK_N is a multiple of 128 and tiles start on a group boundary
+        elif OUT_Q == OUT_FP8_BLOCK:  # BLOCK_N is a multiple of 128; tiles start on a group boundary
             G: tl.constexpr = BLOCK_N // 128
             x3 = tl.reshape(x, [BLOCK_M, G, 128])
             amax = tl.max(tl.abs(x3), axis=2)
@@ -304,6 +403,17 @@ def _gemm1_kernel(
             g_idx = pid_n * G + tl.arange(0, G)
             tl.store(out_scale_ptr + slots.to(tl.int64)[:, None] * stride_osm + g_idx[None, :], sc,
                      mask=row_ok[:, None] & (g_idx[None, :] * 128 < N))
+        elif OUT_Q == OUT_MXFP8:  # BLOCK_N is a multiple of 32; tiles start on a group boundary
+            G32: tl.constexpr = BLOCK_N // 32
+            x3 = tl.reshape(x, [BLOCK_M, G32, 32])
+            amax = tl.max(tl.abs(x3), axis=2)
+            code = _ue8m0_ceil(_div_rn(amax, tl.full([BLOCK_M, G32], 448.0, tl.float32)))
+            q3 = x3 * _ue8m0_multiplier(code)[:, :, None]
+            q3 = tl.minimum(tl.maximum(q3, -FP8_MAX), FP8_MAX)
+            q = tl.reshape(q3, [BLOCK_M, BLOCK_N])
+            g_idx = pid_n * G32 + tl.arange(0, G32)
+            tl.store(out_scale_ptr + slots.to(tl.int64)[:, None] * stride_osm + g_idx[None, :], code.to(tl.uint8),
+                     mask=row_ok[:, None] & (g_idx[None, :] * 32 < N))
         if Q_AS_FP32:
             tl.store(out_ptr + out_offs, q, mask=st_mask)
         else:
@@ -312,10 +422,10 @@ def _gemm1_kernel(
 
 @triton.jit
 def _gemm2_kernel(
-    a_ptr,  # [T*K, N1] slot-indexed intermediate: hidden dtype or e4m3 (N1 = I_pad)
-    a_scale_ptr,  # TENSOR: [] ; ROW: [T*K] ; BLOCK: [T*K, N1/128] ; NONE: unused
-    w_ptr,  # [E, H, N1] w2
-    w_scale_ptr,  # TENSOR: [E] ; ROW: [E, H] ; BLOCK: [E, H/128, N1/128] ; NONE: unused
+    a_ptr,  # [T*K, N1] slot-indexed intermediate: hidden dtype or e4m3 (N1 = I_pad); NVFP4: uint8 [T*K, N1/2]
+    a_scale_ptr,  # TENSOR: [] ; ROW: [T*K] ; BLOCK: [T*K, N1/128] ; MICRO: see the module docstring
+    w_ptr,  # [E, H, N1] w2 (FP4: uint8 [E, H, N1/2])
+    w_scale_ptr,  # TENSOR: [E] ; ROW: [E, H] ; BLOCK: [E, H/128, N1/128] ; MICRO: [E, H, N1/G] ; NONE: unused
     bias_ptr,  # [E, H] fp32 (HAS_BIAS)
     topk_w_ptr,  # [T*K] routing weights
     sorted_ids_ptr,  # [P_max] int32
@@ -323,6 +433,8 @@ def _gemm2_kernel(
     num_post_padded_ptr,  # [1] int32
     out_ptr,  # not OUT_ATOMIC: [T*K, H] indexed by slot (y; the output itself when K == 1)
     #           OUT_ATOMIC: [T, H] zero-initialized, y added atomically per token
+    a_gs_ptr,  # MICRO, A_FMT NVFP4: [1] fp32 global scale of the intermediate
+    w_gs_ptr,  # MICRO, W_FMT NVFP4: [E] fp32 global scales of w2
     N,  # H
     K,  # I_pad
     num_slots,
@@ -338,6 +450,12 @@ def _gemm2_kernel(
     TOP_K: tl.constexpr,
     E_LOC: tl.constexpr,
     QUANT: tl.constexpr,
+    A_FMT: tl.constexpr,
+    W_FMT: tl.constexpr,
+    CD: tl.constexpr,
+    FAST_CVT: tl.constexpr,
+    KPERM: tl.constexpr,
+    MXDOT: tl.constexpr,
     HAS_BIAS: tl.constexpr,
     MUL_ROUTING_WEIGHT: tl.constexpr,
     OUT_ATOMIC: tl.constexpr,
@@ -393,25 +511,54 @@ def _gemm2_kernel(
         as_ptrs = a_scale_ptr + slot64 * stride_asm
         ws_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
 
-    for ki in range(0, tl.cdiv(K, BLOCK_K)):
-        if EVEN_K:
-            a = tl.load(a_ptrs)
-            if EVEN_N:
-                w = tl.load(w_ptrs)
+    if QUANT == Q_MICRO:
+        a_rows = slot64 * stride_am
+        as_rows = slot64 * stride_asm
+        a_all = tl.full([BLOCK_M], 1, tl.int1)
+        n64 = offs_n.to(tl.int64)
+        w_e = w_ptr + e64 * stride_we
+        ws_e = w_scale_ptr + e64 * stride_wse
+        if EVEN_N:
+            w_ok = tl.full([BLOCK_N], 1, tl.int1)
+        else:
+            w_ok = n_ok
+        if MXDOT:  # see _gemm1_kernel
+            for ki in range(0, tl.cdiv(K, BLOCK_K)):
+                for j in tl.static_range(BLOCK_K // 32):
+                    kb = ki * (BLOCK_K // 32) + j
+                    a, a_s = _load_mx_block(a_ptr, a_rows, a_scale_ptr, as_rows, kb, K, a_all, F_MXFP8, BLOCK_M,
+                                            EVEN_K, FAST_CVT)
+                    w, w_s = _load_mx_block(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, kb, K, w_ok, W_FMT,
+                                            BLOCK_N, EVEN_K, FAST_CVT)
+                    acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION), a_s, w_s,
+                                        SWAP_AB)
+        else:
+            for ki in range(0, tl.cdiv(K, BLOCK_K)):
+                a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
+                               FAST_CVT, KPERM)
+                w = _load_tile(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, ki, K, w_ok, W_FMT, BLOCK_N, BLOCK_K,
+                               EVEN_K, CD, FAST_CVT, KPERM)
+                acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION)
+    else:
+        for ki in range(0, tl.cdiv(K, BLOCK_K)):
+            if EVEN_K:
+                a = tl.load(a_ptrs)
+                if EVEN_N:
+                    w = tl.load(w_ptrs)
+                else:
+                    w = tl.load(w_ptrs, mask=n_ok[:, None], other=0.0)
             else:
-                w = tl.load(w_ptrs, mask=n_ok[:, None], other=0.0)
-        else:
-            k_ok = offs_k < K - ki * BLOCK_K
-            a = tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
-            w = tl.load(w_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
-        if QUANT == Q_BLOCK:
-            a_s = tl.load(as_ptrs + ki)
-            w_s = tl.load(ws_ptrs + ki, mask=n_ok, other=0.0)
-            acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION), a_s, w_s, SWAP_AB)
-        else:
-            acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION)
-        a_ptrs += BLOCK_K
-        w_ptrs += BLOCK_K
+                k_ok = offs_k < K - ki * BLOCK_K
+                a = tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
+                w = tl.load(w_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
+            if QUANT == Q_BLOCK:
+                a_s = tl.load(as_ptrs + ki)
+                w_s = tl.load(ws_ptrs + ki, mask=n_ok, other=0.0)
+                acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION), a_s, w_s, SWAP_AB)
+            else:
+                acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION)
+            a_ptrs += BLOCK_K
+            w_ptrs += BLOCK_K
 
     if SWAP_AB:
         acc = tl.trans(acc)
@@ -423,6 +570,8 @@ def _gemm2_kernel(
         a_s = tl.load(a_scale_ptr + slot64 * stride_asm)
         w_s = tl.load(w_scale_ptr + e64 * stride_wse + offs_n * stride_wsn, mask=n_ok, other=0.0)
         acc = acc * (a_s[:, None] * w_s[None, :])
+    elif QUANT == Q_MICRO:
+        acc = _micro_global_scales(acc, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT, W_FMT)
     if HAS_BIAS:
         acc = acc + tl.load(bias_ptr + e64 * stride_be + offs_n, mask=n_ok, other=0.0)[None, :]
     if MUL_ROUTING_WEIGHT:

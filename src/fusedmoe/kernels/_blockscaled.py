@@ -1,0 +1,358 @@
+"""Block-scaled operands of the grouped expert GEMMs (``@triton.jit`` helpers only; used by
+``_moe_gemm.py``). Hopper has neither FP4 tensor cores nor hardware micro-scaling, so NVFP4, MXFP4
+and MXFP8 tiles are loaded in their storage format and converted in registers; the per-tensor
+parts of the scales (NVFP4's global ``1/g``, FP8's per-tensor scale) are applied to the fp32
+accumulator in the epilogue.
+
+Data contract (the linear ``QuantizedTensor`` layout, docs/semantics.md 5.6-5.8; rows = weight
+rows N or activation rows, K = the contracted dim, contiguous):
+
+=========  ============================  =====================================  ==========
+operand    values                        block scales (per row, along K)        in-kernel
+=========  ============================  =====================================  ==========
+PLAIN      16/32-bit [rows, K]           -                                      ``x``
+FP8        e4m3 [rows, K]                - (per-tensor scale: epilogue)         ``q``
+NVFP4      uint8 [rows, K/2] (2i: low)   e4m3 [rows, K/16]                      ``e2m1 * s`` (``/g``: epilogue)
+MXFP4      uint8 [rows, K/2]             uint8 UE8M0 [rows, K/32]               ``e2m1 * 2^(e-127)``
+MXFP8      e4m3 [rows, K]                uint8 UE8M0 [rows, K/32]               ``q * 2^(e-127)``
+=========  ============================  =====================================  ==========
+
+Two ways to multiply (chosen by the launcher):
+
+* **Dequantize** (``_load_tile``; every pair except MX x MXFP8 at decode): both tiles become the
+  MMA's 16-bit operand dtype. Every product above is exact in fp32 and in bf16 (E2M1 has 2
+  significant bits, E4M3 4, a UE8M0 scale is a power of two: <= 6 significant bits), so a tile is
+  bit-identical to ``fm.dequantize`` before its per-tensor factor and the bf16 MMA with fp32
+  accumulation only rounds in the accumulation. (bf16 has fp32's exponent range; fp16 tiles are
+  used only for NVFP4 weights, whose ``e2m1 * s`` lies in [2^-10, 2688].)
+* **E4M3 MMA with scaled partial sums** (``_load_mx_block``; MX weights x MXFP8 activations with
+  at most 32-row tiles): per 32-wide K block, an E4M3 x E4M3 MMA (MXFP4 is converted to E4M3
+  exactly: ``e2m1 * 2^-6``) whose fp32 result is multiplied by ``2^ea * 2^ew`` and added to the
+  accumulator: no per-element conversion at all for MXFP8, one 32-bit integer op per 4 values for
+  MXFP4, and ``block_m`` FMAs per weight element per block on the accumulator (cheap at decode,
+  why larger tiles dequantize instead).
+
+Portable E2M1 decode (interpreter, fp16 / fp32 MMA operands): the 3 magnitude bits go to fp16 bits
+9..11 and the sign to bit 15: that fp16 number is ``e2m1 * 2^-14`` (code 1 = 0.5 is the fp16
+subnormal 2^-15, which the fp16 -> fp32 conversion keeps exactly); the 2^14 is folded into the
+block scale (NVFP4 ``s * 16384``, exact; MX ``2^(e - 113)``, exact for codes e <= 240, i.e. block
+amax < 6 * 2^113).
+
+CUDA fast paths (``FAST_CVT``, bf16 operands; inline PTX, not available in the interpreter,
+bit-identical by construction and checked by the ``gpu`` tests): E2M1 -> bf16 by PRMT byte
+tables (``_e2m1x2_bf16_prmt``) with the block scale multiplied in bf16 (exact), E4M3 -> bf16 times
+``2^k`` in bf16, and E2M1 -> E4M3 on packed words (``_e2m1x2_to_e4m3_asm``).
+
+K order (``KPERM``, ``_dot_order``): both operands of a dot are permuted identically along K so
+that the pairs of K values a thread owns in Hopper's 16-bit register-operand layout are contiguous
+in memory: 16-byte loads and no register shuffles between the load and the MMA.
+
+sm_90 SASS of the main loop (Triton 3.6, gated GEMM1, 4 warps, 64 x 128 weight tiles, block_m 16,
+instructions per weight value per thread): NVFP4 x BF16 portable 9.8 -> +KPERM 8.2 -> +FAST_CVT
+5.1 (Triton's own ``tl.dot_scaled`` on Hopper, MXFP4 x bf16: 8.4); MXFP8 x MXFP8 dequantized 5.9,
+E4M3 partial sums 2.8 (mostly fp32 FMUL / FFMA); MXFP4 x MXFP8 partial sums 4.9.
+
+Epilogue quantizers (GEMM1 output -> GEMM2 input), bit-identical to ``fm.quantize`` on the
+values rounded to hidden's dtype: NVFP4 with a static global scale (packed bytes + E4M3 block-scale
+*bytes*, built with integer operations so they are exact in Triton's interpreter too) and MXFP8
+(UE8M0 bytes; the values are written by the caller).
+"""
+
+import triton
+import triton.language as tl
+
+from ..formats.reference import _F32_RCP6
+from ._quant import _div_rn, _e2m1_code, _e4m3_rne
+
+# operand formats (launcher: fusedmoe.backends.triton_moe._F_CODE)
+F_PLAIN = tl.constexpr(0)
+F_FP8 = tl.constexpr(1)
+F_NVFP4 = tl.constexpr(2)
+F_MXFP4 = tl.constexpr(3)
+F_MXFP8 = tl.constexpr(4)
+
+_FP8_MAX = tl.constexpr(448.0)
+_RCP6 = tl.constexpr(_F32_RCP6)  # fp32(1/6)
+
+
+@triton.jit
+def _ue8m0_to_f32(e):
+    """``2^(e - 127)`` as fp32 (exact; 2^-127 is an fp32 subnormal), NaN for 255: as
+    ``formats.reference.ue8m0_decode``. ``e``: int32 in [0, 255]."""
+    bits = tl.where(e == 0, 0x400000, e << 23)
+    bits = tl.where(e == 255, 0x7FC00000, bits)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _ue8m0_to_f32_x16384(e):
+    """``2^(e - 127) * 2^14 = 2^(e - 113)`` (exact for e <= 240; saturates above), NaN for 255."""
+    bits = tl.where(e == 255, 0x7FC00000, tl.minimum(e + 14, 254) << 23)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _e2m1x2_raw(b):
+    """Packed E2M1 pairs ``b`` (uint8 [R, C/2], element 2i in the low nibble) -> fp32 [R, C/2, 2]
+    holding ``e2m1 * 2^-14`` (exact, signed zeros kept)."""
+    b16 = b.to(tl.uint16)
+    lo = (((b16 & 0x7) << 9) | ((b16 & 0x8) << 12)).to(tl.float16, bitcast=True).to(tl.float32)
+    hi = (((b16 & 0x70) << 5) | ((b16 & 0x80) << 8)).to(tl.float16, bitcast=True).to(tl.float32)
+    return tl.join(lo, hi)
+
+
+# E2M1 magnitudes 0..7 = {0, 0.5, 1, 1.5, 2, 3, 4, 6} as bf16 0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000,
+# 0x4040, 0x4080, 0x40C0: their high bytes (LUT_H*) and low bytes (LUT_L*), byte i = magnitude i.
+_E2M1_BF16_PRMT = tl.constexpr("""
+{
+.reg .b32 m, mh, xh, h0, h1, l0, l1, p0, p1, lh0, lh1, ll0, ll1, sg;
+mov.b32 lh0, 0x3F3F3F00;
+mov.b32 lh1, 0x40404040;
+mov.b32 ll0, 0xC0800000;
+mov.b32 ll1, 0xC0804000;
+mov.b32 sg, 0x80808080;
+and.b32 m, $4, 0x77777777;
+shr.u32 mh, m, 16;
+shr.u32 xh, $4, 16;
+prmt.b32 h0, lh0, lh1, m;
+prmt.b32 l0, ll0, ll1, m;
+prmt.b32 h1, lh0, lh1, mh;
+prmt.b32 l1, ll0, ll1, mh;
+prmt.b32 p0, sg, sg, $4;
+prmt.b32 p1, sg, sg, xh;
+shl.b32 p0, p0, 1;
+shl.b32 p1, p1, 1;
+and.b32 p0, p0, sg;
+and.b32 p1, p1, sg;
+or.b32 h0, h0, p0;
+or.b32 h1, h1, p1;
+prmt.b32 $0, l0, h0, 0x6240;
+prmt.b32 $1, l1, h1, 0x6240;
+prmt.b32 $2, l0, h0, 0x7351;
+prmt.b32 $3, l1, h1, 0x7351;
+}
+""")
+
+
+@triton.jit
+def _e2m1x2_bf16_prmt(b):
+    """CUDA fast path: packed E2M1 pairs ``b`` (uint8 [R, C/2]) -> (low-nibble values, high-nibble
+    values), bf16 [R, C/2] each, exact (signed zeros kept). Per 4 packed bytes (8 values): the 3-bit
+    magnitudes index two 8-byte tables (high and low bytes of the bf16 values) with PRMT; the sign
+    bits are spread to bytes by PRMT's sign-replicate mode (selector bit 3 = the E2M1 sign bit) and
+    OR-ed into the high bytes; four more PRMTs assemble the bf16 pairs. 24 instructions per 8 values
+    (~3 per value) where the portable path (``_e2m1x2_raw`` + fp32 scale multiply) compiles to ~10
+    on sm_90. Not available in Triton's interpreter."""
+    return tl.inline_asm_elementwise(_E2M1_BF16_PRMT, "=r,=r,=r,=r,r", [b], dtype=(tl.bfloat16, tl.bfloat16),
+                                     is_pure=True, pack=4)
+
+
+@triton.jit
+def _ue8m0_to_bf16(e):
+    """``2^(e - 127)`` as bf16 (exact: bf16 has fp32's exponent range; e = 0 is the subnormal
+    0x0040), NaN for 255. ``e``: int32 in [0, 255]."""
+    bits = tl.where(e == 0, 0x40, tl.where(e == 255, 0x7FC0, e << 7))
+    return bits.to(tl.int16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
+def _dot_order(x, BR: tl.constexpr, BK: tl.constexpr, KPERM: tl.constexpr):
+    """K permutation shared by both operands of a dot (a sum over K does not depend on the order):
+    the pairs of K elements ``[4, BK/8]`` -> ``[BK/8, 4]``, i.e. dot position ``(4 i + c) * 2 + h``
+    holds element ``(BK/8 * c + i) * 2 + h``. Hopper's (and Ampere's) 16-bit MMA register operand
+    gives lane ``c`` (of 4 along K) the pairs ``c, c + 4, c + 8, ...``; after the permutation those
+    are the pairs ``[BK/8 * c, BK/8 * (c + 1))``, contiguous in memory: a packed FP4 row of a
+    128-wide tile is read as four 16-byte vectors instead of 64 single bytes, and no register
+    shuffles are needed between the load and the MMA."""
+    if KPERM:
+        return tl.reshape(tl.permute(tl.reshape(x, [BR, 4, BK // 8, 2]), [0, 2, 1, 3]), [BR, BK])
+    else:
+        return x
+
+
+@triton.jit
+def _load_tile(ptr, row_off, s_ptr, s_row_off, ki, K, row_ok, FMT: tl.constexpr, BR: tl.constexpr,
+               BK: tl.constexpr, EVEN_K: tl.constexpr, CD: tl.constexpr, FAST_CVT: tl.constexpr = False,
+               KPERM: tl.constexpr = False):
+    """The ``ki``-th [BR, BK] operand tile along K (elements ``[ki*BK, (ki+1)*BK)``), dequantized
+    to ``CD``.
+
+    ``ptr`` / ``s_ptr``: values / block scales, already offset to the expert (weights); ``row_off``
+    / ``s_row_off``: int64 [BR] offsets of each row's start (``row * row_stride``, in elements of
+    the storage tensor: bytes for packed FP4); ``row_ok`` [BR]: rows to load (others read 0).
+    K is a multiple of the format's scale block and BK of the block, so a K tail (``EVEN_K`` False)
+    is masked at block granularity. Per-tensor factors are left to the epilogue. ``FAST_CVT``
+    (CUDA, CD = bf16): FP4 values through ``_e2m1x2_bf16_prmt`` and the block scale multiplied in
+    bf16 (exact: the product has <= 6 significant bits). Offsets are
+    ``ki * (BK / 2) + arange`` rather than ``(ki * BK) // 2 + ...``: a division would hide their
+    16-byte alignment from Triton's axis analysis and split the loads into bytes.
+    """
+    if FMT == F_NVFP4 or FMT == F_MXFP4:
+        G: tl.constexpr = 16 if FMT == F_NVFP4 else 32
+        offs = ki * (BK // 2) + tl.arange(0, BK // 2)
+        goffs = ki * (BK // G) + tl.arange(0, BK // G)
+        if EVEN_K:
+            m = row_ok[:, None]
+            sm = row_ok[:, None]
+        else:
+            m = row_ok[:, None] & (offs < K // 2)[None, :]
+            sm = row_ok[:, None] & (goffs < K // G)[None, :]
+        b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0)
+        if FAST_CVT and CD == tl.bfloat16:
+            if FMT == F_NVFP4:  # e4m3 scales
+                s = tl.load(s_ptr + s_row_off[:, None] + goffs[None, :], mask=sm, other=0.0).to(tl.bfloat16)
+            else:  # UE8M0 bytes
+                e = tl.load(s_ptr + s_row_off[:, None] + goffs[None, :], mask=sm, other=0)
+                s = _ue8m0_to_bf16(e.to(tl.int32))
+            lo, hi = _e2m1x2_bf16_prmt(b)
+            v = tl.reshape(tl.join(lo, hi), [BR, BK // G, G]) * s[:, :, None]
+            return _dot_order(tl.reshape(v, [BR, BK]), BR, BK, KPERM)
+        if FMT == F_NVFP4:  # e4m3 scales
+            s = tl.load(s_ptr + s_row_off[:, None] + goffs[None, :], mask=sm, other=0.0).to(tl.float32) * 16384.0
+        else:  # UE8M0 bytes
+            e = tl.load(s_ptr + s_row_off[:, None] + goffs[None, :], mask=sm, other=0)
+            s = _ue8m0_to_f32_x16384(e.to(tl.int32))
+        v = tl.reshape(_e2m1x2_raw(b), [BR, BK // G, G]) * s[:, :, None]
+        return _dot_order(tl.reshape(v, [BR, BK]).to(CD), BR, BK, KPERM)
+    else:
+        offs = ki * BK + tl.arange(0, BK)
+        if EVEN_K:
+            m = row_ok[:, None]
+        else:
+            m = row_ok[:, None] & (offs < K)[None, :]
+        x = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0.0)
+        if FMT == F_MXFP8:
+            goffs = ki * (BK // 32) + tl.arange(0, BK // 32)
+            if EVEN_K:
+                sm = row_ok[:, None]
+            else:
+                sm = row_ok[:, None] & (goffs < K // 32)[None, :]
+            e = tl.load(s_ptr + s_row_off[:, None] + goffs[None, :], mask=sm, other=0)
+            if FAST_CVT and CD == tl.bfloat16:  # e4m3 -> bf16 is exact, so is q * 2^k in bf16
+                v = tl.reshape(x.to(tl.bfloat16), [BR, BK // 32, 32]) * _ue8m0_to_bf16(e.to(tl.int32))[:, :, None]
+                return _dot_order(tl.reshape(v, [BR, BK]), BR, BK, KPERM)
+            s = _ue8m0_to_f32(e.to(tl.int32))
+            v = tl.reshape(x.to(tl.float32), [BR, BK // 32, 32]) * s[:, :, None]
+            return _dot_order(tl.reshape(v, [BR, BK]).to(CD), BR, BK, KPERM)
+        else:
+            return _dot_order(x.to(CD), BR, BK, KPERM)
+
+
+@triton.jit
+def _e2m1x2_to_e4m3(b):
+    """Packed E2M1 pairs ``b`` (uint8 [R, C/2]) -> E4M3 [R, C] holding ``e2m1 * 2^-6``, exactly:
+    the 3 magnitude bits go to E4M3 bits 2..4 (exponent 0..3, mantissa bit 2; code 1 = 0.5 becomes
+    the E4M3 subnormal 2^-7) and the sign to bit 7. Integer operations on bytes only."""
+    lo = ((b & 0x7) << 2) | ((b & 0x8) << 4)
+    hi = ((b >> 2) & 0x1C) | (b & 0x80)
+    v = tl.join(lo.to(tl.float8e4nv, bitcast=True), hi.to(tl.float8e4nv, bitcast=True))
+    return tl.reshape(v, [b.shape[0], 2 * b.shape[1]])
+
+
+_E2M1_E4M3_ASM = tl.constexpr("""
+{
+.reg .b32 t0, t1, t2, t3;
+and.b32 t0, $2, 0x07070707;
+shl.b32 t0, t0, 2;
+and.b32 t1, $2, 0x08080808;
+shl.b32 t1, t1, 4;
+or.b32 $0, t0, t1;
+shr.u32 t2, $2, 2;
+and.b32 t2, t2, 0x1C1C1C1C;
+and.b32 t3, $2, 0x80808080;
+or.b32 $1, t2, t3;
+}
+""")
+
+
+@triton.jit
+def _e2m1x2_to_e4m3_asm(b):
+    """CUDA fast path of ``_e2m1x2_to_e4m3``: the same bit moves on 4 packed bytes per 32-bit
+    operation (8 values per ~6 instructions; Triton's byte-wise integer ops do not pack)."""
+    lo, hi = tl.inline_asm_elementwise(_E2M1_E4M3_ASM, "=r,=r,r", [b], dtype=(tl.float8e4nv, tl.float8e4nv),
+                                       is_pure=True, pack=4)
+    return tl.reshape(tl.join(lo, hi), [b.shape[0], 2 * b.shape[1]])
+
+
+@triton.jit
+def _load_mx_block(ptr, row_off, s_ptr, s_row_off, kb, K, row_ok, FMT: tl.constexpr, BR: tl.constexpr,
+                   EVEN_K: tl.constexpr, FAST_CVT: tl.constexpr):
+    """The ``kb``-th 32-wide K block of an MX operand (MXFP8, or MXFP4 converted to E4M3) as
+    (E4M3 values [BR, 32], fp32 scale [BR]) with ``x = values * scale``: MXFP8 ``2^(e-127)``,
+    MXFP4 ``2^(e-127+6)`` (the conversion's 2^-6). The scale is decoded as the fp32 pattern
+    ``(e + 6|0) << 23`` (one integer op): exact for codes 1..248 (MXFP4: 0..248); MXFP8's code 0
+    (2^-127: an all-zero group in practice) becomes 0 and code 255 (NaN) +inf. Blocks past K
+    (``EVEN_K`` False) read as zeros."""
+    if EVEN_K:
+        ok = row_ok
+    else:
+        ok = row_ok & (kb < K // 32)
+    e = tl.load(s_ptr + s_row_off + kb, mask=ok, other=0).to(tl.int32)
+    if FMT == F_MXFP4:
+        offs = kb * 16 + tl.arange(0, 16)
+        b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=ok[:, None], other=0)
+        if FAST_CVT:
+            v = _e2m1x2_to_e4m3_asm(b)
+        else:
+            v = _e2m1x2_to_e4m3(b)
+        return v, ((e + 6) << 23).to(tl.float32, bitcast=True)
+    else:
+        offs = kb * 32 + tl.arange(0, 32)
+        v = tl.load(ptr + row_off[:, None] + offs[None, :], mask=ok[:, None], other=0.0)
+        return v, (e << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _e4m3_bits(s):
+    """E4M3 byte (int32) of fp32 ``s`` in [0, 448] that is exactly representable in E4M3."""
+    bits = s.to(tl.int32, bitcast=True)
+    normal = (((bits >> 23) - 120) << 3) | ((bits >> 20) & 7)
+    sub = (s * 512.0).to(tl.int32)
+    return tl.where(s < 0.015625, sub, normal)
+
+
+@triton.jit
+def _nvfp4_quant_tile(x, g, BM: tl.constexpr, BN: tl.constexpr):
+    """NVFP4 of fp32 ``x [BM, BN]`` (16-blocks along BN) with global scale ``g`` (fp32 scalar),
+    the recipe of ``formats.reference._nvfp4_blocks`` bit for bit. Returns (packed bytes int32
+    [BM, BN/2], E4M3 scale bytes int32 [BM, BN/16])."""
+    x3 = tl.reshape(x, [BM, BN // 16, 16])
+    amax = tl.max(tl.abs(x3), axis=2)
+    sv = tl.minimum(g * (amax * _RCP6), _FP8_MAX)
+    s_q = _e4m3_rne(sv)
+    zero_s = s_q == 0.0
+    inv_g = _div_rn(tl.full([BM, BN // 16], 1.0, tl.float32), g)
+    denom = tl.where(zero_s, 1.0, s_q * inv_g)  # 1.0: placeholder, never used
+    out_scale = tl.where(zero_s, 0.0, _div_rn(tl.full([BM, BN // 16], 1.0, tl.float32), denom))
+    codes = _e2m1_code(x3 * out_scale[:, :, None])
+    lo, hi = tl.split(tl.reshape(codes, [BM, BN // 2, 2]))
+    return lo | (hi << 4), _e4m3_bits(s_q)
+
+
+@triton.jit
+def _dequant_kernel(
+    ptr,  # values [R, K] (packed FP4: uint8 [R, K/2])
+    s_ptr,  # block scales [R, K/G] (unused for PLAIN / FP8)
+    out_ptr,  # fp32 [R, K]
+    R,
+    K,
+    stride_r,
+    stride_sr,
+    stride_or,
+    FMT: tl.constexpr,
+    BR: tl.constexpr,
+    BK: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    CD: tl.constexpr,
+    FAST_CVT: tl.constexpr,
+):
+    """Test entry: ``out = _load_tile(...)`` converted to fp32, i.e. exactly the tiles the GEMMs multiply
+    (before the per-tensor factors). grid = (cdiv(R, BR), cdiv(K, BK))."""
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    ki = tl.program_id(1)
+    ok = rows < R
+    r64 = rows.to(tl.int64)
+    x = _load_tile(ptr, r64 * stride_r, s_ptr, r64 * stride_sr, ki, K, ok, FMT, BR, BK, EVEN_K, CD, FAST_CVT)
+    cols = ki * BK + tl.arange(0, BK)
+    tl.store(out_ptr + r64[:, None] * stride_or + cols[None, :], x.to(tl.float32),
+             mask=ok[:, None] & (cols < K)[None, :])

@@ -1,0 +1,713 @@
+"""Block-scaled formats in the Triton MoE kernels: NVFP4, MXFP4 and MXFP8 weights with every
+activation format ``Format.allowed_activation_formats()`` allows, against ``fm.reference_moe``.
+
+    NVFP4 x BF16 (W4A16), NVFP4 x FP8_TENSOR (W4A8), NVFP4 x NVFP4 (W4A4, TRTLLM-Gen numerics),
+    MXFP4 x BF16, MXFP4 x MXFP8 (gpt-oss), MXFP8 x MXFP8
+
+On machines without CUDA the kernels run in Triton's interpreter (tiny shapes; fp16 / fp32 hidden
+states: the interpreter's bf16 ``tl.dot`` is wrong). ``gpu`` tests use real shapes.
+
+Error metrics (``_errors``): max |out - ref| / max |ref| and RMS(out - ref) / RMS(ref).
+``fm.reference_moe`` emulates every quantization point of the kernels (activations, the
+intermediate rounded to hidden's dtype and re-quantized with the same scale source), and the
+in-register dequantization is exact, so what remains is (a) the per-slot output y stored in
+hidden's dtype before the combine (the reference sums fp32), (b) fp32 summation order, and (c) the
+rare quantization flip (b) causes when an intermediate value sits on a rounding boundary. Bounds
+(max, rms):
+
+    fp32 hidden, interpreter          1e-5, 1e-6   (observed <= 5e-7: fp32 order only)
+    fp16 hidden, interpreter          4e-3, 1e-3   (observed <= 1e-3: fp16 roundings of y / out)
+    bf16 hidden, GPU                  6e-2, 1.2e-2 (as the FP8 paths: bf16 y, and over T*K*I
+                                                   ~ 10^6 intermediate elements a few FP4 / E4M3
+                                                   flips, each moving one element by a code step)
+
+Bit-level tests: the tiles the GEMMs multiply equal ``fm.dequantize`` bit for bit (a test-only
+kernel entry running the same ``_load_tile``), a one-hot GEMM1 reproduces the dequantized weight
+columns exactly, and the intermediate quantized in GEMM1's epilogue (or by the two-step path)
+equals ``fm.quantize`` byte for byte.
+"""
+
+import os
+from dataclasses import dataclass, replace
+from typing import Optional
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+import fusedmoe as fm  # noqa: E402
+from fusedmoe.backends.kernel_configs import KernelConfig, MoEKernelConfig, TunedTable, choose_config  # noqa: E402
+from fusedmoe.backends.triton_moe import dequantize_tiles, triton_experts  # noqa: E402
+from fusedmoe.config import Activation, ActivationParams, Format, TopK  # noqa: E402
+from fusedmoe.formats import QuantizedTensor, dequantize, quantize  # noqa: E402
+
+A, F = Activation, Format
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+E4M3 = torch.float8_e4m3fn
+interpreter = pytest.mark.interpreter
+gpu = pytest.mark.gpu
+OAI_SMALL = ActivationParams(alpha=1.702, beta=1.0, limit=0.5)  # exercises both clamps at test scale
+
+
+# ---- problems ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    wfmt: Format
+    afmt: Format
+    act: Activation
+    T: int = 5
+    H: int = 64
+    I: int = 32
+    align: Optional[int] = None  # None: ExpertWeights' default (16 gated / 128 non-gated, >= block)
+    E: int = 4
+    K: int = 2
+    offset: int = 0  # local_expert_offset (E_glob = E + 2 * offset when offset > 0)
+    bias: bool = False
+    static: bool = False  # static input / intermediate scales (NVFP4 x NVFP4 only: the weights' static
+    #                       scales belong to the weight format's own activations, ExpertWeights.static_scales_for)
+    dtype: torch.dtype = torch.float16
+    params: Optional[ActivationParams] = None
+    x_scale: float = 1.0  # hidden-state scale (large values reach gpt-oss's clamp at limit 7)
+    seed: int = 0
+
+    @property
+    def E_glob(self):
+        return self.E + 2 * self.offset if self.offset else self.E
+
+
+def _routing(c: Case, g: torch.Generator, device=DEV) -> TopK:
+    """Distinct experts per token; every token keeps one local expert (in a random slot)."""
+    rows = []
+    for _ in range(c.T):
+        loc = c.offset + int(torch.randint(0, c.E, (1,), generator=g))
+        others = [int(i) for i in torch.randperm(c.E_glob, generator=g) if int(i) != loc][: c.K - 1]
+        row = others + [loc]
+        rows.append([row[i] for i in torch.randperm(c.K, generator=g).tolist()])
+    ids = torch.tensor(rows, dtype=torch.int32).reshape(c.T, c.K)
+    return TopK(ids.to(device), (torch.rand(c.T, c.K, generator=g) + 0.1).to(device))
+
+
+def _intermediate_amax(hidden, w13, b13, act, params, ids, offset) -> float:
+    """Calibration for static intermediate scales: amax of act(hidden @ w13^T + b) over local slots
+    (float weights, no quantization: a calibrated-looking value is all that is needed)."""
+    E = w13.shape[0]
+    amax = 0.0
+    for e in range(E):
+        t = ((ids.long() - offset) == e).any(1).nonzero().flatten()
+        if t.numel():
+            h = hidden[t].float() @ w13[e].T
+            if b13 is not None:
+                h = h + b13[e]
+            amax = max(amax, fm.activations.apply_activation(h, act, params).abs().max().item())
+    return amax
+
+
+def make_case(c: Case, device=DEV):
+    g = torch.Generator().manual_seed(c.seed)
+    M = 2 * c.I if c.act.is_gated else c.I
+    w13 = torch.randn(c.E, M, c.H, generator=g) * c.H**-0.5
+    w2 = torch.randn(c.E, c.H, c.I, generator=g) * c.I**-0.5
+    b13 = torch.randn(c.E, M, generator=g) * 0.3 if c.bias else None
+    b2 = torch.randn(c.E, c.H, generator=g) * 0.3 if c.bias else None
+    hidden = (torch.randn(c.T, c.H, generator=g) * c.x_scale).to(c.dtype)
+    topk = _routing(c, g, device="cpu")
+    scales = {}
+    if c.static:
+        assert c.afmt is c.wfmt is F.NVFP4
+        top = 448.0 * 6.0  # dequant convention: s = 1/g = amax / 2688
+        z = _intermediate_amax(hidden, w13, b13, c.act, c.params, topk.ids, c.offset)
+        # inputs calibrated with 10 % headroom; the intermediate at 90 % of its amax (some values clip)
+        scales = dict(input_scale=hidden.float().abs().max().item() * 1.1 / top,
+                      intermediate_scale=max(z, 1e-3) * 0.9 / top)
+    W = fm.ExpertWeights.from_float(w13, w2, activation=c.act, format=c.wfmt, w13_bias=b13, w2_bias=b2,
+                                    alignment=c.align, act_params=c.params, **scales)
+    return hidden.to(device), W.to(device), TopK(topk.ids.to(device), topk.weights.to(device))
+
+
+def run_triton(hidden, W, topk, afmt, *, offset=0, config=None, woi=False, out=None, capture=None, scales=None):
+    """triton_experts with the weights' static scales where they apply (as the triton backend
+    passes them), or explicit ``scales = (a1, a2)``."""
+    a1, a2 = W.static_scales_for(afmt) if scales is None else scales
+    return triton_experts(
+        hidden, W.w13, W.w2, topk.ids, topk.weights, activation=W.activation, act_params=W.act_params,
+        act_format=afmt, intermediate_size_padded=W.padded_intermediate_size, w13_bias=W.w13_bias,
+        w2_bias=W.w2_bias, a1_scale=a1, a2_scale=a2, local_expert_offset=offset, weight_on_input=woi,
+        config=config, out=out, _capture=capture,
+    )
+
+
+def run_reference(hidden, W, topk, afmt, *, offset=0, E_glob=None, woi=False):
+    return fm.reference_moe(hidden, W, topk, activation=W.activation, activation_format=afmt,
+                            local_expert_offset=offset, num_experts=E_glob or (W.num_experts + offset),
+                            weight_on_input=woi)
+
+
+def _errors(out: torch.Tensor, ref: torch.Tensor):
+    d = out.double() - ref.double()
+    r = ref.double()
+    mx = d.abs().max().item() / max(r.abs().max().item(), 1e-30)
+    rms = d.pow(2).mean().sqrt().item() / max(r.pow(2).mean().sqrt().item(), 1e-30)
+    return mx, rms
+
+
+def _bounds(dtype):
+    return {torch.float32: (1e-5, 1e-6), torch.float16: (4e-3, 1e-3), torch.bfloat16: (6e-2, 1.2e-2)}[dtype]
+
+
+def check_case(c: Case, config=None, device=DEV):
+    hidden, W, topk = make_case(c, device)
+    got = run_triton(hidden, W, topk, c.afmt, offset=c.offset, config=config)
+    ref = run_reference(hidden, W, topk, c.afmt, offset=c.offset, E_glob=c.E_glob)
+    assert got.shape == (c.T, c.H) and got.dtype == c.dtype
+    mx, rms = _errors(got, ref)
+    bmx, brms = _bounds(c.dtype)
+    assert mx <= bmx and rms <= brms, (c, mx, rms)
+    if c.afmt is not F.BF16:
+        # the activation-format emulation matters: the same (dequantized) experts with unquantized
+        # activations are far off
+        Wf = replace(W, w13=QuantizedTensor(dequantize(W.w13), F.BF16), w2=QuantizedTensor(dequantize(W.w2), F.BF16),
+                     input_scale=None, intermediate_scale=None)
+        ref16 = run_reference(hidden, Wf, topk, F.BF16, offset=c.offset, E_glob=c.E_glob)
+        assert _errors(got, ref16)[1] > max(3 * rms, 1e-2), c
+    return got, ref
+
+
+# ---- end-to-end: every format pair, gated and non-gated ------------------------------------------
+
+_CASES = [
+    # NVFP4 x BF16 (W4A16, Hopper's natural pairing)
+    Case(F.NVFP4, F.BF16, A.SWIGLU),  # decode-ish, no padding
+    Case(F.NVFP4, F.BF16, A.RELU2, T=1, I=96, offset=2),  # non-gated: I 96 -> 128 (alignment 128), EP
+    Case(F.NVFP4, F.BF16, A.GEGLU, I=48, align=32, bias=True, dtype=torch.float32),  # 48 -> 64 per half
+    # NVFP4 x FP8_TENSOR (W4A8: E2M1 * s_blk and E4M3 both exact in bf16; dynamic per-tensor
+    # scales: the weights' static scales are NVFP4 scales)
+    Case(F.NVFP4, F.FP8_TENSOR, A.SWIGLU),
+    Case(F.NVFP4, F.FP8_TENSOR, A.RELU2, I=128, offset=2, seed=1),
+    Case(F.NVFP4, F.FP8_TENSOR, A.SILU, T=1, I=96, bias=True),  # padded non-gated
+    # NVFP4 x NVFP4 (W4A4 emulation of TRTLLM-Gen's numerics)
+    Case(F.NVFP4, F.NVFP4, A.SWIGLU, I=48, align=32, static=True),  # static global 1/a2: epilogue NVFP4
+    Case(F.NVFP4, F.NVFP4, A.RELU2, I=96, offset=2, seed=2),  # dynamic g over the local intermediate
+    Case(F.NVFP4, F.NVFP4, A.RELU2, T=1, I=128, static=True),  # Nemotron-H style ReLU2, static scales
+    Case(F.NVFP4, F.NVFP4, A.SWIGLU, bias=True, dtype=torch.float32, seed=3),  # dynamic, fp32 hidden
+    # MXFP4 x BF16
+    Case(F.MXFP4, F.BF16, A.SWIGLU_OAI, I=48, bias=True, params=OAI_SMALL),  # gpt-oss: 48 -> 64, clamps
+    Case(F.MXFP4, F.BF16, A.RELU2, T=1, I=96, offset=2),  # MXFP4 + ReLU2, padded, EP
+    Case(F.MXFP4, F.BF16, A.SWIGLU, I=64, dtype=torch.float32, seed=4),
+    # MXFP4 x MXFP8 (gpt-oss with MXFP8 activations)
+    Case(F.MXFP4, F.MXFP8, A.SWIGLU_OAI, bias=True, x_scale=8.0),  # gpt-oss constants, limit 7 reached
+    Case(F.MXFP4, F.MXFP8, A.RELU2, I=96, offset=2, seed=5),
+    Case(F.MXFP4, F.MXFP8, A.GELU, T=1, I=64, H=96, dtype=torch.float32),  # H = 3 x 32
+    # MXFP8 x MXFP8
+    Case(F.MXFP8, F.MXFP8, A.SWIGLU, I=48),  # 48 -> 64 (alignment raised to the 32-block)
+    Case(F.MXFP8, F.MXFP8, A.RELU2, I=96, offset=2, seed=6),
+    Case(F.MXFP8, F.MXFP8, A.RELU, T=1, bias=True, dtype=torch.float32),
+]
+
+
+def _case_id(c: Case) -> str:
+    return f"{c.wfmt.name}x{c.afmt.name}-{c.act.name}-T{c.T}-I{c.I}" + ("-static" if c.static else "") + \
+        ("-ep" if c.offset else "") + ("-bias" if c.bias else "") + ("-fp32" if c.dtype == torch.float32 else "")
+
+
+@interpreter
+@pytest.mark.parametrize("case", _CASES, ids=_case_id)
+def test_formats_against_reference(case):
+    check_case(case)
+
+
+# (kernel path exercised, config): swap_ab (the H200 decode shape), group_m, K tails (H = 96 with
+# block_k 64), block_n = 16 (MXFP8 intermediate through quantize_act instead of the epilogue),
+# the atomic combine, block_m 32 (the largest tile of the E4M3 partial-sum path of MX x MXFP8),
+# block_m 64 (MX x MXFP8 dequantized to the MMA dtype instead)
+_CFGS = [
+    MoEKernelConfig(KernelConfig(16, 64, 32, group_m=2, swap_ab=True), KernelConfig(16, 64, 64, swap_ab=True)),
+    MoEKernelConfig(KernelConfig(16, 16, 64), KernelConfig(16, 32, 32)),
+    MoEKernelConfig(KernelConfig(32, 32, 64), KernelConfig(32, 64, 64), atomic_combine=True),
+    MoEKernelConfig(KernelConfig(64, 32, 64), KernelConfig(64, 32, 32)),
+]
+
+
+@interpreter
+@pytest.mark.parametrize("cfg_idx", range(len(_CFGS)))
+@pytest.mark.parametrize("pair", [(F.NVFP4, F.NVFP4), (F.MXFP4, F.MXFP8), (F.MXFP8, F.MXFP8)],
+                         ids=lambda p: f"{p[0].name}x{p[1].name}")
+def test_kernel_configs(pair, cfg_idx):
+    wfmt, afmt = pair
+    act = A.SWIGLU if cfg_idx != 1 else A.RELU2
+    c = Case(wfmt, afmt, act, T=5, H=96, I=48 if act.is_gated else 96, align=32 if act.is_gated else None,
+             K=3, offset=1, static=afmt is F.NVFP4 and cfg_idx == 0, bias=cfg_idx == 2, seed=10 + cfg_idx)
+    check_case(c, config=_CFGS[cfg_idx])
+
+
+@interpreter
+@pytest.mark.parametrize("pair", [(F.NVFP4, F.FP8_TENSOR), (F.MXFP4, F.BF16)], ids=lambda p: f"{p[0].name}x{p[1].name}")
+def test_top1_weight_on_input_expert_parallel(pair):
+    """K = 1 (Llama4 weight on input): GEMM2 writes the output directly, non-local tokens get 0."""
+    wfmt, afmt = pair
+    c = Case(wfmt, afmt, A.SWIGLU, T=6, K=1, offset=4, bias=True, seed=7)
+    hidden, W, topk = make_case(c)
+    topk.ids[0, 0] = 0  # a non-local token
+    out = torch.full((c.T, c.H), float("nan"), dtype=c.dtype, device=DEV)  # every row must be written
+    got = run_triton(hidden, W, topk, afmt, offset=4, woi=True, out=out)
+    ref = run_reference(hidden, W, topk, afmt, offset=4, E_glob=c.E_glob, woi=True)
+    assert got.data_ptr() == out.data_ptr() and (got[0] == 0).all()
+    mx, rms = _errors(got, ref)
+    assert mx <= 4e-3 and rms <= 1e-3, (mx, rms)
+
+
+@interpreter
+def test_through_fused_moe_static_scales():
+    """fm.fused_moe(backend="triton"): the backend passes the weights' static scales only to the
+    activation format they belong to (NVFP4 W4A4 uses them; W4A16 and W4A8 do not)."""
+    c = Case(F.NVFP4, F.NVFP4, A.RELU2, T=5, I=128, static=True, offset=1, seed=8)
+    hidden, W, topk = make_case(c)
+    for afmt in (F.NVFP4, F.BF16, F.FP8_TENSOR):
+        got = fm.fused_moe(hidden, W, topk, activation=c.act, backend="triton", activation_format=afmt,
+                           num_experts=c.E_glob, local_expert_offset=c.offset)
+        ref = run_reference(hidden, W, topk, afmt, offset=c.offset, E_glob=c.E_glob)
+        mx, rms = _errors(got, ref)
+        assert mx <= 4e-3 and rms <= 1e-3, (afmt, mx, rms)
+    req = fm.backends.MoERequest(F.MXFP4, F.MXFP8, A.SWIGLU_OAI, has_bias=True)
+    assert fm.backends.get("triton").supports(req, torch.device("cuda")) is None
+
+
+# ---- padding -------------------------------------------------------------------------------------
+
+
+@interpreter
+@pytest.mark.parametrize("pair,act", [((F.NVFP4, F.NVFP4), A.SWIGLU), ((F.MXFP4, F.MXFP8), A.RELU2),
+                                      ((F.MXFP8, F.MXFP8), A.SWIGLU_OAI)],
+                         ids=lambda v: v.name if isinstance(v, Activation) else f"{v[0].name}x{v[1].name}")
+def test_padding_leaves_results_unchanged(pair, act):
+    """I = 48 padded to 64 or to 128 (per half when gated): bit-identical outputs (zero rows and
+    columns add exact zeros; zero groups never raise a scale)."""
+    wfmt, afmt = pair
+    outs = []
+    for align in (32, 128):
+        c = Case(wfmt, afmt, act, T=5, I=48, align=align, bias=True, dtype=torch.float32,
+                 params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=9)
+        hidden, W, topk = make_case(c)
+        assert W.padded_intermediate_size == (64 if align == 32 else 128)
+        cfg = MoEKernelConfig(KernelConfig(16, 32, 32), KernelConfig(16, 32, 32))
+        outs.append(run_triton(hidden, W, topk, afmt, config=cfg))
+    assert torch.equal(outs[0], outs[1])
+
+
+@interpreter
+@pytest.mark.parametrize("pair", [(F.NVFP4, F.NVFP4), (F.MXFP4, F.BF16), (F.MXFP8, F.MXFP8)],
+                         ids=lambda p: f"{p[0].name}x{p[1].name}")
+def test_dirty_strides_are_never_read(pair):
+    """Weights, scales and hidden as views into wider buffers whose gaps hold 0xFF (NaN for E4M3 /
+    UE8M0): the kernels follow the strides and mask tails, so the result is bit-identical."""
+    wfmt, afmt = pair
+    c = Case(wfmt, afmt, A.SWIGLU, T=5, H=96, I=48, align=32, K=2, seed=11)
+    hidden, W, topk = make_case(c)
+    cfg = MoEKernelConfig(KernelConfig(16, 32, 64), KernelConfig(16, 64, 64))  # K tails in GEMM1 (96 = 64 + 32)
+    clean = run_triton(hidden, W, topk, afmt, config=cfg)
+
+    def dirty(t):
+        if t is None:
+            return None
+        buf = torch.empty(t.shape[:-1] + (t.shape[-1] + 16,), dtype=torch.uint8, device=t.device)
+        buf.fill_(0xFF)
+        view = buf.view(t.dtype)[..., : t.shape[-1]] if t.dtype.itemsize == 1 else None
+        if view is None:
+            buf = torch.full(t.shape[:-1] + (t.shape[-1] + 16,), float("nan"), dtype=t.dtype, device=t.device)
+            view = buf[..., : t.shape[-1]]
+        view.copy_(t)
+        return view
+
+    def dirty_q(q: QuantizedTensor):
+        return QuantizedTensor(dirty(q.data), q.fmt, dirty(q.scale), q.global_scale)
+
+    Wd = replace(W, w13=dirty_q(W.w13), w2=dirty_q(W.w2))
+    assert Wd.w13.data.stride(1) != Wd.w13.data.shape[2]
+    got = run_triton(dirty(hidden), Wd, topk, afmt, config=cfg)
+    assert torch.equal(got, clean)
+
+
+# ---- bit level: in-register dequantization and epilogue quantizers ------------------------------
+
+
+def _random_operand(fmt: Format, shape, g: torch.Generator, mx_codes=None) -> QuantizedTensor:
+    """Random storage bytes (every E2M1 code incl. -0; E4M3 without NaN; UE8M0 codes 0..240, the
+    documented exact range of FP4 x UE8M0 (MXFP8 also 241..254), or ``mx_codes = (lo, hi)``;
+    positive E4M3 block scales)."""
+    *B, R, C = shape
+    if fmt.is_fp4:
+        data = torch.randint(0, 256, (*B, R, C // 2), generator=g, dtype=torch.uint8)
+    else:
+        codes = torch.randint(0, 254, (*B, R, C), generator=g, dtype=torch.uint8)
+        codes = torch.where((codes & 0x7F) == 0x7F, codes ^ 1, codes)  # no NaN
+        data = codes.view(E4M3)
+    if fmt is F.NVFP4:
+        s = torch.randint(0, 0x7F, (*B, R, C // 16), generator=g, dtype=torch.uint8).view(E4M3)
+        gs = torch.rand(B, generator=g) * 1000 + 1.0
+        return QuantizedTensor(data, fmt, s, gs)
+    if fmt in (F.MXFP4, F.MXFP8):
+        lo, hi = mx_codes or (0, 241 if fmt is F.MXFP4 else 255)
+        return QuantizedTensor(data, fmt, torch.randint(lo, hi, (*B, R, C // 32), generator=g, dtype=torch.uint8))
+    return QuantizedTensor(data, fmt, torch.rand(B, generator=g) + 0.5)
+
+
+@interpreter
+@pytest.mark.parametrize("fmt", [F.NVFP4, F.MXFP4, F.MXFP8, F.FP8_TENSOR], ids=lambda f: f.name)
+@pytest.mark.parametrize("block_k", [32, 64])
+def test_tile_dequantization_is_bit_exact(fmt, block_k):
+    """The tiles the GEMMs multiply (kernels/_blockscaled._load_tile, via a test-only kernel entry)
+    equal fm.dequantize bit for bit: NVFP4 after the epilogue's IEEE division by g, FP8 after the
+    per-tensor scale. Row and K tails (37 rows in tiles of 16; 96 = 64 + 32 columns)."""
+    g = torch.Generator().manual_seed(block_k)
+    q = _random_operand(fmt, (2, 37, 96), g)
+    tiles = dequantize_tiles(q.to(DEV), block_rows=16, block_k=block_k).cpu()
+    ref = dequantize(q)
+    if fmt is F.NVFP4:
+        got = torch.div(tiles, q.global_scale[:, None, None])
+    elif fmt is F.FP8_TENSOR:
+        assert torch.equal(tiles, q.data.float())
+        got = tiles * q.scale[:, None, None]
+    else:
+        got = tiles
+    assert torch.equal(got.view(torch.int32), ref.view(torch.int32))  # signed zeros included
+
+
+@interpreter
+def test_tile_dequantization_nan_scale():
+    """UE8M0 code 255 is NaN, as fm.dequantize."""
+    g = torch.Generator().manual_seed(0)
+    for fmt in (F.MXFP4, F.MXFP8):
+        q = _random_operand(fmt, (1, 16, 64), g)
+        q.scale[0, 3, 1] = 255
+        tiles = dequantize_tiles(q.to(DEV), block_rows=16, block_k=64).cpu()
+        assert torch.equal(torch.isnan(tiles), torch.isnan(dequantize(q)))
+        assert torch.isnan(tiles[0, 3, 32:64]).all()
+
+
+def _one_hot_problem(wfmt, act, dtype, E=4, H=64, I=64, T=6, seed=0):
+    """hidden row t = e_{j_t} (exact in every activation format): GEMM1 of slot (t, k) is the
+    dequantized column W13[e, :, j_t], computed exactly (one product per output)."""
+    g = torch.Generator().manual_seed(seed)
+    M = 2 * I if act.is_gated else I
+    w13 = torch.randn(E, M, H, generator=g) * 0.3
+    w2 = torch.randn(E, H, I, generator=g) * 0.1
+    W = fm.ExpertWeights.from_float(w13, w2, activation=act, format=wfmt)
+    j = torch.randint(0, H, (T,), generator=g)
+    hidden = torch.zeros(T, H, dtype=dtype)
+    hidden[torch.arange(T), j] = 1.0
+    ids = torch.stack([torch.randperm(E, generator=g)[:2] for _ in range(T)]).int()
+    topk = TopK(ids, torch.rand(T, 2, generator=g) + 0.1)
+    # expected GEMM1 output per slot x = t*2 + k
+    w13d = dequantize(W.w13)
+    h = torch.stack([w13d[ids[t, k], :, j[t]] for t in range(T) for k in range(2)]) + 0.0  # a dot gives +0, not -0
+    return hidden.to(DEV), W.to(DEV), TopK(ids.to(DEV), topk.weights.to(DEV)), h
+
+
+@interpreter
+@pytest.mark.parametrize("wfmt", [F.NVFP4, F.MXFP4], ids=lambda f: f.name)
+def test_one_hot_gemm1_reproduces_dequantized_weights(wfmt):
+    """IDENTITY activation, fp32 hidden, BF16 activation format: the intermediate GEMM1 writes is
+    fm.dequantize(w13)[e, :, j] bit for bit (the in-register dequantization inside the real GEMM,
+    including NVFP4's 1/g in the epilogue)."""
+    hidden, W, topk, h = _one_hot_problem(wfmt, A.IDENTITY, torch.float32)
+    cap = {}
+    cfg = MoEKernelConfig(KernelConfig(16, 32, 32, swap_ab=True), KernelConfig(16, 32, 32))
+    run_triton(hidden, W, topk, F.BF16, config=cfg, capture=cap)
+    assert torch.equal(cap["inter"].cpu().view(torch.int32), h.view(torch.int32))
+
+
+# (weights, activation format, static intermediate scale, GEMM1 block_n) -> which quantizer runs
+_INTER_CASES = [
+    (F.NVFP4, F.NVFP4, True, 32),  # NVFP4 in GEMM1's epilogue (static global scale g2 = 1/a2)
+    (F.NVFP4, F.NVFP4, False, 32),  # dynamic g over the local intermediate: quantize_act after GEMM1
+    (F.MXFP4, F.MXFP8, False, 64),  # MXFP8 1x32 groups in the epilogue
+    (F.MXFP8, F.MXFP8, False, 16),  # block_n 16 < 32: MXFP8 through quantize_act
+    (F.NVFP4, F.FP8_TENSOR, True, 32),  # FP8 static per tensor in the epilogue (triton_experts' a1 / a2)
+]
+
+
+@interpreter
+@pytest.mark.parametrize("wfmt,afmt,static,bn", _INTER_CASES,
+                         ids=lambda v: v.name if isinstance(v, Format) else str(v))
+@pytest.mark.parametrize("act", [A.IDENTITY, A.RELU2], ids=lambda a: a.name)
+def test_intermediate_quantization_is_bit_exact(wfmt, afmt, static, bn, act):
+    """GEMM2's input equals fm.quantize(round_to_hidden_dtype(act(h))) byte for byte: values /
+    packed codes, block scales (computed from the rounded values) and the global scale."""
+    dtype = torch.float16
+    hidden, W, topk, h = _one_hot_problem(wfmt, act, dtype, seed=1)
+    a2, scales = None, (None, None)
+    if static:
+        amax = h.abs().max().item() ** (2 if act is A.RELU2 else 1)
+        a2 = torch.tensor([amax * 0.8 / (448 * (6 if afmt is F.NVFP4 else 1))])
+        # one-hot hidden rows stay exact: NVFP4 g1 = 1 / (1/2688) = 2688, FP8 a1 = 1
+        scales = (torch.ones(1, device=DEV) * (1.0 / 2688 if afmt is F.NVFP4 else 1.0), a2.to(DEV))
+    z = fm.activations.apply_activation(h, act).to(dtype)
+    if afmt is F.NVFP4:
+        want = quantize(z, afmt, global_scale=None if a2 is None else 1.0 / a2)
+    elif afmt is F.FP8_TENSOR:
+        want = quantize(z, afmt, scale=a2)
+    else:
+        want = quantize(z, afmt)
+    cap = {}
+    cfg = MoEKernelConfig(KernelConfig(16, bn, 32), KernelConfig(16, 32, 32))
+    run_triton(hidden, W, topk, afmt, config=cfg, capture=cap, scales=scales)
+    data = cap["inter"].cpu()
+    assert data.dtype == want.data.dtype
+    assert torch.equal(data.view(torch.uint8), want.data.view(torch.uint8))
+    if afmt is F.FP8_TENSOR:
+        assert torch.equal(cap["inter_scale"].cpu().reshape(()), want.scale.reshape(()))
+        return
+    assert torch.equal(cap["inter_scale"].cpu().view(torch.uint8), want.scale.view(torch.uint8))
+    if afmt is F.NVFP4:
+        assert torch.equal(cap["inter_g"].cpu().reshape(()), want.global_scale.reshape(()))
+
+
+# ---- sm_90 compilation (no GPU needed) -----------------------------------------------------------
+
+_SM90_SCRIPT = r'''
+"""Compile the block-scaled Triton MoE kernels for sm_90 (no GPU needed: Triton's bundled ptxas).
+Prints one line per variant: name, registers, spills (LDL/STL in SASS), instructions."""
+import os, re, subprocess, sys, tempfile
+os.environ.pop("TRITON_INTERPRET", None)
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from fusedmoe.kernels import _blockscaled as B
+from fusedmoe.kernels import _moe_gemm as G
+
+F = {"plain": 0, "fp8": 1, "nvfp4": 2, "mxfp4": 3, "mxfp8": 4}
+VAL = {"plain": "*bf16", "fp8": "*fp8e4nv", "nvfp4": "*u8", "mxfp4": "*u8", "mxfp8": "*fp8e4nv"}
+SCL = {"plain": "*fp32", "fp8": "*fp32", "nvfp4": "*fp8e4nv", "mxfp4": "*u8", "mxfp8": "*u8"}
+NODIV = ("num_slots", "num_blocks_m", "act_alpha", "act_beta", "act_limit", "R")
+BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+
+
+def compile_kernel(fn, types, constexprs, num_warps, num_stages):
+    sig, attrs = {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in constexprs:
+            sig[name] = "constexpr"
+            continue
+        sig[name] = types.get(name, "i32")
+        if name not in NODIV and not sig[name].startswith("fp"):
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    src = ASTSource(fn, sig, constexprs=constexprs, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=num_warps, num_stages=num_stages))
+
+
+def sass_of(k):
+    """(SASS text, registers per thread) of a compiled kernel, by the bundled cuobjdump."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(k.asm["cubin"])
+    try:
+        tool = os.path.join(BIN, "cuobjdump")
+        sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
+        res = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True).stdout
+        m = re.search(r"REG:(\d+)", res)
+        return sass, int(m.group(1)) if m else -1
+    finally:
+        os.unlink(f.name)
+
+
+def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False):
+    swap = BM < 64
+    common = dict(a_ptr=VAL[a], a_scale_ptr=SCL[a], w_ptr=VAL[w], w_scale_ptr=SCL[w], bias_ptr="*fp32",
+                  topk_w_ptr="*fp32", sorted_ids_ptr="*i32", block_expert_ptr="*i32", num_post_padded_ptr="*i32",
+                  a_gs_ptr="*fp32", w_gs_ptr="*fp32", act_alpha="fp32", act_beta="fp32", act_limit="fp32")
+    ce = dict(TOP_K=8, E_LOC=128, QUANT=4, A_FMT=F[a], W_FMT=F[w], CD=tl.bfloat16, FAST_CVT=True, KPERM=True,
+              MXDOT=mxdot, HAS_BIAS=bias, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=1 if swap else 8,
+              SWAP_AB=swap, EVEN_K=True, EVEN_N=True, UPCAST=False, PRECISION="tf32")
+    if which == 1:
+        types = dict(common, out_ptr={0: "*bf16", 1: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8"}[out_q],
+                     out_scale_ptr={0: "*fp32", 1: "*fp32", 3: "*u8", 4: "*u8"}[out_q], out_qscale_ptr="*fp32")
+        ce.update(ACT=act, GATED=gated, OUT_Q=out_q, ROUND_DTYPE=tl.bfloat16, Q_AS_FP32=False, WEIGHT_ON_INPUT=False)
+        return compile_kernel(G._gemm1_kernel, types, ce, nw, ns)
+    types = dict(common, out_ptr="*bf16")
+    ce.update(MUL_ROUTING_WEIGHT=True, OUT_ATOMIC=False)
+    return compile_kernel(G._gemm2_kernel, types, ce, nw, ns)
+
+
+VARIANTS = {
+    # decode (swap_ab, block_m 16): the weight tile is wgmma's register operand
+    "g1 NVFP4xBF16 swiglu": lambda: gemm(1, "nvfp4", "plain"),
+    "g1 NVFP4xFP8 relu2 fp8-static-out": lambda: gemm(1, "nvfp4", "fp8", out_q=1, act=3, gated=False),
+    "g1 NVFP4xNVFP4 swiglu nvfp4-out": lambda: gemm(1, "nvfp4", "nvfp4", out_q=4),
+    "g1 MXFP4xBF16 swiglu_oai bias": lambda: gemm(1, "mxfp4", "plain", act=2, bias=True),
+    "g1 MXFP4xMXFP8 e4m3-mma mxfp8-out": lambda: gemm(1, "mxfp4", "mxfp8", out_q=3, mxdot=True),
+    "g1 MXFP8xMXFP8 e4m3-mma mxfp8-out": lambda: gemm(1, "mxfp8", "mxfp8", out_q=3, mxdot=True),
+    "g2 NVFP4xNVFP4": lambda: gemm(2, "nvfp4", "nvfp4"),
+    "g2 MXFP4xMXFP8 e4m3-mma": lambda: gemm(2, "mxfp4", "mxfp8", mxdot=True),
+    # prefill (block_m 128 / 64, 8 warps): the dequantized weight tile goes through shared memory
+    "g1 NVFP4xBF16 prefill": lambda: gemm(1, "nvfp4", "plain", BM=128, nw=8, ns=3),
+    "g1 MXFP8xMXFP8 prefill dequant": lambda: gemm(1, "mxfp8", "mxfp8", out_q=3, BM=64, nw=8, ns=3),
+    "g2 MXFP4xBF16 prefill": lambda: gemm(2, "mxfp4", "plain", BM=128, BN=128, nw=8, ns=3),
+    "dequant tiles fast": lambda: compile_kernel(
+        B._dequant_kernel, dict(ptr="*u8", s_ptr="*u8", out_ptr="*fp32"),
+        dict(FMT=3, BR=32, BK=64, EVEN_K=True, CD=tl.bfloat16, FAST_CVT=True), 4, 1),
+}
+
+if __name__ == "__main__":
+    names = sys.argv[1:] or list(VARIANTS)
+    for name in names:
+        sass, regs = sass_of(VARIANTS[name]())
+        spills = len(re.findall(r"\b(?:LDL|STL)\b", sass))
+        print(f"{name}|regs={regs}|spills={spills}", flush=True)
+'''
+
+
+def test_kernels_compile_for_sm90_without_spills(tmp_path):
+    """Every block-scaled kernel path (decode and prefill tiles, each operand format, the E4M3
+    partial-sum path, the epilogue quantizers, the inline-PTX conversions) compiles for sm_90 with
+    Triton's bundled ptxas and cuobjdump, and without register spills. Runs in a subprocess (the
+    tests interpret Triton; compiling needs the JIT). Needs no GPU."""
+    import subprocess
+    import sys
+
+    import triton
+
+    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    if not (os.path.exists(os.path.join(bin_dir, "ptxas")) and os.path.exists(os.path.join(bin_dir, "cuobjdump"))):
+        pytest.skip("Triton's bundled ptxas / cuobjdump not found")
+    script = tmp_path / "sm90_smoke.py"
+    script.write_text(_SM90_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
+    rows = [line.split("|") for line in res.stdout.strip().splitlines()]
+    assert len(rows) == 12, res.stdout
+    for name, regs, spills in rows:
+        assert spills == "spills=0", (name, regs, spills)
+
+
+# ---- errors and configs (no kernels needed for most) ---------------------------------------------
+
+
+@interpreter
+def test_errors():
+    c = Case(F.MXFP4, F.BF16, A.SWIGLU, T=2)
+    hidden, W, topk = make_case(c)
+    base = dict(activation=c.act, act_params=None, intermediate_size_padded=W.padded_intermediate_size)
+    args = (hidden, W.w13, W.w2, topk.ids, topk.weights)
+    with pytest.raises(ValueError, match="act_format"):
+        triton_experts(*args, act_format=F.NVFP4, **base)  # MXFP4 pairs with BF16 / MXFP8 only
+    with pytest.raises(ValueError, match="static"):
+        triton_experts(*args, act_format=F.MXFP8, a1_scale=torch.ones(1, device=DEV), **base)
+    with pytest.raises(ValueError, match="block_k"):
+        cfg = MoEKernelConfig(KernelConfig(16, 32, 16), KernelConfig(16, 32, 32))  # MX needs whole 32-blocks
+        triton_experts(*args, act_format=F.BF16, config=cfg, **base)
+    with pytest.raises(ValueError, match="dequantize_tiles"):
+        dequantize_tiles(QuantizedTensor(torch.zeros(2, 4, 32, device=DEV), F.BF16))
+
+
+def test_heuristic_block_scaled():
+    kw = dict(device_name="NVIDIA H200", table=TunedTable())
+    # gpt-oss: H = 2880 = 45 * 64 -> block_k 64 (no K mask); decode swaps A/B with 64-row weight tiles
+    c = choose_config(1, 2 * 2880, 2880, 32, 4, F.MXFP4, "gemm1", activation=A.SWIGLU_OAI, **kw)
+    assert c.block_k == 64 and c.swap_ab and c.block_n >= 64 and c.block_m == 16
+    for fmt in (F.NVFP4, F.MXFP4, F.MXFP8):
+        for K in (2048, 2688, 1856, 768):
+            c = choose_config(8, 4096, K, 128, 8, fmt, "gemm2", **kw)
+            assert c.block_k % 32 == 0 and c.block_k <= 128 and K % c.block_k == 0, (fmt, K, c)
+        c = choose_config(8192, 1536, 2048, 128, 8, fmt, "gemm1", activation=A.SWIGLU, **kw)
+        assert c.block_m == 128 and not c.swap_ab and c.block_k == 128 and c.num_stages >= 2
+
+
+# ---- GPU tests (real shapes) -------------------------------------------------------------------
+
+_PAIRS = [(F.NVFP4, F.BF16), (F.NVFP4, F.FP8_TENSOR), (F.NVFP4, F.NVFP4), (F.MXFP4, F.BF16), (F.MXFP4, F.MXFP8),
+          (F.MXFP8, F.MXFP8)]
+
+
+@gpu
+@pytest.mark.parametrize("T", [1, 8, 128, 512])
+@pytest.mark.parametrize("pair", _PAIRS, ids=lambda p: f"{p[0].name}x{p[1].name}")
+@pytest.mark.parametrize("act", [A.SWIGLU, A.RELU2], ids=lambda a: a.name)
+def test_gpu_qwen3_shapes(T, pair, act):
+    """Qwen3-30B-A3B-like: H 2048, I 768, E 128, K 8, bf16; static scales for FP8 / NVFP4."""
+    c = Case(pair[0], pair[1], act, T=T, H=2048, I=768, E=128, K=8, static=pair == (F.NVFP4, F.NVFP4),
+             dtype=torch.bfloat16, seed=T)
+    check_case(c)
+
+
+@gpu
+@pytest.mark.parametrize("T", [1, 8, 128, 512])
+@pytest.mark.parametrize("afmt", [F.BF16, F.MXFP8], ids=lambda f: f.name)
+def test_gpu_gpt_oss_shapes(T, afmt):
+    """gpt-oss-120b-like MXFP4 experts: H 2880, I 2880 padded to 3072 (SGLang pads to 256), E 128,
+    K 4, clamped SwiGLU with biases on both GEMMs."""
+    c = Case(F.MXFP4, afmt, A.SWIGLU_OAI, T=T, H=2880, I=2880, align=256, E=128, K=4, bias=True,
+             dtype=torch.bfloat16, x_scale=4.0, seed=T + 1)
+    check_case(c)
+
+
+@gpu
+@pytest.mark.parametrize("T", [1, 8, 128, 512])
+@pytest.mark.parametrize("afmt", [F.BF16, F.FP8_TENSOR, F.NVFP4], ids=lambda f: f.name)
+@pytest.mark.parametrize("static", [True, False], ids=["static", "dynamic"])
+def test_gpu_nemotron_nvfp4_relu2(T, afmt, static):
+    """Nemotron-3-Nano-sized NVFP4 ReLU2 (H 2688, I 1856 padded to 1920 by the non-gated 128
+    alignment), expert parallel: 128 local experts (offset 128) of 384, top-22."""
+    if static and afmt is not F.NVFP4:
+        pytest.skip("the weights' static scales are NVFP4 scales")
+    c = Case(F.NVFP4, afmt, A.RELU2, T=T, H=2688, I=1856, E=128, K=22, offset=128, static=static,
+             dtype=torch.bfloat16, seed=T + 2)
+    check_case(c)
+
+
+@gpu
+@pytest.mark.parametrize("pair", _PAIRS, ids=lambda p: f"{p[0].name}x{p[1].name}")
+def test_gpu_cuda_graph_and_determinism(pair):
+    c = Case(pair[0], pair[1], A.SWIGLU, T=8, H=2048, I=768, E=128, K=8, static=pair == (F.NVFP4, F.NVFP4),
+             dtype=torch.bfloat16)
+    hidden, W, topk = make_case(c)
+    eager = run_triton(hidden, W, topk, c.afmt)
+    assert torch.equal(eager, run_triton(hidden, W, topk, c.afmt))
+    out = torch.empty_like(eager)
+    run_triton(hidden, W, topk, c.afmt, out=out)  # warm-up (compilation) outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run_triton(hidden, W, topk, c.afmt, out=out)
+    out.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)
+
+
+@gpu
+@pytest.mark.parametrize("fast", [False, True], ids=["portable", "fast_cvt"])
+@pytest.mark.parametrize("fmt", [F.NVFP4, F.MXFP4, F.MXFP8], ids=lambda f: f.name)
+def test_gpu_tile_dequantization_is_bit_exact(fmt, fast):
+    """The compiled dequantization, fp32 (portable) and bf16 through the inline-PTX conversions
+    (fast_cvt: PRMT tables for E2M1, bf16 block-scale products), vs fm.dequantize bit for bit.
+    The bf16 products are checked where they are normal numbers (UE8M0 codes 10..240)."""
+    g = torch.Generator().manual_seed(0)
+    q = _random_operand(fmt, (4, 256, 2880), g, mx_codes=(10, 241) if fast else None)
+    tiles = dequantize_tiles(q.to("cuda"), block_rows=32, block_k=64, fast_cvt=fast).cpu()
+    ref = dequantize(q)
+    got = torch.div(tiles, q.global_scale[:, None, None]) if fmt is F.NVFP4 else tiles
+    assert torch.equal(got.view(torch.int32), ref.view(torch.int32))
+
+
+@gpu
+@pytest.mark.parametrize("T", [1, 64])
+@pytest.mark.parametrize("pair", _PAIRS, ids=lambda p: f"{p[0].name}x{p[1].name}")
+def test_gpu_fast_conversions_are_bit_identical(pair, T):
+    """The inline-PTX conversions (E2M1 -> bf16 / E4M3) change instructions, not values: the whole
+    MoE is bit-identical with them on and off (same tiles, same MMAs)."""
+    c = Case(pair[0], pair[1], A.SWIGLU_OAI if pair[0] is F.MXFP4 else A.SWIGLU, T=T, H=2048, I=768, E=64, K=4,
+             bias=pair[0] is F.MXFP4, static=pair == (F.NVFP4, F.NVFP4), dtype=torch.bfloat16)
+    hidden, W, topk = make_case(c)
+    a1, a2 = W.static_scales_for(c.afmt)
+    kw = dict(activation=W.activation, act_params=W.act_params, act_format=c.afmt,
+              intermediate_size_padded=W.padded_intermediate_size, w13_bias=W.w13_bias, w2_bias=W.w2_bias,
+              a1_scale=a1, a2_scale=a2)
+    args = (hidden, W.w13, W.w2, topk.ids, topk.weights)
+    assert torch.equal(triton_experts(*args, _fast_cvt=True, **kw), triton_experts(*args, _fast_cvt=False, **kw))
