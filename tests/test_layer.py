@@ -74,10 +74,11 @@ def test_select_on_cpu_is_reference_and_explicit_triton_is_refused(monkeypatch):
         _layer(backend="nope")
 
 
-def test_triton_backend_refuses_formats_it_lacks():
-    req = fm.backends.MoERequest(F.MXFP4, F.BF16, A.SWIGLU_OAI)
-    why = fm.backends.get("triton").supports(req, torch.device("cuda"))
-    assert why is not None and "MXFP4" in why
+def test_triton_backend_refuses_what_it_lacks():
+    triton_backend = fm.backends.get("triton")
+    why = triton_backend.supports(fm.backends.MoERequest(F.NVFP4, F.MXFP8, A.SWIGLU), torch.device("cuda"))
+    assert why is not None and "MXFP8" in why and "NVFP4" in why
+    assert triton_backend.supports(fm.backends.MoERequest(F.BF16, F.BF16, A.SWIGLU), torch.device("cuda")) is None
 
 
 class TestBadInput:
