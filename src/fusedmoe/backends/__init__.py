@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Tuple, Union
 import torch
 
 from ..weights import ExpertWeights
-from .base import Backend, MoERequest, UnsupportedError, resolve_activation_format, validate_call
+from .base import Backend, MoERequest, UnsupportedError
 from .reference import ReferenceBackend, reference_moe
 from .triton import TritonBackend
 

@@ -10,7 +10,7 @@ import torch
 from ..config import Format
 from .base import MoERequest
 
-__all__ = ["TritonBackend"]
+__all__ = ["TritonBackend", "run_weights"]
 
 # Every weight format, each with every activation format of Format.allowed_activation_formats()
 # (NVFP4 / MXFP4 / MXFP8 are dequantized in registers: Hopper has no FP4 or micro-scaled MMA).
@@ -29,9 +29,9 @@ class TritonBackend:
         device = torch.device(device)
         if device.type != "cuda" and not _interpreter():
             return f"needs a CUDA device (or TRITON_INTERPRET=1 for testing), got {device.type}"
-        try:
-            import triton  # noqa: F401
-        except ImportError:  # pragma: no cover - triton is a dependency
+        import importlib.util
+
+        if importlib.util.find_spec("triton") is None:  # pragma: no cover - triton is a dependency
             return "triton is not installed"
         if request.weight_format not in _WEIGHT_FORMATS:
             return (f"{request.weight_format.name} weights are not implemented in the triton backend yet "
@@ -42,24 +42,33 @@ class TritonBackend:
         return None
 
     def run(self, hidden, weights, topk, *, activation_format, local_expert_offset, weight_on_input, num_experts=None):
-        from .triton_moe import triton_experts
+        return run_weights(hidden, weights, topk, activation_format=activation_format,
+                           local_expert_offset=local_expert_offset, weight_on_input=weight_on_input)
 
-        # the stored static scales belong to the weight format's own activation format only
-        a1, a2 = weights.static_scales_for(activation_format)
-        return triton_experts(
-            hidden,
-            weights.w13,
-            weights.w2,
-            topk.ids if topk.ids.dtype == torch.int32 else topk.ids.to(torch.int32),
-            topk.weights if topk.weights.dtype == torch.float32 else topk.weights.float(),
-            activation=weights.activation,
-            act_params=weights.act_params,
-            act_format=activation_format,
-            intermediate_size_padded=weights.padded_intermediate_size,
-            w13_bias=weights.w13_bias,
-            w2_bias=weights.w2_bias,
-            a1_scale=a1,
-            a2_scale=a2,
-            local_expert_offset=local_expert_offset,
-            weight_on_input=weight_on_input,
-        )
+
+def run_weights(hidden, weights, topk, *, activation_format, local_expert_offset=0, weight_on_input=False,
+                config=None):
+    """``triton_experts`` on an ``ExpertWeights`` (the one place that unpacks it; the benchmark
+    and the tuner call this too). ``config`` overrides the kernel configuration."""
+    from .triton_moe import triton_experts
+
+    # the stored static scales belong to the weight format's own activation format only
+    a1, a2 = weights.static_scales_for(activation_format)
+    return triton_experts(
+        hidden,
+        weights.w13,
+        weights.w2,
+        topk.ids if topk.ids.dtype == torch.int32 else topk.ids.to(torch.int32),
+        topk.weights if topk.weights.dtype == torch.float32 else topk.weights.float(),
+        activation=weights.activation,
+        act_params=weights.act_params,
+        act_format=activation_format,
+        intermediate_size_padded=weights.padded_intermediate_size,
+        w13_bias=weights.w13_bias,
+        w2_bias=weights.w2_bias,
+        a1_scale=a1,
+        a2_scale=a2,
+        local_expert_offset=local_expert_offset,
+        weight_on_input=weight_on_input,
+        config=config,
+    )

@@ -98,17 +98,11 @@ def _act64(h: torch.Tensor, act: Activation, p: Optional[ActivationParams]) -> t
 
 
 def _qdq(x: torch.Tensor, fmt: Format, static: Optional[torch.Tensor]) -> torch.Tensor:
-    from ..formats import dequantize, quantize
+    from ..backends.reference import quantize_dequantize_activation
 
-    if fmt is Format.BF16 or x.shape[0] == 0:
-        return x.double()
-    if fmt is Format.FP8_TENSOR:
-        q = quantize(x, fmt, scale=static)
-    elif fmt is Format.NVFP4:
-        q = quantize(x, fmt, global_scale=None if static is None else 1.0 / static)
-    else:
-        q = quantize(x, fmt)
-    return dequantize(q, torch.float32).double()
+    if fmt is Format.BF16:
+        return x.double()  # keep float64 inputs float64
+    return quantize_dequantize_activation(x, fmt, static).double()
 
 
 @torch.no_grad()

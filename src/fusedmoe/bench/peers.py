@@ -191,7 +191,7 @@ class TritonPeer(Peer):
         return cfg, ("tuned" if hit is not None else "heuristic")
 
     def build(self, case: BenchCase, weights: ExpertWeights) -> Runner:
-        from ..backends.triton_moe import triton_experts
+        from ..backends.triton import run_weights
 
         dev = weights.device
         cache: Dict[int, Any] = {}
@@ -203,12 +203,8 @@ class TritonPeer(Peer):
 
         def run(x: torch.Tensor, topk: TopK) -> torch.Tensor:
             c, _ = cfg(x.shape[0])
-            return triton_experts(
-                x, weights.w13, weights.w2, topk.ids, topk.weights, activation=weights.activation,
-                act_params=weights.act_params, act_format=case.act_format,
-                intermediate_size_padded=weights.padded_intermediate_size, w13_bias=weights.w13_bias,
-                w2_bias=weights.w2_bias, a1_scale=weights.input_scale, a2_scale=weights.intermediate_scale,
-                weight_on_input=case.weight_on_input, config=c)
+            return run_weights(x, weights, topk, activation_format=case.act_format,
+                               weight_on_input=case.weight_on_input, config=c)
 
         def info(T: int) -> Dict[str, Any]:
             c, src = cfg(T)

@@ -315,7 +315,7 @@ def _precompile_worker(preset, weight_format_value: str, seed: int, items) -> in
     (shared with the tuning process, which then only loads the binaries). Returns how many ran."""
     import torch
 
-    from ..backends.triton_moe import triton_experts
+    from ..backends.triton import run_weights
     from .presets import BenchCase, calibrate_static_scales, make_inputs, make_weights
 
     wf = Format(weight_format_value)
@@ -329,11 +329,8 @@ def _precompile_worker(preset, weight_format_value: str, seed: int, items) -> in
             sets[T] = make_inputs(case, T, device=dev, nsets=1, seed=seed)[0]
         s = sets[T]
         try:
-            triton_experts(s.x, w.w13, w.w2, s.topk.ids, s.topk.weights, activation=w.activation,
-                           act_params=w.act_params, act_format=case.act_format,
-                           intermediate_size_padded=w.padded_intermediate_size, w13_bias=w.w13_bias,
-                           w2_bias=w.w2_bias, a1_scale=w.input_scale, a2_scale=w.intermediate_scale,
-                           weight_on_input=case.weight_on_input, config=cfg)
+            run_weights(s.x, w, s.topk, activation_format=case.act_format,
+                        weight_on_input=case.weight_on_input, config=cfg)
             torch.cuda.synchronize()
             done += 1
         except Exception:  # the tuning process records the error when it runs the candidate itself
@@ -420,7 +417,7 @@ def run_tune(opts: TuneOptions, *, progress: Optional[Callable[[str, int], None]
     import torch
 
     from ..backends.reference import reference_moe
-    from ..backends.triton_moe import triton_experts
+    from ..backends.triton import run_weights
     from .peers import check_bound, rel_errors
     from .presets import BenchCase, calibrate_static_scales, format_problem, make_inputs, make_weights
     from .timing import time_calls
@@ -468,12 +465,8 @@ def run_tune(opts: TuneOptions, *, progress: Optional[Callable[[str, int], None]
                 bound = check_bound(case.act_format, dtype)
 
                 def run(cfg, s=sets[0]):
-                    out = triton_experts(s.x, weights.w13, weights.w2, s.topk.ids, s.topk.weights,
-                                         activation=weights.activation, act_params=weights.act_params,
-                                         act_format=case.act_format, intermediate_size_padded=I_pad,
-                                         w13_bias=weights.w13_bias, w2_bias=weights.w2_bias,
-                                         a1_scale=weights.input_scale, a2_scale=weights.intermediate_scale,
-                                         weight_on_input=case.weight_on_input, config=cfg)
+                    out = run_weights(s.x, weights, s.topk, activation_format=case.act_format,
+                                      weight_on_input=case.weight_on_input, config=cfg)
                     if cuda:
                         torch.cuda.synchronize(dev)
                     return out
@@ -484,12 +477,9 @@ def run_tune(opts: TuneOptions, *, progress: Optional[Callable[[str, int], None]
                     return ok, f"max_rel {mx:.2e}, rms_rel {rms:.2e} (bounds {bound[0]:.0e}, {bound[1]:.0e})"
 
                 def time_fn(cfg, sets=sets):
-                    calls = [(lambda s=s: triton_experts(
-                        s.x, weights.w13, weights.w2, s.topk.ids, s.topk.weights, activation=weights.activation,
-                        act_params=weights.act_params, act_format=case.act_format, intermediate_size_padded=I_pad,
-                        w13_bias=weights.w13_bias, w2_bias=weights.w2_bias, a1_scale=weights.input_scale,
-                        a2_scale=weights.intermediate_scale, weight_on_input=case.weight_on_input, config=cfg))
-                        for s in sets]
+                    calls = [(lambda s=s: run_weights(s.x, weights, s.topk, activation_format=case.act_format,
+                                                      weight_on_input=case.weight_on_input, config=cfg))
+                             for s in sets]
                     return time_calls(calls, dev, reps=30, budget_s=0.3).median_s
 
                 cands = cands_by_T[T]

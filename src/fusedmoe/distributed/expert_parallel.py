@@ -49,8 +49,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import torch
 
 from ..config import Activation, Format, RoutingConfig, TopK
-from ..layer import FusedMoE
-from ..routing import unpack_topk
+from ..layer import FusedMoE, _as_topk
 from ..weights import ExpertWeights
 from ._comm import (DTYPE_CODES, GroupInfo, all_gather_rows, all_reduce_sum, all_to_all_rows, check_same,
                     gather_int_vectors, group_info, meta_device, reduce_scatter_rows)
@@ -106,17 +105,6 @@ def choose_dispatch(total_tokens: int, *, all_gather_max_tokens: int = DEFAULT_A
     return "all_gather" if total_tokens <= all_gather_max_tokens else "all_to_all"
 
 
-def _as_topk(topk) -> TopK:
-    if isinstance(topk, TopK):
-        return topk
-    if isinstance(topk, torch.Tensor):
-        if topk.dtype != torch.int32:
-            raise TypeError(f"a packed top-k tensor must be int32 [T, K] (fm.pack_topk), got {topk.dtype}")
-        return unpack_topk(topk)
-    if isinstance(topk, tuple) and len(topk) == 2:
-        return TopK(*topk)
-    raise TypeError("topk must be a fm.TopK, an (ids, weights) pair or a packed int32 tensor, "
-                    f"got {type(topk).__name__}")
 
 
 def _ids_checkable(t: torch.Tensor) -> bool:

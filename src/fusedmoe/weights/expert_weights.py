@@ -18,7 +18,7 @@ columns are zero, so results do not depend on the alignment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import torch
