@@ -1,0 +1,70 @@
+"""The BF16 / FP8 expert kernels (issue 3's paths: QUANT none / tensor / row / 128x128 block, every
+intermediate mode, decode and prefill tiles) compile for sm_90 with Triton's bundled ptxas and
+without register spills. Needs no GPU: it guards the GPU path on machines that cannot run it.
+
+Reuses the compile helpers of tests/test_triton_fp4.py's sm_90 script (``compile_kernel``,
+``sass_of``) and replaces its variant table with the 16-bit / FP8 ones.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from test_triton_fp4 import _SM90_SCRIPT
+
+_VARIANTS = r'''
+def gemm8(which, quant, *, a="bf16", out_q=0, act=0, gated=True, BM=16, BN=64, BK=128, nw=4, ns=4, even=True):
+    """QUANT 0 NONE (bf16), 1 TENSOR, 2 ROW, 3 BLOCK (fp8 operands, fp32 scales)."""
+    swap = BM < 64
+    val = "*bf16" if quant == 0 else "*fp8e4nv"
+    common = dict(a_ptr=val, a_scale_ptr="*fp32", w_ptr=val, w_scale_ptr="*fp32", bias_ptr="*fp32",
+                  topk_w_ptr="*fp32", sorted_ids_ptr="*i32", block_expert_ptr="*i32", num_post_padded_ptr="*i32",
+                  a_gs_ptr="*fp32", w_gs_ptr="*fp32", act_alpha="fp32", act_beta="fp32", act_limit="fp32")
+    ce = dict(TOP_K=8, E_LOC=128, QUANT=quant, A_FMT=0, W_FMT=0, CD=tl.bfloat16, FAST_CVT=False, KPERM=False,
+              MXDOT=False, HAS_BIAS=False, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=1 if swap else 8,
+              SWAP_AB=swap, EVEN_K=even, EVEN_N=even, UPCAST=False, PRECISION="tf32")
+    if which == 1:
+        types = dict(common, out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv"}[out_q],
+                     out_scale_ptr="*fp32", out_qscale_ptr="*fp32")
+        ce.update(ACT=act, GATED=gated, OUT_Q=out_q, ROUND_DTYPE=tl.bfloat16, Q_AS_FP32=False, WEIGHT_ON_INPUT=False)
+        return compile_kernel(G._gemm1_kernel, types, ce, nw, ns)
+    types = dict(common, out_ptr="*bf16")
+    ce.update(MUL_ROUTING_WEIGHT=True, OUT_ATOMIC=False)
+    return compile_kernel(G._gemm2_kernel, types, ce, nw, ns)
+
+
+VARIANTS = {
+    "g1 BF16 swiglu decode": lambda: gemm8(1, 0),
+    "g1 BF16 relu2 prefill": lambda: gemm8(1, 0, act=3, gated=False, BM=128, BN=128, BK=64, nw=8, ns=3),
+    "g2 BF16 decode K/N tails": lambda: gemm8(2, 0, BK=64, even=False),
+    "g2 BF16 prefill": lambda: gemm8(2, 0, BM=128, BN=128, BK=64, nw=8, ns=3),
+    "g1 FP8 tensor relu2 static-out": lambda: gemm8(1, 1, out_q=1, act=3, gated=False),
+    "g1 FP8 row geglu": lambda: gemm8(1, 2, act=1),
+    "g1 FP8 block swiglu block-out": lambda: gemm8(1, 3, out_q=2, BN=128),
+    "g1 FP8 block prefill": lambda: gemm8(1, 3, out_q=2, BM=64, BN=128, nw=8, ns=3),
+    "g2 FP8 tensor": lambda: gemm8(2, 1),
+    "g2 FP8 block prefill": lambda: gemm8(2, 3, BM=128, BN=128, nw=8, ns=3),
+}
+'''
+
+
+def test_bf16_fp8_kernels_compile_for_sm90_without_spills(tmp_path):
+    import triton
+
+    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    if not (os.path.exists(os.path.join(bin_dir, "ptxas")) and os.path.exists(os.path.join(bin_dir, "cuobjdump"))):
+        pytest.skip("Triton's bundled ptxas / cuobjdump not found")
+    head, sep, main = _SM90_SCRIPT.partition('if __name__ == "__main__":')
+    assert sep, "the fp4 test's script changed shape: update this test"
+    script = tmp_path / "sm90_bf16_fp8.py"
+    script.write_text(head + _VARIANTS + sep + main)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
+    rows = [line.split("|") for line in res.stdout.strip().splitlines()]
+    assert len(rows) == 10, res.stdout
+    for name, regs, spills in rows:
+        assert spills == "spills=0", (name, regs, spills)
