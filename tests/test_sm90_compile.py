@@ -1,6 +1,6 @@
 """The BF16 / FP8 expert kernels (issue 3's paths: QUANT none / tensor / row / 128x128 block, every
-intermediate mode, decode and prefill tiles) compile for sm_90 with Triton's bundled ptxas and
-without register spills. Needs no GPU: it guards the GPU path on machines that cannot run it.
+intermediate mode, decode and prefill tiles) compile for sm_90 with Triton's bundled ptxas,
+without register spills and on wgmma (HGMMA / QGMMA in the SASS). Needs no GPU: it guards the GPU path on machines that cannot run it.
 
 Reuses the compile helpers of tests/test_triton_fp4.py's sm_90 script (``compile_kernel``,
 ``sass_of``) and replaces its variant table with the 16-bit / FP8 ones.
@@ -47,6 +47,13 @@ VARIANTS = {
     "g2 FP8 tensor": lambda: gemm8(2, 1),
     "g2 FP8 block prefill": lambda: gemm8(2, 3, BM=128, BN=128, nw=8, ns=3),
 }
+
+if __name__ == "__main__":
+    for name, build in VARIANTS.items():
+        sass, regs = sass_of(build())
+        spills = len(re.findall(r"\b(?:LDL|STL)\b", sass))
+        gmma = len(re.findall(r"\b[HQ]GMMA\b", sass))
+        print(f"{name}|regs={regs}|spills={spills}|wgmma={gmma}", flush=True)
 '''
 
 
@@ -56,15 +63,17 @@ def test_bf16_fp8_kernels_compile_for_sm90_without_spills(tmp_path):
     bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     if not (os.path.exists(os.path.join(bin_dir, "ptxas")) and os.path.exists(os.path.join(bin_dir, "cuobjdump"))):
         pytest.skip("Triton's bundled ptxas / cuobjdump not found")
-    head, sep, main = _SM90_SCRIPT.partition('if __name__ == "__main__":')
+    head, sep, _ = _SM90_SCRIPT.partition('if __name__ == "__main__":')
     assert sep, "the fp4 test's script changed shape: update this test"
     script = tmp_path / "sm90_bf16_fp8.py"
-    script.write_text(head + _VARIANTS + sep + main)
+    script.write_text(head + _VARIANTS)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr[-4000:]
     rows = [line.split("|") for line in res.stdout.strip().splitlines()]
     assert len(rows) == 10, res.stdout
-    for name, regs, spills in rows:
+    for name, regs, spills, wgmma in rows:
         assert spills == "spills=0", (name, regs, spills)
+        # Hopper's warpgroup MMA (HGMMA bf16 / QGMMA fp8), not the older HMMA path
+        assert wgmma != "wgmma=0", (name, wgmma)
