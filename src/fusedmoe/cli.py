@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
-import time
 from typing import List, Optional
 
 import torch
@@ -75,30 +74,6 @@ def cmd_info(args) -> int:
     return 0
 
 
-def _timeit(fn, device) -> float:
-    """Median seconds per call (CUDA events on a GPU, wall clock on a CPU)."""
-    for _ in range(3):
-        fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(20):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e) / 1e3)
-    else:
-        times = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-    times.sort()
-    return times[len(times) // 2]
-
-
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
 
@@ -107,6 +82,7 @@ def cmd_demo(args) -> int:
     """A Nemotron-3-Nano-shaped MoE layer (ReLU², DeepSeek-V3 ungrouped routing with bias and
     scale 2.5) through the auto backend, in BF16, FP8 and NVFP4, checked against the reference."""
     import fusedmoe as fm
+    from .bench.timing import time_calls
 
     dev = torch.device(args.device) if args.device else (
         torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
@@ -145,7 +121,7 @@ def cmd_demo(args) -> int:
             err_spec, err_ideal = _rel(out, ref), _rel(out, ideal)
             ok = err_spec < 2e-2 and err_ideal < bounds[fmt]
             failed |= not ok
-            t = _timeit(lambda: moe(x, logits, bias), dev)
+            t = time_calls([lambda: moe(x, logits, bias)], dev).median_s  # graph replay on a GPU
             rows.append([fmt.name, moe.backend, str(T), f"{err_spec:.2e}", f"{err_ideal:.2e}",
                          f"{bounds[fmt]:.0e}", f"{t * 1e6:,.1f}", "ok" if ok else "FAIL"])
     _table("fusedmoe demo", ["weights", "backend", "tokens", "err vs spec ref", "err vs fp64 float model",
