@@ -9,6 +9,7 @@ them: the per-call path allocates only through the caching allocator and never s
 from __future__ import annotations
 
 import functools
+import os
 from typing import Optional, Union
 
 import torch
@@ -41,6 +42,15 @@ def _parse_spec(spec: str):
     return backend, Format[wf], Format[af], Activation[act], int(br), int(I), int(off), int(ne), bool(int(oi)), params
 
 
+def _trusted(cls, **fields):
+    """Rebuild a frozen container from fields that came out of an already validated instance
+    (the op's arguments are ``_flatten`` of a checked ExpertWeights): no re-validation per call."""
+    obj = object.__new__(cls)
+    for k, v in fields.items():
+        object.__setattr__(obj, k, v)
+    return obj
+
+
 def _flatten(w: ExpertWeights):
     return (w.w13.data, w.w13.scale, w.w13.global_scale, w.w2.data, w.w2.scale, w.w2.global_scale,
             w.w13_bias, w.w2_bias, w.input_scale, w.intermediate_scale)
@@ -64,9 +74,10 @@ def _experts_op(
     spec: str,
 ) -> torch.Tensor:
     backend, wf, af, act, br, I, off, ne, on_input, params = _parse_spec(spec)
-    weights = ExpertWeights(
-        w13=QuantizedTensor(w13, wf, w13_scale, w13_gscale, br),
-        w2=QuantizedTensor(w2, wf, w2_scale, w2_gscale, br),
+    weights = _trusted(
+        ExpertWeights,
+        w13=_trusted(QuantizedTensor, data=w13, fmt=wf, scale=w13_scale, global_scale=w13_gscale, block_rows=br),
+        w2=_trusted(QuantizedTensor, data=w2, fmt=wf, scale=w2_scale, global_scale=w2_gscale, block_rows=br),
         activation=act, intermediate_size=I, w13_bias=w13_bias, w2_bias=w2_bias,
         input_scale=input_scale, intermediate_scale=intermediate_scale, act_params=params)
     return _backends.get(backend).run(hidden, weights, TopK(ids, topk_weights), activation_format=af,
@@ -127,20 +138,31 @@ def _check_ids_now(t: torch.Tensor) -> bool:
     return not torch.cuda.is_current_stream_capturing()
 
 
+@functools.lru_cache(maxsize=256)
+def _resolve_backend(backend: str, request: MoERequest, device: torch.device, interpreter: Optional[str]) -> str:
+    """Backend choice depends only on (name, request, device, whether Triton interprets):
+    resolved once per distinct key (errors are not cached, so they are raised every time)."""
+    return _backends.resolve(backend, request, device).name
+
+
 def _run_experts(hidden, weights: ExpertWeights, topk: TopK, *, activation, backend, activation_format,
-                 num_experts, local_expert_offset, weight_on_input, check_ids=None) -> torch.Tensor:
+                 num_experts, local_expert_offset, weight_on_input, check_ids=None,
+                 spec: Optional[str] = None) -> torch.Tensor:
+    """Validate the call, then run the experts op. ``spec``: the op's static description when
+    the caller (a FusedMoE layer) fixed it once; otherwise it is derived here."""
     ne = weights.num_experts if num_experts is None else num_experts
     validate_call(hidden, weights, topk, activation=activation, local_expert_offset=local_expert_offset,
                   num_experts=ne, weight_on_input=weight_on_input,
                   check_ids=_check_ids_now(hidden) if check_ids is None else check_ids)
-    af = resolve_activation_format(weights.format, activation_format)
-    req = MoERequest.from_weights(weights, af, weight_on_input=weight_on_input,
-                                  expert_parallel=ne != weights.num_experts)
-    b = _backends.resolve(backend, req, hidden.device)
+    if spec is None:
+        af = resolve_activation_format(weights.format, activation_format)
+        req = MoERequest.from_weights(weights, af, weight_on_input=weight_on_input,
+                                      expert_parallel=ne != weights.num_experts)
+        name = _resolve_backend(backend, req, hidden.device, os.environ.get("TRITON_INTERPRET"))
+        spec = _spec(name, weights, af, local_expert_offset, ne, weight_on_input)
     ids = topk.ids if topk.ids.dtype == torch.int32 else topk.ids.to(torch.int32)
     tw = topk.weights if topk.weights.dtype == torch.float32 else topk.weights.float()
-    return _experts_op(hidden, ids, tw, *_flatten(weights),
-                       _spec(b.name, weights, af, local_expert_offset, ne, weight_on_input))
+    return _experts_op(hidden, ids, tw, *_flatten(weights), spec)
 
 
 def fused_moe(
@@ -205,6 +227,8 @@ class FusedMoE(torch.nn.Module):
             self.backend = _backends.resolve(backend, req, weights.device).name
             self.backend_reason = f"{backend}: requested explicitly"
         self._routing_spec = _routing_spec(routing)
+        self._experts_spec = _spec(self.backend, weights, self.activation_format, self.local_expert_offset,
+                                   self.num_experts, routing.weight_on_input)
 
     def extra_repr(self) -> str:
         return (f"{self.weights!r}, routing={self.routing!r}, backend={self.backend!r}, "
@@ -231,7 +255,8 @@ class FusedMoE(torch.nn.Module):
         return _run_experts(hidden, self.weights, topk, activation=self.activation, backend=self.backend,
                             activation_format=self.activation_format, num_experts=self.num_experts,
                             local_expert_offset=self.local_expert_offset,
-                            weight_on_input=self.routing.weight_on_input, check_ids=False)
+                            weight_on_input=self.routing.weight_on_input, check_ids=False,
+                            spec=self._experts_spec)
 
     def forward_routed(self, hidden: torch.Tensor, topk: Union[TopK, torch.Tensor]) -> torch.Tensor:
         """Precomputed routing (fm.TopK or packed int32 [T, K]); weights used as given."""
@@ -239,4 +264,4 @@ class FusedMoE(torch.nn.Module):
         return _run_experts(hidden, self.weights, tk, activation=self.activation, backend=self.backend,
                             activation_format=self.activation_format, num_experts=self.num_experts,
                             local_expert_offset=self.local_expert_offset,
-                            weight_on_input=self.routing.weight_on_input)
+                            weight_on_input=self.routing.weight_on_input, spec=self._experts_spec)
