@@ -108,14 +108,21 @@ def _intermediate_amax(hidden, w13, b13, act, params, ids, offset) -> float:
 
 
 def make_case(c: Case, device=DEV):
+    # weights are drawn and quantized on the target device (real shapes: GBs of float weights on
+    # the host are slow and, with several test workers, exhaust host memory); routing on the host
     g = torch.Generator().manual_seed(c.seed)
+    gd = torch.Generator(device=device).manual_seed(c.seed)
     M = 2 * c.I if c.act.is_gated else c.I
-    w13 = torch.randn(c.E, M, c.H, generator=g) * c.H**-0.5
-    w2 = torch.randn(c.E, c.H, c.I, generator=g) * c.I**-0.5
-    b13 = torch.randn(c.E, M, generator=g) * 0.3 if c.bias else None
-    b2 = torch.randn(c.E, c.H, generator=g) * 0.3 if c.bias else None
-    hidden = (torch.randn(c.T, c.H, generator=g) * c.x_scale).to(c.dtype)
-    topk = _routing(c, g, device="cpu")
+
+    def rn(*s):
+        return torch.randn(*s, generator=gd, device=device)
+
+    w13 = rn(c.E, M, c.H) * c.H**-0.5
+    w2 = rn(c.E, c.H, c.I) * c.I**-0.5
+    b13 = rn(c.E, M) * 0.3 if c.bias else None
+    b2 = rn(c.E, c.H) * 0.3 if c.bias else None
+    hidden = (rn(c.T, c.H) * c.x_scale).to(c.dtype)
+    topk = _routing(c, g, device=device)
     scales = {}
     if c.static:
         assert c.afmt is c.wfmt is F.NVFP4

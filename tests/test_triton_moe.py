@@ -157,22 +157,25 @@ def _bounds(wfmt: Format, dtype: torch.dtype):
 def make_problem(*, T, H, I, I_pad, E, K, act, wfmt, dtype, bias=False, offset=0, E_glob=None, static=True,
                  seed=0, device=DEV):
     """Random weights with I real rows padded to I_pad per half (zero), random routing."""
+    # tensors are drawn on the target device (real shapes: building and quantizing GBs of weights
+    # on the host is slow and, with several test workers, exhausts host memory); routing on the host
     g = torch.Generator().manual_seed(seed)
+    gd = torch.Generator(device=device).manual_seed(seed)
     E_glob = E_glob or (E + offset)
     gated = act.is_gated
     wdt = dtype if wfmt is Format.BF16 else torch.float32
 
     def rn(*s, scale=1.0):
-        return (torch.randn(*s, generator=g) * scale)
+        return torch.randn(*s, generator=gd, device=device) * scale
 
     def pad_half(w):  # [E, I, H] -> [E, I_pad, H]
-        return torch.cat([w, torch.zeros(E, I_pad - I, w.shape[2])], 1)
+        return torch.cat([w, torch.zeros(E, I_pad - I, w.shape[2], device=device)], 1)
 
     if gated:
         w13 = torch.cat([pad_half(rn(E, I, H, scale=H**-0.5)), pad_half(rn(E, I, H, scale=H**-0.5))], 1)
     else:
         w13 = pad_half(rn(E, I, H, scale=H**-0.5))
-    w2 = torch.cat([rn(E, H, I, scale=I**-0.5), torch.zeros(E, H, I_pad - I)], 2)
+    w2 = torch.cat([rn(E, H, I, scale=I**-0.5), torch.zeros(E, H, I_pad - I, device=device)], 2)
     q13 = quantize_weight(w13.to(wdt), wfmt if wfmt is not Format.BF16 else Format.BF16)
     q2 = quantize_weight(w2.to(wdt), wfmt if wfmt is not Format.BF16 else Format.BF16)
     hidden = rn(T, H).to(dtype)
@@ -186,7 +189,8 @@ def make_problem(*, T, H, I, I_pad, E, K, act, wfmt, dtype, bias=False, offset=0
         perm = torch.randperm(K, generator=g).tolist()
         rows.append([row[i] for i in perm])
     ids = torch.tensor(rows, dtype=torch.int32).reshape(T, K)
-    tw = torch.rand(T, K, generator=g) + 0.1
+    tw = (torch.rand(T, K, generator=g) + 0.1).to(device)
+    ids = ids.to(device)
     b13 = b2 = None
     if bias:
         M = w13.shape[1]
@@ -200,12 +204,12 @@ def make_problem(*, T, H, I, I_pad, E, K, act, wfmt, dtype, bias=False, offset=0
     a1 = a2 = None
     if wfmt is Format.FP8_TENSOR and static:
         a1 = (hidden.float().abs().max() / 448 * 1.25).reshape(1)
-        a2 = torch.tensor([0.02 / 448 * 1.0], dtype=torch.float32)  # reset below from the data
+        a2 = torch.tensor([0.02 / 448 * 1.0], dtype=torch.float32, device=device)  # reset below from the data
     prob = dict(hidden=hidden, q13=q13, q2=q2, ids=ids, tw=tw, b13=b13, b2=b2, a1=a1, a2=a2, I_pad=I_pad)
     if wfmt is Format.FP8_TENSOR and static:
         # a calibrated-looking intermediate scale: 90 % of the observed amax (so some values clip)
         z = reference_intermediate_amax(prob, act, offset)
-        prob["a2"] = torch.tensor([max(z, 1e-3) * 0.9 / 448], dtype=torch.float32)
+        prob["a2"] = torch.tensor([max(z, 1e-3) * 0.9 / 448], dtype=torch.float32, device=device)
     return {k: v.to(device) if isinstance(v, (torch.Tensor, QuantizedTensor)) else v for k, v in prob.items()}
 
 

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The shared peer harness (.peers = ../shared/bench/peers with vendor/ filled) with our plugin, with
+# both peers' Triton kernels compiled up front in parallel (the harness compiles a plugin's kernels
+# lazily in its one measuring process, which would spend most of its time budget on them).
+#   bash benchmarks/harness_run.sh prep      # compile only (can overlap with other GPU work)
+#   bash benchmarks/harness_run.sh measure   # measure (after prep; nothing else on the GPU)
+#   bash benchmarks/harness_run.sh           # both
+# Env: OUT (results), PEERS (default sglang,fusedmoe), BUDGET_S (default 430), PLAN_ARGS (e.g. --quick).
+set -uo pipefail
+export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
+OUT="${OUT:-$PWD/bench_results}"; mkdir -p "$OUT"
+PEERS="${PEERS:-sglang,fusedmoe}"
+ARGS=(--peers "$PEERS" --plugin ../benchmarks/harness_plugin.py ${PLAN_ARGS:-})
+stage="${1:-all}"
+if [[ $stage == prep || $stage == all ]]; then
+  quick=""; [[ "${PLAN_ARGS:-}" == *--quick* ]] && quick="--quick"
+  python3 benchmarks/precompile_harness.py --jobs 6 $quick > "$OUT/precompile_fusedmoe.log" 2>&1 &
+  pids=($!)
+  for i in 0 1 2 3 4 5 6 7; do
+    (cd .peers && python3 run_peers.py "${ARGS[@]}" --precompile-shard "$i/8") >> "$OUT/precompile_sglang.log" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  tail -3 "$OUT/precompile_fusedmoe.log"; grep -h "precompile" "$OUT/precompile_sglang.log" | tail -8
+fi
+if [[ $stage == measure || $stage == all ]]; then
+  (cd .peers && python3 run_peers.py "${ARGS[@]}" --jobs 0 --budget-s "${BUDGET_S:-430}" --out "$OUT" 2>&1 \
+     | tee "$OUT/peers.log" | tail -70)
+fi
