@@ -675,31 +675,50 @@ def test_gpu_bf16_logits_match_eager(arch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("arch", ARCHS)
 def test_gpu_bf16_greedy_generation_identical(arch):
+    """Greedy tokens of the fusedmoe model equal the eager model's, on a prompt whose every step has
+    a clear winner: fp32 and bf16 eager agree and the top-2 logit gap is >= 2 % of max |logit| at
+    each step. (Any two correct bf16 implementations may break a near-tie differently: a tiny random
+    model has many, so the prompt is chosen away from them rather than hoping for agreement.)"""
     ref = build(arch, dtype=torch.bfloat16, device="cuda")
     cand = candidate_of(ref, arch)
     ref32 = copy.deepcopy(ref).float()
     kw = dict(max_new_tokens=8, do_sample=False, pad_token_id=0)
     with torch.no_grad():
-        for seed in range(12):  # a prompt whose greedy tokens bf16 rounding does not change (fp32 == bf16 eager)
+        for seed in range(32):
             ids = tokens(batch=1, seq=6, seed=seed, device="cuda")
+            g32 = ref32.generate(ids, output_scores=True, return_dict_in_generate=True, **kw)
+            margins = []
+            for sc in g32.scores:
+                top2 = sc[0].float().topk(2).values
+                margins.append(((top2[0] - top2[1]) / sc[0].float().abs().max()).item())
             a = ref.generate(ids, **kw)
-            if torch.equal(a, ref32.generate(ids, **kw)):
+            if min(margins) >= 0.02 and torch.equal(a, g32.sequences):
                 break
         else:
-            pytest.fail(f"{arch}: no prompt among 12 generates identically in fp32 and bf16 eager")
+            pytest.fail(f"{arch}: no prompt among 32 has clear greedy winners and fp32 == bf16 eager")
         b = cand.generate(ids, **kw)
-    assert torch.equal(a, b), f"{arch}: greedy tokens differ: {a.tolist()} vs {b.tolist()}"
+    assert torch.equal(a, b), f"{arch}: greedy tokens differ: {a.tolist()} vs {b.tolist()} (margins {margins})"
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fmt", ["fp8_tensor", "fp8_channel"])
+@pytest.mark.parametrize("fmt", ["fp8_tensor", "fp8_channel", "nvfp4", "mxfp4"])
 def test_gpu_quantized_qwen3_through_triton(fmt):
+    """quantize_model + the Triton backend on the GPU: every MoE layer on the candidate's own inputs
+    (so routing cannot flip) against the same quantized model through the reference backend (the
+    spec: same weights, same activation quantization; bf16 rounding and re-quantization flips only),
+    and against the float weights (the quantization error itself)."""
     ref = build("qwen3_moe", dtype=torch.bfloat16, device="cuda")
     cand = copy.deepcopy(ref)
     fi.quantize_model(cand, format=fmt, backend="triton")
+    spec = copy.deepcopy(ref)
+    fi.quantize_model(spec, format=fmt, backend="reference")
+    assert {d["backend"] for d in fi.describe_experts(cand)} == {"triton"}
+    want = hf._as_format(fmt, "format")
     ids = tokens(device="cuda")
-    with torch.no_grad():
-        assert rel(cand(ids).logits, ref(ids).logits) <= 0.1
+    for name, (q, d) in layerwise(cand, spec, ids).items():
+        assert frob(q, d) <= 2e-2, f"{fmt}: {name} rel {frob(q, d):.2e} against the reference backend"
+    for name, (q, f) in layerwise(cand, ref, ids).items():
+        assert frob(q, f) <= QUANT_NOISE[want], f"{fmt}: {name} rel {frob(q, f):.2e} against float weights"
 
 
 # ----------------------------------------------------------------------------------------------
