@@ -19,3 +19,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _release_gpu_memory(request):
+    """GPU tests build multi-GB real-shape problems; hand the cached blocks back after each one so
+    that several test workers can share the GPU (the caching allocator would otherwise keep every
+    worker's high-water mark)."""
+    yield
+    if torch.cuda.is_available() and "gpu" in request.keywords:
+        import gc
+
+        gc.collect()
+        torch.cuda.empty_cache()

@@ -438,11 +438,21 @@ def test_heuristic_shapes():
     assert c.block_m == 16 and c.swap_ab and c.block_k == 128
     c = choose_config(1, 2048, 768, 128, 8, Format.BF16, "gemm2", "NVIDIA H200", table=TunedTable())
     assert c.block_m == 16 and not c.swap_ab
-    # prefill: large tiles, gated GEMM1 half-width (two accumulators)
+    # prefill on Hopper: 256 weight rows per program (a gated GEMM1 holds two 128-row accumulators)
     c1 = choose_config(8192, 1536, 2048, 128, 8, Format.BF16, "gemm1", "NVIDIA H200", activation=Activation.SWIGLU,
                        table=TunedTable())
     c2 = choose_config(8192, 2048, 768, 128, 8, Format.BF16, "gemm2", "NVIDIA H200", table=TunedTable())
-    assert c1.block_m == c2.block_m == 128 and c1.block_n == 64 and c2.block_n == 128
+    assert c1.block_m == c2.block_m == 128 and c1.block_n == 128 and c2.block_n == 256
+    assert c1.num_warps == c2.num_warps == 8 and c1.num_stages == c2.num_stages == 4
+    # FP8: only the gated GEMM1 widens (a 128 x 256 FP8 GEMM2 tile spills registers)
+    f1 = choose_config(8192, 1536, 2048, 128, 8, Format.FP8_TENSOR, "gemm1", "NVIDIA H200",
+                       activation=Activation.SWIGLU, table=TunedTable())
+    f2 = choose_config(8192, 2048, 768, 128, 8, Format.FP8_TENSOR, "gemm2", "NVIDIA H200", table=TunedTable())
+    assert (f1.block_n, f1.block_k, f2.block_n) == (128, 128, 128)
+    # other GPUs keep the 128-row tiles
+    a1 = choose_config(8192, 1536, 2048, 128, 8, Format.BF16, "gemm1", "NVIDIA A100-SXM4-80GB",
+                       activation=Activation.SWIGLU, table=TunedTable())
+    assert a1.block_n == 64
     # FP8 block: GEMM1 tiles hold whole 128-groups
     c = choose_config(4, 1536, 2048, 128, 8, Format.FP8_BLOCK, "gemm1", "NVIDIA H200", activation=Activation.SWIGLU,
                       table=TunedTable())
