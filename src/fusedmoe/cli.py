@@ -548,7 +548,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-check", action="store_true", help="skip the correctness check before timing")
     b.add_argument("--budget-s", type=_positive_float, default=None,
                    help="stop starting new points after this many seconds (the rest is listed as skipped)")
-    b.add_argument("--quick-ceilings", action="store_true", help="smaller ceiling measurements (faster, noisier)")
+    b.add_argument("--quick-ceilings", action="store_true", help="fewer repetitions of the ceiling measurements (same sizes: smaller ones under-measure)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.set_defaults(fn=cmd_bench, parser=b)
