@@ -5,6 +5,10 @@
 Uses the harness's own quantized weights and scales (so both peers compute on identical data),
 wrapped as fm.ExpertWeights without re-quantization, and runs the public ``fm.fused_moe`` with the
 ``triton`` backend. The harness's I values are multiples of 16, so no padding is needed.
+
+Peers: ``fusedmoe`` (the default configs) and ``fusedmoe-fastacc`` (FP8 per-tensor / per-channel
+cases only: ``KernelConfig.fp8_fast_accum`` with wider prefill tiles, the candidate FP8 default,
+measured side by side with it).
 """
 
 import torch
@@ -54,4 +58,35 @@ def make_fusedmoe(case):
     return prepare, run
 
 
-PEERS = {"fusedmoe": make_fusedmoe}
+def make_fusedmoe_fastacc(case):
+    """fusedmoe with KernelConfig.fp8_fast_accum on both GEMMs (FP8 accumulated in the tensor
+    cores, as SGLang does) and, for compute-bound tiles (block_m 128), 256-row weight tiles for
+    GEMM2 and a non-gated GEMM1 -- the candidate default for FP8 prefill, measured side by side
+    with the current default. FP8 per-tensor / per-channel cases only."""
+    if case.dtype not in ("fp8_tensor", "fp8_channel"):
+        raise NotImplementedError("the FP8 fast-accumulation variant exists for fp8_tensor / fp8_channel only")
+    from fusedmoe.backends.kernel_configs import KernelConfig, MoEKernelConfig, choose_moe_config
+    from fusedmoe.backends.triton import run_weights
+
+    weights, act = _weights(case)
+    wf, af = _FMT[case.dtype]
+    dev = torch.cuda.get_device_name(case.device) if case.device.type == "cuda" else "cpu"
+    state = {}
+
+    def prepare(M):
+        h = choose_moe_config(M, case.H, case.I, case.E, case.top_k, wf, act, dev)
+        wide = h.block_m >= 128
+        g1 = KernelConfig(**{**h.gemm1.to_dict(), "fp8_fast_accum": True,
+                             "block_n": h.gemm1.block_n * (2 if wide and not act.is_gated else 1)})
+        g2 = KernelConfig(**{**h.gemm2.to_dict(), "fp8_fast_accum": True,
+                             "block_n": h.gemm2.block_n * (2 if wide else 1)})
+        state["cfg"] = MoEKernelConfig(g1, g2)
+        return {"config": f"g1 n{g1.block_n} g2 n{g2.block_n} bm{g1.block_m} fastacc"}
+
+    def run(x, topk_weights, topk_ids):
+        return run_weights(x, weights, fm.TopK(topk_ids, topk_weights), activation_format=af, config=state["cfg"])
+
+    return prepare, run
+
+
+PEERS = {"fusedmoe": make_fusedmoe, "fusedmoe-fastacc": make_fusedmoe_fastacc}

@@ -5,7 +5,7 @@
 The harness (``.peers/run_peers.py``) pre-compiles SGLang's kernels in parallel processes but
 compiles a plugin's kernels lazily inside its single measuring process, where a few hundred
 Triton compilations (one per kernel config x token-count specialization) would eat most of its
-time budget. This script runs the plugin's ``run`` once per (case, token count) of the plan in
+time budget. This script runs the plugin peers' ``run`` once per (case, token count) of the plan in
 ``--jobs`` spawned processes, so the kernels land in Triton's on-disk cache and the harness only
 loads them. Weights are uninitialised (``torch.empty``): only the compiled code matters here, no
 output is checked. Run it in the same environment (same ``TRITON_CACHE_DIR``) as the harness.
@@ -64,12 +64,18 @@ def _work(model: str, act: str, dtype: str, dims: dict, tokens) -> str:
     t0 = time.perf_counter()
     try:
         case = _case(model, act, dtype, dims)
-        _, run = harness_plugin.make_fusedmoe(case)
-        for M in tokens:
-            x = torch.randn(M, dims["H"], dtype=torch.bfloat16, device="cuda")
-            ids = torch.rand(M, dims["E"], device="cuda").topk(dims["topk"], dim=1).indices.to(torch.int32)
-            w = torch.softmax(torch.randn(M, dims["topk"], device="cuda"), dim=1)
-            run(x, w, ids)
+        peers = [harness_plugin.make_fusedmoe]
+        if dtype in ("fp8_tensor", "fp8_channel"):
+            peers.append(harness_plugin.make_fusedmoe_fastacc)
+        for factory in peers:
+            prepare, run = factory(case)
+            for M in tokens:
+                if prepare is not None:
+                    prepare(M)
+                x = torch.randn(M, dims["H"], dtype=torch.bfloat16, device="cuda")
+                ids = torch.rand(M, dims["E"], device="cuda").topk(dims["topk"], dim=1).indices.to(torch.int32)
+                w = torch.softmax(torch.randn(M, dims["topk"], device="cuda"), dim=1)
+                run(x, w, ids)
         torch.cuda.synchronize()
         return f"{model}/{act}/{dtype}: {len(tokens)} token counts in {time.perf_counter() - t0:.0f} s"
     except NotImplementedError as exc:

@@ -261,6 +261,16 @@ def test_search_space(fmt, T):
         if fmt is Format.BF16:
             assert not c.config.gemm1.swap_ab and not c.config.gemm2.swap_ab
     assert {c.varies for c in cands} >= {"base", "gemm1", "gemm2", "block_m"}
+    fast = [c for c in cands if c.varies == "fast_accum"]
+    if fmt is Format.FP8_TENSOR:
+        # FP8 accumulation in the tensor cores on both GEMMs; at prefill (block_m 128) also with
+        # GEMM2's weight tile doubled to 256 rows
+        assert fast and all(c.config.gemm1.fp8_fast_accum and c.config.gemm2.fp8_fast_accum for c in fast)
+        assert fast[0].config.gemm1.block_n == h.gemm1.block_n and fast[0].config.gemm2.block_n == h.gemm2.block_n
+        if h.block_m >= 128:
+            assert len(fast) == 2 and fast[1].config.gemm2.block_n == 2 * h.gemm2.block_n
+    else:
+        assert not fast and not any(c.config.gemm1.fp8_fast_accum or c.config.gemm2.fp8_fast_accum for c in cands)
     big = search_space(T, 2048, 768, 128, 8, fmt, Activation.SWIGLU, "NVIDIA H200", exhaustive=True)
     assert len(big) > len(cands)
     assert len(search_space(T, 2048, 768, 128, 8, fmt, Activation.SWIGLU, "NVIDIA H200", max_candidates=3)) == 3

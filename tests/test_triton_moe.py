@@ -337,6 +337,24 @@ def test_formats_x_activations(mode, act):
 
 
 @interpreter
+@pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL], ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [Activation.SWIGLU, Activation.RELU2], ids=lambda a: a.name)
+def test_fp8_fast_accum_config(wfmt, act):
+    """KernelConfig.fp8_fast_accum reaches both GEMMs (plumbing: the interpreter accumulates
+    exactly either way; the H200 precision is test_gpu_fp8_fast_accum_prefill's)."""
+    dtype, H, I_pad = _FMT_CASES[wfmt]
+    prob = make_problem(T=5, H=H, I=I_pad, I_pad=I_pad, E=4, K=2, act=act, wfmt=wfmt, dtype=dtype, seed=21)
+    cfg = MoEKernelConfig(KernelConfig(16, 32, 32, fp8_fast_accum=True), KernelConfig(16, 64, 32, fp8_fast_accum=True))
+    got, ref = run_case(prob, act=act, wfmt=wfmt, config=cfg)
+    mx, rms = _errors(got, ref)
+    bmx, brms = _bounds(wfmt, dtype)
+    assert mx <= bmx and rms <= brms, (mx, rms)
+    with pytest.raises(TypeError, match="fp8_fast_accum"):
+        KernelConfig(16, 32, 32, fp8_fast_accum=1)
+    assert KernelConfig.from_dict({"block_m": 16, "block_n": 32, "block_k": 32}).fp8_fast_accum is False
+
+
+@interpreter
 @pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_BLOCK], ids=lambda f: f.name)
 def test_top1_weight_on_input_expert_parallel(wfmt):
     """K = 1 (Llama4 weight on input): GEMM2 writes the output directly, non-local tokens get 0."""
@@ -531,6 +549,24 @@ def test_gpu_nemotron_relu2_padded(T, wfmt):
     prob = make_problem(T=T, H=2688, I=1856, I_pad=1920, E=128, K=22, act=Activation.RELU2, wfmt=wfmt,
                         dtype=torch.bfloat16, offset=128, E_glob=512, seed=T + 1)
     got, ref = run_case(prob, act=Activation.RELU2, wfmt=wfmt, offset=128)
+    mx, rms = _errors(got, ref)
+    bmx, brms = _bounds(wfmt, torch.bfloat16)
+    assert mx <= bmx and rms <= brms, (mx, rms)
+
+
+@gpu
+@pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL], ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [Activation.SWIGLU, Activation.RELU2], ids=lambda a: a.name)
+def test_gpu_fp8_fast_accum_prefill(wfmt, act):
+    """Prefill (2048 tokens, block_m 128) with FP8 accumulated in the tensor cores and 256-row
+    weight tiles (GEMM2; non-gated GEMM1 too): within the FP8 bounds of the promoted path."""
+    prob = make_problem(T=2048, H=2048, I=768, I_pad=768, E=128, K=8, act=act, wfmt=wfmt, dtype=torch.bfloat16,
+                        seed=31)
+    heur = choose_moe_config(2048, 2048, 768, 128, 8, wfmt, act, torch.cuda.get_device_name())
+    g1 = KernelConfig(**{**heur.gemm1.to_dict(), "fp8_fast_accum": True,
+                         "block_n": heur.gemm1.block_n * (1 if act.is_gated else 2)})
+    g2 = KernelConfig(**{**heur.gemm2.to_dict(), "fp8_fast_accum": True, "block_n": 2 * heur.gemm2.block_n})
+    got, ref = run_case(prob, act=act, wfmt=wfmt, config=MoEKernelConfig(g1, g2))
     mx, rms = _errors(got, ref)
     bmx, brms = _bounds(wfmt, torch.bfloat16)
     assert mx <= bmx and rms <= brms, (mx, rms)

@@ -562,6 +562,7 @@ def triton_experts(
         HAS_BIAS=w13_bias is not None, WEIGHT_ON_INPUT=bool(weight_on_input),
         BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
         EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
+        FAST_ACC=c1.fp8_fast_accum,
         num_warps=c1.num_warps, num_stages=c1.num_stages,
     )
 
@@ -611,6 +612,7 @@ def triton_experts(
         MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic,
         BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,
         EVEN_K=I_pad % c2.block_k == 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
+        FAST_ACC=c2.fp8_fast_accum,
         num_warps=c2.num_warps, num_stages=c2.num_stages,
     )
     if atomic or direct_out:

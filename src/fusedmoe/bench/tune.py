@@ -4,7 +4,9 @@ For one (shape, weight format, token count) the search space (:func:`search_spac
 the heuristic config (``choose_moe_config`` with an empty table) and adds its neighbours: each
 launch parameter of GEMM1 moved one step (block_n, block_k halved / doubled, warps 4 <-> 8,
 stages +-1, group_m, swap_ab), the same for GEMM2, and block_m (shared by both GEMMs, it is the
-align's padding unit) halved and doubled. ``exhaustive=True`` adds the grid of block_m x
+align's padding unit) halved and doubled; for FP8 per-tensor / per-channel weights also FP8
+accumulation in the tensor cores (``fp8_fast_accum``), with 256-row weight tiles where block_m is
+128. ``exhaustive=True`` adds the grid of block_m x
 block_n x block_k x warps x stages per GEMM instead of single steps. Candidates that cannot
 compile or would not fit in shared memory are dropped up front.
 
@@ -55,7 +57,7 @@ SMEM_LIMIT = 200 * 1024
 @dataclass(frozen=True)
 class Candidate:
     """One config to try; ``varies`` says which part moved from the base ("base", "gemm1",
-    "gemm2", "block_m", "grid", "combined")."""
+    "gemm2", "block_m", "fast_accum", "grid", "combined")."""
 
     config: MoEKernelConfig
     varies: str
@@ -157,6 +159,14 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
     # (so that --max-candidates keeps the most informative ones)
     for bm in bms[1:]:
         add(*bases[bm], "block_m")
+    if weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL):
+        # FP8 accumulation in the tensor cores (KernelConfig.fp8_fast_accum), alone and -- where
+        # it frees the registers for it -- with 256-row weight tiles
+        f1, f2 = _kc(heur.gemm1, fp8_fast_accum=True), _kc(heur.gemm2, fp8_fast_accum=True)
+        add(f1, f2, "fast_accum")
+        if f1 is not None and f2 is not None and heur.block_m >= 128:
+            w1 = f1 if gated else _kc(f1, block_n=2 * f1.block_n)
+            add(w1, _kc(f2, block_n=2 * f2.block_n), "fast_accum")
     for bm in bms:
         b1, b2 = bases[bm]
         if b1 is None or b2 is None:
@@ -302,7 +312,7 @@ def describe_config(c: MoEKernelConfig) -> str:
     """Compact text of a config: ``bm16 | g1 n64 k128 w4 s5 g1 swap | g2 ...``."""
     def one(k: KernelConfig) -> str:
         return (f"n{k.block_n} k{k.block_k} w{k.num_warps} s{k.num_stages}" + (f" g{k.group_m}" if k.group_m != 1 else "")
-                + (" swap" if k.swap_ab else ""))
+                + (" swap" if k.swap_ab else "") + (" fastacc" if k.fp8_fast_accum else ""))
 
     return f"bm{c.block_m} | {one(c.gemm1)} | {one(c.gemm2)}"
 
