@@ -467,6 +467,10 @@ def test_heuristic_shapes():
                        activation=Activation.SWIGLU, table=TunedTable())
     f2 = choose_config(8192, 2048, 768, 128, 8, Format.FP8_TENSOR, "gemm2", "NVIDIA H200", table=TunedTable())
     assert (f1.block_n, f1.block_k, f2.block_n) == (128, 128, 128)
+    # block-scaled formats (weight tile dequantized in registers) keep 2 x 64
+    for wf in (Format.NVFP4, Format.MXFP4, Format.MXFP8):
+        assert choose_config(8192, 1536, 2048, 128, 8, wf, "gemm1", "NVIDIA H200", activation=Activation.SWIGLU,
+                             table=TunedTable()).block_n == 64
     # other GPUs keep the 128-row tiles
     a1 = choose_config(8192, 1536, 2048, 128, 8, Format.BF16, "gemm1", "NVIDIA A100-SXM4-80GB",
                        activation=Activation.SWIGLU, table=TunedTable())
@@ -478,6 +482,21 @@ def test_heuristic_shapes():
     m = choose_moe_config(64, 2048, 768, 128, 8, Format.BF16, Activation.RELU2, "NVIDIA H200", table=TunedTable())
     assert m.gemm1.block_m == m.gemm2.block_m
     assert [token_bucket(x) for x in (0, 1, 3, 64, 65)] == [1, 1, 4, 64, 128]
+
+
+def test_fit_stages_to_shared_memory():
+    from fusedmoe.backends.triton_moe import fit_stages
+
+    h200 = 232448  # opt-in shared memory per block
+    c = choose_config(8192, 2048, 768, 128, 8, Format.BF16, "gemm2", "NVIDIA H200", table=TunedTable())
+    assert (c.block_m, c.block_n, c.block_k, c.num_stages) == (128, 256, 64, 4)
+    assert fit_stages(c, 2, 2, 1, h200) == c  # 16-bit operands: 4 x 48 KiB fit
+    f = fit_stages(c, 4, 2, 1, h200)  # fp32 hidden states: 64 KiB per stage
+    assert f.num_stages == 3 and f.block_n == c.block_n and 3 * 64 * (128 * 4 + 256 * 2) <= h200
+    assert fit_stages(c, 4, 4, 1, h200).num_stages == 2  # fp32 weights too: 96 KiB per stage
+    assert fit_stages(c, 4, 4, 1, 0) == c  # unknown shared memory: unchanged
+    g = KernelConfig(128, 256, 64, num_warps=8, num_stages=4)
+    assert fit_stages(g, 4, 4, 2, h200).num_stages == 1  # 160 KiB per stage: one, never fewer
 
 
 def test_tuned_table_json_roundtrip_and_fallback(tmp_path):
@@ -569,6 +588,19 @@ def test_gpu_fp8_fast_accum_prefill(wfmt, act):
     got, ref = run_case(prob, act=act, wfmt=wfmt, config=MoEKernelConfig(g1, g2))
     mx, rms = _errors(got, ref)
     bmx, brms = _bounds(wfmt, torch.bfloat16)
+    assert mx <= bmx and rms <= brms, (mx, rms)
+
+
+@gpu
+@pytest.mark.parametrize("act", [Activation.SWIGLU, Activation.RELU2], ids=lambda a: a.name)
+def test_gpu_fp32_prefill_fits_shared_memory(act):
+    """fp32 hidden states and weights at a prefill size: the heuristic's 128 x 256 tiles are
+    sized for 16-bit operands; fit_stages lowers num_stages so the launch fits shared memory."""
+    prob = make_problem(T=2048, H=2048, I=768, I_pad=768, E=128, K=8, act=act, wfmt=Format.BF16,
+                        dtype=torch.float32, seed=41)
+    got, ref = run_case(prob, act=act, wfmt=Format.BF16)
+    mx, rms = _errors(got, ref)
+    bmx, brms = _bounds(Format.BF16, torch.float32)
     assert mx <= bmx and rms <= brms, (mx, rms)
 
 

@@ -372,12 +372,13 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
                 break
         if fmt is not Format.BF16 and dev.hopper:
             bn = max(bn, 64)  # swap_ab puts block_n on wgmma's M side, which needs >= 64
-    elif bm >= 128 and dev.hopper and (fmt is Format.BF16 or gated):
+    elif bm >= 128 and dev.hopper and (fmt is Format.BF16 or (gated and fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL))):
         # compute-bound prefill on Hopper: 256 weight rows per program (gate + up counted), as the
         # H200 tuner chose at T = 4096 for Qwen3-30B, DeepSeek-V3 TP8 and Nemotron-Nano BF16
         # (1.12-1.19x over 128 rows) and as SGLang's H200 tables use for BF16 and FP8. FP8 is
         # limited to the gated GEMM1: a 128 x 256 FP8 GEMM2 / non-gated tile spills registers at
-        # 8 warps (sm_90 compile, ~270 LDL/STL), a 2 x 128 gated tile does not.
+        # 8 warps (sm_90 compile, ~270 LDL/STL), a 2 x 128 gated tile does not. Not the
+        # block-scaled formats: their dequantized weight tile lives in registers.
         bn = 128 if gated else 256
     else:
         # compute-bound: 128-wide tiles; a gated program holds two accumulators, so half width

@@ -63,6 +63,7 @@ bias; activation in fp32, rounded to hidden's dtype, then re-quantized exactly l
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Mapping, Optional, Union
 
@@ -72,7 +73,7 @@ import triton.language as tl
 
 from ..config import Activation, ActivationParams, Format
 from ..formats import QuantizedTensor, quantize_act
-from .kernel_configs import MoEKernelConfig, choose_moe_config
+from .kernel_configs import KernelConfig, MoEKernelConfig, choose_moe_config
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
@@ -193,6 +194,30 @@ def _device_info(device: torch.device):
 def _cuda_device_info(index: int):
     props = torch.cuda.get_device_properties(index)
     return props.name, props.multi_processor_count
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_smem_per_block(index: int) -> int:
+    """Opt-in shared memory per block in bytes (0 where torch does not report it)."""
+    return int(getattr(torch.cuda.get_device_properties(index), "shared_memory_per_block_optin", 0) or 0)
+
+
+# room left for the epilogue's layout conversions next to the pipelined operand buffers
+_SMEM_EPILOGUE_RESERVE = 16 * 1024
+
+
+def fit_stages(c: KernelConfig, a_bytes: int, w_bytes: int, w_tiles: int, smem_bytes: int) -> KernelConfig:
+    """``c`` with num_stages lowered (to >= 1) until its pipelined operand buffers, num_stages x
+    block_k x (block_m x a_bytes + w_tiles x block_n x w_bytes), fit ``smem_bytes`` minus a reserve
+    for the epilogue. The heuristic sizes stages for 16-bit (or FP8) activations; fp32 hidden
+    states (and fp32 weights) need twice the bytes per stage. ``smem_bytes`` 0: unknown, unchanged."""
+    if smem_bytes <= 0:
+        return c
+    per_stage = c.block_k * (c.block_m * a_bytes + w_tiles * c.block_n * w_bytes)
+    fit = max(1, (smem_bytes - _SMEM_EPILOGUE_RESERVE) // per_stage)
+    if c.num_stages <= fit:
+        return c
+    return dataclasses.replace(c, num_stages=int(fit))
 
 
 # ---- align -------------------------------------------------------------------------------------
@@ -425,6 +450,8 @@ def triton_experts(
             "before the first call to interpret them, or use fm.reference_moe"
         )
     dev_name, num_sms = _device_info(dev)
+    smem = 0 if dev.type != "cuda" else _cuda_smem_per_block(dev.index if dev.index is not None
+                                                            else torch.cuda.current_device())
     cfg = choose_moe_config(T, H, I_pad, E, K, wfmt, activation, dev_name, override=config, num_sms=num_sms)
     c1, c2 = cfg.gemm1, cfg.gemm2
     BM = cfg.block_m
@@ -547,6 +574,8 @@ def triton_experts(
     if micro:
         prec1 = prec_micro
     as_fp32 = interp and out_q in (_OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8)
+    if smem and not micro:  # operands staged as loaded (block-scaled formats stage dequantized tiles)
+        c1 = fit_stages(c1, a1.element_size(), w13.data.element_size(), 2 if gated else 1, smem)
 
     grid1 = (NB * triton.cdiv(I_pad, c1.block_n),)
     _gemm._gemm1_kernel[grid1](
@@ -594,6 +623,8 @@ def triton_experts(
     wsn2 = w2_s.stride(1) if w2.scale is not None and w2_s.dim() >= 2 else 0
     w2_g = w2.global_scale.contiguous() if wfmt is Format.NVFP4 else tw_flat
     b2 = w2_bias if w2_bias is not None else tw_flat
+    if smem and not micro:
+        c2 = fit_stages(c2, inter.element_size(), w2.data.element_size(), 1, smem)
     upcast2 = interp or (quant == 0 and inter.dtype != w2.data.dtype)
     prec2 = "ieee" if (inter.dtype == torch.float32 or w2.data.dtype == torch.float32) else "tf32"
     if micro:
