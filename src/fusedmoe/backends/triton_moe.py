@@ -360,7 +360,9 @@ def triton_experts(
     ``a2_scale``: static scales (dequant convention: FP8 ``x ~= q * s``, NVFP4 ``s = 1/g``) of
     GEMM1's and GEMM2's inputs for FP8_TENSOR and NVFP4 activations; None = dynamic per call (one
     scale over hidden / over the local intermediate). ``config``: a MoEKernelConfig or a dict for
-    ``choose_moe_config``'s override (keys gemm1, gemm2, atomic_combine). ``_capture`` (tests):
+    ``choose_moe_config``'s override (keys gemm1, gemm2, atomic_combine); on a GPU either GEMM's
+    num_stages is lowered where its operand buffers would not fit the device's shared memory
+    (:func:`fit_stages`; fp32 operands need twice the bytes the heuristic plans for). ``_capture`` (tests):
     a dict that receives GEMM2's input (``inter``, ``inter_scale``, ``inter_g``, ``out_q``,
     ``post_quant``) and the ``config`` used; ``_fast_cvt`` (tests): force the inline-PTX
     conversions on or off (default: on for CUDA bf16 MMA operands).
