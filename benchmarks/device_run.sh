@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# One device call: environment, GPU tests, demo, and the shared peer harness with our plugin.
-#   bash benchmarks/device_run.sh [tests] [demo] [quick|full] [peers-args...]
+# One device call: environment, GPU tests, demo, the shared peer harness with our plugin, tuning.
+#   bash benchmarks/device_run.sh [tests] [demo] [quick|full] [tune-fp8] [tune-fp4] [bench]
+# tune-*: merged into src/fusedmoe/configs/triton_moe_tuned.json, copied to $OUT (copy it back
+# into the repo and commit); budgets in TUNE_BUDGET_S (default 300 each).
 # Needs .peers/ (a copy of ../shared/bench/peers with vendor/ filled by get_peers.sh) carried along.
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
@@ -21,4 +23,20 @@ if [[ "$stages" == *" quick "* ]]; then
 fi
 if [[ "$stages" == *" full "* ]]; then
   PLAN_ARGS="${PEERS_ARGS:-}" bash benchmarks/harness_run.sh 2>&1 | tee "$OUT/peers_full.log" | tail -40
+fi
+if [[ "$stages" == *" tune-fp8 "* ]]; then
+  python3 -m fusedmoe tune --preset qwen3-30b-a3b,deepseek-v3-tp8,minimax-m2,deepseek-v3,mixtral-8x7b \
+      --weight-format fp8_tensor,fp8_channel,fp8_block --max-candidates 12 --jobs 8 --budget-s "${TUNE_BUDGET_S:-300}" \
+      --report "$OUT/tune_fp8.json" --no-progress 2>&1 | tee "$OUT/tune_fp8.log" | tail -30
+  cp src/fusedmoe/configs/triton_moe_tuned.json "$OUT/"
+fi
+if [[ "$stages" == *" tune-fp4 "* ]]; then
+  python3 -m fusedmoe tune --preset qwen3-30b-a3b,gpt-oss-120b,nemotron-nano --weight-format nvfp4,mxfp4,mxfp8 \
+      --max-candidates 12 --jobs 8 --budget-s "${TUNE_BUDGET_S:-300}" \
+      --report "$OUT/tune_fp4.json" --no-progress 2>&1 | tee "$OUT/tune_fp4.log" | tail -30
+  cp src/fusedmoe/configs/triton_moe_tuned.json "$OUT/"
+fi
+if [[ "$stages" == *" bench "* ]]; then
+  python3 -m fusedmoe bench --compare-heuristic --sglang-path .peers/vendor --out "$OUT" --budget-s 300 \
+      --no-progress 2>&1 | tee "$OUT/bench.log" | tail -40
 fi
