@@ -79,7 +79,7 @@ def test_bench_list_presets(capsys):
         assert name in out
 
 
-@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CPU refusal")
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the refusal on a machine without CUDA; with a GPU, tune runs for real")
 def test_tune_refuses_without_cuda(capsys):
     _usage_error(capsys, ["tune", "--preset", "tiny"], "needs a CUDA GPU")
 

@@ -135,6 +135,15 @@ _FLOAT_SCALE = (torch.float32, torch.bfloat16, torch.float16)
 _FLOAT_W = (torch.bfloat16, torch.float16, torch.float32)
 
 
+def _first_shape(sd, prefix: str, proj: str, dtypes, what: str = "") -> Tuple[int, int]:
+    """(I, H) from expert 0's ``proj`` weight (2-D ``[I, H]``): the shape every expert is checked against."""
+    key = _key(prefix, 0, proj, "weight")
+    first = _take(sd, key, None, dtypes, what)
+    if first.dim() != 2:
+        raise CheckpointError(f"tensor '{key}' has shape {_fmt_shape(first.shape)}; expected [I, H]")
+    return tuple(first.shape)
+
+
 def _norm_prefix(prefix: str) -> str:
     if not isinstance(prefix, str):
         raise TypeError(f"prefix must be a string, got {type(prefix).__name__}")
@@ -250,10 +259,7 @@ def load_bf16_experts(state_dict: Mapping[str, torch.Tensor], prefix: str, *, ac
     optionally quantized to ``format`` (:meth:`ExpertWeights.from_float`)."""
     prefix, (g, u, d), E, activation = _resolve(state_dict, prefix, proj_names, num_experts, activation)
     sd = state_dict
-    first = _take(sd, _key(prefix, 0, u, "weight"), None, _FLOAT_W)
-    if first.dim() != 2:
-        raise CheckpointError(f"tensor '{_key(prefix, 0, u, 'weight')}' has shape {_fmt_shape(first.shape)}; expected [I, H]")
-    I, H = first.shape
+    I, H = _first_shape(sd, prefix, u, _FLOAT_W)
     w13, w2 = [], []
     for e in range(E):
         rows = [] if g is None else [_take(sd, _key(prefix, e, g, "weight"), (I, H), _FLOAT_W)]
@@ -280,10 +286,7 @@ def _requant_fp8(q: torch.Tensor, s_from: torch.Tensor, s_to: torch.Tensor) -> t
 
 def _load_fp8_tensor(sd, prefix, names, E, activation, scale_name: str, device, what: str) -> ExpertWeights:
     g, u, d = names
-    first = _take(sd, _key(prefix, 0, u, "weight"), None, _E4M3, what)
-    if first.dim() != 2:
-        raise CheckpointError(f"tensor '{_key(prefix, 0, u, 'weight')}' has shape {_fmt_shape(first.shape)}; expected [I, H]")
-    I, H = first.shape
+    I, H = _first_shape(sd, prefix, u, _E4M3, what)
     gated = g is not None
     I_pad = round_up(I, default_alignment(Format.FP8_TENSOR, gated))
     q13, s13, q2, s2 = [], [], [], []
@@ -324,10 +327,7 @@ def load_modelopt_fp8_experts(state_dict: Mapping[str, torch.Tensor], prefix: st
 
 def _load_fp8_block(sd, prefix, names, E, activation, scale_name, device, what) -> ExpertWeights:
     g, u, d = names
-    first = _take(sd, _key(prefix, 0, u, "weight"), None, _E4M3, what)
-    if first.dim() != 2:
-        raise CheckpointError(f"tensor '{_key(prefix, 0, u, 'weight')}' has shape {_fmt_shape(first.shape)}; expected [I, H]")
-    I, H = first.shape
+    I, H = _first_shape(sd, prefix, u, _E4M3, what)
     if H % 128:
         raise CheckpointError(f"tensor '{_key(prefix, 0, u, 'weight')}': hidden size {H} is not a multiple of 128, "
                               "which 128x128 block FP8 needs")
@@ -368,10 +368,7 @@ def load_fp8_block_experts(state_dict: Mapping[str, torch.Tensor], prefix: str, 
 
 def _load_fp8_channel(sd, prefix, names, E, activation, device, what) -> ExpertWeights:
     g, u, d = names
-    first = _take(sd, _key(prefix, 0, u, "weight"), None, _E4M3, what)
-    if first.dim() != 2:
-        raise CheckpointError(f"tensor '{_key(prefix, 0, u, 'weight')}' has shape {_fmt_shape(first.shape)}; expected [I, H]")
-    I, H = first.shape
+    I, H = _first_shape(sd, prefix, u, _E4M3, what)
     gated = g is not None
     I_pad = round_up(I, default_alignment(Format.FP8_CHANNEL, gated))
     eps = _EPS_SCALE.item()
