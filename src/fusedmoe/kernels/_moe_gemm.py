@@ -87,6 +87,30 @@ def _tile_ids(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def _block_slots(sorted_ids_ptr, pid_m, num_slots, BLOCK_M: tl.constexpr):
+    """The slots of M-block ``pid_m`` of the aligned slot list and which rows are real.
+
+    Padding rows (the sentinel ``num_slots``) repeat the block's first slot, so every load reads
+    written data; their results are never stored."""
+    slots = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))
+    row_ok = slots < num_slots
+    return tl.where(row_ok, slots, tl.min(slots, axis=0)), row_ok
+
+
+@triton.jit
+def _micro_weight_ptrs(w_ptr, w_scale_ptr, e64, stride_we, stride_wse, offs_n, n_ok,
+                       EVEN_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Q_MICRO operand bases of expert ``e64``: (all-rows mask of the activation tile, int64 weight
+    rows, weight base, weight-scale base, weight-row mask)."""
+    if EVEN_N:
+        w_ok = tl.full([BLOCK_N], 1, tl.int1)
+    else:
+        w_ok = n_ok
+    return (tl.full([BLOCK_M], 1, tl.int1), offs_n.to(tl.int64), w_ptr + e64 * stride_we,
+            w_scale_ptr + e64 * stride_wse, w_ok)
+
+
+@triton.jit
 def _mma(a, w, acc, SWAP_AB: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr):
     """acc + a @ w^T for a [BM, BK], w [BN, BK]; acc is [BN, BM] (= (a @ w^T)^T) when SWAP_AB.
 
@@ -243,12 +267,7 @@ def _gemm1_kernel(
         return
     e64 = e.to(tl.int64)
 
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    slots = tl.load(sorted_ids_ptr + offs_m)
-    row_ok = slots < num_slots
-    # padding rows (sentinel) repeat the block's first slot, so every load reads written data;
-    # their results are never stored
-    slots = tl.where(row_ok, slots, tl.min(slots, axis=0))
+    slots, row_ok = _block_slots(sorted_ids_ptr, pid_m, num_slots, BLOCK_M)
     tok64 = (slots // TOP_K).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
@@ -271,14 +290,8 @@ def _gemm1_kernel(
     if QUANT == Q_MICRO:
         a_rows = tok64 * stride_am
         as_rows = tok64 * stride_asm
-        a_all = tl.full([BLOCK_M], 1, tl.int1)
-        n64 = offs_n.to(tl.int64)
-        w_e = w_ptr + e64 * stride_we
-        ws_e = w_scale_ptr + e64 * stride_wse
-        if EVEN_N:
-            w_ok = tl.full([BLOCK_N], 1, tl.int1)
-        else:
-            w_ok = n_ok
+        a_all, n64, w_e, ws_e, w_ok = _micro_weight_ptrs(w_ptr, w_scale_ptr, e64, stride_we, stride_wse, offs_n, n_ok,
+                                                         EVEN_N, BLOCK_M, BLOCK_N)
 
     if QUANT == Q_MICRO and MXDOT:
         # MX weights x MXFP8 activations: E4M3 x E4M3 MMA per 32-wide K block, the partial sum
@@ -489,10 +502,7 @@ def _gemm2_kernel(
     e = tl.load(block_expert_ptr + pid_m)
     e64 = e.to(tl.int64)
 
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    slots = tl.load(sorted_ids_ptr + offs_m)
-    row_ok = slots < num_slots
-    slots = tl.where(row_ok, slots, tl.min(slots, axis=0))  # padding rows: see _gemm1_kernel
+    slots, row_ok = _block_slots(sorted_ids_ptr, pid_m, num_slots, BLOCK_M)
     slot64 = slots.to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
@@ -524,14 +534,8 @@ def _gemm2_kernel(
     if QUANT == Q_MICRO:
         a_rows = slot64 * stride_am
         as_rows = slot64 * stride_asm
-        a_all = tl.full([BLOCK_M], 1, tl.int1)
-        n64 = offs_n.to(tl.int64)
-        w_e = w_ptr + e64 * stride_we
-        ws_e = w_scale_ptr + e64 * stride_wse
-        if EVEN_N:
-            w_ok = tl.full([BLOCK_N], 1, tl.int1)
-        else:
-            w_ok = n_ok
+        a_all, n64, w_e, ws_e, w_ok = _micro_weight_ptrs(w_ptr, w_scale_ptr, e64, stride_we, stride_wse, offs_n, n_ok,
+                                                         EVEN_N, BLOCK_M, BLOCK_N)
         if MXDOT:  # see _gemm1_kernel
             for ki in range(0, tl.cdiv(K, BLOCK_K)):
                 for j in tl.static_range(BLOCK_K // 32):
