@@ -15,24 +15,10 @@ import pytest
 from test_triton_fp4 import _SM90_SCRIPT
 
 _VARIANTS = r'''
-def gemm8(which, quant, *, a="bf16", out_q=0, act=0, gated=True, BM=16, BN=64, BK=128, nw=4, ns=4, even=True, fast=False):
-    """QUANT 0 NONE (bf16), 1 TENSOR, 2 ROW, 3 BLOCK (fp8 operands, fp32 scales)."""
-    swap = BM < 64
-    val = "*bf16" if quant == 0 else "*fp8e4nv"
-    common = dict(a_ptr=val, a_scale_ptr="*fp32", w_ptr=val, w_scale_ptr="*fp32", bias_ptr="*fp32",
-                  topk_w_ptr="*fp32", sorted_ids_ptr="*i32", block_expert_ptr="*i32", num_post_padded_ptr="*i32",
-                  a_gs_ptr="*fp32", w_gs_ptr="*fp32", act_alpha="fp32", act_beta="fp32", act_limit="fp32")
-    ce = dict(TOP_K=8, E_LOC=128, QUANT=quant, A_FMT=0, W_FMT=0, CD=tl.bfloat16, FAST_CVT=False, KPERM=False,
-              MXDOT=False, HAS_BIAS=False, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=1 if swap else 8,
-              SWAP_AB=swap, EVEN_K=even, EVEN_N=even, UPCAST=False, PRECISION="tf32", FAST_ACC=fast)
-    if which == 1:
-        types = dict(common, out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv"}[out_q],
-                     out_scale_ptr="*fp32", out_qscale_ptr="*fp32")
-        ce.update(ACT=act, GATED=gated, OUT_Q=out_q, ROUND_DTYPE=tl.bfloat16, Q_AS_FP32=False, WEIGHT_ON_INPUT=False)
-        return compile_kernel(G._gemm1_kernel, types, ce, nw, ns)
-    types = dict(common, out_ptr="*bf16")
-    ce.update(MUL_ROUTING_WEIGHT=True, OUT_ATOMIC=False)
-    return compile_kernel(G._gemm2_kernel, types, ce, nw, ns)
+def gemm8(which, quant, **kw):
+    """QUANT 0 NONE (bf16), 1 TENSOR, 2 ROW, 3 BLOCK (fp8 operands, fp32 scales): the fp4 script's gemm()."""
+    val = "plain" if quant == 0 else "fp8"
+    return gemm(which, val, val, quant=quant, **kw)
 
 
 VARIANTS = {

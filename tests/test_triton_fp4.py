@@ -524,17 +524,22 @@ def sass_of(k):
 
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
-         even=True, fast=False):
+         even=True, fast=False, quant=4):
+    """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
+    ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py)."""
     swap = BM < 64
+    micro = quant == 4
     common = dict(a_ptr=VAL[a], a_scale_ptr=SCL[a], w_ptr=VAL[w], w_scale_ptr=SCL[w], bias_ptr="*fp32",
                   topk_w_ptr="*fp32", sorted_ids_ptr="*i32", block_expert_ptr="*i32", num_post_padded_ptr="*i32",
                   a_gs_ptr="*fp32", w_gs_ptr="*fp32", act_alpha="fp32", act_beta="fp32", act_limit="fp32")
-    ce = dict(TOP_K=8, E_LOC=128, QUANT=4, A_FMT=F[a], W_FMT=F[w], CD=tl.bfloat16, FAST_CVT=True, KPERM=True,
+    ce = dict(TOP_K=8, E_LOC=128, QUANT=quant, A_FMT=F[a] if micro else 0, W_FMT=F[w] if micro else 0,
+              CD=tl.bfloat16, FAST_CVT=micro, KPERM=micro,
               MXDOT=mxdot, HAS_BIAS=bias, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=1 if swap else 8,
               SWAP_AB=swap, EVEN_K=even, EVEN_N=even, UPCAST=False, PRECISION="tf32", FAST_ACC=fast)
     if which == 1:
-        types = dict(common, out_ptr={0: "*bf16", 1: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8"}[out_q],
-                     out_scale_ptr={0: "*fp32", 1: "*fp32", 3: "*u8", 4: "*u8"}[out_q], out_qscale_ptr="*fp32")
+        types = dict(common, out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8"}[out_q],
+                     out_scale_ptr={0: "*fp32", 1: "*fp32", 2: "*fp32", 3: "*u8", 4: "*u8"}[out_q],
+                     out_qscale_ptr="*fp32")
         ce.update(ACT=act, GATED=gated, OUT_Q=out_q, ROUND_DTYPE=tl.bfloat16, Q_AS_FP32=False, WEIGHT_ON_INPUT=False)
         return compile_kernel(G._gemm1_kernel, types, ce, nw, ns)
     types = dict(common, out_ptr="*bf16")
