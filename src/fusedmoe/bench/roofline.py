@@ -26,6 +26,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import torch
 
 from ..config import Format
+from .timing import time_calls
 
 __all__ = [
     "Ceilings",
@@ -176,33 +177,10 @@ def geomean(values: Iterable[float]) -> Optional[float]:
 # ---- measuring the ceilings -------------------------------------------------------------------
 
 
-def _median(xs: List[float]) -> float:
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
-
-
 def _time_device(fn, device: torch.device, reps: int) -> float:
-    """Median seconds of ``fn`` (CUDA events on a GPU, wall clock on a CPU), after a warm-up."""
-    import time
-
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        ts = []
-        for _ in range(reps):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            ts.append(s.elapsed_time(e) / 1e3)
-        return _median(ts)
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return _median(ts)
+    """Median seconds of ``fn`` after a warm-up: CUDA events on a GPU, wall clock on a CPU."""
+    method = "events" if device.type == "cuda" else "wall"
+    return time_calls([fn], device, method=method, warmup=1, reps=reps, budget_s=600.0).median_s
 
 
 def measure_ceilings(device, *, quick: bool = False) -> Ceilings:
