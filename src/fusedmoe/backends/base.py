@@ -111,6 +111,6 @@ def validate_call(hidden, weights: ExpertWeights, topk: TopK, *, activation: Act
             f"0 <= offset and offset + {E_loc} <= num_experts={E}"
         )
     if check_ids and topk.ids.numel():
-        lo, hi = int(topk.ids.min()), int(topk.ids.max())
+        lo, hi = torch.stack(torch.aminmax(topk.ids)).tolist()  # one reduction, one host sync
         if lo < 0 or hi >= E:
             raise ValueError(f"topk.ids must be in [0, {E}) (num_experts), got values in [{lo}, {hi}]")

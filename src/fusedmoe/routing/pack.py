@@ -45,7 +45,7 @@ def pack_topk(ids: torch.Tensor, weights: torch.Tensor, *, check_ids: bool = Tru
     if ids.device != weights.device:
         raise ValueError(f"pack_topk: ids on {ids.device} but weights on {weights.device}")
     if check_ids and ids.numel() > 0:
-        lo, hi = torch.stack([ids.min(), ids.max()]).tolist()
+        lo, hi = torch.stack(torch.aminmax(ids)).tolist()
         if lo < 0 or hi > MAX_PACKED_EXPERT_ID:
             bad = lo if lo < 0 else hi
             raise ValueError(
