@@ -43,6 +43,7 @@ from fusedmoe.backends.kernel_configs import KernelConfig, MoEKernelConfig, Tune
 from fusedmoe.backends.triton_moe import dequantize_tiles, triton_experts  # noqa: E402
 from fusedmoe.config import Activation, ActivationParams, Format, TopK  # noqa: E402
 from fusedmoe.formats import QuantizedTensor, dequantize, quantize  # noqa: E402
+from moe_cases import distinct_topk_ids  # noqa: E402
 
 A, F = Activation, Format
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -82,13 +83,7 @@ class Case:
 
 def _routing(c: Case, g: torch.Generator, device=DEV) -> TopK:
     """Distinct experts per token; every token keeps one local expert (in a random slot)."""
-    rows = []
-    for _ in range(c.T):
-        loc = c.offset + int(torch.randint(0, c.E, (1,), generator=g))
-        others = [int(i) for i in torch.randperm(c.E_glob, generator=g) if int(i) != loc][: c.K - 1]
-        row = others + [loc]
-        rows.append([row[i] for i in torch.randperm(c.K, generator=g).tolist()])
-    ids = torch.tensor(rows, dtype=torch.int32).reshape(c.T, c.K)
+    ids = distinct_topk_ids(c.T, c.K, c.E, c.offset, c.E_glob, g)
     return TopK(ids.to(device), (torch.rand(c.T, c.K, generator=g) + 0.1).to(device))
 
 

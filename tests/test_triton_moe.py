@@ -43,6 +43,7 @@ from fusedmoe.backends.kernel_configs import (  # noqa: E402
 from fusedmoe.backends.triton_moe import align_slots, max_padded_rows, triton_experts  # noqa: E402
 from fusedmoe.config import Activation, ActivationParams, Format  # noqa: E402
 from fusedmoe.formats import QuantizedTensor, dequantize, quantize, quantize_weight  # noqa: E402
+from moe_cases import distinct_topk_ids  # noqa: E402
 
 INTERP = os.environ.get("TRITON_INTERPRET") == "1"
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -179,16 +180,7 @@ def make_problem(*, T, H, I, I_pad, E, K, act, wfmt, dtype, bias=False, offset=0
     q13 = quantize_weight(w13.to(wdt), wfmt if wfmt is not Format.BF16 else Format.BF16)
     q2 = quantize_weight(w2.to(wdt), wfmt if wfmt is not Format.BF16 else Format.BF16)
     hidden = rn(T, H).to(dtype)
-    # distinct experts per token (like a real top-k); when E_glob > E some ids are not local, but
-    # every token keeps at least one local expert (in a random slot) so no output row is trivially 0
-    rows = []
-    for _ in range(T):
-        loc = offset + int(torch.randint(0, E, (1,), generator=g))
-        others = [int(i) for i in torch.randperm(E_glob, generator=g) if int(i) != loc][: K - 1]
-        row = others + [loc]
-        perm = torch.randperm(K, generator=g).tolist()
-        rows.append([row[i] for i in perm])
-    ids = torch.tensor(rows, dtype=torch.int32).reshape(T, K)
+    ids = distinct_topk_ids(T, K, E, offset, E_glob, g)
     tw = (torch.rand(T, K, generator=g) + 0.1).to(device)
     ids = ids.to(device)
     b13 = b2 = None

@@ -1,0 +1,16 @@
+"""Shared test-data helpers (imported by the kernel tests; not a test module)."""
+
+import torch
+
+
+def distinct_topk_ids(T: int, K: int, E: int, offset: int, E_glob: int, g: torch.Generator) -> torch.Tensor:
+    """int32 [T, K] expert ids like a real top-k: distinct within a row, drawn from the E_glob global
+    experts, each row holding at least one local expert (``[offset, offset + E)``) in a random slot,
+    so that no output row is trivially zero under expert parallelism. Host tensor, drawn from ``g``."""
+    rows = []
+    for _ in range(T):
+        loc = offset + int(torch.randint(0, E, (1,), generator=g))
+        others = [int(i) for i in torch.randperm(E_glob, generator=g) if int(i) != loc][: K - 1]
+        row = others + [loc]
+        rows.append([row[i] for i in torch.randperm(K, generator=g).tolist()])
+    return torch.tensor(rows, dtype=torch.int32).reshape(T, K)
