@@ -225,11 +225,12 @@ def test_formats_against_reference(case):
 # (kernel path exercised, config): swap_ab (the H200 decode shape), group_m, K tails (H = 96 with
 # block_k 64), block_n = 16 (MXFP8 intermediate through quantize_act instead of the epilogue),
 # the atomic combine, block_m 32 (the largest tile of the E4M3 partial-sum path of MX x MXFP8),
-# block_m 64 (MX x MXFP8 dequantized to the MMA dtype instead)
+# block_m 64 (MX x MXFP8 dequantized to the MMA dtype instead); GEMM1 split-K (uneven: 3 K-blocks
+# over 2 programs; and a K tail) in the swap_ab and the E4M3 partial-sum paths
 _CFGS = [
-    MoEKernelConfig(KernelConfig(16, 64, 32, group_m=2, swap_ab=True), KernelConfig(16, 64, 64, swap_ab=True)),
+    MoEKernelConfig(KernelConfig(16, 64, 32, group_m=2, swap_ab=True, split_k=2), KernelConfig(16, 64, 64, swap_ab=True)),
     MoEKernelConfig(KernelConfig(16, 16, 64), KernelConfig(16, 32, 32)),
-    MoEKernelConfig(KernelConfig(32, 32, 64), KernelConfig(32, 64, 64), atomic_combine=True),
+    MoEKernelConfig(KernelConfig(32, 32, 64, split_k=2), KernelConfig(32, 64, 64), atomic_combine=True),
     MoEKernelConfig(KernelConfig(64, 32, 64), KernelConfig(64, 32, 32)),
 ]
 
@@ -519,7 +520,7 @@ def sass_of(k):
 
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
-         even=True, fast=False, quant=4):
+         even=True, fast=False, quant=4, split=1):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
     ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py)."""
     swap = BM < 64
@@ -532,10 +533,12 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
               MXDOT=mxdot, HAS_BIAS=bias, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=1 if swap else 8,
               SWAP_AB=swap, EVEN_K=even, EVEN_N=even, UPCAST=False, PRECISION="tf32", FAST_ACC=fast)
     if which == 1:
-        types = dict(common, out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8"}[out_q],
+        types = dict(common, ws_ptr="*fp32", cnt_ptr="*i32",
+                     out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8"}[out_q],
                      out_scale_ptr={0: "*fp32", 1: "*fp32", 2: "*fp32", 3: "*u8", 4: "*u8"}[out_q],
                      out_qscale_ptr="*fp32")
-        ce.update(ACT=act, GATED=gated, OUT_Q=out_q, ROUND_DTYPE=tl.bfloat16, Q_AS_FP32=False, WEIGHT_ON_INPUT=False)
+        ce.update(ACT=act, GATED=gated, OUT_Q=out_q, ROUND_DTYPE=tl.bfloat16, Q_AS_FP32=False, WEIGHT_ON_INPUT=False,
+                  SPLIT_K=split)
         return compile_kernel(G._gemm1_kernel, types, ce, nw, ns)
     types = dict(common, out_ptr="*bf16")
     ce.update(MUL_ROUTING_WEIGHT=True, OUT_ATOMIC=False)
@@ -545,6 +548,7 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
 VARIANTS = {
     # decode (swap_ab, block_m 16): the weight tile is wgmma's register operand
     "g1 NVFP4xBF16 swiglu": lambda: gemm(1, "nvfp4", "plain"),
+    "g1 NVFP4xBF16 swiglu split-K 8": lambda: gemm(1, "nvfp4", "plain", split=8),
     "g1 NVFP4xFP8 relu2 fp8-static-out": lambda: gemm(1, "nvfp4", "fp8", out_q=1, act=3, gated=False),
     "g1 NVFP4xNVFP4 swiglu nvfp4-out": lambda: gemm(1, "nvfp4", "nvfp4", out_q=4),
     "g1 MXFP4xBF16 swiglu_oai bias": lambda: gemm(1, "mxfp4", "plain", act=2, bias=True),
@@ -592,7 +596,7 @@ def test_kernels_compile_for_sm90_without_spills(tmp_path):
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr[-4000:]
     rows = [line.split("|") for line in res.stdout.strip().splitlines()]
-    assert len(rows) == 14, res.stdout
+    assert len(rows) == 15, res.stdout
     for name, regs, spills in rows:
         assert spills == "spills=0", (name, regs, spills)
 

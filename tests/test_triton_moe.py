@@ -148,7 +148,9 @@ def _errors(out: torch.Tensor, ref: torch.Tensor):
 
 def _bounds(wfmt: Format, dtype: torch.dtype):
     if wfmt is Format.BF16:
-        return {torch.float32: (1e-5, 1e-6), torch.float16: (4e-3, 1e-3), torch.bfloat16: (2e-2, 4e-3)}[dtype]
+        # fp32: summation-order differences over K up to a few thousand products (H200, K 2048:
+        # RMS 1.3e-6-1.5e-6)
+        return {torch.float32: (1e-5, 4e-6), torch.float16: (4e-3, 1e-3), torch.bfloat16: (2e-2, 4e-3)}[dtype]
     return (6e-2, 1.2e-2) if dtype is torch.bfloat16 else (3e-2, 6e-3)
 
 
@@ -344,6 +346,49 @@ def test_fp8_fast_accum_config(wfmt, act):
     with pytest.raises(TypeError, match="fp8_fast_accum"):
         KernelConfig(16, 32, 32, fp8_fast_accum=1)
     assert KernelConfig.from_dict({"block_m": 16, "block_n": 32, "block_k": 32}).fp8_fast_accum is False
+
+
+@interpreter
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK],
+                         ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [Activation.SWIGLU_OAI, Activation.RELU2], ids=lambda a: a.name)
+def test_gemm1_split_k(wfmt, act):
+    """GEMM1 with its K loop split over programs (decode): the last program of every tile sums
+    the partials in split order -> same bound as the unsplit kernel, bit-identical over repeated
+    calls, counters left at zero for the next launch; uneven splits (K-blocks not a multiple of
+    split_k, empty last split) included. Bias and the clamped activation run after the sum."""
+    dtype, H, I_pad = _FMT_CASES[wfmt]
+    H2 = 3 * H  # several K-blocks per split
+    bk = 128 if wfmt is Format.FP8_BLOCK else 32
+    bn = 128 if wfmt is Format.FP8_BLOCK else 32
+    prob = make_problem(T=3, H=H2, I=I_pad, I_pad=I_pad, E=4, K=2, act=act, wfmt=wfmt, dtype=dtype, bias=True,
+                        seed=17)
+    for split in (2, 4):
+        cfg = MoEKernelConfig(KernelConfig(16, bn, bk, split_k=split), KernelConfig(16, 32, bk))
+        got, ref = run_case(prob, act=act, wfmt=wfmt, params=_params(act), config=cfg)
+        mx, rms = _errors(got, ref)
+        bmx, brms = _bounds(wfmt, dtype)
+        assert mx <= bmx and rms <= brms, (split, mx, rms)
+        again, _ = run_case(prob, act=act, wfmt=wfmt, params=_params(act), config=cfg)
+        assert torch.equal(got, again)
+    from fusedmoe.backends.triton_moe import _COUNTERS, split_counters
+
+    assert not _COUNTERS  # the interpreter runs on the CPU: no cached buffers there
+    assert int(split_counters(64, torch.device("cpu")).abs().sum()) == 0
+
+
+def test_split_k_config_rules():
+    with pytest.raises(ValueError, match="split_k"):
+        KernelConfig(16, 32, 32, split_k=0)
+    with pytest.raises(ValueError, match="gemm1 only"):
+        MoEKernelConfig(KernelConfig(16, 32, 32), KernelConfig(16, 32, 32, split_k=2))
+    assert KernelConfig.from_dict({"block_m": 16, "block_n": 32, "block_k": 32}).split_k == 1
+    h = choose_moe_config(1, 7168, 256, 256, 8, Format.FP8_BLOCK, Activation.SWIGLU, "NVIDIA H200", table=TunedTable())
+    # one token of a DeepSeek-V3 TP8 shard: 8 experts x 2 column tiles -> K split 8 ways (128 programs)
+    assert h.gemm1.split_k == 8 and h.gemm2.split_k == 1
+    h = choose_moe_config(4096, 7168, 256, 256, 8, Format.FP8_BLOCK, Activation.SWIGLU, "NVIDIA H200",
+                          table=TunedTable())
+    assert h.gemm1.split_k == 1
 
 
 @interpreter
@@ -579,8 +624,14 @@ def test_gpu_fp8_fast_accum_prefill(wfmt, act):
     g2 = KernelConfig(**{**heur.gemm2.to_dict(), "fp8_fast_accum": True, "block_n": 2 * heur.gemm2.block_n})
     got, ref = run_case(prob, act=act, wfmt=wfmt, config=MoEKernelConfig(g1, g2))
     mx, rms = _errors(got, ref)
-    bmx, brms = _bounds(wfmt, torch.bfloat16)
-    assert mx <= bmx and rms <= brms, (mx, rms)
+    base, _ = run_case(prob, act=act, wfmt=wfmt)  # the default (promoted) accumulation
+    _, base_rms = _errors(base, ref)
+    # Hopper's FP8 tensor-core accumulation adds rounding on top of the FP8 operand error: at
+    # K = 2048 the H200 measured RMS 1.03e-2-1.39e-2, 2.3-2.8x the promoted path's 4.3e-3-5.3e-3
+    # on the same data (and above its bound of 1.2e-2 for channel x token). Stated bound for the
+    # opt-in path: max 6e-2, RMS 2e-2 and at most 3.5x the promoted path's RMS.
+    assert mx <= 6e-2 and rms <= 2e-2, (mx, rms)
+    assert rms <= 3.5 * base_rms, (rms, base_rms)
 
 
 @gpu

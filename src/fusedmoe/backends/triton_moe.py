@@ -220,6 +220,30 @@ def fit_stages(c: KernelConfig, a_bytes: int, w_bytes: int, w_tiles: int, smem_b
     return dataclasses.replace(c, num_stages=int(fit))
 
 
+# ---- split-K arrival counters -------------------------------------------------------------------
+
+# (device, stream) -> int32 zeros; GEMM1's split-K programs leave every counter they use at zero,
+# so one buffer serves every later launch on that stream (launches on one stream are ordered)
+_COUNTERS: dict = {}
+
+
+def split_counters(n: int, device: torch.device) -> torch.Tensor:
+    """``n`` zeroed int32 arrival counters for a split-K GEMM1 launch on the current stream.
+    Cached per (device, stream) and grown as needed; while a CUDA graph is being captured a
+    missing or too small buffer is allocated for that launch only (its zero fill is captured)
+    and not cached."""
+    if device.type != "cuda":
+        return torch.zeros(n, dtype=torch.int32, device=device)
+    key = (device.index if device.index is not None else torch.cuda.current_device(), torch.cuda.current_stream(device).cuda_stream)
+    buf = _COUNTERS.get(key)
+    if buf is not None and buf.numel() >= n:
+        return buf
+    buf = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+    if not torch.cuda.is_current_stream_capturing():
+        _COUNTERS[key] = buf
+    return buf
+
+
 # ---- align -------------------------------------------------------------------------------------
 
 
@@ -579,11 +603,18 @@ def triton_experts(
     if smem and not micro:  # operands staged as loaded (block-scaled formats stage dequantized tiles)
         c1 = fit_stages(c1, a1.element_size(), w13.data.element_size(), 2 if gated else 1, smem)
 
-    grid1 = (NB * triton.cdiv(I_pad, c1.block_n),)
+    tiles1 = NB * triton.cdiv(I_pad, c1.block_n)
+    grid1 = (tiles1, c1.split_k)
+    if c1.split_k > 1:
+        ws1 = torch.empty(tiles1 * c1.split_k * (2 if gated else 1) * BM * c1.block_n, dtype=torch.float32,
+                          device=dev)
+        cnt1 = split_counters(tiles1, dev)
+    else:
+        ws1 = cnt1 = tw_flat
     _gemm._gemm1_kernel[grid1](
         a1, a1_s, w13.data, w13_s, b13, tw_flat,
         al.sorted_ids, al.block_expert, al.num_post_padded,
-        inter, out_scale, q_scale, a1_g, w13_g,
+        inter, out_scale, q_scale, a1_g, w13_g, ws1, cnt1,
         I_pad, H, TK, NB,
         a1.stride(0), w13.data.stride(0), w13.data.stride(1), a1_s_stride, wse1, wsn1,
         b13.stride(0) if w13_bias is not None else 0, inter.stride(0), osm,
@@ -593,7 +624,7 @@ def triton_experts(
         HAS_BIAS=w13_bias is not None, WEIGHT_ON_INPUT=bool(weight_on_input),
         BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
         EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
-        FAST_ACC=c1.fp8_fast_accum,
+        FAST_ACC=c1.fp8_fast_accum, SPLIT_K=c1.split_k,
         num_warps=c1.num_warps, num_stages=c1.num_stages,
     )
 

@@ -212,6 +212,8 @@ def _gemm1_kernel(
     out_qscale_ptr,  # OUT_FP8_STATIC: [] fp32 (a2); OUT_NVFP4: [1] fp32 global quant scale g2 = 1/a2
     a_gs_ptr,  # MICRO, A_FMT NVFP4: [1] fp32 global scale of A
     w_gs_ptr,  # MICRO, W_FMT NVFP4: [E] fp32 global scales of W
+    ws_ptr,  # SPLIT_K > 1: fp32 [tiles, SPLIT_K, (2 if GATED else 1) * BLOCK_M * BLOCK_N] partial sums
+    cnt_ptr,  # SPLIT_K > 1: int32 [tiles] arrival counters, zero on entry, left zero
     N,  # I_pad: columns of the intermediate
     K,  # H
     num_slots,  # T*K (= the sentinel in sorted_ids)
@@ -254,9 +256,15 @@ def _gemm1_kernel(
     UPCAST: tl.constexpr,
     PRECISION: tl.constexpr,
     FAST_ACC: tl.constexpr,
+    SPLIT_K: tl.constexpr,
 ):
     """GEMM1 + bias + activation + intermediate rounding/quantization.
-    grid = (num_blocks_m * cdiv(N, BLOCK_N),)."""
+    grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K).
+
+    SPLIT_K > 1 (decode: too few tiles to fill the GPU): program (tile, s) accumulates the s-th
+    contiguous range of K-blocks, stores its fp32 accumulators in the workspace and increments the
+    tile's counter; the last to arrive sums the SPLIT_K partials in split order (deterministic:
+    the same bits whichever program arrives last), resets the counter and runs the epilogue."""
     pid = tl.program_id(0)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _tile_ids(pid, num_blocks_m, num_pid_n, GROUP_M)
@@ -272,9 +280,16 @@ def _gemm1_kernel(
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)
+    if SPLIT_K == 1:
+        k_lo = 0
+        k_hi = tl.cdiv(K, BLOCK_K)
+    else:
+        k_per = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K)
+        k_lo = tl.program_id(1) * k_per
+        k_hi = tl.minimum(k_lo + k_per, tl.cdiv(K, BLOCK_K))
 
-    a_ptrs = a_ptr + tok64[:, None] * stride_am + offs_k[None, :]
-    wg_ptrs = w_ptr + e64 * stride_we + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :]
+    a_ptrs = a_ptr + tok64[:, None] * stride_am + (k_lo * BLOCK_K + offs_k)[None, :]
+    wg_ptrs = w_ptr + e64 * stride_we + offs_n[:, None].to(tl.int64) * stride_wn + (k_lo * BLOCK_K + offs_k)[None, :]
     wu_ptrs = wg_ptrs + N * stride_wn
 
     if SWAP_AB:
@@ -296,7 +311,7 @@ def _gemm1_kernel(
     if QUANT == Q_MICRO and MXDOT:
         # MX weights x MXFP8 activations: E4M3 x E4M3 MMA per 32-wide K block, the partial sum
         # scaled by 2^ea * 2^ew in fp32 (no dequantization of either operand)
-        for ki in range(0, tl.cdiv(K, BLOCK_K)):
+        for ki in range(k_lo, k_hi):
             for j in tl.static_range(BLOCK_K // 32):
                 kb = ki * (BLOCK_K // 32) + j
                 a, a_s = _load_mx_block(a_ptr, a_rows, a_scale_ptr, as_rows, kb, K, a_all, F_MXFP8, BLOCK_M, EVEN_K,
@@ -312,7 +327,7 @@ def _gemm1_kernel(
                                           SWAP_AB)
     elif QUANT == Q_MICRO:
         # block-scaled family: gate and up tiles are loaded separately (no row interleave)
-        for ki in range(0, tl.cdiv(K, BLOCK_K)):
+        for ki in range(k_lo, k_hi):
             a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
                            FAST_CVT, KPERM)
             wg = _load_tile(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, ki, K, w_ok, W_FMT, BLOCK_N, BLOCK_K,
@@ -323,7 +338,7 @@ def _gemm1_kernel(
                                 BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM)
                 acc_u = _mma(a, wu, acc_u, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
     else:
-        for ki in range(0, tl.cdiv(K, BLOCK_K)):
+        for ki in range(k_lo, k_hi):
             if EVEN_K:
                 a = tl.load(a_ptrs)
                 if EVEN_N:
@@ -364,6 +379,26 @@ def _gemm1_kernel(
         acc_g = tl.trans(acc_g)
         if GATED:
             acc_u = tl.trans(acc_u)
+
+    if SPLIT_K > 1:
+        tile = (pid_m * num_pid_n + pid_n).to(tl.int64)
+        TS: tl.constexpr = BLOCK_M * BLOCK_N * (2 if GATED else 1)
+        offs_t = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        ws_tile = ws_ptr + tile * (SPLIT_K * TS)
+        tl.store(ws_tile + tl.program_id(1) * TS + offs_t, acc_g)
+        if GATED:
+            tl.store(ws_tile + tl.program_id(1) * TS + BLOCK_M * BLOCK_N + offs_t, acc_u)
+        tl.debug_barrier()  # every thread's partial is stored before the (release) arrival
+        if tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu") != SPLIT_K - 1:
+            return
+        tl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")  # ready for the next call
+        acc_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        acc_u = tl.zeros_like(acc_g)
+        for sk in tl.static_range(SPLIT_K):
+            # .cg: read at L2, where the other programs' stores are (never a stale L1 line)
+            acc_g += tl.load(ws_tile + sk * TS + offs_t, cache_modifier=".cg")
+            if GATED:
+                acc_u += tl.load(ws_tile + sk * TS + BLOCK_M * BLOCK_N + offs_t, cache_modifier=".cg")
 
     # ---- epilogue: dequant scales, routing weight on input, bias, activation -------------------
     if QUANT == Q_TENSOR:
