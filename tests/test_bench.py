@@ -261,6 +261,14 @@ def test_search_space(fmt, T):
         if fmt is Format.BF16:
             assert not c.config.gemm1.swap_ab and not c.config.gemm2.swap_ab
     assert {c.varies for c in cands} >= {"base", "gemm1", "gemm2", "block_m"}
+    # FP8 fast accumulation changes numerics: never a candidate unless asked for
+    assert not any(c.config.gemm1.fp8_fast_accum or c.config.gemm2.fp8_fast_accum for c in cands)
+    # split-K only on GEMM1 and only at decode tile sizes
+    assert all(c.config.gemm2.split_k == 1 for c in cands)
+    assert all(c.config.gemm1.split_k == 1 for c in cands if c.config.block_m > 32)
+    if h.block_m <= 32:
+        assert any(c.config.gemm1.split_k != h.gemm1.split_k for c in cands)
+    cands = search_space(T, 2048, 768, 128, 8, fmt, Activation.SWIGLU, "NVIDIA H200", fp8_fast_accum=True)
     fast = [c for c in cands if c.varies == "fast_accum"]
     if fmt is Format.FP8_TENSOR:
         # FP8 accumulation in the tensor cores on both GEMMs; at prefill (block_m 128) also with

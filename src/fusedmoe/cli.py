@@ -407,7 +407,7 @@ def cmd_tune(args) -> int:
     tokens = args.tokens or list(DEFAULT_TUNE_TOKENS)
     out = args.out or DEFAULT_TABLE_PATH
     opts = TuneOptions(presets=presets, weight_formats=fmts, tokens=tokens, out=out, report=args.report,
-                       exhaustive=args.exhaustive, max_candidates=args.max_candidates, budget_s=args.budget_s,
+                       exhaustive=args.exhaustive, fp8_fast_accum=args.fp8_fast_accum, max_candidates=args.max_candidates, budget_s=args.budget_s,
                        seed=args.seed, device=args.device or "cuda",
                        jobs=args.jobs if args.jobs is not None else min(8, (os.cpu_count() or 2) // 2))
     if args.dry_run:
@@ -564,6 +564,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--device-name", default=None, help="--dry-run: device whose heuristic to start from (default: this GPU, else NVIDIA H200)")
     t.add_argument("--verbose", action="store_true", help="--dry-run: list every candidate")
     t.add_argument("--exhaustive", action="store_true", help="grid of block_n x block_k x warps x stages per GEMM instead of single steps")
+    t.add_argument("--fp8-fast-accum", action="store_true",
+                   help="also try FP8 accumulation in the tensor cores (FP8 per-tensor / per-channel): faster prefill, "
+                        "2.5-3x the RMS error of the default path; the tuned table then changes results")
     t.add_argument("--max-candidates", type=_positive_int, default=None, help="at most this many candidates per point")
     t.add_argument("--budget-s", type=_positive_float, default=None, help="stop trying new candidates after this many seconds")
     t.add_argument("--jobs", type=int, default=None,

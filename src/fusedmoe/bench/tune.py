@@ -4,9 +4,11 @@ For one (shape, weight format, token count) the search space (:func:`search_spac
 the heuristic config (``choose_moe_config`` with an empty table) and adds its neighbours: each
 launch parameter of GEMM1 moved one step (block_n, block_k halved / doubled, warps 4 <-> 8,
 stages +-1, group_m, swap_ab), the same for GEMM2, and block_m (shared by both GEMMs, it is the
-align's padding unit) halved and doubled; for FP8 per-tensor / per-channel weights also FP8
-accumulation in the tensor cores (``fp8_fast_accum``), with 256-row weight tiles where block_m is
-128. ``exhaustive=True`` adds the grid of block_m x
+align's padding unit) halved and doubled, and GEMM1's split_k halved / doubled at decode tile
+sizes. ``fp8_fast_accum=True`` (CLI ``--fp8-fast-accum``) also tries, for FP8 per-tensor /
+per-channel weights, FP8 accumulation in the tensor cores with 256-row weight tiles where block_m
+is 128: faster at prefill but 2.5-3x the RMS error of the default path (H200, K 2048), so a table
+tuned with it changes results; off by default. ``exhaustive=True`` adds the grid of block_m x
 block_n x block_k x warps x stages per GEMM instead of single steps. Candidates that cannot
 compile or would not fit in shared memory are dropped up front.
 
@@ -101,8 +103,12 @@ def _kc(base: KernelConfig, **kw) -> Optional[KernelConfig]:
         return None
 
 
-def _steps(base: KernelConfig) -> List[KernelConfig]:
+def _steps(base: KernelConfig, gemm: str = "gemm2") -> List[KernelConfig]:
     out = []
+    if gemm == "gemm1" and base.block_m <= 32:  # split-K: GEMM1 at decode tile sizes
+        for v in (base.split_k // 2, base.split_k * 2):
+            if v >= 1:
+                out.append(_kc(base, split_k=v))
     for f in ("block_n", "block_k"):
         for v in (getattr(base, f) // 2, getattr(base, f) * 2):
             out.append(_kc(base, **{f: v}))
@@ -128,6 +134,7 @@ def _grid(base: KernelConfig) -> List[KernelConfig]:
 
 def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: int, top_k: int,
                  weight_format: Format, activation: Activation, device_name: str, *, exhaustive: bool = False,
+                 fp8_fast_accum: bool = False,
                  num_sms: Optional[int] = None, max_candidates: Optional[int] = None) -> List[Candidate]:
     """Candidates for one point, the heuristic config first (see the module docstring)."""
     gated = activation.is_gated
@@ -159,7 +166,7 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
     # (so that --max-candidates keeps the most informative ones)
     for bm in bms[1:]:
         add(*bases[bm], "block_m")
-    if weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL):
+    if fp8_fast_accum and weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL):
         # FP8 accumulation in the tensor cores (KernelConfig.fp8_fast_accum), alone and -- where
         # it frees the registers for it -- with 256-row weight tiles
         f1, f2 = _kc(heur.gemm1, fp8_fast_accum=True), _kc(heur.gemm2, fp8_fast_accum=True)
@@ -171,7 +178,7 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         b1, b2 = bases[bm]
         if b1 is None or b2 is None:
             continue
-        vary1 = _grid(b1) if exhaustive else _steps(b1)
+        vary1 = _grid(b1) if exhaustive else _steps(b1, "gemm1")
         vary2 = _grid(b2) if exhaustive else _steps(b2)
         for c in vary1:
             add(c, b2, "gemm1")
@@ -312,7 +319,8 @@ def describe_config(c: MoEKernelConfig) -> str:
     """Compact text of a config: ``bm16 | g1 n64 k128 w4 s5 g1 swap | g2 ...``."""
     def one(k: KernelConfig) -> str:
         return (f"n{k.block_n} k{k.block_k} w{k.num_warps} s{k.num_stages}" + (f" g{k.group_m}" if k.group_m != 1 else "")
-                + (" swap" if k.swap_ab else "") + (" fastacc" if k.fp8_fast_accum else ""))
+                + (" swap" if k.swap_ab else "") + (" fastacc" if k.fp8_fast_accum else "")
+                + (f" split{k.split_k}" if k.split_k != 1 else ""))
 
     return f"bm{c.block_m} | {one(c.gemm1)} | {one(c.gemm2)}"
 
@@ -388,6 +396,7 @@ class TuneOptions:
     out: str = ""
     report: Optional[str] = None
     exhaustive: bool = False
+    fp8_fast_accum: bool = False  # also try FP8 accumulation in the tensor cores (changes numerics)
     max_candidates: Optional[int] = None
     budget_s: Optional[float] = None
     seed: int = 0
@@ -414,6 +423,7 @@ def plan(opts: TuneOptions, device_name: str = "NVIDIA H200", num_sms: Optional[
                 else:
                     entry["candidates"] = search_space(T, p.hidden, I_pad, p.experts, p.top_k, wf, p.activation,
                                                        device_name, exhaustive=opts.exhaustive, num_sms=num_sms,
+                                                       fp8_fast_accum=opts.fp8_fast_accum,
                                                        max_candidates=opts.max_candidates)
                 out.append(entry)
     return out
@@ -458,7 +468,8 @@ def run_tune(opts: TuneOptions, *, progress: Optional[Callable[[str, int], None]
             I_pad = weights.padded_intermediate_size
             new = TunedTable()
             cands_by_T = {T: search_space(T, p.hidden, I_pad, p.experts, p.top_k, wf, p.activation, name,
-                                          exhaustive=opts.exhaustive, num_sms=sms, max_candidates=opts.max_candidates)
+                                          exhaustive=opts.exhaustive, fp8_fast_accum=opts.fp8_fast_accum, num_sms=sms,
+                                          max_candidates=opts.max_candidates)
                           for T in opts.tokens}
             if opts.jobs > 1 and cuda:
                 from .presets import weights_nbytes
