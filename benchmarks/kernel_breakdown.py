@@ -1,0 +1,80 @@
+"""Per-kernel GPU time of one triton-backend MoE call (torch.profiler), for the decode analysis.
+
+    PYTHONPATH=src python3 benchmarks/kernel_breakdown.py --preset qwen3-30b-a3b,nemotron-nano \
+        --weight-format bf16,fp8_tensor,nvfp4 --tokens 1,8,64 [--json out.json]
+
+Each point calls the layer ``--calls`` times, rotating over input sets whose routings touch
+different experts (weights not L2-resident), and prints the mean time of every kernel and their
+sum next to the weight-read floor (bytes of the experts hit / ``--bw`` TB/s) and the TF/s. Not a benchmark of
+record (that is ``fusedmoe bench``): it shows where the time of one call goes.
+"""
+
+import argparse
+import collections
+import json
+
+import torch
+
+from fusedmoe.backends.kernel_configs import TunedTable, choose_moe_config
+from fusedmoe.backends.triton import run_weights
+from fusedmoe.bench.presets import BenchCase, get_preset, make_inputs, make_weights, weights_nbytes
+from fusedmoe.config import Format
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--preset", default="qwen3-30b-a3b")
+    ap.add_argument("--weight-format", default="bf16")
+    ap.add_argument("--tokens", default="1,8")
+    ap.add_argument("--calls", type=int, default=40)
+    ap.add_argument("--bw", type=float, default=4.4, help="memory roofline in TB/s for the floor column")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--heuristic", action="store_true", help="heuristic configs only (ignore the tuned table)")
+    a = ap.parse_args()
+    dev = torch.device("cuda")
+    rows = []
+    for pname in a.preset.split(","):
+        p = get_preset(pname)
+        for wf_name in a.weight_format.split(","):
+            wf = Format(wf_name)
+            w = make_weights(p, wf, device=dev)
+            case = BenchCase(p, wf, wf.natural_activation_format(), p.routing_config())
+            per_expert = weights_nbytes(w) / p.experts
+            for T in (int(t) for t in a.tokens.split(",")):
+                sets = make_inputs(case, T, device=dev, nsets=16)
+                cfg = None
+                if a.heuristic:
+                    cfg = choose_moe_config(T, p.hidden, w.padded_intermediate_size, w.num_experts,
+                                            p.top_k, wf, p.activation, torch.cuda.get_device_name(), table=TunedTable())
+                for s in sets[:2]:  # compile / warm up
+                    run_weights(s.x, w, s.topk, activation_format=case.act_format, config=cfg)
+                torch.cuda.synchronize()
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                    for i in range(a.calls):
+                        s = sets[i % len(sets)]
+                        run_weights(s.x, w, s.topk, activation_format=case.act_format, config=cfg)
+                    torch.cuda.synchronize()
+                per = collections.defaultdict(float)
+                for ev in prof.events():
+                    if ev.device_type == torch.autograd.DeviceType.CUDA:
+                        per[ev.name] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+                hit = sum(len(torch.unique(s.topk.ids)) for s in sets) / len(sets)
+                floor_us = (hit * per_expert + 4 * T * p.hidden) / (a.bw * 1e12) * 1e6
+                kernels = {k: v / a.calls for k, v in sorted(per.items(), key=lambda kv: -kv[1])}
+                total = sum(kernels.values())
+                tflops = 2 * T * p.top_k * p.hidden * (p.n1 + p.intermediate) / total * 1e-6
+                rows.append(dict(preset=pname, format=wf_name, tokens=T, floor_us=floor_us, total_us=total,
+                                 tflops=tflops, kernels=kernels))
+                print(f"{pname:18s} {wf_name:11s} T={T:<5d} weight-read floor {floor_us:7.1f} us  kernels "
+                      f"{total:8.1f} us ({100 * floor_us / total:5.1f} %)  {tflops:6.1f} TF/s")
+                for k, v in kernels.items():
+                    print(f"    {v:8.2f} us  {k[:110]}")
+            del w
+            torch.cuda.empty_cache()
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
