@@ -389,6 +389,12 @@ def test_split_k_config_rules():
     h = choose_moe_config(4096, 7168, 256, 256, 8, Format.FP8_BLOCK, Activation.SWIGLU, "NVIDIA H200",
                           table=TunedTable())
     assert h.gemm1.split_k == 1
+    # block-scaled weights (dequantized in registers) aim at two programs per SM: one token of
+    # Nemotron-Nano (6 experts x 30 column tiles = 180 < 2 x 132) splits in two, FP8 does not
+    nano = dict(M_tokens=1, hidden_size=2688, intermediate_size_padded=1920, E_loc=128, top_k=6,
+                activation=Activation.RELU2, device_name="NVIDIA H200", table=TunedTable())
+    assert choose_moe_config(weight_format=Format.NVFP4, **nano).gemm1.split_k == 2
+    assert choose_moe_config(weight_format=Format.FP8_TENSOR, **nano).gemm1.split_k == 1
 
 
 @interpreter
