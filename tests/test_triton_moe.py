@@ -641,6 +641,43 @@ def test_gpu_fp8_fast_accum_prefill(wfmt, act):
 
 
 @gpu
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_BLOCK], ids=lambda f: f.name)
+def test_gpu_split_k_cuda_graph(wfmt):
+    """GEMM1 split-K at one token (DeepSeek-V3 TP8 shape, 8 splits): within the bound, bit-identical
+    eager and in a captured CUDA graph replayed twice and on a second stream (the graph owns its
+    arrival counters: a captured launch never shares the eager cache's buffer)."""
+    prob = make_problem(T=1, H=7168, I=256, I_pad=256, E=256, K=8, act=Activation.SWIGLU, wfmt=wfmt,
+                        dtype=torch.bfloat16, seed=5)
+    bn = 128 if wfmt is Format.FP8_BLOCK else 64
+    cfg = MoEKernelConfig(KernelConfig(16, bn, 128, num_stages=4, swap_ab=wfmt is not Format.BF16, split_k=8),
+                          KernelConfig(16, 64, 128, num_stages=4, swap_ab=wfmt is not Format.BF16))
+    eager, ref = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt, config=cfg)
+    mx, rms = _errors(eager, ref)
+    bmx, brms = _bounds(wfmt, torch.bfloat16)
+    assert mx <= bmx and rms <= brms, (mx, rms)
+    out = torch.empty_like(eager)
+
+    def launch():
+        triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], activation=Activation.SWIGLU,
+                       act_params=None,
+                       act_format=ACT_FMT[wfmt], intermediate_size_padded=256, a1_scale=prob["a1"],
+                       a2_scale=prob["a2"], config=cfg, out=out)
+
+    launch()
+    assert torch.equal(out, eager)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        launch()
+    for stream in (torch.cuda.current_stream(), torch.cuda.Stream(), torch.cuda.current_stream()):
+        out.zero_()
+        torch.cuda.synchronize()
+        with torch.cuda.stream(stream):
+            graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, eager)
+
+
+@gpu
 @pytest.mark.parametrize("act", [Activation.SWIGLU, Activation.RELU2], ids=lambda a: a.name)
 def test_gpu_fp32_prefill_fits_shared_memory(act):
     """fp32 hidden states and weights at a prefill size: the heuristic's 128 x 256 tiles are

@@ -223,24 +223,24 @@ def fit_stages(c: KernelConfig, a_bytes: int, w_bytes: int, w_tiles: int, smem_b
 # ---- split-K arrival counters -------------------------------------------------------------------
 
 # (device, stream) -> int32 zeros; GEMM1's split-K programs leave every counter they use at zero,
-# so one buffer serves every later launch on that stream (launches on one stream are ordered)
+# so one buffer serves every later eager launch on that stream (launches on one stream are ordered)
 _COUNTERS: dict = {}
 
 
 def split_counters(n: int, device: torch.device) -> torch.Tensor:
     """``n`` zeroed int32 arrival counters for a split-K GEMM1 launch on the current stream.
-    Cached per (device, stream) and grown as needed; while a CUDA graph is being captured a
-    missing or too small buffer is allocated for that launch only (its zero fill is captured)
-    and not cached."""
-    if device.type != "cuda":
+
+    Eager: cached per (device, stream) and grown as needed (the kernel leaves them at zero).
+    While a CUDA graph is being captured: a fresh buffer whose zero fill is captured with the
+    launch -- a graph may be replayed on another stream, or next to another graph, so it never
+    shares counters (one memset node per split launch)."""
+    if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
         return torch.zeros(n, dtype=torch.int32, device=device)
-    key = (device.index if device.index is not None else torch.cuda.current_device(), torch.cuda.current_stream(device).cuda_stream)
+    key = (device.index if device.index is not None else torch.cuda.current_device(),
+           torch.cuda.current_stream(device).cuda_stream)
     buf = _COUNTERS.get(key)
-    if buf is not None and buf.numel() >= n:
-        return buf
-    buf = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
-    if not torch.cuda.is_current_stream_capturing():
-        _COUNTERS[key] = buf
+    if buf is None or buf.numel() < n:
+        buf = _COUNTERS[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
     return buf
 
 
