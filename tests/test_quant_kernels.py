@@ -72,6 +72,23 @@ def test_more_rows_than_a_block(fmt):
     assert_same(quantize_act(x, fmt), quantize(x, fmt))
 
 
+@pytest.mark.parametrize("T,C", [(1, 128), (5, 384), (3, 8192), (129, 128)])
+def test_fp8_tensor_dynamic_one_program_and_two_pass_agree(T, C, monkeypatch):
+    """Dynamic per-tensor FP8: the one-program path (small tensors, one launch) and the parallel
+    two-pass path (absmax, then quantize) give the reference's bits; shapes on both sides of the
+    size threshold, several row and column tiles."""
+    import fusedmoe.formats.triton_quant as tq
+
+    x = _tricky(T, C, torch.bfloat16, seed=T + C)
+    ref = quantize(x, Format.FP8_TENSOR)
+    one = quantize_act(x, Format.FP8_TENSOR)
+    assert_same(one, ref)
+    monkeypatch.setattr(tq, "_ONE_PROGRAM_ELEMS", 0)  # force the two-pass path
+    assert_same(quantize_act(x, Format.FP8_TENSOR), ref)
+    monkeypatch.setattr(tq, "_ONE_PROGRAM_ELEMS", 1 << 30)  # force one program
+    assert_same(quantize_act(x, Format.FP8_TENSOR), ref)
+
+
 def test_fp8_tensor_static_scale_saturates():
     x = _tricky(3, 256, torch.bfloat16, seed=1)
     s = torch.tensor([0.05], device=DEV)  # small: most values saturate at +-448

@@ -30,6 +30,10 @@ __all__ = ["quantize_act"]
 _ACT_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_TOKEN, Format.FP8_BLOCK, Format.MXFP8, Format.NVFP4)
 _FLOAT_INPUTS = (torch.float16, torch.bfloat16, torch.float32)
 _E4M3 = torch.float8_e4m3fn
+# dynamic per-tensor FP8 of at most this many elements runs in one program (one launch instead of
+# a zero fill, an absmax pass and the quantization); larger tensors use the parallel two-pass path
+# (8192-element tiles: at most two loads per pass; not yet timed on a GPU)
+_ONE_PROGRAM_ELEMS = 1 << 14
 
 
 def _kernels():
@@ -138,6 +142,15 @@ def quantize_act(
         elif static_scale is not None:
             s = _device_scalar(static_scale, "static_scale", x)
             mode, src = 0, s
+        elif not empty and T * C <= _ONE_PROGRAM_ELEMS:
+            # small tensor (decode): amax and quantization in one program, one launch
+            s = torch.empty((1,), dtype=torch.float32, device=dev)
+            bc = min(_pow2(C), 2048)
+            bt = min(_pow2(T), max(1, 8192 // bc))
+            k._fp8_tensor_one_program_kernel[(1,)](
+                x, q, s, T, C, x.stride(0), q.stride(0), OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=bc, num_warps=8,
+            )
+            return QuantizedTensor(_finish(q, out_fp32), fmt, s.reshape(()))
         else:
             amax = torch.zeros((1,), dtype=torch.int32, device=dev)
             if not empty:
