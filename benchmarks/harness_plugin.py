@@ -8,7 +8,8 @@ wrapped as fm.ExpertWeights without re-quantization, and runs the public ``fm.fu
 
 Peers: ``fusedmoe`` (the default configs) and ``fusedmoe-fastacc`` (FP8 per-tensor / per-channel
 cases only: ``KernelConfig.fp8_fast_accum`` with wider prefill tiles, the candidate FP8 default,
-measured side by side with it).
+measured side by side with it); ``fusedmoe-pdl`` (the default configs with programmatic dependent
+launch, all cases).
 """
 
 import torch
@@ -89,4 +90,21 @@ def make_fusedmoe_fastacc(case):
     return prepare, run
 
 
-PEERS = {"fusedmoe": make_fusedmoe, "fusedmoe-fastacc": make_fusedmoe_fastacc}
+def make_fusedmoe_pdl(case):
+    """fusedmoe (default configs) with programmatic dependent launch switched on for its calls
+    (``set_programmatic_dependent_launch``): the candidate for decode, measured side by side."""
+    from fusedmoe.backends.triton_moe import set_programmatic_dependent_launch
+
+    prepare, run_default = make_fusedmoe(case)
+
+    def run(x, topk_weights, topk_ids):
+        prev = set_programmatic_dependent_launch(True)
+        try:
+            return run_default(x, topk_weights, topk_ids)
+        finally:
+            set_programmatic_dependent_launch(prev)
+
+    return prepare, run
+
+
+PEERS = {"fusedmoe": make_fusedmoe, "fusedmoe-fastacc": make_fusedmoe_fastacc, "fusedmoe-pdl": make_fusedmoe_pdl}

@@ -5,12 +5,12 @@
 #   bash benchmarks/harness_run.sh prep      # compile only (can overlap with other GPU work)
 #   bash benchmarks/harness_run.sh measure   # measure (after prep; nothing else on the GPU)
 #   bash benchmarks/harness_run.sh           # both
-# Env: OUT (results), PEERS (default sglang,fusedmoe,fusedmoe-fastacc: the last is the FP8
-# fast-accumulation candidate, FP8 tensor/channel cases only), BUDGET_S (default 430), PLAN_ARGS (e.g. --quick).
+# Env: OUT (results), PEERS (default sglang,fusedmoe,fusedmoe-fastacc,fusedmoe-pdl: the FP8
+# fast-accumulation variant, FP8 tensor/channel cases only, and programmatic dependent launch), BUDGET_S (default 430), PLAN_ARGS (e.g. --quick).
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
 OUT="${OUT:-$PWD/bench_results}"; mkdir -p "$OUT"
-PEERS="${PEERS:-sglang,fusedmoe,fusedmoe-fastacc}"
+PEERS="${PEERS:-sglang,fusedmoe,fusedmoe-fastacc,fusedmoe-pdl}"
 ARGS=(--peers "$PEERS" --plugin ../benchmarks/harness_plugin.py ${PLAN_ARGS:-})
 stage="${1:-all}"
 if [[ $stage == prep || $stage == all ]]; then

@@ -64,7 +64,7 @@ def _work(model: str, act: str, dtype: str, dims: dict, tokens) -> str:
     t0 = time.perf_counter()
     try:
         case = _case(model, act, dtype, dims)
-        peers = [harness_plugin.make_fusedmoe]
+        peers = [harness_plugin.make_fusedmoe, harness_plugin.make_fusedmoe_pdl]
         if dtype in ("fp8_tensor", "fp8_channel"):
             peers.append(harness_plugin.make_fusedmoe_fastacc)
         for factory in peers:

@@ -377,6 +377,56 @@ def test_gemm1_split_k(wfmt, act):
     assert int(split_counters(64, torch.device("cpu")).abs().sum()) == 0
 
 
+def test_programmatic_dependent_launch_switch():
+    from fusedmoe.backends.triton_moe import _pdl_args, set_programmatic_dependent_launch
+
+    with pytest.raises(TypeError, match="bool"):
+        set_programmatic_dependent_launch(1)
+    prev = set_programmatic_dependent_launch(True)
+    try:
+        assert prev is False  # off by default
+        # never on the CPU / in the interpreter (griddepcontrol is inline PTX)
+        assert _pdl_args(torch.device("cpu"), interp=True) == {"USE_GDC": False}
+    finally:
+        assert set_programmatic_dependent_launch(prev) is True
+
+
+@gpu
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR], ids=lambda f: f.name)
+@pytest.mark.parametrize("T", [1, 300])
+def test_gpu_programmatic_dependent_launch_same_bits(wfmt, T):
+    """With programmatic dependent launch on (Hopper), eager and CUDA-graph results are
+    bit-identical to the default launch (every kernel waits for its prior grid before loading)."""
+    from fusedmoe.backends.triton_moe import set_programmatic_dependent_launch
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("programmatic dependent launch needs compute capability >= 9")
+    prob = make_problem(T=T, H=2048, I=768, I_pad=768, E=128, K=8, act=Activation.SWIGLU, wfmt=wfmt,
+                        dtype=torch.bfloat16, seed=9)
+    base, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
+    prev = set_programmatic_dependent_launch(True)
+    try:
+        got, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
+        assert torch.equal(got, base)
+        out = torch.empty_like(base)
+
+        def launch():
+            triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"],
+                           activation=Activation.SWIGLU, act_params=None, act_format=ACT_FMT[wfmt],
+                           intermediate_size_padded=768, a1_scale=prob["a1"], a2_scale=prob["a2"], out=out)
+
+        launch()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            launch()
+        out.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, base)
+    finally:
+        set_programmatic_dependent_launch(prev)
+
+
 def test_split_k_config_rules():
     with pytest.raises(ValueError, match="split_k"):
         KernelConfig(16, 32, 32, split_k=0)

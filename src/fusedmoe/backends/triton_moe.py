@@ -220,6 +220,31 @@ def fit_stages(c: KernelConfig, a_bytes: int, w_bytes: int, w_tiles: int, smem_b
     return dataclasses.replace(c, num_stages=int(fit))
 
 
+# ---- programmatic dependent launch ---------------------------------------------------------------
+
+_PDL = {"enabled": False}
+
+
+def set_programmatic_dependent_launch(enabled: bool) -> bool:
+    """Opt-in (off by default; not yet timed on a GPU): launch align-scatter, GEMM1, GEMM2 and the
+    combine with programmatic dependent launch on Hopper and newer, so each kernel's programs can
+    be scheduled while the previous kernel drains (every one of them waits for the prior grid --
+    ``griddepcontrol.wait`` -- before its first load, so results are unchanged). Returns the
+    previous setting."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    prev, _PDL["enabled"] = _PDL["enabled"], enabled
+    return prev
+
+
+def _pdl_args(device: torch.device, interp: bool) -> dict:
+    """Launch keywords: USE_GDC (the kernels' constexpr) and Triton's ``launch_pdl`` when enabled
+    and supported (CUDA capability >= 9, not the interpreter)."""
+    if not _PDL["enabled"] or interp or device.type != "cuda" or torch.cuda.get_device_capability(device)[0] < 9:
+        return {"USE_GDC": False}
+    return {"USE_GDC": True, "launch_pdl": True}
+
+
 # ---- split-K arrival counters -------------------------------------------------------------------
 
 # (device, stream) -> int32 zeros; GEMM1's split-K programs leave every counter they use at zero,
@@ -308,6 +333,7 @@ def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *,
         ids, counts, sorted_ids, block_expert, ntpp, TK, local_expert_offset, nc, NB,
         E_LOC=E, INCLUDE_NONLOCAL=include_nonlocal, NUM_BINS=num_bins, CHUNK=chunk, BLOCK_M=block_m,
         SINGLE=single, CHUNKS_PER_ITER=chunks_per_iter, BLOCKS_PER_ITER=blocks_per_iter, num_warps=warps,
+        **_pdl_args(dev, _interpreted(_align._align_scatter_kernel)),
     )
     return AlignResult(sorted_ids, block_expert, ntpp, block_m, NB)
 
@@ -476,6 +502,7 @@ def triton_experts(
             "before the first call to interpret them, or use fm.reference_moe"
         )
     dev_name, num_sms = _device_info(dev)
+    pdl = _pdl_args(dev, interp)
     smem = 0 if dev.type != "cuda" else _cuda_smem_per_block(dev.index if dev.index is not None
                                                             else torch.cuda.current_device())
     cfg = choose_moe_config(T, H, I_pad, E, K, wfmt, activation, dev_name, override=config, num_sms=num_sms)
@@ -624,7 +651,7 @@ def triton_experts(
         HAS_BIAS=w13_bias is not None, WEIGHT_ON_INPUT=bool(weight_on_input),
         BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
         EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
-        FAST_ACC=c1.fp8_fast_accum, SPLIT_K=c1.split_k,
+        FAST_ACC=c1.fp8_fast_accum, SPLIT_K=c1.split_k, **pdl,
         num_warps=c1.num_warps, num_stages=c1.num_stages,
     )
 
@@ -676,7 +703,7 @@ def triton_experts(
         MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic,
         BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,
         EVEN_K=I_pad % c2.block_k == 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
-        FAST_ACC=c2.fp8_fast_accum,
+        FAST_ACC=c2.fp8_fast_accum, **pdl,
         num_warps=c2.num_warps, num_stages=c2.num_stages,
     )
     if atomic or direct_out:
@@ -687,6 +714,6 @@ def triton_experts(
     BT = max(1, min(triton.next_power_of_2(T), 4096 // BH))
     _comb._combine_kernel[(triton.cdiv(T, BT), triton.cdiv(H, BH))](
         y, ids_flat, out, T, H, local_expert_offset, y.stride(0), out.stride(0),
-        E_LOC=E, TOP_K=K, BLOCK_T=BT, BLOCK_H=BH, num_warps=4,
+        E_LOC=E, TOP_K=K, BLOCK_T=BT, BLOCK_H=BH, num_warps=4, **pdl,
     )
     return out

@@ -85,8 +85,11 @@ def _align_scatter_kernel(
     SINGLE: tl.constexpr,  # one chunk: compute the histogram here (decode: one launch in all)
     CHUNKS_PER_ITER: tl.constexpr,  # rows of the counts matrix reduced per loop iteration
     BLOCKS_PER_ITER: tl.constexpr,  # M-blocks whose metadata one loop iteration writes
+    USE_GDC: tl.constexpr,  # launched with programmatic dependent launch: wait for the prior grid first
 ):
     """grid = (num_chunks,): scatter the slots of one chunk, plus a share of the metadata."""
+    if USE_GDC:
+        tl.extra.cuda.gdc_wait()
     pid = tl.program_id(0)
     offs = pid * CHUNK + tl.arange(0, CHUNK)
     bins = _slot_bins(topk_ids_ptr, offs, num_slots, expert_offset, E_LOC, INCLUDE_NONLOCAL, NUM_BINS)

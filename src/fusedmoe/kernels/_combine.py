@@ -25,8 +25,11 @@ def _combine_kernel(
     TOP_K: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_H: tl.constexpr,
+    USE_GDC: tl.constexpr,  # launched with programmatic dependent launch: wait for the prior grid first
 ):
     """grid = (cdiv(T, BLOCK_T), cdiv(H, BLOCK_H))."""
+    if USE_GDC:
+        tl.extra.cuda.gdc_wait()
     pid_t = tl.program_id(0)
     pid_h = tl.program_id(1)
     rows = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)

@@ -257,6 +257,7 @@ def _gemm1_kernel(
     PRECISION: tl.constexpr,
     FAST_ACC: tl.constexpr,
     SPLIT_K: tl.constexpr,
+    USE_GDC: tl.constexpr,  # launched with programmatic dependent launch (Hopper+): wait for the prior grid first
 ):
     """GEMM1 + bias + activation + intermediate rounding/quantization.
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K).
@@ -265,6 +266,8 @@ def _gemm1_kernel(
     contiguous range of K-blocks, stores its fp32 accumulators in the workspace and increments the
     tile's counter; the last to arrive sums the SPLIT_K partials in split order (deterministic:
     the same bits whichever program arrives last), resets the counter and runs the epilogue."""
+    if USE_GDC:
+        tl.extra.cuda.gdc_wait()  # before the first load: every input may come from the prior grid
     pid = tl.program_id(0)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _tile_ids(pid, num_blocks_m, num_pid_n, GROUP_M)
@@ -375,6 +378,8 @@ def _gemm1_kernel(
             if GATED:
                 wu_ptrs += BLOCK_K
 
+    if USE_GDC:
+        tl.extra.cuda.gdc_launch_dependents()  # the next grid may start launching (it waits for our end)
     if SWAP_AB:
         acc_g = tl.trans(acc_g)
         if GATED:
@@ -526,9 +531,12 @@ def _gemm2_kernel(
     UPCAST: tl.constexpr,
     PRECISION: tl.constexpr,
     FAST_ACC: tl.constexpr,
+    USE_GDC: tl.constexpr,  # launched with programmatic dependent launch (Hopper+): wait for the prior grid first
 ):
     """GEMM2 + bias + routing weight, one output row per slot.
     grid = (num_blocks_m * cdiv(N, BLOCK_N),)."""
+    if USE_GDC:
+        tl.extra.cuda.gdc_wait()
     pid = tl.program_id(0)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _tile_ids(pid, num_blocks_m, num_pid_n, GROUP_M)
@@ -609,6 +617,8 @@ def _gemm2_kernel(
             a_ptrs += BLOCK_K
             w_ptrs += BLOCK_K
 
+    if USE_GDC:
+        tl.extra.cuda.gdc_launch_dependents()
     if SWAP_AB:
         acc = tl.trans(acc)
 
