@@ -37,6 +37,11 @@ Quantized operand pairs (QUANT), all fp32 dequant scales (x ~= q * s):
              its partial sum times 2^ea[row] * 2^ew[col] (``_blockscaled._load_mx_block``; as
              BLOCK scaling with 32-blocks). BLOCK_K is a multiple of every scale block (16 / 32).
 
+GEMM1 may split its K loop over SPLIT_K programs per tile (decode): fp32 partial sums in a
+workspace, the last program to arrive (per-tile counter) adds them in split order and runs the
+epilogue -- deterministic. USE_GDC (programmatic dependent launch, opt-in): every program waits for
+the prior grid before its first load and lets the next grid launch after its main loop.
+
 Pointer offsets that can exceed 2**31 (expert * stride, row * stride) are computed in int64.
 """
 
