@@ -7,7 +7,7 @@ stages +-1, group_m, swap_ab), the same for GEMM2, and block_m (shared by both G
 align's padding unit) halved and doubled, and GEMM1's split_k halved / doubled at decode tile
 sizes. ``fp8_fast_accum=True`` (CLI ``--fp8-fast-accum``) also tries, for FP8 per-tensor /
 per-channel weights, FP8 accumulation in the tensor cores with 256-row weight tiles where block_m
-is 128: faster at prefill but 2.5-3x the RMS error of the default path (H200, K 2048), so a table
+is 128: faster at prefill but 2.3-2.8x the RMS error of the default path (H200, K 2048), so a table
 tuned with it changes results; off by default. ``exhaustive=True`` adds the grid of block_m x
 block_n x block_k x warps x stages per GEMM instead of single steps. Candidates that cannot
 compile or would not fit in shared memory are dropped up front.
