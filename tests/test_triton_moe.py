@@ -633,6 +633,35 @@ def test_tuned_table_json_roundtrip_and_fallback(tmp_path):
         KernelConfig(24, 32, 32)
 
 
+def test_use_tuned_configs_switches_the_table_calls_consult(tmp_path):
+    """use_tuned_configs(file) makes calls without an explicit table look the file up (a table
+    tuned with `fusedmoe tune --out FILE`); None restores the shipped table."""
+    from fusedmoe.backends.kernel_configs import use_tuned_configs
+
+    mine = KernelConfig(block_m=16, block_n=32, block_k=32, num_warps=2, num_stages=2)
+    doc = {"format_version": 1, "entries": [
+        {"device": "NVIDIA H200", "weight_format": "bf16", "activation": "swiglu", "gemm": "gemm1",
+         "N": 1536, "K": 2048, "E": 128, "tokens": 1, "config": mine.to_dict()}]}
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(doc))
+    args = (1, 1536, 2048, 128, 8, Format.BF16, "gemm1", "NVIDIA H200")
+    shipped = choose_config(*args, activation=Activation.SWIGLU)
+    assert shipped != mine
+    try:
+        use_tuned_configs(path)
+        assert choose_config(*args, activation=Activation.SWIGLU) == mine
+        # shapes the file does not cover: the heuristic, not the shipped table
+        assert choose_config(1, 1536, 4096, 128, 8, Format.BF16, "gemm1", "NVIDIA H200",
+                             activation=Activation.SWIGLU) == choose_config(
+            1, 1536, 4096, 128, 8, Format.BF16, "gemm1", "NVIDIA H200", activation=Activation.SWIGLU,
+            table=TunedTable())
+        with pytest.raises(TypeError, match="path, a TunedTable or None"):
+            use_tuned_configs(3)
+    finally:
+        use_tuned_configs(None)
+    assert choose_config(*args, activation=Activation.SWIGLU) == shipped
+
+
 # ---- GPU tests (real shapes) -------------------------------------------------------------------
 
 _GPU_FMTS = [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK]

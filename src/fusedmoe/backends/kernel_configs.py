@@ -1,8 +1,9 @@
 """Block sizes of the Triton MoE GEMMs: a frozen config type, a shape heuristic and a tuned table.
 
 ``choose_config`` is a pure function of the problem shape, the weight format and the device; it
-consults a tuned table first (``load_tuned_configs``; shipped empty: a tuner fills it later) and
-falls back to the heuristic below. Nothing here reads environment variables or touches a GPU.
+consults a tuned table first (the H200 table shipped in ``configs/``, or the one set with
+``use_tuned_configs``) and falls back to the heuristic below. Nothing here reads environment
+variables or touches a GPU.
 
 Tuned-table JSON (``format_version`` 1)::
 
@@ -40,6 +41,7 @@ __all__ = [
     "load_tuned_configs",
     "save_tuned_configs",
     "token_bucket",
+    "use_tuned_configs",
     "DEFAULT_TABLE_PATH",
 ]
 
@@ -223,11 +225,33 @@ def save_tuned_configs(table: TunedTable, path: Union[str, os.PathLike]) -> None
 
 
 @functools.lru_cache(maxsize=None)
-def _default_table() -> TunedTable:
-    """The table shipped with the package (absent for now: an empty table)."""
+def _shipped_table() -> TunedTable:
+    """The table shipped with the package (an empty table if the file is absent)."""
     if os.path.exists(DEFAULT_TABLE_PATH):
         return load_tuned_configs(DEFAULT_TABLE_PATH)
     return TunedTable()
+
+
+_ACTIVE: Dict[str, Optional[TunedTable]] = {"table": None}
+
+
+def use_tuned_configs(source: Union[str, os.PathLike, TunedTable, None]) -> None:
+    """Make every later triton-backend call look up ``source`` -- a tuned-config JSON file (e.g.
+    written by ``fusedmoe tune --out FILE`` on your GPU) or a ``TunedTable`` -- instead of the table
+    shipped with the package; ``None`` restores the shipped one. Shapes the table does not cover
+    fall back to the heuristic as usual. Raises ValueError on a malformed file."""
+    if source is None or isinstance(source, TunedTable):
+        _ACTIVE["table"] = source
+    elif isinstance(source, (str, os.PathLike)):
+        _ACTIVE["table"] = load_tuned_configs(source)
+    else:
+        raise TypeError(f"source must be a path, a TunedTable or None, got {type(source).__name__}")
+
+
+def _default_table() -> TunedTable:
+    """The table calls consult: the one set by ``use_tuned_configs``, else the shipped one."""
+    active = _ACTIVE["table"]
+    return active if active is not None else _shipped_table()
 
 
 # ---- heuristic ---------------------------------------------------------------------------------
