@@ -175,6 +175,18 @@ def _fp8_row_kernel(
 
 
 @triton.jit
+def _tile_fp32(x_ptr, r0, c0, T, C, stride_x, BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
+    """The [BLOCK_T, BLOCK_C] tile of x at (r0, c0) as fp32 (0 outside), its row offsets (int64),
+    columns and mask."""
+    rows = r0 + tl.arange(0, BLOCK_T)
+    cols = c0 + tl.arange(0, BLOCK_C)
+    m = (rows[:, None] < T) & (cols[None, :] < C)
+    rows64 = rows.to(tl.int64)
+    x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=m, other=0.0)
+    return x.to(tl.float32), rows64, cols, m
+
+
+@triton.jit
 def _fp8_tensor_one_program_kernel(
     x_ptr,  # [T, C]
     q_ptr,  # [T, C] e4m3 (fp32 if OUT_FP32)
@@ -193,23 +205,17 @@ def _fp8_tensor_one_program_kernel(
     amax buffer and the second launch (decode: the hidden row, the few intermediate rows). Grid (1,)."""
     amax = tl.zeros([BLOCK_T], dtype=tl.float32)
     for r0 in range(0, T, BLOCK_T):
-        rows = r0 + tl.arange(0, BLOCK_T)
         for c0 in range(0, C, BLOCK_C):
-            cols = c0 + tl.arange(0, BLOCK_C)
-            m = (rows[:, None] < T) & (cols[None, :] < C)
-            x = tl.load(x_ptr + rows.to(tl.int64)[:, None] * stride_x + cols[None, :], mask=m, other=0.0)
-            amax = tl.maximum(amax, tl.max(tl.abs(x.to(tl.float32)), axis=1))
+            x, _, _, _ = _tile_fp32(x_ptr, r0, c0, T, C, stride_x, BLOCK_T, BLOCK_C)
+            amax = tl.maximum(amax, tl.max(tl.abs(x), axis=1))
     c448 = tl.full([BLOCK_T], _FP8_MAX, tl.float32)
     s = tl.maximum(_div_rn(tl.zeros([BLOCK_T], dtype=tl.float32) + tl.max(amax, axis=0), c448), _MIN_SCALE)
     tl.store(s_ptr + tl.zeros([BLOCK_T], dtype=tl.int32), s, mask=tl.arange(0, BLOCK_T) == 0)
     for r0 in range(0, T, BLOCK_T):
-        rows = r0 + tl.arange(0, BLOCK_T)
         for c0 in range(0, C, BLOCK_C):
-            cols = c0 + tl.arange(0, BLOCK_C)
-            m = (rows[:, None] < T) & (cols[None, :] < C)
-            x = tl.load(x_ptr + rows.to(tl.int64)[:, None] * stride_x + cols[None, :], mask=m, other=0.0)
-            y = _clamp_fp8(_div_rn(x.to(tl.float32), s[:, None]))
-            q_offs = rows.to(tl.int64)[:, None] * stride_q + cols[None, :]
+            x, rows64, cols, m = _tile_fp32(x_ptr, r0, c0, T, C, stride_x, BLOCK_T, BLOCK_C)
+            y = _clamp_fp8(_div_rn(x, s[:, None]))
+            q_offs = rows64[:, None] * stride_q + cols[None, :]
             if OUT_FP32:
                 tl.store(q_ptr + q_offs, y, mask=m)
             else:
