@@ -11,8 +11,11 @@ from typing import List, Optional, Sequence
 
 import torch
 
+from ..config import Activation, Format
+
 __all__ = ["GroupInfo", "group_info", "meta_device", "gather_int_vectors", "all_gather_rows",
-           "reduce_scatter_rows", "all_reduce_sum", "all_to_all_rows", "check_same", "DTYPE_CODES"]
+           "reduce_scatter_rows", "all_reduce_sum", "all_to_all_rows", "check_same", "DTYPE_CODES",
+           "LAYER_FIELDS", "layer_fields", "gather_build_status"]
 
 # dtype <-> small int, so the dtype of each rank's input can ride on an integer collective.
 DTYPE_CODES = {torch.bfloat16: 1, torch.float16: 2, torch.float32: 3}
@@ -73,6 +76,35 @@ def gather_int_vectors(vec: Sequence[int], info: GroupInfo, device: torch.device
     out = torch.empty(info.world_size * t.numel(), dtype=torch.int64, device=device)
     _all_gather_single(out, t, info.group)
     return out.view(info.world_size, -1).tolist() if t.numel() else [[] for _ in range(info.world_size)]
+
+
+#: what every rank of a parallel MoE layer must agree on (``layer_fields`` encodes them as ints)
+LAYER_FIELDS = ("num_experts", "hidden size", "weight format", "activation format", "activation",
+                "routing method", "top_k")
+
+
+def layer_fields(num_experts: int, weights, activation_format: Format, routing) -> List[int]:
+    """The values of ``LAYER_FIELDS`` for one rank's layer (``weights``: its ``ExpertWeights``)."""
+    return [num_experts, weights.hidden_size, list(Format).index(weights.format),
+            list(Format).index(activation_format), list(Activation).index(weights.activation),
+            list(type(routing.method)).index(routing.method), routing.top_k]
+
+
+def gather_build_status(vec: Optional[Sequence[int]], length: int, err: Optional[BaseException],
+                        info: GroupInfo, device: torch.device, *, who: str) -> List[List[int]]:
+    """One all-gather after each rank built its layer: ``[0] + vec`` from a rank that succeeded
+    (``length`` values), ``[1, 0, ...]`` from one that failed with ``err``. The failed rank
+    re-raises its error; every other rank raises RuntimeError instead of waiting in a later
+    collective. Returns the gathered rows (column 0 is the flag)."""
+    row = [1] + [0] * length if err is not None else [0] + list(vec)
+    rows = gather_int_vectors(row, info, device)
+    if err is not None:
+        raise err
+    bad = [r for r, x in enumerate(rows) if x[0]]
+    if bad:
+        raise RuntimeError(f"{who}: rank(s) {bad} failed to build the layer (see the error raised there); "
+                           f"rank {info.rank} stops as well instead of waiting in a collective")
+    return rows
 
 
 def _all_gather_single(out: torch.Tensor, inp: torch.Tensor, group) -> None:

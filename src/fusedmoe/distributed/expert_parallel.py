@@ -51,8 +51,9 @@ import torch
 from ..config import Activation, Format, RoutingConfig, TopK
 from ..layer import FusedMoE, _as_topk
 from ..weights import ExpertWeights
-from ._comm import (DTYPE_CODES, GroupInfo, all_gather_rows, all_reduce_sum, all_to_all_rows, check_same,
-                    gather_int_vectors, group_info, meta_device, reduce_scatter_rows)
+from ._comm import (DTYPE_CODES, LAYER_FIELDS, GroupInfo, all_gather_rows, all_reduce_sum, all_to_all_rows,
+                    check_same, gather_build_status, gather_int_vectors, group_info, layer_fields, meta_device,
+                    reduce_scatter_rows)
 
 __all__ = ["ExpertParallelMoE", "expert_partition", "choose_dispatch", "DISPATCH_MODES",
            "DEFAULT_ALL_GATHER_MAX_TOKENS"]
@@ -223,31 +224,19 @@ class ExpertParallelMoE(torch.nn.Module):
         return cls(weights.slice_experts(offset, count), routing=routing, activation=activation,
                    num_experts=weights.num_experts, group=group, expert_counts=expert_counts, **kwargs)
 
-    _FIELDS = ("num_experts", "hidden size", "weight format", "activation format", "activation",
-               "routing method", "top_k", "dispatch", "all_gather_max_tokens")
+    _FIELDS = LAYER_FIELDS + ("dispatch", "all_gather_max_tokens")
 
     def _check_consistency(self, err: Optional[BaseException], routing: RoutingConfig, uneven: bool) -> None:
         """One all-gather of this rank's configuration (or of its construction error): every rank
         raises when any rank failed or when the ranks disagree."""
         W = self.info.world_size
+        vec = None
         if err is None:
-            w = self.experts.weights
-            vals = [self.num_experts, w.hidden_size, list(Format).index(w.format),
-                    list(Format).index(self.experts.activation_format), list(Activation).index(w.activation),
-                    list(type(routing.method)).index(routing.method), routing.top_k,
-                    DISPATCH_MODES.index(self.dispatch), self.all_gather_max_tokens]
-            vec = [0] + vals + [c for _, c in self.partition]
-            device = self._meta_device
-        else:
-            vec = [1] + [0] * (len(self._FIELDS) + W)
-            device = meta_device(self.info, None)
-        rows = gather_int_vectors(vec, self.info, device)
-        if err is not None:
-            raise err
-        bad = [r for r, row in enumerate(rows) if row[0]]
-        if bad:
-            raise RuntimeError(f"ExpertParallelMoE: rank(s) {bad} failed to build the layer (see the error raised "
-                               f"there); rank {self.info.rank} stops as well instead of waiting in a collective")
+            vec = (layer_fields(self.num_experts, self.experts.weights, self.experts.activation_format, routing)
+                   + [DISPATCH_MODES.index(self.dispatch), self.all_gather_max_tokens]
+                   + [c for _, c in self.partition])
+        device = self._meta_device if err is None else meta_device(self.info, None)
+        rows = gather_build_status(vec, len(self._FIELDS) + W, err, self.info, device, who="ExpertParallelMoE")
         check_same(rows, self._FIELDS, who="ExpertParallelMoE", first=1)
         check_same(rows, [f"the expert count of rank {r}" + (" (expert_counts)" if uneven else "")
                           for r in range(W)], who="ExpertParallelMoE", first=1 + len(self._FIELDS))

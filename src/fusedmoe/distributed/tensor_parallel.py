@@ -51,7 +51,8 @@ from ..formats import QuantizedTensor, pack_fp4, quantize_weight, unpack_fp4
 from ..layer import FusedMoE
 from ..weights import ExpertWeights
 from ..weights.expert_weights import default_alignment, round_up
-from ._comm import GroupInfo, all_reduce_sum, check_same, gather_int_vectors, group_info, meta_device
+from ._comm import (LAYER_FIELDS, GroupInfo, all_reduce_sum, check_same, gather_build_status, group_info,
+                    layer_fields, meta_device)
 
 __all__ = ["TensorParallelMoE", "FloatShard", "intermediate_shards", "shard_float_weights", "shard_expert_weights",
            "shard_granularity"]
@@ -321,24 +322,13 @@ class TensorParallelMoE(torch.nn.Module):
             if err is not None:
                 raise err
             return
-        names = ("num_experts", "hidden size", "weight format", "activation format", "activation",
-                 "routing method", "top_k")
+        vec = None
         if err is None:
             w = shard_weights
-            vec = [0, w.num_experts, w.hidden_size, list(Format).index(w.format),
-                   list(Format).index(self.experts.activation_format), list(Activation).index(w.activation),
-                   list(type(routing.method)).index(routing.method), routing.top_k, int(w.w2_bias is not None)]
-            device = meta_device(info, w.device)
-        else:
-            vec, device = [1] + [0] * (len(names) + 1), meta_device(info, None)
-        rows = gather_int_vectors(vec, info, device)
-        if err is not None:
-            raise err
-        bad = [r for r, row in enumerate(rows) if row[0]]
-        if bad:
-            raise RuntimeError(f"TensorParallelMoE: rank(s) {bad} failed to build the layer (see the error raised "
-                               f"there); rank {info.rank} stops as well instead of waiting in a collective")
-        check_same(rows, names, who="TensorParallelMoE", first=1)
+            vec = layer_fields(w.num_experts, w, self.experts.activation_format, routing) + [int(w.w2_bias is not None)]
+        device = meta_device(info, shard_weights.device if err is None else None)
+        rows = gather_build_status(vec, len(LAYER_FIELDS) + 1, err, info, device, who="TensorParallelMoE")
+        check_same(rows, LAYER_FIELDS, who="TensorParallelMoE", first=1)
         with_bias = [r for r, row in enumerate(rows) if row[-1]]
         if len(with_bias) > 1:
             raise ValueError(f"TensorParallelMoE: ranks {with_bias} all hold a w2_bias, which would be added "
