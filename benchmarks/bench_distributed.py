@@ -25,47 +25,23 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from typing import Dict, List
 
 import torch
 import torch.distributed as dist
 
 import fusedmoe as fm
+from fusedmoe.bench.presets import PRESETS, make_weights
 from fusedmoe.distributed import ExpertParallelMoE, TensorParallelMoE, expert_partition, intermediate_shards
 
-A, F, RM = fm.Activation, fm.Format, fm.RoutingMethod
+F = fm.Format
 
 
-@dataclass(frozen=True)
-class Model:
-    """One MoE layer's shape and routing (docs: /work/shared/docs/models.md)."""
-
-    name: str
-    num_experts: int
-    top_k: int
-    hidden: int
-    intermediate: int
-    activation: str
-    routing: str
-    n_group: int = 1
-    topk_group: int = 1
-    scale: float = 1.0
-    format: str = "bf16"  # the checkpoint's format, the default of --format
-
-    def routing_config(self) -> fm.RoutingConfig:
-        return fm.RoutingConfig(RM[self.routing], top_k=self.top_k, n_group=self.n_group,
-                                topk_group=self.topk_group, routed_scaling_factor=self.scale)
-
-
-MODELS: Dict[str, Model] = {m.name: m for m in (
-    Model("deepseek-v3", 256, 8, 7168, 2048, "SWIGLU", "DEEPSEEK_V3", 8, 4, 2.5, "fp8_block"),
-    Model("minimax-m2.5", 256, 8, 3072, 1536, "SWIGLU", "MINIMAX2", format="fp8_block"),
-    Model("nemotron-3-super", 512, 22, 1024, 2688, "RELU2", "DEEPSEEK_V3", scale=5.0),
-    Model("qwen3-30b-a3b", 128, 8, 2048, 768, "SWIGLU", "RENORMALIZE"),
-    Model("qwen3-235b-a22b", 128, 8, 4096, 1536, "SWIGLU", "RENORMALIZE", format="fp8_block"),
-    Model("tiny", 8, 2, 128, 192, "SWIGLU", "RENORMALIZE"),  # CPU smoke test
-)}
+# the checkpoint format each model ships in (the default of --format; others: bf16)
+CHECKPOINT_FORMAT = {"deepseek-v3": "fp8_block", "minimax-m2": "fp8_block", "qwen3-235b-a22b": "fp8_block"}
+# the model shapes: the package's presets (fusedmoe.bench.presets, docs/models.md), full models only
+MODELS = sorted(n for n, p in PRESETS.items() if p.tp == 1)
 
 
 def _csv(s: str, conv=str) -> List:
@@ -74,7 +50,8 @@ def _csv(s: str, conv=str) -> List:
 
 def _parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="deepseek-v3", choices=sorted(MODELS))
+    p.add_argument("--model", default="deepseek-v3", choices=MODELS,
+                   help="a model preset of fusedmoe.bench.presets (`fusedmoe bench --list-presets`)")
     p.add_argument("--num-experts", type=int, help="override the model's expert count (e.g. to fit one GPU)")
     p.add_argument("--format", help="weight format (default: the model's checkpoint format)",
                    choices=[f.value for f in F if f.is_weight_format])
@@ -113,34 +90,10 @@ def _init():
     return device
 
 
-def _cat_experts(parts: List[fm.ExpertWeights]) -> fm.ExpertWeights:
-    """Concatenate ExpertWeights along the expert dim (built in chunks to bound peak memory)."""
-    if len(parts) == 1:
-        return parts[0]
-
-    def cat_q(qs):
-        c = lambda ts: None if ts[0] is None else torch.cat(ts)  # noqa: E731
-        return fm.QuantizedTensor(c([q.data for q in qs]), qs[0].fmt, c([q.scale for q in qs]),
-                                  c([q.global_scale for q in qs]), qs[0].block_rows)
-
-    c = lambda ts: None if ts[0] is None else torch.cat(ts)  # noqa: E731
-    return replace(parts[0], w13=cat_q([p.w13 for p in parts]), w2=cat_q([p.w2 for p in parts]),
-                   w13_bias=c([p.w13_bias for p in parts]), w2_bias=c([p.w2_bias for p in parts]))
-
-
-def _random_weights(m: Model, fmt: F, n_experts: int, i_rows: int, device, seed: int, chunk: int = 16):
-    """Random experts [n_experts] with ``i_rows`` intermediate rows (per half when gated)."""
-    act = A[m.activation]
-    g = torch.Generator(device=device).manual_seed(seed)
-    parts = []
-    for e0 in range(0, n_experts, chunk):
-        n = min(chunk, n_experts - e0)
-        M = 2 * i_rows if act.is_gated else i_rows
-        w13 = torch.randn(n, M, m.hidden, generator=g, device=device, dtype=torch.bfloat16) / m.hidden ** 0.5
-        w2 = torch.randn(n, m.hidden, i_rows, generator=g, device=device, dtype=torch.bfloat16) / i_rows ** 0.5
-        parts.append(fm.ExpertWeights.from_float(w13, w2, activation=act, format=fmt))
-        del w13, w2
-    return _cat_experts(parts)
+def _random_weights(m, fmt: F, n_experts: int, i_rows: int, device, seed: int) -> fm.ExpertWeights:
+    """Random experts of preset ``m``: ``n_experts`` of them with ``i_rows`` intermediate rows
+    (this rank's experts or TP shard), built like ``fusedmoe bench``'s weights."""
+    return make_weights(replace(m, experts=n_experts, intermediate=i_rows), fmt, device=device, seed=seed)
 
 
 # --- timing --------------------------------------------------------------------------------------
@@ -190,11 +143,11 @@ def _env(device) -> dict:
 def run(args) -> None:
     device = _init()
     rank, W = dist.get_rank(), dist.get_world_size()
-    m = MODELS[args.model]
+    m = PRESETS[args.model]
     if args.num_experts:
-        m = replace(m, num_experts=args.num_experts)
-    fmt = F(args.format or m.format)
-    act = A[m.activation]
+        m = replace(m, experts=args.num_experts)
+    fmt = F(args.format or CHECKPOINT_FORMAT.get(m.name, "bf16"))
+    act = m.activation
     routing = m.routing_config()
     dtype = getattr(torch, args.dtype)
     env = _env(device)
@@ -204,19 +157,21 @@ def run(args) -> None:
     ag_max = args.all_gather_max_tokens
     records = []
     gen = torch.Generator(device=device).manual_seed(args.seed + 1000 + rank)
-    bias = torch.randn(m.num_experts, device=device) / 8 if routing.uses_bias else None
+    bias = torch.randn(m.experts, device=device) / 8 if routing.uses_bias else None
 
     def inputs(T, replicated):
         g = torch.Generator(device=device).manual_seed(args.seed + 7) if replicated else gen
         x = torch.randn(T, m.hidden, generator=g, device=device).to(dtype)
-        logits = torch.randn(T, m.num_experts, generator=g, device=device)
+        logits = torch.randn(T, m.experts, generator=g, device=device)
         return x, logits
 
     def record(mode, dispatch, chosen, T, global_T, times, backend):
         med = statistics.median(times)
         q = sorted(times)
         rec = {**env, "world_size": W, "mode": mode, "dispatch": dispatch, "dispatch_used": chosen,
-               "model": m.name, **{k: v for k, v in asdict(m).items() if k != "name"}, "format": fmt.value,
+               "model": m.name, "num_experts": m.experts, "top_k": m.top_k, "hidden": m.hidden,
+               "intermediate": m.intermediate, "activation": m.activation.value, "routing": m.routing.value,
+               "format": fmt.value,
                "dtype": args.dtype, "backend": backend, "tokens_per_rank": T, "global_tokens": global_T,
                "latency_ms": med * 1e3, "p10_ms": q[len(q) // 10] * 1e3, "p90_ms": q[(len(q) * 9) // 10] * 1e3,
                "tokens_per_s": global_T / med if med > 0 else None, "iters": len(times)}
@@ -226,11 +181,11 @@ def run(args) -> None:
                   f"{med * 1e3:9.3f} ms  {rec['tokens_per_s'] or 0:12.0f} tok/s", flush=True)
 
     if "ep" in modes:
-        off, n = expert_partition(m.num_experts, W)[rank]
+        off, n = expert_partition(m.experts, W)[rank]
         local = _random_weights(m, fmt, n, m.intermediate, device, args.seed + 17 * rank)
         kw = {} if ag_max is None else {"all_gather_max_tokens": ag_max}
         for d in dispatches:
-            ep = ExpertParallelMoE(local, routing=routing, activation=act, num_experts=m.num_experts, dispatch=d,
+            ep = ExpertParallelMoE(local, routing=routing, activation=act, num_experts=m.experts, dispatch=d,
                                    backend=args.backend, **kw)
             for T in token_list:
                 replicated = d == "all_reduce"
@@ -250,7 +205,7 @@ def run(args) -> None:
 
     if "tp" in modes:
         a, b = intermediate_shards(m.intermediate, W)[rank]
-        shard = _random_weights(m, fmt, m.num_experts, b - a, device, args.seed + 31 * rank)
+        shard = _random_weights(m, fmt, m.experts, b - a, device, args.seed + 31 * rank)
         tp = TensorParallelMoE(shard, routing=routing, activation=act, backend=args.backend)
         for T in token_list:
             x, logits = inputs(T, True)
