@@ -6,13 +6,7 @@ Reuses the compile helpers of tests/test_triton_fp4.py's sm_90 script (``compile
 ``sass_of``) and replaces its variant table with the 16-bit / FP8 ones.
 """
 
-import os
-import subprocess
-import sys
-
-import pytest
-
-from test_triton_fp4 import _SM90_SCRIPT
+from test_triton_fp4 import _SM90_SCRIPT, run_sm90_script
 
 _VARIANTS = r'''
 def gemm8(which, quant, **kw):
@@ -60,21 +54,10 @@ if __name__ == "__main__":
 
 
 def test_bf16_fp8_kernels_compile_for_sm90_without_spills(tmp_path):
-    import triton
-
-    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
-    if not (os.path.exists(os.path.join(bin_dir, "ptxas")) and os.path.exists(os.path.join(bin_dir, "cuobjdump"))):
-        pytest.skip("Triton's bundled ptxas / cuobjdump not found")
     head, sep, _ = _SM90_SCRIPT.partition('if __name__ == "__main__":')
     assert sep, "the fp4 test's script changed shape: update this test"
-    script = tmp_path / "sm90_bf16_fp8.py"
-    script.write_text(head + _VARIANTS)
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
-    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
-    assert res.returncode == 0, res.stderr[-4000:]
-    rows = [line.split("|") for line in res.stdout.strip().splitlines()]
-    assert len(rows) == 22, res.stdout
+    rows = run_sm90_script(tmp_path, head + _VARIANTS)
+    assert len(rows) == 22, rows
     # the per-row FP8 prefill tile sits at the 255-register limit: a couple of spill instructions
     # (measured: 2) are tolerated there, not the hundreds of a tile that does not fit
     allowed = {"g1 FP8 row swiglu prefill 2x128": 8}

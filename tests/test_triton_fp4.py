@@ -576,11 +576,10 @@ if __name__ == "__main__":
 '''
 
 
-def test_kernels_compile_for_sm90_without_spills(tmp_path):
-    """Every block-scaled kernel path (decode and prefill tiles, each operand format, the E4M3
-    partial-sum path, the epilogue quantizers, the inline-PTX conversions) compiles for sm_90 with
-    Triton's bundled ptxas and cuobjdump, and without register spills. Runs in a subprocess (the
-    tests interpret Triton; compiling needs the JIT). Needs no GPU."""
+def run_sm90_script(tmp_path, text: str):
+    """Run a compile script (``_SM90_SCRIPT`` or one built on its helpers) in a subprocess with the
+    JIT instead of the interpreter; returns its output lines split at ``|``. Skips when Triton's
+    bundled ptxas / cuobjdump are absent (a Triton build without the NVIDIA backend tools)."""
     import subprocess
     import sys
 
@@ -589,14 +588,22 @@ def test_kernels_compile_for_sm90_without_spills(tmp_path):
     bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     if not (os.path.exists(os.path.join(bin_dir, "ptxas")) and os.path.exists(os.path.join(bin_dir, "cuobjdump"))):
         pytest.skip("Triton's bundled ptxas / cuobjdump not found")
-    script = tmp_path / "sm90_smoke.py"
-    script.write_text(_SM90_SCRIPT)
+    script = tmp_path / "sm90_script.py"
+    script.write_text(text)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr[-4000:]
-    rows = [line.split("|") for line in res.stdout.strip().splitlines()]
-    assert len(rows) == 15, res.stdout
+    return [line.split("|") for line in res.stdout.strip().splitlines()]
+
+
+def test_kernels_compile_for_sm90_without_spills(tmp_path):
+    """Every block-scaled kernel path (decode and prefill tiles, each operand format, the E4M3
+    partial-sum path, the epilogue quantizers, the inline-PTX conversions) compiles for sm_90 with
+    Triton's bundled ptxas and cuobjdump, and without register spills. Runs in a subprocess (the
+    tests interpret Triton; compiling needs the JIT). Needs no GPU."""
+    rows = run_sm90_script(tmp_path, _SM90_SCRIPT)
+    assert len(rows) == 15, rows
     for name, regs, spills in rows:
         assert spills == "spills=0", (name, regs, spills)
 
