@@ -66,7 +66,7 @@ def make_fusedmoe_fastacc(case):
     with the current default. FP8 per-tensor / per-channel cases only."""
     if case.dtype not in ("fp8_tensor", "fp8_channel"):
         raise NotImplementedError("the FP8 fast-accumulation variant exists for fp8_tensor / fp8_channel only")
-    from fusedmoe.backends.kernel_configs import KernelConfig, MoEKernelConfig, choose_moe_config
+    from fusedmoe.backends.kernel_configs import choose_moe_config, fp8_fast_accum_variant
     from fusedmoe.backends.triton import run_weights
 
     weights, act = _weights(case)
@@ -75,14 +75,10 @@ def make_fusedmoe_fastacc(case):
     state = {}
 
     def prepare(M):
-        h = choose_moe_config(M, case.H, case.I, case.E, case.top_k, wf, act, dev)
-        wide = h.block_m >= 128
-        g1 = KernelConfig(**{**h.gemm1.to_dict(), "fp8_fast_accum": True,
-                             "block_n": h.gemm1.block_n * (2 if wide and not act.is_gated else 1)})
-        g2 = KernelConfig(**{**h.gemm2.to_dict(), "fp8_fast_accum": True,
-                             "block_n": h.gemm2.block_n * (2 if wide else 1)})
-        state["cfg"] = MoEKernelConfig(g1, g2)
-        return {"config": f"g1 n{g1.block_n} g2 n{g2.block_n} bm{g1.block_m} fastacc"}
+        cfg = fp8_fast_accum_variant(choose_moe_config(M, case.H, case.I, case.E, case.top_k, wf, act, dev),
+                                     act.is_gated)
+        state["cfg"] = cfg
+        return {"config": f"g1 n{cfg.gemm1.block_n} g2 n{cfg.gemm2.block_n} bm{cfg.block_m} fastacc"}
 
     def run(x, topk_weights, topk_ids):
         return run_weights(x, weights, fm.TopK(topk_ids, topk_weights), activation_format=af, config=state["cfg"])

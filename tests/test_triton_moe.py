@@ -36,6 +36,7 @@ from fusedmoe.backends.kernel_configs import (  # noqa: E402
     TunedTable,
     choose_config,
     choose_moe_config,
+    fp8_fast_accum_variant,
     load_tuned_configs,
     save_tuned_configs,
     token_bucket,
@@ -704,10 +705,8 @@ def test_gpu_fp8_fast_accum_prefill(wfmt, act):
     prob = make_problem(T=2048, H=2048, I=768, I_pad=768, E=128, K=8, act=act, wfmt=wfmt, dtype=torch.bfloat16,
                         seed=31)
     heur = choose_moe_config(2048, 2048, 768, 128, 8, wfmt, act, torch.cuda.get_device_name())
-    g1 = KernelConfig(**{**heur.gemm1.to_dict(), "fp8_fast_accum": True,
-                         "block_n": heur.gemm1.block_n * (1 if act.is_gated else 2)})
-    g2 = KernelConfig(**{**heur.gemm2.to_dict(), "fp8_fast_accum": True, "block_n": 2 * heur.gemm2.block_n})
-    got, ref = run_case(prob, act=act, wfmt=wfmt, config=MoEKernelConfig(g1, g2))
+    assert heur.block_m == 128
+    got, ref = run_case(prob, act=act, wfmt=wfmt, config=fp8_fast_accum_variant(heur, act.is_gated))
     mx, rms = _errors(got, ref)
     base, _ = run_case(prob, act=act, wfmt=wfmt)  # the default (promoted) accumulation
     _, base_rms = _errors(base, ref)

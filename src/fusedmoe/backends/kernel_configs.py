@@ -23,6 +23,7 @@ K = I_pad.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -38,6 +39,7 @@ __all__ = [
     "TunedTable",
     "choose_config",
     "choose_moe_config",
+    "fp8_fast_accum_variant",
     "load_tuned_configs",
     "save_tuned_configs",
     "token_bucket",
@@ -457,6 +459,18 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     group_m = 1 if decode else 8
     return KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=group_m, num_warps=warps,
                         num_stages=stages, swap_ab=swap_ab, split_k=split)
+
+
+def fp8_fast_accum_variant(cfg: MoEKernelConfig, gated: bool) -> MoEKernelConfig:
+    """``cfg`` with FP8 accumulation in the tensor cores on both GEMMs and, for compute-bound
+    tiles (block_m >= 128), the weight tiles it frees the registers for: 256 rows for GEMM2 and a
+    non-gated GEMM1 (a gated GEMM1 already holds 2 x block_n rows). The candidate the tuner tries
+    with ``--fp8-fast-accum`` and the harness peer ``fusedmoe-fastacc`` measures."""
+    wide = cfg.block_m >= 128
+    g1 = dataclasses.replace(cfg.gemm1, fp8_fast_accum=True,
+                             block_n=cfg.gemm1.block_n * (2 if wide and not gated else 1))
+    g2 = dataclasses.replace(cfg.gemm2, fp8_fast_accum=True, block_n=cfg.gemm2.block_n * (2 if wide else 1))
+    return MoEKernelConfig(g1, g2, atomic_combine=cfg.atomic_combine)
 
 
 def choose_moe_config(

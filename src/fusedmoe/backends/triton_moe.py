@@ -197,6 +197,11 @@ def _cuda_device_info(index: int):
 
 
 @functools.lru_cache(maxsize=None)
+def _cuda_major(index: int) -> int:
+    return torch.cuda.get_device_properties(index).major
+
+
+@functools.lru_cache(maxsize=None)
 def _cuda_smem_per_block(index: int) -> int:
     """Opt-in shared memory per block in bytes (0 where torch does not report it)."""
     return int(getattr(torch.cuda.get_device_properties(index), "shared_memory_per_block_optin", 0) or 0)
@@ -240,7 +245,8 @@ def set_programmatic_dependent_launch(enabled: bool) -> bool:
 def _pdl_args(device: torch.device, interp: bool) -> dict:
     """Launch keywords: USE_GDC (the kernels' constexpr) and Triton's ``launch_pdl`` when enabled
     and supported (CUDA capability >= 9, not the interpreter)."""
-    if not _PDL["enabled"] or interp or device.type != "cuda" or torch.cuda.get_device_capability(device)[0] < 9:
+    if not _PDL["enabled"] or interp or device.type != "cuda" or _cuda_major(
+            device.index if device.index is not None else torch.cuda.current_device()) < 9:
         return {"USE_GDC": False}
     return {"USE_GDC": True, "launch_pdl": True}
 

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..backends.kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, choose_moe_config,
-                                       load_tuned_configs, save_tuned_configs, token_bucket)
+                                       fp8_fast_accum_variant, load_tuned_configs, save_tuned_configs,
+                                       token_bucket)
 from ..config import Activation, Format
 
 __all__ = [
@@ -169,11 +170,10 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
     if fp8_fast_accum and weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL):
         # FP8 accumulation in the tensor cores (KernelConfig.fp8_fast_accum), alone and -- where
         # it frees the registers for it -- with 256-row weight tiles
-        f1, f2 = _kc(heur.gemm1, fp8_fast_accum=True), _kc(heur.gemm2, fp8_fast_accum=True)
-        add(f1, f2, "fast_accum")
-        if f1 is not None and f2 is not None and heur.block_m >= 128:
-            w1 = f1 if gated else _kc(f1, block_n=2 * f1.block_n)
-            add(w1, _kc(f2, block_n=2 * f2.block_n), "fast_accum")
+        add(_kc(heur.gemm1, fp8_fast_accum=True), _kc(heur.gemm2, fp8_fast_accum=True), "fast_accum")
+        if heur.block_m >= 128:
+            wide = fp8_fast_accum_variant(heur, gated)
+            add(wide.gemm1, wide.gemm2, "fast_accum")
     for bm in bms:
         b1, b2 = bases[bm]
         if b1 is None or b2 is None:
