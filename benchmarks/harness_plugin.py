@@ -8,8 +8,8 @@ wrapped as fm.ExpertWeights without re-quantization, and runs the public ``fm.fu
 
 Peers: ``fusedmoe`` (the default configs) and ``fusedmoe-fastacc`` (FP8 per-tensor / per-channel
 cases only: ``KernelConfig.fp8_fast_accum`` with wider prefill tiles, the candidate FP8 default,
-measured side by side with it); ``fusedmoe-pdl`` (the default configs with programmatic dependent
-launch, all cases).
+measured side by side with it); ``fusedmoe-pdl`` / ``fusedmoe-nopdl`` (the default configs with
+programmatic dependent launch always on / off; the default turns it on up to 512 tokens).
 """
 
 import torch
@@ -86,21 +86,25 @@ def make_fusedmoe_fastacc(case):
     return prepare, run
 
 
-def make_fusedmoe_pdl(case):
-    """fusedmoe (default configs) with programmatic dependent launch switched on for its calls
-    (``set_programmatic_dependent_launch``): the candidate for decode, measured side by side."""
+def _with_pdl(mode):
+    """fusedmoe (default configs) with the programmatic-dependent-launch setting ``mode`` for its
+    calls (``set_programmatic_dependent_launch``; the default is "auto": on up to 512 tokens)."""
     from fusedmoe.backends.triton_moe import set_programmatic_dependent_launch
 
-    prepare, run_default = make_fusedmoe(case)
+    def make(case):
+        prepare, run_default = make_fusedmoe(case)
 
-    def run(x, topk_weights, topk_ids):
-        prev = set_programmatic_dependent_launch(True)
-        try:
-            return run_default(x, topk_weights, topk_ids)
-        finally:
-            set_programmatic_dependent_launch(prev)
+        def run(x, topk_weights, topk_ids):
+            prev = set_programmatic_dependent_launch(mode)
+            try:
+                return run_default(x, topk_weights, topk_ids)
+            finally:
+                set_programmatic_dependent_launch(prev)
 
-    return prepare, run
+        return prepare, run
+
+    return make
 
 
-PEERS = {"fusedmoe": make_fusedmoe, "fusedmoe-fastacc": make_fusedmoe_fastacc, "fusedmoe-pdl": make_fusedmoe_pdl}
+PEERS = {"fusedmoe": make_fusedmoe, "fusedmoe-fastacc": make_fusedmoe_fastacc, "fusedmoe-pdl": _with_pdl(True),
+         "fusedmoe-nopdl": _with_pdl(False)}

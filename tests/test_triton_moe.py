@@ -378,18 +378,35 @@ def test_gemm1_split_k(wfmt, act):
     assert int(split_counters(64, torch.device("cpu")).abs().sum()) == 0
 
 
-def test_programmatic_dependent_launch_switch():
-    from fusedmoe.backends.triton_moe import _pdl_args, set_programmatic_dependent_launch
+def test_programmatic_dependent_launch_switch(monkeypatch):
+    from fusedmoe.backends import triton_moe as tm
 
-    with pytest.raises(TypeError, match="bool"):
-        set_programmatic_dependent_launch(1)
-    prev = set_programmatic_dependent_launch(True)
+    with pytest.raises(TypeError, match="bool or 'auto'"):
+        tm.set_programmatic_dependent_launch(1)
+    with pytest.raises(TypeError, match="bool or 'auto'"):
+        tm.set_programmatic_dependent_launch("on")
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(tm, "_cuda_major", lambda index: 9)  # a Hopper without a GPU here
+    prev = tm.set_programmatic_dependent_launch(True)
     try:
-        assert prev is False  # off by default
+        assert prev == "auto"  # the default
+        on = {"USE_GDC": True, "launch_pdl": True}
+        assert tm._pdl_args(cuda, False, 100000) == on
         # never on the CPU / in the interpreter (griddepcontrol is inline PTX)
-        assert _pdl_args(torch.device("cpu"), interp=True) == {"USE_GDC": False}
+        assert tm._pdl_args(torch.device("cpu"), interp=True, tokens=1) == {"USE_GDC": False}
+        assert tm._pdl_args(cuda, True, 1) == {"USE_GDC": False}
+        assert tm.set_programmatic_dependent_launch("auto") is True
+        # auto: decode-sized calls only, up to the documented threshold
+        assert tm._pdl_args(cuda, False, 1) == on
+        assert tm._pdl_args(cuda, False, tm.PDL_AUTO_MAX_TOKENS) == on
+        assert tm._pdl_args(cuda, False, tm.PDL_AUTO_MAX_TOKENS + 1) == {"USE_GDC": False}
+        assert tm.set_programmatic_dependent_launch(False) == "auto"
+        assert tm._pdl_args(cuda, False, 1) == {"USE_GDC": False}
+        monkeypatch.setattr(tm, "_cuda_major", lambda index: 8)  # Ampere: no PDL
+        tm.set_programmatic_dependent_launch(True)
+        assert tm._pdl_args(cuda, False, 1) == {"USE_GDC": False}
     finally:
-        assert set_programmatic_dependent_launch(prev) is True
+        tm.set_programmatic_dependent_launch(prev)
 
 
 @gpu
@@ -397,15 +414,16 @@ def test_programmatic_dependent_launch_switch():
 @pytest.mark.parametrize("T", [1, 300])
 def test_gpu_programmatic_dependent_launch_same_bits(wfmt, T):
     """With programmatic dependent launch on (Hopper), eager and CUDA-graph results are
-    bit-identical to the default launch (every kernel waits for its prior grid before loading)."""
+    bit-identical to the plain launch (every kernel waits for its prior grid before loading)."""
     from fusedmoe.backends.triton_moe import set_programmatic_dependent_launch
 
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("programmatic dependent launch needs compute capability >= 9")
     prob = make_problem(T=T, H=2048, I=768, I_pad=768, E=128, K=8, act=Activation.SWIGLU, wfmt=wfmt,
                         dtype=torch.bfloat16, seed=9)
+    prev = set_programmatic_dependent_launch(False)
     base, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
-    prev = set_programmatic_dependent_launch(True)
+    set_programmatic_dependent_launch(True)
     try:
         got, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
         assert torch.equal(got, base)

@@ -227,25 +227,34 @@ def fit_stages(c: KernelConfig, a_bytes: int, w_bytes: int, w_tiles: int, smem_b
 
 # ---- programmatic dependent launch ---------------------------------------------------------------
 
-_PDL = {"enabled": False}
+# Measured on the H200 (benchmarks/results/h200-2026-11-29-s4, the shared harness, 25 cases x 7 token
+# counts, same process): PDL makes a call 2.2 % faster at 1 token, 0.8 % at 8, 0.2-0.4 % at 32-512,
+# and 0.6 % slower at 2048-8192 (up to 5 % on large grids: the dependent kernel's early programs
+# take SM slots from the previous kernel's tail). "auto" therefore uses it up to this many tokens.
+PDL_AUTO_MAX_TOKENS = 512
+_PDL = {"mode": "auto"}
 
 
-def set_programmatic_dependent_launch(enabled: bool) -> bool:
-    """Opt-in (off by default; not yet timed on a GPU): launch align-scatter, GEMM1, GEMM2 and the
-    combine with programmatic dependent launch on Hopper and newer, so each kernel's programs can
-    be scheduled while the previous kernel drains (every one of them waits for the prior grid --
-    ``griddepcontrol.wait`` -- before its first load, so results are unchanged). Returns the
-    previous setting."""
-    if not isinstance(enabled, bool):
-        raise TypeError(f"enabled must be a bool, got {enabled!r}")
-    prev, _PDL["enabled"] = _PDL["enabled"], enabled
+def set_programmatic_dependent_launch(enabled) -> "bool | str":
+    """Programmatic dependent launch of align-scatter, GEMM1, GEMM2 and the combine on Hopper and
+    newer: each kernel's programs can be scheduled while the previous kernel drains (every one of
+    them waits for the prior grid -- ``griddepcontrol.wait`` -- before its first load, so results
+    are bit-identical; the GPU tests check it). ``"auto"`` (the default): on for calls of at most
+    ``PDL_AUTO_MAX_TOKENS`` tokens, where the launch latency it hides is a visible part of the
+    call; ``True`` / ``False``: always / never. Returns the previous setting."""
+    if not (isinstance(enabled, bool) or enabled == "auto"):
+        raise TypeError(f"enabled must be a bool or 'auto', got {enabled!r}")
+    prev, _PDL["mode"] = _PDL["mode"], enabled
     return prev
 
 
-def _pdl_args(device: torch.device, interp: bool) -> dict:
-    """Launch keywords: USE_GDC (the kernels' constexpr) and Triton's ``launch_pdl`` when enabled
-    and supported (CUDA capability >= 9, not the interpreter)."""
-    if not _PDL["enabled"] or interp or device.type != "cuda" or _cuda_major(
+def _pdl_args(device: torch.device, interp: bool, tokens: int) -> dict:
+    """Launch keywords: USE_GDC (the kernels' constexpr) and Triton's ``launch_pdl`` when the
+    setting asks for it at this token count and it is supported (CUDA capability >= 9, not the
+    interpreter)."""
+    mode = _PDL["mode"]
+    on = tokens <= PDL_AUTO_MAX_TOKENS if mode == "auto" else mode
+    if not on or interp or device.type != "cuda" or _cuda_major(
             device.index if device.index is not None else torch.cuda.current_device()) < 9:
         return {"USE_GDC": False}
     return {"USE_GDC": True, "launch_pdl": True}
@@ -299,10 +308,11 @@ def max_padded_rows(num_slots: int, num_groups: int, block_m: int) -> int:
 
 
 def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *, local_expert_offset: int = 0,
-                include_nonlocal: bool = False) -> AlignResult:
+                include_nonlocal: bool = False, tokens: "int | None" = None) -> AlignResult:
     """Group the T*K slots of ``topk_ids [T, K]`` (global ids) by local expert, each group padded to
     ``block_m`` rows (see ``kernels/_align.py``). ``include_nonlocal`` appends one more group (id
-    ``num_local_experts``) holding the slots of non-local experts."""
+    ``num_local_experts``) holding the slots of non-local experts. ``tokens``: the call's token
+    count, for the launch options (default ``topk_ids.shape[0]``)."""
     _align, _, _ = _kernels()
     ids = topk_ids.reshape(-1)
     if not ids.is_contiguous():
@@ -339,7 +349,7 @@ def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *,
         ids, counts, sorted_ids, block_expert, ntpp, TK, local_expert_offset, nc, NB,
         E_LOC=E, INCLUDE_NONLOCAL=include_nonlocal, NUM_BINS=num_bins, CHUNK=chunk, BLOCK_M=block_m,
         SINGLE=single, CHUNKS_PER_ITER=chunks_per_iter, BLOCKS_PER_ITER=blocks_per_iter, num_warps=warps,
-        **_pdl_args(dev, _interpreted(_align._align_scatter_kernel)),
+        **_pdl_args(dev, _interpreted(_align._align_scatter_kernel), topk_ids.shape[0] if tokens is None else tokens),
     )
     return AlignResult(sorted_ids, block_expert, ntpp, block_m, NB)
 
@@ -508,7 +518,7 @@ def triton_experts(
             "before the first call to interpret them, or use fm.reference_moe"
         )
     dev_name, num_sms = _device_info(dev)
-    pdl = _pdl_args(dev, interp)
+    pdl = _pdl_args(dev, interp, T)
     smem = 0 if dev.type != "cuda" else _cuda_smem_per_block(dev.index if dev.index is not None
                                                             else torch.cuda.current_device())
     cfg = choose_moe_config(T, H, I_pad, E, K, wfmt, activation, dev_name, override=config, num_sms=num_sms)
@@ -561,7 +571,7 @@ def triton_experts(
     # ---- 2. align ----
     atomic = cfg.atomic_combine
     direct_out = K == 1 and not atomic  # GEMM2 writes out itself: lay out non-local slots too
-    al = align_slots(ids_flat, E, BM, local_expert_offset=local_expert_offset, include_nonlocal=direct_out)
+    al = align_slots(ids_flat, E, BM, local_expert_offset=local_expert_offset, include_nonlocal=direct_out, tokens=T)
     NB = al.max_blocks
 
     # ---- 3. GEMM1 (+ bias + activation + intermediate quantization) ----
