@@ -263,11 +263,11 @@ def test_search_space(fmt, T):
     assert {c.varies for c in cands} >= {"base", "gemm1", "gemm2", "block_m"}
     # FP8 fast accumulation changes numerics: never a candidate unless asked for
     assert not any(c.config.gemm1.fp8_fast_accum or c.config.gemm2.fp8_fast_accum for c in cands)
-    # split-K only on GEMM1 and only at decode tile sizes
-    assert all(c.config.gemm2.split_k == 1 for c in cands)
-    assert all(c.config.gemm1.split_k == 1 for c in cands if c.config.block_m > 32)
+    # split-K (either GEMM) only at decode tile sizes
+    assert all(c.config.gemm1.split_k == c.config.gemm2.split_k == 1 for c in cands if c.config.block_m > 32)
     if h.block_m <= 32:
         assert any(c.config.gemm1.split_k != h.gemm1.split_k for c in cands)
+        assert any(c.config.gemm2.split_k != h.gemm2.split_k for c in cands)
     cands = search_space(T, 2048, 768, 128, 8, fmt, Activation.SWIGLU, "NVIDIA H200", fp8_fast_accum=True)
     fast = [c for c in cands if c.varies == "fast_accum"]
     if fmt is Format.FP8_TENSOR:

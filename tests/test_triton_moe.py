@@ -353,25 +353,29 @@ def test_fp8_fast_accum_config(wfmt, act):
 @pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK],
                          ids=lambda f: f.name)
 @pytest.mark.parametrize("act", [Activation.SWIGLU_OAI, Activation.RELU2], ids=lambda a: a.name)
-def test_gemm1_split_k(wfmt, act):
-    """GEMM1 with its K loop split over programs (decode): the last program of every tile sums
-    the partials in split order -> same bound as the unsplit kernel, bit-identical over repeated
-    calls, counters left at zero for the next launch; uneven splits (K-blocks not a multiple of
-    split_k, empty last split) included. Bias and the clamped activation run after the sum."""
+def test_split_k(wfmt, act):
+    """GEMM1 and GEMM2 with their K loops split over programs (decode): the last program of every
+    tile sums the partials in split order -> same bound as the unsplit kernels, bit-identical over
+    repeated calls, counters left at zero for the next launch; uneven splits (K-blocks not a
+    multiple of split_k, empty last split) included. Bias, the clamped activation and the routing
+    weight run after the sum; one case splits GEMM2 alone, one adds the atomic combine."""
     dtype, H, I_pad = _FMT_CASES[wfmt]
     H2 = 3 * H  # several K-blocks per split
+    I2 = 3 * I_pad if wfmt is not Format.FP8_BLOCK else I_pad
     bk = 128 if wfmt is Format.FP8_BLOCK else 32
     bn = 128 if wfmt is Format.FP8_BLOCK else 32
-    prob = make_problem(T=3, H=H2, I=I_pad, I_pad=I_pad, E=4, K=2, act=act, wfmt=wfmt, dtype=dtype, bias=True,
+    prob = make_problem(T=3, H=H2, I=I2, I_pad=I2, E=4, K=2, act=act, wfmt=wfmt, dtype=dtype, bias=True,
                         seed=17)
-    for split in (2, 4):
-        cfg = MoEKernelConfig(KernelConfig(16, bn, bk, split_k=split), KernelConfig(16, 32, bk))
+    cfgs = [MoEKernelConfig(KernelConfig(16, bn, bk, split_k=s1), KernelConfig(16, 32, bk, split_k=s2), atomic_combine=at)
+            for s1, s2, at in ((2, 2, False), (4, 3, False), (1, 4, False), (2, 2, True))]
+    for cfg in cfgs:
         got, ref = run_case(prob, act=act, wfmt=wfmt, params=_params(act), config=cfg)
         mx, rms = _errors(got, ref)
         bmx, brms = _bounds(wfmt, dtype)
-        assert mx <= bmx and rms <= brms, (split, mx, rms)
-        again, _ = run_case(prob, act=act, wfmt=wfmt, params=_params(act), config=cfg)
-        assert torch.equal(got, again)
+        assert mx <= bmx and rms <= brms, (cfg, mx, rms)
+        if not cfg.atomic_combine:
+            again, _ = run_case(prob, act=act, wfmt=wfmt, params=_params(act), config=cfg)
+            assert torch.equal(got, again)
     from fusedmoe.backends.triton_moe import _COUNTERS, split_counters
 
     assert not _COUNTERS  # the interpreter runs on the CPU: no cached buffers there
@@ -449,8 +453,7 @@ def test_gpu_programmatic_dependent_launch_same_bits(wfmt, T):
 def test_split_k_config_rules():
     with pytest.raises(ValueError, match="split_k"):
         KernelConfig(16, 32, 32, split_k=0)
-    with pytest.raises(ValueError, match="gemm1 only"):
-        MoEKernelConfig(KernelConfig(16, 32, 32), KernelConfig(16, 32, 32, split_k=2))
+    assert MoEKernelConfig(KernelConfig(16, 32, 32), KernelConfig(16, 32, 32, split_k=2)).gemm2.split_k == 2
     assert KernelConfig.from_dict({"block_m": 16, "block_n": 32, "block_k": 32}).split_k == 1
     h = choose_moe_config(1, 7168, 256, 256, 8, Format.FP8_BLOCK, Activation.SWIGLU, "NVIDIA H200", table=TunedTable())
     # one token of a DeepSeek-V3 TP8 shard: 8 experts x 2 column tiles -> K split 8 ways (128 programs)
@@ -464,6 +467,9 @@ def test_split_k_config_rules():
                 activation=Activation.RELU2, device_name="NVIDIA H200", table=TunedTable())
     assert choose_moe_config(weight_format=Format.NVFP4, **nano).gemm1.split_k == 2
     assert choose_moe_config(weight_format=Format.FP8_TENSOR, **nano).gemm1.split_k == 1
+    # GEMM2 by the same rule: 6 experts x 42 column tiles of H = 2688 = 252 < 2 x 132
+    assert choose_moe_config(weight_format=Format.NVFP4, **nano).gemm2.split_k == 2
+    assert choose_moe_config(weight_format=Format.FP8_TENSOR, **nano).gemm2.split_k == 1
 
 
 @interpreter
@@ -739,14 +745,14 @@ def test_gpu_fp8_fast_accum_prefill(wfmt, act):
 @gpu
 @pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_BLOCK], ids=lambda f: f.name)
 def test_gpu_split_k_cuda_graph(wfmt):
-    """GEMM1 split-K at one token (DeepSeek-V3 TP8 shape, 8 splits): within the bound, bit-identical
-    eager and in a captured CUDA graph replayed twice and on a second stream (the graph owns its
-    arrival counters: a captured launch never shares the eager cache's buffer)."""
+    """Split-K at one token (DeepSeek-V3 TP8 shape, GEMM1 8 splits, GEMM2 2): within the bound,
+    bit-identical eager and in a captured CUDA graph replayed twice and on a second stream (the
+    graph owns its arrival counters: a captured launch never shares the eager cache's buffer)."""
     prob = make_problem(T=1, H=7168, I=256, I_pad=256, E=256, K=8, act=Activation.SWIGLU, wfmt=wfmt,
                         dtype=torch.bfloat16, seed=5)
     bn = 128 if wfmt is Format.FP8_BLOCK else 64
     cfg = MoEKernelConfig(KernelConfig(16, bn, 128, num_stages=4, swap_ab=wfmt is not Format.BF16, split_k=8),
-                          KernelConfig(16, 64, 128, num_stages=4, swap_ab=wfmt is not Format.BF16))
+                          KernelConfig(16, 64, 128, num_stages=4, swap_ab=wfmt is not Format.BF16, split_k=2))
     eager, ref = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt, config=cfg)
     mx, rms = _errors(eager, ref)
     bmx, brms = _bounds(wfmt, torch.bfloat16)

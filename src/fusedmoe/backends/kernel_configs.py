@@ -69,9 +69,9 @@ class KernelConfig:
     accumulation keeps ~14 mantissa bits: 2.3-2.8x the RMS error of the default at K = 2048 on
     the H200), as SGLang's and vLLM's Triton MoE kernels run. Opt-in; never chosen by the tuner
     unless asked (``fusedmoe tune --fp8-fast-accum``).
-    split_k (GEMM1 only): the K loop of every tile is split over this many programs, which store
-    fp32 partial sums; the last to finish adds them in split order (deterministic) and runs the
-    epilogue. For decode, where (active experts x column tiles) is far below the SM count.
+    split_k: the K loop of every tile is split over this many programs, which store fp32 partial
+    sums; the last to finish adds them in split order (deterministic) and runs the epilogue. For
+    decode, where (active experts x column tiles) is far below the SM count.
     """
 
     block_m: int
@@ -138,8 +138,6 @@ class MoEKernelConfig:
                 "MoEKernelConfig: gemm1.block_m and gemm2.block_m must be equal (both GEMMs walk the "
                 f"same block-padded slot list); got {self.gemm1.block_m} and {self.gemm2.block_m}"
             )
-        if self.gemm2.split_k != 1:
-            raise ValueError(f"MoEKernelConfig: split_k is implemented for gemm1 only; got gemm2.split_k={self.gemm2.split_k}")
         if not isinstance(self.atomic_combine, bool):
             raise TypeError(f"MoEKernelConfig.atomic_combine must be a bool, got {self.atomic_combine!r}")
 
@@ -430,7 +428,7 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     else:
         warps = 4
 
-    # split-K (GEMM1 at decode): when (active experts x column tiles) leaves at least half of the
+    # split-K (either GEMM at decode): when (active experts x column tiles) leaves at least half of the
     # SMs idle, split the K loop (H) over up to 8 programs per tile, keeping >= 4 K-blocks per
     # program. H200 harness, one token, DeepSeek-V3 TP8 (8 experts x 2-8 column tiles, H = 7168):
     # FP8 block 54.5 -> 35.6 us, FP8 per tensor 41.9 -> 38.2 us, BF16 ReLU2 40.8 -> 35.9 us; but
@@ -444,7 +442,7 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     active = max(1, min(E_loc, M_tokens * top_k))
     tiles = active * math.ceil(n_cols / bn)
     target = 2 * sms if fmt in _BLOCK_SCALED else sms
-    if gemm == "gemm1" and decode and tiles <= (target if fmt in _BLOCK_SCALED else sms // 2):
+    if decode and tiles <= (target if fmt in _BLOCK_SCALED else sms // 2):
         k_blocks = math.ceil(K / bk)
         while split < 8 and tiles * split < target and k_blocks // (2 * split) >= 4:
             split *= 2

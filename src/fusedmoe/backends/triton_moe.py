@@ -262,13 +262,14 @@ def _pdl_args(device: torch.device, interp: bool, tokens: int) -> dict:
 
 # ---- split-K arrival counters -------------------------------------------------------------------
 
-# (device, stream) -> int32 zeros; GEMM1's split-K programs leave every counter they use at zero,
+# (device, stream) -> int32 zeros; the split-K programs leave every counter they use at zero,
 # so one buffer serves every later eager launch on that stream (launches on one stream are ordered)
 _COUNTERS: dict = {}
 
 
 def split_counters(n: int, device: torch.device) -> torch.Tensor:
-    """``n`` zeroed int32 arrival counters for a split-K GEMM1 launch on the current stream.
+    """``n`` zeroed int32 arrival counters for the split-K GEMM launches of one call on the
+    current stream.
 
     Eager: cached per (device, stream) and grown as needed (the kernel leaves them at zero).
     While a CUDA graph is being captured: a fresh buffer whose zero fill is captured with the
@@ -647,11 +648,14 @@ def triton_experts(
         c1 = fit_stages(c1, a1.element_size(), w13.data.element_size(), 2 if gated else 1, smem)
 
     tiles1 = NB * triton.cdiv(I_pad, c1.block_n)
+    tiles2 = NB * triton.cdiv(H, c2.block_n)
     grid1 = (tiles1, c1.split_k)
+    if c1.split_k > 1 or c2.split_k > 1:  # one counter buffer: GEMM1's tiles first, then GEMM2's
+        counters = split_counters(tiles1 + tiles2, dev)
     if c1.split_k > 1:
         ws1 = torch.empty(tiles1 * c1.split_k * (2 if gated else 1) * BM * c1.block_n, dtype=torch.float32,
                           device=dev)
-        cnt1 = split_counters(tiles1, dev)
+        cnt1 = counters[:tiles1]
     else:
         ws1 = cnt1 = tw_flat
     _gemm._gemm1_kernel[grid1](
@@ -706,11 +710,15 @@ def triton_experts(
     if micro:
         prec2 = prec_micro
 
-    grid2 = (NB * triton.cdiv(H, c2.block_n),)
-    _gemm._gemm2_kernel[grid2](
+    if c2.split_k > 1:
+        ws2 = torch.empty(tiles2 * c2.split_k * BM * c2.block_n, dtype=torch.float32, device=dev)
+        cnt2 = counters[tiles1:tiles1 + tiles2]
+    else:
+        ws2 = cnt2 = tw_flat
+    _gemm._gemm2_kernel[(tiles2, c2.split_k)](
         inter, a2_s, w2.data, w2_s, b2, tw_flat,
         al.sorted_ids, al.block_expert, al.num_post_padded,
-        y, inter_g, w2_g,
+        y, inter_g, w2_g, ws2, cnt2,
         H, I_pad, TK, NB,
         inter.stride(0), w2.data.stride(0), w2.data.stride(1), a2_s_stride, wse2, wsn2,
         b2.stride(0) if w2_bias is not None else 0, y.stride(0),
@@ -719,7 +727,7 @@ def triton_experts(
         MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic,
         BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,
         EVEN_K=I_pad % c2.block_k == 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
-        FAST_ACC=c2.fp8_fast_accum, **pdl,
+        FAST_ACC=c2.fp8_fast_accum, SPLIT_K=c2.split_k, **pdl,
         num_warps=c2.num_warps, num_stages=c2.num_stages,
     )
     if atomic or direct_out:

@@ -4,7 +4,7 @@ For one (shape, weight format, token count) the search space (:func:`search_spac
 the heuristic config (``choose_moe_config`` with an empty table) and adds its neighbours: each
 launch parameter of GEMM1 moved one step (block_n, block_k halved / doubled, warps 4 <-> 8,
 stages +-1, group_m, swap_ab), the same for GEMM2, and block_m (shared by both GEMMs, it is the
-align's padding unit) halved and doubled, and GEMM1's split_k halved / doubled at decode tile
+align's padding unit) halved and doubled, and each GEMM's split_k halved / doubled at decode tile
 sizes. ``fp8_fast_accum=True`` (CLI ``--fp8-fast-accum``) also tries, for FP8 per-tensor /
 per-channel weights, FP8 accumulation in the tensor cores with 256-row weight tiles where block_m
 is 128: faster at prefill but 2.3-2.8x the RMS error of the default path (H200, K 2048), so a table
@@ -106,7 +106,7 @@ def _kc(base: KernelConfig, **kw) -> Optional[KernelConfig]:
 
 def _steps(base: KernelConfig, gemm: str = "gemm2") -> List[KernelConfig]:
     out = []
-    if gemm == "gemm1" and base.block_m <= 32:  # split-K: GEMM1 at decode tile sizes
+    if base.block_m <= 32:  # split-K: decode tile sizes
         for v in (base.split_k // 2, base.split_k * 2):
             if v >= 1:
                 out.append(_kc(base, split_k=v))

@@ -37,9 +37,9 @@ Quantized operand pairs (QUANT), all fp32 dequant scales (x ~= q * s):
              its partial sum times 2^ea[row] * 2^ew[col] (``_blockscaled._load_mx_block``; as
              BLOCK scaling with 32-blocks). BLOCK_K is a multiple of every scale block (16 / 32).
 
-GEMM1 may split its K loop over SPLIT_K programs per tile (decode): fp32 partial sums in a
+Either GEMM may split its K loop over SPLIT_K programs per tile (decode): fp32 partial sums in a
 workspace, the last program to arrive (per-tile counter) adds them in split order and runs the
-epilogue -- deterministic. USE_GDC (programmatic dependent launch, opt-in): every program waits for
+epilogue -- deterministic. USE_GDC (programmatic dependent launch): every program waits for
 the prior grid before its first load and lets the next grid launch after its main loop.
 
 Pointer offsets that can exceed 2**31 (expert * stride, row * stride) are computed in int64.
@@ -177,6 +177,46 @@ def _micro_global_scales(acc, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT: tl.co
 
 
 @triton.jit
+def _split_k_range(K, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr):
+    """The K-blocks ``[k_lo, k_hi)`` of this program: all of them, or the ``program_id(1)``-th
+    contiguous share of ``SPLIT_K``."""
+    if SPLIT_K == 1:
+        return 0, tl.cdiv(K, BLOCK_K)
+    k_per = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K)
+    k_lo = tl.program_id(1) * k_per
+    return k_lo, tl.minimum(k_lo + k_per, tl.cdiv(K, BLOCK_K))
+
+
+@triton.jit
+def _split_k_tile_offsets(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    return tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+
+
+@triton.jit
+def _split_k_is_last(cnt_ptr, tile, SPLIT_K: tl.constexpr):
+    """After this program stored its partial sums: arrive at the tile's counter (release: every
+    thread's stores first; acquire: the others' partials are visible to the winner). True for the
+    last of the SPLIT_K programs, which also resets the counter for the next call."""
+    tl.debug_barrier()  # every thread's partial is stored before the (release) arrival
+    last = tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1
+    if last:
+        tl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")  # ready for the next call
+    return last
+
+
+@triton.jit
+def _split_k_sum(part_ptr, part_stride, SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Sum of the SPLIT_K partials ``part_ptr + s * part_stride`` ([BLOCK_M, BLOCK_N] fp32 each),
+    in split order: the same bits whichever program arrived last."""
+    offs = _split_k_tile_offsets(BLOCK_M, BLOCK_N)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for sk in tl.static_range(SPLIT_K):
+        # .cg: read at L2, where the other programs' stores are (never a stale L1 line)
+        acc += tl.load(part_ptr + sk * part_stride + offs, cache_modifier=".cg")
+    return acc
+
+
+@triton.jit
 def _activation(g, u, ACT: tl.constexpr, alpha, beta, limit):
     """fp32 activation; ``u`` (the up half) is used by gated activations only."""
     if ACT == ACT_SWIGLU:
@@ -288,13 +328,7 @@ def _gemm1_kernel(
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)
-    if SPLIT_K == 1:
-        k_lo = 0
-        k_hi = tl.cdiv(K, BLOCK_K)
-    else:
-        k_per = tl.cdiv(tl.cdiv(K, BLOCK_K), SPLIT_K)
-        k_lo = tl.program_id(1) * k_per
-        k_hi = tl.minimum(k_lo + k_per, tl.cdiv(K, BLOCK_K))
+    k_lo, k_hi = _split_k_range(K, BLOCK_K, SPLIT_K)
 
     a_ptrs = a_ptr + tok64[:, None] * stride_am + (k_lo * BLOCK_K + offs_k)[None, :]
     wg_ptrs = w_ptr + e64 * stride_we + offs_n[:, None].to(tl.int64) * stride_wn + (k_lo * BLOCK_K + offs_k)[None, :]
@@ -393,22 +427,16 @@ def _gemm1_kernel(
     if SPLIT_K > 1:
         tile = (pid_m * num_pid_n + pid_n).to(tl.int64)
         TS: tl.constexpr = BLOCK_M * BLOCK_N * (2 if GATED else 1)
-        offs_t = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        offs_t = _split_k_tile_offsets(BLOCK_M, BLOCK_N)
         ws_tile = ws_ptr + tile * (SPLIT_K * TS)
         tl.store(ws_tile + tl.program_id(1) * TS + offs_t, acc_g)
         if GATED:
             tl.store(ws_tile + tl.program_id(1) * TS + BLOCK_M * BLOCK_N + offs_t, acc_u)
-        tl.debug_barrier()  # every thread's partial is stored before the (release) arrival
-        if tl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu") != SPLIT_K - 1:
+        if not _split_k_is_last(cnt_ptr, tile, SPLIT_K):
             return
-        tl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")  # ready for the next call
-        acc_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        acc_u = tl.zeros_like(acc_g)
-        for sk in tl.static_range(SPLIT_K):
-            # .cg: read at L2, where the other programs' stores are (never a stale L1 line)
-            acc_g += tl.load(ws_tile + sk * TS + offs_t, cache_modifier=".cg")
-            if GATED:
-                acc_u += tl.load(ws_tile + sk * TS + BLOCK_M * BLOCK_N + offs_t, cache_modifier=".cg")
+        acc_g = _split_k_sum(ws_tile, TS, SPLIT_K, BLOCK_M, BLOCK_N)
+        if GATED:
+            acc_u = _split_k_sum(ws_tile + BLOCK_M * BLOCK_N, TS, SPLIT_K, BLOCK_M, BLOCK_N)
 
     # ---- epilogue: dequant scales, routing weight on input, bias, activation -------------------
     if QUANT == Q_TENSOR:
@@ -502,6 +530,8 @@ def _gemm2_kernel(
     #           OUT_ATOMIC: [T, H] zero-initialized, y added atomically per token
     a_gs_ptr,  # MICRO, A_FMT NVFP4: [1] fp32 global scale of the intermediate
     w_gs_ptr,  # MICRO, W_FMT NVFP4: [E] fp32 global scales of w2
+    ws_ptr,  # SPLIT_K > 1: fp32 [tiles, SPLIT_K, BLOCK_M * BLOCK_N] partial sums
+    cnt_ptr,  # SPLIT_K > 1: int32 [tiles] arrival counters, zero on entry, left zero
     N,  # H
     K,  # I_pad
     num_slots,
@@ -536,10 +566,11 @@ def _gemm2_kernel(
     UPCAST: tl.constexpr,
     PRECISION: tl.constexpr,
     FAST_ACC: tl.constexpr,
+    SPLIT_K: tl.constexpr,
     USE_GDC: tl.constexpr,  # launched with programmatic dependent launch (Hopper+): wait for the prior grid first
 ):
     """GEMM2 + bias + routing weight, one output row per slot.
-    grid = (num_blocks_m * cdiv(N, BLOCK_N),)."""
+    grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``."""
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
     pid = tl.program_id(0)
@@ -569,8 +600,9 @@ def _gemm2_kernel(
         return
 
     offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + slot64[:, None] * stride_am + offs_k[None, :]
-    w_ptrs = w_ptr + e64 * stride_we + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :]
+    k_lo, k_hi = _split_k_range(K, BLOCK_K, SPLIT_K)
+    a_ptrs = a_ptr + slot64[:, None] * stride_am + (k_lo * BLOCK_K + offs_k)[None, :]
+    w_ptrs = w_ptr + e64 * stride_we + offs_n[:, None].to(tl.int64) * stride_wn + (k_lo * BLOCK_K + offs_k)[None, :]
     if SWAP_AB:
         acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
     else:
@@ -585,7 +617,7 @@ def _gemm2_kernel(
         a_all, n64, w_e, ws_e, w_ok = _micro_weight_ptrs(w_ptr, w_scale_ptr, e64, stride_we, stride_wse, offs_n, n_ok,
                                                          EVEN_N, BLOCK_M, BLOCK_N)
         if MXDOT:  # see _gemm1_kernel
-            for ki in range(0, tl.cdiv(K, BLOCK_K)):
+            for ki in range(k_lo, k_hi):
                 for j in tl.static_range(BLOCK_K // 32):
                     kb = ki * (BLOCK_K // 32) + j
                     a, a_s = _load_mx_block(a_ptr, a_rows, a_scale_ptr, as_rows, kb, K, a_all, F_MXFP8, BLOCK_M,
@@ -595,14 +627,14 @@ def _gemm2_kernel(
                     acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s, w_s,
                                         SWAP_AB)
         else:
-            for ki in range(0, tl.cdiv(K, BLOCK_K)):
+            for ki in range(k_lo, k_hi):
                 a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
                                FAST_CVT, KPERM)
                 w = _load_tile(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, ki, K, w_ok, W_FMT, BLOCK_N, BLOCK_K,
                                EVEN_K, CD, FAST_CVT, KPERM)
                 acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
     else:
-        for ki in range(0, tl.cdiv(K, BLOCK_K)):
+        for ki in range(k_lo, k_hi):
             if EVEN_K:
                 a = tl.load(a_ptrs)
                 if EVEN_N:
@@ -626,6 +658,15 @@ def _gemm2_kernel(
         tl.extra.cuda.gdc_launch_dependents()
     if SWAP_AB:
         acc = tl.trans(acc)
+
+    if SPLIT_K > 1:
+        tile = (pid_m * num_pid_n + pid_n).to(tl.int64)
+        TS: tl.constexpr = BLOCK_M * BLOCK_N
+        ws_tile = ws_ptr + tile * (SPLIT_K * TS)
+        tl.store(ws_tile + tl.program_id(1) * TS + _split_k_tile_offsets(BLOCK_M, BLOCK_N), acc)
+        if not _split_k_is_last(cnt_ptr, tile, SPLIT_K):
+            return
+        acc = _split_k_sum(ws_tile, TS, SPLIT_K, BLOCK_M, BLOCK_N)
 
     # ---- epilogue: dequant scales, bias, routing weight ----------------------------------------
     if QUANT == Q_TENSOR:
