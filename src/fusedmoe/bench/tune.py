@@ -26,6 +26,7 @@ The runner, validator and timer are injected, so the search logic is tested on a
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -180,10 +181,12 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
             continue
         vary1 = _grid(b1) if exhaustive else _steps(b1, "gemm1")
         vary2 = _grid(b2) if exhaustive else _steps(b2)
-        for c in vary1:
-            add(c, b2, "gemm1")
-        for c in vary2:
-            add(b1, c, "gemm2")
+        # GEMM1 and GEMM2 steps alternate, so that a --max-candidates cut keeps moves of both
+        for c1, c2 in itertools.zip_longest(vary1, vary2):
+            if c1 is not None:
+                add(c1, b2, "gemm1")
+            if c2 is not None:
+                add(b1, c2, "gemm2")
     if max_candidates is not None and len(out) > max_candidates:
         out = out[:max(1, max_candidates)]
     return out
