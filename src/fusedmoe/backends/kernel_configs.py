@@ -434,14 +434,16 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     # FP8 block 54.5 -> 35.6 us, FP8 per tensor 41.9 -> 38.2 us, BF16 ReLU2 40.8 -> 35.9 us; but
     # Qwen3-30B FP8 (96 tiles, 8 K-blocks) split in two went 25.1 -> 29.4 us: the partial-sum
     # round trip and the serialized epilogue cost more than the extra programs gain there.
-    # The block-scaled formats dequantize in registers (compute-bound at decode): there the target
-    # is two programs per SM -- the H200 tuner chose split 2 at one token for Qwen3-30B,
-    # Nemotron-Nano and gpt-oss-120b NVFP4 / MXFP4 (96-180 tiles; 1.03-1.32x), and DeepSeek-V3
-    # TP8 NVFP4 (32 tiles) went 70.9 -> 33.9 us with split 8.
+    # The block-scaled formats dequantize in registers (latency-bound at one token: a few K-blocks
+    # in flight per program): there the target is four programs per SM -- with GEMM2 split too,
+    # the H200 tuner chose split 4 on both GEMMs at one token of gpt-oss-120b MXFP4 / NVFP4
+    # (180 tiles each; 58.4 / 61.4 us vs 65.7 / 74.0 us with split 2), split 4 for GEMM1 of
+    # Nemotron-Nano and Qwen3-30B (96-180 tiles), and DeepSeek-V3 TP8 NVFP4 (32 tiles) went
+    # 70.9 -> 33.9 us with split 8.
     split = 1
     active = max(1, min(E_loc, M_tokens * top_k))
     tiles = active * math.ceil(n_cols / bn)
-    target = 2 * sms if fmt in _BLOCK_SCALED else sms
+    target = 4 * sms if fmt in _BLOCK_SCALED else sms
     if decode and tiles <= (target if fmt in _BLOCK_SCALED else sms // 2):
         k_blocks = math.ceil(K / bk)
         while split < 8 and tiles * split < target and k_blocks // (2 * split) >= 4:
