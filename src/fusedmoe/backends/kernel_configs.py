@@ -455,7 +455,12 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
         if not swap_ab:  # the dequantized weight tile is wgmma's B: one shared-memory buffer
             budget -= bk * w_tiles * bn * 2
     stage_bytes = int(bk * (bm * ab + w_tiles * bn * wb))
-    stages = max(2, min(5 if decode else 4, budget // stage_bytes))
+    # the software pipeline keeps num_stages - 1 K-blocks in flight: never more than a program's
+    # K loop has. Unused buffers cost shared memory, i.e. co-resident programs -- which is what
+    # hides latency when the loop is short (GEMM2 of TP8 shards, K = I = 96-256: five 36 KB
+    # stages left room for one 4-warp program per SM).
+    k_iters = math.ceil(math.ceil(K / bk) / split)
+    stages = max(2, min(5 if decode else 4, budget // stage_bytes, k_iters + 1))
     group_m = 1 if decode else 8
     return KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=group_m, num_warps=warps,
                         num_stages=stages, swap_ab=swap_ab, split_k=split)
