@@ -17,7 +17,8 @@ from fusedmoe.bench.peers import (GroupedMMPeer, SGLangPeer, TritonPeer, check_b
                                   rel_errors)
 from fusedmoe.bench.presets import (PRESETS, BenchCase, custom_preset, format_problem, formats_for, get_preset,
                                     make_inputs, make_weights)
-from fusedmoe.bench.runner import BenchOptions, load_results, run_bench, summarize, write_results
+from fusedmoe.bench.runner import (BenchOptions, load_results, markdown_report, run_bench, summarize, write_markdown,
+                                   write_results)
 from fusedmoe.bench.timing import time_calls
 from fusedmoe.bench.tune import (Candidate, add_to_table, merge_into_file, search_space, tune_point)
 from fusedmoe.config import Activation, Format, RoutingMethod
@@ -209,6 +210,35 @@ def test_json_round_trip_and_plot(tiny_doc, tmp_path):
     png = plot_results(doc, str(tmp_path / "bench.png"))
     with open(png, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_markdown_report(tmp_path):
+    """Hand-built records: one row per case, one column per token count, ours' µs and % of
+    roofline and each peer's time ratio; unsupported / failed points say so; region table and
+    worst point per peer."""
+    def rec(case, T, backend, t_us, pct, status="ok"):
+        return {"case": case, "tokens": T, "backend": backend, "status": status, "t_us": t_us,
+                "roofline_pct": pct}
+
+    recs = [rec("a/bf16/swiglu", 1, "triton", 10.0, 50.0), rec("a/bf16/swiglu", 1, "sglang", 12.0, 41.7),
+            rec("a/bf16/swiglu", 4096, "triton", 100.0, 40.0), rec("a/bf16/swiglu", 4096, "sglang", 80.0, 50.0),
+            rec("b/fp8_block/swiglu", 1, "triton", None, None, status="unsupported"),
+            rec("b/fp8_block/swiglu", 4096, "triton", 20.0, 30.0), rec("b/fp8_block/swiglu", 4096, "sglang", None, None,
+                                                                       status="error")]
+    doc = {"results": recs, "env": {"gpu": "NVIDIA H200"},
+           "ceilings": {"mem_gbps": 4000.0, "bf16_tflops": 700.0, "fp8_tflops": 1300.0, "meaningful": True}}
+    doc["summary"] = summarize(recs)
+    md = markdown_report(doc)
+    lines = md.splitlines()
+    assert "| case | T=1 | T=4096 |" in lines
+    assert "| a/bf16/swiglu | 10.0 µs, 50 %, 1.20x | 100.0 µs, 40 %, 0.80x |" in lines
+    assert "| b/fp8_block/swiglu | n/a | 20.0 µs, 30 % |" in lines  # the failed peer point has no ratio
+    assert any(line.startswith("| sglang | t_sglang / t_triton |") and "0.98 (2)" in line for line in lines)
+    assert "Worst point against sglang: a/bf16/swiglu at 4096 tokens, 0.80x." in lines
+    assert "memory roofline 4000 GB/s" in lines[0]
+    path = write_markdown(doc, str(tmp_path / "sub" / "bench.md"))
+    with open(path) as f:
+        assert f.read() == md
 
 
 def test_peer_support_reasons():

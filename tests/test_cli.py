@@ -48,6 +48,8 @@ def test_bench_cpu_end_to_end(capsys, tmp_path):
     assert "ceilings" in text and "not meaningful" in text and "torch-grouped-mm" in text
     doc = json.loads((out / "bench.json").read_text())
     assert doc["format"] == "fusedmoe-bench" and len(doc["results"]) == 4
+    md = (out / "bench.md").read_text()
+    assert "| case | T=1 | T=3 |" in md and "| reference | % of roofline |" in md
     assert (out / "bench.png").exists() or "plot skipped" in text
 
 

@@ -315,7 +315,8 @@ def cmd_bench(args) -> int:
 
     from .bench.peers import PEER_NAMES
     from .bench.presets import DEFAULT_BENCH_PRESETS
-    from .bench.runner import CPU_TOKENS, DEFAULT_TOKENS, BenchOptions, print_results, run_bench, write_results
+    from .bench.runner import (CPU_TOKENS, DEFAULT_TOKENS, BenchOptions, print_results, run_bench, write_markdown,
+                               write_results)
     from .bench.table import progress_bar
     from .config import Format
 
@@ -371,7 +372,7 @@ def cmd_bench(args) -> int:
     print_results(doc)
     os.makedirs(args.out, exist_ok=True)
     jpath = write_results(doc, os.path.join(args.out, "bench.json"))
-    print(f"results: {jpath}")
+    print(f"results: {jpath}, {write_markdown(doc, os.path.join(args.out, 'bench.md'))}")
     if not args.no_plot:
         try:
             from .bench.plot import plot_results
@@ -543,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hidden-state dtype (default bf16 on a GPU, fp16 on a CPU: the interpreter's bf16 dot is wrong)")
     b.add_argument("--timing", choices=("graph", "events"), default=None,
                    help="graph: CUDA-graph replay (default); events: one call per CUDA-event pair, L2 flushed")
-    b.add_argument("--out", default="bench_results", help="directory for bench.json and bench.png (default ./bench_results)")
+    b.add_argument("--out", default="bench_results", help="directory for bench.json, bench.md (Markdown tables) and bench.png (default ./bench_results)")
     b.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")
     b.add_argument("--no-check", action="store_true", help="skip the correctness check before timing")
     b.add_argument("--budget-s", type=_positive_float, default=None,

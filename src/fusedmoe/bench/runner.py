@@ -371,6 +371,78 @@ def load_results(path: str) -> Dict[str, Any]:
     return doc
 
 
+# ---- Markdown ---------------------------------------------------------------------------------------
+
+
+def markdown_report(doc: Dict[str, Any]) -> str:
+    """The results as Markdown, for BENCHMARKS-style documents: one row per case, one column per
+    token count (our µs, % of roofline and ``t_peer / t_ours`` for every other backend that ran
+    the point), then the region geomeans and the worst point per peer. Cases and token counts
+    in the order they were measured; a point ours did not measure shows its status."""
+    recs = doc["results"]
+    summ = doc.get("summary") or summarize(recs)
+    ours = summ.get("ours", "triton")
+    cases: List[str] = []
+    tokens: List[int] = []
+    by: Dict[tuple, Dict[str, Dict[str, Any]]] = {}
+    for r in recs:
+        if r["case"] not in cases:
+            cases.append(r["case"])
+        if r["tokens"] not in tokens:
+            tokens.append(r["tokens"])
+        by.setdefault((r["case"], r["tokens"]), {})[r["backend"]] = r
+    others = [b for b in summ["speedup_of_ours"]]
+    ceil = doc["ceilings"]
+    lines = [f"fusedmoe bench on {doc['env'].get('gpu', doc['env'].get('device', '?'))}: memory roofline "
+             f"{_fmt(ceil.get('mem_gbps'), '.0f')} GB/s, BF16 {_fmt(ceil.get('bf16_tflops'), '.0f')} TFLOP/s, "
+             f"FP8 {_fmt(ceil.get('fp8_tflops'), '.0f')} TFLOP/s"
+             + ("" if ceil.get("meaningful") else " (CPU: wall clock, not meaningful)") + ".", "",
+             f"Each cell: {ours} µs, % of roofline" + "".join(f", t_{b} / t_{ours}" for b in others) + ".", "",
+             "| case | " + " | ".join(f"T={t}" for t in tokens) + " |",
+             "|---|" + "---|" * len(tokens)]
+    for c in cases:
+        cells = []
+        for t in tokens:
+            pt = by.get((c, t), {})
+            mine = pt.get(ours)
+            if mine is None:
+                cells.append("")
+                continue
+            if mine.get("status") != "ok" or not mine.get("t_us"):
+                cells.append("n/a" if mine.get("status") == "unsupported" else str(mine.get("status")))
+                continue
+            cell = f"{mine['t_us']:.1f} µs, {_fmt(mine.get('roofline_pct'), '.0f')} %"
+            for b in others:
+                o = pt.get(b)
+                if o is not None and o.get("status") == "ok" and o.get("t_us"):
+                    cell += f", {o['t_us'] / mine['t_us']:.2f}x"
+            cells.append(cell)
+        lines.append(f"| {c} | " + " | ".join(cells) + " |")
+    regions = summ["regions"]
+    lines += ["", "| backend | metric | " + " | ".join(f"T {lab}" for lab in regions) + " | all |",
+              "|---|---|" + "---|" * (len(regions) + 1)]
+    for b, d in summ["roofline_pct"].items():
+        lines.append(f"| {b} | % of roofline | " + " | ".join(
+            f"{_fmt(d[lab]['geomean'], '.1f')} ({d[lab]['n']})" for lab in regions + ["all"]) + " |")
+    for b, d in summ["speedup_of_ours"].items():
+        lines.append(f"| {b} | t_{b} / t_{ours} | " + " | ".join(
+            f"{_fmt(d[lab]['geomean'], '.2f')} ({d[lab]['n']})" for lab in regions + ["all"]) + " |")
+    for b, d in summ["speedup_of_ours"].items():
+        w = d.get("worst")
+        if w:
+            lines.append(f"\nWorst point against {b}: {w['case']} at {w['tokens']} tokens, {w['speedup']:.2f}x.")
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(doc: Dict[str, Any], path: str) -> str:
+    """Write :func:`markdown_report` to ``path``; returns the path."""
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    with open(path, "w") as f:
+        f.write(markdown_report(doc))
+    return path
+
+
 # ---- table ------------------------------------------------------------------------------------------
 
 
