@@ -476,20 +476,27 @@ def test_split_k_config_rules():
 @interpreter
 @pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_BLOCK], ids=lambda f: f.name)
 def test_top1_weight_on_input_expert_parallel(wfmt):
-    """K = 1 (Llama4 weight on input): GEMM2 writes the output directly, non-local tokens get 0."""
+    """K = 1 (Llama4 weight on input): GEMM2 writes the output directly, non-local tokens get 0
+    (also with GEMM2 split-K)."""
     dtype, H, I_pad = _FMT_CASES[wfmt]
     act = Activation.SWIGLU
     prob = make_problem(T=6, H=H, I=I_pad, I_pad=I_pad, E=4, K=1, act=act, wfmt=wfmt, dtype=dtype, bias=True,
                         offset=4, E_glob=12, seed=3)
     prob["ids"][0, 0] = 0  # at least one non-local token and one local token
     prob["ids"][1, 0] = 5
-    out = torch.full((6, H), float("nan"), dtype=dtype, device=DEV)  # every row must be written
-    got, ref = run_case(prob, act=act, wfmt=wfmt, offset=4, woi=True, out=out)
-    assert got.data_ptr() == out.data_ptr()
-    assert (got[0] == 0).all()
-    mx, rms = _errors(got, ref)
-    bmx, brms = _bounds(wfmt, dtype)
-    assert mx <= bmx and rms <= brms, (mx, rms)
+    bk = 128 if wfmt is Format.FP8_BLOCK else 32
+    # default configs, then GEMM2 split in two: the non-local group's zeros come from every split
+    # program, a local tile's rows from its last arrival
+    split2 = MoEKernelConfig(KernelConfig(16, 128 if wfmt is Format.FP8_BLOCK else 32, bk),
+                             KernelConfig(16, 32, bk, split_k=2))
+    for cfg in (None, split2):
+        out = torch.full((6, H), float("nan"), dtype=dtype, device=DEV)  # every row must be written
+        got, ref = run_case(prob, act=act, wfmt=wfmt, offset=4, woi=True, out=out, config=cfg)
+        assert got.data_ptr() == out.data_ptr()
+        assert (got[0] == 0).all()
+        mx, rms = _errors(got, ref)
+        bmx, brms = _bounds(wfmt, dtype)
+        assert mx <= bmx and rms <= brms, (cfg, mx, rms)
 
 
 @interpreter
