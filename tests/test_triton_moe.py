@@ -638,9 +638,15 @@ def test_tuned_table_json_roundtrip_and_fallback(tmp_path):
     table = load_tuned_configs(path)
     assert len(table) == 2
     kw = dict(weight_format=Format.FP8_TENSOR, device_name="NVIDIA H200", table=table)
-    # exact key, nearest bucket (13 tokens -> bucket 16; 100 -> still the only entry)
+    # exact key, nearest bucket (13 tokens -> bucket 16; 50 -> bucket 64, two powers of two away)
     assert choose_config(13, 1920, 2048, 128, 8, gemm="gemm1", activation=Activation.RELU2, **kw) == tuned
-    assert choose_config(100, 1920, 2048, 128, 8, gemm="gemm1", activation=Activation.RELU2, **kw) == tuned
+    assert choose_config(50, 1920, 2048, 128, 8, gemm="gemm1", activation=Activation.RELU2, **kw) == tuned
+    # ... but not further (MAX_BUCKET_OCTAVES): 100 tokens (bucket 128) and 1 token (bucket 1, four
+    # octaves below) get the heuristic, not tiles tuned for 16 tokens
+    for T in (100, 4096, 1):
+        assert choose_config(T, 1920, 2048, 128, 8, gemm="gemm1", activation=Activation.RELU2, **kw) == \
+            choose_config(T, 1920, 2048, 128, 8, Format.FP8_TENSOR, "gemm1", "NVIDIA H200",
+                          activation=Activation.RELU2, table=TunedTable())
     # wildcard activation
     assert choose_config(300, 2048, 1920, 128, 8, gemm="gemm2", activation=Activation.RELU2, **kw).block_m == 64
     # fallback to the heuristic: other device, other shape

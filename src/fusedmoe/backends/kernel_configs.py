@@ -16,7 +16,9 @@ Tuned-table JSON (``format_version`` 1)::
 
 Key: (device name as ``torch.cuda.get_device_name()`` reports it, weight format value, activation
 value (``"*"`` matches any), gemm, N, K, E_loc) plus the token bucket (a power of two >= the token
-count); the entry with the nearest bucket (log scale, ties to the smaller) wins. ``N``/``K`` are
+count); the entry with the nearest bucket (log scale, ties to the smaller) wins if it is at most
+``MAX_BUCKET_OCTAVES`` powers of two away -- a shape tuned only at decode sizes does not lend its
+decode tiles to a prefill call (the heuristic decides there). ``N``/``K`` are
 the GEMM's own sizes: gemm1 N = rows of w13 (2*I_pad gated, I_pad otherwise), K = H; gemm2 N = H,
 K = I_pad.
 """
@@ -156,6 +158,11 @@ def token_bucket(m: int) -> int:
 
 _Key = Tuple[str, str, str, str, int, int, int]
 
+# A tuned entry serves token counts up to this many powers of two from its bucket: the shipped grid
+# (1, 8, 64, 512, 4096) then covers 1 .. 16384 tokens, while a shape tuned at 8 and 64 tokens only
+# does not hand its 16-row tiles to a 4096-token call.
+MAX_BUCKET_OCTAVES = 2
+
 
 class TunedTable:
     """Tuned configs keyed by (device, weight_format, activation, gemm, N, K, E) -> {bucket: cfg}."""
@@ -178,7 +185,8 @@ class TunedTable:
             if by_bucket:
                 b = math.log2(token_bucket(tokens))
                 best = min(by_bucket, key=lambda x: (abs(math.log2(x) - b), x))
-                return by_bucket[best]
+                if abs(math.log2(best) - b) <= MAX_BUCKET_OCTAVES:
+                    return by_bucket[best]
         return None
 
     def to_json_dict(self) -> Dict[str, Any]:
