@@ -397,18 +397,19 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     else:
         bk = 64
 
-    if fmt is Format.FP8_BLOCK and gemm == "gemm1" and not (decode and M_tokens >= 8):
+    if fmt is Format.FP8_BLOCK and gemm == "gemm1" and not (bm == 16 and M_tokens >= 8):
         # the intermediate is quantized in 1x128 groups in GEMM1's epilogue: a tile must hold
-        # whole groups. From 8 decode tokens on, 64-wide tiles with the intermediate quantized by
-        # a separate pass (same bits) are faster: the H200 tuner's one-step moves from 128 to 64 at
-        # 8 and 64 tokens won on all 14 points (6 presets, 1.02-1.08x, geomean 1.04x); at one
-        # token they did not (geomean 1.00x).
+        # whole groups. From 8 tokens on, with 16-row token tiles, 64-wide tiles with the
+        # intermediate quantized by a separate pass (same bits) are faster: the H200 tuner's
+        # one-step moves from 128 to 64 at 8 and 64 tokens won on all 14 points (6 presets,
+        # 1.02-1.08x, geomean 1.04x); at one token they did not (geomean 1.00x), nor at 512-4096
+        # tokens (32-128-row tiles, geomean 0.97x).
         bn = 128
-    elif decode and fmt in _BLOCK_SCALED:
+    elif bm == 16 and fmt in _BLOCK_SCALED:
         # weights dequantized in registers: 64 rows per program whatever the gating, for twice the
-        # programs of 128 (H200 tuner, one-step moves 128 -> 64 at 8-64 tokens: GEMM1 NVFP4 /
-        # MXFP4 / MXFP8 1.05-1.16x on all 10 points, GEMM2 geomean 1.01-1.03x; 64 -> 128 lost
-        # 0.80-0.93x); 64 is also wgmma's minimum M with swap_ab
+        # programs of 128 (H200 tuner, 16-row token tiles at 1-64 tokens, one-step moves 128 -> 64:
+        # GEMM1 NVFP4 / MXFP4 / MXFP8 1.05-1.16x on all 10 points, GEMM2 geomean 1.01-1.03x;
+        # 64 -> 128 lost 0.80-0.93x); 64 is also wgmma's minimum M with swap_ab
         bn = 64
     elif decode:
         # memory-bound: the widest weight tile (<= 128 rows per program, gate + up counted) that
@@ -442,7 +443,7 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
 
     if bm * bn * w_tiles >= 128 * 128:
         warps = 8
-    elif fmt is Format.FP8_BLOCK and gemm == "gemm1" and decode and M_tokens < 8:
+    elif fmt is Format.FP8_BLOCK and gemm == "gemm1" and bm == 16 and M_tokens < 8:
         # 2 x 128 weight rows per program (swap_ab: wgmma's M): two warpgroups. H200 tuner, one
         # token: 4 -> 8 warps won on all 7 points (1.02-1.12x, geomean 1.07x)
         warps = 8
