@@ -376,10 +376,11 @@ def test_split_k(wfmt, act):
         if not cfg.atomic_combine:
             again, _ = run_case(prob, act=act, wfmt=wfmt, params=_params(act), config=cfg)
             assert torch.equal(got, again)
-    from fusedmoe.backends.triton_moe import _COUNTERS, split_counters
+    from fusedmoe.backends.triton_moe import _SCRATCH, split_scratch
 
-    assert not _COUNTERS  # the interpreter runs on the CPU: no cached buffers there
-    assert int(split_counters(64, torch.device("cpu")).abs().sum()) == 0
+    assert not _SCRATCH  # the interpreter runs on the CPU: no cached buffers there
+    cnt, part = split_scratch(64, 100, torch.device("cpu"))
+    assert int(cnt.abs().sum()) == 0 and cnt.numel() == 64 and part.numel() == 100
 
 
 def test_programmatic_dependent_launch_switch(monkeypatch):

@@ -260,29 +260,34 @@ def _pdl_args(device: torch.device, interp: bool, tokens: int) -> dict:
     return {"USE_GDC": True, "launch_pdl": True}
 
 
-# ---- split-K arrival counters -------------------------------------------------------------------
+# ---- split-K scratch ------------------------------------------------------------------------------
 
-# (device, stream) -> int32 zeros; the split-K programs leave every counter they use at zero,
-# so one buffer serves every later eager launch on that stream (launches on one stream are ordered)
-_COUNTERS: dict = {}
+# (device, stream) -> (int32 counters, fp32 partial sums). The split-K programs leave every counter
+# they use at zero and fully rewrite the partials they read, so one pair serves every later eager
+# call on that stream (launches on one stream are ordered): no allocation per decode call.
+_SCRATCH: dict = {}
 
 
-def split_counters(n: int, device: torch.device) -> torch.Tensor:
-    """``n`` zeroed int32 arrival counters for the split-K GEMM launches of one call on the
-    current stream.
+def split_scratch(n_counters: int, n_partials: int, device: torch.device):
+    """(``n_counters`` zeroed int32 arrival counters, ``n_partials`` fp32 partial-sum slots) for the
+    split-K GEMM launches of one call on the current stream.
 
-    Eager: cached per (device, stream) and grown as needed (the kernel leaves them at zero).
-    While a CUDA graph is being captured: a fresh buffer whose zero fill is captured with the
+    Eager: cached per (device, stream) and grown as needed (the kernels leave the counters at zero).
+    While a CUDA graph is being captured: fresh buffers, the counters' zero fill captured with the
     launch -- a graph may be replayed on another stream, or next to another graph, so it never
-    shares counters (one memset node per split launch)."""
+    shares scratch (one memset node per call that splits)."""
     if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
-        return torch.zeros(n, dtype=torch.int32, device=device)
+        return (torch.zeros(n_counters, dtype=torch.int32, device=device),
+                torch.empty(n_partials, dtype=torch.float32, device=device))
     key = (device.index if device.index is not None else torch.cuda.current_device(),
            torch.cuda.current_stream(device).cuda_stream)
-    buf = _COUNTERS.get(key)
-    if buf is None or buf.numel() < n:
-        buf = _COUNTERS[key] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
-    return buf
+    cnt, part = _SCRATCH.get(key, (None, None))
+    if cnt is None or cnt.numel() < n_counters:
+        cnt = torch.zeros(max(n_counters, 1024), dtype=torch.int32, device=device)
+    if part is None or part.numel() < n_partials:
+        part = torch.empty(max(n_partials, 1 << 16), dtype=torch.float32, device=device)
+    _SCRATCH[key] = (cnt, part)
+    return cnt, part
 
 
 # ---- align -------------------------------------------------------------------------------------
@@ -650,12 +655,13 @@ def triton_experts(
     tiles1 = NB * triton.cdiv(I_pad, c1.block_n)
     tiles2 = NB * triton.cdiv(H, c2.block_n)
     grid1 = (tiles1, c1.split_k)
-    if c1.split_k > 1 or c2.split_k > 1:  # one counter buffer: GEMM1's tiles first, then GEMM2's
-        counters = split_counters(tiles1 + tiles2, dev)
-    if c1.split_k > 1:
-        ws1 = torch.empty(tiles1 * c1.split_k * (2 if gated else 1) * BM * c1.block_n, dtype=torch.float32,
-                          device=dev)
-        cnt1 = counters[:tiles1]
+    # split-K scratch of both GEMMs in one cached pair: GEMM1's counters / partials first, then GEMM2's
+    n_part1 = tiles1 * c1.split_k * (2 if gated else 1) * BM * c1.block_n if c1.split_k > 1 else 0
+    n_part2 = tiles2 * c2.split_k * BM * c2.block_n if c2.split_k > 1 else 0
+    if n_part1 or n_part2:
+        counters, partials = split_scratch(tiles1 + tiles2, n_part1 + n_part2, dev)
+    if n_part1:
+        ws1, cnt1 = partials[:n_part1], counters[:tiles1]
     else:
         ws1 = cnt1 = tw_flat
     _gemm._gemm1_kernel[grid1](
@@ -710,9 +716,8 @@ def triton_experts(
     if micro:
         prec2 = prec_micro
 
-    if c2.split_k > 1:
-        ws2 = torch.empty(tiles2 * c2.split_k * BM * c2.block_n, dtype=torch.float32, device=dev)
-        cnt2 = counters[tiles1:tiles1 + tiles2]
+    if n_part2:
+        ws2, cnt2 = partials[n_part1:n_part1 + n_part2], counters[tiles1:tiles1 + tiles2]
     else:
         ws2 = cnt2 = tw_flat
     _gemm._gemm2_kernel[(tiles2, c2.split_k)](
