@@ -58,6 +58,11 @@ def _is_pow2(x: int) -> bool:
     return x > 0 and (x & (x - 1)) == 0
 
 
+def stage_bytes(block_m: int, block_n: int, block_k: int, a_bytes: float, w_bytes: float, w_tiles: int) -> int:
+    """Bytes of one software-pipeline stage of a grouped GEMM (see ``KernelConfig.stage_bytes``)."""
+    return int(block_k * (block_m * a_bytes + w_tiles * block_n * w_bytes))
+
+
 @dataclass(frozen=True)
 class KernelConfig:
     """Launch configuration of one grouped GEMM.
@@ -106,6 +111,11 @@ class KernelConfig:
             raise ValueError(f"KernelConfig.num_stages must be in [1, 8], got {self.num_stages}")
         if not 1 <= self.split_k <= 16:
             raise ValueError(f"KernelConfig.split_k must be in [1, 16], got {self.split_k}")
+
+    def stage_bytes(self, a_bytes: float, w_bytes: float, w_tiles: int) -> int:
+        """Shared memory of one pipeline stage: a block_m x block_k activation tile plus
+        ``w_tiles`` block_n x block_k weight tiles (gate and up: 2), at the given element sizes."""
+        return stage_bytes(self.block_m, self.block_n, self.block_k, a_bytes, w_bytes, w_tiles)
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -476,13 +486,13 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
         ab = 2  # the activation format is not known here: count 16-bit activations (the largest)
         if not swap_ab:  # the dequantized weight tile is wgmma's B: one shared-memory buffer
             budget -= bk * w_tiles * bn * 2
-    stage_bytes = int(bk * (bm * ab + w_tiles * bn * wb))
+    per_stage = stage_bytes(bm, bn, bk, ab, wb, w_tiles)
     # the software pipeline keeps num_stages - 1 K-blocks in flight: never more than a program's
     # K loop has. Unused buffers cost shared memory, i.e. co-resident programs -- which is what
     # hides latency when the loop is short (GEMM2 of TP8 shards, K = I = 96-256: five 36 KB
     # stages left room for one 4-warp program per SM).
     k_iters = math.ceil(math.ceil(K / bk) / split)
-    stages = max(2, min(5 if decode else 4, budget // stage_bytes, k_iters + 1))
+    stages = max(2, min(5 if decode else 4, budget // per_stage, k_iters + 1))
     group_m = 1 if decode else 8
     return KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=group_m, num_warps=warps,
                         num_stages=stages, swap_ab=swap_ab, split_k=split)

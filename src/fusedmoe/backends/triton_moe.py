@@ -213,13 +213,12 @@ _SMEM_EPILOGUE_RESERVE = 16 * 1024
 
 def fit_stages(c: KernelConfig, a_bytes: int, w_bytes: int, w_tiles: int, smem_bytes: int) -> KernelConfig:
     """``c`` with num_stages lowered (to >= 1) until its pipelined operand buffers, num_stages x
-    block_k x (block_m x a_bytes + w_tiles x block_n x w_bytes), fit ``smem_bytes`` minus a reserve
+    ``c.stage_bytes(a_bytes, w_bytes, w_tiles)``, fit ``smem_bytes`` minus a reserve
     for the epilogue. The heuristic sizes stages for 16-bit (or FP8) activations; fp32 hidden
     states (and fp32 weights) need twice the bytes per stage. ``smem_bytes`` 0: unknown, unchanged."""
     if smem_bytes <= 0:
         return c
-    per_stage = c.block_k * (c.block_m * a_bytes + w_tiles * c.block_n * w_bytes)
-    fit = max(1, (smem_bytes - _SMEM_EPILOGUE_RESERVE) // per_stage)
+    fit = max(1, (smem_bytes - _SMEM_EPILOGUE_RESERVE) // c.stage_bytes(a_bytes, w_bytes, w_tiles))
     if c.num_stages <= fit:
         return c
     return dataclasses.replace(c, num_stages=int(fit))

@@ -70,8 +70,7 @@ class Candidate:
 def _smem_bytes(c: KernelConfig, weight_format: Format, gated_gemm1: bool) -> int:
     a_bytes = 2 if weight_format is Format.BF16 else 1
     w_bytes = 2 if weight_format is Format.BF16 else 1
-    tiles = 2 if gated_gemm1 else 1
-    return c.num_stages * c.block_k * (c.block_m * a_bytes + tiles * c.block_n * w_bytes)
+    return c.num_stages * c.stage_bytes(a_bytes, w_bytes, 2 if gated_gemm1 else 1)
 
 
 def _pow2_at_least(n: int) -> int:
@@ -105,7 +104,7 @@ def _kc(base: KernelConfig, **kw) -> Optional[KernelConfig]:
         return None
 
 
-def _steps(base: KernelConfig, gemm: str = "gemm2") -> List[KernelConfig]:
+def _steps(base: KernelConfig) -> List[KernelConfig]:
     out = []
     if base.block_m <= 32:  # split-K: decode tile sizes
         for v in (base.split_k // 2, base.split_k * 2):
@@ -179,7 +178,7 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         b1, b2 = bases[bm]
         if b1 is None or b2 is None:
             continue
-        vary1 = _grid(b1) if exhaustive else _steps(b1, "gemm1")
+        vary1 = _grid(b1) if exhaustive else _steps(b1)
         vary2 = _grid(b2) if exhaustive else _steps(b2)
         # GEMM1 and GEMM2 steps alternate, so that a --max-candidates cut keeps moves of both
         for c1, c2 in itertools.zip_longest(vary1, vary2):
