@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # One device call: environment, GPU tests, demo, the shared peer harness with our plugin, tuning.
-#   bash benchmarks/device_run.sh [tests] [demo] [quick|full] [tune-fp8] [tune-fp4] [tune-rest] [bench] [bench-all]
+#   bash benchmarks/device_run.sh [tests] [tests-core] [demo] [quick|full] [tune-fp8] [tune-fp4] [tune-rest]
+#                                  [tune-cover-a] [tune-cover-b] [bench] [bench-all] [dist]
+# tune-cover-*: merged into TUNE_OUT (default: the shipped table), so two GPUs can tune at once
+# (CUDA_VISIBLE_DEVICES=0 / 1, each its own TUNE_OUT; merge the files with merge_into_file).
+# dist: needs 2 GPUs (nvidia-h200-x2): EP/TP benchmark at world size 1 and 2, NCCL tests.
 # tune-*: merged into src/fusedmoe/configs/triton_moe_tuned.json, copied to $OUT (copy it back
 # into the repo and commit); budgets in TUNE_BUDGET_S (default 300 each).
 # Needs .peers/ (a copy of ../shared/bench/peers with vendor/ filled by get_peers.sh) carried along.
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
+# NVLink multicast stays off on the shared multi-GPU hosts (device KINDS.md)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT="${OUT:-$PWD/bench_results}"
 mkdir -p "$OUT"
 stages=" $* "
@@ -14,6 +20,11 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torc
 if [[ "$stages" == *" tests "* ]]; then
   # real-shape GPU tests hold 10-50 GB each: at most 3 workers share the H200
   python3 -m pytest -q -rfE --tb=short -m gpu -n 3 -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log" | tail -25
+fi
+if [[ "$stages" == *" tests-core "* ]]; then
+  # the kernel tests only (~130 s): triton BF16/FP8 and FP4/MX
+  timeout "${TESTS_TIMEOUT_S:-300}" python3 -m pytest -q -rfE --tb=short -m gpu -n 3 -p no:cacheprovider --timeout 240 \
+      tests/test_triton_moe.py tests/test_triton_fp4.py 2>&1 | tee "$OUT/gpu_tests_core.log" | tail -25
 fi
 if [[ "$stages" == *" demo "* ]]; then
   python3 -m fusedmoe demo 2>&1 | tee "$OUT/demo.log" | tail -20
@@ -47,9 +58,37 @@ if [[ "$stages" == *" tune-rest "* ]]; then
       --report "$OUT/tune_rest2.json" --no-progress 2>&1 | tee "$OUT/tune_rest2.log" | tail -30
   cp src/fusedmoe/configs/triton_moe_tuned.json "$OUT/"
 fi
+TUNE_OUT="${TUNE_OUT:-src/fusedmoe/configs/triton_moe_tuned.json}"
+if [[ "$stages" == *" tune-cover-a "* ]]; then
+  # presets with no tuned entry yet (gpt-oss BF16 / FP8 block, Llama-4 Scout), then Nemotron-Super in FP4
+  timeout "${TUNE_A_TIMEOUT_S:-420}" python3 -m fusedmoe tune --preset gpt-oss-120b,gpt-oss-20b,llama4-scout \
+      --weight-format bf16,fp8_block --max-candidates 8 --jobs 10 --budget-s "${TUNE_BUDGET_S:-220}" --out "$TUNE_OUT" \
+      --report "$OUT/tune_cover_a.json" --no-progress 2>&1 | tee "$OUT/tune_cover_a.log" | tail -20
+  timeout "${TUNE_A2_TIMEOUT_S:-200}" python3 -m fusedmoe tune --preset nemotron-super,minimax-m2 --weight-format nvfp4,mxfp4 \
+      --max-candidates 8 --jobs 10 --budget-s "${TUNE_BUDGET_S2:-120}" --out "$TUNE_OUT" \
+      --report "$OUT/tune_cover_a2.json" --no-progress 2>&1 | tee "$OUT/tune_cover_a2.log" | tail -20
+fi
+if [[ "$stages" == *" tune-cover-b "* ]]; then
+  # the TP8 shards in BF16 and FP8 block at every token bucket
+  timeout "${TUNE_B_TIMEOUT_S:-300}" python3 -m fusedmoe tune \
+      --preset qwen3-30b-a3b-tp8,qwen3-235b-a22b-tp8,minimax-m2-tp8,nemotron-nano-tp8,nemotron-super-tp8,gpt-oss-120b-tp8,mixtral-8x7b-tp8,llama4-scout-tp8 \
+      --weight-format bf16,fp8_block --max-candidates 6 --jobs 10 --budget-s "${TUNE_BUDGET_S:-200}" --out "$TUNE_OUT" \
+      --report "$OUT/tune_cover_b.json" --no-progress 2>&1 | tee "$OUT/tune_cover_b.log" | tail -20
+fi
+if [[ "$stages" == *" dist "* ]]; then
+  # expert / tensor parallelism on 2 GPUs (benchmarks/DISTRIBUTED.md): world size 1 and 2, then the NCCL tests
+  for N in ${DIST_WORLDS:-1 2}; do
+    timeout "${DIST_TIMEOUT_S:-120}" torchrun --nproc-per-node $N benchmarks/bench_distributed.py --model deepseek-v3 \
+        --modes ep,tp --tokens "${DIST_TOKENS:-1,8,32,128,512,2048}" --iters 20 --out "$OUT/dist_deepseek.jsonl" \
+        > "$OUT/dist_deepseek_w$N.log" 2>&1; echo "deepseek-v3 W=$N rc=$?"; tail -5 "$OUT/dist_deepseek_w$N.log"
+  done
+  python3 benchmarks/bench_distributed.py --summarize "$OUT/dist_deepseek.jsonl" 2>&1 | tee "$OUT/dist_deepseek_summary.txt" | tail -40
+  timeout "${DIST_TESTS_TIMEOUT_S:-200}" python3 -m pytest -q -rfE --tb=short -m gpu -p no:cacheprovider --timeout 180 tests/test_distributed.py 2>&1 \
+      | tee "$OUT/gpu_tests_dist.log" | tail -15
+fi
 if [[ "$stages" == *" bench-all "* ]]; then
   # one table per model preset (TP1 and TP8 shards), BF16 and FP8 block, decode and prefill, vs SGLang
-  python3 -m fusedmoe bench --preset all --weight-format bf16,fp8_block --tokens 1,8,64,512,4096 \
+  python3 -m fusedmoe bench --all-presets --weight-format bf16,fp8_block --tokens 1,8,64,512,4096 \
       --peers triton,sglang --sglang-path .peers/vendor --out "$OUT/bench_all" --budget-s 420 \
       --no-progress 2>&1 | tee "$OUT/bench_all.log" | tail -40
 fi
