@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One device call: environment, GPU tests, demo, the shared peer harness with our plugin, tuning.
 #   bash benchmarks/device_run.sh [tests] [tests-core] [demo] [quick|full] [tune-fp8] [tune-fp4] [tune-rest]
-#                                  [tune-cover-a] [tune-cover-b] [bench] [bench-all] [dist]
+#                                  [tune-cover-a] [tune-cover-b] [tune-cover-c] [tune-fp8-prefill] [bench] [bench-all]
+#                                  [bench-fp4] [dist]
+# $OUT brings back at most 8 files: pack the rest (tar) at the end of a call.
 # tune-cover-*: merged into TUNE_OUT (default: the shipped table), so two GPUs can tune at once
 # (CUDA_VISIBLE_DEVICES=0 / 1, each its own TUNE_OUT; merge the files with merge_into_file).
 # dist: needs 2 GPUs (nvidia-h200-x2): EP/TP benchmark at world size 1 and 2, NCCL tests.
@@ -74,6 +76,27 @@ if [[ "$stages" == *" tune-cover-b "* ]]; then
       --preset qwen3-30b-a3b-tp8,qwen3-235b-a22b-tp8,minimax-m2-tp8,nemotron-nano-tp8,nemotron-super-tp8,gpt-oss-120b-tp8,mixtral-8x7b-tp8,llama4-scout-tp8 \
       --weight-format bf16,fp8_block --max-candidates 6 --jobs 10 --budget-s "${TUNE_BUDGET_S:-200}" --out "$TUNE_OUT" \
       --report "$OUT/tune_cover_b.json" --no-progress 2>&1 | tee "$OUT/tune_cover_b.log" | tail -20
+fi
+if [[ "$stages" == *" tune-fp8-prefill "* ]]; then
+  # FP8 per tensor / per channel prefill with the promoted (default) accumulation: the wider K and
+  # weight tiles that fit only with fewer stages (the tuner keeps them since session 5)
+  timeout "${TUNE_C_TIMEOUT_S:-220}" python3 -m fusedmoe tune --preset nemotron-nano,qwen3-30b-a3b,deepseek-v3-tp8 \
+      --weight-format fp8_tensor,fp8_channel --tokens 512,4096 --max-candidates 24 --jobs 10 \
+      --budget-s "${TUNE_BUDGET_S:-160}" --out "$TUNE_OUT" \
+      --report "$OUT/tune_fp8_prefill.json" --no-progress 2>&1 | tee "$OUT/tune_fp8_prefill.log" | tail -20
+fi
+if [[ "$stages" == *" tune-cover-c "* ]]; then
+  # FP8 per tensor / per channel for the full-size presets not tuned yet (harness cases first)
+  timeout "${TUNE_D_TIMEOUT_S:-280}" python3 -m fusedmoe tune \
+      --preset minimax-m2,deepseek-v3,mixtral-8x7b,qwen3-235b-a22b,nemotron-super,gpt-oss-120b,llama4-scout,gpt-oss-20b \
+      --weight-format fp8_tensor,fp8_channel --max-candidates 8 --jobs 10 --budget-s "${TUNE_BUDGET_S2:-220}" \
+      --out "$TUNE_OUT" --report "$OUT/tune_cover_c.json" --no-progress 2>&1 | tee "$OUT/tune_cover_c.log" | tail -20
+fi
+if [[ "$stages" == *" bench-fp4 "* ]]; then
+  # FP4 decode / prefill of the shapes issue 4 names (Nemotron-3 NVFP4 + ReLU2, gpt-oss-120b)
+  timeout "${BENCH_FP4_TIMEOUT_S:-200}" python3 -m fusedmoe bench --preset nemotron-super,nemotron-nano,gpt-oss-120b \
+      --weight-format nvfp4,mxfp4 --tokens 1,8,64,4096 --peers triton --quick-ceilings --out "$OUT/bench_fp4" \
+      --no-progress 2>&1 | tee "$OUT/bench_fp4.log" | tail -30
 fi
 if [[ "$stages" == *" dist "* ]]; then
   # expert / tensor parallelism on 2 GPUs (benchmarks/DISTRIBUTED.md): world size 1 and 2, then the NCCL tests

@@ -463,6 +463,9 @@ def triton_experts(
             f"expected one of {list(_ACT_FOR_WEIGHT[wfmt])}"
         )
     micro = wfmt in _MICRO_WEIGHTS
+    # K order of the dots (kernels/_blockscaled._dot_order): FP4 weights take the order in which
+    # the MMA's register pairs are the E2M1 converter's own output pairs (mode 2), MXFP8 mode 1
+    kperm = (2 if wfmt in (Format.NVFP4, Format.MXFP4) else 1) if micro else 0
     T, H = hidden.shape
     I_pad = int(intermediate_size_padded)
     gated = activation.is_gated
@@ -672,7 +675,7 @@ def triton_experts(
         b13.stride(0) if w13_bias is not None else 0, inter.stride(0), osm,
         float(p.alpha), float(p.beta), float(p.limit),
         TOP_K=K, E_LOC=E, ACT=_ACT_CODE[activation], GATED=gated, QUANT=quant, A_FMT=a_code, W_FMT=w_code,
-        CD=cd, FAST_CVT=fast_cvt, KPERM=micro, MXDOT=mxdot, OUT_Q=out_q, ROUND_DTYPE=round_tl, Q_AS_FP32=as_fp32,
+        CD=cd, FAST_CVT=fast_cvt, KPERM=kperm, MXDOT=mxdot, OUT_Q=out_q, ROUND_DTYPE=round_tl, Q_AS_FP32=as_fp32,
         HAS_BIAS=w13_bias is not None, WEIGHT_ON_INPUT=bool(weight_on_input),
         BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
         EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
@@ -726,7 +729,7 @@ def triton_experts(
         H, I_pad, TK, NB,
         inter.stride(0), w2.data.stride(0), w2.data.stride(1), a2_s_stride, wse2, wsn2,
         b2.stride(0) if w2_bias is not None else 0, y.stride(0),
-        TOP_K=K, E_LOC=E, QUANT=quant, A_FMT=a_code, W_FMT=w_code, CD=cd, FAST_CVT=fast_cvt, KPERM=micro,
+        TOP_K=K, E_LOC=E, QUANT=quant, A_FMT=a_code, W_FMT=w_code, CD=cd, FAST_CVT=fast_cvt, KPERM=kperm,
         MXDOT=mxdot, HAS_BIAS=w2_bias is not None,
         MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic,
         BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,

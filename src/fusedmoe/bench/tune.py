@@ -146,7 +146,16 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
     seen = set()
     out: List[Candidate] = []
 
+    def fit(c: Optional[KernelConfig], gemm: str) -> Optional[KernelConfig]:
+        # a step that doubles block_n / block_k keeps as many stages as fit the shared memory (>= 2)
+        # instead of being dropped: 128 x 256-wide FP8 K tiles need 3 stages, not the base's 4
+        gated1 = gemm == "gemm1" and gated
+        while c is not None and c.num_stages > 2 and _smem_bytes(c, weight_format, gated1) > SMEM_LIMIT:
+            c = _kc(c, num_stages=c.num_stages - 1)
+        return c
+
     def add(g1: Optional[KernelConfig], g2: Optional[KernelConfig], varies: str) -> None:
+        g1, g2 = fit(g1, "gemm1"), fit(g2, "gemm2")
         if g1 is None or g2 is None or g1.block_m != g2.block_m:
             return
         if not (_valid(g1, "gemm1", *dims["gemm1"], weight_format, gated, heur.gemm1)
