@@ -10,7 +10,7 @@
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
 OUT="${OUT:-$PWD/bench_results}"; mkdir -p "$OUT"
-PEERS="${PEERS:-sglang,fusedmoe,fusedmoe-fastacc,fusedmoe-pdl}"
+export PEERS="${PEERS:-sglang,fusedmoe,fusedmoe-fastacc,fusedmoe-pdl}"
 ARGS=(--peers "$PEERS" --plugin ../benchmarks/harness_plugin.py ${PLAN_ARGS:-})
 stage="${1:-all}"
 if [[ $stage == prep || $stage == all ]]; then
