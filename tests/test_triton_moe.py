@@ -594,6 +594,15 @@ def test_heuristic_shapes():
                        activation=Activation.SWIGLU, table=TunedTable())
     f2 = choose_config(8192, 2048, 768, 128, 8, Format.FP8_TENSOR, "gemm2", "NVIDIA H200", table=TunedTable())
     assert (f1.block_n, f1.block_k, f2.block_n) == (128, 128, 128)
+    # FP8 per tensor / channel (promoted accumulation): 64-row token tiles below 256 rows per
+    # expert (Nemotron-Nano at 4096 tokens: 192), with 128 weight rows (per half) and 8 warps
+    for wf in (Format.FP8_TENSOR, Format.FP8_CHANNEL):
+        m = choose_moe_config(4096, 2688, 1856, 128, 6, wf, Activation.RELU2, "NVIDIA H200", table=TunedTable())
+        assert (m.block_m, m.gemm1.block_n, m.gemm1.num_warps, m.gemm2.block_n, m.gemm2.num_warps) == (64, 128, 8, 128, 8)
+        g = choose_moe_config(2048, 2048, 768, 128, 8, wf, Activation.SWIGLU, "NVIDIA H200", table=TunedTable())
+        assert (g.block_m, g.gemm1.block_n, g.gemm1.num_warps) == (64, 128, 8)
+        assert choose_moe_config(4096, 2048, 768, 128, 8, wf, Activation.SWIGLU, "NVIDIA H200",
+                                 table=TunedTable()).block_m == 128  # 256 rows per expert
     # block-scaled formats (weight tile dequantized in registers) keep 2 x 64
     for wf in (Format.NVFP4, Format.MXFP4, Format.MXFP8):
         assert choose_config(8192, 1536, 2048, 128, 8, wf, "gemm1", "NVIDIA H200", activation=Activation.SWIGLU,
@@ -739,12 +748,13 @@ def test_gpu_nemotron_relu2_padded(T, wfmt):
 @pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL], ids=lambda f: f.name)
 @pytest.mark.parametrize("act", [Activation.SWIGLU, Activation.RELU2], ids=lambda a: a.name)
 def test_gpu_fp8_fast_accum_prefill(wfmt, act):
-    """Prefill (2048 tokens, block_m 128) with FP8 accumulated in the tensor cores and 256-row
+    """Prefill (4096 tokens, block_m 128) with FP8 accumulated in the tensor cores and 256-row
     weight tiles (GEMM2; non-gated GEMM1 too): within the FP8 bounds of the promoted path."""
-    prob = make_problem(T=2048, H=2048, I=768, I_pad=768, E=128, K=8, act=act, wfmt=wfmt, dtype=torch.bfloat16,
+    prob = make_problem(T=4096, H=2048, I=768, I_pad=768, E=128, K=8, act=act, wfmt=wfmt, dtype=torch.bfloat16,
                         seed=31)
-    # the heuristic (the shipped tuned table picks block_m 64 for this Qwen3-30B shape)
-    heur = choose_moe_config(2048, 2048, 768, 128, 8, wfmt, act, torch.cuda.get_device_name(), table=TunedTable())
+    # the heuristic (the shipped tuned table picks block_m 64 for this Qwen3-30B shape; the heuristic
+    # itself 128 from 256 rows per expert on)
+    heur = choose_moe_config(4096, 2048, 768, 128, 8, wfmt, act, torch.cuda.get_device_name(), table=TunedTable())
     assert heur.block_m == 128
     got, ref = run_case(prob, act=act, wfmt=wfmt, config=fp8_fast_accum_variant(heur, act.is_gated))
     mx, rms = _errors(got, ref)

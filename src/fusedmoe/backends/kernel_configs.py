@@ -379,6 +379,13 @@ def heuristic_block_m(M_tokens: int, E_loc: int, top_k: int, weight_format: Form
         # FP8 block: a 128x128-block-scaled gated GEMM1 holds two BM x 128 fp32 accumulators;
         # BM = 64 keeps them in registers (SGLang / vLLM tuned block-FP8 tables agree)
         return 64
+    if weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL) and r < 256:
+        # FP8 per tensor / per channel with the promoted accumulation (``_mma``): every K block
+        # waits for its MMAs before the fp32 add, and two 64-row programs per SM fill each other's
+        # waits. H200 tuner at 4096 tokens (session 5), 64 vs 128 rows: r = 128-192 (Nemotron-Nano,
+        # DeepSeek-V3 and its TP8 shard, MiniMax-M2) 1.00-1.25x on all 8 points; r = 256 (Qwen3-30B
+        # 1.02x, Qwen3-235B 0.93-0.95x) and r = 1024 (Mixtral, 0.87x) stay at 128
+        return 64
     return 128
 
 
@@ -393,6 +400,10 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
 
     bm = heuristic_block_m(M_tokens, E_loc, top_k, fmt)
     decode = bm <= 32
+    # FP8 per tensor / channel prefill in 64-row tiles (heuristic_block_m): 128 weight rows per
+    # program and 8 warps, gated or not (the H200 tuner's choice at 4096 tokens on 8 of 8 points)
+    fp8_rows64 = (fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL) and bm == 64
+                  and M_tokens * top_k / max(E_loc, 1) > 42)
 
     # K tile: FP8 block scales come per 128 along K (and 128 B rows are the natural fp8 load);
     # 16-bit decode also uses 128 (fewer, larger loads in flight), 16-bit prefill 64 (smem).
@@ -421,6 +432,8 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
         # GEMM1 NVFP4 / MXFP4 / MXFP8 1.05-1.16x on all 10 points, GEMM2 geomean 1.01-1.03x;
         # 64 -> 128 lost 0.80-0.93x); 64 is also wgmma's minimum M with swap_ab
         bn = 64
+    elif fp8_rows64:
+        bn = 128
     elif decode:
         # memory-bound: the widest weight tile (<= 128 rows per program, gate + up counted) that
         # still launches enough programs (active experts ~ min(E, T*K)): >= SMs / 2 for a gated
@@ -451,7 +464,7 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     # (A of W @ A^T), saving the shared-memory round trip of the converted tile.
     swap_ab = dev.hopper and fmt is not Format.BF16 and bm < 64 and bn >= 64
 
-    if bm * bn * w_tiles >= 128 * 128:
+    if bm * bn * w_tiles >= 128 * 128 or fp8_rows64:
         warps = 8
     elif fmt is Format.FP8_BLOCK and gemm == "gemm1" and bm == 16 and M_tokens < 8:
         # 2 x 128 weight rows per program (swap_ab: wgmma's M): two warpgroups. H200 tuner, one
