@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: environment, GPU tests, demo, the shared peer harness with our plugin, tuning.
 #   bash benchmarks/device_run.sh [tests] [tests-core] [demo] [quick|full] [tune-fp8] [tune-fp4] [tune-rest]
-#                                  [tune-cover-a] [tune-cover-b] [tune-cover-c] [tune-fp8-prefill] [bench] [bench-all]
+#                                  [tune-cover-a] [tune-cover-b] [tune-cover-c] [tune-cover-d] [tune-fp8-prefill] [eager] [bench] [bench-all]
 #                                  [bench-fp4] [dist]
 # $OUT brings back at most 8 files: pack the rest (tar) at the end of a call.
 # tune-cover-*: merged into TUNE_OUT (default: the shipped table), so two GPUs can tune at once
@@ -25,8 +25,9 @@ if [[ "$stages" == *" tests "* ]]; then
 fi
 if [[ "$stages" == *" tests-core "* ]]; then
   # the kernel tests only (~130 s): triton BF16/FP8 and FP4/MX
+  # TESTS_K: a pytest -k expression to run part of them
   timeout "${TESTS_TIMEOUT_S:-300}" python3 -m pytest -q -rfE --tb=short -m gpu -n 3 -p no:cacheprovider --timeout 240 \
-      tests/test_triton_moe.py tests/test_triton_fp4.py 2>&1 | tee "$OUT/gpu_tests_core.log" | tail -25
+      ${TESTS_K:+-k "$TESTS_K"} tests/test_triton_moe.py tests/test_triton_fp4.py 2>&1 | tee "$OUT/gpu_tests_core.log" | tail -25
 fi
 if [[ "$stages" == *" demo "* ]]; then
   python3 -m fusedmoe demo 2>&1 | tee "$OUT/demo.log" | tail -20
@@ -92,6 +93,20 @@ if [[ "$stages" == *" tune-cover-c "* ]]; then
       --weight-format fp8_tensor,fp8_channel --max-candidates 8 --jobs 10 --budget-s "${TUNE_BUDGET_S2:-220}" \
       --out "$TUNE_OUT" --report "$OUT/tune_cover_c.json" --no-progress 2>&1 | tee "$OUT/tune_cover_c.log" | tail -20
 fi
+if [[ "$stages" == *" tune-cover-d "* ]]; then
+  # FP8 per tensor / per channel for the remaining full-size presets, then FP4 for the presets
+  # without FP4 entries
+  timeout "${TUNE_E_TIMEOUT_S:-200}" python3 -m fusedmoe tune --preset nemotron-super,gpt-oss-120b,llama4-scout,gpt-oss-20b \
+      --weight-format fp8_tensor,fp8_channel --max-candidates 8 --jobs 10 --budget-s "${TUNE_BUDGET_S:-150}" \
+      --out "$TUNE_OUT" --report "$OUT/tune_cover_d.json" --no-progress 2>&1 | tee "$OUT/tune_cover_d.log" | tail -20
+  timeout "${TUNE_E2_TIMEOUT_S:-200}" python3 -m fusedmoe tune --preset minimax-m2,deepseek-v3,qwen3-235b-a22b,mixtral-8x7b,llama4-scout,gpt-oss-20b \
+      --weight-format nvfp4,mxfp4 --max-candidates 8 --jobs 10 --budget-s "${TUNE_BUDGET_S2:-150}" \
+      --out "$TUNE_OUT" --report "$OUT/tune_cover_d2.json" --no-progress 2>&1 | tee "$OUT/tune_cover_d2.log" | tail -20
+fi
+if [[ "$stages" == *" eager "* ]]; then
+  timeout "${EAGER_TIMEOUT_S:-120}" python3 benchmarks/eager_overhead.py --preset qwen3-30b-a3b,deepseek-v3-tp8,nemotron-nano \
+      --weight-format bf16,fp8_block,nvfp4 --tokens 1,8 2>&1 | tee "$OUT/eager_overhead.log" | tail -20
+fi
 if [[ "$stages" == *" bench-fp4 "* ]]; then
   # FP4 decode / prefill of the shapes issue 4 names (Nemotron-3 NVFP4 + ReLU2, gpt-oss-120b)
   timeout "${BENCH_FP4_TIMEOUT_S:-200}" python3 -m fusedmoe bench --preset nemotron-super,nemotron-nano,gpt-oss-120b \
@@ -111,8 +126,9 @@ if [[ "$stages" == *" dist "* ]]; then
 fi
 if [[ "$stages" == *" bench-all "* ]]; then
   # one table per model preset (TP1 and TP8 shards), BF16 and FP8 block, decode and prefill, vs SGLang
-  python3 -m fusedmoe bench --all-presets --weight-format bf16,fp8_block --tokens 1,8,64,512,4096 \
-      --peers triton,sglang --sglang-path .peers/vendor --out "$OUT/bench_all" --budget-s 420 \
+  timeout "${BENCH_ALL_TIMEOUT_S:-500}" python3 -m fusedmoe bench --all-presets --weight-format bf16,fp8_block \
+      --tokens "${BENCH_ALL_TOKENS:-1,8,64,512,4096}" \
+      --peers triton,sglang --sglang-path .peers/vendor --out "$OUT/bench_all" --budget-s "${BENCH_ALL_BUDGET_S:-420}" \
       --no-progress 2>&1 | tee "$OUT/bench_all.log" | tail -40
 fi
 if [[ "$stages" == *" bench "* ]]; then
