@@ -711,6 +711,68 @@ def test_use_tuned_configs_switches_the_table_calls_consult(tmp_path):
     assert choose_config(*args, activation=Activation.SWIGLU) == shipped
 
 
+def test_moe_config_cache_follows_the_active_table():
+    """choose_moe_config without a table or override is computed once per shape and token count
+    (the eager per-call path), and recomputed when the active table changes: use_tuned_configs,
+    or an entry added to the active table."""
+    from fusedmoe.backends.kernel_configs import use_tuned_configs
+
+    args = (1, 2048, 768, 128, 8, Format.BF16, Activation.SWIGLU, "NVIDIA H200")
+    first = choose_moe_config(*args)
+    assert choose_moe_config(*args) is first  # cached
+    assert first == choose_moe_config(*args, table=None, override=None)
+    mine = KernelConfig(block_m=16, block_n=32, block_k=32, num_warps=2, num_stages=2)
+    other = KernelConfig(block_m=16, block_n=64, block_k=64, num_warps=4, num_stages=3)
+    tbl = TunedTable()
+    try:
+        use_tuned_configs(tbl)
+        heur = choose_moe_config(*args)
+        assert heur == choose_moe_config(*args, table=TunedTable())  # empty table: the heuristic
+        tbl.add(device="NVIDIA H200", weight_format="bf16", activation="swiglu", gemm="gemm1",
+                N=1536, K=2048, E=128, tokens=1, config=mine)
+        tbl.add(device="NVIDIA H200", weight_format="bf16", activation="swiglu", gemm="gemm2",
+                N=2048, K=768, E=128, tokens=1, config=other)
+        got = choose_moe_config(*args)
+        assert (got.gemm1, got.gemm2) == (mine, other)  # not the cached heuristic
+    finally:
+        use_tuned_configs(None)
+    assert choose_moe_config(*args) == first
+
+
+def test_neighbor_bucket_entry_keeps_its_tile_only_if_it_fits():
+    """An entry tuned at another token count is used only if its token tile still holds a typical
+    expert's rows (heuristic_block_m) or has 64+ rows; otherwise the heuristic decides."""
+    tile32 = KernelConfig(block_m=32, block_n=64, block_k=128, num_warps=4, num_stages=4)
+    tile64 = KernelConfig(block_m=64, block_n=128, block_k=64, num_warps=8, num_stages=4)
+    tbl = TunedTable()
+    for gemm, N, K in (("gemm1", 28672, 4096), ("gemm2", 4096, 14336)):
+        tbl.add(device="NVIDIA H200", weight_format="bf16", activation="swiglu", gemm=gemm, N=N, K=K, E=8,
+                tokens=64, config=tile32)
+        tbl.add(device="NVIDIA H200", weight_format="bf16", activation="swiglu", gemm=gemm, N=N, K=K, E=8,
+                tokens=4096, config=tile64)
+
+    def pick(T):
+        return choose_moe_config(T, 4096, 14336, 8, 2, Format.BF16, Activation.SWIGLU, "NVIDIA H200", table=tbl)
+
+    def heur(T):
+        return choose_moe_config(T, 4096, 14336, 8, 2, Format.BF16, Activation.SWIGLU, "NVIDIA H200",
+                                 table=TunedTable())
+
+    assert pick(64).gemm1 == tile32  # its own bucket
+    assert pick(32).gemm1 == tile32  # 8 rows per expert: the 32-row tile holds them
+    assert heur(128).block_m == 64 and pick(128) == heur(128)  # 32 rows per expert: 32-row tile refused
+    assert pick(16384).gemm1 == tile64  # 64-row tiles are kept (compute-bound)
+
+
+def test_host_launch_arithmetic():
+    from fusedmoe.kernels._host import cdiv, next_pow2
+
+    for a in range(0, 70):
+        for b in (1, 2, 3, 16, 64):
+            assert cdiv(a, b) == (a + b - 1) // b
+    assert [next_pow2(n) for n in (0, 1, 2, 3, 4, 5, 64, 65, 1000)] == [1, 1, 2, 4, 4, 8, 64, 128, 1024]
+
+
 # ---- GPU tests (real shapes) -------------------------------------------------------------------
 
 _GPU_FMTS = [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK]

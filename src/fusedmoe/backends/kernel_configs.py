@@ -179,6 +179,7 @@ class TunedTable:
 
     def __init__(self, entries: Optional[Dict[_Key, Dict[int, KernelConfig]]] = None):
         self._entries: Dict[_Key, Dict[int, KernelConfig]] = dict(entries or {})
+        self._version = 0  # bumped by add(): results cached from this table are stale then
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._entries.values())
@@ -187,16 +188,25 @@ class TunedTable:
             gemm: str, N: int, K: int, E: int, tokens: int, config: KernelConfig) -> None:
         key = _make_key(device, weight_format, activation, gemm, N, K, E)
         self._entries.setdefault(key, {})[token_bucket(tokens)] = config
+        self._version += 1
 
     def lookup(self, *, device: str, weight_format: Union[Format, str], activation: Union[Activation, str, None],
                gemm: str, N: int, K: int, E: int, tokens: int) -> Optional[KernelConfig]:
+        hit = self.nearest(device=device, weight_format=weight_format, activation=activation, gemm=gemm,
+                           N=N, K=K, E=E, tokens=tokens)
+        return None if hit is None else hit[1]
+
+    def nearest(self, *, device: str, weight_format: Union[Format, str], activation: Union[Activation, str, None],
+                gemm: str, N: int, K: int, E: int, tokens: int) -> Optional[Tuple[int, KernelConfig]]:
+        """``(bucket, config)`` of the entry nearest to ``tokens`` (at most ``MAX_BUCKET_OCTAVES``
+        powers of two away), or None."""
         for act in (activation, "*"):
             by_bucket = self._entries.get(_make_key(device, weight_format, act, gemm, N, K, E))
             if by_bucket:
                 b = math.log2(token_bucket(tokens))
                 best = min(by_bucket, key=lambda x: (abs(math.log2(x) - b), x))
                 if abs(math.log2(best) - b) <= MAX_BUCKET_OCTAVES:
-                    return by_bucket[best]
+                    return best, by_bucket[best]
         return None
 
     def to_json_dict(self) -> Dict[str, Any]:
@@ -258,6 +268,7 @@ def use_tuned_configs(source: Union[str, os.PathLike, TunedTable, None]) -> None
     written by ``fusedmoe tune --out FILE`` on your GPU) or a ``TunedTable`` -- instead of the table
     shipped with the package; ``None`` restores the shipped one. Shapes the table does not cover
     fall back to the heuristic as usual. Raises ValueError on a malformed file."""
+    _MOE_CONFIG_CACHE.clear()
     if source is None or isinstance(source, TunedTable):
         _ACTIVE["table"] = source
     elif isinstance(source, (str, os.PathLike)):
@@ -353,10 +364,17 @@ def choose_config(
         raise ValueError(f"gemm must be one of {_GEMMS}, got {gemm!r}")
     act = None if activation is None else (activation if isinstance(activation, Activation) else Activation(str(activation)))
     tbl = _default_table() if table is None else table
-    hit = tbl.lookup(device=device_name, weight_format=fmt, activation=act, gemm=gemm, N=N, K=K, E=E_loc,
-                     tokens=M_tokens)
+    hit = tbl.nearest(device=device_name, weight_format=fmt, activation=act, gemm=gemm, N=N, K=K, E=E_loc,
+                      tokens=M_tokens)
     if hit is not None:
-        return hit
+        bucket, cfg = hit
+        # an entry tuned at another token count keeps its token tile only if that tile still
+        # holds a typical expert's rows (or is 64+ rows, where compute, not weight re-reads,
+        # decides): Mixtral BF16 at 128 tokens (32 rows per expert) with the 32-row tile tuned at
+        # 64 tokens ran 960 us instead of 700 (H200 harness, session 5)
+        if bucket == token_bucket(M_tokens) or cfg.block_m >= min(
+                64, heuristic_block_m(M_tokens, E_loc, top_k, fmt)):
+            return cfg
     return _heuristic(M_tokens, N, K, E_loc, top_k, fmt, gemm, act, device_name, num_sms)
 
 
@@ -523,6 +541,10 @@ def fp8_fast_accum_variant(cfg: MoEKernelConfig, gated: bool) -> MoEKernelConfig
     return MoEKernelConfig(g1, g2, atomic_combine=cfg.atomic_combine)
 
 
+_MOE_CONFIG_CACHE: Dict[Any, "MoEKernelConfig"] = {}
+_MOE_CONFIG_CACHE_SIZE = 4096
+
+
 def choose_moe_config(
     M_tokens: int,
     hidden_size: int,
@@ -545,6 +567,20 @@ def choose_moe_config(
     """
     if isinstance(override, MoEKernelConfig):
         return override
+    if override is None and table is None:
+        # the per-call path (eager forwards): the same shape and token count give the same answer
+        # until the active table changes, so it is computed once (~25 us of Python per call saved)
+        tbl = _default_table()
+        key = (M_tokens, hidden_size, intermediate_size_padded, E_loc, top_k, weight_format, activation,
+               device_name, num_sms, id(tbl), tbl._version)
+        hit = _MOE_CONFIG_CACHE.get(key)
+        if hit is None:
+            if len(_MOE_CONFIG_CACHE) >= _MOE_CONFIG_CACHE_SIZE:
+                _MOE_CONFIG_CACHE.clear()
+            hit = _MOE_CONFIG_CACHE[key] = choose_moe_config(
+                M_tokens, hidden_size, intermediate_size_padded, E_loc, top_k, weight_format, activation,
+                device_name, table=tbl, num_sms=num_sms)
+        return hit
     ov = dict(override or {})
     unknown = set(ov) - {"gemm1", "gemm2", "atomic_combine"}
     if unknown:

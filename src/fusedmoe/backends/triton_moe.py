@@ -68,11 +68,11 @@ import functools
 from typing import Any, Mapping, Optional, Union
 
 import torch
-import triton
 import triton.language as tl
 
 from ..config import Activation, ActivationParams, Format
 from ..formats import QuantizedTensor, quantize_act
+from ..kernels._host import cdiv, next_pow2
 from .kernel_configs import KernelConfig, MoEKernelConfig, choose_moe_config
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
@@ -168,7 +168,7 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
     R = data.shape[0]
     scale = q.scale.reshape(R, -1).contiguous() if q.fmt.block_size else data
     out = torch.empty((R, C), dtype=torch.float32, device=data.device)
-    grid = (triton.cdiv(R, block_rows), triton.cdiv(C, block_k))
+    grid = (cdiv(R, block_rows), cdiv(C, block_k))
     _blockscaled._dequant_kernel[grid](
         data, scale, out, R, C, data.stride(0), scale.stride(0), out.stride(0),
         FMT=_F_CODE[q.fmt], BR=block_rows, BK=block_k, EVEN_K=C % block_k == 0,
@@ -309,7 +309,7 @@ def max_padded_rows(num_slots: int, num_groups: int, block_m: int) -> int:
     """Upper bound of the padded, sorted slot list, from shapes only: every non-empty group wastes
     at most block_m - 1 rows and there are at most min(groups, slots) non-empty groups."""
     g = min(num_groups, num_slots)
-    return triton.cdiv(num_slots + g * (block_m - 1), block_m) * block_m
+    return cdiv(num_slots + g * (block_m - 1), block_m) * block_m
 
 
 def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *, local_expert_offset: int = 0,
@@ -335,12 +335,12 @@ def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *,
         ntpp.zero_()
         block_expert.fill_(-1)
         return AlignResult(sorted_ids, block_expert, ntpp, block_m, NB)
-    num_bins = max(16, triton.next_power_of_2(groups))
+    num_bins = max(16, next_pow2(groups))
     single = TK <= _SINGLE_ALIGN_MAX
-    chunk = max(16, triton.next_power_of_2(TK)) if single else _ALIGN_CHUNK
-    nc = triton.cdiv(TK, chunk)
-    blocks_per_iter = max(1, min(triton.next_power_of_2(NB), 4096 // num_bins, 4096 // block_m))
-    chunks_per_iter = max(1, min(triton.next_power_of_2(nc), 8192 // num_bins))
+    chunk = max(16, next_pow2(TK)) if single else _ALIGN_CHUNK
+    nc = cdiv(TK, chunk)
+    blocks_per_iter = max(1, min(next_pow2(NB), 4096 // num_bins, 4096 // block_m))
+    chunks_per_iter = max(1, min(next_pow2(nc), 8192 // num_bins))
     warps = 4 if chunk <= 256 else 8
     if single:
         counts = ntpp  # unused
@@ -654,8 +654,8 @@ def triton_experts(
     if smem and not micro:  # operands staged as loaded (block-scaled formats stage dequantized tiles)
         c1 = fit_stages(c1, a1.element_size(), w13.data.element_size(), 2 if gated else 1, smem)
 
-    tiles1 = NB * triton.cdiv(I_pad, c1.block_n)
-    tiles2 = NB * triton.cdiv(H, c2.block_n)
+    tiles1 = NB * cdiv(I_pad, c1.block_n)
+    tiles2 = NB * cdiv(H, c2.block_n)
     grid1 = (tiles1, c1.split_k)
     # split-K scratch of both GEMMs in one cached pair: GEMM1's counters / partials first, then GEMM2's
     n_part1 = tiles1 * c1.split_k * (2 if gated else 1) * BM * c1.block_n if c1.split_k > 1 else 0
@@ -741,9 +741,9 @@ def triton_experts(
         return out
 
     # ---- 5. combine ----
-    BH = min(1024, triton.next_power_of_2(H))
-    BT = max(1, min(triton.next_power_of_2(T), 4096 // BH))
-    _comb._combine_kernel[(triton.cdiv(T, BT), triton.cdiv(H, BH))](
+    BH = min(1024, next_pow2(H))
+    BT = max(1, min(next_pow2(T), 4096 // BH))
+    _comb._combine_kernel[(cdiv(T, BT), cdiv(H, BH))](
         y, ids_flat, out, T, H, local_expert_offset, y.stride(0), out.stride(0),
         E_LOC=E, TOP_K=K, BLOCK_T=BT, BLOCK_H=BH, num_warps=4, **pdl,
     )

@@ -19,11 +19,11 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-import triton
 
 from ..config import Format
 from .reference import _F32_MIN_SCALE, _NVFP4_G_NUM, NVFP4_MIN_AMAX
 from .tensor import QuantizedTensor
+from ..kernels._host import cdiv, next_pow2
 
 __all__ = ["quantize_act"]
 
@@ -49,7 +49,7 @@ def _interpreted(kernel) -> bool:
 
 
 def _pow2(n: int) -> int:
-    return triton.next_power_of_2(max(int(n), 1))
+    return next_pow2(max(int(n), 1))
 
 
 def _device_scalar(v, name: str, x: torch.Tensor) -> torch.Tensor:
@@ -133,7 +133,7 @@ def quantize_act(
         q = torch.empty((T, C), dtype=vdtype, device=dev)
         BLOCK_C = min(_pow2(C), 1024)
         BLOCK_T = min(_pow2(T), max(1, 2048 // BLOCK_C))
-        grid = (triton.cdiv(T, BLOCK_T),)
+        grid = (cdiv(T, BLOCK_T),)
         if fmt is Format.FP8_TOKEN:
             s = torch.empty((T,), dtype=torch.float32, device=dev)
             mode, src = 2, s
@@ -175,7 +175,7 @@ def quantize_act(
         if not empty:
             BLOCK_G = min(_pow2(NG), max(1, 1024 // G))
             BLOCK_T = min(_pow2(T), max(1, 2048 // (BLOCK_G * G)))
-            grid = (triton.cdiv(T, BLOCK_T), triton.cdiv(NG, BLOCK_G))
+            grid = (cdiv(T, BLOCK_T), cdiv(NG, BLOCK_G))
             k._fp8_group_kernel[grid](
                 x, q, s, T, C, x.stride(0), q.stride(0), s.stride(0),
                 GROUP=G, MX=fmt is Format.MXFP8, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_G=BLOCK_G,
@@ -204,7 +204,7 @@ def quantize_act(
     if not empty:
         BLOCK_G = min(_pow2(NB), 64)
         BLOCK_T = min(_pow2(T), max(1, 1024 // (BLOCK_G * 16)))
-        grid = (triton.cdiv(T, BLOCK_T), triton.cdiv(NB, BLOCK_G))
+        grid = (cdiv(T, BLOCK_T), cdiv(NB, BLOCK_G))
         k._nvfp4_kernel[grid](
             x, q, s, g_src, g, T, C, x.stride(0), q.stride(0), s.stride(0),
             G_FROM_AMAX=g_from_amax, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_G=BLOCK_G,
@@ -216,7 +216,7 @@ def _launch_absmax(k, x: torch.Tensor, amax: torch.Tensor) -> None:
     T, C = x.shape
     BLOCK_C = min(_pow2(C), 1024)
     BLOCK_T = min(_pow2(T), max(1, 4096 // BLOCK_C))
-    grid = (triton.cdiv(T, BLOCK_T), triton.cdiv(C, BLOCK_C))
+    grid = (cdiv(T, BLOCK_T), cdiv(C, BLOCK_C))
     k._absmax_kernel[grid](x, amax, T, C, x.stride(0), BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C)
 
 

@@ -13,6 +13,7 @@ from typing import Optional
 import torch
 
 from ..config import RoutingConfig, RoutingMethod, TopK
+from ..kernels._host import next_pow2
 
 __all__ = ["route_triton", "triton_can_run"]
 
@@ -81,8 +82,8 @@ def route_triton(router_logits: torch.Tensor, config: RoutingConfig, bias: Optio
     topk_group = config.topk_group if n_group > 1 else 1
     renorm = config.renormalize or m is RoutingMethod.MINIMAX2
     has_bias = bias is not None and config.uses_bias
-    block_g = _next_power_of_2(n_group)
-    block_gs = _next_power_of_2(E // n_group)
+    block_g = next_pow2(n_group)
+    block_gs = next_pow2(E // n_group)
     _kernel()[(T,)](
         router_logits,
         bias if has_bias else router_logits,
@@ -101,12 +102,9 @@ def route_triton(router_logits: torch.Tensor, config: RoutingConfig, bias: Optio
         HAS_BIAS=has_bias,
         BLOCK_G=block_g,
         BLOCK_GS=block_gs,
-        BLOCK_K=_next_power_of_2(K),
+        BLOCK_K=next_pow2(K),
         num_warps=_num_warps(block_g * block_gs),
     )
     return TopK(ids, weights)
 
 
-def _next_power_of_2(n: int) -> int:
-    """Smallest power of two >= n (n >= 1)."""
-    return 1 << (int(n) - 1).bit_length()
