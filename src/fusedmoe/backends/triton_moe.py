@@ -72,7 +72,7 @@ import triton.language as tl
 
 from ..config import Activation, ActivationParams, Format
 from ..formats import QuantizedTensor, quantize_act
-from ..kernels._host import cdiv, next_pow2
+from ..kernels._host import cdiv, interpreted, next_pow2
 from .kernel_configs import KernelConfig, MoEKernelConfig, choose_moe_config
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
@@ -175,12 +175,6 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
         CD=tl.bfloat16 if fast_cvt else tl.float32, FAST_CVT=bool(fast_cvt),
     )
     return out.reshape(q.shape)
-
-
-def _interpreted(kernel) -> bool:
-    from triton.runtime.interpreter import InterpretedFunction
-
-    return isinstance(kernel, InterpretedFunction)
 
 
 def _device_info(device: torch.device):
@@ -354,7 +348,7 @@ def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *,
         ids, counts, sorted_ids, block_expert, ntpp, TK, local_expert_offset, nc, NB,
         E_LOC=E, INCLUDE_NONLOCAL=include_nonlocal, NUM_BINS=num_bins, CHUNK=chunk, BLOCK_M=block_m,
         SINGLE=single, CHUNKS_PER_ITER=chunks_per_iter, BLOCKS_PER_ITER=blocks_per_iter, num_warps=warps,
-        **_pdl_args(dev, _interpreted(_align._align_scatter_kernel), topk_ids.shape[0] if tokens is None else tokens),
+        **_pdl_args(dev, interpreted(_align._align_scatter_kernel), topk_ids.shape[0] if tokens is None else tokens),
     )
     return AlignResult(sorted_ids, block_expert, ntpp, block_m, NB)
 
@@ -519,7 +513,7 @@ def triton_experts(
         return out.zero_()
 
     _align, _gemm, _comb = _kernels()
-    interp = _interpreted(_gemm._gemm1_kernel)
+    interp = interpreted(_gemm._gemm1_kernel)
     if dev.type != "cuda" and not interp:
         raise ValueError(
             f"hidden is on {dev} but the Triton kernels are compiled for a GPU: set TRITON_INTERPRET=1 "

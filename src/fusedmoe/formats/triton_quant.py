@@ -21,9 +21,9 @@ from typing import Optional
 import torch
 
 from ..config import Format
+from ..kernels._host import cdiv, interpreted, next_pow2
 from .reference import _F32_MIN_SCALE, _NVFP4_G_NUM, NVFP4_MIN_AMAX
 from .tensor import QuantizedTensor
-from ..kernels._host import cdiv, next_pow2
 
 __all__ = ["quantize_act"]
 
@@ -40,16 +40,6 @@ def _kernels():
     from ..kernels import _quant
 
     return _quant
-
-
-def _interpreted(kernel) -> bool:
-    from triton.runtime.interpreter import InterpretedFunction
-
-    return isinstance(kernel, InterpretedFunction)
-
-
-def _pow2(n: int) -> int:
-    return next_pow2(max(int(n), 1))
 
 
 def _device_scalar(v, name: str, x: torch.Tensor) -> torch.Tensor:
@@ -118,7 +108,7 @@ def quantize_act(
         raise ValueError(f"x must have a contiguous last dim (stride 1), got strides {tuple(x.stride())}")
 
     k = _kernels()
-    interp = _interpreted(k._fp8_row_kernel)
+    interp = interpreted(k._fp8_row_kernel)
     if x.device.type == "cpu" and not interp:
         raise ValueError(
             "x is on the CPU but the Triton kernels are compiled for a GPU: set TRITON_INTERPRET=1 "
@@ -131,8 +121,8 @@ def quantize_act(
 
     if fmt in (Format.FP8_TENSOR, Format.FP8_TOKEN):
         q = torch.empty((T, C), dtype=vdtype, device=dev)
-        BLOCK_C = min(_pow2(C), 1024)
-        BLOCK_T = min(_pow2(T), max(1, 2048 // BLOCK_C))
+        BLOCK_C = min(next_pow2(C), 1024)
+        BLOCK_T = min(next_pow2(T), max(1, 2048 // BLOCK_C))
         grid = (cdiv(T, BLOCK_T),)
         if fmt is Format.FP8_TOKEN:
             s = torch.empty((T,), dtype=torch.float32, device=dev)
@@ -145,8 +135,8 @@ def quantize_act(
         elif not empty and T * C <= _ONE_PROGRAM_ELEMS:
             # small tensor (decode): amax and quantization in one program, one launch
             s = torch.empty((1,), dtype=torch.float32, device=dev)
-            bc = min(_pow2(C), 2048)
-            bt = min(_pow2(T), max(1, 8192 // bc))
+            bc = min(next_pow2(C), 2048)
+            bt = min(next_pow2(T), max(1, 8192 // bc))
             k._fp8_tensor_one_program_kernel[(1,)](
                 x, q, s, T, C, x.stride(0), q.stride(0), OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=bc, num_warps=8,
             )
@@ -173,8 +163,8 @@ def quantize_act(
         q = torch.empty((T, C), dtype=vdtype, device=dev)
         s = torch.empty((T, NG), dtype=torch.uint8 if fmt is Format.MXFP8 else torch.float32, device=dev)
         if not empty:
-            BLOCK_G = min(_pow2(NG), max(1, 1024 // G))
-            BLOCK_T = min(_pow2(T), max(1, 2048 // (BLOCK_G * G)))
+            BLOCK_G = min(next_pow2(NG), max(1, 1024 // G))
+            BLOCK_T = min(next_pow2(T), max(1, 2048 // (BLOCK_G * G)))
             grid = (cdiv(T, BLOCK_T), cdiv(NG, BLOCK_G))
             k._fp8_group_kernel[grid](
                 x, q, s, T, C, x.stride(0), q.stride(0), s.stride(0),
@@ -202,8 +192,8 @@ def quantize_act(
             _launch_absmax(k, x, amax)
         g_src, g_from_amax = amax, True
     if not empty:
-        BLOCK_G = min(_pow2(NB), 64)
-        BLOCK_T = min(_pow2(T), max(1, 1024 // (BLOCK_G * 16)))
+        BLOCK_G = min(next_pow2(NB), 64)
+        BLOCK_T = min(next_pow2(T), max(1, 1024 // (BLOCK_G * 16)))
         grid = (cdiv(T, BLOCK_T), cdiv(NB, BLOCK_G))
         k._nvfp4_kernel[grid](
             x, q, s, g_src, g, T, C, x.stride(0), q.stride(0), s.stride(0),
@@ -214,8 +204,8 @@ def quantize_act(
 
 def _launch_absmax(k, x: torch.Tensor, amax: torch.Tensor) -> None:
     T, C = x.shape
-    BLOCK_C = min(_pow2(C), 1024)
-    BLOCK_T = min(_pow2(T), max(1, 4096 // BLOCK_C))
+    BLOCK_C = min(next_pow2(C), 1024)
+    BLOCK_T = min(next_pow2(T), max(1, 4096 // BLOCK_C))
     grid = (cdiv(T, BLOCK_T), cdiv(C, BLOCK_C))
     k._absmax_kernel[grid](x, amax, T, C, x.stride(0), BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C)
 
