@@ -18,7 +18,9 @@ Key: (device name as ``torch.cuda.get_device_name()`` reports it, weight format 
 value (``"*"`` matches any), gemm, N, K, E_loc) plus the token bucket (a power of two >= the token
 count); the entry with the nearest bucket (log scale, ties to the smaller) wins if it is at most
 ``MAX_BUCKET_OCTAVES`` powers of two away -- a shape tuned only at decode sizes does not lend its
-decode tiles to a prefill call (the heuristic decides there). ``N``/``K`` are
+decode tiles to a prefill call (the heuristic decides there) -- and, from another bucket than the
+call's, only if its ``block_m`` still holds a typical expert's rows (``heuristic_block_m``) or is
+64+ (``choose_config``: a too-small token tile re-reads every expert's weights). ``N``/``K`` are
 the GEMM's own sizes: gemm1 N = rows of w13 (2*I_pad gated, I_pad otherwise), K = H; gemm2 N = H,
 K = I_pad.
 """
