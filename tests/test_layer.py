@@ -111,6 +111,43 @@ class TestBadInput:
             moe.forward_routed(x, fm.TopK(ids, torch.ones(4, 4)))
 
 
+def test_eager_calls_skip_the_dispatcher_with_the_same_results():
+    """Eager inference runs the ops' implementations directly (no dispatcher); the result is the
+    op's, bit for bit. Inputs that need autograd or the fake implementation still go through the
+    ops: backward raises the op's error, fake tensors get fake outputs."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    from fusedmoe import layer as L
+
+    moe, g = _layer(act=A.SWIGLU)
+    x = torch.randn(3, 64, generator=g)
+    logits = torch.randn(3, 16, generator=g)
+    bias = torch.randn(16, generator=g)
+    topk = moe.route(logits, bias)
+    assert L._eager_direct((x, logits, bias))
+    ids, w = L._route_op(logits, bias, moe._routing_spec)
+    assert torch.equal(topk.ids, ids) and torch.equal(topk.weights, w)
+    via_op = L._experts_op(x, topk.ids, topk.weights, *L._flatten(moe.weights), moe._experts_spec)
+    assert torch.equal(moe(x, logits, bias), via_op)
+    assert torch.equal(moe.forward_routed(x, topk), via_op)
+    # autograd: the op path and its error, as before
+    xg = x.clone().requires_grad_(True)
+    assert not L._eager_direct((xg,))
+    with torch.no_grad():
+        assert L._eager_direct((xg,))
+    y = moe(xg, logits, bias)
+    assert y.grad_fn is not None
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        y.sum().backward()
+    # fake tensors: the fake implementations
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        xf, lf = torch.empty(3, 64), torch.empty(3, 16)
+        assert not L._eager_direct((xf,))
+        out = moe(xf, lf, bias)
+    assert isinstance(out, FakeTensor) and out.shape == (3, 64)
+    assert not L._eager_direct((torch.empty(3, 64, device="meta"),))
+
+
 def test_torch_compile_traces_the_custom_ops():
     moe, g = _layer(act=A.SWIGLU)
     x = torch.randn(3, 64, generator=g)
