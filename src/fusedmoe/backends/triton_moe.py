@@ -77,6 +77,8 @@ from .kernel_configs import KernelConfig, MoEKernelConfig, choose_moe_config
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
+_DEFAULT_ACT_PARAMS = ActivationParams()  # frozen: one instance serves every call without params
+
 _SUPPORTED_WEIGHTS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK, Format.NVFP4,
                       Format.MXFP4, Format.MXFP8)
 _ACT_FOR_WEIGHT = {
@@ -639,7 +641,7 @@ def triton_experts(
     wsn1 = w13_s.stride(1) if w13.scale is not None and w13_s.dim() >= 2 else 0
     w13_g = w13.global_scale.contiguous() if wfmt is Format.NVFP4 else tw_flat
     b13 = w13_bias if w13_bias is not None else tw_flat
-    p = act_params if act_params is not None else ActivationParams()
+    p = act_params if act_params is not None else _DEFAULT_ACT_PARAMS
     upcast1 = interp or (quant == 0 and a1.dtype != w13.data.dtype)
     prec1 = "ieee" if (a1.dtype == torch.float32 or w13.data.dtype == torch.float32) else "tf32"
     if micro:
