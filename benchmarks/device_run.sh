@@ -2,7 +2,7 @@
 # One device call: environment, GPU tests, demo, the shared peer harness with our plugin, tuning.
 #   bash benchmarks/device_run.sh [tests] [tests-core] [demo] [quick|full] [tune-fp8] [tune-fp4] [tune-rest]
 #                                  [tune-cover-a] [tune-cover-b] [tune-cover-c] [tune-cover-d] [tune-fp8-prefill] [eager] [bench] [bench-all]
-#                                  [bench-fp4] [dist]
+#                                  [bench-fp4] [dist] [tests-rest] [tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]]]
 # $OUT brings back at most 8 files: pack the rest (tar) at the end of a call.
 # tune-cover-*: merged into TUNE_OUT (default: the shipped table), so two GPUs can tune at once
 # (CUDA_VISIBLE_DEVICES=0 / 1, each its own TUNE_OUT; merge the files with merge_into_file).
@@ -28,6 +28,13 @@ if [[ "$stages" == *" tests-core "* ]]; then
   # TESTS_K: a pytest -k expression to run part of them
   timeout "${TESTS_TIMEOUT_S:-300}" python3 -m pytest -q -rfE --tb=short -m gpu -n 3 -p no:cacheprovider --timeout 240 \
       ${TESTS_K:+-k "$TESTS_K"} tests/test_triton_moe.py tests/test_triton_fp4.py 2>&1 | tee "$OUT/gpu_tests_core.log" | tail -25
+fi
+if [[ "$stages" == *" tests-rest "* ]]; then
+  # every GPU test outside the kernel files and the 2-GPU file: the layer path (CUDA graph,
+  # torch.compile, transformers, eager dispatch), routing, quantizers, bench
+  timeout "${TESTS_REST_TIMEOUT_S:-300}" python3 -m pytest -q -rfE --tb=short -m gpu -n 3 -p no:cacheprovider --timeout 240 \
+      --ignore tests/test_triton_moe.py --ignore tests/test_triton_fp4.py --ignore tests/test_distributed.py tests \
+      2>&1 | tee "$OUT/gpu_tests_rest.log" | tail -25
 fi
 if [[ "$stages" == *" demo "* ]]; then
   python3 -m fusedmoe demo 2>&1 | tee "$OUT/demo.log" | tail -20
@@ -62,6 +69,18 @@ if [[ "$stages" == *" tune-rest "* ]]; then
   cp src/fusedmoe/configs/triton_moe_tuned.json "$OUT/"
 fi
 TUNE_OUT="${TUNE_OUT:-src/fusedmoe/configs/triton_moe_tuned.json}"
+# tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]] -- any list of presets x weight formats, merged into TUNE_OUT
+# (the tuner stops starting cases once BUDGET_S, default 240, is spent; the stage is killed 80 s later)
+n_tune=0
+for st in "$@"; do
+  [[ $st == tune:* ]] || continue
+  IFS=: read -r _ t_presets t_formats t_budget t_tokens <<< "$st"
+  n_tune=$((n_tune + 1)); t_budget=${t_budget:-240}
+  timeout $((t_budget + 80)) python3 -m fusedmoe tune --preset "$t_presets" --weight-format "$t_formats" \
+      ${t_tokens:+--tokens "$t_tokens"} --max-candidates "${TUNE_MAX_CANDIDATES:-6}" --jobs "${TUNE_JOBS:-10}" \
+      --budget-s "$t_budget" --out "$TUNE_OUT" --report "$OUT/tune_list_$n_tune.json" --no-progress 2>&1 \
+      | tee "$OUT/tune_list_$n_tune.log" | tail -12
+done
 if [[ "$stages" == *" tune-cover-a "* ]]; then
   # presets with no tuned entry yet (gpt-oss BF16 / FP8 block, Llama-4 Scout), then Nemotron-Super in FP4
   timeout "${TUNE_A_TIMEOUT_S:-420}" python3 -m fusedmoe tune --preset gpt-oss-120b,gpt-oss-20b,llama4-scout \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One call on nvidia-h200-x2: two independent single-GPU jobs at once, results packed into one
+# One call on nvidia-h200-x2 / -x4 / -x8: independent single-GPU jobs at once, results packed into one
 # archive ($OUT brings back at most 8 files).
-#   GPU0_STAGES / GPU1_STAGES: device_run.sh stages (plus "harness": the shared peer harness with
+#   GPU0_STAGES ... GPU7_STAGES: device_run.sh stages (a GPU without stages stays idle) (plus "harness": the shared peer harness with
 #   PEERS, default sglang,fusedmoe); each GPU writes to $OUT/w/gpuN/, tuning into $OUT/w/tuned_gpuN.json
 #   (a copy of the shipped table: merge it back with fusedmoe.bench.tune.merge_into_file).
 set -uo pipefail
@@ -21,7 +21,9 @@ run_gpu() {  # gpu index, stages
     echo "gpu$g $st: $((SECONDS - t0)) s" | tee -a "$W/times.txt"
   done
 }
-run_gpu 0 ${GPU0_STAGES:-} &
-run_gpu 1 ${GPU1_STAGES:-} &
+for g in 0 1 2 3 4 5 6 7; do
+  v="GPU${g}_STAGES"
+  [[ -n "${!v:-}" ]] && run_gpu $g ${!v} &
+done
 wait
 tar czf "$(dirname "$W")/results.tgz" -C "$W" . && rm -rf "$W"
