@@ -39,7 +39,7 @@ if not torch.cuda.is_available():
 import pytest  # noqa: E402
 
 import fusedmoe as fm  # noqa: E402
-from fusedmoe.backends.kernel_configs import KernelConfig, MoEKernelConfig, TunedTable, choose_config  # noqa: E402
+from fusedmoe.backends.kernel_configs import KernelConfig, MoEKernelConfig, TunedTable, choose_config, choose_moe_config  # noqa: E402
 from fusedmoe.backends.triton_moe import dequantize_tiles, triton_experts  # noqa: E402
 from fusedmoe.config import Activation, ActivationParams, Format, TopK  # noqa: E402
 from fusedmoe.formats import QuantizedTensor, dequantize, quantize  # noqa: E402
@@ -643,6 +643,29 @@ def test_heuristic_block_scaled():
         assert c.block_m == 128 and not c.swap_ab and c.block_k == 128 and c.num_stages >= 2
 
 
+def test_configs_avoid_the_fp4_compiler_abort():
+    """Triton 3.6 aborts the process compiling FP4 tiles with block_k 32, 64+ token rows and 128+
+    weight rows per warpgroup (Qwen3-30B TP8: GEMM2 K = 96): never chosen, refused as overrides,
+    never tried by the tuner."""
+    from fusedmoe.backends.kernel_configs import compile_problem
+    from fusedmoe.bench.tune import search_space
+
+    bad = KernelConfig(64, 128, 32, num_warps=4, num_stages=3)
+    assert compile_problem(bad, F.NVFP4) and compile_problem(bad, F.MXFP4)
+    assert compile_problem(bad, F.MXFP8) is None and compile_problem(bad, F.BF16) is None
+    assert compile_problem(KernelConfig(64, 128, 32, num_warps=8, num_stages=3), F.NVFP4) is None
+    assert compile_problem(KernelConfig(128, 256, 32, num_warps=8, num_stages=3), F.NVFP4)
+    assert compile_problem(KernelConfig(32, 128, 32, num_warps=4, num_stages=3), F.NVFP4) is None
+    for fmt in (F.NVFP4, F.MXFP4):
+        for T in (1, 64, 256, 512, 1024, 4096, 16384):
+            c = choose_moe_config(T, 2048, 96, 128, 8, fmt, A.SWIGLU, "NVIDIA H200", table=TunedTable())
+            assert compile_problem(c.gemm1, fmt) is None and compile_problem(c.gemm2, fmt) is None, (T, c)
+            for cand in search_space(T, 2048, 96, 128, 8, fmt, A.SWIGLU, "NVIDIA H200", max_candidates=64):
+                assert all(compile_problem(g, fmt) is None for g in (cand.config.gemm1, cand.config.gemm2))
+        with pytest.raises(ValueError, match="do not compile"):
+            choose_moe_config(512, 2048, 96, 128, 8, fmt, A.SWIGLU, "NVIDIA H200", override={"gemm2": bad})
+
+
 # ---- GPU tests (real shapes) -------------------------------------------------------------------
 
 _PAIRS = [(F.NVFP4, F.BF16), (F.NVFP4, F.FP8_TENSOR), (F.NVFP4, F.NVFP4), (F.MXFP4, F.BF16), (F.MXFP4, F.MXFP8),
@@ -682,6 +705,16 @@ def test_gpu_nemotron_nvfp4_relu2(T, afmt, static):
     alignment), expert parallel: 128 local experts (offset 128) of 384, top-22."""
     c = Case(F.NVFP4, afmt, A.RELU2, T=T, H=2688, I=1856, E=128, K=22, offset=128, static=static,
              dtype=torch.bfloat16, seed=T + 2)
+    check_case(c)
+
+
+@gpu
+@pytest.mark.parametrize("T", [512, 4096])
+@pytest.mark.parametrize("pair", [(F.NVFP4, F.BF16), (F.MXFP4, F.MXFP8)], ids=lambda p: f"{p[0].name}x{p[1].name}")
+def test_gpu_qwen3_tp8_shard_k96(T, pair):
+    """Qwen3-30B TP8 shard (I = 96: GEMM2 runs 32-wide K tiles), at the token counts whose default
+    tiles used to abort Triton's compiler (see ``compile_problem``)."""
+    c = Case(pair[0], pair[1], A.SWIGLU, T=T, H=2048, I=96, E=128, K=8, dtype=torch.bfloat16, seed=T + 3)
     check_case(c)
 
 

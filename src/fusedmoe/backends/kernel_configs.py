@@ -43,6 +43,7 @@ __all__ = [
     "TunedTable",
     "choose_config",
     "choose_moe_config",
+    "compile_problem",
     "fp8_fast_accum_variant",
     "load_tuned_configs",
     "save_tuned_configs",
@@ -338,6 +339,35 @@ def _block_scaled_bk(K: int, fmt: Format) -> int:
     return 128 if K >= 128 else 32
 
 
+def compile_problem(cfg: KernelConfig, weight_format: Format) -> Optional[str]:
+    """None, or why Triton 3.6 cannot compile ``cfg`` for ``weight_format`` -- a known compiler
+    failure that aborts the process (LLVM ERROR, not a Python exception), so it must never be launched.
+
+    FP4 weights (NVFP4 / MXFP4) with 32-wide K tiles (K = 96: the GEMM2 of a Qwen3-30B TP8 shard),
+    token tiles of 64+ rows (wgmma) and >= 128 weight rows per warpgroup (``block_n * 4 /
+    num_warps``): ``TritonGPUOptimizeDotOperands`` stops with "Illegal shared layout; expected
+    collapsed shapePerCTA to be at least [8, 64]". H200 tuner, session 6: (64, 128, 4 warps),
+    (128, 128, 4 warps) and (128, 256, 8 warps) fail; (64, 64, 4), (64 / 128, 128, 8), (32, 128, 4)
+    compile."""
+    if (weight_format in (Format.NVFP4, Format.MXFP4) and cfg.block_k == 32 and cfg.block_m >= 64
+            and not cfg.swap_ab and cfg.block_n * 4 // cfg.num_warps >= 128):
+        return (f"FP4 weights with block_k 32, block_m >= 64 and block_n * 4 / num_warps >= 128 "
+                f"(block_n {cfg.block_n}, {cfg.num_warps} warps) do not compile with Triton 3.6 (the "
+                f"process aborts in TritonGPUOptimizeDotOperands): use 8 warps or a smaller block_n")
+    return None
+
+
+def _compile_safe(cfg: KernelConfig, weight_format: Format) -> KernelConfig:
+    """``cfg`` moved off :func:`compile_problem`'s failure: 8 warps (two warpgroups split the weight
+    rows), or half the weight rows when 8 warps are not enough."""
+    while compile_problem(cfg, weight_format) is not None:
+        if cfg.num_warps < 8:
+            cfg = dataclasses.replace(cfg, num_warps=8)
+        else:
+            cfg = dataclasses.replace(cfg, block_n=cfg.block_n // 2)
+    return cfg
+
+
 def choose_config(
     M_tokens: int,
     N: int,
@@ -527,8 +557,8 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     k_iters = math.ceil(math.ceil(K / bk) / split)
     stages = max(2, min(5 if decode else 4, budget // per_stage, k_iters + 1))
     group_m = 1 if decode else 8
-    return KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=group_m, num_warps=warps,
-                        num_stages=stages, swap_ab=swap_ab, split_k=split)
+    return _compile_safe(KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=group_m, num_warps=warps,
+                                      num_stages=stages, swap_ab=swap_ab, split_k=split), fmt)
 
 
 def fp8_fast_accum_variant(cfg: MoEKernelConfig, gated: bool) -> MoEKernelConfig:
@@ -601,4 +631,10 @@ def choose_moe_config(
             g1 = KernelConfig(**{**g1.to_dict(), "block_m": g2.block_m})
         else:
             g2 = KernelConfig(**{**g2.to_dict(), "block_m": g1.block_m})
+    for name in ("gemm1", "gemm2"):
+        g = g1 if name == "gemm1" else g2
+        why = compile_problem(g, fmt)
+        if why is not None and ov.get(name) is not None:
+            raise ValueError(f"config {name}: {why}")
+    g1, g2 = _compile_safe(g1, fmt), _compile_safe(g2, fmt)
     return MoEKernelConfig(g1, g2, atomic_combine=bool(ov.get("atomic_combine", False)))

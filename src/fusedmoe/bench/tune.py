@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..backends.kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, choose_moe_config,
+from ..backends.kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, choose_moe_config, compile_problem,
                                        fp8_fast_accum_variant, load_tuned_configs, save_tuned_configs,
                                        token_bucket)
 from ..config import Activation, Format
@@ -84,6 +84,8 @@ def _valid(c: KernelConfig, gemm: str, N: int, K: int, weight_format: Format, ga
     operand buffers within :data:`SMEM_LIMIT`."""
     if weight_format is Format.FP8_BLOCK and c.block_k != 128:
         return False
+    if compile_problem(c, weight_format) is not None:
+        return False  # aborts the process in Triton's compiler
     if weight_format.block_size and weight_format is not Format.FP8_BLOCK and (
             c.block_k % weight_format.block_size or c.block_k > 128):
         return False  # micro-scaled weights: whole scale blocks per K tile, dequantized tile in registers
