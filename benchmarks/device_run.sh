@@ -2,7 +2,7 @@
 # One device call: environment, GPU tests, demo, the shared peer harness with our plugin, tuning.
 #   bash benchmarks/device_run.sh [tests] [tests-core] [demo] [quick|full] [tune-fp8] [tune-fp4] [tune-rest]
 #                                  [tune-cover-a] [tune-cover-b] [tune-cover-c] [tune-cover-d] [tune-fp8-prefill] [eager] [bench] [bench-all]
-#                                  [bench-fp4] [dist] [tests-rest] [tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]]]
+#                                  [bench-fp4] [dist] [tests-rest] [profile] [breakdown] [tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]]]
 # $OUT brings back at most 8 files: pack the rest (tar) at the end of a call.
 # tune-cover-*: merged into TUNE_OUT (default: the shipped table), so two GPUs can tune at once
 # (CUDA_VISIBLE_DEVICES=0 / 1, each its own TUNE_OUT; merge the files with merge_into_file).
@@ -125,6 +125,17 @@ fi
 if [[ "$stages" == *" eager "* ]]; then
   timeout "${EAGER_TIMEOUT_S:-120}" python3 benchmarks/eager_overhead.py --preset qwen3-30b-a3b,deepseek-v3-tp8,nemotron-nano \
       --weight-format bf16,fp8_block,nvfp4 --tokens 1,8 2>&1 | tee "$OUT/eager_overhead.log" | tail -20
+fi
+if [[ "$stages" == *" profile "* ]]; then
+  # where an eager call's host time goes (cProfile + the kernels one call launches)
+  timeout "${PROFILE_TIMEOUT_S:-150}" python3 benchmarks/eager_overhead.py --preset "${PROFILE_PRESETS:-qwen3-30b-a3b,deepseek-v3-tp8}" \
+      --weight-format "${PROFILE_FORMATS:-bf16,fp8_block}" --tokens 1 --profile 200 2>&1 | tee "$OUT/eager_profile.log" | tail -8
+fi
+if [[ "$stages" == *" breakdown "* ]]; then
+  # per-kernel GPU time of one call (torch.profiler)
+  timeout "${BREAKDOWN_TIMEOUT_S:-200}" python3 benchmarks/kernel_breakdown.py --preset "${BREAKDOWN_PRESETS:-qwen3-30b-a3b,deepseek-v3-tp8}" \
+      --weight-format "${BREAKDOWN_FORMATS:-bf16,fp8_tensor}" --tokens "${BREAKDOWN_TOKENS:-1,8,2048,8192}" --calls 10 \
+      2>&1 | tee "$OUT/breakdown.log" | tail -30
 fi
 if [[ "$stages" == *" bench-fp4 "* ]]; then
   # FP4 decode / prefill of the shapes issue 4 names (Nemotron-3 NVFP4 + ReLU2, gpt-oss-120b)

@@ -6,10 +6,16 @@ of a call followed by a synchronize (latency), and the eager time per call of 20
 (throughput: host-bound when the host needs longer per call than the GPU).
 
     PYTHONPATH=src python3 benchmarks/eager_overhead.py --preset qwen3-30b-a3b,deepseek-v3-tp8 --tokens 1,8
+
+``--profile N``: also run N eager calls of each case under cProfile (the functions with the most own
+time) and list the GPU kernels one call launches (torch.profiler), to see where the host time goes.
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import pstats
 import time
 
 import torch
@@ -32,11 +38,33 @@ def _wall(fn, n: int, sync_each: bool) -> float:
     return (time.perf_counter() - t0) / n
 
 
+def _profile(fn, n: int) -> None:
+    prof = cProfile.Profile()
+    torch.cuda.synchronize()
+    prof.enable()
+    for _ in range(n):
+        fn()
+    prof.disable()
+    torch.cuda.synchronize()
+    buf = io.StringIO()
+    st = pstats.Stats(prof, stream=buf)
+    st.sort_stats("tottime").print_stats(28)
+    st.sort_stats("cumulative").print_stats(40)
+    print("\n".join(line for line in buf.getvalue().splitlines() if line.strip()))
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as tp:
+        for _ in range(5):
+            fn()
+        torch.cuda.synchronize()
+    print(tp.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="qwen3-30b-a3b,deepseek-v3-tp8")
     ap.add_argument("--weight-format", default="bf16,fp8_block")
     ap.add_argument("--tokens", default="1,8")
+    ap.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile N eager calls per case")
     args = ap.parse_args(argv)
     dev = torch.device("cuda")
     print(f"{'case':40s} {'T':>4s} {'graph us':>9s} {'eager+sync us':>14s} {'eager/call us':>14s}")
@@ -59,6 +87,8 @@ def main(argv=None) -> int:
                 lat = _wall(call, 100, True)
                 thr = _wall(call, 200, False)
                 print(f"{name + '/' + wf:40s} {T:4d} {g * 1e6:9.1f} {lat * 1e6:14.1f} {thr * 1e6:14.1f}")
+                if args.profile:
+                    _profile(call, args.profile)
             del moe, weights
             torch.cuda.empty_cache()
     return 0
