@@ -451,6 +451,45 @@ def test_gpu_programmatic_dependent_launch_same_bits(wfmt, T):
         set_programmatic_dependent_launch(prev)
 
 
+@gpu
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_BLOCK], ids=lambda f: f.name)
+def test_gpu_direct_launch_same_bits(wfmt, monkeypatch):
+    """Direct launches of the compiled kernels (``_host.launch``) give the bits of Triton's own
+    launcher, eager and in a CUDA graph, over token counts whose ints specialize differently."""
+    from fusedmoe.kernels import _host
+
+    def run_all():
+        outs = []
+        for T in (1, 16, 17, 300, 1, 17):
+            prob = make_problem(T=T, H=1024, I=384, I_pad=384, E=32, K=4, act=Activation.SWIGLU, wfmt=wfmt,
+                                dtype=torch.bfloat16, seed=T)
+            outs.append(run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)[0])
+        return outs, prob
+
+    monkeypatch.setattr(_host, "_DIRECT", False)
+    base, prob = run_all()
+    monkeypatch.setattr(_host, "_DIRECT", True)
+    got, _ = run_all()
+    for a, b in zip(got, base):
+        assert torch.equal(a, b)
+    assert any(sig.cache for sig in _host._SIGS.values())
+    out = torch.empty_like(base[-1])
+
+    def call():
+        triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"],
+                       activation=Activation.SWIGLU, act_params=None, act_format=ACT_FMT[wfmt],
+                       intermediate_size_padded=384, a1_scale=prob["a1"], a2_scale=prob["a2"], out=out)
+
+    call()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    out.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, base[-1])
+
+
 def test_split_k_config_rules():
     with pytest.raises(ValueError, match="split_k"):
         KernelConfig(16, 32, 32, split_k=0)
@@ -771,6 +810,76 @@ def test_host_launch_arithmetic():
         for b in (1, 2, 3, 16, 64):
             assert cdiv(a, b) == (a + b - 1) // b
     assert [next_pow2(n) for n in (0, 1, 2, 3, 4, 5, 64, 65, 1000)] == [1, 1, 2, 4, 4, 8, 64, 128, 1024]
+
+
+def test_direct_launch_keys_and_reuse(monkeypatch):
+    """``_host.launch`` goes through ``kernel[grid]`` once per specialization (what Triton
+    specializes on: constexpr values, tensor dtype / 16-byte alignment, ints == 1 / % 16 / 32-bit,
+    launch options), then calls the compiled kernel's launcher with every parameter in order."""
+    import inspect
+    from types import SimpleNamespace
+
+    from fusedmoe.kernels import _host
+
+    P = SimpleNamespace
+    params = [P(name="x", is_constexpr=False, default=inspect.Parameter.empty),
+              P(name="n", is_constexpr=False, default=inspect.Parameter.empty),
+              P(name="s", is_constexpr=False, default=2.0),
+              P(name="B", is_constexpr=True, default=inspect.Parameter.empty),
+              P(name="C", is_constexpr=True, default=7)]
+    slow, fast = [], []
+
+    class Compiled:
+        function, packed_metadata = "fn", "meta"
+
+        def run(self, *a):
+            fast.append(a)
+
+    class Kernel:
+        def __init__(self):
+            self.params = params
+
+        def __getitem__(self, grid):
+            def runner(*args, **kw):
+                slow.append((grid, args, kw))
+                return Compiled()
+            return runner
+
+    monkeypatch.setattr(_host, "_DIRECT", True)
+    monkeypatch.setattr(_host, "interpreted", lambda k: False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda d: 1234, raising=False)
+    k = Kernel()
+    x = torch.zeros(64, dtype=torch.float16)
+    _host.launch(k, (3,), x, 32, B=4, num_warps=4)
+    _host.launch(k, (5, 2), x, 48, B=4, num_warps=4)  # same specialization: direct
+    assert len(slow) == 1 and fast == [(5, 2, 1, 1234, "fn", "meta", None, None, None, x, 48, 2.0, 4, 7)]
+    for args, kw in [((x, 33), dict(B=4, num_warps=4)),  # not divisible by 16
+                     ((x, 1), dict(B=4, num_warps=4)),  # == 1
+                     ((x, 2 ** 31 + 16), dict(B=4, num_warps=4)),  # 64-bit
+                     ((x, 32), dict(B=8, num_warps=4)),  # constexpr value
+                     ((x, 32), dict(B=4, num_warps=8)),  # launch option
+                     ((x.float(), 32), dict(B=4, num_warps=4)),  # dtype
+                     ((x[1:], 32), dict(B=4, num_warps=4))]:  # 2-byte aligned pointer
+        before = len(slow)
+        _host.launch(k, (1,), *args, **kw)
+        assert len(slow) == before + 1, (args, kw)
+    assert len(fast) == 1
+    _host.launch(k, (1,), x, 33, B=4, num_warps=4)  # now known: direct
+    assert len(fast) == 2 and len(slow) == 8
+    _host.launch(k, (1,), x, 32, B=[1], num_warps=4)  # unhashable constexpr: Triton decides
+    _host.launch(k, (1,), object(), 32, B=4, num_warps=4)  # unknown argument type: Triton decides
+    assert len(slow) == 10 and len(fast) == 2
+    monkeypatch.setattr(_host, "_DIRECT", False)
+    _host.launch(k, (1,), x, 32, B=4, num_warps=4)
+    assert len(slow) == 11 and len(fast) == 2
+    # a launch hook (profilers) takes Triton's path: Triton 3.6 keeps an empty HookChain otherwise
+    from triton.knobs import HookChain
+
+    chain = HookChain()
+    assert not _host._hooked(None) and not _host._hooked(chain)
+    chain.add(print)
+    assert _host._hooked(chain)
 
 
 # ---- GPU tests (real shapes) -------------------------------------------------------------------

@@ -72,7 +72,7 @@ import triton.language as tl
 
 from ..config import Activation, ActivationParams, Format
 from ..formats import QuantizedTensor, quantize_act
-from ..kernels._host import cdiv, interpreted, next_pow2
+from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import KernelConfig, MoEKernelConfig, choose_moe_config
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
@@ -171,7 +171,7 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
     scale = q.scale.reshape(R, -1).contiguous() if q.fmt.block_size else data
     out = torch.empty((R, C), dtype=torch.float32, device=data.device)
     grid = (cdiv(R, block_rows), cdiv(C, block_k))
-    _blockscaled._dequant_kernel[grid](
+    launch(_blockscaled._dequant_kernel, grid,
         data, scale, out, R, C, data.stride(0), scale.stride(0), out.stride(0),
         FMT=_F_CODE[q.fmt], BR=block_rows, BK=block_k, EVEN_K=C % block_k == 0,
         CD=tl.bfloat16 if fast_cvt else tl.float32, FAST_CVT=bool(fast_cvt),
@@ -342,11 +342,11 @@ def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *,
         counts = ntpp  # unused
     else:
         counts = torch.empty((nc, num_bins), dtype=torch.int32, device=dev)
-        _align._align_count_kernel[(nc,)](
+        launch(_align._align_count_kernel, (nc,),
             ids, counts, TK, local_expert_offset,
             E_LOC=E, INCLUDE_NONLOCAL=include_nonlocal, NUM_BINS=num_bins, CHUNK=chunk, num_warps=warps,
         )
-    _align._align_scatter_kernel[(nc,)](
+    launch(_align._align_scatter_kernel, (nc,),
         ids, counts, sorted_ids, block_expert, ntpp, TK, local_expert_offset, nc, NB,
         E_LOC=E, INCLUDE_NONLOCAL=include_nonlocal, NUM_BINS=num_bins, CHUNK=chunk, BLOCK_M=block_m,
         SINGLE=single, CHUNKS_PER_ITER=chunks_per_iter, BLOCKS_PER_ITER=blocks_per_iter, num_warps=warps,
@@ -662,7 +662,7 @@ def triton_experts(
         ws1, cnt1 = partials[:n_part1], counters[:tiles1]
     else:
         ws1 = cnt1 = tw_flat
-    _gemm._gemm1_kernel[grid1](
+    launch(_gemm._gemm1_kernel, grid1,
         a1, a1_s, w13.data, w13_s, b13, tw_flat,
         al.sorted_ids, al.block_expert, al.num_post_padded,
         inter, out_scale, q_scale, a1_g, w13_g, ws1, cnt1,
@@ -718,7 +718,7 @@ def triton_experts(
         ws2, cnt2 = partials[n_part1:n_part1 + n_part2], counters[tiles1:tiles1 + tiles2]
     else:
         ws2 = cnt2 = tw_flat
-    _gemm._gemm2_kernel[(tiles2, c2.split_k)](
+    launch(_gemm._gemm2_kernel, (tiles2, c2.split_k),
         inter, a2_s, w2.data, w2_s, b2, tw_flat,
         al.sorted_ids, al.block_expert, al.num_post_padded,
         y, inter_g, w2_g, ws2, cnt2,
@@ -739,7 +739,7 @@ def triton_experts(
     # ---- 5. combine ----
     BH = min(1024, next_pow2(H))
     BT = max(1, min(next_pow2(T), 4096 // BH))
-    _comb._combine_kernel[(cdiv(T, BT), cdiv(H, BH))](
+    launch(_comb._combine_kernel, (cdiv(T, BT), cdiv(H, BH)),
         y, ids_flat, out, T, H, local_expert_offset, y.stride(0), out.stride(0),
         E_LOC=E, TOP_K=K, BLOCK_T=BT, BLOCK_H=BH, num_warps=4, **pdl,
     )

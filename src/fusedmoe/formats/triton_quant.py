@@ -21,7 +21,7 @@ from typing import Optional
 import torch
 
 from ..config import Format
-from ..kernels._host import cdiv, interpreted, next_pow2
+from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .reference import _F32_MIN_SCALE, _NVFP4_G_NUM, NVFP4_MIN_AMAX
 from .tensor import QuantizedTensor
 
@@ -137,7 +137,7 @@ def quantize_act(
             s = torch.empty((1,), dtype=torch.float32, device=dev)
             bc = min(next_pow2(C), 2048)
             bt = min(next_pow2(T), max(1, 8192 // bc))
-            k._fp8_tensor_one_program_kernel[(1,)](
+            launch(k._fp8_tensor_one_program_kernel, (1,),
                 x, q, s, T, C, x.stride(0), q.stride(0), OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=bc, num_warps=8,
             )
             return QuantizedTensor(_finish(q, out_fp32), fmt, s.reshape(()))
@@ -150,7 +150,7 @@ def quantize_act(
             if empty:
                 s.fill_(_F32_MIN_SCALE)
         if not empty:
-            k._fp8_row_kernel[grid](
+            launch(k._fp8_row_kernel, grid,
                 x, q, s, src, T, C, x.stride(0), q.stride(0),
                 SCALE_MODE=mode, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C,
             )
@@ -166,7 +166,7 @@ def quantize_act(
             BLOCK_G = min(next_pow2(NG), max(1, 1024 // G))
             BLOCK_T = min(next_pow2(T), max(1, 2048 // (BLOCK_G * G)))
             grid = (cdiv(T, BLOCK_T), cdiv(NG, BLOCK_G))
-            k._fp8_group_kernel[grid](
+            launch(k._fp8_group_kernel, grid,
                 x, q, s, T, C, x.stride(0), q.stride(0), s.stride(0),
                 GROUP=G, MX=fmt is Format.MXFP8, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_G=BLOCK_G,
             )
@@ -195,7 +195,7 @@ def quantize_act(
         BLOCK_G = min(next_pow2(NB), 64)
         BLOCK_T = min(next_pow2(T), max(1, 1024 // (BLOCK_G * 16)))
         grid = (cdiv(T, BLOCK_T), cdiv(NB, BLOCK_G))
-        k._nvfp4_kernel[grid](
+        launch(k._nvfp4_kernel, grid,
             x, q, s, g_src, g, T, C, x.stride(0), q.stride(0), s.stride(0),
             G_FROM_AMAX=g_from_amax, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_G=BLOCK_G,
         )
@@ -207,7 +207,7 @@ def _launch_absmax(k, x: torch.Tensor, amax: torch.Tensor) -> None:
     BLOCK_C = min(next_pow2(C), 1024)
     BLOCK_T = min(next_pow2(T), max(1, 4096 // BLOCK_C))
     grid = (cdiv(T, BLOCK_T), cdiv(C, BLOCK_C))
-    k._absmax_kernel[grid](x, amax, T, C, x.stride(0), BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C)
+    launch(k._absmax_kernel, grid, x, amax, T, C, x.stride(0), BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C)
 
 
 def _finish(v: torch.Tensor, out_fp32: bool) -> torch.Tensor:

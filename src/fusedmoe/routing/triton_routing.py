@@ -13,7 +13,7 @@ from typing import Optional
 import torch
 
 from ..config import RoutingConfig, RoutingMethod, TopK
-from ..kernels._host import next_pow2
+from ..kernels._host import launch, next_pow2
 
 __all__ = ["route_triton", "triton_can_run"]
 
@@ -84,7 +84,7 @@ def route_triton(router_logits: torch.Tensor, config: RoutingConfig, bias: Optio
     has_bias = bias is not None and config.uses_bias
     block_g = next_pow2(n_group)
     block_gs = next_pow2(E // n_group)
-    _kernel()[(T,)](
+    launch(_kernel(), (T,),
         router_logits,
         bias if has_bias else router_logits,
         ids,
