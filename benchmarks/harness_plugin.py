@@ -9,7 +9,9 @@ wrapped as fm.ExpertWeights without re-quantization, and runs the public ``fm.fu
 Peers: ``fusedmoe`` (the default configs) and ``fusedmoe-fastacc`` (FP8 per-tensor / per-channel
 cases only: ``KernelConfig.fp8_fast_accum`` with wider prefill tiles, the candidate FP8 default,
 measured side by side with it); ``fusedmoe-pdl`` / ``fusedmoe-nopdl`` (the default configs with
-programmatic dependent launch always on / off; the default turns it on up to 512 tokens).
+programmatic dependent launch always on / off; the default turns it on up to 512 tokens);
+``fusedmoe-nofuse`` / ``fusedmoe-fuseall`` (the top-k combine in GEMM2 never / at every token
+count; the default fuses it up to ``set_fused_combine``'s 64 tokens).
 """
 
 import torch
@@ -106,5 +108,25 @@ def _with_pdl(mode):
     return make
 
 
+def _with_fused_combine(max_tokens):
+    """fusedmoe (default configs) with ``set_fused_combine(max_tokens)`` for its calls."""
+    from fusedmoe.backends.triton_moe import set_fused_combine
+
+    def make(case):
+        prepare, run_default = make_fusedmoe(case)
+
+        def run(x, topk_weights, topk_ids):
+            prev = set_fused_combine(max_tokens)
+            try:
+                return run_default(x, topk_weights, topk_ids)
+            finally:
+                set_fused_combine(prev)
+
+        return prepare, run
+
+    return make
+
+
 PEERS = {"fusedmoe": make_fusedmoe, "fusedmoe-fastacc": make_fusedmoe_fastacc, "fusedmoe-pdl": _with_pdl(True),
-         "fusedmoe-nopdl": _with_pdl(False)}
+         "fusedmoe-nopdl": _with_pdl(False), "fusedmoe-nofuse": _with_fused_combine(0),
+         "fusedmoe-fuseall": _with_fused_combine(1 << 30)}

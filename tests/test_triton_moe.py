@@ -383,6 +383,45 @@ def test_split_k(wfmt, act):
     assert int(cnt.abs().sum()) == 0 and cnt.numel() == 64 and part.numel() == 100
 
 
+@interpreter
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR], ids=lambda f: f.name)
+def test_fused_combine_same_bits(wfmt):
+    """The top-k combine inside GEMM2 (last of a token's slots sums its rows) gives the combine
+    kernel's bits: expert parallel with tokens that have no local slot (their rows are exact
+    zeros), several column tiles, GEMM2 split-K, K = 1 (GEMM2 writes the output itself: no
+    combine to fuse) and K = 3."""
+    from fusedmoe.backends.triton_moe import set_fused_combine
+
+    dtype, H, I_pad = _FMT_CASES[wfmt]
+    act = Activation.SWIGLU
+    with pytest.raises(TypeError, match="max_tokens"):
+        set_fused_combine(-1)
+    prev = set_fused_combine(64)
+    try:
+        for T, K, offset, E_glob, s2 in ((6, 2, 4, 12, 1), (5, 3, 0, 4, 2), (4, 1, 2, 8, 1)):
+            prob = make_problem(T=T, H=H, I=I_pad, I_pad=I_pad, E=4, K=K, act=act, wfmt=wfmt, dtype=dtype,
+                                offset=offset, E_glob=E_glob, seed=T)
+            if T == 6:  # two tokens routed to other ranks' experts only
+                prob["ids"][0] = torch.tensor([0, 1], dtype=prob["ids"].dtype)
+                prob["ids"][3] = torch.tensor([11, 10], dtype=prob["ids"].dtype)
+            cfg = MoEKernelConfig(KernelConfig(16, 32, 32), KernelConfig(16, 32, 32, split_k=s2))
+            assert H // 32 >= 2  # several column tiles per token
+            set_fused_combine(64)
+            fused, ref = run_case(prob, act=act, wfmt=wfmt, offset=offset, config=cfg)
+            set_fused_combine(0)
+            plain, _ = run_case(prob, act=act, wfmt=wfmt, offset=offset, config=cfg)
+            assert torch.equal(fused, plain), (T, K, offset)
+            mx, rms = _errors(fused, ref)
+            bmx, brms = _bounds(wfmt, dtype)
+            assert mx <= bmx and rms <= brms
+            ids = prob["ids"].cpu()
+            none_local = ~((ids >= offset) & (ids < offset + 4)).any(1)
+            assert torch.equal(fused[none_local.to(fused.device)], torch.zeros_like(fused[none_local.to(fused.device)]))
+            assert none_local.sum() == (2 if T == 6 else 0)
+    finally:
+        set_fused_combine(prev)
+
+
 def test_programmatic_dependent_launch_switch(monkeypatch):
     from fusedmoe.backends import triton_moe as tm
 
@@ -488,6 +527,50 @@ def test_gpu_direct_launch_same_bits(wfmt, monkeypatch):
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, base[-1])
+
+
+@gpu
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_BLOCK, Format.FP8_TENSOR], ids=lambda f: f.name)
+def test_gpu_fused_combine_same_bits(wfmt):
+    """The combine inside GEMM2 gives the combine kernel's bits on the GPU (decode token counts,
+    expert parallel with tokens routed elsewhere only), eager, repeated (counters left at zero)
+    and in a CUDA graph."""
+    from fusedmoe.backends.triton_moe import set_fused_combine
+
+    prev = set_fused_combine(64)
+    try:
+        for T, offset, E_glob in ((1, 0, 64), (8, 16, 128), (64, 0, 64), (33, 32, 128)):
+            prob = make_problem(T=T, H=2048, I=768, I_pad=768, E=64, K=8, act=Activation.SWIGLU, wfmt=wfmt,
+                                dtype=torch.bfloat16, offset=offset, E_glob=E_glob, seed=T)
+            if offset:
+                prob["ids"][0] = torch.arange(8, dtype=prob["ids"].dtype) + (offset + 64) % E_glob
+            set_fused_combine(0)
+            base, ref = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt, offset=offset)
+            set_fused_combine(64)
+            for _ in range(3):
+                got, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt, offset=offset)
+                assert torch.equal(got, base), (T, offset)
+            if offset:
+                assert torch.equal(got[0], torch.zeros_like(got[0]))
+            out = torch.empty_like(base)
+
+            def call():
+                triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"],
+                               activation=Activation.SWIGLU, act_params=None, act_format=ACT_FMT[wfmt],
+                               intermediate_size_padded=768, a1_scale=prob["a1"], a2_scale=prob["a2"],
+                               local_expert_offset=offset, out=out)
+
+            call()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                call()
+            for _ in range(2):
+                out.zero_()
+                graph.replay()
+                torch.cuda.synchronize()
+                assert torch.equal(out, base), (T, offset)
+    finally:
+        set_fused_combine(prev)
 
 
 def test_split_k_config_rules():

@@ -255,6 +255,24 @@ def _pdl_args(device: torch.device, interp: bool, tokens: int) -> dict:
     return {"USE_GDC": True, "launch_pdl": True}
 
 
+# ---- combine in GEMM2 -------------------------------------------------------------------------------
+
+# GEMM2 runs the top-k combine itself (kernels/_moe_gemm.py FUSE_COMBINE: the last of a token's
+# slots to finish sums its rows; same bits as the combine kernel) for calls of at most this many
+# tokens: one launch fewer at decode. Larger calls keep the separate, fully parallel combine pass.
+_FUSED_COMBINE = {"max_tokens": 64}
+
+
+def set_fused_combine(max_tokens: int) -> int:
+    """Calls of at most ``max_tokens`` tokens run the top-k combine inside GEMM2 (0: never).
+    Returns the previous setting. The results are bit-identical either way (GPU and interpreter
+    tests check it)."""
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
+        raise TypeError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
+    prev, _FUSED_COMBINE["max_tokens"] = _FUSED_COMBINE["max_tokens"], max_tokens
+    return prev
+
+
 # ---- split-K scratch ------------------------------------------------------------------------------
 
 # (device, stream) -> (int32 counters, fp32 partial sums). The split-K programs leave every counter
@@ -575,7 +593,9 @@ def triton_experts(
     # ---- 2. align ----
     atomic = cfg.atomic_combine
     direct_out = K == 1 and not atomic  # GEMM2 writes out itself: lay out non-local slots too
-    al = align_slots(ids_flat, E, BM, local_expert_offset=local_expert_offset, include_nonlocal=direct_out, tokens=T)
+    fuse = not atomic and not direct_out and T <= _FUSED_COMBINE["max_tokens"]  # GEMM2 combines: same
+    al = align_slots(ids_flat, E, BM, local_expert_offset=local_expert_offset, include_nonlocal=direct_out or fuse,
+                     tokens=T)
     NB = al.max_blocks
 
     # ---- 3. GEMM1 (+ bias + activation + intermediate quantization) ----
@@ -656,8 +676,9 @@ def triton_experts(
     # split-K scratch of both GEMMs in one cached pair: GEMM1's counters / partials first, then GEMM2's
     n_part1 = tiles1 * c1.split_k * (2 if gated else 1) * BM * c1.block_n if c1.split_k > 1 else 0
     n_part2 = tiles2 * c2.split_k * BM * c2.block_n if c2.split_k > 1 else 0
-    if n_part1 or n_part2:
-        counters, partials = split_scratch(tiles1 + tiles2, n_part1 + n_part2, dev)
+    n_comb = T * cdiv(H, c2.block_n) if fuse else 0  # GEMM2's (token, column tile) counters
+    if n_part1 or n_part2 or n_comb:
+        counters, partials = split_scratch(tiles1 + tiles2 + n_comb, n_part1 + n_part2, dev)
     if n_part1:
         ws1, cnt1 = partials[:n_part1], counters[:tiles1]
     else:
@@ -718,22 +739,23 @@ def triton_experts(
         ws2, cnt2 = partials[n_part1:n_part1 + n_part2], counters[tiles1:tiles1 + tiles2]
     else:
         ws2 = cnt2 = tw_flat
+    cnt_comb = counters[tiles1 + tiles2:tiles1 + tiles2 + n_comb] if fuse else tw_flat
     launch(_gemm._gemm2_kernel, (tiles2, c2.split_k),
         inter, a2_s, w2.data, w2_s, b2, tw_flat,
         al.sorted_ids, al.block_expert, al.num_post_padded,
-        y, inter_g, w2_g, ws2, cnt2,
+        y, inter_g, w2_g, ws2, cnt2, cnt_comb, out, out.stride(0),
         H, I_pad, TK, NB,
         inter.stride(0), w2.data.stride(0), w2.data.stride(1), a2_s_stride, wse2, wsn2,
         b2.stride(0) if w2_bias is not None else 0, y.stride(0),
         TOP_K=K, E_LOC=E, QUANT=quant, A_FMT=a_code, W_FMT=w_code, CD=cd, FAST_CVT=fast_cvt, KPERM=kperm,
         MXDOT=mxdot, HAS_BIAS=w2_bias is not None,
-        MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic,
+        MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic, FUSE_COMBINE=fuse,
         BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,
         EVEN_K=I_pad % c2.block_k == 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
         FAST_ACC=c2.fp8_fast_accum, SPLIT_K=c2.split_k, **pdl,
         num_warps=c2.num_warps, num_stages=c2.num_stages,
     )
-    if atomic or direct_out:
+    if atomic or direct_out or fuse:
         return out
 
     # ---- 5. combine ----

@@ -42,6 +42,12 @@ workspace, the last program to arrive (per-tile counter) adds them in split orde
 epilogue -- deterministic. USE_GDC (programmatic dependent launch): every program waits for
 the prior grid before its first load and lets the next grid launch after its main loop.
 
+FUSE_COMBINE (GEMM2 at decode): the top-k combine runs in GEMM2 instead of a fifth launch. Every
+slot's program stores its row of y, then arrives at the (token, column tile) counter; the last of the
+token's TOP_K arrivals sums the token's TOP_K rows of y in k order in fp32 and stores the output row
+-- the combine kernel's arithmetic, the same bits. Non-local slots are laid out as the extra group
+E_LOC, whose programs store zero rows and arrive too, so every token gets TOP_K arrivals.
+
 Pointer offsets that can exceed 2**31 (expert * stride, row * stride) are computed in int64.
 """
 
@@ -214,6 +220,30 @@ def _split_k_sum(part_ptr, part_stride, SPLIT_K: tl.constexpr, BLOCK_M: tl.const
         # .cg: read at L2, where the other programs' stores are (never a stale L1 line)
         acc += tl.load(part_ptr + sk * part_stride + offs, cache_modifier=".cg")
     return acc
+
+
+@triton.jit
+def _combine_arrive(y_ptr, stride_ym, slot64, row_ok, offs_n, n_ok, pid_n, num_pid_n, cnt_ptr, out_ptr, stride_om,
+                    TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """FUSE_COMBINE: after this program stored its rows of y (``slot64``, columns ``offs_n``),
+    arrive at each row's (token, column tile) counter; for the tokens whose last slot this was,
+    sum their TOP_K rows of y in k order and store the output rows (counter reset for the next
+    call). Release / acquire as in ``_split_k_is_last``, per row."""
+    tl.debug_barrier()  # every thread's y stores precede the (release) arrivals
+    tok = slot64 // TOP_K
+    cidx = tok * num_pid_n + pid_n
+    old = tl.atomic_add(cnt_ptr + cidx, tl.full([BLOCK_M], 1, tl.int32), mask=row_ok, sem="acq_rel", scope="gpu")
+    last = row_ok & (old == TOP_K - 1)
+    tl.atomic_xchg(cnt_ptr + cidx, tl.zeros([BLOCK_M], dtype=tl.int32), mask=last, sem="relaxed", scope="gpu")
+    tl.debug_barrier()  # the acquiring threads' view reaches the threads that load below
+    mask = last[:, None] & n_ok[None, :]
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for k in tl.static_range(TOP_K):
+        # .cg: the other programs' rows are at L2 (never a stale L1 line)
+        yk = tl.load(y_ptr + (tok * TOP_K + k)[:, None] * stride_ym + offs_n[None, :], mask=mask, other=0.0,
+                     cache_modifier=".cg")
+        acc += yk.to(tl.float32)
+    tl.store(out_ptr + tok[:, None] * stride_om + offs_n[None, :], acc.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -532,6 +562,9 @@ def _gemm2_kernel(
     w_gs_ptr,  # MICRO, W_FMT NVFP4: [E] fp32 global scales of w2
     ws_ptr,  # SPLIT_K > 1: fp32 [tiles, SPLIT_K, BLOCK_M * BLOCK_N] partial sums
     cnt_ptr,  # SPLIT_K > 1: int32 [tiles] arrival counters, zero on entry, left zero
+    comb_cnt_ptr,  # FUSE_COMBINE: int32 [T * cdiv(N, BLOCK_N)] arrival counters, zero on entry, left zero
+    comb_out_ptr,  # FUSE_COMBINE: [T, H] the layer's output (row stride stride_co)
+    stride_co,
     N,  # H
     K,  # I_pad
     num_slots,
@@ -556,6 +589,7 @@ def _gemm2_kernel(
     HAS_BIAS: tl.constexpr,
     MUL_ROUTING_WEIGHT: tl.constexpr,
     OUT_ATOMIC: tl.constexpr,
+    FUSE_COMBINE: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -569,7 +603,7 @@ def _gemm2_kernel(
     SPLIT_K: tl.constexpr,
     USE_GDC: tl.constexpr,  # launched with programmatic dependent launch (Hopper+): wait for the prior grid first
 ):
-    """GEMM2 + bias + routing weight, one output row per slot.
+    """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``."""
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
@@ -592,11 +626,15 @@ def _gemm2_kernel(
     st_mask = row_ok[:, None] & n_ok[None, :]
 
     if e >= E_LOC:
-        # the non-local group (only laid out when K == 1 writes the output directly): its tokens
-        # get exact zeros
+        # the non-local group (laid out when K == 1 writes the output directly, or FUSE_COMBINE):
+        # its slots get exact zeros
         if not OUT_ATOMIC:
             tl.store(out_ptr + out_offs, tl.zeros([BLOCK_M, BLOCK_N], dtype=out_ptr.dtype.element_ty),
                      mask=st_mask)
+        if FUSE_COMBINE:
+            if tl.program_id(1) == 0:  # once per slot, whatever SPLIT_K
+                _combine_arrive(out_ptr, stride_om, slot64, row_ok, offs_n, n_ok, pid_n, num_pid_n, comb_cnt_ptr,
+                                comb_out_ptr, stride_co, TOP_K, BLOCK_M, BLOCK_N)
         return
 
     offs_k = tl.arange(0, BLOCK_K)
@@ -686,3 +724,6 @@ def _gemm2_kernel(
         tl.atomic_add(out_ptr + out_offs, y, mask=st_mask, sem="relaxed")
     else:
         tl.store(out_ptr + out_offs, y, mask=st_mask)
+        if FUSE_COMBINE:
+            _combine_arrive(out_ptr, stride_om, slot64, row_ok, offs_n, n_ok, pid_n, num_pid_n, comb_cnt_ptr,
+                            comb_out_ptr, stride_co, TOP_K, BLOCK_M, BLOCK_N)
