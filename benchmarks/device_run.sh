@@ -71,11 +71,12 @@ fi
 TUNE_OUT="${TUNE_OUT:-src/fusedmoe/configs/triton_moe_tuned.json}"
 # tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]] -- any list of presets x weight formats, merged into TUNE_OUT
 # (the tuner stops starting cases once BUDGET_S, default 240, is spent; the stage is killed 80 s later)
-n_tune=0
 for st in "$@"; do
   [[ $st == tune:* ]] || continue
   IFS=: read -r _ t_presets t_formats t_budget t_tokens <<< "$st"
-  n_tune=$((n_tune + 1)); t_budget=${t_budget:-240}
+  t_budget=${t_budget:-240}
+  # one report / log per stage (device_x2.sh runs every stage as its own device_run.sh call)
+  n_tune="$(printf '%s' "$st" | md5sum | cut -c1-8)"
   timeout $((t_budget + 80)) python3 -m fusedmoe tune --preset "$t_presets" --weight-format "$t_formats" \
       ${t_tokens:+--tokens "$t_tokens"} --max-candidates "${TUNE_MAX_CANDIDATES:-6}" --jobs "${TUNE_JOBS:-10}" \
       --budget-s "$t_budget" --out "$TUNE_OUT" --report "$OUT/tune_list_$n_tune.json" --no-progress 2>&1 \

@@ -59,12 +59,34 @@ def _profile(fn, n: int) -> None:
     print(tp.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
 
 
+def _variants(fn) -> None:
+    from fusedmoe.backends.triton_moe import set_fused_combine
+    from fusedmoe.kernels import _host
+
+    prev_direct = _host._DIRECT
+    res = []
+    try:
+        for direct in (False, True):
+            for fuse in (0, 64):
+                _host._DIRECT = direct
+                prev = set_fused_combine(fuse)
+                try:
+                    res.append(f"direct={int(direct)} fused={int(bool(fuse))}: {_wall(fn, 200, False) * 1e6:6.1f}")
+                finally:
+                    set_fused_combine(prev)
+    finally:
+        _host._DIRECT = prev_direct
+    print("      eager/call us  " + "  |  ".join(res))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="qwen3-30b-a3b,deepseek-v3-tp8")
     ap.add_argument("--weight-format", default="bf16,fp8_block")
     ap.add_argument("--tokens", default="1,8")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile N eager calls per case")
+    ap.add_argument("--variants", action="store_true",
+                    help="eager time per call with direct launches off / on and the combine in GEMM2 off / on")
     args = ap.parse_args(argv)
     dev = torch.device("cuda")
     print(f"{'case':40s} {'T':>4s} {'graph us':>9s} {'eager+sync us':>14s} {'eager/call us':>14s}")
@@ -89,6 +111,8 @@ def main(argv=None) -> int:
                 print(f"{name + '/' + wf:40s} {T:4d} {g * 1e6:9.1f} {lat * 1e6:14.1f} {thr * 1e6:14.1f}")
                 if args.profile:
                     _profile(call, args.profile)
+                if args.variants:
+                    _variants(call)
             del moe, weights
             torch.cuda.empty_cache()
     return 0

@@ -11,7 +11,7 @@ cases only: ``KernelConfig.fp8_fast_accum`` with wider prefill tiles, the candid
 measured side by side with it); ``fusedmoe-pdl`` / ``fusedmoe-nopdl`` (the default configs with
 programmatic dependent launch always on / off; the default turns it on up to 512 tokens);
 ``fusedmoe-nofuse`` / ``fusedmoe-fuseall`` (the top-k combine in GEMM2 never / at every token
-count; the default fuses it up to ``set_fused_combine``'s 64 tokens).
+count; the default does not fuse it: ``set_fused_combine``).
 """
 
 import torch

@@ -257,16 +257,19 @@ def _pdl_args(device: torch.device, interp: bool, tokens: int) -> dict:
 
 # ---- combine in GEMM2 -------------------------------------------------------------------------------
 
-# GEMM2 runs the top-k combine itself (kernels/_moe_gemm.py FUSE_COMBINE: the last of a token's
-# slots to finish sums its rows; same bits as the combine kernel) for calls of at most this many
-# tokens: one launch fewer at decode. Larger calls keep the separate, fully parallel combine pass.
-_FUSED_COMBINE = {"max_tokens": 64}
+# GEMM2 can run the top-k combine itself (kernels/_moe_gemm.py FUSE_COMBINE: the last of a token's
+# slots to finish sums its rows; same bits as the combine kernel): one launch fewer. Off by default:
+# in the shared harness (CUDA graphs, H200, session 6) it made 1-32-token calls 4 % slower
+# (geomean over 25 cases each; up to 20 % on DeepSeek-V3 TP8, whose short GEMM2 programs pay the
+# per-row arrivals -- fence, atomics, barriers -- and the serialized row sums) against the 1.7 us
+# combine launch it saves; FP4 decode, which splits K anyway, gained 1-2 us.
+_FUSED_COMBINE = {"max_tokens": 0}
 
 
 def set_fused_combine(max_tokens: int) -> int:
-    """Calls of at most ``max_tokens`` tokens run the top-k combine inside GEMM2 (0: never).
-    Returns the previous setting. The results are bit-identical either way (GPU and interpreter
-    tests check it)."""
+    """Calls of at most ``max_tokens`` tokens run the top-k combine inside GEMM2 (default 0:
+    never; see ``_FUSED_COMBINE`` for the measurements). Returns the previous setting. The results
+    are bit-identical either way (GPU and interpreter tests check it)."""
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
         raise TypeError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
     prev, _FUSED_COMBINE["max_tokens"] = _FUSED_COMBINE["max_tokens"], max_tokens
