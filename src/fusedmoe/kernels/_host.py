@@ -39,20 +39,32 @@ import os as _os
 
 _DIRECT = _os.environ.get("FUSEDMOE_DIRECT_LAUNCH", "1") != "0"
 _I32_MIN, _I32_MAX = -(2 ** 31), 2 ** 31
+_RUNTIME = None  # triton.knobs.runtime, fetched on the first launch
 
 
 class _KernelSig:
-    __slots__ = ("names", "constexpr", "defaults", "param_set", "cache")
+    """Per kernel (kept on the kernel object: a dict keyed by the kernel would hash it, which
+    Triton computes from its source): parameter names, constexpr flags, defaults, compiled kernels."""
+
+    __slots__ = ("names", "constexpr", "defaults", "runtime_names", "cache", "interp", "keyfns")
 
     def __init__(self, kernel):
-        self.names = tuple(p.name for p in kernel.params)
-        self.constexpr = tuple(bool(p.is_constexpr) for p in kernel.params)
-        self.defaults = tuple(p.default for p in kernel.params)  # inspect.Parameter.empty: required
-        self.param_set = frozenset(self.names)
+        self.interp = interpreted(kernel)
+        params = () if self.interp else kernel.params  # the interpreter's kernels are launched by Triton
+        self.names = tuple(p.name for p in params)
+        self.constexpr = tuple(bool(p.is_constexpr) for p in params)
+        self.defaults = tuple(p.default for p in params)  # inspect.Parameter.empty: required
+        self.runtime_names = frozenset(n for n, c in zip(self.names, self.constexpr) if not c)
         self.cache = {}  # specialization key -> CompiledKernel
+        self.keyfns = {}  # number of positional arguments -> generated key function (_positional_key_fn)
 
 
-_SIGS: dict = {}
+def _kernel_sig(kernel) -> _KernelSig:
+    sig = getattr(kernel, "_fusedmoe_sig", None)
+    if sig is None:
+        sig = _KernelSig(kernel)
+        kernel._fusedmoe_sig = sig
+    return sig
 
 
 def _arg_key(v, is_constexpr: bool):
@@ -74,6 +86,27 @@ def _arg_key(v, is_constexpr: bool):
     raise TypeError(type(v).__name__)  # not a type this fast path knows: the caller falls back
 
 
+def _positional_key_fn(constexpr_flags):
+    """A function of the positional arguments returning their part of the key: ``_arg_key`` of
+    each, inlined for tensors and ints (one generated expression instead of a call per argument)."""
+    import torch
+
+    parts = []
+    for i, c in enumerate(constexpr_flags):
+        a = f"a{i}"
+        if c:
+            parts.append(a)
+        else:
+            parts.append(f"(({a}.dtype, ({a}.data_ptr() & 15) == 0) if {a}.__class__ is _T else "
+                         f"(('i', {a} == 1, ({a} & 15) == 0, _LO <= {a} < _HI) if {a}.__class__ is int else "
+                         f"_K({a}, False)))")
+    args = ", ".join(f"a{i}" for i in range(len(constexpr_flags)))
+    src = f"def key({args}):\n    return ({', '.join(parts)}{',' if len(parts) == 1 else ''})\n"
+    ns = {"_T": torch.Tensor, "_LO": _I32_MIN, "_HI": _I32_MAX, "_K": _arg_key}
+    exec(src, ns)  # noqa: S102 -- generated from the kernel's parameter flags only
+    return ns["key"]
+
+
 def _hooked(hook) -> bool:
     """A launch hook is installed (Triton 3.6 keeps an empty ``HookChain`` when there is none)."""
     return hook is not None and bool(getattr(hook, "calls", True))
@@ -82,32 +115,33 @@ def _hooked(hook) -> bool:
 def launch(kernel, grid, *args, **kwargs):
     """``kernel[grid](*args, **kwargs)`` for a ``triton.jit`` kernel and a tuple ``grid``; after the
     first launch of a specialization, the compiled kernel is launched directly (see above)."""
-    if not _DIRECT or interpreted(kernel):
+    global _RUNTIME
+    sig = _kernel_sig(kernel)
+    if not _DIRECT or sig.interp:
         return kernel[grid](*args, **kwargs)
-    from triton import knobs
+    if _RUNTIME is None:
+        from triton import knobs
 
-    rt = knobs.runtime
-    if _hooked(rt.launch_enter_hook) or _hooked(rt.launch_exit_hook):
+        _RUNTIME = knobs.runtime
+    if _hooked(_RUNTIME.launch_enter_hook) or _hooked(_RUNTIME.launch_exit_hook):
         return kernel[grid](*args, **kwargs)
-    sig = _SIGS.get(kernel)
-    if sig is None:
-        sig = _SIGS[kernel] = _KernelSig(kernel)
     import torch
 
     device = torch.cuda.current_device()
-    vals = list(args)
-    names, cx = sig.names, sig.constexpr
+    names, npos = sig.names, len(args)
     try:
-        for i in range(len(args), len(names)):
-            n = names[i]
-            vals.append(kwargs[n] if n in kwargs else sig.defaults[i])
-        key = [device, *(_arg_key(v, c) for v, c in zip(vals, cx))]
-        for n, v in kwargs.items():
-            if n not in sig.param_set:
-                key.append((n, v))
-        key = tuple(key)
+        keyfn = sig.keyfns.get(npos)
+        if keyfn is None:
+            keyfn = sig.keyfns[npos] = _positional_key_fn(sig.constexpr[:npos])
+        # keyword arguments enter the key by value: constexprs and launch options only
+        if not sig.runtime_names.isdisjoint(kwargs):
+            raise TypeError("a runtime argument passed by keyword")
+        key = (device, tuple(kwargs.items()), keyfn(*args))
         compiled = sig.cache.get(key)
-    except (TypeError, KeyError):  # unknown argument type / unhashable value: Triton decides
+        if compiled is not None:
+            d = sig.defaults
+            vals = [*args, *[kwargs[names[i]] if names[i] in kwargs else d[i] for i in range(npos, len(names))]]
+    except (TypeError, KeyError, ValueError):  # unknown argument type / unhashable value: Triton decides
         return kernel[grid](*args, **kwargs)
     if compiled is None:
         compiled = kernel[grid](*args, **kwargs)
