@@ -521,7 +521,7 @@ def sass_of(k):
 
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
-         even=True, fast=False, quant=4, split=1, gdc=False):
+         even=True, fast=False, quant=4, split=1, gdc=False, fuse=False):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
     ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py)."""
     swap = BM < 64
@@ -541,8 +541,8 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
         ce.update(ACT=act, GATED=gated, OUT_Q=out_q, ROUND_DTYPE=tl.bfloat16, Q_AS_FP32=False, WEIGHT_ON_INPUT=False,
                   SPLIT_K=split)
         return compile_kernel(G._gemm1_kernel, types, ce, nw, ns)
-    types = dict(common, out_ptr="*bf16", ws_ptr="*fp32", cnt_ptr="*i32")
-    ce.update(MUL_ROUTING_WEIGHT=True, OUT_ATOMIC=False, SPLIT_K=split)
+    types = dict(common, out_ptr="*bf16", ws_ptr="*fp32", cnt_ptr="*i32", comb_cnt_ptr="*i32", comb_out_ptr="*bf16")
+    ce.update(MUL_ROUTING_WEIGHT=True, OUT_ATOMIC=False, FUSE_COMBINE=fuse, SPLIT_K=split)
     return compile_kernel(G._gemm2_kernel, types, ce, nw, ns)
 
 

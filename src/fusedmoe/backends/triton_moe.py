@@ -126,11 +126,18 @@ _SINGLE_ALIGN_MAX = 256
 _ALIGN_CHUNK = 256  # slots per program of the two-kernel align
 
 
-def _kernels():
-    """Imported on first use, so TRITON_INTERPRET set after ``import fusedmoe`` is honoured."""
-    from ..kernels import _align, _combine, _moe_gemm
+_KERNELS = None
 
-    return _align, _moe_gemm, _combine
+
+def _kernels():
+    """Imported on first use, so TRITON_INTERPRET set after ``import fusedmoe`` is honoured (kept
+    afterwards: an import statement per call costs microseconds of host time)."""
+    global _KERNELS
+    if _KERNELS is None:
+        from ..kernels import _align, _combine, _moe_gemm
+
+        _KERNELS = (_align, _moe_gemm, _combine)
+    return _KERNELS
 
 
 def _compute_dtype(hidden_dtype: torch.dtype, wfmt: Format, act_format: Format, interp: bool):
@@ -345,9 +352,12 @@ def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *,
     groups = E + (1 if include_nonlocal else 0)
     P = max_padded_rows(TK, groups, block_m)
     NB = P // block_m
-    sorted_ids = torch.empty(P, dtype=torch.int32, device=dev)
-    block_expert = torch.empty(NB, dtype=torch.int32, device=dev)
-    ntpp = torch.empty(1, dtype=torch.int32, device=dev)
+    # one allocation for the three outputs, each starting 16-byte aligned (P is a multiple of
+    # block_m >= 16; the count after NB rounded up to 4 ints) so their kernels' pointer
+    # specializations do not change with the token count
+    nb_end = P + cdiv(NB, 4) * 4
+    buf = torch.empty(nb_end + 4, dtype=torch.int32, device=dev)
+    sorted_ids, block_expert, ntpp = buf[:P], buf[P:P + NB], buf[nb_end:nb_end + 1]
     if TK == 0:
         ntpp.zero_()
         block_expert.fill_(-1)

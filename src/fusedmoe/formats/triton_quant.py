@@ -36,10 +36,17 @@ _E4M3 = torch.float8_e4m3fn
 _ONE_PROGRAM_ELEMS = 1 << 14
 
 
-def _kernels():
-    from ..kernels import _quant
+_QUANT = None
 
-    return _quant
+
+def _kernels():
+    """Imported on first use (so TRITON_INTERPRET set after ``import fusedmoe`` is honoured), then kept."""
+    global _QUANT
+    if _QUANT is None:
+        from ..kernels import _quant
+
+        _QUANT = _quant
+    return _QUANT
 
 
 def _device_scalar(v, name: str, x: torch.Tensor) -> torch.Tensor:
