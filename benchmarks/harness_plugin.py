@@ -88,45 +88,30 @@ def make_fusedmoe_fastacc(case):
     return prepare, run
 
 
-def _with_pdl(mode):
-    """fusedmoe (default configs) with the programmatic-dependent-launch setting ``mode`` for its
-    calls (``set_programmatic_dependent_launch``; the default is "auto": on up to 512 tokens)."""
-    from fusedmoe.backends.triton_moe import set_programmatic_dependent_launch
+def _with_setting(setter: str, value):
+    """fusedmoe (default configs) with ``fusedmoe.backends.triton_moe.<setter>(value)`` in force
+    for its calls (``set_programmatic_dependent_launch``: default "auto", on up to 512 tokens;
+    ``set_fused_combine``: default 0, off)."""
+    from fusedmoe.backends import triton_moe
+
+    set_ = getattr(triton_moe, setter)
 
     def make(case):
         prepare, run_default = make_fusedmoe(case)
 
         def run(x, topk_weights, topk_ids):
-            prev = set_programmatic_dependent_launch(mode)
+            prev = set_(value)
             try:
                 return run_default(x, topk_weights, topk_ids)
             finally:
-                set_programmatic_dependent_launch(prev)
+                set_(prev)
 
         return prepare, run
 
     return make
 
 
-def _with_fused_combine(max_tokens):
-    """fusedmoe (default configs) with ``set_fused_combine(max_tokens)`` for its calls."""
-    from fusedmoe.backends.triton_moe import set_fused_combine
-
-    def make(case):
-        prepare, run_default = make_fusedmoe(case)
-
-        def run(x, topk_weights, topk_ids):
-            prev = set_fused_combine(max_tokens)
-            try:
-                return run_default(x, topk_weights, topk_ids)
-            finally:
-                set_fused_combine(prev)
-
-        return prepare, run
-
-    return make
-
-
-PEERS = {"fusedmoe": make_fusedmoe, "fusedmoe-fastacc": make_fusedmoe_fastacc, "fusedmoe-pdl": _with_pdl(True),
-         "fusedmoe-nopdl": _with_pdl(False), "fusedmoe-nofuse": _with_fused_combine(0),
-         "fusedmoe-fuseall": _with_fused_combine(1 << 30)}
+_PDL, _FUSE = "set_programmatic_dependent_launch", "set_fused_combine"
+PEERS = {"fusedmoe": make_fusedmoe, "fusedmoe-fastacc": make_fusedmoe_fastacc,
+         "fusedmoe-pdl": _with_setting(_PDL, True), "fusedmoe-nopdl": _with_setting(_PDL, False),
+         "fusedmoe-nofuse": _with_setting(_FUSE, 0), "fusedmoe-fuseall": _with_setting(_FUSE, 1 << 30)}

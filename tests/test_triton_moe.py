@@ -453,6 +453,28 @@ def test_programmatic_dependent_launch_switch(monkeypatch):
         tm.set_programmatic_dependent_launch(prev)
 
 
+def _graph_replay_matches(prob, wfmt, I_pad, expected, *, offset=0, replays=1):
+    """Capture one ``triton_experts`` call of ``prob`` in a CUDA graph (after an eager warm-up)
+    and check that every replay writes exactly ``expected``."""
+    out = torch.empty_like(expected)
+
+    def call():
+        triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"],
+                       activation=Activation.SWIGLU, act_params=None, act_format=ACT_FMT[wfmt],
+                       intermediate_size_padded=I_pad, a1_scale=prob["a1"], a2_scale=prob["a2"],
+                       local_expert_offset=offset, out=out)
+
+    call()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for _ in range(replays):
+        out.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, expected)
+
+
 @gpu
 @pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR], ids=lambda f: f.name)
 @pytest.mark.parametrize("T", [1, 300])
@@ -471,21 +493,7 @@ def test_gpu_programmatic_dependent_launch_same_bits(wfmt, T):
     try:
         got, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
         assert torch.equal(got, base)
-        out = torch.empty_like(base)
-
-        def launch():
-            triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"],
-                           activation=Activation.SWIGLU, act_params=None, act_format=ACT_FMT[wfmt],
-                           intermediate_size_padded=768, a1_scale=prob["a1"], a2_scale=prob["a2"], out=out)
-
-        launch()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            launch()
-        out.zero_()
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(out, base)
+        _graph_replay_matches(prob, wfmt, 768, base)
     finally:
         set_programmatic_dependent_launch(prev)
 
@@ -514,21 +522,7 @@ def test_gpu_direct_launch_same_bits(wfmt, monkeypatch):
     from fusedmoe.kernels import _moe_gemm
 
     assert _moe_gemm._gemm1_kernel._fusedmoe_sig.cache and _moe_gemm._gemm2_kernel._fusedmoe_sig.cache
-    out = torch.empty_like(base[-1])
-
-    def call():
-        triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"],
-                       activation=Activation.SWIGLU, act_params=None, act_format=ACT_FMT[wfmt],
-                       intermediate_size_padded=384, a1_scale=prob["a1"], a2_scale=prob["a2"], out=out)
-
-    call()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
-    out.zero_()
-    graph.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, base[-1])
+    _graph_replay_matches(prob, wfmt, 384, base[-1])
 
 
 @gpu
@@ -554,23 +548,7 @@ def test_gpu_fused_combine_same_bits(wfmt):
                 assert torch.equal(got, base), (T, offset)
             if offset:
                 assert torch.equal(got[0], torch.zeros_like(got[0]))
-            out = torch.empty_like(base)
-
-            def call():
-                triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"],
-                               activation=Activation.SWIGLU, act_params=None, act_format=ACT_FMT[wfmt],
-                               intermediate_size_padded=768, a1_scale=prob["a1"], a2_scale=prob["a2"],
-                               local_expert_offset=offset, out=out)
-
-            call()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                call()
-            for _ in range(2):
-                out.zero_()
-                graph.replay()
-                torch.cuda.synchronize()
-                assert torch.equal(out, base), (T, offset)
+            _graph_replay_matches(prob, wfmt, 768, base, offset=offset, replays=2)
     finally:
         set_fused_combine(prev)
 
