@@ -521,7 +521,7 @@ def sass_of(k):
 
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
-         even=True, fast=False, quant=4, split=1, gdc=False, fuse=False):
+         even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, defer=False):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
     ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py)."""
     swap = BM < 64
@@ -532,7 +532,8 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
     ce = dict(TOP_K=8, E_LOC=128, QUANT=quant, A_FMT=F[a] if micro else 0, W_FMT=F[w] if micro else 0,
               CD=tl.bfloat16, FAST_CVT=micro, KPERM=micro,
               MXDOT=mxdot, HAS_BIAS=bias, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=1 if swap else 8,
-              SWAP_AB=swap, EVEN_K=even, EVEN_N=even, UPCAST=False, PRECISION="tf32", FAST_ACC=fast, USE_GDC=gdc)
+              SWAP_AB=swap, EVEN_K=even, EVEN_N=even, UPCAST=False, PRECISION="tf32", FAST_ACC=fast, DEFER=defer,
+              USE_GDC=gdc)
     if which == 1:
         types = dict(common, ws_ptr="*fp32", cnt_ptr="*i32",
                      out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8"}[out_q],

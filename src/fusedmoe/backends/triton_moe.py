@@ -283,6 +283,27 @@ def set_fused_combine(max_tokens: int) -> int:
     return prev
 
 
+# ---- FP8 promotion ---------------------------------------------------------------------------------
+
+# FP8 per tensor / per channel weights accumulate each K-block's tensor-core partial sum into an fp32
+# accumulator ("promotion", kernels/_moe_gemm._mma). Triton's promotion waits for the block's MMA
+# before the fp32 adds, and the next MMA waits for the adds: the tensor cores idle during them (the
+# 0.66-0.95x FP8 prefill points against SGLang, which accumulates in the tensor cores). Deferred
+# promotion runs each block's MMA into a fresh accumulator and adds the previous block's partial
+# sum meanwhile (sm_90 SASS: the fp32 adds sit between the MMA's issue and its wait; same adds in
+# the same order). Opt-in until measured on a GPU; needs a third accumulator's registers.
+_DEFER_FP8 = {"on": False}
+
+
+def set_fp8_deferred_promotion(enabled: bool) -> bool:
+    """Deferred promotion for FP8 per tensor / per channel weights without fast accumulation (see
+    ``_DEFER_FP8``). Returns the previous setting."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    prev, _DEFER_FP8["on"] = _DEFER_FP8["on"], enabled
+    return prev
+
+
 # ---- split-K scratch ------------------------------------------------------------------------------
 
 # (device, stream) -> (int32 counters, fp32 partial sums). The split-K programs leave every counter
@@ -575,6 +596,7 @@ def triton_experts(
     if not tw_flat.is_contiguous():
         tw_flat = tw_flat.contiguous()
     quant = _QUANT_CODE[wfmt]
+    defer = _DEFER_FP8["on"] and wfmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL)
     round_tl = _TL_DTYPE[hidden.dtype]
     if micro:
         a_code, w_code = _F_CODE[act_format], _F_CODE[wfmt]
@@ -709,7 +731,7 @@ def triton_experts(
         HAS_BIAS=w13_bias is not None, WEIGHT_ON_INPUT=bool(weight_on_input),
         BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
         EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
-        FAST_ACC=c1.fp8_fast_accum, SPLIT_K=c1.split_k, **pdl,
+        FAST_ACC=c1.fp8_fast_accum, DEFER=defer and not c1.fp8_fast_accum, SPLIT_K=c1.split_k, **pdl,
         num_warps=c1.num_warps, num_stages=c1.num_stages,
     )
 
@@ -765,7 +787,7 @@ def triton_experts(
         MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic, FUSE_COMBINE=fuse,
         BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,
         EVEN_K=I_pad % c2.block_k == 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
-        FAST_ACC=c2.fp8_fast_accum, SPLIT_K=c2.split_k, **pdl,
+        FAST_ACC=c2.fp8_fast_accum, DEFER=defer and not c2.fp8_fast_accum, SPLIT_K=c2.split_k, **pdl,
         num_warps=c2.num_warps, num_stages=c2.num_stages,
     )
     if atomic or direct_out or fuse:

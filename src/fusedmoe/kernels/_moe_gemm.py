@@ -331,6 +331,7 @@ def _gemm1_kernel(
     UPCAST: tl.constexpr,
     PRECISION: tl.constexpr,
     FAST_ACC: tl.constexpr,
+    DEFER: tl.constexpr,  # FP8 per tensor / row: promote each K-block's partial sum one iteration late
     SPLIT_K: tl.constexpr,
     USE_GDC: tl.constexpr,  # launched with programmatic dependent launch (Hopper+): wait for the prior grid first
 ):
@@ -369,6 +370,8 @@ def _gemm1_kernel(
     else:
         acc_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     acc_u = tl.zeros_like(acc_g)
+    prev_g = tl.zeros_like(acc_g)  # DEFER: the previous K-block's partial sums
+    prev_u = tl.zeros_like(acc_g)
 
     if QUANT == Q_BLOCK:
         as_ptrs = a_scale_ptr + tok64 * stride_asm
@@ -437,6 +440,17 @@ def _gemm1_kernel(
                 if GATED:
                     wu_s = tl.load(wsu_ptrs + ki, mask=n_ok, other=0.0)
                     acc_u += _scale_block(_mma(a, wu, tl.zeros_like(acc_u), SWAP_AB, UPCAST, PRECISION, False), a_s, wu_s, SWAP_AB)
+            elif DEFER:
+                # deferred promotion: this K-block's MMA runs into a fresh accumulator while the
+                # previous block's partial sum is added to acc (the same adds in the same order as
+                # the promoted path, overlapped with the MMA instead of waiting for it)
+                cur_g = _mma(a, wg, tl.zeros_like(acc_g), SWAP_AB, UPCAST, PRECISION, True)
+                acc_g += prev_g
+                prev_g = cur_g
+                if GATED:
+                    cur_u = _mma(a, wu, tl.zeros_like(acc_u), SWAP_AB, UPCAST, PRECISION, True)
+                    acc_u += prev_u
+                    prev_u = cur_u
             else:
                 acc_g = _mma(a, wg, acc_g, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
                 if GATED:
@@ -446,6 +460,10 @@ def _gemm1_kernel(
             wg_ptrs += BLOCK_K
             if GATED:
                 wu_ptrs += BLOCK_K
+        if DEFER:
+            acc_g += prev_g
+            if GATED:
+                acc_u += prev_u
 
     if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()  # the next grid may start launching (it waits for our end)
@@ -600,6 +618,7 @@ def _gemm2_kernel(
     UPCAST: tl.constexpr,
     PRECISION: tl.constexpr,
     FAST_ACC: tl.constexpr,
+    DEFER: tl.constexpr,  # FP8 per tensor / row: promote each K-block's partial sum one iteration late
     SPLIT_K: tl.constexpr,
     USE_GDC: tl.constexpr,  # launched with programmatic dependent launch (Hopper+): wait for the prior grid first
 ):
@@ -645,6 +664,7 @@ def _gemm2_kernel(
         acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
     else:
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    prev = tl.zeros_like(acc)  # DEFER: the previous K-block's partial sum
     if QUANT == Q_BLOCK:
         as_ptrs = a_scale_ptr + slot64 * stride_asm
         ws_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
@@ -687,10 +707,16 @@ def _gemm2_kernel(
                 a_s = tl.load(as_ptrs + ki)
                 w_s = tl.load(ws_ptrs + ki, mask=n_ok, other=0.0)
                 acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s, w_s, SWAP_AB)
+            elif DEFER:  # see _gemm1_kernel
+                cur = _mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, True)
+                acc += prev
+                prev = cur
             else:
                 acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
             a_ptrs += BLOCK_K
             w_ptrs += BLOCK_K
+        if DEFER:
+            acc += prev
 
     if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()
