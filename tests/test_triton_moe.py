@@ -430,8 +430,14 @@ def test_fp8_deferred_promotion(wfmt, act):
     same result within the FP8 bound, with several K-blocks, uneven K and split-K."""
     from fusedmoe.backends.triton_moe import set_fp8_deferred_promotion
 
+    from fusedmoe.backends.triton_moe import _defer_fits
+
     with pytest.raises(TypeError, match="bool"):
         set_fp8_deferred_promotion(1)
+    # the register rule from benchmarks/sm90_defer_survey.py: the gated 128 x 128 tile never defers
+    assert _defer_fits(KernelConfig(64, 128, 128, num_warps=8), 2)
+    assert _defer_fits(KernelConfig(128, 128, 128, num_warps=8), 1)
+    assert not _defer_fits(KernelConfig(128, 128, 128, num_warps=8), 2)
     dtype, H, I_pad = _FMT_CASES[wfmt]
     prob = make_problem(T=5, H=3 * H, I=3 * I_pad, I_pad=3 * I_pad, E=4, K=2, act=act, wfmt=wfmt, dtype=dtype,
                         seed=23)

@@ -295,6 +295,14 @@ def set_fused_combine(max_tokens: int) -> int:
 _DEFER_FP8 = {"on": False}
 
 
+def _defer_fits(c: KernelConfig, w_tiles: int) -> bool:
+    """Whether deferred promotion's extra accumulators fit ``c``'s registers: at most 64 fp32
+    accumulator values per thread (block_m x block_n x weight tiles / threads). sm_90 survey of the
+    tuned FP8 prefill tiles (``benchmarks/sm90_defer_survey.py``): <= 64 per thread compile with 0-14
+    spill instructions, the gated 128 x 128 tiles (128 per thread) with 758-943."""
+    return c.block_m * c.block_n * w_tiles <= 64 * 32 * c.num_warps
+
+
 def set_fp8_deferred_promotion(enabled: bool) -> bool:
     """Deferred promotion for FP8 per tensor / per channel weights without fast accumulation (see
     ``_DEFER_FP8``). Returns the previous setting."""
@@ -731,7 +739,8 @@ def triton_experts(
         HAS_BIAS=w13_bias is not None, WEIGHT_ON_INPUT=bool(weight_on_input),
         BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
         EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
-        FAST_ACC=c1.fp8_fast_accum, DEFER=defer and not c1.fp8_fast_accum, SPLIT_K=c1.split_k, **pdl,
+        FAST_ACC=c1.fp8_fast_accum, DEFER=defer and not c1.fp8_fast_accum and _defer_fits(c1, 2 if gated else 1),
+        SPLIT_K=c1.split_k, **pdl,
         num_warps=c1.num_warps, num_stages=c1.num_stages,
     )
 
@@ -787,7 +796,8 @@ def triton_experts(
         MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic, FUSE_COMBINE=fuse,
         BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,
         EVEN_K=I_pad % c2.block_k == 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
-        FAST_ACC=c2.fp8_fast_accum, DEFER=defer and not c2.fp8_fast_accum, SPLIT_K=c2.split_k, **pdl,
+        FAST_ACC=c2.fp8_fast_accum, DEFER=defer and not c2.fp8_fast_accum and _defer_fits(c2, 1),
+        SPLIT_K=c2.split_k, **pdl,
         num_warps=c2.num_warps, num_stages=c2.num_stages,
     )
     if atomic or direct_out or fuse:
