@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from typing import Any, Mapping, Optional, Union
 
 import torch
@@ -101,6 +102,26 @@ _STATIC_ACT = (Format.FP8_TENSOR, Format.NVFP4)
 # by SASS count); MXFP8 e4m3 -> bf16 times 2^k in bf16. Bit-identical to the portable fp32 path
 # by construction (exact products); checked on the GPU by test_triton_fp4's gpu tests.
 _FAST_CVT = True
+# E2M1 -> bf16 converter of that fast path: "prmt" (byte tables, the default) or "alu" (table-free:
+# shifts / masks and a bf16 multiply by 2^126; 10 instead of 24 integer-pipe instructions per 8
+# values -- sm_90 decode GEMM1 loop: integer-pipe instructions 296 -> 252 NVFP4, 312 -> 240 MXFP4;
+# opt-in (set_fp4_converter, or FUSEDMOE_FP4_CVT=alu) until the GPU test of the fast conversions
+# and a benchmark have run on it)
+_FP4_CVT = {"mode": "alu" if os.environ.get("FUSEDMOE_FP4_CVT") == "alu" else "prmt"}
+
+
+def set_fp4_converter(mode: str) -> str:
+    """The E2M1 -> bf16 conversion of the CUDA fast path: ``"prmt"`` (default) or ``"alu"``
+    (``kernels/_blockscaled._E2M1_BF16_ALU``). Returns the previous setting."""
+    if mode not in ("prmt", "alu"):
+        raise ValueError(f"mode must be 'prmt' or 'alu', got {mode!r}")
+    prev, _FP4_CVT["mode"] = _FP4_CVT["mode"], mode
+    return prev
+
+
+def _cvt_code(fast: bool) -> int:
+    """FAST_CVT constexpr: 0 portable, 1 PRMT tables, 2 table-free E2M1."""
+    return (2 if _FP4_CVT["mode"] == "alu" else 1) if fast else 0
 _MXDOT_MAX_BLOCK_M = 32
 _ACT_CODE = {
     Activation.SWIGLU: 0,
@@ -181,7 +202,7 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
     launch(_blockscaled._dequant_kernel, grid,
         data, scale, out, R, C, data.stride(0), scale.stride(0), out.stride(0),
         FMT=_F_CODE[q.fmt], BR=block_rows, BK=block_k, EVEN_K=C % block_k == 0,
-        CD=tl.bfloat16 if fast_cvt else tl.float32, FAST_CVT=bool(fast_cvt),
+        CD=tl.bfloat16 if fast_cvt else tl.float32, FAST_CVT=_cvt_code(bool(fast_cvt)),
     )
     return out.reshape(q.shape)
 
@@ -609,7 +630,8 @@ def triton_experts(
     if micro:
         a_code, w_code = _F_CODE[act_format], _F_CODE[wfmt]
         cd, prec_micro = _compute_dtype(hidden.dtype, wfmt, act_format, interp)
-        fast_cvt = (_FAST_CVT if _fast_cvt is None else bool(_fast_cvt)) and not interp and cd == tl.bfloat16
+        fast_cvt = _cvt_code((_FAST_CVT if _fast_cvt is None else bool(_fast_cvt)) and not interp
+                             and cd == tl.bfloat16)
         # MX weights x MXFP8 activations at decode tiles: E4M3 MMAs per 32-block with scaled
         # partial sums (no dequantization; rescaling costs block_m FMAs per weight element per
         # 32-block, so tiles of 64+ rows dequantize to bf16 instead: sm_90 SASS counts in the
@@ -617,7 +639,7 @@ def triton_experts(
         mxdot = act_format is Format.MXFP8 and BM <= _MXDOT_MAX_BLOCK_M
     else:
         a_code = w_code = 0
-        cd, prec_micro, fast_cvt, mxdot = tl.float32, None, False, False
+        cd, prec_micro, fast_cvt, mxdot = tl.float32, None, 0, False
 
     # ---- 1. activation quantization of hidden ----
     a1_g = tw_flat  # NVFP4 activations: their global scale [1]
