@@ -27,13 +27,7 @@ for g, gated, quant, bm, bn, bk, nw, ns in combos:
                  BM=bm, BN=bn, BK=bk, nw=nw, ns=ns, defer=defer)
         sass, regs = sass_of(k)
         spills = len(re.findall(r"\b(?:LDL|STL)\b", sass))
-        lines = sass.splitlines()
-        arrive = [i for i, l in enumerate(lines) if "WARPGROUP.ARRIVE" in l]
-        waits = [i for i, l in enumerate(lines) if "WARPGROUP.DEPBAR" in l]
-        ov = 0
-        for i in arrive:
-            w = next((j for j in waits if j > i), len(lines))
-            ov = max(ov, sum(1 for l in lines[i:w] if re.search(r"\b(?:FADD|FFMA)\b", l)))
+        ov = mma_overlap(sass)
         row.append(f"{regs:4d} {spills:6d} {ov:7d}")
     name = "tensor" if quant == 1 else "row"
     print(f"{g} {str(gated):5s} {name:6s} {bm:3d} {bn:3d} {bk:3d} {nw:2d} {ns:2d} |      {row[0]} |      {row[1]}",

@@ -59,14 +59,7 @@ if __name__ == "__main__":
         sass, regs = sass_of(build())
         spills = len(re.findall(r"\b(?:LDL|STL)\b", sass))
         gmma = len(re.findall(r"\b[HQ]GMMA\b", sass))
-        # fp32 adds / FMAs issued while a warpgroup MMA is in flight (between its arrive and its wait)
-        lines = sass.splitlines()
-        arrive = [i for i, l in enumerate(lines) if "WARPGROUP.ARRIVE" in l]
-        waits = [i for i, l in enumerate(lines) if "WARPGROUP.DEPBAR" in l]
-        overlap = 0
-        for i in arrive:
-            w = next((j for j in waits if j > i), len(lines))
-            overlap = max(overlap, sum(1 for l in lines[i:w] if re.search(r"\b(?:FADD|FFMA)\b", l)))
+        overlap = mma_overlap(sass)  # fp32 adds / FMAs while a warpgroup MMA is in flight
         print(f"{name}|regs={regs}|spills={spills}|wgmma={gmma}|overlap={overlap}", flush=True)
 '''
 

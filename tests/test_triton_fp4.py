@@ -520,6 +520,19 @@ def sass_of(k):
         os.unlink(f.name)
 
 
+def mma_overlap(sass):
+    """The most fp32 adds / FMAs issued while a warpgroup MMA is in flight (between a
+    WARPGROUP.ARRIVE and the next WARPGROUP.DEPBAR wait)."""
+    lines = sass.splitlines()
+    arrive = [i for i, l in enumerate(lines) if "WARPGROUP.ARRIVE" in l]
+    waits = [i for i, l in enumerate(lines) if "WARPGROUP.DEPBAR" in l]
+    best = 0
+    for i in arrive:
+        w = next((j for j in waits if j > i), len(lines))
+        best = max(best, sum(1 for l in lines[i:w] if re.search(r"\b(?:FADD|FFMA)\b", l)))
+    return best
+
+
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
          even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, defer=False, cvt=None, kperm=None):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,

@@ -155,39 +155,19 @@ def _e2m1x2_bf16_prmt(b):
 # 8 values instead of 24 (shifts can issue as IMAD, the multiply is an FMA-pipe HMUL2). Same outputs
 # as _E2M1_BF16_PRMT (emulated bit-exactly over every byte value; needs the GPU's bf16 multiply to
 # keep subnormal inputs, which the GPU test of the fast conversions checks).
-_E2M1_BF16_ALU = tl.constexpr("""
-{
-.reg .b32 z0, z1, zero, k, a, b;
-mov.b32 zero, 0;
-mov.b32 k, 0x7E807E80;
-prmt.b32 z0, $4, zero, 0x4140;
-prmt.b32 z1, $4, zero, 0x4342;
-shl.b32 a, z0, 6;
-and.b32 a, a, 0x01C001C0;
-shl.b32 b, z0, 12;
-and.b32 b, b, 0x80008000;
-or.b32 a, a, b;
-mul.rn.bf16x2 $0, a, k;
-shl.b32 a, z1, 6;
-and.b32 a, a, 0x01C001C0;
-shl.b32 b, z1, 12;
-and.b32 b, b, 0x80008000;
-or.b32 a, a, b;
-mul.rn.bf16x2 $1, a, k;
-shl.b32 a, z0, 2;
-and.b32 a, a, 0x01C001C0;
-shl.b32 b, z0, 8;
-and.b32 b, b, 0x80008000;
-or.b32 a, a, b;
-mul.rn.bf16x2 $2, a, k;
-shl.b32 a, z1, 2;
-and.b32 a, a, 0x01C001C0;
-shl.b32 b, z1, 8;
-and.b32 b, b, 0x80008000;
-or.b32 a, a, b;
-mul.rn.bf16x2 $3, a, k;
-}
-""")
+def _e2m1_alu_asm() -> str:
+    """PTX of ``_E2M1_BF16_ALU``: per output register, the magnitudes shifted to bits 6-8 and the
+    signs to bit 15 of each half, then the multiply by 2^126 ($0 / $1: low nibbles of bytes 0-1 /
+    2-3; $2 / $3: their high nibbles)."""
+    lines = [".reg .b32 z0, z1, zero, k, a, b;", "mov.b32 zero, 0;", "mov.b32 k, 0x7E807E80;",
+             "prmt.b32 z0, $4, zero, 0x4140;", "prmt.b32 z1, $4, zero, 0x4342;"]
+    for out, z, mag, sign in (("$0", "z0", 6, 12), ("$1", "z1", 6, 12), ("$2", "z0", 2, 8), ("$3", "z1", 2, 8)):
+        lines += [f"shl.b32 a, {z}, {mag};", "and.b32 a, a, 0x01C001C0;", f"shl.b32 b, {z}, {sign};",
+                  "and.b32 b, b, 0x80008000;", "or.b32 a, a, b;", f"mul.rn.bf16x2 {out}, a, k;"]
+    return "{\n" + "\n".join(lines) + "\n}"
+
+
+_E2M1_BF16_ALU = tl.constexpr(_e2m1_alu_asm())
 
 
 @triton.jit
