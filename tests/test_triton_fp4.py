@@ -756,6 +756,9 @@ def test_configs_avoid_the_fp4_compiler_abort():
                 assert all(compile_problem(g, fmt) is None for g in (cand.config.gemm1, cand.config.gemm2))
         with pytest.raises(ValueError, match="do not compile"):
             choose_moe_config(512, 2048, 96, 128, 8, fmt, A.SWIGLU, "NVIDIA H200", override={"gemm2": bad})
+        with pytest.raises(ValueError, match="gemm2: FP4"):  # a whole MoEKernelConfig is checked too
+            choose_moe_config(512, 2048, 96, 128, 8, fmt, A.SWIGLU, "NVIDIA H200",
+                              override=MoEKernelConfig(KernelConfig(64, 64, 128, num_warps=4, num_stages=3), bad))
 
 
 # ---- GPU tests (real shapes) -------------------------------------------------------------------

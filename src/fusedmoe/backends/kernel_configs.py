@@ -357,6 +357,14 @@ def compile_problem(cfg: KernelConfig, weight_format: Format) -> Optional[str]:
     return None
 
 
+def _refuse_uncompilable(name: str, cfg: KernelConfig, weight_format: Format) -> KernelConfig:
+    """``cfg`` (a user's override), or ValueError naming :func:`compile_problem`'s reason."""
+    why = compile_problem(cfg, weight_format)
+    if why is not None:
+        raise ValueError(f"config {name}: {why}")
+    return cfg
+
+
 def _compile_safe(cfg: KernelConfig, weight_format: Format) -> KernelConfig:
     """``cfg`` moved off :func:`compile_problem`'s failure: 8 warps (two warpgroups split the weight
     rows), or half the weight rows when 8 warps are not enough."""
@@ -598,6 +606,9 @@ def choose_moe_config(
     given one's block_m.
     """
     if isinstance(override, MoEKernelConfig):
+        fmt = weight_format if isinstance(weight_format, Format) else Format(str(weight_format))
+        for name, g in (("gemm1", override.gemm1), ("gemm2", override.gemm2)):
+            _refuse_uncompilable(name, g, fmt)
         return override
     if override is None and table is None:
         # the per-call path (eager forwards): the same shape and token count give the same answer
@@ -631,10 +642,8 @@ def choose_moe_config(
             g1 = KernelConfig(**{**g1.to_dict(), "block_m": g2.block_m})
         else:
             g2 = KernelConfig(**{**g2.to_dict(), "block_m": g1.block_m})
-    for name in ("gemm1", "gemm2"):
-        g = g1 if name == "gemm1" else g2
-        why = compile_problem(g, fmt)
-        if why is not None and ov.get(name) is not None:
-            raise ValueError(f"config {name}: {why}")
-    g1, g2 = _compile_safe(g1, fmt), _compile_safe(g2, fmt)
+    # what was asked for is refused if it cannot compile; what was chosen (table, heuristic, a
+    # block_m taken over from the other GEMM) is moved to a config that does
+    g1 = _refuse_uncompilable("gemm1", g1, fmt) if ov.get("gemm1") is not None else _compile_safe(g1, fmt)
+    g2 = _refuse_uncompilable("gemm2", g2, fmt) if ov.get("gemm2") is not None else _compile_safe(g2, fmt)
     return MoEKernelConfig(g1, g2, atomic_combine=bool(ov.get("atomic_combine", False)))

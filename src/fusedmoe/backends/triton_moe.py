@@ -122,6 +122,8 @@ def set_fp4_converter(mode: str) -> str:
 def _cvt_code(fast: bool) -> int:
     """FAST_CVT constexpr: 0 portable, 1 PRMT tables, 2 table-free E2M1."""
     return (2 if _FP4_CVT["mode"] == "alu" else 1) if fast else 0
+
+
 _MXDOT_MAX_BLOCK_M = 32
 _ACT_CODE = {
     Activation.SWIGLU: 0,
@@ -147,18 +149,13 @@ _SINGLE_ALIGN_MAX = 256
 _ALIGN_CHUNK = 256  # slots per program of the two-kernel align
 
 
-_KERNELS = None
-
-
+@functools.cache
 def _kernels():
     """Imported on first use, so TRITON_INTERPRET set after ``import fusedmoe`` is honoured (kept
     afterwards: an import statement per call costs microseconds of host time)."""
-    global _KERNELS
-    if _KERNELS is None:
-        from ..kernels import _align, _combine, _moe_gemm
+    from ..kernels import _align, _combine, _moe_gemm
 
-        _KERNELS = (_align, _moe_gemm, _combine)
-    return _KERNELS
+    return _align, _moe_gemm, _combine
 
 
 def _compute_dtype(hidden_dtype: torch.dtype, wfmt: Format, act_format: Format, interp: bool):

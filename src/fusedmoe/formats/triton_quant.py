@@ -16,6 +16,7 @@ after ``import fusedmoe`` but before the first call.
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import torch
@@ -36,17 +37,12 @@ _E4M3 = torch.float8_e4m3fn
 _ONE_PROGRAM_ELEMS = 1 << 14
 
 
-_QUANT = None
-
-
+@functools.cache
 def _kernels():
     """Imported on first use (so TRITON_INTERPRET set after ``import fusedmoe`` is honoured), then kept."""
-    global _QUANT
-    if _QUANT is None:
-        from ..kernels import _quant
+    from ..kernels import _quant
 
-        _QUANT = _quant
-    return _QUANT
+    return _quant
 
 
 def _device_scalar(v, name: str, x: torch.Tensor) -> torch.Tensor:

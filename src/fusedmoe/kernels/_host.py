@@ -2,7 +2,7 @@
 Triton ``constexpr_function``s since Triton 3.5: called from Python each goes through a wrapper that
 unwraps its arguments (a few microseconds; an eager MoE forward makes a dozen such calls)."""
 
-import functools
+import torch
 
 
 def cdiv(a: int, b: int) -> int:
@@ -15,13 +15,19 @@ def next_pow2(n: int) -> int:
     return 1 << (int(n) - 1).bit_length() if n > 1 else 1
 
 
-@functools.lru_cache(maxsize=None)
+_INTERPRETED_CLS = None
+
+
 def interpreted(kernel) -> bool:
     """Whether ``kernel`` was created in Triton's interpreter mode (``TRITON_INTERPRET=1`` at
-    import; fixed per kernel object, so asked once)."""
-    from triton.runtime.interpreter import InterpretedFunction
+    import). An isinstance check (a cache keyed by the kernel would hash it: Triton computes that
+    from its source and dependencies)."""
+    global _INTERPRETED_CLS
+    if _INTERPRETED_CLS is None:
+        from triton.runtime.interpreter import InterpretedFunction
 
-    return isinstance(kernel, InterpretedFunction)
+        _INTERPRETED_CLS = InterpretedFunction
+    return isinstance(kernel, _INTERPRETED_CLS)
 
 
 # ---- direct launches of compiled kernels ----------------------------------------------------------
@@ -89,8 +95,6 @@ def _arg_key(v, is_constexpr: bool):
 def _positional_key_fn(constexpr_flags):
     """A function of the positional arguments returning their part of the key: ``_arg_key`` of
     each, inlined for tensors and ints (one generated expression instead of a call per argument)."""
-    import torch
-
     parts = []
     for i, c in enumerate(constexpr_flags):
         a = f"a{i}"
@@ -125,8 +129,6 @@ def launch(kernel, grid, *args, **kwargs):
         _RUNTIME = knobs.runtime
     if _hooked(_RUNTIME.launch_enter_hook) or _hooked(_RUNTIME.launch_exit_hook):
         return kernel[grid](*args, **kwargs)
-    import torch
-
     device = torch.cuda.current_device()
     names, npos = sig.names, len(args)
     try:

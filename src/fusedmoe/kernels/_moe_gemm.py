@@ -152,6 +152,16 @@ def _mma(a, w, acc, SWAP_AB: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.c
 
 
 @triton.jit
+def _mma_deferred(a, w, acc, prev, SWAP_AB: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
+    """Deferred promotion (DEFER, FP8 per tensor / row): this K-block's MMA into a fresh
+    accumulator while the previous block's partial sum ``prev`` is added to ``acc`` -- the adds of
+    the promoted path, in the same order, overlapped with the MMA instead of waiting for it.
+    Returns (acc, this block's partial sum); the caller adds the last one after the loop."""
+    cur = _mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, True)
+    return acc + prev, cur
+
+
+@triton.jit
 def _scale_block(part, a_s, w_s, SWAP_AB: tl.constexpr):
     """Dequantize one K-block partial product: part * a_s[row] * w_s[col] (layout-aware)."""
     if SWAP_AB:
@@ -441,16 +451,9 @@ def _gemm1_kernel(
                     wu_s = tl.load(wsu_ptrs + ki, mask=n_ok, other=0.0)
                     acc_u += _scale_block(_mma(a, wu, tl.zeros_like(acc_u), SWAP_AB, UPCAST, PRECISION, False), a_s, wu_s, SWAP_AB)
             elif DEFER:
-                # deferred promotion: this K-block's MMA runs into a fresh accumulator while the
-                # previous block's partial sum is added to acc (the same adds in the same order as
-                # the promoted path, overlapped with the MMA instead of waiting for it)
-                cur_g = _mma(a, wg, tl.zeros_like(acc_g), SWAP_AB, UPCAST, PRECISION, True)
-                acc_g += prev_g
-                prev_g = cur_g
+                acc_g, prev_g = _mma_deferred(a, wg, acc_g, prev_g, SWAP_AB, UPCAST, PRECISION)
                 if GATED:
-                    cur_u = _mma(a, wu, tl.zeros_like(acc_u), SWAP_AB, UPCAST, PRECISION, True)
-                    acc_u += prev_u
-                    prev_u = cur_u
+                    acc_u, prev_u = _mma_deferred(a, wu, acc_u, prev_u, SWAP_AB, UPCAST, PRECISION)
             else:
                 acc_g = _mma(a, wg, acc_g, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
                 if GATED:
@@ -707,10 +710,8 @@ def _gemm2_kernel(
                 a_s = tl.load(as_ptrs + ki)
                 w_s = tl.load(ws_ptrs + ki, mask=n_ok, other=0.0)
                 acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s, w_s, SWAP_AB)
-            elif DEFER:  # see _gemm1_kernel
-                cur = _mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, True)
-                acc += prev
-                prev = cur
+            elif DEFER:
+                acc, prev = _mma_deferred(a, w, acc, prev, SWAP_AB, UPCAST, PRECISION)
             else:
                 acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
             a_ptrs += BLOCK_K
