@@ -2,7 +2,7 @@
 # One device call: environment, GPU tests, demo, the shared peer harness with our plugin, tuning.
 #   bash benchmarks/device_run.sh [tests] [tests-core] [demo] [quick|full] [tune-fp8] [tune-fp4] [tune-rest]
 #                                  [tune-cover-a] [tune-cover-b] [tune-cover-c] [tune-cover-d] [tune-fp8-prefill] [eager] [bench] [bench-all]
-#                                  [bench-fp4] [dist] [tests-rest] [profile] [breakdown] [bench-fp4-alu] [tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]]]
+#                                  [bench-fp4] [dist] [tests-rest] [profile] [breakdown] [tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]]]
 # $OUT brings back at most 8 files: pack the rest (tar) at the end of a call.
 # tune-cover-*: merged into TUNE_OUT (default: the shipped table), so two GPUs can tune at once
 # (CUDA_VISIBLE_DEVICES=0 / 1, each its own TUNE_OUT; merge the files with merge_into_file).
@@ -143,12 +143,6 @@ if [[ "$stages" == *" bench-fp4 "* ]]; then
   timeout "${BENCH_FP4_TIMEOUT_S:-200}" python3 -m fusedmoe bench --preset nemotron-super,nemotron-nano,gpt-oss-120b \
       --weight-format nvfp4,mxfp4 --tokens 1,8,64,4096 --peers triton --quick-ceilings --out "$OUT/bench_fp4" \
       --no-progress 2>&1 | tee "$OUT/bench_fp4.log" | tail -30
-fi
-if [[ "$stages" == *" bench-fp4-alu "* ]]; then
-  # the same FP4 bench with the table-free E2M1 converter (FUSEDMOE_FP4_CVT=alu), to compare with bench-fp4
-  FUSEDMOE_FP4_CVT=alu timeout "${BENCH_FP4_TIMEOUT_S:-200}" python3 -m fusedmoe bench \
-      --preset nemotron-super,nemotron-nano,gpt-oss-120b --weight-format nvfp4,mxfp4 --tokens 1,8,64,4096 \
-      --peers triton --quick-ceilings --out "$OUT/bench_fp4_alu" --no-progress 2>&1 | tee "$OUT/bench_fp4_alu.log" | tail -30
 fi
 if [[ "$stages" == *" dist "* ]]; then
   # expert / tensor parallelism on 2 GPUs (benchmarks/DISTRIBUTED.md): world size 1 and 2, then the NCCL tests

@@ -11,8 +11,7 @@ cases only: ``KernelConfig.fp8_fast_accum`` with wider prefill tiles, the candid
 measured side by side with it); ``fusedmoe-pdl`` / ``fusedmoe-nopdl`` (the default configs with
 programmatic dependent launch always on / off; the default turns it on up to 512 tokens);
 ``fusedmoe-nofuse`` / ``fusedmoe-fuseall`` (the top-k combine in GEMM2 never / at every token
-count; the default does not fuse it: ``set_fused_combine``); ``fusedmoe-defer`` (deferred FP8 promotion,
-``set_fp8_deferred_promotion``, opt-in until measured).
+count; the default does not fuse it: ``set_fused_combine``).
 """
 
 import torch
@@ -92,7 +91,7 @@ def make_fusedmoe_fastacc(case):
 def _with_setting(setter: str, value):
     """fusedmoe (default configs) with ``fusedmoe.backends.triton_moe.<setter>(value)`` in force
     for its calls (``set_programmatic_dependent_launch``: default "auto", on up to 512 tokens;
-    ``set_fused_combine``: default 0, off; ``set_fp8_deferred_promotion``: default off)."""
+    ``set_fused_combine``: default 0, off)."""
     from fusedmoe.backends import triton_moe
 
     set_ = getattr(triton_moe, setter)
@@ -112,8 +111,7 @@ def _with_setting(setter: str, value):
     return make
 
 
-_PDL, _FUSE, _DEFER = "set_programmatic_dependent_launch", "set_fused_combine", "set_fp8_deferred_promotion"
+_PDL, _FUSE = "set_programmatic_dependent_launch", "set_fused_combine"
 PEERS = {"fusedmoe": make_fusedmoe, "fusedmoe-fastacc": make_fusedmoe_fastacc,
          "fusedmoe-pdl": _with_setting(_PDL, True), "fusedmoe-nopdl": _with_setting(_PDL, False),
-         "fusedmoe-nofuse": _with_setting(_FUSE, 0), "fusedmoe-fuseall": _with_setting(_FUSE, 1 << 30),
-         "fusedmoe-defer": _with_setting(_DEFER, True)}
+         "fusedmoe-nofuse": _with_setting(_FUSE, 0), "fusedmoe-fuseall": _with_setting(_FUSE, 1 << 30)}

@@ -520,32 +520,28 @@ def sass_of(k):
         os.unlink(f.name)
 
 
-def mma_overlap(sass):
-    """The most fp32 adds / FMAs issued while a warpgroup MMA is in flight (between a
-    WARPGROUP.ARRIVE and the next WARPGROUP.DEPBAR wait)."""
-    lines = sass.splitlines()
-    arrive = [i for i, l in enumerate(lines) if "WARPGROUP.ARRIVE" in l]
-    waits = [i for i, l in enumerate(lines) if "WARPGROUP.DEPBAR" in l]
-    best = 0
-    for i in arrive:
-        w = next((j for j in waits if j > i), len(lines))
-        best = max(best, sum(1 for l in lines[i:w] if re.search(r"\b(?:FADD|FFMA)\b", l)))
-    return best
+def _kperm(w, micro, BK):
+    """The launcher's K order (fusedmoe.backends.triton_moe._kperm)."""
+    if not micro:
+        return 0
+    return (3 if BK >= 32 else 2) if w in ("nvfp4", "mxfp4") else 1
 
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
-         even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, defer=False, cvt=None, kperm=None):
+         even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, cvt=None, kperm=None):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
     ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py)."""
     swap = BM < 64
     micro = quant == 4
-    common = dict(a_ptr=VAL[a], a_scale_ptr=SCL[a], w_ptr=VAL[w], w_scale_ptr=SCL[w], bias_ptr="*fp32",
+    fast_cvt = micro if cvt is None else cvt
+    val16 = lambda f: "*i16" if fast_cvt and not mxdot and f in ("nvfp4", "mxfp4") else VAL[f]  # noqa: E731
+    common = dict(a_ptr=val16(a), a_scale_ptr=SCL[a], w_ptr=val16(w), w_scale_ptr=SCL[w], bias_ptr="*fp32",
                   topk_w_ptr="*fp32", sorted_ids_ptr="*i32", block_expert_ptr="*i32", num_post_padded_ptr="*i32",
                   a_gs_ptr="*fp32", w_gs_ptr="*fp32", act_alpha="fp32", act_beta="fp32", act_limit="fp32")
     ce = dict(TOP_K=8, E_LOC=128, QUANT=quant, A_FMT=F[a] if micro else 0, W_FMT=F[w] if micro else 0,
-              CD=tl.bfloat16, FAST_CVT=micro if cvt is None else cvt, KPERM=micro if kperm is None else kperm,
+              CD=tl.bfloat16, FAST_CVT=micro if cvt is None else cvt, KPERM=_kperm(w, micro, BK) if kperm is None else kperm,
               MXDOT=mxdot, HAS_BIAS=bias, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=1 if swap else 8,
-              SWAP_AB=swap, EVEN_K=even, EVEN_N=even, UPCAST=False, PRECISION="tf32", FAST_ACC=fast, DEFER=defer,
+              SWAP_AB=swap, EVEN_K=even, EVEN_N=even, UPCAST=False, PRECISION="tf32", FAST_ACC=fast,
               USE_GDC=gdc)
     if which == 1:
         types = dict(common, ws_ptr="*fp32", cnt_ptr="*i32",
@@ -576,13 +572,12 @@ VARIANTS = {
     "g2 NVFP4xBF16 K/N tails": lambda: gemm(2, "nvfp4", "plain", BK=64, even=False),
     # prefill (block_m 128 / 64, 8 warps): the dequantized weight tile goes through shared memory
     "g1 NVFP4xBF16 prefill": lambda: gemm(1, "nvfp4", "plain", BM=128, nw=8, ns=3),
-    # the table-free E2M1 converter (FAST_CVT 2, opt-in) in the production K order
-    "g1 NVFP4xBF16 decode alu-cvt": lambda: gemm(1, "nvfp4", "plain", cvt=2, kperm=2),
-    "g2 MXFP4xBF16 decode alu-cvt": lambda: gemm(2, "mxfp4", "plain", cvt=2, kperm=2),
+    "g2 NVFP4xBF16 prefill K/N tails": lambda: gemm(2, "nvfp4", "plain", BM=128, nw=8, ns=3, BK=32, even=False),
+    "g2 NVFP4xBF16 decode block_k 16": lambda: gemm(2, "nvfp4", "plain", BK=16),
     "g1 MXFP8xMXFP8 prefill dequant": lambda: gemm(1, "mxfp8", "mxfp8", out_q=3, BM=64, nw=8, ns=3),
     "g2 MXFP4xBF16 prefill": lambda: gemm(2, "mxfp4", "plain", BM=128, BN=128, nw=8, ns=3),
     "dequant tiles fast": lambda: compile_kernel(
-        B._dequant_kernel, dict(ptr="*u8", s_ptr="*u8", out_ptr="*fp32"),
+        B._dequant_kernel, dict(ptr="*i16", s_ptr="*u8", out_ptr="*fp32"),
         dict(FMT=3, BR=32, BK=64, EVEN_K=True, CD=tl.bfloat16, FAST_CVT=True), 4, 1),
 }
 
@@ -648,8 +643,8 @@ def test_errors():
 
 
 def _emulate_ptx(asm: str, inputs):
-    """Run the straight-line PTX of an inline-asm converter on 32-bit ints (mov, prmt default mode,
-    shl, and, or, mul.rn.bf16x2 with exact products): the register file after the block."""
+    """Run the straight-line PTX of an inline-asm converter on 32-bit ints (mov, shl, shr, and, or,
+    mul.rn.bf16x2 with exact products): the register file after the block."""
     import struct
 
     def bf(bits):
@@ -671,12 +666,10 @@ def _emulate_ptx(asm: str, inputs):
         x = [val(t) for t in src]
         if op == "mov.b32":
             r = x[0]
-        elif op == "prmt.b32":
-            by = [(x[0] >> (8 * i)) & 0xFF for i in range(4)] + [(x[1] >> (8 * i)) & 0xFF for i in range(4)]
-            assert all(((x[2] >> (4 * j)) & 8) == 0 for j in range(4)), "sign-replicate mode not emulated"
-            r = sum(by[(x[2] >> (4 * j)) & 7] << (8 * j) for j in range(4))
         elif op == "shl.b32":
             r = (x[0] << x[1]) & 0xFFFFFFFF
+        elif op == "shr.b32":
+            r = x[0] >> x[1]
         elif op == "and.b32":
             r = x[0] & x[1]
         elif op == "or.b32":
@@ -689,37 +682,38 @@ def _emulate_ptx(asm: str, inputs):
     return regs
 
 
-def test_table_free_e2m1_converter_ptx():
-    """The table-free E2M1 -> bf16 converter's PTX (``_E2M1_BF16_ALU``), emulated, equals the
-    E2M1 table for every nibble in every byte position, signed zeros included, in the output order
-    of the PRMT converter ($0 / $1 low nibbles of bytes 0-1 / 2-3, $2 / $3 high nibbles)."""
+@pytest.mark.parametrize("restore", [False, True], ids=["nvfp4-unrestored", "mx-restored"])
+def test_nibble_aligned_e2m1_converter_ptx(restore):
+    """The nibble-aligned converter's PTX (``_E2M1_BF16_NIB`` / ``_RESTORED``), emulated, on 16-bit
+    words holding every nibble value in every position (and random ones), in both register halves: output $s, half h = nibble s (bits 4s .. 4s + 3)
+    of word h -- elementwise in the words, as inline_asm_elementwise requires; values
+    ``e2m1 * 2^-126`` (NVFP4: the rest of 2^126 is in the block scale and the accumulator factor) or
+    ``e2m1`` when restored; signed zeros kept."""
     import math
     import struct
 
-    from fusedmoe.backends.triton_moe import set_fp4_converter
-    from fusedmoe.kernels._blockscaled import _E2M1_BF16_ALU
+    from fusedmoe.kernels._blockscaled import _E2M1_BF16_NIB, _E2M1_BF16_NIB_RESTORED, _NIB_ACC_FACTOR
 
-    with pytest.raises(ValueError, match="prmt"):
-        set_fp4_converter("lut")
     table = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
-
-    def e2m1(n):
-        return math.copysign(table[n & 7], -1.0 if n & 8 else 1.0)
+    unit = 1.0 if restore else 2.0 ** -126
+    asm = str(getattr(_E2M1_BF16_NIB_RESTORED if restore else _E2M1_BF16_NIB, "value", None))
+    assert float(getattr(_NIB_ACC_FACTOR, "value", _NIB_ACC_FACTOR)) == 2.0 ** 16  # 2^126 = 2^110 * 2^16
 
     def bf(bits):
         return struct.unpack("<f", struct.pack("<I", (bits & 0xFFFF) << 16))[0]
 
-    asm = str(getattr(_E2M1_BF16_ALU, "value", _E2M1_BF16_ALU))
-    for b in range(256):
-        for pos in range(4):
-            word = (b << (8 * pos)) | (((b * 37 + 11) & 0xFF) << (8 * ((pos + 1) % 4)))
-            regs = _emulate_ptx(asm, [0, 0, 0, 0, word])
-            nib_lo, nib_hi = b & 15, b >> 4
-            out_lo = regs["$0" if pos < 2 else "$1"] >> (16 * (pos % 2))
-            out_hi = regs["$2" if pos < 2 else "$3"] >> (16 * (pos % 2))
-            for got, n in ((out_lo, nib_lo), (out_hi, nib_hi)):
-                want = e2m1(n)
-                assert struct.pack("<f", bf(got)) == struct.pack("<f", want), (b, pos, n, bf(got), want)
+    g = torch.Generator().manual_seed(5)
+    words = [i | (i + 5) % 16 << 4 | (i + 9) % 16 << 8 | (i + 13) % 16 << 12 for i in range(16)]  # every
+    words += torch.randint(0, 1 << 16, (2048,), generator=g).tolist()  # nibble value in every position
+    for w in words:
+        other = (w * 40503 + 12345) & 0xFFFF
+        for h in range(2):
+            regs = _emulate_ptx(asm, [0, 0, 0, 0, (w << 16 | other) if h else (other << 16 | w)])
+            for s_ in range(4):
+                n = (w >> (4 * s_)) & 15
+                got = bf(regs[f"${s_}"] >> (16 * h))
+                want = math.copysign(table[n & 7] * unit, -1.0 if n & 8 else 1.0)
+                assert struct.pack("<f", got) == struct.pack("<f", want), (w, h, s_, got, want)
 
 
 def test_heuristic_block_scaled():
@@ -833,22 +827,17 @@ def test_gpu_cuda_graph_and_determinism(pair):
 
 
 @gpu
-@pytest.mark.parametrize("fast", [False, True, "alu"], ids=["portable", "fast_cvt", "alu_cvt"])
+@pytest.mark.parametrize("fast", [False, True], ids=["portable", "fast_cvt"])
 @pytest.mark.parametrize("fmt", [F.NVFP4, F.MXFP4, F.MXFP8], ids=lambda f: f.name)
 def test_gpu_tile_dequantization_is_bit_exact(fmt, fast):
     """The compiled dequantization, fp32 (portable) and bf16 through the inline-PTX conversions
-    (fast_cvt: PRMT tables for E2M1, bf16 block-scale products; alu_cvt: the table-free E2M1
-    converter, whose bf16 multiply must keep the subnormal 0.5 * 2^-126), vs fm.dequantize bit for
-    bit. The bf16 products are checked where they are normal numbers (UE8M0 codes 10..240)."""
-    from fusedmoe.backends.triton_moe import set_fp4_converter
-
+    (fast_cvt: the nibble-aligned E2M1 converter -- MX values restored by a bf16 multiply that
+    must keep the subnormal 0.5 * 2^-126, NVFP4 tiles short of 2^16, which dequantize_tiles
+    restores -- and bf16 block-scale products), vs fm.dequantize bit for bit. The bf16 products are
+    checked where they are normal numbers (UE8M0 codes 10..240)."""
     g = torch.Generator().manual_seed(0)
     q = _random_operand(fmt, (4, 256, 2880), g, mx_codes=(10, 241) if fast else None)
-    prev = set_fp4_converter("alu" if fast == "alu" else "prmt")
-    try:
-        tiles = dequantize_tiles(q.to("cuda"), block_rows=32, block_k=64, fast_cvt=bool(fast)).cpu()
-    finally:
-        set_fp4_converter(prev)
+    tiles = dequantize_tiles(q.to("cuda"), block_rows=32, block_k=64, fast_cvt=fast).cpu()
     ref = dequantize(q)
     got = torch.div(tiles, q.global_scale[:, None, None]) if fmt is F.NVFP4 else tiles
     assert torch.equal(got.view(torch.int32), ref.view(torch.int32))
@@ -868,12 +857,5 @@ def test_gpu_fast_conversions_are_bit_identical(pair, T):
               intermediate_size_padded=W.padded_intermediate_size, w13_bias=W.w13_bias, w2_bias=W.w2_bias,
               a1_scale=a1, a2_scale=a2)
     args = (hidden, W.w13, W.w2, topk.ids, topk.weights)
-    from fusedmoe.backends.triton_moe import set_fp4_converter
-
     portable = triton_experts(*args, _fast_cvt=False, **kw)
     assert torch.equal(triton_experts(*args, _fast_cvt=True, **kw), portable)
-    prev = set_fp4_converter("alu")  # the table-free E2M1 converter
-    try:
-        assert torch.equal(triton_experts(*args, _fast_cvt=True, **kw), portable)
-    finally:
-        set_fp4_converter(prev)

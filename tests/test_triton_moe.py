@@ -422,37 +422,6 @@ def test_fused_combine_same_bits(wfmt):
         set_fused_combine(prev)
 
 
-@interpreter
-@pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL], ids=lambda f: f.name)
-@pytest.mark.parametrize("act", [Activation.SWIGLU, Activation.RELU2], ids=lambda a: a.name)
-def test_fp8_deferred_promotion(wfmt, act):
-    """Deferred FP8 promotion (opt-in): each K-block's partial sum added one iteration late -- the
-    same result within the FP8 bound, with several K-blocks, uneven K and split-K."""
-    from fusedmoe.backends.triton_moe import set_fp8_deferred_promotion
-
-    from fusedmoe.backends.triton_moe import _defer_fits
-
-    with pytest.raises(TypeError, match="bool"):
-        set_fp8_deferred_promotion(1)
-    # the register rule from benchmarks/sm90_defer_survey.py: the gated 128 x 128 tile never defers
-    assert _defer_fits(KernelConfig(64, 128, 128, num_warps=8), 2)
-    assert _defer_fits(KernelConfig(128, 128, 128, num_warps=8), 1)
-    assert not _defer_fits(KernelConfig(128, 128, 128, num_warps=8), 2)
-    dtype, H, I_pad = _FMT_CASES[wfmt]
-    prob = make_problem(T=5, H=3 * H, I=3 * I_pad, I_pad=3 * I_pad, E=4, K=2, act=act, wfmt=wfmt, dtype=dtype,
-                        seed=23)
-    prev = set_fp8_deferred_promotion(True)
-    try:
-        for cfg in (MoEKernelConfig(KernelConfig(16, 32, 32), KernelConfig(16, 32, 32)),
-                    MoEKernelConfig(KernelConfig(16, 32, 64, split_k=2), KernelConfig(16, 32, 64, split_k=2))):
-            got, ref = run_case(prob, act=act, wfmt=wfmt, config=cfg)
-            mx, rms = _errors(got, ref)
-            bmx, brms = _bounds(wfmt, dtype)
-            assert mx <= bmx and rms <= brms, (cfg, mx, rms)
-    finally:
-        set_fp8_deferred_promotion(prev)
-
-
 def test_programmatic_dependent_launch_switch(monkeypatch):
     from fusedmoe.backends import triton_moe as tm
 
@@ -582,27 +551,6 @@ def test_gpu_fused_combine_same_bits(wfmt):
             _graph_replay_matches(prob, wfmt, 768, base, offset=offset, replays=2)
     finally:
         set_fused_combine(prev)
-
-
-@gpu
-@pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL], ids=lambda f: f.name)
-@pytest.mark.parametrize("T", [8, 2048])
-def test_gpu_fp8_deferred_promotion_same_bits(wfmt, T):
-    """Deferred promotion adds the same tensor-core partial sums in the same order as Triton's
-    promotion (``max_num_imprecise_acc``): the same bits, eager and in a CUDA graph."""
-    from fusedmoe.backends.triton_moe import set_fp8_deferred_promotion
-
-    prob = make_problem(T=T, H=2048, I=768, I_pad=768, E=128, K=8, act=Activation.SWIGLU, wfmt=wfmt,
-                        dtype=torch.bfloat16, seed=T)
-    prev = set_fp8_deferred_promotion(False)
-    try:
-        base, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
-        set_fp8_deferred_promotion(True)
-        got, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
-        assert torch.equal(got, base)
-        _graph_replay_matches(prob, wfmt, 768, base)
-    finally:
-        set_fp8_deferred_promotion(prev)
 
 
 def test_split_k_config_rules():

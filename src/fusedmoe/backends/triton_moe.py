@@ -97,31 +97,30 @@ _MICRO_WEIGHTS = (Format.NVFP4, Format.MXFP4, Format.MXFP8)
 _F_CODE = {Format.BF16: 0, Format.FP8_TENSOR: 1, Format.NVFP4: 2, Format.MXFP4: 3, Format.MXFP8: 4}
 # activation formats whose static scale (dequant convention) the weights may carry
 _STATIC_ACT = (Format.FP8_TENSOR, Format.NVFP4)
-# CUDA, bf16 MMA operands: E2M1 -> bf16 through PRMT byte tables and the block scale multiplied in
-# bf16 (kernels/_blockscaled._e2m1x2_bf16_prmt; ~3 instructions per value instead of ~10 on sm_90
-# by SASS count); MXFP8 e4m3 -> bf16 times 2^k in bf16. Bit-identical to the portable fp32 path
-# by construction (exact products); checked on the GPU by test_triton_fp4's gpu tests.
+# CUDA, bf16 MMA operands: E2M1 -> bf16 by the nibble-aligned converter (packed FP4 read as 16-bit
+# words, kernels/_blockscaled._e2m1x4_bf16_nib; NVFP4's exponent restore folded into its block
+# scale) and the block scale multiplied in bf16; MXFP8 e4m3 -> bf16 times 2^k in bf16.
+# Bit-identical to the portable fp32 path by construction (exact products, same K order); checked
+# on the GPU by test_triton_fp4's gpu tests.
 _FAST_CVT = True
-# E2M1 -> bf16 converter of that fast path: "prmt" (byte tables, the default) or "alu" (table-free:
-# shifts / masks and a bf16 multiply by 2^126; 10 instead of 24 integer-pipe instructions per 8
-# values -- sm_90 decode GEMM1 loop: integer-pipe instructions 296 -> 252 NVFP4, 312 -> 240 MXFP4;
-# opt-in (set_fp4_converter, or FUSEDMOE_FP4_CVT=alu) until the GPU test of the fast conversions
-# and a benchmark have run on it)
-_FP4_CVT = {"mode": "alu" if os.environ.get("FUSEDMOE_FP4_CVT") == "alu" else "prmt"}
-
-
-def set_fp4_converter(mode: str) -> str:
-    """The E2M1 -> bf16 conversion of the CUDA fast path: ``"prmt"`` (default) or ``"alu"``
-    (``kernels/_blockscaled._E2M1_BF16_ALU``). Returns the previous setting."""
-    if mode not in ("prmt", "alu"):
-        raise ValueError(f"mode must be 'prmt' or 'alu', got {mode!r}")
-    prev, _FP4_CVT["mode"] = _FP4_CVT["mode"], mode
-    return prev
 
 
 def _cvt_code(fast: bool) -> int:
-    """FAST_CVT constexpr: 0 portable, 1 PRMT tables, 2 table-free E2M1."""
-    return (2 if _FP4_CVT["mode"] == "alu" else 1) if fast else 0
+    """FAST_CVT constexpr: 0 portable, 1 inline-PTX conversions."""
+    return 1 if fast else 0
+
+
+def _nib_view(t: torch.Tensor, on: bool) -> torch.Tensor:
+    """Packed FP4 storage (uint8) as the 16-bit words the fast E2M1 converter reads (``on``); other
+    operands unchanged."""
+    return t.view(torch.int16) if on and t.dtype == torch.uint8 else t
+
+
+def _kperm(kperm: int, block_k: int) -> int:
+    """The K order of one GEMM: for FP4 weights the fast E2M1 converter's (3) when the tile has at
+    least 32 K values -- in the portable path too, so that both add the same products in the same
+    order (bit-identical results) -- else ``kperm``."""
+    return 3 if kperm == 2 and block_k >= 32 else kperm
 
 
 _MXDOT_MAX_BLOCK_M = 32
@@ -196,6 +195,7 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
     scale = q.scale.reshape(R, -1).contiguous() if q.fmt.block_size else data
     out = torch.empty((R, C), dtype=torch.float32, device=data.device)
     grid = (cdiv(R, block_rows), cdiv(C, block_k))
+    data = _nib_view(data, bool(fast_cvt))
     launch(_blockscaled._dequant_kernel, grid,
         data, scale, out, R, C, data.stride(0), scale.stride(0), out.stride(0),
         FMT=_F_CODE[q.fmt], BR=block_rows, BK=block_k, EVEN_K=C % block_k == 0,
@@ -298,35 +298,6 @@ def set_fused_combine(max_tokens: int) -> int:
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
         raise TypeError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
     prev, _FUSED_COMBINE["max_tokens"] = _FUSED_COMBINE["max_tokens"], max_tokens
-    return prev
-
-
-# ---- FP8 promotion ---------------------------------------------------------------------------------
-
-# FP8 per tensor / per channel weights accumulate each K-block's tensor-core partial sum into an fp32
-# accumulator ("promotion", kernels/_moe_gemm._mma). Triton's promotion waits for the block's MMA
-# before the fp32 adds, and the next MMA waits for the adds: the tensor cores idle during them (the
-# 0.66-0.95x FP8 prefill points against SGLang, which accumulates in the tensor cores). Deferred
-# promotion runs each block's MMA into a fresh accumulator and adds the previous block's partial
-# sum meanwhile (sm_90 SASS: the fp32 adds sit between the MMA's issue and its wait; same adds in
-# the same order). Opt-in until measured on a GPU; needs a third accumulator's registers.
-_DEFER_FP8 = {"on": False}
-
-
-def _defer_fits(c: KernelConfig, w_tiles: int) -> bool:
-    """Whether deferred promotion's extra accumulators fit ``c``'s registers: at most 64 fp32
-    accumulator values per thread (block_m x block_n x weight tiles / threads). sm_90 survey of the
-    tuned FP8 prefill tiles (``benchmarks/sm90_defer_survey.py``): <= 64 per thread compile with 0-14
-    spill instructions, the gated 128 x 128 tiles (128 per thread) with 758-943."""
-    return c.block_m * c.block_n * w_tiles <= 64 * 32 * c.num_warps
-
-
-def set_fp8_deferred_promotion(enabled: bool) -> bool:
-    """Deferred promotion for FP8 per tensor / per channel weights without fast accumulation (see
-    ``_DEFER_FP8``). Returns the previous setting."""
-    if not isinstance(enabled, bool):
-        raise TypeError(f"enabled must be a bool, got {enabled!r}")
-    prev, _DEFER_FP8["on"] = _DEFER_FP8["on"], enabled
     return prev
 
 
@@ -538,7 +509,8 @@ def triton_experts(
         )
     micro = wfmt in _MICRO_WEIGHTS
     # K order of the dots (kernels/_blockscaled._dot_order): FP4 weights take the order in which
-    # the MMA's register pairs are the E2M1 converter's own output pairs (mode 2), MXFP8 mode 1
+    # the MMA's register pairs are the E2M1 converter's own output pairs (mode 3 from block_k 32,
+    # _kperm; mode 2 below), MXFP8 mode 1
     kperm = (2 if wfmt in (Format.NVFP4, Format.MXFP4) else 1) if micro else 0
     T, H = hidden.shape
     I_pad = int(intermediate_size_padded)
@@ -622,7 +594,6 @@ def triton_experts(
     if not tw_flat.is_contiguous():
         tw_flat = tw_flat.contiguous()
     quant = _QUANT_CODE[wfmt]
-    defer = _DEFER_FP8["on"] and wfmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL)
     round_tl = _TL_DTYPE[hidden.dtype]
     if micro:
         a_code, w_code = _F_CODE[act_format], _F_CODE[wfmt]
@@ -745,20 +716,24 @@ def triton_experts(
         ws1, cnt1 = partials[:n_part1], counters[:tiles1]
     else:
         ws1 = cnt1 = tw_flat
+    # the nibble-aligned E2M1 converter reads packed FP4 as 16-bit words: int16 views (strides too)
+    nib = bool(fast_cvt) and not mxdot
+    a1_d, w13_d = _nib_view(a1, nib), _nib_view(w13.data, nib)
     launch(_gemm._gemm1_kernel, grid1,
-        a1, a1_s, w13.data, w13_s, b13, tw_flat,
+        a1_d, a1_s, w13_d, w13_s, b13, tw_flat,
         al.sorted_ids, al.block_expert, al.num_post_padded,
         inter, out_scale, q_scale, a1_g, w13_g, ws1, cnt1,
         I_pad, H, TK, NB,
-        a1.stride(0), w13.data.stride(0), w13.data.stride(1), a1_s_stride, wse1, wsn1,
+        a1_d.stride(0), w13_d.stride(0), w13_d.stride(1), a1_s_stride, wse1, wsn1,
         b13.stride(0) if w13_bias is not None else 0, inter.stride(0), osm,
         float(p.alpha), float(p.beta), float(p.limit),
         TOP_K=K, E_LOC=E, ACT=_ACT_CODE[activation], GATED=gated, QUANT=quant, A_FMT=a_code, W_FMT=w_code,
-        CD=cd, FAST_CVT=fast_cvt, KPERM=kperm, MXDOT=mxdot, OUT_Q=out_q, ROUND_DTYPE=round_tl, Q_AS_FP32=as_fp32,
+        CD=cd, FAST_CVT=fast_cvt, KPERM=_kperm(kperm, c1.block_k), MXDOT=mxdot, OUT_Q=out_q, ROUND_DTYPE=round_tl,
+        Q_AS_FP32=as_fp32,
         HAS_BIAS=w13_bias is not None, WEIGHT_ON_INPUT=bool(weight_on_input),
         BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
         EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
-        FAST_ACC=c1.fp8_fast_accum, DEFER=defer and not c1.fp8_fast_accum and _defer_fits(c1, 2 if gated else 1),
+        FAST_ACC=c1.fp8_fast_accum,
         SPLIT_K=c1.split_k, **pdl,
         num_warps=c1.num_warps, num_stages=c1.num_stages,
     )
@@ -803,19 +778,21 @@ def triton_experts(
     else:
         ws2 = cnt2 = tw_flat
     cnt_comb = counters[tiles1 + tiles2:tiles1 + tiles2 + n_comb] if fuse else tw_flat
+    inter_d, w2_d = _nib_view(inter, nib), _nib_view(w2.data, nib)
     launch(_gemm._gemm2_kernel, (tiles2, c2.split_k),
-        inter, a2_s, w2.data, w2_s, b2, tw_flat,
+        inter_d, a2_s, w2_d, w2_s, b2, tw_flat,
         al.sorted_ids, al.block_expert, al.num_post_padded,
         y, inter_g, w2_g, ws2, cnt2, cnt_comb, out, out.stride(0),
         H, I_pad, TK, NB,
-        inter.stride(0), w2.data.stride(0), w2.data.stride(1), a2_s_stride, wse2, wsn2,
+        inter_d.stride(0), w2_d.stride(0), w2_d.stride(1), a2_s_stride, wse2, wsn2,
         b2.stride(0) if w2_bias is not None else 0, y.stride(0),
-        TOP_K=K, E_LOC=E, QUANT=quant, A_FMT=a_code, W_FMT=w_code, CD=cd, FAST_CVT=fast_cvt, KPERM=kperm,
+        TOP_K=K, E_LOC=E, QUANT=quant, A_FMT=a_code, W_FMT=w_code, CD=cd, FAST_CVT=fast_cvt,
+        KPERM=_kperm(kperm, c2.block_k),
         MXDOT=mxdot, HAS_BIAS=w2_bias is not None,
         MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic, FUSE_COMBINE=fuse,
         BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,
         EVEN_K=I_pad % c2.block_k == 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
-        FAST_ACC=c2.fp8_fast_accum, DEFER=defer and not c2.fp8_fast_accum and _defer_fits(c2, 1),
+        FAST_ACC=c2.fp8_fast_accum,
         SPLIT_K=c2.split_k, **pdl,
         num_warps=c2.num_warps, num_stages=c2.num_stages,
     )

@@ -39,18 +39,21 @@ block scale (NVFP4 ``s * 16384``, exact; MX ``2^(e - 113)``, exact for codes e <
 amax < 6 * 2^113).
 
 CUDA fast paths (``FAST_CVT``, bf16 operands; inline PTX, not available in the interpreter,
-bit-identical by construction and checked by the ``gpu`` tests): E2M1 -> bf16 by PRMT byte
-tables (``_e2m1x2_bf16_prmt``) with the block scale multiplied in bf16 (exact), E4M3 -> bf16 times
-``2^k`` in bf16, and E2M1 -> E4M3 on packed words (``_e2m1x2_to_e4m3_asm``).
+bit-identical by construction and checked by the ``gpu`` tests): E2M1 -> bf16 by the
+nibble-aligned converter (``_e2m1x4_bf16_nib``: packed FP4 read as 16-bit words, 15 integer
+instructions per 8 values and no byte permutes; NVFP4's exponent restore folded into the block
+scale), E4M3 -> bf16 times ``2^k`` in bf16, and E2M1 -> E4M3 on packed words
+(``_e2m1x2_to_e4m3_asm``).
 
 K order (``KPERM``, ``_dot_order``): both operands of a dot are permuted identically along K so
 that the pairs of K values a thread owns in Hopper's 16-bit register-operand layout are contiguous
 in memory: 16-byte loads and no register shuffles between the load and the MMA.
 
 sm_90 SASS of the main loop (Triton 3.6, gated GEMM1, 4 warps, 64 x 128 weight tiles, block_m 16,
-instructions per weight value per thread): NVFP4 x BF16 portable 9.8 -> +KPERM 8.2 -> +FAST_CVT
-5.1 (Triton's own ``tl.dot_scaled`` on Hopper, MXFP4 x bf16: 8.4); MXFP8 x MXFP8 dequantized 5.9,
-E4M3 partial sums 2.8 (mostly fp32 FMUL / FFMA); MXFP4 x MXFP8 partial sums 4.9.
+instructions per weight value per thread): NVFP4 x BF16 portable 9.8 -> +KPERM 8.2 -> PRMT-table
+converter 5.1 -> table-free shifts / masks 4.5 -> nibble-aligned 4.1 (Triton's own
+``tl.dot_scaled`` on Hopper, MXFP4 x bf16: 8.4); MXFP8 x MXFP8 dequantized 5.9, E4M3 partial sums
+2.8 (mostly fp32 FMUL / FFMA); MXFP4 x MXFP8 partial sums 4.9.
 
 Epilogue quantizers (GEMM1 output -> GEMM2 input), bit-identical to ``fm.quantize`` on the
 values rounded to hidden's dtype: NVFP4 with a static global scale (packed bytes + E4M3 block-scale
@@ -101,81 +104,51 @@ def _e2m1x2_raw(b):
     return tl.join(lo, hi)
 
 
-# E2M1 magnitudes 0..7 = {0, 0.5, 1, 1.5, 2, 3, 4, 6} as bf16 0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000,
-# 0x4040, 0x4080, 0x40C0: their high bytes (LUT_H*) and low bytes (LUT_L*), byte i = magnitude i.
-_E2M1_BF16_PRMT = tl.constexpr("""
-{
-.reg .b32 m, mh, xh, h0, h1, l0, l1, p0, p1, lh0, lh1, ll0, ll1, sg;
-mov.b32 lh0, 0x3F3F3F00;
-mov.b32 lh1, 0x40404040;
-mov.b32 ll0, 0xC0800000;
-mov.b32 ll1, 0xC0804000;
-mov.b32 sg, 0x80808080;
-and.b32 m, $4, 0x77777777;
-shr.u32 mh, m, 16;
-shr.u32 xh, $4, 16;
-prmt.b32 h0, lh0, lh1, m;
-prmt.b32 l0, ll0, ll1, m;
-prmt.b32 h1, lh0, lh1, mh;
-prmt.b32 l1, ll0, ll1, mh;
-prmt.b32 p0, sg, sg, $4;
-prmt.b32 p1, sg, sg, xh;
-shl.b32 p0, p0, 1;
-shl.b32 p1, p1, 1;
-and.b32 p0, p0, sg;
-and.b32 p1, p1, sg;
-or.b32 h0, h0, p0;
-or.b32 h1, h1, p1;
-prmt.b32 $0, l0, h0, 0x6240;
-prmt.b32 $1, l1, h1, 0x6240;
-prmt.b32 $2, l0, h0, 0x7351;
-prmt.b32 $3, l1, h1, 0x7351;
-}
-""")
-
-
-@triton.jit
-def _e2m1x2_bf16_prmt(b):
-    """CUDA fast path: packed E2M1 pairs ``b`` (uint8 [R, C/2]) -> (low-nibble values, high-nibble
-    values), bf16 [R, C/2] each, exact (signed zeros kept). Per 4 packed bytes (8 values): the 3-bit
-    magnitudes index two 8-byte tables (high and low bytes of the bf16 values) with PRMT; the sign
-    bits are spread to bytes by PRMT's sign-replicate mode (selector bit 3 = the E2M1 sign bit) and
-    OR-ed into the high bytes; four more PRMTs assemble the bf16 pairs. 24 instructions per 8 values
-    (~3 per value) where the portable path (``_e2m1x2_raw`` + fp32 scale multiply) compiles to ~10
-    on sm_90. Not available in Triton's interpreter."""
-    return tl.inline_asm_elementwise(_E2M1_BF16_PRMT, "=r,=r,=r,=r,r", [b], dtype=(tl.bfloat16, tl.bfloat16),
-                                     is_pure=True, pack=4)
-
-
-# Table-free alternative (FAST_CVT == 2): the 3 magnitude bits of an E2M1 nibble placed at bf16 bits
-# 6-8 (exponent LSBs + mantissa MSB) are the value times 2^-126 -- subnormal for 0.5, exact for all
-# eight -- and the sign goes to bit 15; one bf16x2 multiply by 2^126 (0x7E80) restores the values.
-# Per 4 packed bytes: 2 PRMT spread bytes 0,1 / 2,3 into the low bytes of 16-bit halves, then per
-# output register two shifts, two masks, an OR and the multiply -- 10 integer-pipe instructions per
-# 8 values instead of 24 (shifts can issue as IMAD, the multiply is an FMA-pipe HMUL2). Same outputs
-# as _E2M1_BF16_PRMT (emulated bit-exactly over every byte value; needs the GPU's bf16 multiply to
-# keep subnormal inputs, which the GPU test of the fast conversions checks).
-def _e2m1_alu_asm() -> str:
-    """PTX of ``_E2M1_BF16_ALU``: per output register, the magnitudes shifted to bits 6-8 and the
-    signs to bit 15 of each half, then the multiply by 2^126 ($0 / $1: low nibbles of bytes 0-1 /
-    2-3; $2 / $3: their high nibbles)."""
-    lines = [".reg .b32 z0, z1, zero, k, a, b;", "mov.b32 zero, 0;", "mov.b32 k, 0x7E807E80;",
-             "prmt.b32 z0, $4, zero, 0x4140;", "prmt.b32 z1, $4, zero, 0x4342;"]
-    for out, z, mag, sign in (("$0", "z0", 6, 12), ("$1", "z1", 6, 12), ("$2", "z0", 2, 8), ("$3", "z1", 2, 8)):
-        lines += [f"shl.b32 a, {z}, {mag};", "and.b32 a, a, 0x01C001C0;", f"shl.b32 b, {z}, {sign};",
-                  "and.b32 b, b, 0x80008000;", "or.b32 a, a, b;", f"mul.rn.bf16x2 {out}, a, k;"]
+# E2M1 -> bf16 converter of the CUDA fast path (FAST_CVT), nibble-aligned: packed FP4 read as 16-bit
+# words (a tile loads the uint8 storage through an int16 view: element j = bytes 2j, 2j + 1 = the
+# four nibbles of K values 4j .. 4j + 3 at bits 0-3, 4-7, 8-11, 12-15). In a 32-bit register of two
+# such words the nibble at bits 12-15 of each half already has its sign at bf16's bit 15, and its
+# magnitude moves to bits 6-8 with one shift: (w & 0x80008000) | ((w & 0x70007000) >> 6) is the
+# value times 2^-126 (bits 6-8 are the exponent LSBs and the mantissa MSB: 0.5 becomes the
+# subnormal 2^-127); the register shifted left by 4, 8, 12 brings nibbles 2, 1, 0 there. 3
+# instructions per output register (AND, SHR, LOP3) + 3 shifts = 15 integer-pipe instructions per 8
+# values, no byte permutes, and elementwise in the 16-bit words (output s, element j = nibble s of
+# word j), which is what inline_asm_elementwise may assume of any register order. With ``restore``
+# a bf16x2 multiply by 2^126 follows (MX scales); without it the caller folds 2^126 into the block
+# scale (NVFP4: ``s * 2^110``, exact for e4m3 scales, and the remaining 2^16 is applied to the fp32
+# accumulator: _NIB_ACC_FACTOR).
+def _e2m1_nib_asm(restore: bool) -> str:
+    """PTX: $0 .. $3 = nibble 0 .. 3 (bits 4s .. 4s + 3) of the two 16-bit words in $4."""
+    lines = [".reg .b32 v, w, t, k;", "mov.b32 v, $4;", "mov.b32 k, 0x7E807E80;"]
+    for out, shift in (("$3", 0), ("$2", 4), ("$1", 8), ("$0", 12)):
+        src = "v" if shift == 0 else "w"
+        if shift:
+            lines.append(f"shl.b32 w, v, {shift};")
+        lines += [f"and.b32 t, {src}, 0x70007000;", "shr.b32 t, t, 6;", f"and.b32 {out}, {src}, 0x80008000;",
+                  f"or.b32 {out}, {out}, t;"]
+        if restore:
+            lines.append(f"mul.rn.bf16x2 {out}, {out}, k;")
     return "{\n" + "\n".join(lines) + "\n}"
 
 
-_E2M1_BF16_ALU = tl.constexpr(_e2m1_alu_asm())
+_E2M1_BF16_NIB = tl.constexpr(_e2m1_nib_asm(False))
+_E2M1_BF16_NIB_RESTORED = tl.constexpr(_e2m1_nib_asm(True))
+# what the nibble-aligned NVFP4 tiles are short of (their block scales carry 2^110 of the 2^126)
+_NIB_ACC_FACTOR = tl.constexpr(65536.0)
 
 
 @triton.jit
-def _e2m1x2_bf16_alu(b):
-    """``_e2m1x2_bf16_prmt``'s outputs without byte tables (``_E2M1_BF16_ALU``). Not available in
-    Triton's interpreter."""
-    return tl.inline_asm_elementwise(_E2M1_BF16_ALU, "=r,=r,=r,=r,r", [b], dtype=(tl.bfloat16, tl.bfloat16),
-                                     is_pure=True, pack=4)
+def _e2m1x4_bf16_nib(w, RESTORE: tl.constexpr):
+    """Packed FP4 as 16-bit words ``w`` (int16 [R, C]) -> its four nibbles' values (bf16 [R, C]
+    each; nibble s = K value 4j + s of word j): ``e2m1 * 2^-126``, or ``e2m1`` with ``RESTORE``.
+    Not available in Triton's interpreter."""
+    if RESTORE:
+        return tl.inline_asm_elementwise(_E2M1_BF16_NIB_RESTORED, "=r,=r,=r,=r,r", [w],
+                                         dtype=(tl.bfloat16, tl.bfloat16, tl.bfloat16, tl.bfloat16),
+                                         is_pure=True, pack=2)
+    return tl.inline_asm_elementwise(_E2M1_BF16_NIB, "=r,=r,=r,=r,r", [w],
+                                     dtype=(tl.bfloat16, tl.bfloat16, tl.bfloat16, tl.bfloat16), is_pure=True,
+                                     pack=2)
 
 
 @triton.jit
@@ -196,12 +169,18 @@ def _dot_order(x, BR: tl.constexpr, BK: tl.constexpr, KPERM: tl.constexpr):
     128-wide tile is read as four 16-byte vectors instead of 64 single bytes, and no register
     shuffles are needed between the load and the MMA.
 
-    ``KPERM == 2`` (FP4 weights): ``[4, BK/16, 2, 2]`` -> ``[2, BK/16, 4, 2]``, i.e. dot position
-    ``((h * BK/16 + i) * 4 + c) * 2 + p`` holds element ``((BK/16 * c + i) * 2 + p) * 2 + h``: a
-    lane's register pair is then two low (or two high) nibbles of consecutive packed bytes --
-    exactly one output register of ``_e2m1x2_bf16_prmt`` -- so no byte permutes re-pair the
-    converted values (sm_90 SASS, decode GEMM1 main loop: 647 -> 587 instructions per K block,
-    PRMT 256 -> 196)."""
+    ``KPERM == 3`` (FP4 weights, BK >= 32): ``[4, BK/32, 2, 2, 2]`` -> ``[2, 2, BK/32, 4, 2]``,
+    i.e. dot position ``((((h * 2 + x) * BK/32 + i) * 4 + c) * 2 + p`` holds element
+    ``((((BK/32 * c + i) * 2 + p) * 2 + x) * 2 + h``: a lane's register pair is the same nibble
+    ``2x + h`` of two consecutive 16-bit words -- exactly one output register of
+    ``_e2m1x4_bf16_nib`` -- and a lane's words are contiguous in memory. Every conversion path
+    (portable too) uses it for FP4 weights, so they all add the same products in the same order.
+    ``KPERM == 2`` (FP4 tiles narrower than 32): ``[4, BK/16, 2, 2]`` -> ``[2, BK/16, 4, 2]``
+    (pairs of consecutive bytes, same nibble; sm_90 decode GEMM1 main loop with the former byte-table
+    converter: 647 -> 587 instructions per K block).
+    """
+    if KPERM == 3:
+        return tl.reshape(tl.permute(tl.reshape(x, [BR, 4, BK // 32, 2, 2, 2]), [0, 5, 4, 2, 1, 3]), [BR, BK])
     if KPERM == 2:
         return tl.reshape(tl.permute(tl.reshape(x, [BR, 4, BK // 16, 2, 2]), [0, 4, 2, 1, 3]), [BR, BK])
     elif KPERM:
@@ -222,8 +201,10 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, ki, K, row_ok, FMT: tl.constexpr,
     the storage tensor: bytes for packed FP4); ``row_ok`` [BR]: rows to load (others read 0).
     K is a multiple of the format's scale block and BK of the block, so a K tail (``EVEN_K`` False)
     is masked at block granularity. Per-tensor factors are left to the epilogue. ``FAST_CVT``
-    (CUDA, CD = bf16): FP4 values through ``_e2m1x2_bf16_prmt`` and the block scale multiplied in
-    bf16 (exact: the product has <= 6 significant bits). Offsets are
+    (CUDA, CD = bf16): FP4 values through ``_e2m1x4_bf16_nib`` from the int16 view of the storage
+    (``ptr`` / ``row_off`` in 16-bit words) and the block scale multiplied in bf16 (exact: the
+    product has <= 6 significant bits); NVFP4 tiles are then ``2^-16`` times the values
+    (``_NIB_ACC_FACTOR``, applied to the accumulator). Offsets are
     ``ki * (BK / 2) + arange`` rather than ``(ki * BK) // 2 + ...``: a division would hide their
     16-byte alignment from Triton's axis analysis and split the loads into bytes.
     """
@@ -237,23 +218,30 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, ki, K, row_ok, FMT: tl.constexpr,
         else:
             m = row_ok[:, None] & (offs < K // 2)[None, :]
             sm = row_ok[:, None] & (goffs < K // G)[None, :]
-        b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0)
         if FAST_CVT and CD == tl.bfloat16:
             if FMT == F_NVFP4:  # e4m3 scales
                 s = tl.load(s_ptr + s_row_off[:, None] + goffs[None, :], mask=sm, other=0.0).to(tl.bfloat16)
             else:  # UE8M0 bytes
                 e = tl.load(s_ptr + s_row_off[:, None] + goffs[None, :], mask=sm, other=0)
                 s = _ue8m0_to_bf16(e.to(tl.int32))
-            if FAST_CVT == 2:
-                lo, hi = _e2m1x2_bf16_alu(b)
-            else:
-                lo, hi = _e2m1x2_bf16_prmt(b)
-            if KPERM == 2:
-                lo = tl.reshape(tl.reshape(lo, [BR, BK // G, G // 2]) * s[:, :, None], [BR, BK // 2])
-                hi = tl.reshape(tl.reshape(hi, [BR, BK // G, G // 2]) * s[:, :, None], [BR, BK // 2])
-                return _dot_order(tl.reshape(tl.join(lo, hi), [BR, BK]), BR, BK, KPERM)
-            v = tl.reshape(tl.join(lo, hi), [BR, BK // G, G]) * s[:, :, None]
+            # nibble-aligned converter: ``ptr`` is the int16 view of the packed storage (row
+            # offsets in 16-bit words); NVFP4 scales carry 2^110 of the 2^126 (exact: e4m3
+            # scales are <= 448 and the products >= 2^-26), MX values are restored in the converter
+            offs16 = ki * (BK // 4) + tl.arange(0, BK // 4)
+            m16 = row_ok[:, None] if EVEN_K else row_ok[:, None] & (offs16 < K // 4)[None, :]
+            w16 = tl.load(ptr + row_off[:, None] + offs16[None, :], mask=m16, other=0)
+            if FMT == F_NVFP4:
+                s = s * 1.298074214633707e33  # 2^110
+            n0, n1, n2, n3 = _e2m1x4_bf16_nib(w16, FMT != F_NVFP4)
+            s4 = s[:, :, None]
+            n0 = tl.reshape(tl.reshape(n0, [BR, BK // G, G // 4]) * s4, [BR, BK // 4])
+            n1 = tl.reshape(tl.reshape(n1, [BR, BK // G, G // 4]) * s4, [BR, BK // 4])
+            n2 = tl.reshape(tl.reshape(n2, [BR, BK // G, G // 4]) * s4, [BR, BK // 4])
+            n3 = tl.reshape(tl.reshape(n3, [BR, BK // G, G // 4]) * s4, [BR, BK // 4])
+            # [.., s & 1, s >> 1] -> natural K order 4j + s
+            v = tl.permute(tl.join(tl.join(n0, n1), tl.join(n2, n3)), [0, 1, 3, 2])
             return _dot_order(tl.reshape(v, [BR, BK]), BR, BK, KPERM)
+        b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0)
         if FMT == F_NVFP4:  # e4m3 scales
             s = tl.load(s_ptr + s_row_off[:, None] + goffs[None, :], mask=sm, other=0.0).to(tl.float32) * 16384.0
         else:  # UE8M0 bytes
@@ -400,6 +388,9 @@ def _dequant_kernel(
     ok = rows < R
     r64 = rows.to(tl.int64)
     x = _load_tile(ptr, r64 * stride_r, s_ptr, r64 * stride_sr, ki, K, ok, FMT, BR, BK, EVEN_K, CD, FAST_CVT)
+    x = x.to(tl.float32)
+    if FAST_CVT and FMT == F_NVFP4:
+        x = x * _NIB_ACC_FACTOR
     cols = ki * BK + tl.arange(0, BK)
-    tl.store(out_ptr + r64[:, None] * stride_or + cols[None, :], x.to(tl.float32),
+    tl.store(out_ptr + r64[:, None] * stride_or + cols[None, :], x,
              mask=ok[:, None] & (cols < K)[None, :])

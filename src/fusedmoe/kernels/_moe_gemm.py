@@ -54,7 +54,7 @@ Pointer offsets that can exceed 2**31 (expert * stride, row * stride) are comput
 import triton
 import triton.language as tl
 
-from ._blockscaled import F_FP8, F_MXFP8, F_NVFP4, _load_mx_block, _load_tile, _nvfp4_quant_tile
+from ._blockscaled import F_FP8, F_MXFP8, F_NVFP4, _NIB_ACC_FACTOR, _load_mx_block, _load_tile, _nvfp4_quant_tile
 from ._quant import _ue8m0_ceil, _ue8m0_multiplier
 
 # activation codes (launcher maps fusedmoe.Activation to these)
@@ -152,16 +152,6 @@ def _mma(a, w, acc, SWAP_AB: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.c
 
 
 @triton.jit
-def _mma_deferred(a, w, acc, prev, SWAP_AB: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr):
-    """Deferred promotion (DEFER, FP8 per tensor / row): this K-block's MMA into a fresh
-    accumulator while the previous block's partial sum ``prev`` is added to ``acc`` -- the adds of
-    the promoted path, in the same order, overlapped with the MMA instead of waiting for it.
-    Returns (acc, this block's partial sum); the caller adds the last one after the loop."""
-    cur = _mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, True)
-    return acc + prev, cur
-
-
-@triton.jit
 def _scale_block(part, a_s, w_s, SWAP_AB: tl.constexpr):
     """Dequantize one K-block partial product: part * a_s[row] * w_s[col] (layout-aware)."""
     if SWAP_AB:
@@ -179,10 +169,16 @@ def _div_rn(a, b):
 
 
 @triton.jit
-def _micro_global_scales(acc, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT: tl.constexpr, W_FMT: tl.constexpr):
+def _micro_global_scales(acc, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT: tl.constexpr, W_FMT: tl.constexpr,
+                         FAST_CVT: tl.constexpr):
     """The per-tensor factors of block-scaled operands (the block scales were applied to the
     tiles): A FP8 per tensor ``* a_scale``, A NVFP4 ``/ g_a``, W NVFP4 ``/ g_w[e]`` (IEEE
-    divisions, as the reference's dequantization ``e2m1 * s / g``)."""
+    divisions, as the reference's dequantization ``e2m1 * s / g``); before them the 2^16 that each
+    NVFP4 tile of the fast E2M1 converter (FAST_CVT) is short of (exact)."""
+    if FAST_CVT and A_FMT == F_NVFP4:
+        acc = acc * _NIB_ACC_FACTOR
+    if FAST_CVT and W_FMT == F_NVFP4:
+        acc = acc * _NIB_ACC_FACTOR
     if A_FMT == F_FP8:
         acc = acc * tl.load(a_scale_ptr)
     if A_FMT == F_NVFP4:
@@ -323,7 +319,7 @@ def _gemm1_kernel(
     A_FMT: tl.constexpr,  # MICRO only: operand formats (_blockscaled.F_*)
     W_FMT: tl.constexpr,
     CD: tl.constexpr,  # MICRO only: dtype the tiles are dequantized to (the MMA operand dtype)
-    FAST_CVT: tl.constexpr,  # MICRO, CUDA: E2M1 -> bf16 by PRMT tables (_blockscaled._e2m1x2_bf16_prmt)
+    FAST_CVT: tl.constexpr,  # MICRO, CUDA: inline-PTX conversions (_blockscaled._e2m1x4_bf16_nib)
     KPERM: tl.constexpr,  # MICRO: both operands in the MMA-friendly K order (_blockscaled._dot_order)
     MXDOT: tl.constexpr,  # MICRO, MX weights x MXFP8 activations: E4M3 MMA per 32-block, scaled partial sums
     OUT_Q: tl.constexpr,
@@ -341,7 +337,6 @@ def _gemm1_kernel(
     UPCAST: tl.constexpr,
     PRECISION: tl.constexpr,
     FAST_ACC: tl.constexpr,
-    DEFER: tl.constexpr,  # FP8 per tensor / row: promote each K-block's partial sum one iteration late
     SPLIT_K: tl.constexpr,
     USE_GDC: tl.constexpr,  # launched with programmatic dependent launch (Hopper+): wait for the prior grid first
 ):
@@ -380,8 +375,6 @@ def _gemm1_kernel(
     else:
         acc_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     acc_u = tl.zeros_like(acc_g)
-    prev_g = tl.zeros_like(acc_g)  # DEFER: the previous K-block's partial sums
-    prev_u = tl.zeros_like(acc_g)
 
     if QUANT == Q_BLOCK:
         as_ptrs = a_scale_ptr + tok64 * stride_asm
@@ -450,10 +443,6 @@ def _gemm1_kernel(
                 if GATED:
                     wu_s = tl.load(wsu_ptrs + ki, mask=n_ok, other=0.0)
                     acc_u += _scale_block(_mma(a, wu, tl.zeros_like(acc_u), SWAP_AB, UPCAST, PRECISION, False), a_s, wu_s, SWAP_AB)
-            elif DEFER:
-                acc_g, prev_g = _mma_deferred(a, wg, acc_g, prev_g, SWAP_AB, UPCAST, PRECISION)
-                if GATED:
-                    acc_u, prev_u = _mma_deferred(a, wu, acc_u, prev_u, SWAP_AB, UPCAST, PRECISION)
             else:
                 acc_g = _mma(a, wg, acc_g, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
                 if GATED:
@@ -463,10 +452,6 @@ def _gemm1_kernel(
             wg_ptrs += BLOCK_K
             if GATED:
                 wu_ptrs += BLOCK_K
-        if DEFER:
-            acc_g += prev_g
-            if GATED:
-                acc_u += prev_u
 
     if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()  # the next grid may start launching (it waits for our end)
@@ -503,9 +488,9 @@ def _gemm1_kernel(
             ws_u = tl.load(w_scale_ptr + e64 * stride_wse + (N + offs_n) * stride_wsn, mask=n_ok, other=0.0)
             acc_u = acc_u * (a_s[:, None] * ws_u[None, :])
     elif QUANT == Q_MICRO:
-        acc_g = _micro_global_scales(acc_g, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT, W_FMT)
+        acc_g = _micro_global_scales(acc_g, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT, W_FMT, FAST_CVT)
         if GATED:
-            acc_u = _micro_global_scales(acc_u, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT, W_FMT)
+            acc_u = _micro_global_scales(acc_u, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT, W_FMT, FAST_CVT)
     if WEIGHT_ON_INPUT:
         tw = tl.load(topk_w_ptr + slots).to(tl.float32)
         acc_g = acc_g * tw[:, None]
@@ -621,7 +606,6 @@ def _gemm2_kernel(
     UPCAST: tl.constexpr,
     PRECISION: tl.constexpr,
     FAST_ACC: tl.constexpr,
-    DEFER: tl.constexpr,  # FP8 per tensor / row: promote each K-block's partial sum one iteration late
     SPLIT_K: tl.constexpr,
     USE_GDC: tl.constexpr,  # launched with programmatic dependent launch (Hopper+): wait for the prior grid first
 ):
@@ -667,7 +651,6 @@ def _gemm2_kernel(
         acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
     else:
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    prev = tl.zeros_like(acc)  # DEFER: the previous K-block's partial sum
     if QUANT == Q_BLOCK:
         as_ptrs = a_scale_ptr + slot64 * stride_asm
         ws_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
@@ -710,14 +693,10 @@ def _gemm2_kernel(
                 a_s = tl.load(as_ptrs + ki)
                 w_s = tl.load(ws_ptrs + ki, mask=n_ok, other=0.0)
                 acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s, w_s, SWAP_AB)
-            elif DEFER:
-                acc, prev = _mma_deferred(a, w, acc, prev, SWAP_AB, UPCAST, PRECISION)
             else:
                 acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
             a_ptrs += BLOCK_K
             w_ptrs += BLOCK_K
-        if DEFER:
-            acc += prev
 
     if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()
@@ -741,7 +720,7 @@ def _gemm2_kernel(
         w_s = tl.load(w_scale_ptr + e64 * stride_wse + offs_n * stride_wsn, mask=n_ok, other=0.0)
         acc = acc * (a_s[:, None] * w_s[None, :])
     elif QUANT == Q_MICRO:
-        acc = _micro_global_scales(acc, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT, W_FMT)
+        acc = _micro_global_scales(acc, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT, W_FMT, FAST_CVT)
     if HAS_BIAS:
         acc = acc + tl.load(bias_ptr + e64 * stride_be + offs_n, mask=n_ok, other=0.0)[None, :]
     if MUL_ROUTING_WEIGHT:
