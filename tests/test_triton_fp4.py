@@ -521,10 +521,11 @@ def sass_of(k):
 
 
 def _kperm(w, micro, BK):
-    """The launcher's K order (fusedmoe.backends.triton_moe._kperm)."""
-    if not micro:
-        return 0
-    return (3 if BK >= 32 else 2) if w in ("nvfp4", "mxfp4") else 1
+    """The launcher's K order for weight format ``w``."""
+    from fusedmoe import Format
+    from fusedmoe.backends.triton_moe import _k_order
+
+    return _k_order(Format[w.upper()], BK) if micro else 0
 
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,

@@ -116,11 +116,13 @@ def _nib_view(t: torch.Tensor, on: bool) -> torch.Tensor:
     return t.view(torch.int16) if on and t.dtype == torch.uint8 else t
 
 
-def _kperm(kperm: int, block_k: int) -> int:
-    """The K order of one GEMM: for FP4 weights the fast E2M1 converter's (3) when the tile has at
-    least 32 K values -- in the portable path too, so that both add the same products in the same
-    order (bit-identical results) -- else ``kperm``."""
-    return 3 if kperm == 2 and block_k >= 32 else kperm
+def _k_order(wfmt: Format, block_k: int) -> int:
+    """KPERM of one GEMM (kernels/_blockscaled._dot_order) for block-scaled weights: FP4 the E2M1
+    converter's own pair order (3; 2 for tiles narrower than 32), in the portable path too so that
+    both add the same products in the same order (bit-identical results); MXFP8 1."""
+    if wfmt in (Format.NVFP4, Format.MXFP4):
+        return 3 if block_k >= 32 else 2
+    return 1
 
 
 _MXDOT_MAX_BLOCK_M = 32
@@ -508,10 +510,6 @@ def triton_experts(
             f"expected one of {list(_ACT_FOR_WEIGHT[wfmt])}"
         )
     micro = wfmt in _MICRO_WEIGHTS
-    # K order of the dots (kernels/_blockscaled._dot_order): FP4 weights take the order in which
-    # the MMA's register pairs are the E2M1 converter's own output pairs (mode 3 from block_k 32,
-    # _kperm; mode 2 below), MXFP8 mode 1
-    kperm = (2 if wfmt in (Format.NVFP4, Format.MXFP4) else 1) if micro else 0
     T, H = hidden.shape
     I_pad = int(intermediate_size_padded)
     gated = activation.is_gated
@@ -728,8 +726,8 @@ def triton_experts(
         b13.stride(0) if w13_bias is not None else 0, inter.stride(0), osm,
         float(p.alpha), float(p.beta), float(p.limit),
         TOP_K=K, E_LOC=E, ACT=_ACT_CODE[activation], GATED=gated, QUANT=quant, A_FMT=a_code, W_FMT=w_code,
-        CD=cd, FAST_CVT=fast_cvt, KPERM=_kperm(kperm, c1.block_k), MXDOT=mxdot, OUT_Q=out_q, ROUND_DTYPE=round_tl,
-        Q_AS_FP32=as_fp32,
+        CD=cd, FAST_CVT=fast_cvt, KPERM=_k_order(wfmt, c1.block_k) if micro else 0, MXDOT=mxdot, OUT_Q=out_q,
+        ROUND_DTYPE=round_tl, Q_AS_FP32=as_fp32,
         HAS_BIAS=w13_bias is not None, WEIGHT_ON_INPUT=bool(weight_on_input),
         BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
         EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
@@ -787,7 +785,7 @@ def triton_experts(
         inter_d.stride(0), w2_d.stride(0), w2_d.stride(1), a2_s_stride, wse2, wsn2,
         b2.stride(0) if w2_bias is not None else 0, y.stride(0),
         TOP_K=K, E_LOC=E, QUANT=quant, A_FMT=a_code, W_FMT=w_code, CD=cd, FAST_CVT=fast_cvt,
-        KPERM=_kperm(kperm, c2.block_k),
+        KPERM=_k_order(wfmt, c2.block_k) if micro else 0,
         MXDOT=mxdot, HAS_BIAS=w2_bias is not None,
         MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic, FUSE_COMBINE=fuse,
         BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,

@@ -133,8 +133,9 @@ def _e2m1_nib_asm(restore: bool) -> str:
 
 _E2M1_BF16_NIB = tl.constexpr(_e2m1_nib_asm(False))
 _E2M1_BF16_NIB_RESTORED = tl.constexpr(_e2m1_nib_asm(True))
-# what the nibble-aligned NVFP4 tiles are short of (their block scales carry 2^110 of the 2^126)
-_NIB_ACC_FACTOR = tl.constexpr(65536.0)
+# NVFP4: 2^126 = the block-scale factor 2^110 x the accumulator factor 2^16 (both exact)
+_NIB_SCALE_BIAS = tl.constexpr(2.0 ** 110)
+_NIB_ACC_FACTOR = tl.constexpr(2.0 ** 16)
 
 
 @triton.jit
@@ -231,15 +232,12 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, ki, K, row_ok, FMT: tl.constexpr,
             m16 = row_ok[:, None] if EVEN_K else row_ok[:, None] & (offs16 < K // 4)[None, :]
             w16 = tl.load(ptr + row_off[:, None] + offs16[None, :], mask=m16, other=0)
             if FMT == F_NVFP4:
-                s = s * 1.298074214633707e33  # 2^110
+                s = s * _NIB_SCALE_BIAS
             n0, n1, n2, n3 = _e2m1x4_bf16_nib(w16, FMT != F_NVFP4)
-            s4 = s[:, :, None]
-            n0 = tl.reshape(tl.reshape(n0, [BR, BK // G, G // 4]) * s4, [BR, BK // 4])
-            n1 = tl.reshape(tl.reshape(n1, [BR, BK // G, G // 4]) * s4, [BR, BK // 4])
-            n2 = tl.reshape(tl.reshape(n2, [BR, BK // G, G // 4]) * s4, [BR, BK // 4])
-            n3 = tl.reshape(tl.reshape(n3, [BR, BK // G, G // 4]) * s4, [BR, BK // 4])
-            # [.., s & 1, s >> 1] -> natural K order 4j + s
-            v = tl.permute(tl.join(tl.join(n0, n1), tl.join(n2, n3)), [0, 1, 3, 2])
+            # [BR, BK/4 words, s & 1, s >> 1]; a scale block is G/4 consecutive words
+            v = tl.reshape(tl.join(tl.join(n0, n1), tl.join(n2, n3)), [BR, BK // G, G]) * s[:, :, None]
+            # -> natural K order 4j + s
+            v = tl.permute(tl.reshape(v, [BR, BK // 4, 2, 2]), [0, 1, 3, 2])
             return _dot_order(tl.reshape(v, [BR, BK]), BR, BK, KPERM)
         b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0)
         if FMT == F_NVFP4:  # e4m3 scales
