@@ -2,7 +2,8 @@
 # One device call: environment, GPU tests, demo, the shared peer harness with our plugin, tuning.
 #   bash benchmarks/device_run.sh [tests] [tests-core] [demo] [quick|full] [tune-fp8] [tune-fp4] [tune-rest]
 #                                  [tune-cover-a] [tune-cover-b] [tune-cover-c] [tune-cover-d] [tune-fp8-prefill] [eager] [bench] [bench-all]
-#                                  [bench-fp4] [dist] [tests-rest] [profile] [breakdown] [tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]]]
+#                                  [bench-fp4] [bench-fp4-tuned] [ncu] [dist] [tests-rest] [profile] [breakdown]
+#                                  [tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]]]
 # $OUT brings back at most 8 files: pack the rest (tar) at the end of a call.
 # tune-cover-*: merged into TUNE_OUT (default: the shipped table), so two GPUs can tune at once
 # (CUDA_VISIBLE_DEVICES=0 / 1, each its own TUNE_OUT; merge the files with merge_into_file).
@@ -138,11 +139,43 @@ if [[ "$stages" == *" breakdown "* ]]; then
       --weight-format "${BREAKDOWN_FORMATS:-bf16,fp8_tensor}" --tokens "${BREAKDOWN_TOKENS:-1,8,2048,8192}" --calls 10 \
       2>&1 | tee "$OUT/breakdown.log" | tail -30
 fi
+if [[ "$stages" == *" ncu "* ]]; then
+  # Nsight Compute on every kernel of one call at a few points (benchmarks/ncu_profile.py): per point a
+  # report, its details page (speed of light, occupancy, scheduler, warp states) and its SASS
+  # source page (stall samples per instruction) as CSV, their text summary (benchmarks/ncu_summary.py),
+  # packed into ncu.tgz
+  mkdir -p "$OUT/ncu"
+  for pt in ${NCU_POINTS:-gpt-oss-120b:mxfp4:1 gpt-oss-120b:mxfp4:64 nemotron-super:nvfp4:64}; do
+    tag="${pt//:/_}"
+    timeout "${NCU_TIMEOUT_S:-240}" ncu --clock-control none --profile-from-start off \
+        --section SpeedOfLight --section LaunchStats --section Occupancy --section SchedulerStats \
+        --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+        --section SourceCounters --import-source no -f -o "$OUT/ncu/$tag" \
+        python3 benchmarks/ncu_profile.py --point "$pt" > "$OUT/ncu/$tag.log" 2>&1
+    echo "ncu $pt rc=$?"; tail -3 "$OUT/ncu/$tag.log"
+    ncu -i "$OUT/ncu/$tag.ncu-rep" --page details --csv > "$OUT/ncu/$tag.details.csv" 2>&1
+    ncu -i "$OUT/ncu/$tag.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu/$tag.sass.csv" 2>&1
+    python3 benchmarks/ncu_summary.py details "$OUT/ncu/$tag.details.csv" > "$OUT/ncu/$tag.summary.txt" 2>&1
+    for k in _gemm1 _gemm2; do
+      python3 benchmarks/ncu_summary.py stalls "$OUT/ncu/$tag.sass.csv" $k >> "$OUT/ncu/$tag.summary.txt" 2>&1
+    done
+    ls -la "$OUT/ncu/$tag"*
+  done
+  tar czf "$OUT/ncu.tgz" -C "$OUT" ncu && rm -rf "$OUT/ncu"
+fi
 if [[ "$stages" == *" bench-fp4 "* ]]; then
-  # FP4 decode / prefill of the shapes issue 4 names (Nemotron-3 NVFP4 + ReLU2, gpt-oss-120b)
+  # FP4 decode / prefill of the shapes issue 4 names (Nemotron-3 NVFP4 + ReLU2, gpt-oss-120b);
+  # BENCH_FP4_ARGS: e.g. --compare-heuristic
   timeout "${BENCH_FP4_TIMEOUT_S:-200}" python3 -m fusedmoe bench --preset nemotron-super,nemotron-nano,gpt-oss-120b \
       --weight-format nvfp4,mxfp4 --tokens 1,8,64,4096 --peers triton --quick-ceilings --out "$OUT/bench_fp4" \
-      --no-progress 2>&1 | tee "$OUT/bench_fp4.log" | tail -30
+      ${BENCH_FP4_ARGS:-} --no-progress 2>&1 | tee "$OUT/bench_fp4.log" | tail -30
+fi
+if [[ "$stages" == *" bench-fp4-tuned "* ]]; then
+  # the same with the table a tune:... stage of this call wrote (TUNE_OUT)
+  timeout "${BENCH_FP4_TIMEOUT_S:-200}" python3 -m fusedmoe bench --preset nemotron-super,nemotron-nano,gpt-oss-120b \
+      --weight-format nvfp4,mxfp4 --tokens 1,8,64,4096 --peers triton --quick-ceilings --out "$OUT/bench_fp4_tuned" \
+      --tuned-configs "${TUNE_OUT:-src/fusedmoe/configs/triton_moe_tuned.json}" \
+      --no-progress 2>&1 | tee "$OUT/bench_fp4_tuned.log" | tail -30
 fi
 if [[ "$stages" == *" dist "* ]]; then
   # expert / tensor parallelism on 2 GPUs (benchmarks/DISTRIBUTED.md): world size 1 and 2, then the NCCL tests
