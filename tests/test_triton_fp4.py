@@ -326,13 +326,83 @@ def test_dirty_strides_are_never_read(pair):
         view.copy_(t)
         return view
 
+    def dirty_k_major(t):
+        # ExpertWeights keeps NVFP4 block scales K-major (QuantizedTensor.k_major_scales): a
+        # transposed view into a buffer with 0xFF gaps along both dims
+        E, R, C = t.shape
+        buf = torch.full((E, C + 2, R + 16), 0xFF, dtype=torch.uint8, device=t.device)
+        view = buf.view(t.dtype)[:, :C, :R].transpose(1, 2)
+        view.copy_(t)
+        assert view.stride(1) == 1
+        return view
+
     def dirty_q(q: QuantizedTensor):
-        return QuantizedTensor(dirty(q.data), q.fmt, dirty(q.scale), q.global_scale)
+        scale = dirty_k_major(q.scale) if q.scale.stride(1) == 1 else dirty(q.scale)
+        return QuantizedTensor(dirty(q.data), q.fmt, scale, q.global_scale)
 
     Wd = replace(W, w13=dirty_q(W.w13), w2=dirty_q(W.w2))
     assert Wd.w13.data.stride(1) != Wd.w13.data.shape[2]
+    if wfmt is F.NVFP4:
+        assert Wd.w13.scale.stride(2) == Wd.w13.shape[1] + 16  # still the dirty view (not copied)
+    else:
+        assert Wd.w13.scale.stride(1) == Wd.w13.scale.shape[2] + 16
     got = run_triton(dirty(hidden), Wd, topk, afmt, config=cfg)
     assert torch.equal(got, clean)
+
+
+@interpreter
+@pytest.mark.parametrize("pair,act", [((F.NVFP4, F.BF16), A.SWIGLU), ((F.MXFP4, F.MXFP8), A.RELU2),
+                                      ((F.MXFP8, F.MXFP8), A.SWIGLU_OAI), ((F.MXFP4, F.BF16), A.GELU)],
+                         ids=lambda v: v.name if isinstance(v, Activation) else f"{v[0].name}x{v[1].name}")
+def test_row_major_and_k_major_scales_same_bits(pair, act):
+    """The kernels read block scales row-major (the linear checkpoint layout; ExpertWeights' MX
+    layout) and K-major (ExpertWeights' NVFP4 layout) alike: the same bits, K tails included."""
+    wfmt, afmt = pair
+    c = Case(wfmt, afmt, act, T=6, H=96, I=64, align=32, bias=True, dtype=torch.float32,
+             params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=13)
+    hidden, W, topk = make_case(c)
+    cfg = MoEKernelConfig(KernelConfig(16, 32, 64), KernelConfig(16, 32, 32))
+    outs = []
+    for k_major in (False, True):
+        Wl = replace(W)
+        for name in ("w13", "w2"):
+            q = getattr(W, name)
+            q = q.k_major_scales() if k_major else QuantizedTensor(q.data, q.fmt, q.scale.contiguous(), q.global_scale)
+            assert q.scale.stride(1 if k_major else 2) == 1
+            object.__setattr__(Wl, name, q)  # bypass ExpertWeights' choice of layout
+        outs.append(run_triton(hidden, Wl, topk, afmt, config=cfg))
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_expert_weights_scale_layouts():
+    """from_float, the constructor and replace() leave NVFP4 block scales K-major and MX block
+    scales row-major, values unchanged; the normalization is idempotent (no copy the second time)
+    and leaves other formats alone; scales contiguous along neither dim are refused by the kernel."""
+    g = torch.Generator().manual_seed(3)
+    w13, w2 = torch.randn(2, 64, 64, generator=g), torch.randn(2, 64, 32, generator=g)
+    for fmt in (F.NVFP4, F.MXFP4, F.MXFP8):
+        W = fm.ExpertWeights.from_float(w13, w2, activation=A.SWIGLU, format=fmt)
+        for q in (W.w13, W.w2):
+            assert q.scale.stride(-2 if fmt is F.NVFP4 else -1) == 1
+        again = replace(W)
+        assert again.w13.scale.data_ptr() == W.w13.scale.data_ptr()
+        row = QuantizedTensor(W.w13.data, fmt, W.w13.scale.contiguous(), W.w13.global_scale)
+        km = row.k_major_scales()
+        assert km.scale.stride(-2) == 1 and km.k_major_scales() is km
+        assert torch.equal(dequantize(km), dequantize(row)) and torch.equal(dequantize(row), dequantize(W.w13))
+        # neither dim contiguous: a strided view of a wider tensor
+        E, R, C = row.scale.shape
+        wide = torch.zeros(E, 2 * R, 2 * C, dtype=row.scale.dtype)[:, ::2, ::2]
+        wide.copy_(row.scale)
+        bad = QuantizedTensor(W.w13.data, fmt, wide, W.w13.global_scale)
+        hidden = torch.randn(3, 64)
+        topk = torch.tensor([[0, 1]] * 3, dtype=torch.int32), torch.ones(3, 2)
+        with pytest.raises(ValueError, match="contiguous along its rows or along K"):
+            triton_experts(hidden, bad, W.w2, *topk, activation=A.SWIGLU, act_params=None,
+                           act_format=fmt.natural_activation_format(),
+                           intermediate_size_padded=W.padded_intermediate_size)
+    Wb = fm.ExpertWeights.from_float(w13, w2, activation=A.SWIGLU, format=F.FP8_CHANNEL)
+    assert Wb.w13.k_major_scales() is Wb.w13
 
 
 # ---- bit level: in-register dequantization and epilogue quantizers ------------------------------
@@ -528,6 +598,14 @@ def _kperm(w, micro, BK):
     return _k_order(Format[w.upper()], BK) if micro else 0
 
 
+def _join(w, micro, swap):
+    """The launcher's choice of one joined gate + up weight tile for weight format ``w``."""
+    from fusedmoe import Format
+    from fusedmoe.backends.triton_moe import _join_gate_up
+
+    return micro and _join_gate_up(Format[w.upper()], swap)
+
+
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
          even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, cvt=None, kperm=None):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
@@ -550,7 +628,7 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
                      out_scale_ptr={0: "*fp32", 1: "*fp32", 2: "*fp32", 3: "*u8", 4: "*u8"}[out_q],
                      out_qscale_ptr="*fp32")
         ce.update(ACT=act, GATED=gated, OUT_Q=out_q, ROUND_DTYPE=tl.bfloat16, Q_AS_FP32=False, WEIGHT_ON_INPUT=False,
-                  SPLIT_K=split)
+                  SPLIT_K=split, JOIN=_join(w, micro, swap))
         return compile_kernel(G._gemm1_kernel, types, ce, nw, ns)
     types = dict(common, out_ptr="*bf16", ws_ptr="*fp32", cnt_ptr="*i32", comb_cnt_ptr="*i32", comb_out_ptr="*bf16")
     ce.update(MUL_ROUTING_WEIGHT=True, OUT_ATOMIC=False, FUSE_COMBINE=fuse, SPLIT_K=split)

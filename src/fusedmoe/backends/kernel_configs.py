@@ -332,7 +332,10 @@ def _block_scaled_bk(K: int, fmt: Format) -> int:
     dequantized 16-bit tile lives in registers: 2 x 64 x 128 for a gated decode program is 64
     registers per thread at 4 warps), and preferably a divisor of K so that no K tile needs a
     mask (gpt-oss H = 2880 = 45 * 64 -> 64). FP4 rows of a 128-wide tile are 64 contiguous bytes:
-    16-byte vectors, whole 32-byte sectors."""
+    16-byte vectors, whole 32-byte sectors. (Measured and rejected, session 8: raising block_k until
+    a tile's block scales reach 4 bytes per thread, so that Triton's pipeline prefetches them;
+    gpt-oss-120b MXFP4 decode with block_k 128 ran 1.12-1.30x slower than the tuned block_k 64 --
+    registers and a K mask cost more than the scale stall they remove.)"""
     for bk in (128, 64, 32):
         if K % bk == 0:
             return bk

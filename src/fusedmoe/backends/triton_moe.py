@@ -37,13 +37,18 @@ Weight layout: the kernels read the checkpoint's linear layout, no repacking and
 values [E, N, K/2] packed (FP4, element 2i in the low nibble) or [E, N, K] (E4M3), scales
 [E, N, K/G] (G = 16 NVFP4, 32 MX), NVFP4 global scales [E]; K (the contracted dim) contiguous. A
 [BLOCK_N, BLOCK_K] weight tile is BLOCK_N rows of BLOCK_K/2 contiguous bytes (64 B at BLOCK_K =
-128: whole 32-byte sectors) plus BLOCK_N rows of BLOCK_K/G scale bytes. The layout a Hopper
+128: whole 32-byte sectors) plus BLOCK_N rows of BLOCK_K/G scale bytes. Block scales may also be
+K-major (stride 1 along N, ``QuantizedTensor.k_major_scales``): then a tile's scales are BLOCK_K/G
+runs of BLOCK_N contiguous bytes -- coalesced, and prefetched by Triton's pipeline once they reach
+4 bytes per thread. ``ExpertWeights`` stores NVFP4 scales K-major and MX scales row-major (where
+each layout measured faster: the comment in ``ExpertWeights.__post_init__``). The layout a Hopper
 register-operand MMA wants (each thread's K pairs contiguous) is obtained without repacking: both
 operands are permuted identically along K inside the kernel (``_blockscaled._dot_order``), which a
 dot does not notice, and each thread then reads 16 contiguous bytes per row. Gated GEMM1 reads the
-gate and the up tile from the two halves of w13 (rows [0, I_pad) and [I_pad, 2 I_pad)), no row
-interleave. Intermediate sizes that are not multiples of the scale block are zero-padded per half
-by ``ExpertWeights.from_float`` (alignment >= the block, e.g. I = 48 -> 64 for MX), which leaves
+gate and the up rows from the two halves of w13 (rows [0, I_pad) and [I_pad, 2 I_pad)), no row
+interleave, as one joined [2 BLOCK_N, BLOCK_K] tile at decode and for NVFP4 (``_join_gate_up``),
+else as two tiles in turn. Intermediate sizes that are not multiples of the scale block are
+zero-padded per half by ``ExpertWeights.from_float`` (alignment >= the block, e.g. I = 48 -> 64 for MX), which leaves
 results unchanged (zero rows / columns add exact zeros and never raise a block scale).
 
 Launches per forward at decode (T*K <= 256): BF16, NVFP4 x BF16, MXFP4 x BF16 4 (3 when K = 1);
@@ -65,7 +70,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from typing import Any, Mapping, Optional, Union
 
 import torch
@@ -148,6 +152,16 @@ _E4M3 = torch.float8_e4m3fn
 # inputs take the two-kernel path with 256-slot chunks.
 _SINGLE_ALIGN_MAX = 256
 _ALIGN_CHUNK = 256  # slots per program of the two-kernel align
+
+
+def _join_gate_up(wfmt: Format, swap_ab: bool) -> bool:
+    """Whether a gated block-scaled GEMM1 multiplies its gate and up rows as one joined
+    [2 block_n, block_k] weight tile (``_moe_gemm`` JOIN) instead of two tiles in turn. Joined:
+    decode tiles (swap_ab: the weight tile is wgmma's register operand; one MMA chain and one wait
+    per K step) and NVFP4 prefill. Measured on the H200 (session 8, gpt-oss-120b, same process;
+    BENCHMARKS.md section 0): joined 1.05-1.06x faster at 64 tokens (MXFP4 and NVFP4), equal at
+    one token, 1.25x faster for NVFP4 at 4096 tokens but 1.23x slower for MXFP4 there."""
+    return bool(swap_ab) or wfmt is Format.NVFP4
 
 
 @functools.cache
@@ -530,8 +544,9 @@ def triton_experts(
             raise ValueError(f"{act_format.name} activations need H and intermediate_size_padded multiples of "
                              f"{ga}, got H={H}, I_pad={I_pad}")
         for name, q in (("w13", w13), ("w2", w2)):
-            if q.scale.stride(-1) != 1:
-                raise ValueError(f"{name}.scale must have a contiguous last dim, got strides {tuple(q.scale.stride())}")
+            if q.scale.stride(-1) != 1 and q.scale.stride(-2) != 1:
+                raise ValueError(f"{name}.scale must be contiguous along its rows or along K (the K-major layout "
+                                 f"of ExpertWeights), got strides {tuple(q.scale.stride())}")
     if not isinstance(topk_ids, torch.Tensor) or topk_ids.dim() != 2 or topk_ids.shape[0] != T:
         raise ValueError(f"topk_ids must be [T={T}, K], got {getattr(topk_ids, 'shape', topk_ids)}")
     if topk_ids.dtype not in (torch.int32, torch.int64, torch.int16):
@@ -690,6 +705,7 @@ def triton_experts(
     w13_s = w13.scale if w13.scale is not None else tw_flat
     wse1 = w13_s.stride(0) if w13.scale is not None else 0
     wsn1 = w13_s.stride(1) if w13.scale is not None and w13_s.dim() >= 2 else 0
+    wsk1 = w13_s.stride(2) if micro else 0
     w13_g = w13.global_scale.contiguous() if wfmt is Format.NVFP4 else tw_flat
     b13 = w13_bias if w13_bias is not None else tw_flat
     p = act_params if act_params is not None else _DEFAULT_ACT_PARAMS
@@ -722,7 +738,7 @@ def triton_experts(
         al.sorted_ids, al.block_expert, al.num_post_padded,
         inter, out_scale, q_scale, a1_g, w13_g, ws1, cnt1,
         I_pad, H, TK, NB,
-        a1_d.stride(0), w13_d.stride(0), w13_d.stride(1), a1_s_stride, wse1, wsn1,
+        a1_d.stride(0), w13_d.stride(0), w13_d.stride(1), a1_s_stride, wse1, wsn1, wsk1,
         b13.stride(0) if w13_bias is not None else 0, inter.stride(0), osm,
         float(p.alpha), float(p.beta), float(p.limit),
         TOP_K=K, E_LOC=E, ACT=_ACT_CODE[activation], GATED=gated, QUANT=quant, A_FMT=a_code, W_FMT=w_code,
@@ -732,7 +748,7 @@ def triton_experts(
         BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
         EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
         FAST_ACC=c1.fp8_fast_accum,
-        SPLIT_K=c1.split_k, **pdl,
+        SPLIT_K=c1.split_k, JOIN=micro and _join_gate_up(wfmt, c1.swap_ab), **pdl,
         num_warps=c1.num_warps, num_stages=c1.num_stages,
     )
 
@@ -762,6 +778,7 @@ def triton_experts(
     w2_s = w2.scale if w2.scale is not None else tw_flat
     wse2 = w2_s.stride(0) if w2.scale is not None else 0
     wsn2 = w2_s.stride(1) if w2.scale is not None and w2_s.dim() >= 2 else 0
+    wsk2 = w2_s.stride(2) if micro else 0
     w2_g = w2.global_scale.contiguous() if wfmt is Format.NVFP4 else tw_flat
     b2 = w2_bias if w2_bias is not None else tw_flat
     if smem and not micro:
@@ -782,7 +799,7 @@ def triton_experts(
         al.sorted_ids, al.block_expert, al.num_post_padded,
         y, inter_g, w2_g, ws2, cnt2, cnt_comb, out, out.stride(0),
         H, I_pad, TK, NB,
-        inter_d.stride(0), w2_d.stride(0), w2_d.stride(1), a2_s_stride, wse2, wsn2,
+        inter_d.stride(0), w2_d.stride(0), w2_d.stride(1), a2_s_stride, wse2, wsn2, wsk2,
         b2.stride(0) if w2_bias is not None else 0, y.stride(0),
         TOP_K=K, E_LOC=E, QUANT=quant, A_FMT=a_code, W_FMT=w_code, CD=cd, FAST_CVT=fast_cvt,
         KPERM=_k_order(wfmt, c2.block_k) if micro else 0,

@@ -123,6 +123,18 @@ class QuantizedTensor:
         mv = lambda t: None if t is None else t.to(device)  # noqa: E731
         return QuantizedTensor(mv(self.data), self.fmt, mv(self.scale), mv(self.global_scale), self.block_rows)
 
+    def k_major_scales(self) -> "QuantizedTensor":
+        """The same tensor with its per-block scales (NVFP4, MXFP4, MXFP8) stored K-major: logical
+        shape unchanged, stride 1 along the rows (dim -2); ``self`` where that holds already or the
+        format has no block scales. The Triton kernels read either layout (``ExpertWeights`` keeps
+        NVFP4 weight scales K-major, see there)."""
+        s = self.scale
+        if (self.fmt not in (Format.NVFP4, Format.MXFP4, Format.MXFP8) or s is None or s.dim() < 2
+                or s.stride(-2) == 1):
+            return self
+        s = s.transpose(-1, -2).contiguous().transpose(-1, -2)
+        return QuantizedTensor(self.data, self.fmt, s, self.global_scale, self.block_rows)
+
     def index_select0(self, idx) -> "QuantizedTensor":
         """Select along the first (expert) dim; scales follow."""
         sel = lambda t: None if t is None else t[idx]  # noqa: E731

@@ -191,15 +191,18 @@ def _dot_order(x, BR: tl.constexpr, BK: tl.constexpr, KPERM: tl.constexpr):
 
 
 @triton.jit
-def _load_tile(ptr, row_off, s_ptr, s_row_off, ki, K, row_ok, FMT: tl.constexpr, BR: tl.constexpr,
-               BK: tl.constexpr, EVEN_K: tl.constexpr, CD: tl.constexpr, FAST_CVT: tl.constexpr = False,
-               KPERM: tl.constexpr = False):
+def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: tl.constexpr,
+               BR: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr, CD: tl.constexpr,
+               FAST_CVT: tl.constexpr = False, KPERM: tl.constexpr = False):
     """The ``ki``-th [BR, BK] operand tile along K (elements ``[ki*BK, (ki+1)*BK)``), dequantized
     to ``CD``.
 
     ``ptr`` / ``s_ptr``: values / block scales, already offset to the expert (weights); ``row_off``
     / ``s_row_off``: int64 [BR] offsets of each row's start (``row * row_stride``, in elements of
-    the storage tensor: bytes for packed FP4); ``row_ok`` [BR]: rows to load (others read 0).
+    the storage tensor: bytes for packed FP4); ``s_stride_k``: the scales' stride along K (1 for
+    row-major scales; the number of rows for K-major scales -- ``ExpertWeights``' NVFP4 layout --
+    whose tile is ``BK / G`` contiguous runs of ``BR`` bytes: coalesced, and prefetched by Triton's
+    pipeline from 4 bytes per thread); ``row_ok`` [BR]: rows to load (others read 0).
     K is a multiple of the format's scale block and BK of the block, so a K tail (``EVEN_K`` False)
     is masked at block granularity. Per-tensor factors are left to the epilogue. ``FAST_CVT``
     (CUDA, CD = bf16): FP4 values through ``_e2m1x4_bf16_nib`` from the int16 view of the storage
@@ -219,12 +222,12 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, ki, K, row_ok, FMT: tl.constexpr,
         else:
             m = row_ok[:, None] & (offs < K // 2)[None, :]
             sm = row_ok[:, None] & (goffs < K // G)[None, :]
+        s_ptrs = s_ptr + s_row_off[:, None] + goffs[None, :] * s_stride_k
         if FAST_CVT and CD == tl.bfloat16:
             if FMT == F_NVFP4:  # e4m3 scales
-                s = tl.load(s_ptr + s_row_off[:, None] + goffs[None, :], mask=sm, other=0.0).to(tl.bfloat16)
+                s = tl.load(s_ptrs, mask=sm, other=0.0).to(tl.bfloat16)
             else:  # UE8M0 bytes
-                e = tl.load(s_ptr + s_row_off[:, None] + goffs[None, :], mask=sm, other=0)
-                s = _ue8m0_to_bf16(e.to(tl.int32))
+                s = _ue8m0_to_bf16(tl.load(s_ptrs, mask=sm, other=0).to(tl.int32))
             # nibble-aligned converter: ``ptr`` is the int16 view of the packed storage (row
             # offsets in 16-bit words); NVFP4 scales carry 2^110 of the 2^126 (exact: e4m3
             # scales are <= 448 and the products >= 2^-26), MX values are restored in the converter
@@ -241,10 +244,9 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, ki, K, row_ok, FMT: tl.constexpr,
             return _dot_order(tl.reshape(v, [BR, BK]), BR, BK, KPERM)
         b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0)
         if FMT == F_NVFP4:  # e4m3 scales
-            s = tl.load(s_ptr + s_row_off[:, None] + goffs[None, :], mask=sm, other=0.0).to(tl.float32) * 16384.0
+            s = tl.load(s_ptrs, mask=sm, other=0.0).to(tl.float32) * 16384.0
         else:  # UE8M0 bytes
-            e = tl.load(s_ptr + s_row_off[:, None] + goffs[None, :], mask=sm, other=0)
-            s = _ue8m0_to_f32_x16384(e.to(tl.int32))
+            s = _ue8m0_to_f32_x16384(tl.load(s_ptrs, mask=sm, other=0).to(tl.int32))
         v = tl.reshape(_e2m1x2_raw(b), [BR, BK // G, G]) * s[:, :, None]
         return _dot_order(tl.reshape(v, [BR, BK]).to(CD), BR, BK, KPERM)
     else:
@@ -260,7 +262,7 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, ki, K, row_ok, FMT: tl.constexpr,
                 sm = row_ok[:, None]
             else:
                 sm = row_ok[:, None] & (goffs < K // 32)[None, :]
-            e = tl.load(s_ptr + s_row_off[:, None] + goffs[None, :], mask=sm, other=0)
+            e = tl.load(s_ptr + s_row_off[:, None] + goffs[None, :] * s_stride_k, mask=sm, other=0)
             if FAST_CVT and CD == tl.bfloat16:  # e4m3 -> bf16 is exact, so is q * 2^k in bf16
                 v = tl.reshape(x.to(tl.bfloat16), [BR, BK // 32, 32]) * _ue8m0_to_bf16(e.to(tl.int32))[:, :, None]
                 return _dot_order(tl.reshape(v, [BR, BK]), BR, BK, KPERM)
@@ -308,8 +310,8 @@ def _e2m1x2_to_e4m3_asm(b):
 
 
 @triton.jit
-def _load_mx_block(ptr, row_off, s_ptr, s_row_off, kb, K, row_ok, FMT: tl.constexpr, BR: tl.constexpr,
-                   EVEN_K: tl.constexpr, FAST_CVT: tl.constexpr):
+def _load_mx_block(ptr, row_off, s_ptr, s_row_off, s_stride_k, kb, K, row_ok, FMT: tl.constexpr,
+                   BR: tl.constexpr, EVEN_K: tl.constexpr, FAST_CVT: tl.constexpr):
     """The ``kb``-th 32-wide K block of an MX operand (MXFP8, or MXFP4 converted to E4M3) as
     (E4M3 values [BR, 32], fp32 scale [BR]) with ``x = values * scale``: MXFP8 ``2^(e-127)``,
     MXFP4 ``2^(e-127+6)`` (the conversion's 2^-6). The scale is decoded as the fp32 pattern
@@ -320,7 +322,7 @@ def _load_mx_block(ptr, row_off, s_ptr, s_row_off, kb, K, row_ok, FMT: tl.conste
         ok = row_ok
     else:
         ok = row_ok & (kb < K // 32)
-    e = tl.load(s_ptr + s_row_off + kb, mask=ok, other=0).to(tl.int32)
+    e = tl.load(s_ptr + s_row_off + kb * s_stride_k, mask=ok, other=0).to(tl.int32)
     if FMT == F_MXFP4:
         offs = kb * 16 + tl.arange(0, 16)
         b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=ok[:, None], other=0)
@@ -385,7 +387,7 @@ def _dequant_kernel(
     ki = tl.program_id(1)
     ok = rows < R
     r64 = rows.to(tl.int64)
-    x = _load_tile(ptr, r64 * stride_r, s_ptr, r64 * stride_sr, ki, K, ok, FMT, BR, BK, EVEN_K, CD, FAST_CVT)
+    x = _load_tile(ptr, r64 * stride_r, s_ptr, r64 * stride_sr, 1, ki, K, ok, FMT, BR, BK, EVEN_K, CD, FAST_CVT)
     x = x.to(tl.float32)
     if FAST_CVT and FMT == F_NVFP4:
         x = x * _NIB_ACC_FACTOR

@@ -305,6 +305,7 @@ def _gemm1_kernel(
     stride_asm,
     stride_wse,
     stride_wsn,
+    stride_wsk,  # MICRO: weight block scales' stride along K (1 row-major, M or N K-major)
     stride_be,
     stride_om,
     stride_osm,
@@ -339,6 +340,7 @@ def _gemm1_kernel(
     FAST_ACC: tl.constexpr,
     SPLIT_K: tl.constexpr,
     USE_GDC: tl.constexpr,  # launched with programmatic dependent launch (Hopper+): wait for the prior grid first
+    JOIN: tl.constexpr,  # MICRO, GATED, not MXDOT: gate and up rows as one weight tile (launcher: _join_gate_up)
 ):
     """GEMM1 + bias + activation + intermediate rounding/quantization.
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K).
@@ -392,28 +394,55 @@ def _gemm1_kernel(
         for ki in range(k_lo, k_hi):
             for j in tl.static_range(BLOCK_K // 32):
                 kb = ki * (BLOCK_K // 32) + j
-                a, a_s = _load_mx_block(a_ptr, a_rows, a_scale_ptr, as_rows, kb, K, a_all, F_MXFP8, BLOCK_M, EVEN_K,
+                a, a_s = _load_mx_block(a_ptr, a_rows, a_scale_ptr, as_rows, 1, kb, K, a_all, F_MXFP8, BLOCK_M, EVEN_K,
                                         FAST_CVT)
-                wg, wg_s = _load_mx_block(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, kb, K, w_ok, W_FMT, BLOCK_N,
-                                          EVEN_K, FAST_CVT)
+                wg, wg_s = _load_mx_block(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, stride_wsk, kb, K, w_ok,
+                                          W_FMT, BLOCK_N, EVEN_K, FAST_CVT)
                 acc_g += _scale_block(_mma(a, wg, tl.zeros_like(acc_g), SWAP_AB, UPCAST, PRECISION, False), a_s, wg_s,
                                       SWAP_AB)
                 if GATED:
-                    wu, wu_s = _load_mx_block(w_e, (N + n64) * stride_wn, ws_e, (N + n64) * stride_wsn, kb, K, w_ok,
-                                              W_FMT, BLOCK_N, EVEN_K, FAST_CVT)
+                    wu, wu_s = _load_mx_block(w_e, (N + n64) * stride_wn, ws_e, (N + n64) * stride_wsn, stride_wsk,
+                                              kb, K, w_ok, W_FMT, BLOCK_N, EVEN_K, FAST_CVT)
                     acc_u += _scale_block(_mma(a, wu, tl.zeros_like(acc_u), SWAP_AB, UPCAST, PRECISION, False), a_s, wu_s,
                                           SWAP_AB)
-    elif QUANT == Q_MICRO:
-        # block-scaled family: gate and up tiles are loaded separately (no row interleave)
+    elif QUANT == Q_MICRO and GATED and JOIN:
+        # block-scaled family, gated, JOIN: the gate rows n and the up rows N + n as one
+        # [2 BLOCK_N, BLOCK_K] weight tile -- one MMA chain and one wait per K step instead of
+        # two, and twice the block-scale bytes per load (at >= 4 bytes per thread Triton's
+        # pipeline prefetches them; below, every step waits for a plain load). Rows stay two
+        # contiguous runs of BLOCK_N (no division: Triton's axis analysis keeps their contiguity).
+        r2 = tl.arange(0, 2 * BLOCK_N)
+        n2 = pid_n * BLOCK_N + r2 + (r2 >= BLOCK_N).to(tl.int32) * (N - BLOCK_N)
+        if EVEN_N:
+            w2_ok = tl.full([2 * BLOCK_N], 1, tl.int1)
+        else:
+            w2_ok = n2 - (r2 >= BLOCK_N).to(tl.int32) * N < N
+        n2 = n2.to(tl.int64)
+        if SWAP_AB:
+            acc = tl.zeros([2 * BLOCK_N, BLOCK_M], dtype=tl.float32)
+        else:
+            acc = tl.zeros([BLOCK_M, 2 * BLOCK_N], dtype=tl.float32)
         for ki in range(k_lo, k_hi):
-            a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
+            a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
                            FAST_CVT, KPERM)
-            wg = _load_tile(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, ki, K, w_ok, W_FMT, BLOCK_N, BLOCK_K,
-                            EVEN_K, CD, FAST_CVT, KPERM)
+            w = _load_tile(w_e, n2 * stride_wn, ws_e, n2 * stride_wsn, stride_wsk, ki, K, w2_ok, W_FMT, 2 * BLOCK_N,
+                           BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM)
+            acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+        if SWAP_AB:
+            acc_g, acc_u = tl.split(tl.permute(tl.reshape(acc, [2, BLOCK_N, BLOCK_M]), [1, 2, 0]))
+        else:
+            acc_g, acc_u = tl.split(tl.permute(tl.reshape(acc, [BLOCK_M, 2, BLOCK_N]), [0, 2, 1]))
+    elif QUANT == Q_MICRO:
+        # block-scaled family: one tile, or gate and up tiles loaded and multiplied in turn
+        for ki in range(k_lo, k_hi):
+            a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
+                           FAST_CVT, KPERM)
+            wg = _load_tile(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, stride_wsk, ki, K, w_ok, W_FMT, BLOCK_N,
+                            BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM)
             acc_g = _mma(a, wg, acc_g, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
             if GATED:
-                wu = _load_tile(w_e, (N + n64) * stride_wn, ws_e, (N + n64) * stride_wsn, ki, K, w_ok, W_FMT,
-                                BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM)
+                wu = _load_tile(w_e, (N + n64) * stride_wn, ws_e, (N + n64) * stride_wsn, stride_wsk, ki, K, w_ok,
+                                W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM)
                 acc_u = _mma(a, wu, acc_u, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
     else:
         for ki in range(k_lo, k_hi):
@@ -581,6 +610,7 @@ def _gemm2_kernel(
     stride_asm,
     stride_wse,
     stride_wsn,
+    stride_wsk,  # MICRO: weight block scales' stride along K (1 row-major, M or N K-major)
     stride_be,
     stride_om,
     TOP_K: tl.constexpr,
@@ -664,18 +694,18 @@ def _gemm2_kernel(
             for ki in range(k_lo, k_hi):
                 for j in tl.static_range(BLOCK_K // 32):
                     kb = ki * (BLOCK_K // 32) + j
-                    a, a_s = _load_mx_block(a_ptr, a_rows, a_scale_ptr, as_rows, kb, K, a_all, F_MXFP8, BLOCK_M,
+                    a, a_s = _load_mx_block(a_ptr, a_rows, a_scale_ptr, as_rows, 1, kb, K, a_all, F_MXFP8, BLOCK_M,
                                             EVEN_K, FAST_CVT)
-                    w, w_s = _load_mx_block(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, kb, K, w_ok, W_FMT,
-                                            BLOCK_N, EVEN_K, FAST_CVT)
+                    w, w_s = _load_mx_block(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, stride_wsk, kb, K, w_ok,
+                                            W_FMT, BLOCK_N, EVEN_K, FAST_CVT)
                     acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s, w_s,
                                         SWAP_AB)
         else:
             for ki in range(k_lo, k_hi):
-                a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
-                               FAST_CVT, KPERM)
-                w = _load_tile(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, ki, K, w_ok, W_FMT, BLOCK_N, BLOCK_K,
-                               EVEN_K, CD, FAST_CVT, KPERM)
+                a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K,
+                               CD, FAST_CVT, KPERM)
+                w = _load_tile(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, stride_wsk, ki, K, w_ok, W_FMT, BLOCK_N,
+                               BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM)
                 acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
     else:
         for ki in range(k_lo, k_hi):

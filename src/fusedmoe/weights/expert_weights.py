@@ -122,6 +122,18 @@ class ExpertWeights:
             object.__setattr__(self, "act_params", ActivationParams())
         if self.act_params is not None and self.activation is not Activation.SWIGLU_OAI:
             raise ValueError("ExpertWeights.act_params applies only to Activation.SWIGLU_OAI")
+        if self.format is Format.NVFP4:
+            # NVFP4 block scales K-major (QuantizedTensor.k_major_scales; values unchanged): a Triton
+            # tile's e4m3 scales are then block_k / 16 runs of block_n contiguous bytes -- coalesced,
+            # and from 4 bytes per thread prefetched with the values -- instead of block_k / 16 bytes
+            # at a row stride. H200, same process (benchmarks/fp4_layout_ab.py, session 8):
+            # Nemotron-Nano 8 tokens 1.33x, gpt-oss-120b 1-64 tokens 1.05-1.06x and 4096 tokens
+            # 1.16x faster; Nemotron prefill 1.05-1.08x slower. MX scales (one byte per 32) stay
+            # row-major: their tiles rarely reach 4 bytes per thread, so every K step loads them
+            # directly, and then a row's next scales sharing the 32-byte sector (an L1 hit)
+            # win -- K-major made gpt-oss-120b MXFP4 prefill 1.28x and Nemotron-Nano 1.12x slower.
+            object.__setattr__(self, "w13", self.w13.k_major_scales())
+            object.__setattr__(self, "w2", self.w2.k_major_scales())
 
     # --- shape properties -------------------------------------------------------------------
     @property
