@@ -601,9 +601,9 @@ def _kperm(w, micro, BK):
 def _join(w, micro, swap):
     """The launcher's choice of one joined gate + up weight tile for weight format ``w``."""
     from fusedmoe import Format
-    from fusedmoe.backends.triton_moe import _join_gate_up
+    from fusedmoe.backends.kernel_configs import join_gate_up
 
-    return micro and _join_gate_up(Format[w.upper()], swap)
+    return micro and join_gate_up(Format[w.upper()], swap)
 
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
@@ -806,6 +806,12 @@ def test_heuristic_block_scaled():
             assert c.block_k % 32 == 0 and c.block_k <= 128 and K % c.block_k == 0, (fmt, K, c)
         c = choose_config(8192, 1536, 2048, 128, 8, fmt, "gemm1", activation=A.SWIGLU, **kw)
         assert c.block_m == 128 and not c.swap_ab and c.block_k == 128 and c.num_stages >= 2
+        # FP4 prefill: 256 weight rows per program where they form one tile (not gated; NVFP4's
+        # joined gate + up); gated MX keeps two 64-row tiles; MXFP8 128-row tiles
+        rows = {F.NVFP4: 128, F.MXFP4: 64, F.MXFP8: 64}[fmt]
+        assert c.block_n == rows and c.num_warps == 8, (fmt, c)
+        c = choose_config(8192, 2048, 1536, 128, 8, fmt, "gemm2", **kw)
+        assert c.block_n == (128 if fmt is F.MXFP8 else 256) and c.num_warps == 8, (fmt, c)
 
 
 def test_configs_avoid_the_fp4_compiler_abort():

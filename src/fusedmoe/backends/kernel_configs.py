@@ -326,6 +326,16 @@ def _weight_bytes(fmt: Format) -> float:
 _BLOCK_SCALED = (Format.NVFP4, Format.MXFP4, Format.MXFP8)
 
 
+def join_gate_up(fmt: Format, swap_ab: bool) -> bool:
+    """Whether a gated block-scaled GEMM1 multiplies its gate and up rows as one joined
+    [2 block_n, block_k] weight tile (``_moe_gemm`` JOIN) instead of two tiles in turn. Joined:
+    decode tiles (swap_ab: the weight tile is wgmma's register operand; one MMA chain and one wait
+    per K step) and NVFP4 prefill. Measured on the H200 (session 8, gpt-oss-120b, same process;
+    BENCHMARKS.md section 0): joined 1.05-1.06x faster at 64 tokens (MXFP4 and NVFP4), equal at
+    one token, 1.25x faster for NVFP4 at 4096 tokens but 1.23x slower for MXFP4 there."""
+    return bool(swap_ab) or fmt is Format.NVFP4
+
+
 def _block_scaled_bk(K: int, fmt: Format) -> int:
     """K tile of the block-scaled (dequantize-in-registers) family: whole scale blocks (a multiple
     of 32, which also covers MXFP8 activations next to NVFP4 / MXFP4 weights), at most 128 (a
@@ -515,6 +525,13 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
         # limited to the gated GEMM1: a 128 x 256 FP8 GEMM2 / non-gated tile spills registers at
         # 8 warps (sm_90 compile, ~270 LDL/STL), a 2 x 128 gated tile does not. Not the
         # block-scaled formats: their dequantized weight tile lives in registers.
+        bn = 128 if gated else 256
+    elif bm >= 128 and dev.hopper and fmt in (Format.NVFP4, Format.MXFP4) and (not gated or join_gate_up(fmt, False)):
+        # FP4 prefill on Hopper: 256 weight rows per program too where they form one tile (not
+        # gated, or NVFP4's joined gate + up tile): the H200 tuner's choice at 4096 tokens for
+        # Nemotron-3-Nano / Super and gpt-oss-120b NVFP4 and Nemotron MXFP4 (session 8: the
+        # heuristic's 128-row tiles were 1.25-1.67x slower there). Gated MX multiplies gate and
+        # up as two 64-row tiles (the tuner's choice for gpt-oss-120b MXFP4).
         bn = 128 if gated else 256
     else:
         # compute-bound: 128-wide tiles; a gated program holds two accumulators, so half width

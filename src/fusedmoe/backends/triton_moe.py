@@ -46,7 +46,7 @@ register-operand MMA wants (each thread's K pairs contiguous) is obtained withou
 operands are permuted identically along K inside the kernel (``_blockscaled._dot_order``), which a
 dot does not notice, and each thread then reads 16 contiguous bytes per row. Gated GEMM1 reads the
 gate and the up rows from the two halves of w13 (rows [0, I_pad) and [I_pad, 2 I_pad)), no row
-interleave, as one joined [2 BLOCK_N, BLOCK_K] tile at decode and for NVFP4 (``_join_gate_up``),
+interleave, as one joined [2 BLOCK_N, BLOCK_K] tile at decode and for NVFP4 (``kernel_configs.join_gate_up``),
 else as two tiles in turn. Intermediate sizes that are not multiples of the scale block are
 zero-padded per half by ``ExpertWeights.from_float`` (alignment >= the block, e.g. I = 48 -> 64 for MX), which leaves
 results unchanged (zero rows / columns add exact zeros and never raise a block scale).
@@ -78,7 +78,7 @@ import triton.language as tl
 from ..config import Activation, ActivationParams, Format
 from ..formats import QuantizedTensor, quantize_act
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
-from .kernel_configs import KernelConfig, MoEKernelConfig, choose_moe_config
+from .kernel_configs import KernelConfig, MoEKernelConfig, choose_moe_config, join_gate_up
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
@@ -152,16 +152,6 @@ _E4M3 = torch.float8_e4m3fn
 # inputs take the two-kernel path with 256-slot chunks.
 _SINGLE_ALIGN_MAX = 256
 _ALIGN_CHUNK = 256  # slots per program of the two-kernel align
-
-
-def _join_gate_up(wfmt: Format, swap_ab: bool) -> bool:
-    """Whether a gated block-scaled GEMM1 multiplies its gate and up rows as one joined
-    [2 block_n, block_k] weight tile (``_moe_gemm`` JOIN) instead of two tiles in turn. Joined:
-    decode tiles (swap_ab: the weight tile is wgmma's register operand; one MMA chain and one wait
-    per K step) and NVFP4 prefill. Measured on the H200 (session 8, gpt-oss-120b, same process;
-    BENCHMARKS.md section 0): joined 1.05-1.06x faster at 64 tokens (MXFP4 and NVFP4), equal at
-    one token, 1.25x faster for NVFP4 at 4096 tokens but 1.23x slower for MXFP4 there."""
-    return bool(swap_ab) or wfmt is Format.NVFP4
 
 
 @functools.cache
@@ -748,7 +738,7 @@ def triton_experts(
         BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
         EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
         FAST_ACC=c1.fp8_fast_accum,
-        SPLIT_K=c1.split_k, JOIN=micro and _join_gate_up(wfmt, c1.swap_ab), **pdl,
+        SPLIT_K=c1.split_k, JOIN=micro and join_gate_up(wfmt, c1.swap_ab), **pdl,
         num_warps=c1.num_warps, num_stages=c1.num_stages,
     )
 

@@ -340,7 +340,7 @@ def _gemm1_kernel(
     FAST_ACC: tl.constexpr,
     SPLIT_K: tl.constexpr,
     USE_GDC: tl.constexpr,  # launched with programmatic dependent launch (Hopper+): wait for the prior grid first
-    JOIN: tl.constexpr,  # MICRO, GATED, not MXDOT: gate and up rows as one weight tile (launcher: _join_gate_up)
+    JOIN: tl.constexpr,  # MICRO, GATED, not MXDOT: gate and up rows as one weight tile (kernel_configs.join_gate_up)
 ):
     """GEMM1 + bias + activation + intermediate rounding/quantization.
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K).
