@@ -26,9 +26,11 @@ Quantized operand pairs (QUANT), all fp32 dequant scales (x ~= q * s):
              operand format (A_FMT, W_FMT: ``_blockscaled.F_*``) and read in their storage format:
              A: PLAIN (hidden dtype), FP8 per tensor, NVFP4 ([rows, K/2] + e4m3 [rows, K/16]) or
              MXFP8 ([rows, K] + UE8M0 [rows, K/32]); W: NVFP4, MXFP4, MXFP8 in the linear layout
-             of ``QuantizedTensor`` ([E, N, K/2] packed + [E, N, K/G] scales, K contiguous).
+             of ``QuantizedTensor`` ([E, N, K/2] packed + [E, N, K/G] scales; values K
+             contiguous, scales K contiguous or K-major: stride_wsk).
              Not MXDOT: both tiles dequantized in registers to CD (``_blockscaled._load_tile``,
-             block scales inside the tile, both in the KPERM K order), per-tensor factors in the
+             block scales inside the tile, both in the KPERM K order; a gated GEMM1 with JOIN
+             reads gate and up rows as one [2 BLOCK_N, BLOCK_K] tile), per-tensor factors in the
              epilogue:
                  A FP8 (per tensor)   acc *= a_scale
                  A NVFP4              acc /= g_a          (a_gs_ptr, fp32 [1])
