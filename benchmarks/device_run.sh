@@ -163,19 +163,19 @@ if [[ "$stages" == *" ncu "* ]]; then
   done
   tar czf "$OUT/ncu.tgz" -C "$OUT" ncu && rm -rf "$OUT/ncu"
 fi
-if [[ "$stages" == *" bench-fp4 "* ]]; then
-  # FP4 decode / prefill of the shapes issue 4 names (Nemotron-3 NVFP4 + ReLU2, gpt-oss-120b);
-  # BENCH_FP4_ARGS: e.g. --compare-heuristic
+# FP4 decode / prefill of the shapes issue 4 names (Nemotron-3 NVFP4 + ReLU2, gpt-oss-120b): bench_fp4 NAME [ARGS]
+bench_fp4() {
+  local name=$1; shift
   timeout "${BENCH_FP4_TIMEOUT_S:-200}" python3 -m fusedmoe bench --preset nemotron-super,nemotron-nano,gpt-oss-120b \
-      --weight-format nvfp4,mxfp4 --tokens 1,8,64,4096 --peers triton --quick-ceilings --out "$OUT/bench_fp4" \
-      ${BENCH_FP4_ARGS:-} --no-progress 2>&1 | tee "$OUT/bench_fp4.log" | tail -30
+      --weight-format nvfp4,mxfp4 --tokens 1,8,64,4096 --peers triton --quick-ceilings --out "$OUT/$name" \
+      "$@" --no-progress 2>&1 | tee "$OUT/$name.log" | tail -30
+}
+if [[ "$stages" == *" bench-fp4 "* ]]; then
+  bench_fp4 bench_fp4 ${BENCH_FP4_ARGS:-}  # BENCH_FP4_ARGS: e.g. --compare-heuristic
 fi
 if [[ "$stages" == *" bench-fp4-tuned "* ]]; then
   # the same with the table a tune:... stage of this call wrote (TUNE_OUT)
-  timeout "${BENCH_FP4_TIMEOUT_S:-200}" python3 -m fusedmoe bench --preset nemotron-super,nemotron-nano,gpt-oss-120b \
-      --weight-format nvfp4,mxfp4 --tokens 1,8,64,4096 --peers triton --quick-ceilings --out "$OUT/bench_fp4_tuned" \
-      --tuned-configs "${TUNE_OUT:-src/fusedmoe/configs/triton_moe_tuned.json}" \
-      --no-progress 2>&1 | tee "$OUT/bench_fp4_tuned.log" | tail -30
+  bench_fp4 bench_fp4_tuned --tuned-configs "${TUNE_OUT:-src/fusedmoe/configs/triton_moe_tuned.json}"
 fi
 if [[ "$stages" == *" dist "* ]]; then
   # expert / tensor parallelism on 2 GPUs (benchmarks/DISTRIBUTED.md): world size 1 and 2, then the NCCL tests

@@ -324,6 +324,8 @@ def _weight_bytes(fmt: Format) -> float:
 
 
 _BLOCK_SCALED = (Format.NVFP4, Format.MXFP4, Format.MXFP8)
+_FP4 = (Format.NVFP4, Format.MXFP4)
+_FP8_PROMOTED = (Format.FP8_TENSOR, Format.FP8_CHANNEL)  # FP8 with per-tensor / per-channel scales
 
 
 def join_gate_up(fmt: Format, swap_ab: bool) -> bool:
@@ -362,7 +364,7 @@ def compile_problem(cfg: KernelConfig, weight_format: Format) -> Optional[str]:
     collapsed shapePerCTA to be at least [8, 64]". H200 tuner, session 6: (64, 128, 4 warps),
     (128, 128, 4 warps) and (128, 256, 8 warps) fail; (64, 64, 4), (64 / 128, 128, 8), (32, 128, 4)
     compile."""
-    if (weight_format in (Format.NVFP4, Format.MXFP4) and cfg.block_k == 32 and cfg.block_m >= 64
+    if (weight_format in _FP4 and cfg.block_k == 32 and cfg.block_m >= 64
             and not cfg.swap_ab and cfg.block_n * 4 // cfg.num_warps >= 128):
         return (f"FP4 weights with block_k 32, block_m >= 64 and block_n * 4 / num_warps >= 128 "
                 f"(block_n {cfg.block_n}, {cfg.num_warps} warps) do not compile with Triton 3.6 (the "
@@ -450,7 +452,7 @@ def heuristic_block_m(M_tokens: int, E_loc: int, top_k: int, weight_format: Form
         # FP8 block: a 128x128-block-scaled gated GEMM1 holds two BM x 128 fp32 accumulators;
         # BM = 64 keeps them in registers (SGLang / vLLM tuned block-FP8 tables agree)
         return 64
-    if weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL) and r < 256:
+    if weight_format in _FP8_PROMOTED and r < 256:
         # FP8 per tensor / per channel with the promoted accumulation (``_mma``): every K block
         # waits for its MMAs before the fp32 add, and two 64-row programs per SM fill each other's
         # waits. H200 tuner at 4096 tokens (session 5), 64 vs 128 rows: r = 128-192 (Nemotron-Nano,
@@ -473,7 +475,7 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     decode = bm <= 32
     # FP8 per tensor / channel prefill in 64-row tiles (heuristic_block_m): 128 weight rows per
     # program and 8 warps, gated or not (the H200 tuner's choice at 4096 tokens on 8 of 8 points)
-    fp8_rows64 = (fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL) and bm == 64
+    fp8_rows64 = (fmt in _FP8_PROMOTED and bm == 64
                   and M_tokens * top_k / max(E_loc, 1) > 42)
 
     # K tile: FP8 block scales come per 128 along K (and 128 B rows are the natural fp8 load);
@@ -482,7 +484,7 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     # at T = 8, 256 was slower).
     if fmt in _BLOCK_SCALED:
         bk = _block_scaled_bk(K, fmt)
-    elif fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL) and M_tokens * top_k <= 16:
+    elif fmt in _FP8_PROMOTED and M_tokens * top_k <= 16:
         bk = 256
     elif fmt is not Format.BF16 or decode:
         bk = 128
@@ -518,20 +520,16 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
                 break
         if fmt is not Format.BF16 and dev.hopper:
             bn = max(bn, 64)  # swap_ab puts block_n on wgmma's M side, which needs >= 64
-    elif bm >= 128 and dev.hopper and (fmt is Format.BF16 or (gated and fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL))):
+    elif bm >= 128 and dev.hopper and (fmt is Format.BF16 or (gated and fmt in _FP8_PROMOTED)
+                                       or (fmt in _FP4 and (not gated or join_gate_up(fmt, False)))):
         # compute-bound prefill on Hopper: 256 weight rows per program (gate + up counted), as the
         # H200 tuner chose at T = 4096 for Qwen3-30B, DeepSeek-V3 TP8 and Nemotron-Nano BF16
         # (1.12-1.19x over 128 rows) and as SGLang's H200 tables use for BF16 and FP8. FP8 is
         # limited to the gated GEMM1: a 128 x 256 FP8 GEMM2 / non-gated tile spills registers at
-        # 8 warps (sm_90 compile, ~270 LDL/STL), a 2 x 128 gated tile does not. Not the
-        # block-scaled formats: their dequantized weight tile lives in registers.
-        bn = 128 if gated else 256
-    elif bm >= 128 and dev.hopper and fmt in (Format.NVFP4, Format.MXFP4) and (not gated or join_gate_up(fmt, False)):
-        # FP4 prefill on Hopper: 256 weight rows per program too where they form one tile (not
-        # gated, or NVFP4's joined gate + up tile): the H200 tuner's choice at 4096 tokens for
-        # Nemotron-3-Nano / Super and gpt-oss-120b NVFP4 and Nemotron MXFP4 (session 8: the
-        # heuristic's 128-row tiles were 1.25-1.67x slower there). Gated MX multiplies gate and
-        # up as two 64-row tiles (the tuner's choice for gpt-oss-120b MXFP4).
+        # 8 warps (sm_90 compile, ~270 LDL/STL), a 2 x 128 gated tile does not. FP4 where the 256
+        # rows are one tile (not gated, or NVFP4's joined gate + up): the tuner's choice at 4096
+        # tokens for Nemotron-3-Nano / Super and gpt-oss-120b NVFP4 and Nemotron MXFP4 (session 8:
+        # 128-row tiles were 1.25-1.67x slower); gated MX (two tiles in turn) and MXFP8 keep 128.
         bn = 128 if gated else 256
     else:
         # compute-bound: 128-wide tiles; a gated program holds two accumulators, so half width

@@ -33,8 +33,8 @@ the linear ``QuantizedTensor`` layout and converted in registers inside both GEM
 fp16 hidden: W4A16 multiplies fp16 (NVFP4) or fp32 operands with TF32 (MX: power-of-two scales may
 leave fp16's range; fp16 and e2m1*2^e are exact in TF32); the interpreter multiplies fp32.
 
-Weight layout: the kernels read the checkpoint's linear layout, no repacking and no cache:
-values [E, N, K/2] packed (FP4, element 2i in the low nibble) or [E, N, K] (E4M3), scales
+Weight layout: the kernels read the checkpoint's linear layout (no cache, no repacking of the
+values): values [E, N, K/2] packed (FP4, element 2i in the low nibble) or [E, N, K] (E4M3), scales
 [E, N, K/G] (G = 16 NVFP4, 32 MX), NVFP4 global scales [E]; K (the contracted dim) contiguous. A
 [BLOCK_N, BLOCK_K] weight tile is BLOCK_N rows of BLOCK_K/2 contiguous bytes (64 B at BLOCK_K =
 128: whole 32-byte sectors) plus BLOCK_N rows of BLOCK_K/G scale bytes. Block scales may also be
@@ -46,10 +46,11 @@ register-operand MMA wants (each thread's K pairs contiguous) is obtained withou
 operands are permuted identically along K inside the kernel (``_blockscaled._dot_order``), which a
 dot does not notice, and each thread then reads 16 contiguous bytes per row. Gated GEMM1 reads the
 gate and the up rows from the two halves of w13 (rows [0, I_pad) and [I_pad, 2 I_pad)), no row
-interleave, as one joined [2 BLOCK_N, BLOCK_K] tile at decode and for NVFP4 (``kernel_configs.join_gate_up``),
-else as two tiles in turn. Intermediate sizes that are not multiples of the scale block are
-zero-padded per half by ``ExpertWeights.from_float`` (alignment >= the block, e.g. I = 48 -> 64 for MX), which leaves
-results unchanged (zero rows / columns add exact zeros and never raise a block scale).
+interleave, as one joined [2 BLOCK_N, BLOCK_K] tile at decode and for NVFP4
+(``kernel_configs.join_gate_up``), else as two tiles in turn. Intermediate sizes that are not
+multiples of the scale block are zero-padded per half by ``ExpertWeights.from_float`` (alignment
+>= the block, e.g. I = 48 -> 64 for MX), which leaves results unchanged (zero rows / columns add
+exact zeros and never raise a block scale).
 
 Launches per forward at decode (T*K <= 256): BF16, NVFP4 x BF16, MXFP4 x BF16 4 (3 when K = 1);
 FP8 per-tensor static, FP8 block, MXFP8 activations 5 (4 when K = 1); NVFP4 x NVFP4 with static
@@ -107,11 +108,6 @@ _STATIC_ACT = (Format.FP8_TENSOR, Format.NVFP4)
 # Bit-identical to the portable fp32 path by construction (exact products, same K order); checked
 # on the GPU by test_triton_fp4's gpu tests.
 _FAST_CVT = True
-
-
-def _cvt_code(fast: bool) -> int:
-    """FAST_CVT constexpr: 0 portable, 1 inline-PTX conversions."""
-    return 1 if fast else 0
 
 
 def _nib_view(t: torch.Tensor, on: bool) -> torch.Tensor:
@@ -205,7 +201,7 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
     launch(_blockscaled._dequant_kernel, grid,
         data, scale, out, R, C, data.stride(0), scale.stride(0), out.stride(0),
         FMT=_F_CODE[q.fmt], BR=block_rows, BK=block_k, EVEN_K=C % block_k == 0,
-        CD=tl.bfloat16 if fast_cvt else tl.float32, FAST_CVT=_cvt_code(bool(fast_cvt)),
+        CD=tl.bfloat16 if fast_cvt else tl.float32, FAST_CVT=bool(fast_cvt),
     )
     return out.reshape(q.shape)
 
@@ -601,8 +597,7 @@ def triton_experts(
     if micro:
         a_code, w_code = _F_CODE[act_format], _F_CODE[wfmt]
         cd, prec_micro = _compute_dtype(hidden.dtype, wfmt, act_format, interp)
-        fast_cvt = _cvt_code((_FAST_CVT if _fast_cvt is None else bool(_fast_cvt)) and not interp
-                             and cd == tl.bfloat16)
+        fast_cvt = (_FAST_CVT if _fast_cvt is None else bool(_fast_cvt)) and not interp and cd == tl.bfloat16
         # MX weights x MXFP8 activations at decode tiles: E4M3 MMAs per 32-block with scaled
         # partial sums (no dequantization; rescaling costs block_m FMAs per weight element per
         # 32-block, so tiles of 64+ rows dequantize to bf16 instead: sm_90 SASS counts in the
@@ -610,7 +605,7 @@ def triton_experts(
         mxdot = act_format is Format.MXFP8 and BM <= _MXDOT_MAX_BLOCK_M
     else:
         a_code = w_code = 0
-        cd, prec_micro, fast_cvt, mxdot = tl.float32, None, 0, False
+        cd, prec_micro, fast_cvt, mxdot = tl.float32, None, False, False
 
     # ---- 1. activation quantization of hidden ----
     a1_g = tw_flat  # NVFP4 activations: their global scale [1]
@@ -721,7 +716,7 @@ def triton_experts(
     else:
         ws1 = cnt1 = tw_flat
     # the nibble-aligned E2M1 converter reads packed FP4 as 16-bit words: int16 views (strides too)
-    nib = bool(fast_cvt) and not mxdot
+    nib = fast_cvt and not mxdot
     a1_d, w13_d = _nib_view(a1, nib), _nib_view(w13.data, nib)
     launch(_gemm._gemm1_kernel, grid1,
         a1_d, a1_s, w13_d, w13_s, b13, tw_flat,

@@ -143,13 +143,8 @@ def _e2m1x4_bf16_nib(w, RESTORE: tl.constexpr):
     """Packed FP4 as 16-bit words ``w`` (int16 [R, C]) -> its four nibbles' values (bf16 [R, C]
     each; nibble s = K value 4j + s of word j): ``e2m1 * 2^-126``, or ``e2m1`` with ``RESTORE``.
     Not available in Triton's interpreter."""
-    if RESTORE:
-        return tl.inline_asm_elementwise(_E2M1_BF16_NIB_RESTORED, "=r,=r,=r,=r,r", [w],
-                                         dtype=(tl.bfloat16, tl.bfloat16, tl.bfloat16, tl.bfloat16),
-                                         is_pure=True, pack=2)
-    return tl.inline_asm_elementwise(_E2M1_BF16_NIB, "=r,=r,=r,=r,r", [w],
-                                     dtype=(tl.bfloat16, tl.bfloat16, tl.bfloat16, tl.bfloat16), is_pure=True,
-                                     pack=2)
+    asm: tl.constexpr = _E2M1_BF16_NIB_RESTORED if RESTORE else _E2M1_BF16_NIB
+    return tl.inline_asm_elementwise(asm, "=r,=r,=r,=r,r", [w], dtype=(tl.bfloat16,) * 4, is_pure=True, pack=2)
 
 
 @triton.jit
@@ -191,6 +186,19 @@ def _dot_order(x, BR: tl.constexpr, BK: tl.constexpr, KPERM: tl.constexpr):
 
 
 @triton.jit
+def _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G: tl.constexpr, BK: tl.constexpr,
+                 EVEN_K: tl.constexpr):
+    """The block scales of ``_load_tile``'s ``ki``-th tile as stored ([BR, BK / G]: e4m3 or UE8M0
+    bytes), row-major or K-major (``s_stride_k``); blocks past K (``EVEN_K`` False) read 0."""
+    goffs = ki * (BK // G) + tl.arange(0, BK // G)
+    if EVEN_K:
+        sm = row_ok[:, None]
+    else:
+        sm = row_ok[:, None] & (goffs < K // G)[None, :]
+    return tl.load(s_ptr + s_row_off[:, None] + goffs[None, :] * s_stride_k, mask=sm, other=0.0)
+
+
+@triton.jit
 def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: tl.constexpr,
                BR: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr, CD: tl.constexpr,
                FAST_CVT: tl.constexpr = False, KPERM: tl.constexpr = False):
@@ -214,20 +222,12 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
     """
     if FMT == F_NVFP4 or FMT == F_MXFP4:
         G: tl.constexpr = 16 if FMT == F_NVFP4 else 32
-        offs = ki * (BK // 2) + tl.arange(0, BK // 2)
-        goffs = ki * (BK // G) + tl.arange(0, BK // G)
-        if EVEN_K:
-            m = row_ok[:, None]
-            sm = row_ok[:, None]
-        else:
-            m = row_ok[:, None] & (offs < K // 2)[None, :]
-            sm = row_ok[:, None] & (goffs < K // G)[None, :]
-        s_ptrs = s_ptr + s_row_off[:, None] + goffs[None, :] * s_stride_k
         if FAST_CVT and CD == tl.bfloat16:
+            s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K)
             if FMT == F_NVFP4:  # e4m3 scales
-                s = tl.load(s_ptrs, mask=sm, other=0.0).to(tl.bfloat16)
+                s = s.to(tl.bfloat16)
             else:  # UE8M0 bytes
-                s = _ue8m0_to_bf16(tl.load(s_ptrs, mask=sm, other=0).to(tl.int32))
+                s = _ue8m0_to_bf16(s.to(tl.int32))
             # nibble-aligned converter: ``ptr`` is the int16 view of the packed storage (row
             # offsets in 16-bit words); NVFP4 scales carry 2^110 of the 2^126 (exact: e4m3
             # scales are <= 448 and the products >= 2^-26), MX values are restored in the converter
@@ -242,11 +242,14 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
             # -> natural K order 4j + s
             v = tl.permute(tl.reshape(v, [BR, BK // 4, 2, 2]), [0, 1, 3, 2])
             return _dot_order(tl.reshape(v, [BR, BK]), BR, BK, KPERM)
+        offs = ki * (BK // 2) + tl.arange(0, BK // 2)
+        m = row_ok[:, None] if EVEN_K else row_ok[:, None] & (offs < K // 2)[None, :]
         b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0)
+        s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K)
         if FMT == F_NVFP4:  # e4m3 scales
-            s = tl.load(s_ptrs, mask=sm, other=0.0).to(tl.float32) * 16384.0
+            s = s.to(tl.float32) * 16384.0
         else:  # UE8M0 bytes
-            s = _ue8m0_to_f32_x16384(tl.load(s_ptrs, mask=sm, other=0).to(tl.int32))
+            s = _ue8m0_to_f32_x16384(s.to(tl.int32))
         v = tl.reshape(_e2m1x2_raw(b), [BR, BK // G, G]) * s[:, :, None]
         return _dot_order(tl.reshape(v, [BR, BK]).to(CD), BR, BK, KPERM)
     else:
@@ -257,12 +260,7 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
             m = row_ok[:, None] & (offs < K)[None, :]
         x = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0.0)
         if FMT == F_MXFP8:
-            goffs = ki * (BK // 32) + tl.arange(0, BK // 32)
-            if EVEN_K:
-                sm = row_ok[:, None]
-            else:
-                sm = row_ok[:, None] & (goffs < K // 32)[None, :]
-            e = tl.load(s_ptr + s_row_off[:, None] + goffs[None, :] * s_stride_k, mask=sm, other=0)
+            e = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, 32, BK, EVEN_K)
             if FAST_CVT and CD == tl.bfloat16:  # e4m3 -> bf16 is exact, so is q * 2^k in bf16
                 v = tl.reshape(x.to(tl.bfloat16), [BR, BK // 32, 32]) * _ue8m0_to_bf16(e.to(tl.int32))[:, :, None]
                 return _dot_order(tl.reshape(v, [BR, BK]), BR, BK, KPERM)
