@@ -6,7 +6,8 @@
 #   bash benchmarks/harness_run.sh measure   # measure (after prep; nothing else on the GPU)
 #   bash benchmarks/harness_run.sh           # both
 # Env: OUT (results), PEERS (default sglang,fusedmoe,fusedmoe-fastacc,fusedmoe-pdl: the FP8
-# fast-accumulation variant, FP8 tensor/channel cases only, and programmatic dependent launch), BUDGET_S (default 430), PLAN_ARGS (e.g. --quick).
+# fast-accumulation variant, FP8 tensor/channel cases only, and programmatic dependent launch), BUDGET_S (default 430), PLAN_ARGS (e.g. --quick),
+# PRECOMPILE_ARGS (precompile_harness.py's filters matching PLAN_ARGS, e.g. --dtypes fp8_tensor --tokens 1,8).
 set -uo pipefail
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
 OUT="${OUT:-$PWD/bench_results}"; mkdir -p "$OUT"
@@ -15,7 +16,7 @@ ARGS=(--peers "$PEERS" --plugin ../benchmarks/harness_plugin.py ${PLAN_ARGS:-})
 stage="${1:-all}"
 if [[ $stage == prep || $stage == all ]]; then
   quick=""; [[ "${PLAN_ARGS:-}" == *--quick* ]] && quick="--quick"
-  python3 benchmarks/precompile_harness.py --jobs 6 $quick > "$OUT/precompile_fusedmoe.log" 2>&1 &
+  python3 benchmarks/precompile_harness.py --jobs 6 $quick ${PRECOMPILE_ARGS:-} > "$OUT/precompile_fusedmoe.log" 2>&1 &
   pids=($!)
   for i in 0 1 2 3 4 5 6 7; do
     (cd .peers && python3 run_peers.py "${ARGS[@]}" --precompile-shard "$i/8") >> "$OUT/precompile_sglang.log" 2>&1 &

@@ -1,6 +1,7 @@
 """Compile fusedmoe's Triton kernels for every point of the shared harness plan, in parallel.
 
     PYTHONPATH=src python3 benchmarks/precompile_harness.py [--quick] [--jobs 8] [--models dsv3,...]
+        [--dtypes fp8_tensor,...] [--tokens 1,8,...]
 
 The harness (``.peers/run_peers.py``) pre-compiles SGLang's kernels in parallel processes but
 compiles a plugin's kernels lazily inside its single measuring process, where a few hundred
@@ -14,6 +15,7 @@ output is checked. Run it in the same environment (same ``TRITON_CACHE_DIR``) as
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import multiprocessing
 import os
 import sys
@@ -91,6 +93,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="the harness's --quick plan")
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--models", default=None, help="comma-separated harness model names")
+    ap.add_argument("--dtypes", default=None, help="comma-separated harness dtypes (bf16, fp8_tensor, ...)")
+    ap.add_argument("--tokens", default=None, help="comma-separated token counts (the plan's, filtered)")
     ap.add_argument("--peers-dir", default=PEERS_DIR)
     args = ap.parse_args(argv)
     sys.path.insert(0, args.peers_dir)
@@ -100,6 +104,13 @@ def main(argv=None) -> int:
     if args.models:
         keep = set(args.models.split(","))
         plan = [it for it in plan if it.model in keep]
+    if args.dtypes:
+        keep = set(args.dtypes.split(","))
+        plan = [it for it in plan if it.dtype in keep]
+    if args.tokens:
+        keep_t = {int(t) for t in args.tokens.split(",")}
+        plan = [dataclasses.replace(it, tokens=[t for t in it.tokens if t in keep_t]) for it in plan]
+        plan = [it for it in plan if it.tokens]
     # the largest cases first, so they do not end up alone at the tail
     plan.sort(key=lambda it: -run_peers.MODELS[it.model]["E"] * run_peers.MODELS[it.model]["H"] * run_peers.MODELS[it.model]["I"])
     t0 = time.perf_counter()
