@@ -11,7 +11,8 @@ cases only: ``KernelConfig.fp8_fast_accum`` with wider prefill tiles, the candid
 measured side by side with it); ``fusedmoe-pdl`` / ``fusedmoe-nopdl`` (the default configs with
 programmatic dependent launch always on / off; the default turns it on up to 512 tokens);
 ``fusedmoe-nofuse`` / ``fusedmoe-fuseall`` (the top-k combine in GEMM2 never / at every token
-count; the default does not fuse it: ``set_fused_combine``).
+count; the default does not fuse it: ``set_fused_combine``); ``fusedmoe-noalq`` (hidden quantized
+by its own kernel at decode too, instead of inside the align launch: ``triton_moe._ALIGN_QUANT``).
 """
 
 import torch
@@ -88,13 +89,13 @@ def make_fusedmoe_fastacc(case):
     return prepare, run
 
 
-def _with_setting(setter: str, value):
+def _with_setting(setter, value):
     """fusedmoe (default configs) with ``fusedmoe.backends.triton_moe.<setter>(value)`` in force
     for its calls (``set_programmatic_dependent_launch``: default "auto", on up to 512 tokens;
-    ``set_fused_combine``: default 0, off)."""
+    ``set_fused_combine``: default 0, off); ``setter`` may also be the setter itself."""
     from fusedmoe.backends import triton_moe
 
-    set_ = getattr(triton_moe, setter)
+    set_ = getattr(triton_moe, setter) if isinstance(setter, str) else setter
 
     def make(case):
         prepare, run_default = make_fusedmoe(case)
@@ -111,7 +112,17 @@ def _with_setting(setter: str, value):
     return make
 
 
+def _set_align_quant(on):
+    """``triton_moe._ALIGN_QUANT`` (decode: hidden quantized in the align launch; default on);
+    returns the previous value."""
+    from fusedmoe.backends import triton_moe
+
+    prev, triton_moe._ALIGN_QUANT = triton_moe._ALIGN_QUANT, bool(on)
+    return prev
+
+
 _PDL, _FUSE = "set_programmatic_dependent_launch", "set_fused_combine"
 PEERS = {"fusedmoe": make_fusedmoe, "fusedmoe-fastacc": make_fusedmoe_fastacc,
          "fusedmoe-pdl": _with_setting(_PDL, True), "fusedmoe-nopdl": _with_setting(_PDL, False),
-         "fusedmoe-nofuse": _with_setting(_FUSE, 0), "fusedmoe-fuseall": _with_setting(_FUSE, 1 << 30)}
+         "fusedmoe-nofuse": _with_setting(_FUSE, 0), "fusedmoe-fuseall": _with_setting(_FUSE, 1 << 30),
+         "fusedmoe-noalq": _with_setting(_set_align_quant, False)}

@@ -422,6 +422,62 @@ def test_fused_combine_same_bits(wfmt):
         set_fused_combine(prev)
 
 
+@interpreter
+@pytest.mark.parametrize("fmt", [Format.FP8_TENSOR, Format.FP8_TOKEN, Format.FP8_BLOCK, Format.MXFP8],
+                         ids=lambda f: f.name)
+def test_align_launch_quantizes_hidden(fmt):
+    """Decode: the align launch also quantizes hidden (its other programs run the quantizer's
+    programs): the slot layout and the quantized tensor equal align_slots + quantize_act bit for bit,
+    with several row and group blocks, a static scale that clips, and expert parallelism."""
+    from fusedmoe.backends.triton_moe import _SINGLE_ALIGN_MAX
+    from fusedmoe.formats import quantize_act
+    from fusedmoe.formats.triton_quant import plan_fp8
+
+    g = torch.Generator().manual_seed(3)
+    T, H, K, E = 9, 1024 + 256, 4, 16
+    x = (torch.randn(T, H, generator=g) * 3).to(torch.bfloat16)
+    x[0, :5] = 0.0
+    static = (x.float().abs().max() / 448 * 0.5).reshape(1) if fmt is Format.FP8_TENSOR else None
+    ids = distinct_topk_ids(T, K, E, 2, E + 2, g).to(torch.int32)
+    plan = plan_fp8(x, fmt, static_scale=static, out_fp32=True)
+    assert plan.programs > 1
+    fused = align_slots(ids, E, 16, local_expert_offset=2, quant=plan)
+    got = plan.result()
+    ref_al = align_slots(ids, E, 16, local_expert_offset=2)
+    ref = quantize_act(x, fmt, static_scale=static)
+    for a, b in ((fused.sorted_ids, ref_al.sorted_ids), (fused.block_expert, ref_al.block_expert),
+                 (fused.num_post_padded, ref_al.num_post_padded)):
+        assert torch.equal(a, b)
+    assert torch.equal(got.data.view(torch.uint8), ref.data.view(torch.uint8))
+    assert torch.equal(got.scale, ref.scale) and got.fmt is ref.fmt
+    big = torch.zeros(_SINGLE_ALIGN_MAX + 1, 1, dtype=torch.int32)
+    with pytest.raises(ValueError, match="one-program align"):
+        align_slots(big, E, 16, quant=plan_fp8(x, fmt, static_scale=static, out_fp32=True))
+
+
+@interpreter
+@pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK], ids=lambda f: f.name)
+def test_forward_with_align_quant_same_bits(wfmt, monkeypatch):
+    """A decode forward with the quantization of hidden in the align launch gives the bits of the
+    separate quantization kernel (gated and not, split-K)."""
+    from fusedmoe.backends import triton_moe as tm
+
+    dtype, H, I_pad = _FMT_CASES[wfmt]
+    for act, s1 in ((Activation.SWIGLU, 1), (Activation.RELU2, 2)):
+        prob = make_problem(T=5, H=2 * H, I=I_pad, I_pad=I_pad, E=4, K=2, act=act, wfmt=wfmt, dtype=dtype, seed=s1)
+        bk = 128 if wfmt is Format.FP8_BLOCK else 32
+        cfg = MoEKernelConfig(KernelConfig(16, 128 if wfmt is Format.FP8_BLOCK else 32, bk, split_k=s1),
+                              KernelConfig(16, 32, bk))
+        fused, ref = run_case(prob, act=act, wfmt=wfmt, config=cfg)
+        monkeypatch.setattr(tm, "_ALIGN_QUANT", False)
+        plain, _ = run_case(prob, act=act, wfmt=wfmt, config=cfg)
+        monkeypatch.setattr(tm, "_ALIGN_QUANT", True)
+        assert torch.equal(fused, plain), act
+        mx, rms = _errors(fused, ref)
+        bmx, brms = _bounds(wfmt, dtype)
+        assert mx <= bmx and rms <= brms
+
+
 def test_programmatic_dependent_launch_switch(monkeypatch):
     from fusedmoe.backends import triton_moe as tm
 
@@ -551,6 +607,24 @@ def test_gpu_fused_combine_same_bits(wfmt):
             _graph_replay_matches(prob, wfmt, 768, base, offset=offset, replays=2)
     finally:
         set_fused_combine(prev)
+
+
+@gpu
+@pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK], ids=lambda f: f.name)
+def test_gpu_align_quant_same_bits(wfmt, monkeypatch):
+    """The quantization of hidden inside the align launch (decode) gives the separate kernel's
+    bits on the GPU (its e4m3 cast), eager and in a CUDA graph, up to T*K = 256."""
+    from fusedmoe.backends import triton_moe as tm
+
+    for T in (1, 8, 32):
+        prob = make_problem(T=T, H=2048, I=768, I_pad=768, E=64, K=8, act=Activation.SWIGLU, wfmt=wfmt,
+                            dtype=torch.bfloat16, seed=T)
+        monkeypatch.setattr(tm, "_ALIGN_QUANT", False)
+        base, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
+        monkeypatch.setattr(tm, "_ALIGN_QUANT", True)
+        got, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
+        assert torch.equal(got, base), T
+        _graph_replay_matches(prob, wfmt, 768, base)
 
 
 def test_split_k_config_rules():

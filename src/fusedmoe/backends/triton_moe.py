@@ -78,6 +78,7 @@ import triton.language as tl
 
 from ..config import Activation, ActivationParams, Format
 from ..formats import QuantizedTensor, quantize_act
+from ..formats.triton_quant import Fp8Plan, plan_fp8
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import KernelConfig, MoEKernelConfig, choose_moe_config, join_gate_up
 
@@ -108,6 +109,12 @@ _STATIC_ACT = (Format.FP8_TENSOR, Format.NVFP4)
 # Bit-identical to the portable fp32 path by construction (exact products, same K order); checked
 # on the GPU by test_triton_fp4's gpu tests.
 _FAST_CVT = True
+# Decode (T*K <= _SINGLE_ALIGN_MAX: the align is one program): the FP8 quantizations of hidden that
+# are one kernel (static per tensor, per token, 1 x 128 groups, MXFP8) run in the align's launch,
+# in programs of their own (kernels/_align._align_scatter_quant_kernel): the same bits, one launch
+# fewer (tests switch it off to compare).
+_ALIGN_QUANT = True
+_FP8_ACT = (Format.FP8_TENSOR, Format.FP8_TOKEN, Format.FP8_BLOCK, Format.MXFP8)
 
 
 def _nib_view(t: torch.Tensor, on: bool) -> torch.Tensor:
@@ -357,11 +364,13 @@ def max_padded_rows(num_slots: int, num_groups: int, block_m: int) -> int:
 
 
 def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *, local_expert_offset: int = 0,
-                include_nonlocal: bool = False, tokens: "int | None" = None) -> AlignResult:
+                include_nonlocal: bool = False, tokens: "int | None" = None, quant: "Fp8Plan | None" = None) -> AlignResult:
     """Group the T*K slots of ``topk_ids [T, K]`` (global ids) by local expert, each group padded to
     ``block_m`` rows (see ``kernels/_align.py``). ``include_nonlocal`` appends one more group (id
     ``num_local_experts``) holding the slots of non-local experts. ``tokens``: the call's token
-    count, for the launch options (default ``topk_ids.shape[0]``)."""
+    count, for the launch options (default ``topk_ids.shape[0]``). ``quant``: an FP8 quantization
+    of hidden (``formats.triton_quant.plan_fp8``) run by the same launch (one chunk of slots only:
+    ``T*K <= _SINGLE_ALIGN_MAX``); its result is ``quant.result()`` afterwards."""
     _align, _, _ = _kernels()
     ids = topk_ids.reshape(-1)
     if not ids.is_contiguous():
@@ -378,12 +387,15 @@ def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *,
     nb_end = P + cdiv(NB, 4) * 4
     buf = torch.empty(nb_end + 4, dtype=torch.int32, device=dev)
     sorted_ids, block_expert, ntpp = buf[:P], buf[P:P + NB], buf[nb_end:nb_end + 1]
+    single = TK <= _SINGLE_ALIGN_MAX
+    if quant is not None and not (single and TK):
+        raise ValueError(f"align_slots: quant runs in the one-program align only (1 <= T*K <= {_SINGLE_ALIGN_MAX}), "
+                         f"got T*K = {TK}")
     if TK == 0:
         ntpp.zero_()
         block_expert.fill_(-1)
         return AlignResult(sorted_ids, block_expert, ntpp, block_m, NB)
     num_bins = max(16, next_pow2(groups))
-    single = TK <= _SINGLE_ALIGN_MAX
     chunk = max(16, next_pow2(TK)) if single else _ALIGN_CHUNK
     nc = cdiv(TK, chunk)
     blocks_per_iter = max(1, min(next_pow2(NB), 4096 // num_bins, 4096 // block_m))
@@ -397,11 +409,19 @@ def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *,
             ids, counts, TK, local_expert_offset,
             E_LOC=E, INCLUDE_NONLOCAL=include_nonlocal, NUM_BINS=num_bins, CHUNK=chunk, num_warps=warps,
         )
+    pdl = _pdl_args(dev, interpreted(_align._align_scatter_kernel), topk_ids.shape[0] if tokens is None else tokens)
+    if quant is not None:
+        q_args, q_meta = quant.fused_args()
+        launch(_align._align_scatter_quant_kernel, (1 + quant.programs,),
+            ids, sorted_ids, block_expert, ntpp, TK, local_expert_offset, NB, *q_args,
+            E_LOC=E, INCLUDE_NONLOCAL=include_nonlocal, NUM_BINS=num_bins, CHUNK=chunk, BLOCK_M=block_m,
+            BLOCKS_PER_ITER=blocks_per_iter, num_warps=warps, **q_meta, **pdl,
+        )
+        return AlignResult(sorted_ids, block_expert, ntpp, block_m, NB)
     launch(_align._align_scatter_kernel, (nc,),
         ids, counts, sorted_ids, block_expert, ntpp, TK, local_expert_offset, nc, NB,
         E_LOC=E, INCLUDE_NONLOCAL=include_nonlocal, NUM_BINS=num_bins, CHUNK=chunk, BLOCK_M=block_m,
-        SINGLE=single, CHUNKS_PER_ITER=chunks_per_iter, BLOCKS_PER_ITER=blocks_per_iter, num_warps=warps,
-        **_pdl_args(dev, interpreted(_align._align_scatter_kernel), topk_ids.shape[0] if tokens is None else tokens),
+        SINGLE=single, CHUNKS_PER_ITER=chunks_per_iter, BLOCKS_PER_ITER=blocks_per_iter, num_warps=warps, **pdl,
     )
     return AlignResult(sorted_ids, block_expert, ntpp, block_m, NB)
 
@@ -607,27 +627,32 @@ def triton_experts(
         a_code = w_code = 0
         cd, prec_micro, fast_cvt, mxdot = tl.float32, None, False, False
 
-    # ---- 1. activation quantization of hidden ----
+    # ---- 1. activation quantization of hidden (2. align) ----
+    # decode (one align program): single-kernel FP8 quantizations of hidden run in the align's launch
+    qplan = plan_fp8(hidden, act_format, static_scale=a1_scale, out_fp32=interp) if (
+        _ALIGN_QUANT and T * K <= _SINGLE_ALIGN_MAX and act_format in _FP8_ACT) else None
     a1_g = tw_flat  # NVFP4 activations: their global scale [1]
-    if act_format is Format.BF16:
-        a1, a1_s, a1_s_stride = hidden, tw_flat, 0
-    else:
-        if act_format is Format.NVFP4:
-            g1 = None if a1_scale is None else 1.0 / _scalar_ptr("a1_scale", a1_scale, dev)
-            qa = quantize_act(hidden, act_format, global_scale=g1)
-            a1_g = qa.global_scale.reshape(1)
-        else:
-            qa = quantize_act(hidden, act_format, static_scale=a1_scale)
-        a1, a1_s = qa.data, qa.scale.reshape(-1) if qa.scale.dim() == 0 else qa.scale
-        a1_s_stride = a1_s.stride(0) if a1_s.dim() == 2 else 1
+    qa = None
+    if act_format is Format.NVFP4:
+        g1 = None if a1_scale is None else 1.0 / _scalar_ptr("a1_scale", a1_scale, dev)
+        qa = quantize_act(hidden, act_format, global_scale=g1)
+        a1_g = qa.global_scale.reshape(1)
+    elif act_format is not Format.BF16 and qplan is None:
+        qa = quantize_act(hidden, act_format, static_scale=a1_scale)
 
-    # ---- 2. align ----
     atomic = cfg.atomic_combine
     direct_out = K == 1 and not atomic  # GEMM2 writes out itself: lay out non-local slots too
     fuse = not atomic and not direct_out and T <= _FUSED_COMBINE["max_tokens"]  # GEMM2 combines: same
     al = align_slots(ids_flat, E, BM, local_expert_offset=local_expert_offset, include_nonlocal=direct_out or fuse,
-                     tokens=T)
+                     tokens=T, quant=qplan)
     NB = al.max_blocks
+    if qplan is not None:
+        qa = qplan.result()
+    if qa is None:
+        a1, a1_s, a1_s_stride = hidden, tw_flat, 0
+    else:
+        a1, a1_s = qa.data, qa.scale.reshape(-1) if qa.scale.dim() == 0 else qa.scale
+        a1_s_stride = a1_s.stride(0) if a1_s.dim() == 2 else 1
 
     # ---- 3. GEMM1 (+ bias + activation + intermediate quantization) ----
     out_q = _OUT_PLAIN

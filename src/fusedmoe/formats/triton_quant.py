@@ -26,7 +26,7 @@ from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .reference import _F32_MIN_SCALE, _NVFP4_G_NUM, NVFP4_MIN_AMAX
 from .tensor import QuantizedTensor
 
-__all__ = ["quantize_act"]
+__all__ = ["quantize_act", "plan_fp8", "Fp8Plan"]
 
 _ACT_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_TOKEN, Format.FP8_BLOCK, Format.MXFP8, Format.NVFP4)
 _FLOAT_INPUTS = (torch.float16, torch.bfloat16, torch.float32)
@@ -122,57 +122,44 @@ def quantize_act(
     vdtype = torch.float32 if out_fp32 else _E4M3
     empty = T == 0 or C == 0
 
+    if not empty:
+        plan = plan_fp8(x, fmt, static_scale=static_scale, out_fp32=out_fp32)
+        if plan is not None:
+            k_ = k._fp8_group_kernel if plan.groups else k._fp8_row_kernel
+            launch(k_, plan.grid, *plan.args, **plan.meta)
+            return plan.result()
+
     if fmt in (Format.FP8_TENSOR, Format.FP8_TOKEN):
+        # left here: empty tensors, and the dynamic per-tensor scale (amax over the whole tensor first)
         q = torch.empty((T, C), dtype=vdtype, device=dev)
-        BLOCK_C = min(next_pow2(C), 1024)
-        BLOCK_T = min(next_pow2(T), max(1, 2048 // BLOCK_C))
-        grid = (cdiv(T, BLOCK_T),)
         if fmt is Format.FP8_TOKEN:
-            s = torch.empty((T,), dtype=torch.float32, device=dev)
-            mode, src = 2, s
-            if C == 0:
-                s.fill_(_F32_MIN_SCALE)
-        elif static_scale is not None:
-            s = _device_scalar(static_scale, "static_scale", x)
-            mode, src = 0, s
-        elif not empty and T * C <= _ONE_PROGRAM_ELEMS:
+            return QuantizedTensor(_finish(q, out_fp32), fmt, torch.full((T,), _F32_MIN_SCALE, device=dev))
+        if static_scale is not None:
+            return QuantizedTensor(_finish(q, out_fp32), fmt, _device_scalar(static_scale, "static_scale", x).reshape(()))
+        s = torch.empty((1,), dtype=torch.float32, device=dev)
+        if empty:
+            s.fill_(_F32_MIN_SCALE)
+        elif T * C <= _ONE_PROGRAM_ELEMS:
             # small tensor (decode): amax and quantization in one program, one launch
-            s = torch.empty((1,), dtype=torch.float32, device=dev)
             bc = min(next_pow2(C), 2048)
             bt = min(next_pow2(T), max(1, 8192 // bc))
             launch(k._fp8_tensor_one_program_kernel, (1,),
                 x, q, s, T, C, x.stride(0), q.stride(0), OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=bc, num_warps=8,
             )
-            return QuantizedTensor(_finish(q, out_fp32), fmt, s.reshape(()))
         else:
             amax = torch.zeros((1,), dtype=torch.int32, device=dev)
-            if not empty:
-                _launch_absmax(k, x, amax)
-            s = torch.empty((1,), dtype=torch.float32, device=dev)
-            mode, src = 1, amax
-            if empty:
-                s.fill_(_F32_MIN_SCALE)
-        if not empty:
-            launch(k._fp8_row_kernel, grid,
-                x, q, s, src, T, C, x.stride(0), q.stride(0),
-                SCALE_MODE=mode, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C,
+            _launch_absmax(k, x, amax)
+            BLOCK_C = min(next_pow2(C), 1024)
+            BLOCK_T = min(next_pow2(T), max(1, 2048 // BLOCK_C))
+            launch(k._fp8_row_kernel, (cdiv(T, BLOCK_T),),
+                x, q, s, amax, T, C, x.stride(0), q.stride(0),
+                SCALE_MODE=1, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C,
             )
-        scale = s if fmt is Format.FP8_TOKEN else s.reshape(())
-        return QuantizedTensor(_finish(q, out_fp32), fmt, scale)
+        return QuantizedTensor(_finish(q, out_fp32), fmt, s.reshape(()))
 
-    if fmt in (Format.FP8_BLOCK, Format.MXFP8):
-        G = b
-        NG = C // G
+    if fmt in (Format.FP8_BLOCK, Format.MXFP8):  # left here: empty tensors
         q = torch.empty((T, C), dtype=vdtype, device=dev)
-        s = torch.empty((T, NG), dtype=torch.uint8 if fmt is Format.MXFP8 else torch.float32, device=dev)
-        if not empty:
-            BLOCK_G = min(next_pow2(NG), max(1, 1024 // G))
-            BLOCK_T = min(next_pow2(T), max(1, 2048 // (BLOCK_G * G)))
-            grid = (cdiv(T, BLOCK_T), cdiv(NG, BLOCK_G))
-            launch(k._fp8_group_kernel, grid,
-                x, q, s, T, C, x.stride(0), q.stride(0), s.stride(0),
-                GROUP=G, MX=fmt is Format.MXFP8, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_G=BLOCK_G,
-            )
+        s = torch.empty((T, C // b), dtype=torch.uint8 if fmt is Format.MXFP8 else torch.float32, device=dev)
         return QuantizedTensor(_finish(q, out_fp32), fmt, s, block_rows=1)
 
     # NVFP4
@@ -203,6 +190,77 @@ def quantize_act(
             G_FROM_AMAX=g_from_amax, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_G=BLOCK_G,
         )
     return QuantizedTensor(q, fmt, _finish(s, out_fp32), global_scale=g.reshape(()))
+
+
+class Fp8Plan:
+    """One launch of ``_fp8_row_kernel`` (``groups`` False) or ``_fp8_group_kernel`` with its
+    outputs allocated: ``grid``, positional ``args`` and constexpr ``meta`` of that kernel; after
+    the launch, :meth:`result` is the quantized tensor. ``_align._align_scatter_quant_kernel``
+    runs the same programs inside the decode align launch."""
+
+    __slots__ = ("fmt", "groups", "grid", "args", "meta", "q", "scale", "out_fp32")
+
+    def __init__(self, fmt, groups, grid, args, meta, q, scale, out_fp32):
+        self.fmt, self.groups, self.grid, self.args, self.meta = fmt, groups, grid, args, meta
+        self.q, self.scale, self.out_fp32 = q, scale, out_fp32
+
+    @property
+    def programs(self) -> int:
+        return self.grid[0] * (self.grid[1] if len(self.grid) > 1 else 1)
+
+    def fused_args(self):
+        """(runtime arguments, constexprs) of this quantizer's part of
+        ``kernels/_align._align_scatter_quant_kernel`` (from ``x_ptr`` on)."""
+        m = self.meta
+        if self.groups:
+            x, q, s, T, C, sx, sq, ss = self.args
+            return (x, q, s, s, T, C, sx, sq, ss, self.grid[1]), dict(
+                GROUPS=True, SCALE_MODE=0, GROUP=m["GROUP"], MX=m["MX"], OUT_FP32=m["OUT_FP32"], BLOCK_T=m["BLOCK_T"],
+                BLOCK_C=m["BLOCK_G"])
+        x, q, s, src, T, C, sx, sq = self.args
+        return (x, q, s, src, T, C, sx, sq, 0, 1), dict(
+            GROUPS=False, SCALE_MODE=m["SCALE_MODE"], GROUP=1, MX=False, OUT_FP32=m["OUT_FP32"], BLOCK_T=m["BLOCK_T"],
+            BLOCK_C=m["BLOCK_C"])
+
+    def result(self) -> QuantizedTensor:
+        q = _finish(self.q, self.out_fp32)
+        if self.groups:
+            return QuantizedTensor(q, self.fmt, self.scale, block_rows=1)
+        return QuantizedTensor(q, self.fmt, self.scale if self.fmt is Format.FP8_TOKEN else self.scale.reshape(()))
+
+
+def plan_fp8(x: torch.Tensor, fmt: Format, *, static_scale=None, out_fp32: bool = False) -> "Optional[Fp8Plan]":
+    """The single-kernel FP8 quantizations of a non-empty ``x [T, C]`` (already validated by
+    :func:`quantize_act`): ``FP8_TENSOR`` with a static scale, ``FP8_TOKEN``, ``FP8_BLOCK`` and
+    ``MXFP8``, planned (outputs allocated) but not launched; None for the others (a dynamic
+    per-tensor scale needs the whole tensor's amax first; NVFP4)."""
+    T, C = x.shape
+    dev = x.device
+    vdtype = torch.float32 if out_fp32 else _E4M3
+    if fmt is Format.FP8_TOKEN or (fmt is Format.FP8_TENSOR and static_scale is not None):
+        q = torch.empty((T, C), dtype=vdtype, device=dev)
+        BLOCK_C = min(next_pow2(C), 1024)
+        BLOCK_T = min(next_pow2(T), max(1, 2048 // BLOCK_C))
+        if fmt is Format.FP8_TOKEN:
+            s = torch.empty((T,), dtype=torch.float32, device=dev)
+            mode, src = 2, s
+        else:
+            s = _device_scalar(static_scale, "static_scale", x)
+            mode, src = 0, s
+        return Fp8Plan(fmt, False, (cdiv(T, BLOCK_T),), (x, q, s, src, T, C, x.stride(0), q.stride(0)),
+                       dict(SCALE_MODE=mode, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C), q, s, out_fp32)
+    if fmt in (Format.FP8_BLOCK, Format.MXFP8):
+        G = fmt.block_size
+        NG = C // G
+        q = torch.empty((T, C), dtype=vdtype, device=dev)
+        s = torch.empty((T, NG), dtype=torch.uint8 if fmt is Format.MXFP8 else torch.float32, device=dev)
+        BLOCK_G = min(next_pow2(NG), max(1, 1024 // G))
+        BLOCK_T = min(next_pow2(T), max(1, 2048 // (BLOCK_G * G)))
+        return Fp8Plan(fmt, True, (cdiv(T, BLOCK_T), cdiv(NG, BLOCK_G)),
+                       (x, q, s, T, C, x.stride(0), q.stride(0), s.stride(0)),
+                       dict(GROUP=G, MX=fmt is Format.MXFP8, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_G=BLOCK_G),
+                       q, s, out_fp32)
+    return None
 
 
 def _launch_absmax(k, x: torch.Tensor, amax: torch.Tensor) -> None:

@@ -20,7 +20,8 @@ Algorithm: the slots are cut into chunks of CHUNK (a power of two). Per chunk a 
 groups (``tl.histogram``); a stable counting sort inside the chunk (``tl.sort`` of the unique key
 ``bin * CHUNK + i``); the destination of a slot is
 ``base[bin] + (slots of bin in earlier chunks) + (rank inside the chunk)``.
-- One chunk (decode, TK <= CHUNK): a single program does everything (one launch).
+- One chunk (decode, TK <= CHUNK): a single program does everything (one launch); with FP8
+  activations that launch also quantizes hidden in its other programs (``_align_scatter_quant_kernel``).
 - Several chunks: ``_align_count_kernel`` writes the per-chunk histograms, then
   ``_align_scatter_kernel`` (one program per chunk) reduces them and scatters (two launches).
 Block metadata and sentinels are written block-cyclically by all programs, at disjoint addresses
@@ -29,6 +30,8 @@ Block metadata and sentinels are written block-cyclically by all programs, at di
 
 import triton
 import triton.language as tl
+
+from ._quant import _fp8_groups, _fp8_rows
 
 
 @triton.jit
@@ -90,7 +93,64 @@ def _align_scatter_kernel(
     """grid = (num_chunks,): scatter the slots of one chunk, plus a share of the metadata."""
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
+    _align_scatter(tl.program_id(0), topk_ids_ptr, counts_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr,
+                   num_slots, expert_offset, num_chunks, max_blocks, E_LOC, INCLUDE_NONLOCAL, NUM_BINS, CHUNK, BLOCK_M,
+                   SINGLE, CHUNKS_PER_ITER, BLOCKS_PER_ITER)
+
+
+@triton.jit
+def _align_scatter_quant_kernel(
+    topk_ids_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, num_slots, expert_offset, max_blocks,
+    x_ptr,  # [T, C] hidden
+    q_ptr,  # [T, C] e4m3 (fp32 if OUT_FP32)
+    s_ptr,  # the quantizer's scale output (rows: SCALE_MODE 2 [T]; groups: [T, C/GROUP])
+    src_ptr,  # rows, SCALE_MODE 0: the static scale [1]
+    T,
+    C: tl.constexpr,
+    stride_x,
+    stride_q,
+    stride_s,
+    num_g,  # groups: group-blocks per row block
+    E_LOC: tl.constexpr,
+    INCLUDE_NONLOCAL: tl.constexpr,
+    NUM_BINS: tl.constexpr,
+    CHUNK: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCKS_PER_ITER: tl.constexpr,
+    GROUPS: tl.constexpr,  # False: _quant._fp8_rows (SCALE_MODE 0 / 2); True: _quant._fp8_groups
+    SCALE_MODE: tl.constexpr,
+    GROUP: tl.constexpr,
+    MX: tl.constexpr,
+    OUT_FP32: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_C: tl.constexpr,  # rows: columns per step; groups: groups per program (BLOCK_G)
+    USE_GDC: tl.constexpr,
+):
+    """Decode (one chunk of slots): the single-program align in program 0 and the FP8
+    quantization of hidden in programs 1.. (the programs of ``_fp8_row_kernel`` or
+    ``_fp8_group_kernel``, flattened): the two are independent, so one launch does both -- the
+    same outputs, bit for bit. grid = (1 + quantizer programs,)."""
+    if USE_GDC:
+        tl.extra.cuda.gdc_wait()
     pid = tl.program_id(0)
+    if pid == 0:
+        _align_scatter(0, topk_ids_ptr, sorted_ids_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr,
+                       num_slots, expert_offset, 1, max_blocks, E_LOC, INCLUDE_NONLOCAL, NUM_BINS, CHUNK, BLOCK_M,
+                       True, 1, BLOCKS_PER_ITER)
+    elif GROUPS:
+        _fp8_groups((pid - 1) // num_g, (pid - 1) % num_g, x_ptr, q_ptr, s_ptr, T, C, stride_x, stride_q, stride_s,
+                    GROUP, MX, OUT_FP32, BLOCK_T, BLOCK_C)
+    else:
+        _fp8_rows(pid - 1, x_ptr, q_ptr, s_ptr, src_ptr, T, C, stride_x, stride_q, SCALE_MODE, OUT_FP32, BLOCK_T,
+                  BLOCK_C)
+
+
+@triton.jit
+def _align_scatter(pid, topk_ids_ptr, counts_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, num_slots,
+                   expert_offset, num_chunks, max_blocks, E_LOC: tl.constexpr, INCLUDE_NONLOCAL: tl.constexpr,
+                   NUM_BINS: tl.constexpr, CHUNK: tl.constexpr, BLOCK_M: tl.constexpr, SINGLE: tl.constexpr,
+                   CHUNKS_PER_ITER: tl.constexpr, BLOCKS_PER_ITER: tl.constexpr):
+    """Program ``pid`` of the scatter (``counts_ptr`` unused when SINGLE)."""
     offs = pid * CHUNK + tl.arange(0, CHUNK)
     bins = _slot_bins(topk_ids_ptr, offs, num_slots, expert_offset, E_LOC, INCLUDE_NONLOCAL, NUM_BINS)
     bin_idx = tl.arange(0, NUM_BINS)

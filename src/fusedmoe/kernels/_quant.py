@@ -139,9 +139,16 @@ def _fp8_row_kernel(
     BLOCK_T: tl.constexpr,
     BLOCK_C: tl.constexpr,
 ):
-    """FP8 with one scale per tensor or per row: ``q = e4m3(clamp(x / s, -448, 448))``,
-    dynamic ``s = max(amax / 448, FP8_MIN_SCALE)``. Grid (cdiv(T, BLOCK_T),)."""
-    pid = tl.program_id(0)
+    """FP8 with one scale per tensor or per row (``_fp8_rows``). Grid (cdiv(T, BLOCK_T),)."""
+    _fp8_rows(tl.program_id(0), x_ptr, q_ptr, s_ptr, src_ptr, T, C, stride_x, stride_q, SCALE_MODE, OUT_FP32,
+              BLOCK_T, BLOCK_C)
+
+
+@triton.jit
+def _fp8_rows(pid, x_ptr, q_ptr, s_ptr, src_ptr, T, C: tl.constexpr, stride_x, stride_q, SCALE_MODE: tl.constexpr,
+              OUT_FP32: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Rows ``[pid * BLOCK_T, (pid + 1) * BLOCK_T)`` of FP8 with one scale per tensor or per row:
+    ``q = e4m3(clamp(x / s, -448, 448))``, dynamic ``s = max(amax / 448, FP8_MIN_SCALE)``."""
     rows = pid * BLOCK_T + tl.arange(0, BLOCK_T)
     rmask = rows < T
     x_row = x_ptr + rows.to(tl.int64) * stride_x
@@ -238,12 +245,20 @@ def _fp8_group_kernel(
     BLOCK_T: tl.constexpr,
     BLOCK_G: tl.constexpr,  # groups per program
 ):
-    """FP8 with one scale per 1 x GROUP group. FP8_BLOCK: ``s = max(amax, 1e-10) / 448``,
-    ``q = e4m3(clamp(x / s))``; MXFP8: ``e = ue8m0_ceil(amax / 448)``,
-    ``q = e4m3(clamp(x * 2^(127-e)))`` (0 when e == 0). Grid (cdiv(T, BLOCK_T),
+    """FP8 with one scale per 1 x GROUP group (``_fp8_groups``). Grid (cdiv(T, BLOCK_T),
     cdiv(C / GROUP, BLOCK_G))."""
-    rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    grp = tl.program_id(1) * BLOCK_G + tl.arange(0, BLOCK_G)
+    _fp8_groups(tl.program_id(0), tl.program_id(1), x_ptr, q_ptr, s_ptr, T, C, stride_x, stride_q, stride_s, GROUP,
+                MX, OUT_FP32, BLOCK_T, BLOCK_G)
+
+
+@triton.jit
+def _fp8_groups(pid_t, pid_g, x_ptr, q_ptr, s_ptr, T, C, stride_x, stride_q, stride_s, GROUP: tl.constexpr,
+                MX: tl.constexpr, OUT_FP32: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_G: tl.constexpr):
+    """Row block ``pid_t``, group block ``pid_g`` of FP8 with one scale per 1 x GROUP group.
+    FP8_BLOCK: ``s = max(amax, 1e-10) / 448``, ``q = e4m3(clamp(x / s))``; MXFP8:
+    ``e = ue8m0_ceil(amax / 448)``, ``q = e4m3(clamp(x * 2^(127-e)))`` (0 when e == 0)."""
+    rows = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
+    grp = pid_g * BLOCK_G + tl.arange(0, BLOCK_G)
     e = tl.arange(0, GROUP)
     rows64 = rows.to(tl.int64)
     smask = (rows[:, None] < T) & (grp[None, :] < C // GROUP)
