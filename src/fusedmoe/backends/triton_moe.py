@@ -2,7 +2,8 @@
 
 One forward (slot x = t*K + k; E = E_loc local experts; I = I_pad):
 
-    [quantize_act(hidden)]          quantized activation formats only (formats/triton_quant.py)
+    [quantize_act(hidden)]          quantized activation formats only (formats/triton_quant.py);
+                                    at T*K <= 256 the one-pass FP8 ones run in the align launch
     align                           sort slots by local expert, pad groups to BLOCK_M
                                     (1 launch if T*K <= 256, else 2)
     GEMM1 + bias + act (+ quant)    -> intermediate [T*K, I] (slot-indexed), rounded to hidden's
@@ -53,9 +54,10 @@ multiples of the scale block are zero-padded per half by ``ExpertWeights.from_fl
 exact zeros and never raise a block scale).
 
 Launches per forward at decode (T*K <= 256): BF16, NVFP4 x BF16, MXFP4 x BF16 4 (3 when K = 1);
-FP8 per-tensor static, FP8 block, MXFP8 activations 5 (4 when K = 1); NVFP4 x NVFP4 with static
-scales 7 (two of them the 1-element reciprocals g = 1/a); FP8 per-token and dynamic per-tensor
-(incl. NVFP4 x FP8) 6, dynamic NVFP4 8 (these also zero-fill the intermediate). Prefill adds one
+FP8 per-tensor static, FP8 block, MXFP8 activations 4 (3 when K = 1: hidden is quantized in the
+align launch, ``_ALIGN_QUANT``); FP8 per-token 5; NVFP4 x NVFP4 with static scales 7 (two of them
+the 1-element reciprocals g = 1/a); dynamic per-tensor FP8 (incl. NVFP4 x FP8) 6, dynamic NVFP4 8
+(these also zero-fill the intermediate). Prefill adds one
 (the two-kernel align); the opt-in atomic combine replaces the combine kernel by a zero-fill of the
 output. Nothing synchronizes the host or depends on data values on the host: all sizes come from
 shapes, so a forward can be captured in a CUDA graph.
