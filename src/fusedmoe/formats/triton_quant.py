@@ -125,8 +125,7 @@ def quantize_act(
     if not empty:
         plan = plan_fp8(x, fmt, static_scale=static_scale, out_fp32=out_fp32)
         if plan is not None:
-            k_ = k._fp8_group_kernel if plan.groups else k._fp8_row_kernel
-            launch(k_, plan.grid, *plan.args, **plan.meta)
+            plan.launch(k)
             return plan.result()
 
     if fmt in (Format.FP8_TENSOR, Format.FP8_TOKEN):
@@ -193,40 +192,53 @@ def quantize_act(
 
 
 class Fp8Plan:
-    """One launch of ``_fp8_row_kernel`` (``groups`` False) or ``_fp8_group_kernel`` with its
-    outputs allocated: ``grid``, positional ``args`` and constexpr ``meta`` of that kernel; after
-    the launch, :meth:`result` is the quantized tensor. ``_align._align_scatter_quant_kernel``
-    runs the same programs inside the decode align launch."""
+    """One single-kernel FP8 quantization of ``x`` with its outputs allocated, not yet launched:
+    ``_fp8_row_kernel`` (``groups`` False: static per-tensor scale ``src`` or per-token scales) or
+    ``_fp8_group_kernel`` (``groups``: 1 x ``group`` blocks). :meth:`launch` runs it alone;
+    ``kernels/_align._align_scatter_quant_kernel`` runs the same programs inside the decode align
+    launch (:meth:`fused_args`). Afterwards :meth:`result` is the quantized tensor."""
 
-    __slots__ = ("fmt", "groups", "grid", "args", "meta", "q", "scale", "out_fp32")
+    __slots__ = ("fmt", "groups", "x", "q", "s", "src", "mode", "group", "block_t", "block_c", "grid", "out_fp32")
 
-    def __init__(self, fmt, groups, grid, args, meta, q, scale, out_fp32):
-        self.fmt, self.groups, self.grid, self.args, self.meta = fmt, groups, grid, args, meta
-        self.q, self.scale, self.out_fp32 = q, scale, out_fp32
+    def __init__(self, fmt, groups, x, q, s, src, mode, group, block_t, block_c, grid, out_fp32):
+        self.fmt, self.groups, self.x, self.q, self.s, self.src = fmt, groups, x, q, s, src
+        self.mode, self.group, self.block_t, self.block_c, self.grid, self.out_fp32 = (
+            mode, group, block_t, block_c, grid, out_fp32)
 
     @property
     def programs(self) -> int:
-        return self.grid[0] * (self.grid[1] if len(self.grid) > 1 else 1)
+        return self.grid[0] * self.grid[1]
+
+    def launch(self, k) -> None:
+        """Launch the quantizer kernel of ``kernels/_quant`` (module ``k``) alone."""
+        x, q, s = self.x, self.q, self.s
+        T, C = x.shape
+        if self.groups:
+            launch(k._fp8_group_kernel, self.grid,
+                x, q, s, T, C, x.stride(0), q.stride(0), s.stride(0),
+                GROUP=self.group, MX=self.fmt is Format.MXFP8, OUT_FP32=self.out_fp32, BLOCK_T=self.block_t,
+                BLOCK_G=self.block_c,
+            )
+        else:
+            launch(k._fp8_row_kernel, self.grid[:1],
+                x, q, s, self.src, T, C, x.stride(0), q.stride(0),
+                SCALE_MODE=self.mode, OUT_FP32=self.out_fp32, BLOCK_T=self.block_t, BLOCK_C=self.block_c,
+            )
 
     def fused_args(self):
-        """(runtime arguments, constexprs) of this quantizer's part of
-        ``kernels/_align._align_scatter_quant_kernel`` (from ``x_ptr`` on)."""
-        m = self.meta
-        if self.groups:
-            x, q, s, T, C, sx, sq, ss = self.args
-            return (x, q, s, s, T, C, sx, sq, ss, self.grid[1]), dict(
-                GROUPS=True, SCALE_MODE=0, GROUP=m["GROUP"], MX=m["MX"], OUT_FP32=m["OUT_FP32"], BLOCK_T=m["BLOCK_T"],
-                BLOCK_C=m["BLOCK_G"])
-        x, q, s, src, T, C, sx, sq = self.args
-        return (x, q, s, src, T, C, sx, sq, 0, 1), dict(
-            GROUPS=False, SCALE_MODE=m["SCALE_MODE"], GROUP=1, MX=False, OUT_FP32=m["OUT_FP32"], BLOCK_T=m["BLOCK_T"],
-            BLOCK_C=m["BLOCK_C"])
+        """(runtime arguments from ``x_ptr`` on, constexprs) of this quantizer's part of
+        ``kernels/_align._align_scatter_quant_kernel``."""
+        x, q, s = self.x, self.q, self.s
+        T, C = x.shape
+        return (x, q, s, self.src, T, C, x.stride(0), q.stride(0), s.stride(0) if self.groups else 0, self.grid[1]), dict(
+            GROUPS=self.groups, SCALE_MODE=self.mode, GROUP=self.group, MX=self.fmt is Format.MXFP8,
+            OUT_FP32=self.out_fp32, BLOCK_T=self.block_t, BLOCK_C=self.block_c)
 
     def result(self) -> QuantizedTensor:
         q = _finish(self.q, self.out_fp32)
         if self.groups:
-            return QuantizedTensor(q, self.fmt, self.scale, block_rows=1)
-        return QuantizedTensor(q, self.fmt, self.scale if self.fmt is Format.FP8_TOKEN else self.scale.reshape(()))
+            return QuantizedTensor(q, self.fmt, self.s, block_rows=1)
+        return QuantizedTensor(q, self.fmt, self.s if self.fmt is Format.FP8_TOKEN else self.s.reshape(()))
 
 
 def plan_fp8(x: torch.Tensor, fmt: Format, *, static_scale=None, out_fp32: bool = False) -> "Optional[Fp8Plan]":
@@ -236,30 +248,25 @@ def plan_fp8(x: torch.Tensor, fmt: Format, *, static_scale=None, out_fp32: bool 
     per-tensor scale needs the whole tensor's amax first; NVFP4)."""
     T, C = x.shape
     dev = x.device
-    vdtype = torch.float32 if out_fp32 else _E4M3
     if fmt is Format.FP8_TOKEN or (fmt is Format.FP8_TENSOR and static_scale is not None):
-        q = torch.empty((T, C), dtype=vdtype, device=dev)
-        BLOCK_C = min(next_pow2(C), 1024)
-        BLOCK_T = min(next_pow2(T), max(1, 2048 // BLOCK_C))
+        q = torch.empty((T, C), dtype=torch.float32 if out_fp32 else _E4M3, device=dev)
+        block_c = min(next_pow2(C), 1024)
+        block_t = min(next_pow2(T), max(1, 2048 // block_c))
         if fmt is Format.FP8_TOKEN:
             s = torch.empty((T,), dtype=torch.float32, device=dev)
-            mode, src = 2, s
+            mode = 2
         else:
             s = _device_scalar(static_scale, "static_scale", x)
-            mode, src = 0, s
-        return Fp8Plan(fmt, False, (cdiv(T, BLOCK_T),), (x, q, s, src, T, C, x.stride(0), q.stride(0)),
-                       dict(SCALE_MODE=mode, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C), q, s, out_fp32)
+            mode = 0
+        return Fp8Plan(fmt, False, x, q, s, s, mode, 1, block_t, block_c, (cdiv(T, block_t), 1), out_fp32)
     if fmt in (Format.FP8_BLOCK, Format.MXFP8):
         G = fmt.block_size
         NG = C // G
-        q = torch.empty((T, C), dtype=vdtype, device=dev)
+        q = torch.empty((T, C), dtype=torch.float32 if out_fp32 else _E4M3, device=dev)
         s = torch.empty((T, NG), dtype=torch.uint8 if fmt is Format.MXFP8 else torch.float32, device=dev)
-        BLOCK_G = min(next_pow2(NG), max(1, 1024 // G))
-        BLOCK_T = min(next_pow2(T), max(1, 2048 // (BLOCK_G * G)))
-        return Fp8Plan(fmt, True, (cdiv(T, BLOCK_T), cdiv(NG, BLOCK_G)),
-                       (x, q, s, T, C, x.stride(0), q.stride(0), s.stride(0)),
-                       dict(GROUP=G, MX=fmt is Format.MXFP8, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_G=BLOCK_G),
-                       q, s, out_fp32)
+        block_g = min(next_pow2(NG), max(1, 1024 // G))
+        block_t = min(next_pow2(T), max(1, 2048 // (block_g * G)))
+        return Fp8Plan(fmt, True, x, q, s, s, 0, G, block_t, block_g, (cdiv(T, block_t), cdiv(NG, block_g)), out_fp32)
     return None
 
 
