@@ -190,3 +190,30 @@ def test_gpu_cuda_graph_capture(fmt):
     graph.replay()
     torch.cuda.synchronize()
     assert_same(out, quantize(x, fmt))
+
+
+@pytest.mark.parametrize("block_c", [64, 256])
+@pytest.mark.parametrize("mode", [0, 2])
+def test_row_kernel_one_step_and_column_steps(mode, block_c):
+    """The per-row / static per-tensor FP8 kernel gives the reference's bits both when a row is
+    one column step (block_c >= C) and in several (block_c < C), with rows and columns masked
+    (T, C not multiples of the tile)."""
+    from fusedmoe.kernels import _quant as k
+    from fusedmoe.kernels._host import cdiv, interpreted, launch
+
+    T, C, bt = 5, 200, 2
+    x = _tricky(T, C, torch.bfloat16, seed=3)
+    out_fp32 = interpreted(k._fp8_row_kernel)
+    q = torch.empty((T, C), dtype=torch.float32 if out_fp32 else torch.float8_e4m3fn, device=DEV)
+    if mode == 2:
+        s = torch.empty((T,), dtype=torch.float32, device=DEV)
+        src, want = s, quantize(x, Format.FP8_TOKEN)
+    else:
+        s = src = torch.tensor([0.05], device=DEV)
+        want = quantize(x, Format.FP8_TENSOR, scale=s)
+    launch(k._fp8_row_kernel, (cdiv(T, bt),), x, q, s, src, T, C, x.stride(0), q.stride(0),
+           SCALE_MODE=mode, OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=block_c)
+    got = QuantizedTensor(q.to(torch.float8_e4m3fn) if out_fp32 else q, want.fmt,
+                          s if mode == 2 else s.reshape(()))
+    assert_same(got, want)
+
