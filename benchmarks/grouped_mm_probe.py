@@ -16,31 +16,20 @@ import json
 
 import torch
 
+from fusedmoe.bench.presets import get_preset
+from fusedmoe.bench.timing import time_calls
+
 FP8 = torch.float8_e4m3fn
-# name: (H, I, E, top_k, gated) -- the harness's model shapes (../shared/bench/peers)
-SHAPES = {
-    "dsv3": (7168, 2048, 256, 8, True),
-    "dsv3_tp8": (7168, 256, 256, 8, True),
-    "qwen3_30b_a3b": (2048, 768, 128, 8, True),
-    "minimax_m2.5": (3072, 1536, 256, 8, True),
-    "mixtral": (4096, 14336, 8, 2, True),
-    "nemotron": (2688, 1856, 128, 6, False),
-}
+# the shared harness's model shapes (../shared/bench/peers) by their presets: (H, I, E, top_k, gated)
+_PRESETS = {"dsv3": "deepseek-v3", "dsv3_tp8": "deepseek-v3-tp8", "qwen3_30b_a3b": "qwen3-30b-a3b",
+            "minimax_m2.5": "minimax-m2", "mixtral": "mixtral-8x7b", "nemotron": "nemotron-nano"}
+SHAPES = {name: (lambda p: (p.hidden, p.intermediate, p.experts, p.top_k, p.activation.is_gated))(get_preset(preset))
+          for name, preset in _PRESETS.items()}
 
 
-def _time(fn, reps=20):
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ts = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        ts.append(start.elapsed_time(end) * 1e3)
-    ts.sort()
-    return ts[len(ts) // 2]
+def _time(fn):
+    """Median µs of 20 CUDA-event-timed calls, L2 flushed before each (fusedmoe.bench.timing)."""
+    return time_calls([fn], "cuda", method="events", reps=20, budget_s=10.0).median_s * 1e6
 
 
 def _rms_rel(out, ref):
