@@ -37,14 +37,30 @@ for ST, GM in ((4, 1), (4, 8), (3, 8)):
     os.unlink(f.name)
     print(ST, GM, k.metadata.num_warps, sass.count("QGMMA"), sass.count("USETMAXREG"),
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, sep="|")
+# the probe's plain Triton baseline, without and with Triton's own warp specialization
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from triton.compiler import ASTSource
+import gluon_fp8_probe
+plain = gluon_fp8_probe._plain_kernel()
+for ws, warps in ((False, 8), (True, 4)):
+    sig = {"a_desc": "tensordesc<fp8e4nv[128,128]>", "w_desc": "tensordesc<fp8e4nv[128,128]>", "c_ptr": "*bf16",
+           "a_s_ptr": "*fp32", "w_s_ptr": "*fp32", "expert_ptr": "*i32", "N": "i32", "K": "i32", "stride_c": "i32",
+           "BM": "constexpr", "BN": "constexpr", "BK": "constexpr", "STAGES": "constexpr", "WS": "constexpr"}
+    cx = dict(BM=128, BN=128, BK=128, STAGES=4, WS=ws)
+    k = triton.compile(ASTSource(plain, sig, constexprs=cx, attrs={}), target=GPUTarget("cuda", 90, 32),
+                       options=dict(num_warps=warps, num_stages=4))
+    print("plain", ws, k.metadata.num_warps, sep="|")
 '''
 
 
 def test_gluon_fp8_prototype_compiles_for_sm90(tmp_path):
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 3, rows
-    for stages, group_m, warps, qgmma, setmaxnreg, spills, smem in rows:
+    assert len(rows) == 5, rows
+    # the probe's plain baseline: 8 warps unspecialized; Triton's warp specialization adds a
+    # producer warpgroup to the 4 given (the variant that hung on the H200)
+    assert rows[3:] == [["plain", "False", "8"], ["plain", "True", "12"]], rows[3:]
+    for stages, group_m, warps, qgmma, setmaxnreg, spills, smem in rows[:3]:
         where = f"STAGES={stages} GROUP_M={group_m}"
         assert int(warps) == 12, where  # 4 (MMA) + 4 (MMA) + 1 (loader), rounded to warpgroups
         assert int(qgmma) > 0, f"{where}: no FP8 wgmma in the SASS"

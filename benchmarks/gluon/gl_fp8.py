@@ -7,7 +7,7 @@ other's MMA runs. Not part of the library yet (issue 3, FP8 per tensor / channel
 ``gl_fp8_gemm`` walks tiles ``program_id, program_id + grid, ...`` in GROUP_M-row bands:
 
 * grid = the number of tiles, GROUP_M = 1: one tile per program in (m, n) order -- the algorithm
-  measured on the H200 in the tenth session (BENCHMARKS.md; the code as run is in
+  measured on the H200 in the tenth session (BENCHMARKS.md; the code as run: commit 96ac543,
   ``benchmarks/results/h200-2026-12-01-s10/call6_gluon/``): correct, 827 TF/s on the DeepSeek-V3
   GEMM1 shape at 8192 tokens, 1.12x the plain promoted Triton kernel; slower on short K (Qwen3-30B
   GEMM2, K = 768: the pipeline prologue and the epilogue are not overlapped).

@@ -4,6 +4,10 @@ against a plain Triton TMA kernel with the same promotion, on the harness's pref
     PYTHONPATH=src python3 benchmarks/gluon/gluon_fp8_probe.py [--shapes dsv3,qwen3_30b_a3b] [--tokens 8192] \
         [--variants triton,gluon,gluon_p] [--stages 4] [--timeout 25] [--json out.jsonl]
 
+Variants: ``triton`` (plain TMA kernel, 8 warps), ``triton_ws`` (the same with Triton's
+``warp_specialize=True``: it hung on the H200 with Triton 3.6.0), ``gluon`` (one tile per program),
+``gluon_p`` (persistent).
+
 Every point runs in its own process under ``--timeout`` seconds (a deadlocked warp-specialized
 kernel then costs only that; Triton 3.6's own ``warp_specialize=True`` loops hung on the H200).
 Data: uniform random top-k, rows in expert-aligned 128-row blocks, random E4M3 operands and fp32
@@ -31,16 +35,18 @@ def _plain_kernel():
 
     @triton.jit
     def tma_fp8_gemm(a_desc, w_desc, c_ptr, a_s_ptr, w_s_ptr, expert_ptr, N, K, stride_c,
-                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr):
+                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr,
+                     WS: tl.constexpr):
         """The baseline: one 128 x BN tile per program, TMA loads, Triton's software pipeline,
-        the promotion by ``max_num_imprecise_acc = BK``."""
+        the promotion by ``max_num_imprecise_acc = BK``; WS: Triton's own Hopper warp
+        specialization of the loop (specializes only at 4 warps; hung on the H200 with 3.6.0)."""
         pid = tl.program_id(0)
         num_n = tl.cdiv(N, BN)
         pid_m = pid // num_n
         pid_n = pid % num_n
         e = tl.load(expert_ptr + pid_m)
         acc = tl.zeros([BM, BN], dtype=tl.float32)
-        for k in tl.range(0, K, BK, num_stages=STAGES):
+        for k in tl.range(0, K, BK, num_stages=STAGES, warp_specialize=WS):
             a = a_desc.load([pid_m * BM, k])
             w = w_desc.load([e * N + pid_n * BN, k])
             acc = tl.dot(a, w.T, acc, max_num_imprecise_acc=BK)
@@ -86,13 +92,14 @@ def run_one(shape, T, gemm, variant, stages):
     N, K, a, w, nb = d["N"], d["K"], d["a"], d["w"], d["nb"]
     c = torch.empty(a.shape[0], N, device="cuda", dtype=torch.bfloat16)
     tiles = nb * triton.cdiv(N, BN)
-    if variant == "triton":
+    if variant in ("triton", "triton_ws"):
         from triton.tools.tensor_descriptor import TensorDescriptor
 
         k = _plain_kernel()
         ad, wd = TensorDescriptor.from_tensor(a, [BM, BK]), TensorDescriptor.from_tensor(w, [BN, BK])
         f = lambda: k[(tiles,)](ad, wd, c, d["sa"], d["sw"], d["eob"], N, K, c.stride(0), BM=BM, BN=BN, BK=BK,
-                                STAGES=stages, num_warps=8, num_stages=stages)
+                                STAGES=stages, WS=variant == "triton_ws", num_warps=4 if variant == "triton_ws" else 8,
+                                num_stages=stages)
     else:
         from triton.experimental.gluon import language as gl
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
