@@ -12,7 +12,8 @@ measured side by side with it); ``fusedmoe-pdl`` / ``fusedmoe-nopdl`` (the defau
 programmatic dependent launch always on / off; the default turns it on up to 512 tokens);
 ``fusedmoe-nofuse`` / ``fusedmoe-fuseall`` (the top-k combine in GEMM2 never / at every token
 count; the default does not fuse it: ``set_fused_combine``); ``fusedmoe-noalq`` (hidden quantized
-by its own kernel at decode too, instead of inside the align launch: ``triton_moe._ALIGN_QUANT``).
+by its own kernel at decode too, instead of inside the align launch: ``triton_moe._ALIGN_QUANT``);
+``fusedmoe-nopersist`` (GEMM2 always one program per tile: ``set_persistent_gemm2(False)``).
 """
 
 import torch
@@ -125,4 +126,5 @@ _PDL, _FUSE = "set_programmatic_dependent_launch", "set_fused_combine"
 PEERS = {"fusedmoe": make_fusedmoe, "fusedmoe-fastacc": make_fusedmoe_fastacc,
          "fusedmoe-pdl": _with_setting(_PDL, True), "fusedmoe-nopdl": _with_setting(_PDL, False),
          "fusedmoe-nofuse": _with_setting(_FUSE, 0), "fusedmoe-fuseall": _with_setting(_FUSE, 1 << 30),
-         "fusedmoe-noalq": _with_setting(_set_align_quant, False)}
+         "fusedmoe-noalq": _with_setting(_set_align_quant, False),
+         "fusedmoe-nopersist": _with_setting("set_persistent_gemm2", False)}

@@ -677,6 +677,72 @@ def test_top1_weight_on_input_expert_parallel(wfmt):
 
 
 @interpreter
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK],
+                         ids=lambda f: f.name)
+def test_persistent_gemm2_same_bits(wfmt):
+    """GEMM2 launched persistent (a fixed grid of programs walking the tiles in one flattened
+    (tile, K-block) loop; on the CPU 1 and 2 programs for every tile) gives the bits of one
+    program per tile: several M-blocks and column tiles per program, a partial last column tile
+    (H not a multiple of block_n), bias and the clamped activation; expert parallel with K = 1
+    (GEMM2 writes the output: the non-local group's rows must be exact zeros, from a program that
+    also computes local tiles) and K = 2 with non-local slots; the atomic combine within the bound."""
+    dtype, H, I_pad = _FMT_CASES[wfmt]
+    bk = 128 if wfmt is Format.FP8_BLOCK else 32
+    bn1 = 128 if wfmt is Format.FP8_BLOCK else 32
+    H3 = H + 32 if wfmt is not Format.FP8_BLOCK else H  # FP8 block: H is whole 128-blocks
+    for T, K, offset, E_glob, act, bn2 in ((7, 2, 4, 12, Activation.SWIGLU_OAI, 64 if H3 % 64 else 32),
+                                           (6, 1, 4, 12, Activation.RELU2, 32), (9, 2, 0, 4, Activation.SWIGLU, 32)):
+        prob = make_problem(T=T, H=H3, I=I_pad, I_pad=I_pad, E=4, K=K, act=act, wfmt=wfmt, dtype=dtype, bias=True,
+                            offset=offset, E_glob=E_glob, seed=T + K)
+        if K == 1:
+            prob["ids"][0, 0] = 0  # a non-local token (other rank's expert) and a local one
+            prob["ids"][1, 0] = 5
+        outs = {}
+        for pers, atomic in ((0, False), (1, False), (2, False), (1, True)):
+            cfg = MoEKernelConfig(KernelConfig(16, bn1, bk), KernelConfig(16, bn2, bk, persistent=pers),
+                                  atomic_combine=atomic)
+            out = torch.full((T, H3), float("nan"), dtype=dtype, device=DEV) if K == 1 and not atomic else None
+            got, ref = run_case(prob, act=act, wfmt=wfmt, params=_params(act), offset=offset, woi=K == 1, out=out,
+                                config=cfg)
+            mx, rms = _errors(got, ref)
+            bmx, brms = _bounds(wfmt, dtype)
+            assert mx <= bmx and rms <= brms, (T, K, pers, atomic, mx, rms)
+            outs[(pers, atomic)] = got
+        if K == 1:
+            assert (outs[(1, False)][0] == 0).all()
+        assert torch.equal(outs[(1, False)], outs[(0, False)]), (T, K)
+        assert torch.equal(outs[(2, False)], outs[(0, False)]), (T, K)
+
+
+def test_persistent_config_rules():
+    """KernelConfig.persistent: None = the auto rule (prefill tiles of 16-bit and, at 4 warps, FP8
+    formats: as many programs per SM as their pipeline buffers fit, at most 2; decode tiles,
+    split-K, FP8 at 8 warps, > 64 accumulators per thread and the block-scaled formats: 0), an
+    explicit value wins; bad values are refused."""
+    from fusedmoe.backends.kernel_configs import auto_persistent
+
+    pre = KernelConfig(64, 128, 128, num_warps=4, num_stages=3)
+    assert auto_persistent(pre, Format.FP8_CHANNEL, 1) == 2  # 3 x 24 KB stages
+    assert auto_persistent(KernelConfig(64, 128, 128, num_warps=8, num_stages=3), Format.FP8_CHANNEL, 1) == 0
+    assert auto_persistent(KernelConfig(128, 128, 64, num_warps=8, num_stages=4), Format.BF16, 2) == 1  # 4 x 32 KB
+    assert auto_persistent(KernelConfig(64, 128, 64, num_warps=4, num_stages=5), Format.BF16, 2) == 1  # 5 x 24 KB
+    assert auto_persistent(KernelConfig(128, 128, 64, num_warps=4, num_stages=3), Format.BF16, 2) == 0  # 128 acc/thread
+    assert auto_persistent(KernelConfig(16, 128, 128), Format.FP8_TENSOR, 1) == 0  # decode tile
+    assert auto_persistent(KernelConfig(64, 128, 128), Format.MXFP4, 2) == 0
+    assert auto_persistent(KernelConfig(64, 128, 128, split_k=2), Format.BF16, 2) == 0
+    assert auto_persistent(KernelConfig(64, 128, 128, persistent=0), Format.BF16, 2) == 0
+    assert auto_persistent(KernelConfig(16, 128, 128, persistent=3), Format.MXFP4, 2) == 3
+    assert KernelConfig.from_dict(KernelConfig(64, 128, 128, persistent=1).to_dict()).persistent == 1
+    assert KernelConfig.from_dict({"block_m": 64, "block_n": 128, "block_k": 128}).persistent is None
+    with pytest.raises(ValueError, match="split_k 1"):
+        KernelConfig(64, 128, 128, split_k=2, persistent=1)
+    with pytest.raises(ValueError, match="persistent"):
+        KernelConfig(64, 128, 128, persistent=9)
+    with pytest.raises(TypeError, match="persistent"):
+        KernelConfig(64, 128, 128, persistent=True)
+
+
+@interpreter
 def test_fp32_exact_paths_and_masks():
     """fp32 hidden: BF16 path to 1e-5; K and N tails (H, I_pad not multiples of the tiles), swap_ab,
     group_m > 1, and the atomic combine."""
@@ -1112,6 +1178,39 @@ def test_gpu_split_k_cuda_graph(wfmt):
             graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(out, eager)
+
+
+@gpu
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK],
+                         ids=lambda f: f.name)
+def test_gpu_persistent_gemm2_same_bits(wfmt):
+    """Persistent GEMM2 at prefill (DeepSeek-V3 TP8 shape, K = I = 256: two K-blocks per tile; 2048
+    tokens, expert parallel with half the experts local): 1 and 2 programs per SM give the bits of
+    one program per tile, eager and in a CUDA graph, within the bound of the reference."""
+    T, act = 2048, Activation.SWIGLU
+    prob = make_problem(T=T, H=7168, I=256, I_pad=256, E=128, K=8, act=act, wfmt=wfmt, dtype=torch.bfloat16,
+                        offset=64, E_glob=256, seed=11)
+    bn1 = 128 if wfmt is Format.FP8_BLOCK else 64
+    g1 = KernelConfig(64, bn1, 128 if wfmt is not Format.BF16 else 64, group_m=8, num_warps=8, num_stages=3)
+    outs = []
+    for pers in (0, 1, 2):
+        cfg = MoEKernelConfig(g1, KernelConfig(64, 128, g1.block_k, group_m=8, num_warps=8, num_stages=3,
+                                               persistent=pers))
+        got, ref = run_case(prob, act=act, wfmt=wfmt, offset=64, config=cfg)
+        mx, rms = _errors(got, ref)
+        bmx, brms = _bounds(wfmt, torch.bfloat16)
+        assert mx <= bmx and rms <= brms, (pers, mx, rms)
+        outs.append(got)
+    assert torch.equal(outs[1], outs[0]) and torch.equal(outs[2], outs[0])
+    out = torch.empty_like(outs[0])
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], activation=act,
+                       act_params=None, act_format=ACT_FMT[wfmt], intermediate_size_padded=256,
+                       a1_scale=prob["a1"], a2_scale=prob["a2"], local_expert_offset=64, config=cfg, out=out)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, outs[0])
 
 
 @gpu

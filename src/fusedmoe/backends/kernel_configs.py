@@ -82,6 +82,10 @@ class KernelConfig:
     split_k: the K loop of every tile is split over this many programs, which store fp32 partial
     sums; the last to finish adds them in split order (deterministic) and runs the epilogue. For
     decode, where (active experts x column tiles) is far below the SM count.
+    persistent (GEMM2 only; GEMM1 ignores it): launch this many programs per SM, each walking the
+    tiles in one flattened (tile, K-block) loop, so that the next tile's loads overlap this one's
+    epilogue (same bits as one program per tile). 0: one program per tile; None (the default, and
+    what tuned entries without the key mean): :func:`auto_persistent` decides. Needs split_k 1.
     """
 
     block_m: int
@@ -93,6 +97,7 @@ class KernelConfig:
     swap_ab: bool = False
     fp8_fast_accum: bool = False
     split_k: int = 1
+    persistent: Optional[int] = None
 
     def __post_init__(self):
         for f in ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "split_k"):
@@ -114,6 +119,13 @@ class KernelConfig:
             raise ValueError(f"KernelConfig.num_stages must be in [1, 8], got {self.num_stages}")
         if not 1 <= self.split_k <= 16:
             raise ValueError(f"KernelConfig.split_k must be in [1, 16], got {self.split_k}")
+        if self.persistent is not None:
+            if not isinstance(self.persistent, int) or isinstance(self.persistent, bool):
+                raise TypeError(f"KernelConfig.persistent must be None or an int, got {self.persistent!r}")
+            if not 0 <= self.persistent <= 8:
+                raise ValueError(f"KernelConfig.persistent must be in [0, 8] programs per SM, got {self.persistent}")
+            if self.persistent and self.split_k > 1:
+                raise ValueError(f"KernelConfig.persistent ({self.persistent}) needs split_k 1, got {self.split_k}")
 
     def stage_bytes(self, a_bytes: float, w_bytes: float, w_tiles: int) -> int:
         """Shared memory of one pipeline stage: a block_m x block_k activation tile plus
@@ -216,8 +228,11 @@ class TunedTable:
         out = []
         for (dev, fmt, act, gemm, N, K, E), by_bucket in sorted(self._entries.items()):
             for bucket, cfg in sorted(by_bucket.items()):
+                c = cfg.to_dict()
+                if c["persistent"] is None:  # the default (auto): entries stay as before the field existed
+                    del c["persistent"]
                 out.append({"device": dev, "weight_format": fmt, "activation": act, "gemm": gemm,
-                            "N": N, "K": K, "E": E, "tokens": bucket, "config": cfg.to_dict()})
+                            "N": N, "K": K, "E": E, "tokens": bucket, "config": c})
         return {"format_version": 1, "entries": out}
 
 
@@ -585,6 +600,36 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     group_m = 1 if decode else 8
     return _compile_safe(KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=group_m, num_warps=warps,
                                       num_stages=stages, swap_ab=swap_ab, split_k=split), fmt)
+
+
+def auto_persistent(cfg: KernelConfig, weight_format: Format, a_bytes: float) -> int:
+    """GEMM2 programs per SM (0: one program per tile) for ``cfg``: its ``persistent`` if set, else
+    the rule below. ``a_bytes``: bytes per element of GEMM2's input (the intermediate).
+
+    Prefill tiles (block_m >= 64) of the dense formats -- 16-bit at any warp count, FP8 (per
+    tensor / channel / block) at 4 warps -- run persistent with as many programs per SM (at most 2)
+    as their pipeline buffers fit the 228 KB of an SM. H200 (BENCHMARKS.md, eleventh session):
+    GEMM2 alone at 8192 tokens, FP8 per channel 64 x 128 x 128, 4 warps, 3 stages, 2 programs per
+    SM against the tuned 8-warp tile run one program per tile: DeepSeek-V3 TP8 (K = 256) 828 vs
+    994 us, Qwen3-30B (K = 768) 373 vs 446 us -- each tile's few K-blocks otherwise leave its load
+    latency and epilogue exposed; in the harness (128-8192 tokens, same process) the BF16 cases ran
+    1.03-1.14x faster persistent and FP8 block DeepSeek-V3 TP8 (4 warps) 1.08x, while the 8-warp
+    FP8 per tensor / channel tiles ran 0.83-0.96x. Decode tiles, split-K, FP8 at 8 warps, tiles of
+    more than 64 accumulator registers per thread and the block-scaled formats (registers go to
+    dequantization) keep one program per tile; the tuner tries 4-warp persistent GEMM2s."""
+    if cfg.persistent is not None:
+        return cfg.persistent
+    if cfg.split_k > 1 or cfg.block_m < 64 or weight_format in _BLOCK_SCALED:
+        return 0
+    if (weight_format is not Format.BF16 and cfg.num_warps != 4) or cfg.block_m * cfg.block_n > 64 * 32 * cfg.num_warps:
+        # FP8 at 8 warps ran slower persistent (H200, GEMM2 at 8192 tokens, the tuned 64 x 128 x
+        # 128 FP8 tile: DeepSeek-V3 TP8 994 -> 1194 us with 2 programs per SM, 1142 with 1; the
+        # harness's FP8 per tensor / channel cases at 512-8192 tokens 0.83-0.96x); > 64
+        # accumulator registers per thread: the tile loop's state does not fit next to them (sm_90
+        # compile of the BF16 128 x 256 GEMM2: 44 spill instructions)
+        return 0
+    smem = cfg.num_stages * stage_bytes(cfg.block_m, cfg.block_n, cfg.block_k, a_bytes, _weight_bytes(weight_format), 1)
+    return 2 if 2 * smem <= 200 * 1024 else 1
 
 
 def fp8_fast_accum_variant(cfg: MoEKernelConfig, gated: bool) -> MoEKernelConfig:

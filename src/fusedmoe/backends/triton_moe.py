@@ -82,7 +82,7 @@ from ..config import Activation, ActivationParams, Format
 from ..formats import QuantizedTensor, quantize_act
 from ..formats.triton_quant import Fp8Plan, plan_fp8
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
-from .kernel_configs import KernelConfig, MoEKernelConfig, choose_moe_config, join_gate_up
+from .kernel_configs import KernelConfig, MoEKernelConfig, auto_persistent, choose_moe_config, join_gate_up
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
@@ -309,6 +309,22 @@ def set_fused_combine(max_tokens: int) -> int:
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0:
         raise TypeError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
     prev, _FUSED_COMBINE["max_tokens"] = _FUSED_COMBINE["max_tokens"], max_tokens
+    return prev
+
+
+# ---- persistent GEMM2 -------------------------------------------------------------------------------
+
+_PERSISTENT = {"enabled": True}
+
+
+def set_persistent_gemm2(enabled: bool) -> bool:
+    """``True`` (the default): GEMM2 runs persistent where its config says so
+    (``KernelConfig.persistent``, by default :func:`~fusedmoe.backends.kernel_configs.auto_persistent`);
+    ``False``: always one program per tile (for A/B measurements; the results are bit-identical
+    either way). Returns the previous setting."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    prev, _PERSISTENT["enabled"] = _PERSISTENT["enabled"], enabled
     return prev
 
 
@@ -644,7 +660,9 @@ def triton_experts(
 
     atomic = cfg.atomic_combine
     direct_out = K == 1 and not atomic  # GEMM2 writes out itself: lay out non-local slots too
-    fuse = not atomic and not direct_out and T <= _FUSED_COMBINE["max_tokens"]  # GEMM2 combines: same
+    # GEMM2 programs per SM (0: one per tile); a persistent GEMM2 does not fuse the combine
+    pers2 = auto_persistent(c2, wfmt, 1 if quant else hidden.element_size()) if _PERSISTENT["enabled"] else 0
+    fuse = not pers2 and not atomic and not direct_out and T <= _FUSED_COMBINE["max_tokens"]  # GEMM2 combines: same
     al = align_slots(ids_flat, E, BM, local_expert_offset=local_expert_offset, include_nonlocal=direct_out or fuse,
                      tokens=T, quant=qplan)
     NB = al.max_blocks
@@ -806,7 +824,8 @@ def triton_experts(
         ws2 = cnt2 = tw_flat
     cnt_comb = counters[tiles1 + tiles2:tiles1 + tiles2 + n_comb] if fuse else tw_flat
     inter_d, w2_d = _nib_view(inter, nib), _nib_view(w2.data, nib)
-    launch(_gemm._gemm2_kernel, (tiles2, c2.split_k),
+    grid2 = (min(tiles2, pers2 * (num_sms or 1)), 1) if pers2 else (tiles2, c2.split_k)
+    launch(_gemm._gemm2_kernel, grid2,
         inter_d, a2_s, w2_d, w2_s, b2, tw_flat,
         al.sorted_ids, al.block_expert, al.num_post_padded,
         y, inter_g, w2_g, ws2, cnt2, cnt_comb, out, out.stride(0),
@@ -820,7 +839,7 @@ def triton_experts(
         BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,
         EVEN_K=I_pad % c2.block_k == 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
         FAST_ACC=c2.fp8_fast_accum,
-        SPLIT_K=c2.split_k, **pdl,
+        SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2),
         num_warps=c2.num_warps, num_stages=c2.num_stages,
     )
     if atomic or direct_out or fuse:

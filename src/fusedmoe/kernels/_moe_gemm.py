@@ -50,6 +50,10 @@ token's TOP_K arrivals sums the token's TOP_K rows of y in k order in fp32 and s
 -- the combine kernel's arithmetic, the same bits. Non-local slots are laid out as the extra group
 E_LOC, whose programs store zero rows and arrive too, so every token gets TOP_K arrivals.
 
+PERSISTENT (GEMM2 at prefill, ``KernelConfig.persistent``): a fixed grid of programs walks the tiles
+in one flattened (tile, K-block) loop, so the next tile's loads overlap this one's epilogue; each
+tile's arithmetic is unchanged (same bits for any grid).
+
 Pointer offsets that can exceed 2**31 (expert * stride, row * stride) are computed in int64.
 """
 
@@ -583,6 +587,111 @@ def _gemm1_kernel(
 
 
 @triton.jit
+def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, k_lo, k_hi, K,
+                    stride_am, stride_we, stride_wn, stride_asm, stride_wse, stride_wsn, stride_wsk,
+                    QUANT: tl.constexpr, A_FMT: tl.constexpr, W_FMT: tl.constexpr, CD: tl.constexpr,
+                    FAST_CVT: tl.constexpr, KPERM: tl.constexpr, MXDOT: tl.constexpr, BLOCK_M: tl.constexpr,
+                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr, EVEN_K: tl.constexpr,
+                    EVEN_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr):
+    """GEMM2's K loop over the K-blocks ``[k_lo, k_hi)`` of one tile (rows ``slot64`` of expert
+    ``e64``, columns ``offs_n``): the fp32 accumulator, [BLOCK_N, BLOCK_M] when SWAP_AB."""
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + slot64[:, None] * stride_am + (k_lo * BLOCK_K + offs_k)[None, :]
+    w_ptrs = w_ptr + e64 * stride_we + offs_n[:, None].to(tl.int64) * stride_wn + (k_lo * BLOCK_K + offs_k)[None, :]
+    if SWAP_AB:
+        acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+    else:
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    if QUANT == Q_BLOCK:
+        as_ptrs = a_scale_ptr + slot64 * stride_asm
+        ws_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
+
+    if QUANT == Q_MICRO:
+        a_rows = slot64 * stride_am
+        as_rows = slot64 * stride_asm
+        a_all, n64, w_e, ws_e, w_ok = _micro_weight_ptrs(w_ptr, w_scale_ptr, e64, stride_we, stride_wse, offs_n, n_ok,
+                                                         EVEN_N, BLOCK_M, BLOCK_N)
+        if MXDOT:  # see _gemm1_kernel
+            for ki in range(k_lo, k_hi):
+                for j in tl.static_range(BLOCK_K // 32):
+                    kb = ki * (BLOCK_K // 32) + j
+                    a, a_s = _load_mx_block(a_ptr, a_rows, a_scale_ptr, as_rows, 1, kb, K, a_all, F_MXFP8, BLOCK_M,
+                                            EVEN_K, FAST_CVT)
+                    w, w_s = _load_mx_block(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, stride_wsk, kb, K, w_ok,
+                                            W_FMT, BLOCK_N, EVEN_K, FAST_CVT)
+                    acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s, w_s,
+                                        SWAP_AB)
+        else:
+            for ki in range(k_lo, k_hi):
+                a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K,
+                               CD, FAST_CVT, KPERM)
+                w = _load_tile(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, stride_wsk, ki, K, w_ok, W_FMT, BLOCK_N,
+                               BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM)
+                acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+    else:
+        for ki in range(k_lo, k_hi):
+            if EVEN_K:
+                a = tl.load(a_ptrs)
+                if EVEN_N:
+                    w = tl.load(w_ptrs)
+                else:
+                    w = tl.load(w_ptrs, mask=n_ok[:, None], other=0.0)
+            else:
+                k_ok = offs_k < K - ki * BLOCK_K
+                a = tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
+                w = tl.load(w_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
+            if QUANT == Q_BLOCK:
+                a_s = tl.load(as_ptrs + ki)
+                w_s = tl.load(ws_ptrs + ki, mask=n_ok, other=0.0)
+                acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s, w_s, SWAP_AB)
+            else:
+                acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+            a_ptrs += BLOCK_K
+            w_ptrs += BLOCK_K
+    return acc
+
+
+@triton.jit
+def _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, a_gs_ptr,
+                    w_gs_ptr, stride_asm, stride_wse, stride_wsn, stride_be, QUANT: tl.constexpr, A_FMT: tl.constexpr,
+                    W_FMT: tl.constexpr, FAST_CVT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                    MUL_ROUTING_WEIGHT: tl.constexpr):
+    """Dequant scales, bias and routing weight of a [BLOCK_M, BLOCK_N] GEMM2 accumulator (fp32)."""
+    if QUANT == Q_TENSOR:
+        acc = acc * (tl.load(a_scale_ptr) * tl.load(w_scale_ptr + e64 * stride_wse))
+    elif QUANT == Q_ROW:
+        a_s = tl.load(a_scale_ptr + slot64 * stride_asm)
+        w_s = tl.load(w_scale_ptr + e64 * stride_wse + offs_n * stride_wsn, mask=n_ok, other=0.0)
+        acc = acc * (a_s[:, None] * w_s[None, :])
+    elif QUANT == Q_MICRO:
+        acc = _micro_global_scales(acc, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT, W_FMT, FAST_CVT)
+    if HAS_BIAS:
+        acc = acc + tl.load(bias_ptr + e64 * stride_be + offs_n, mask=n_ok, other=0.0)[None, :]
+    if MUL_ROUTING_WEIGHT:
+        acc = acc * tl.load(topk_w_ptr + slots).to(tl.float32)[:, None]
+    return acc
+
+
+@triton.jit
+def _gemm2_out(slot64, row_ok, offs_n, n_ok, stride_om, TOP_K: tl.constexpr, OUT_ATOMIC: tl.constexpr):
+    """Output offsets and store mask of a GEMM2 tile: y's slot rows, or (OUT_ATOMIC) the tokens' rows."""
+    if OUT_ATOMIC:
+        out_offs = (slot64 // TOP_K)[:, None] * stride_om + offs_n[None, :]
+    else:
+        out_offs = slot64[:, None] * stride_om + offs_n[None, :]
+    return out_offs, row_ok[:, None] & n_ok[None, :]
+
+
+@triton.jit
+def _gemm2_store(out_ptr, out_offs, acc, st_mask, OUT_ATOMIC: tl.constexpr):
+    y = acc.to(out_ptr.dtype.element_ty)
+    if OUT_ATOMIC:
+        tl.atomic_add(out_ptr + out_offs, y, mask=st_mask, sem="relaxed")
+    else:
+        tl.store(out_ptr + out_offs, y, mask=st_mask)
+
+
+@triton.jit
 def _gemm2_kernel(
     a_ptr,  # [T*K, N1] slot-indexed intermediate: hidden dtype or e4m3 (N1 = I_pad); NVFP4: uint8 [T*K, N1/2]
     a_scale_ptr,  # TENSOR: [] ; ROW: [T*K] ; BLOCK: [T*K, N1/128] ; MICRO: see the module docstring
@@ -640,13 +749,48 @@ def _gemm2_kernel(
     FAST_ACC: tl.constexpr,
     SPLIT_K: tl.constexpr,
     USE_GDC: tl.constexpr,  # launched with programmatic dependent launch (Hopper+): wait for the prior grid first
+    PERSISTENT: tl.constexpr,  # a fixed grid of programs walks the tiles (SPLIT_K == 1, not FUSE_COMBINE)
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
-    grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``."""
+    grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
+
+    PERSISTENT (prefill): grid = (P, 1) with any P >= 1; program p computes the tiles p, p + P, ...
+    of the blocks in use (``num_post_padded``), in the GROUP_M order, with one flattened loop over
+    (tile, K-block) so that the software pipeline loads the next tile's first K-blocks while this
+    one's epilogue runs -- the per-tile load latency that short K loops (K = I_pad of TP shards and
+    fine-grained experts) cannot hide otherwise. Every tile's arithmetic is that of the one-tile
+    program: the same bits for any P. Non-local blocks store zero rows (no early exit in the loop)."""
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
-    pid = tl.program_id(0)
     num_pid_n = tl.cdiv(N, BLOCK_N)
+    if PERSISTENT:
+        num_m = tl.cdiv(tl.load(num_post_padded_ptr), BLOCK_M)
+        for t in tl.range(tl.program_id(0), num_m * num_pid_n, tl.num_programs(0), flatten=True):
+            pid_m, pid_n = _tile_ids(t, num_m, num_pid_n, GROUP_M)
+            e = tl.load(block_expert_ptr + pid_m)
+            local = e < E_LOC
+            e64 = tl.minimum(e, E_LOC - 1).to(tl.int64)
+            slots, row_ok = _block_slots(sorted_ids_ptr, pid_m, num_slots, BLOCK_M)
+            slot64 = slots.to(tl.int64)
+            offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            n_ok = offs_n < N
+            out_offs, st_mask = _gemm2_out(slot64, row_ok, offs_n, n_ok, stride_om, TOP_K, OUT_ATOMIC)
+            acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, 0,
+                                  tl.cdiv(K, BLOCK_K), K, stride_am, stride_we, stride_wn, stride_asm, stride_wse,
+                                  stride_wsn, stride_wsk, QUANT, A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M,
+                                  BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N, UPCAST, PRECISION, FAST_ACC)
+            if SWAP_AB:
+                acc = tl.trans(acc)
+            acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr,
+                                  topk_w_ptr, a_gs_ptr, w_gs_ptr, stride_asm, stride_wse, stride_wsn, stride_be,
+                                  QUANT, A_FMT, W_FMT, FAST_CVT, HAS_BIAS, MUL_ROUTING_WEIGHT)
+            if OUT_ATOMIC:
+                st_mask = st_mask & local
+            _gemm2_store(out_ptr, out_offs, tl.where(local, acc, 0.0), st_mask, OUT_ATOMIC)
+        if USE_GDC:
+            tl.extra.cuda.gdc_launch_dependents()
+        return
+    pid = tl.program_id(0)
     pid_m, pid_n = _tile_ids(pid, num_blocks_m, num_pid_n, GROUP_M)
     if pid_m * BLOCK_M >= tl.load(num_post_padded_ptr):
         return
@@ -657,11 +801,7 @@ def _gemm2_kernel(
     slot64 = slots.to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
-    if OUT_ATOMIC:
-        out_offs = (slot64 // TOP_K)[:, None] * stride_om + offs_n[None, :]
-    else:
-        out_offs = slot64[:, None] * stride_om + offs_n[None, :]
-    st_mask = row_ok[:, None] & n_ok[None, :]
+    out_offs, st_mask = _gemm2_out(slot64, row_ok, offs_n, n_ok, stride_om, TOP_K, OUT_ATOMIC)
 
     if e >= E_LOC:
         # the non-local group (laid out when K == 1 writes the output directly, or FUSE_COMBINE):
@@ -675,61 +815,11 @@ def _gemm2_kernel(
                                 comb_out_ptr, stride_co, TOP_K, BLOCK_M, BLOCK_N)
         return
 
-    offs_k = tl.arange(0, BLOCK_K)
     k_lo, k_hi = _split_k_range(K, BLOCK_K, SPLIT_K)
-    a_ptrs = a_ptr + slot64[:, None] * stride_am + (k_lo * BLOCK_K + offs_k)[None, :]
-    w_ptrs = w_ptr + e64 * stride_we + offs_n[:, None].to(tl.int64) * stride_wn + (k_lo * BLOCK_K + offs_k)[None, :]
-    if SWAP_AB:
-        acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
-    else:
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    if QUANT == Q_BLOCK:
-        as_ptrs = a_scale_ptr + slot64 * stride_asm
-        ws_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
-
-    if QUANT == Q_MICRO:
-        a_rows = slot64 * stride_am
-        as_rows = slot64 * stride_asm
-        a_all, n64, w_e, ws_e, w_ok = _micro_weight_ptrs(w_ptr, w_scale_ptr, e64, stride_we, stride_wse, offs_n, n_ok,
-                                                         EVEN_N, BLOCK_M, BLOCK_N)
-        if MXDOT:  # see _gemm1_kernel
-            for ki in range(k_lo, k_hi):
-                for j in tl.static_range(BLOCK_K // 32):
-                    kb = ki * (BLOCK_K // 32) + j
-                    a, a_s = _load_mx_block(a_ptr, a_rows, a_scale_ptr, as_rows, 1, kb, K, a_all, F_MXFP8, BLOCK_M,
-                                            EVEN_K, FAST_CVT)
-                    w, w_s = _load_mx_block(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, stride_wsk, kb, K, w_ok,
-                                            W_FMT, BLOCK_N, EVEN_K, FAST_CVT)
-                    acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s, w_s,
-                                        SWAP_AB)
-        else:
-            for ki in range(k_lo, k_hi):
-                a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K,
-                               CD, FAST_CVT, KPERM)
-                w = _load_tile(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, stride_wsk, ki, K, w_ok, W_FMT, BLOCK_N,
-                               BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM)
-                acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
-    else:
-        for ki in range(k_lo, k_hi):
-            if EVEN_K:
-                a = tl.load(a_ptrs)
-                if EVEN_N:
-                    w = tl.load(w_ptrs)
-                else:
-                    w = tl.load(w_ptrs, mask=n_ok[:, None], other=0.0)
-            else:
-                k_ok = offs_k < K - ki * BLOCK_K
-                a = tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
-                w = tl.load(w_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
-            if QUANT == Q_BLOCK:
-                a_s = tl.load(as_ptrs + ki)
-                w_s = tl.load(ws_ptrs + ki, mask=n_ok, other=0.0)
-                acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s, w_s, SWAP_AB)
-            else:
-                acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
-            a_ptrs += BLOCK_K
-            w_ptrs += BLOCK_K
-
+    acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, k_lo, k_hi, K,
+                          stride_am, stride_we, stride_wn, stride_asm, stride_wse, stride_wsn, stride_wsk, QUANT,
+                          A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K,
+                          EVEN_N, UPCAST, PRECISION, FAST_ACC)
     if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()
     if SWAP_AB:
@@ -744,24 +834,10 @@ def _gemm2_kernel(
             return
         acc = _split_k_sum(ws_tile, TS, SPLIT_K, BLOCK_M, BLOCK_N)
 
-    # ---- epilogue: dequant scales, bias, routing weight ----------------------------------------
-    if QUANT == Q_TENSOR:
-        acc = acc * (tl.load(a_scale_ptr) * tl.load(w_scale_ptr + e64 * stride_wse))
-    elif QUANT == Q_ROW:
-        a_s = tl.load(a_scale_ptr + slot64 * stride_asm)
-        w_s = tl.load(w_scale_ptr + e64 * stride_wse + offs_n * stride_wsn, mask=n_ok, other=0.0)
-        acc = acc * (a_s[:, None] * w_s[None, :])
-    elif QUANT == Q_MICRO:
-        acc = _micro_global_scales(acc, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT, W_FMT, FAST_CVT)
-    if HAS_BIAS:
-        acc = acc + tl.load(bias_ptr + e64 * stride_be + offs_n, mask=n_ok, other=0.0)[None, :]
-    if MUL_ROUTING_WEIGHT:
-        acc = acc * tl.load(topk_w_ptr + slots).to(tl.float32)[:, None]
-    y = acc.to(out_ptr.dtype.element_ty)
-    if OUT_ATOMIC:
-        tl.atomic_add(out_ptr + out_offs, y, mask=st_mask, sem="relaxed")
-    else:
-        tl.store(out_ptr + out_offs, y, mask=st_mask)
-        if FUSE_COMBINE:
-            _combine_arrive(out_ptr, stride_om, slot64, row_ok, offs_n, n_ok, pid_n, num_pid_n, comb_cnt_ptr,
-                            comb_out_ptr, stride_co, TOP_K, BLOCK_M, BLOCK_N)
+    acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
+                          a_gs_ptr, w_gs_ptr, stride_asm, stride_wse, stride_wsn, stride_be, QUANT, A_FMT, W_FMT,
+                          FAST_CVT, HAS_BIAS, MUL_ROUTING_WEIGHT)
+    _gemm2_store(out_ptr, out_offs, acc, st_mask, OUT_ATOMIC)
+    if FUSE_COMBINE and not OUT_ATOMIC:
+        _combine_arrive(out_ptr, stride_om, slot64, row_ok, offs_n, n_ok, pid_n, num_pid_n, comb_cnt_ptr,
+                        comb_out_ptr, stride_co, TOP_K, BLOCK_M, BLOCK_N)
