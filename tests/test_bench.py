@@ -292,6 +292,15 @@ def test_search_space(fmt, T):
         if fmt is Format.BF16:
             assert not c.config.gemm1.swap_ab and not c.config.gemm2.swap_ab
     assert {c.varies for c in cands} >= {"base", "gemm1", "gemm2", "block_m"}
+    # persistent GEMM2 at prefill tiles only: 2 programs per SM, <= 64 accumulators per thread at 4 warps
+    pers = [c.config.gemm2 for c in cands if c.varies == "persistent"]
+    assert bool(pers) == (h.block_m >= 64), pers
+    assert all((g.persistent == 2 and g.block_m * g.block_n <= 64 * 128) or g.persistent == 0 for g in pers)
+    assert not pers or any(g.num_warps == 4 for g in pers)
+    assert all(c.config.gemm2.persistent is None for c in cands if c.varies != "persistent")
+    # what the shipped table serves the point now is a candidate (when it is not the heuristic)
+    cur = choose_moe_config(T, 2048, 768, 128, 8, fmt, Activation.SWIGLU, "NVIDIA H200")
+    assert any((c.config.gemm1, c.config.gemm2) == (cur.gemm1, cur.gemm2) for c in cands)
     # FP8 fast accumulation changes numerics: never a candidate unless asked for
     assert not any(c.config.gemm1.fp8_fast_accum or c.config.gemm2.fp8_fast_accum for c in cands)
     # split-K (either GEMM) only at decode tile sizes

@@ -5,7 +5,11 @@ the heuristic config (``choose_moe_config`` with an empty table) and adds its ne
 launch parameter of GEMM1 moved one step (block_n, block_k halved / doubled, warps 4 <-> 8,
 stages +-1, group_m, swap_ab), the same for GEMM2, and block_m (shared by both GEMMs, it is the
 align's padding unit) halved and doubled, and each GEMM's split_k halved / doubled at decode tile
-sizes. ``fp8_fast_accum=True`` (CLI ``--fp8-fast-accum``) also tries, for FP8 per-tensor /
+sizes. Right after the heuristic come the config the active table serves the point now (so a
+re-tune never ends slower than the table it replaces) and, at prefill tiles of the 16-bit / FP8
+formats, GEMM2 run persistent (``KernelConfig.persistent`` = 2 programs per SM, at 4 warps with at
+most 64 accumulators per thread and at the base's warps) or, where the auto rule would run it
+persistent, explicitly not. ``fp8_fast_accum=True`` (CLI ``--fp8-fast-accum``) also tries, for FP8 per-tensor /
 per-channel weights, FP8 accumulation in the tensor cores with 256-row weight tiles where block_m
 is 128: faster at prefill but 2.3-2.8x the RMS error of the default path (H200, K 2048), so a table
 tuned with it changes results; off by default. ``exhaustive=True`` adds the grid of block_m x
@@ -33,9 +37,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..backends.kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, choose_moe_config, compile_problem,
-                                       fp8_fast_accum_variant, load_tuned_configs, save_tuned_configs,
-                                       token_bucket)
+from ..backends.kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_persistent, choose_moe_config,
+                                       compile_problem, fp8_fast_accum_variant, load_tuned_configs,
+                                       save_tuned_configs, token_bucket)
 from ..config import Activation, Format
 
 __all__ = [
@@ -172,6 +176,25 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
     # the heuristic itself always comes first, even where our pruning would have dropped it
     seen.add((heur.gemm1, heur.gemm2))
     out.append(Candidate(MoEKernelConfig(heur.gemm1, heur.gemm2), "base"))
+    # then what the active table serves this point now (a re-tune never ends slower than it), and
+    # GEMM2 run persistent (2 programs per SM, at 4 warps and at the base's; ``KernelConfig.persistent``)
+    # from either
+    cur = choose_moe_config(tokens, hidden, intermediate_padded, experts, top_k, weight_format, activation,
+                            device_name, num_sms=num_sms)
+    seen.add((cur.gemm1, cur.gemm2))
+    if (cur.gemm1, cur.gemm2) != (heur.gemm1, heur.gemm2):
+        out.append(Candidate(MoEKernelConfig(cur.gemm1, cur.gemm2), "table"))
+    if weight_format not in (Format.NVFP4, Format.MXFP4, Format.MXFP8):  # dequantizing: no persistent GEMM2
+        for b in (cur, heur):
+            g2 = b.gemm2
+            if g2.block_m >= 64 and g2.split_k == 1:
+                # <= 64 accumulators per thread at 4 warps (128 x 128 ran 3x slower: spills)
+                bn = min(g2.block_n, 64 * 128 // g2.block_m)
+                for st in (3, 4):
+                    add(b.gemm1, _kc(g2, block_n=bn, num_warps=4, num_stages=st, persistent=2), "persistent")
+                add(b.gemm1, _kc(g2, block_n=bn, persistent=2), "persistent")  # at the base's warps
+                if auto_persistent(g2, weight_format, 2 if weight_format is Format.BF16 else 1):
+                    add(b.gemm1, _kc(g2, persistent=0), "persistent")  # what the rule would run persistent
     bms = [heur.block_m] + [b for b in (heur.block_m // 2, heur.block_m * 2) if 16 <= b <= 128]
     bases = {bm: (_kc(heur.gemm1, block_m=bm), _kc(heur.gemm2, block_m=bm)) for bm in bms}
     # order: block_m moves first, then single steps at the heuristic's block_m, then at the others
@@ -333,7 +356,8 @@ def describe_config(c: MoEKernelConfig) -> str:
     def one(k: KernelConfig) -> str:
         return (f"n{k.block_n} k{k.block_k} w{k.num_warps} s{k.num_stages}" + (f" g{k.group_m}" if k.group_m != 1 else "")
                 + (" swap" if k.swap_ab else "") + (" fastacc" if k.fp8_fast_accum else "")
-                + (f" split{k.split_k}" if k.split_k != 1 else ""))
+                + (f" split{k.split_k}" if k.split_k != 1 else "")
+                + (f" persist{k.persistent}" if k.persistent is not None else ""))
 
     return f"bm{c.block_m} | {one(c.gemm1)} | {one(c.gemm2)}"
 
