@@ -30,6 +30,10 @@ def main() -> None:
     ap.add_argument("--bw", type=float, default=4.4, help="memory roofline in TB/s for the floor column")
     ap.add_argument("--json", default=None)
     ap.add_argument("--heuristic", action="store_true", help="heuristic configs only (ignore the tuned table)")
+    ap.add_argument("--gemm2", action="append", default=[], metavar="JSON",
+                    help='GEMM2 config keys laid over the chosen one, e.g. \'{"num_warps": 4, "persistent": 2}\' '
+                         '(repeatable: each is one more variant of every point; GEMM1 keeps the chosen config '
+                         'with the variant\'s block_m)')
     a = ap.parse_args()
     dev = torch.device("cuda")
     rows = []
@@ -42,38 +46,46 @@ def main() -> None:
             per_expert = weights_nbytes(w) / p.experts
             for T in (int(t) for t in a.tokens.split(",")):
                 sets = make_inputs(case, T, device=dev, nsets=16)
-                cfg = None
-                if a.heuristic:
-                    cfg = choose_moe_config(T, p.hidden, w.padded_intermediate_size, w.num_experts,
-                                            p.top_k, wf, p.activation, torch.cuda.get_device_name(), table=TunedTable())
-                for s in sets[:2]:  # compile / warm up
-                    run_weights(s.x, w, s.topk, activation_format=case.act_format, config=cfg)
-                torch.cuda.synchronize()
-                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                    for i in range(a.calls):
-                        s = sets[i % len(sets)]
-                        run_weights(s.x, w, s.topk, activation_format=case.act_format, config=cfg)
-                    torch.cuda.synchronize()
-                per = collections.defaultdict(float)
-                for ev in prof.events():
-                    if ev.device_type == torch.autograd.DeviceType.CUDA:
-                        per[ev.name] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
-                hit = sum(len(torch.unique(s.topk.ids)) for s in sets) / len(sets)
-                floor_us = (hit * per_expert + 4 * T * p.hidden) / (a.bw * 1e12) * 1e6
-                kernels = {k: v / a.calls for k, v in sorted(per.items(), key=lambda kv: -kv[1])}
-                total = sum(kernels.values())
-                tflops = 2 * T * p.top_k * p.hidden * (p.n1 + p.intermediate) / total * 1e-6
-                rows.append(dict(preset=pname, format=wf_name, tokens=T, floor_us=floor_us, total_us=total,
-                                 tflops=tflops, kernels=kernels))
-                print(f"{pname:18s} {wf_name:11s} T={T:<5d} weight-read floor {floor_us:7.1f} us  kernels "
-                      f"{total:8.1f} us ({100 * floor_us / total:5.1f} %)  {tflops:6.1f} TF/s")
-                for k, v in kernels.items():
-                    print(f"    {v:8.2f} us  {k[:110]}")
+                base = choose_moe_config(T, p.hidden, w.padded_intermediate_size, w.num_experts, p.top_k, wf,
+                                         p.activation, torch.cuda.get_device_name(),
+                                         table=TunedTable() if a.heuristic else None)
+                variants = [(None, base if a.heuristic else None)] + [
+                    (g2, {"gemm2": {**base.gemm2.to_dict(), **json.loads(g2)}}) for g2 in a.gemm2]
+                for g2, cfg in variants:
+                    _one(a, rows, pname, wf_name, T, w, case, sets, per_expert, p, cfg, g2)
             del w
             torch.cuda.empty_cache()
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
+
+
+def _one(a, rows, pname, wf_name, T, w, case, sets, per_expert, p, cfg, g2) -> None:
+    """One point (one config variant): per-kernel mean times over ``a.calls`` calls, printed and appended to ``rows``."""
+    for s in sets[:2]:  # compile / warm up
+        run_weights(s.x, w, s.topk, activation_format=case.act_format, config=cfg)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for i in range(a.calls):
+            s = sets[i % len(sets)]
+            run_weights(s.x, w, s.topk, activation_format=case.act_format, config=cfg)
+        torch.cuda.synchronize()
+    per = collections.defaultdict(float)
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            per[ev.name] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+    hit = sum(len(torch.unique(s.topk.ids)) for s in sets) / len(sets)
+    floor_us = (hit * per_expert + 4 * T * p.hidden) / (a.bw * 1e12) * 1e6
+    kernels = {k: v / a.calls for k, v in sorted(per.items(), key=lambda kv: -kv[1])}
+    total = sum(kernels.values())
+    tflops = 2 * T * p.top_k * p.hidden * (p.n1 + p.intermediate) / total * 1e-6
+    rows.append(dict(preset=pname, format=wf_name, tokens=T, gemm2=g2, floor_us=floor_us, total_us=total,
+                     tflops=tflops, kernels=kernels))
+    print(f"{pname:18s} {wf_name:11s} T={T:<5d} weight-read floor {floor_us:7.1f} us  kernels "
+          f"{total:8.1f} us ({100 * floor_us / total:5.1f} %)  {tflops:6.1f} TF/s"
+          + (f"  gemm2 {g2}" if g2 else ""))
+    for k, v in kernels.items():
+        print(f"    {v:8.2f} us  {k[:110]}")
 
 
 if __name__ == "__main__":
