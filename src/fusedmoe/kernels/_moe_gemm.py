@@ -128,6 +128,27 @@ def _micro_weight_ptrs(w_ptr, w_scale_ptr, e64, stride_we, stride_wse, offs_n, n
 
 
 @triton.jit
+def _load_a(a_ptrs, k_ok, EVEN_K: tl.constexpr):
+    """A [BLOCK_M, BLOCK_K] activation tile of the 16-bit / FP8 paths (zeros past K when not EVEN_K)."""
+    if EVEN_K:
+        return tl.load(a_ptrs)
+    else:
+        return tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
+
+
+@triton.jit
+def _load_w(w_ptrs, n_ok, k_ok, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr):
+    """A [BLOCK_N, BLOCK_K] weight tile of the 16-bit / FP8 paths (zeros past N / K unless EVEN_*)."""
+    if EVEN_K:
+        if EVEN_N:
+            return tl.load(w_ptrs)
+        else:
+            return tl.load(w_ptrs, mask=n_ok[:, None], other=0.0)
+    else:
+        return tl.load(w_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
+
+
+@triton.jit
 def _mma(a, w, acc, SWAP_AB: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr):
     """acc + a @ w^T for a [BM, BK], w [BN, BK]; acc is [BN, BM] (= (a @ w^T)^T) when SWAP_AB.
 
@@ -452,24 +473,11 @@ def _gemm1_kernel(
                 acc_u = _mma(a, wu, acc_u, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
     else:
         for ki in range(k_lo, k_hi):
-            if EVEN_K:
-                a = tl.load(a_ptrs)
-                if EVEN_N:
-                    wg = tl.load(wg_ptrs)
-                else:
-                    wg = tl.load(wg_ptrs, mask=n_ok[:, None], other=0.0)
-            else:
-                k_ok = offs_k < K - ki * BLOCK_K
-                a = tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
-                wg = tl.load(wg_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
+            k_ok = offs_k < K - ki * BLOCK_K  # used by the masked loads only (not EVEN_K)
+            a = _load_a(a_ptrs, k_ok, EVEN_K)
+            wg = _load_w(wg_ptrs, n_ok, k_ok, EVEN_K, EVEN_N)
             if GATED:
-                if EVEN_K:
-                    if EVEN_N:
-                        wu = tl.load(wu_ptrs)
-                    else:
-                        wu = tl.load(wu_ptrs, mask=n_ok[:, None], other=0.0)
-                else:
-                    wu = tl.load(wu_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
+                wu = _load_w(wu_ptrs, n_ok, k_ok, EVEN_K, EVEN_N)
 
             if QUANT == Q_BLOCK:
                 a_s = tl.load(as_ptrs + ki)
@@ -630,16 +638,9 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                 acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
     else:
         for ki in range(k_lo, k_hi):
-            if EVEN_K:
-                a = tl.load(a_ptrs)
-                if EVEN_N:
-                    w = tl.load(w_ptrs)
-                else:
-                    w = tl.load(w_ptrs, mask=n_ok[:, None], other=0.0)
-            else:
-                k_ok = offs_k < K - ki * BLOCK_K
-                a = tl.load(a_ptrs, mask=k_ok[None, :], other=0.0)
-                w = tl.load(w_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
+            k_ok = offs_k < K - ki * BLOCK_K  # used by the masked loads only (not EVEN_K)
+            a = _load_a(a_ptrs, k_ok, EVEN_K)
+            w = _load_w(w_ptrs, n_ok, k_ok, EVEN_K, EVEN_N)
             if QUANT == Q_BLOCK:
                 a_s = tl.load(as_ptrs + ki)
                 w_s = tl.load(ws_ptrs + ki, mask=n_ok, other=0.0)
