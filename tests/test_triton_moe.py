@@ -19,6 +19,7 @@ rounding flip it causes. Bounds (max, rms):
     GPU bf16 hidden, FP8 paths        6e-2, 1.2e-2
 """
 
+import dataclasses
 import json
 import os
 
@@ -714,6 +715,85 @@ def test_persistent_gemm2_same_bits(wfmt):
         assert torch.equal(outs[(2, False)], outs[(0, False)]), (T, K)
 
 
+@interpreter
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL], ids=lambda f: f.name)
+def test_held_a_gemm2_same_bits(wfmt):
+    """GEMM2 with several column tiles per program (``KernelConfig.n_tiles``: the activation tile,
+    the whole K, loaded once) gives the bits of one program per tile with the same block_k: a K
+    tail (I_pad 48 in a 64-wide block), a partial last column tile, a last program with fewer
+    tiles than n_tiles, bias and the clamped activation; expert parallel with K = 1 (GEMM2 writes
+    the output: the non-local group's rows exact zeros) and K = 2 with non-local slots; the atomic
+    combine within the bound."""
+    dtype = _FMT_CASES[wfmt][0]
+    H3, I_pad = 112, 48  # 4 column tiles of 32, the last partial
+    for T, K, offset, E_glob, act in ((7, 2, 4, 12, Activation.SWIGLU_OAI), (6, 1, 4, 12, Activation.RELU2),
+                                      (9, 2, 0, 4, Activation.SWIGLU)):
+        prob = make_problem(T=T, H=H3, I=40, I_pad=I_pad, E=4, K=K, act=act, wfmt=wfmt, dtype=dtype, bias=True,
+                            offset=offset, E_glob=E_glob, seed=T + K)
+        if K == 1:
+            prob["ids"][0, 0] = 0  # a non-local token (other rank's expert) and a local one
+            prob["ids"][1, 0] = 5
+        outs = {}
+        for nt, atomic in ((1, False), (2, False), (3, False), (8, False), (2, True)):
+            cfg = MoEKernelConfig(KernelConfig(16, 32, 32), KernelConfig(16, 32, 64, n_tiles=nt), atomic_combine=atomic)
+            out = torch.full((T, H3), float("nan"), dtype=dtype, device=DEV) if K == 1 and not atomic else None
+            got, ref = run_case(prob, act=act, wfmt=wfmt, params=_params(act), offset=offset, woi=K == 1, out=out,
+                                config=cfg)
+            mx, rms = _errors(got, ref)
+            bmx, brms = _bounds(wfmt, dtype)
+            assert mx <= bmx and rms <= brms, (T, K, nt, atomic, mx, rms)
+            outs[(nt, atomic)] = got
+        if K == 1:
+            assert (outs[(2, False)][0] == 0).all()
+        for nt in (2, 3, 8):
+            assert torch.equal(outs[(nt, False)], outs[(1, False)]), (T, K, nt)
+
+
+def test_held_a_config_rules():
+    """KernelConfig.n_tiles: bad values and combinations are refused, the auto persistent rule
+    leaves an n_tiles GEMM2 one program per tile group, the launcher refuses block_k < K and the
+    block-scaled formats with a clear message."""
+    from fusedmoe.backends.kernel_configs import auto_persistent
+
+    # the heuristic: prefill GEMM2 of short K (DeepSeek-V3 TP8, K = 256) on Hopper, FP8 per tensor /
+    # channel at 64+ rows, BF16 at 128 rows; 1792 columns per program in equal groups
+    h200 = "NVIDIA H200"
+    for wfmt, T in ((Format.FP8_TENSOR, 2048), (Format.FP8_CHANNEL, 8192), (Format.BF16, 8192)):
+        g2 = choose_moe_config(T, 7168, 256, 256, 8, wfmt, Activation.SWIGLU, h200, table=TunedTable()).gemm2
+        assert (g2.n_tiles, g2.block_n, g2.block_k, g2.num_warps) == (28, 64, 256, 4), (wfmt, T, g2)
+    assert choose_moe_config(2048, 4096, 192, 128, 8, Format.FP8_TENSOR, Activation.SWIGLU, h200,
+                             table=TunedTable()).gemm2.n_tiles == 32  # one group: 64 tiles of 64 columns
+    for args in ((2048, 2048, 768, 128, 8, Format.FP8_TENSOR),  # K 768: per tile
+                 (1024, 7168, 256, 256, 8, Format.BF16),  # BF16 64-row tiles: per tile
+                 (8, 7168, 256, 256, 8, Format.FP8_TENSOR),  # decode
+                 (8192, 7168, 256, 256, 8, Format.FP8_BLOCK)):
+        g2 = choose_moe_config(*args, Activation.SWIGLU, h200, table=TunedTable()).gemm2
+        assert g2.n_tiles == 1, (args, g2)
+    assert choose_moe_config(8192, 7168, 256, 256, 8, Format.FP8_TENSOR, Activation.SWIGLU, "cpu",
+                             table=TunedTable()).gemm2.n_tiles == 1  # not Hopper
+    assert auto_persistent(KernelConfig(64, 128, 256, num_warps=4, n_tiles=8), Format.BF16, 2) == 0
+    assert KernelConfig.from_dict(KernelConfig(64, 128, 256, n_tiles=4).to_dict()).n_tiles == 4
+    assert KernelConfig.from_dict({"block_m": 64, "block_n": 128, "block_k": 128}).n_tiles == 1
+    with pytest.raises(ValueError, match="n_tiles"):
+        KernelConfig(64, 128, 256, n_tiles=0)
+    with pytest.raises(ValueError, match="split_k 1"):
+        KernelConfig(64, 128, 256, n_tiles=2, split_k=2)
+    with pytest.raises(ValueError, match="persistent"):
+        KernelConfig(64, 128, 256, n_tiles=2, persistent=1)
+    with pytest.raises(TypeError, match="n_tiles"):
+        KernelConfig(64, 128, 256, n_tiles=2.0)
+    prob = make_problem(T=3, H=64, I=40, I_pad=48, E=4, K=2, act=Activation.SWIGLU, wfmt=Format.BF16,
+                        dtype=torch.float16, seed=1)
+    with pytest.raises(ValueError, match="block_k >= intermediate_size_padded"):
+        run_case(prob, act=Activation.SWIGLU, wfmt=Format.BF16, params=_params(Activation.SWIGLU),
+                 config=MoEKernelConfig(KernelConfig(16, 32, 32), KernelConfig(16, 32, 32, n_tiles=2)))
+    probq = make_problem(T=3, H=128, I=128, I_pad=128, E=4, K=2, act=Activation.SWIGLU, wfmt=Format.FP8_BLOCK,
+                         dtype=torch.float16, seed=1)
+    with pytest.raises(ValueError, match="n_tiles > 1 supports"):
+        run_case(probq, act=Activation.SWIGLU, wfmt=Format.FP8_BLOCK, params=_params(Activation.SWIGLU),
+                 config=MoEKernelConfig(KernelConfig(16, 128, 128), KernelConfig(16, 128, 128, n_tiles=2)))
+
+
 def test_persistent_config_rules():
     """KernelConfig.persistent: None = the auto rule (prefill tiles of 16-bit and, at 4 warps, FP8
     formats: as many programs per SM as their pipeline buffers fit, at most 2; decode tiles,
@@ -1202,6 +1282,41 @@ def test_gpu_persistent_gemm2_same_bits(wfmt):
         assert mx <= bmx and rms <= brms, (pers, mx, rms)
         outs.append(got)
     assert torch.equal(outs[1], outs[0]) and torch.equal(outs[2], outs[0])
+    out = torch.empty_like(outs[0])
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], activation=act,
+                       act_params=None, act_format=ACT_FMT[wfmt], intermediate_size_padded=256,
+                       a1_scale=prob["a1"], a2_scale=prob["a2"], local_expert_offset=64, config=cfg, out=out)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, outs[0])
+
+
+@gpu
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL], ids=lambda f: f.name)
+def test_gpu_held_a_gemm2_same_bits(wfmt):
+    """GEMM2 with the activation tile held across column tiles (``KernelConfig.n_tiles``) at the
+    DeepSeek-V3 TP8 shape (K = I = 256 in one block; expert parallel with half the experts local;
+    256 tokens, where PDL is on, and 2048): 8, 14 and all 56 column tiles per program give the bits
+    of one per program with the same tile, eager and in a CUDA graph, within the reference's bound."""
+    act = Activation.SWIGLU
+    g1 = KernelConfig(64, 64, 128 if wfmt is not Format.BF16 else 64, group_m=8, num_warps=8, num_stages=3)
+    for T in (256, 2048):
+        prob = make_problem(T=T, H=7168, I=256, I_pad=256, E=128, K=8, act=act, wfmt=wfmt, dtype=torch.bfloat16,
+                            offset=64, E_glob=256, seed=13)
+        for bm, bn, nw in ((64, 128, 4), (128, 128, 8)):
+            outs = []
+            for nt in (1, 8, 14, 56):
+                cfg = MoEKernelConfig(dataclasses.replace(g1, block_m=bm),
+                                      KernelConfig(bm, bn, 256, num_warps=nw, num_stages=3, n_tiles=nt))
+                got, ref = run_case(prob, act=act, wfmt=wfmt, offset=64, config=cfg)
+                mx, rms = _errors(got, ref)
+                bmx, brms = _bounds(wfmt, torch.bfloat16)
+                assert mx <= bmx and rms <= brms, (T, bm, nt, mx, rms)
+                outs.append(got)
+            for o in outs[1:]:
+                assert torch.equal(o, outs[0]), (T, bm)
     out = torch.empty_like(outs[0])
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

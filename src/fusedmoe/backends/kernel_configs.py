@@ -86,6 +86,11 @@ class KernelConfig:
     tiles in one flattened (tile, K-block) loop, so that the next tile's loads overlap this one's
     epilogue (same bits as one program per tile). 0: one program per tile; None (the default, and
     what tuned entries without the key mean): :func:`auto_persistent` decides. Needs split_k 1.
+    n_tiles (GEMM2 only; GEMM1 ignores it): column tiles per program. Above 1 a program loads its
+    activation tile once -- the whole K in one block, so block_k >= K (``intermediate_size_padded``)
+    -- and computes n_tiles column tiles with it: on short K (TP shards) only the weight tiles are
+    re-read. 16-bit and FP8 per tensor / per channel weights; needs split_k 1 and no persistent
+    launch (``persistent`` None or 0).
     """
 
     block_m: int
@@ -98,9 +103,10 @@ class KernelConfig:
     fp8_fast_accum: bool = False
     split_k: int = 1
     persistent: Optional[int] = None
+    n_tiles: int = 1
 
     def __post_init__(self):
-        for f in ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "split_k"):
+        for f in ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "split_k", "n_tiles"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise TypeError(f"KernelConfig.{f} must be an int, got {v!r}")
@@ -126,6 +132,11 @@ class KernelConfig:
                 raise ValueError(f"KernelConfig.persistent must be in [0, 8] programs per SM, got {self.persistent}")
             if self.persistent and self.split_k > 1:
                 raise ValueError(f"KernelConfig.persistent ({self.persistent}) needs split_k 1, got {self.split_k}")
+        if not 1 <= self.n_tiles <= 256:
+            raise ValueError(f"KernelConfig.n_tiles must be in [1, 256], got {self.n_tiles}")
+        if self.n_tiles > 1 and (self.split_k > 1 or self.persistent):
+            raise ValueError(f"KernelConfig.n_tiles ({self.n_tiles}) needs split_k 1 and persistent None or 0, "
+                             f"got split_k {self.split_k}, persistent {self.persistent}")
 
     def stage_bytes(self, a_bytes: float, w_bytes: float, w_tiles: int) -> int:
         """Shared memory of one pipeline stage: a block_m x block_k activation tile plus
@@ -231,6 +242,8 @@ class TunedTable:
                 c = cfg.to_dict()
                 if c["persistent"] is None:  # the default (auto): entries stay as before the field existed
                     del c["persistent"]
+                if c["n_tiles"] == 1:  # the default, likewise
+                    del c["n_tiles"]
                 out.append({"device": dev, "weight_format": fmt, "activation": act, "gemm": gemm,
                             "N": N, "K": K, "E": E, "tokens": bucket, "config": c})
         return {"format_version": 1, "entries": out}
@@ -598,8 +611,32 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     k_iters = math.ceil(math.ceil(K / bk) / split)
     stages = max(2, min(5 if decode else 4, budget // per_stage, k_iters + 1))
     group_m = 1 if decode else 8
+    if gemm == "gemm2" and dev.hopper and K <= HELD_A_MAX_K and (
+            (fmt in _FP8_PROMOTED and bm >= 64) or (fmt is Format.BF16 and bm >= 128)):
+        return held_a_config(bm, N, K)
     return _compile_safe(KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=group_m, num_warps=warps,
                                       num_stages=stages, swap_ab=swap_ab, split_k=split), fmt)
+
+
+# GEMM2 with the activation tile held across column tiles (KernelConfig.n_tiles): up to this K
+HELD_A_MAX_K = 256
+_HELD_A_COLUMNS = 1792  # output columns per program
+
+
+def held_a_config(block_m: int, N: int, K: int) -> KernelConfig:
+    """The prefill GEMM2 of short K (K = I_pad <= ``HELD_A_MAX_K``: TP shards) with its activation
+    tile held (``KernelConfig.n_tiles``): 64-column weight tiles, the whole K in one block, 4 warps,
+    3 stages, ~1792 output columns per program in equal groups. H200, DeepSeek-V3 TP8 GEMM2
+    (N = 7168, K = 256) against the per-tile configs of the tuned table, same call
+    (BENCHMARKS.md, twelfth session): FP8 per tensor / per channel at 8192 tokens 714 -> 556 /
+    826 -> 599 us (64-row tiles), at 2048 256 -> 199 / 297 -> 210 us; BF16 (128-row tiles) 1009 ->
+    924 and 420 -> 377 us. Three programs fit an SM with FP8 64-row tiles (16 KB activation tile
+    + three 16 KB weight stages), which hide each other's epilogues; BF16 at 64 rows
+    (64 x 128 tiles: one program per SM) was 1.2x slower than per tile."""
+    tiles = math.ceil(N / 64)
+    groups = max(1, round(N / _HELD_A_COLUMNS))
+    return KernelConfig(block_m=block_m, block_n=64, block_k=max(64, 1 << (K - 1).bit_length()), group_m=1,
+                        num_warps=4, num_stages=3, n_tiles=math.ceil(tiles / groups))
 
 
 def auto_persistent(cfg: KernelConfig, weight_format: Format, a_bytes: float) -> int:
@@ -619,7 +656,7 @@ def auto_persistent(cfg: KernelConfig, weight_format: Format, a_bytes: float) ->
     dequantization) keep one program per tile; the tuner tries 4-warp persistent GEMM2s."""
     if cfg.persistent is not None:
         return cfg.persistent
-    if cfg.split_k > 1 or cfg.block_m < 64 or weight_format in _BLOCK_SCALED:
+    if cfg.n_tiles > 1 or cfg.split_k > 1 or cfg.block_m < 64 or weight_format in _BLOCK_SCALED:
         return 0
     if (weight_format is not Format.BF16 and cfg.num_warps != 4) or cfg.block_m * cfg.block_n > 64 * 32 * cfg.num_warps:
         # FP8 at 8 warps ran slower persistent (H200, GEMM2 at 8192 tokens, the tuned 64 x 128 x

@@ -148,6 +148,8 @@ _ACT_CODE = {
 # quantized operand pairs (kernels/_moe_gemm.py: Q_NONE, Q_TENSOR, Q_ROW, Q_BLOCK)
 _QUANT_CODE = {Format.BF16: 0, Format.FP8_TENSOR: 1, Format.FP8_CHANNEL: 2, Format.FP8_BLOCK: 3,
                Format.NVFP4: 4, Format.MXFP4: 4, Format.MXFP8: 4}
+# weight formats whose GEMM2 can hold its activation tile across column tiles (KernelConfig.n_tiles)
+_HELD_A_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL)
 _OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8, _OUT_NVFP4 = 0, 1, 2, 3, 4
 _TL_DTYPE = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32}
 _E4M3 = torch.float8_e4m3fn
@@ -617,6 +619,12 @@ def triton_experts(
     BM = cfg.block_m
     if wfmt is Format.FP8_BLOCK and (c1.block_k != 128 or c2.block_k != 128):
         raise ValueError(f"FP8_BLOCK needs block_k == 128 in both GEMMs (one scale per K-block), got {c1.block_k}, {c2.block_k}")
+    if c2.n_tiles > 1:
+        if wfmt not in _HELD_A_FORMATS:
+            raise ValueError(f"GEMM2 n_tiles > 1 supports {[f.name for f in _HELD_A_FORMATS]} weights, got {wfmt.name}")
+        if c2.block_k < I_pad:
+            raise ValueError(f"GEMM2 n_tiles > 1 holds the whole K in one block: needs block_k >= "
+                             f"intermediate_size_padded ({I_pad}), got block_k {c2.block_k}")
     if micro:
         g = max(wfmt.block_size, act_format.block_size)
         if c1.block_k % g or c2.block_k % g:
@@ -662,7 +670,9 @@ def triton_experts(
     direct_out = K == 1 and not atomic  # GEMM2 writes out itself: lay out non-local slots too
     # GEMM2 programs per SM (0: one per tile); a persistent GEMM2 does not fuse the combine
     pers2 = auto_persistent(c2, wfmt, 1 if quant else hidden.element_size()) if _PERSISTENT["enabled"] else 0
-    fuse = not pers2 and not atomic and not direct_out and T <= _FUSED_COMBINE["max_tokens"]  # GEMM2 combines: same
+    # GEMM2 combines (same bits) -- not when persistent or holding its activation tile
+    fuse = (not pers2 and c2.n_tiles == 1 and not atomic and not direct_out
+            and T <= _FUSED_COMBINE["max_tokens"])
     al = align_slots(ids_flat, E, BM, local_expert_offset=local_expert_offset, include_nonlocal=direct_out or fuse,
                      tokens=T, quant=qplan)
     NB = al.max_blocks
@@ -811,7 +821,9 @@ def triton_experts(
     wsk2 = w2_s.stride(2) if micro else 0
     w2_g = w2.global_scale.contiguous() if wfmt is Format.NVFP4 else tw_flat
     b2 = w2_bias if w2_bias is not None else tw_flat
-    if smem and not micro:
+    if smem and c2.n_tiles > 1:  # the activation tile is loaded once, the weight tiles are staged
+        c2 = fit_stages(c2, 0, w2.data.element_size(), 1, smem - BM * c2.block_k * inter.element_size())
+    elif smem and not micro:
         c2 = fit_stages(c2, inter.element_size(), w2.data.element_size(), 1, smem)
     upcast2 = interp or (quant == 0 and inter.dtype != w2.data.dtype)
     prec2 = "ieee" if (inter.dtype == torch.float32 or w2.data.dtype == torch.float32) else "tf32"
@@ -824,7 +836,12 @@ def triton_experts(
         ws2 = cnt2 = tw_flat
     cnt_comb = counters[tiles1 + tiles2:tiles1 + tiles2 + n_comb] if fuse else tw_flat
     inter_d, w2_d = _nib_view(inter, nib), _nib_view(w2.data, nib)
-    grid2 = (min(tiles2, pers2 * (num_sms or 1)), 1) if pers2 else (tiles2, c2.split_k)
+    if pers2:
+        grid2 = (min(tiles2, pers2 * (num_sms or 1)), 1)
+    elif c2.n_tiles > 1:
+        grid2 = (NB * cdiv(cdiv(H, c2.block_n), c2.n_tiles), 1)
+    else:
+        grid2 = (tiles2, c2.split_k)
     launch(_gemm._gemm2_kernel, grid2,
         inter_d, a2_s, w2_d, w2_s, b2, tw_flat,
         al.sorted_ids, al.block_expert, al.num_post_padded,
@@ -839,7 +856,7 @@ def triton_experts(
         BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,
         EVEN_K=I_pad % c2.block_k == 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
         FAST_ACC=c2.fp8_fast_accum,
-        SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2),
+        SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
         num_warps=c2.num_warps, num_stages=c2.num_stages,
     )
     if atomic or direct_out or fuse:

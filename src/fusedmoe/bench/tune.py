@@ -9,7 +9,9 @@ sizes. Right after the heuristic come the config the active table serves the poi
 re-tune never ends slower than the table it replaces) and, at prefill tiles of the 16-bit / FP8
 formats, GEMM2 run persistent (``KernelConfig.persistent`` = 2 programs per SM, at 4 warps with at
 most 64 accumulators per thread and at the base's warps) or, where the auto rule would run it
-persistent, explicitly not. ``fp8_fast_accum=True`` (CLI ``--fp8-fast-accum``) also tries, for FP8 per-tensor /
+persistent, explicitly not; where K = I_pad <= 256 (TP shards) of the 16-bit / FP8 per tensor /
+channel formats, GEMM2 holding its activation tile across column tiles (``KernelConfig.n_tiles``)
+at 64- and 128-row tiles. ``fp8_fast_accum=True`` (CLI ``--fp8-fast-accum``) also tries, for FP8 per-tensor /
 per-channel weights, FP8 accumulation in the tensor cores with 256-row weight tiles where block_m
 is 128: faster at prefill but 2.3-2.8x the RMS error of the default path (H200, K 2048), so a table
 tuned with it changes results; off by default. ``exhaustive=True`` adds the grid of block_m x
@@ -37,9 +39,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..backends.kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_persistent, choose_moe_config,
-                                       compile_problem, fp8_fast_accum_variant, load_tuned_configs,
-                                       save_tuned_configs, token_bucket)
+from ..backends.kernel_configs import (HELD_A_MAX_K, KernelConfig, MoEKernelConfig, TunedTable, auto_persistent,
+                                       choose_moe_config, compile_problem, fp8_fast_accum_variant, held_a_config,
+                                       load_tuned_configs, save_tuned_configs, token_bucket)
 from ..config import Activation, Format
 
 __all__ = [
@@ -54,6 +56,8 @@ __all__ = [
     "merge_into_file",
     "write_report",
 ]
+
+_HELD_A_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL)  # KernelConfig.n_tiles > 1
 
 #: Token buckets tuned without ``--tokens``: powers of two (the table's buckets), the same as
 #: ``fusedmoe bench``'s default token counts.
@@ -74,6 +78,8 @@ class Candidate:
 def _smem_bytes(c: KernelConfig, weight_format: Format, gated_gemm1: bool) -> int:
     a_bytes = 2 if weight_format is Format.BF16 else 1
     w_bytes = 2 if weight_format is Format.BF16 else 1
+    if c.n_tiles > 1:  # the activation tile once, the weight tiles staged
+        return c.block_m * c.block_k * a_bytes + c.num_stages * c.stage_bytes(0, w_bytes, 1)
     return c.num_stages * c.stage_bytes(a_bytes, w_bytes, 2 if gated_gemm1 else 1)
 
 
@@ -95,6 +101,8 @@ def _valid(c: KernelConfig, gemm: str, N: int, K: int, weight_format: Format, ga
         return False  # micro-scaled weights: whole scale blocks per K tile, dequantized tile in registers
     if c.swap_ab and (weight_format is Format.BF16 or c.block_m >= 64 or c.block_n < 64):
         return False
+    if c.n_tiles > 1 and (gemm != "gemm2" or weight_format not in _HELD_A_FORMATS or c.block_k < K):
+        return False  # the held activation tile is the whole K (GEMM2 of 16-bit / FP8 tensor / channel)
     n_cols = N // 2 if (gemm == "gemm1" and gated) else N
     if c.block_n > max(_pow2_at_least(n_cols), base.block_n if base else 0):
         return False
@@ -124,6 +132,9 @@ def _steps(base: KernelConfig) -> List[KernelConfig]:
         out.append(_kc(base, num_stages=s))
     out.append(_kc(base, group_m=1 if base.group_m != 1 else 8))
     out.append(_kc(base, swap_ab=not base.swap_ab))
+    if base.n_tiles > 1:
+        for v in (base.n_tiles // 2, base.n_tiles * 2):
+            out.append(_kc(base, n_tiles=v))
     return [c for c in out if c is not None]
 
 
@@ -184,6 +195,19 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
     seen.add((cur.gemm1, cur.gemm2))
     if (cur.gemm1, cur.gemm2) != (heur.gemm1, heur.gemm2):
         out.append(Candidate(MoEKernelConfig(cur.gemm1, cur.gemm2), "table"))
+    if weight_format in _HELD_A_FORMATS and intermediate_padded <= HELD_A_MAX_K:
+        # short K (TP shards): GEMM2 holding its activation tile across column tiles
+        # (``KernelConfig.n_tiles``) at 64- and 128-row tiles (GEMM1 follows the block_m), 64 and
+        # 128 weight rows, the default and twice the columns per program
+        for b in (cur, heur):
+            if b.block_m < 64:
+                continue
+            for bm in sorted({b.block_m, 64, 128}):
+                g1 = _kc(b.gemm1, block_m=bm)
+                h = held_a_config(bm, hidden, intermediate_padded)
+                add(g1, h, "held_a")
+                add(g1, _kc(h, block_n=128, num_warps=8, n_tiles=max(1, h.n_tiles // 2)), "held_a")
+                add(g1, _kc(h, n_tiles=h.n_tiles * 2), "held_a")
     if weight_format not in (Format.NVFP4, Format.MXFP4, Format.MXFP8):  # dequantizing: no persistent GEMM2
         for b in (cur, heur):
             g2 = b.gemm2
@@ -357,7 +381,8 @@ def describe_config(c: MoEKernelConfig) -> str:
         return (f"n{k.block_n} k{k.block_k} w{k.num_warps} s{k.num_stages}" + (f" g{k.group_m}" if k.group_m != 1 else "")
                 + (" swap" if k.swap_ab else "") + (" fastacc" if k.fp8_fast_accum else "")
                 + (f" split{k.split_k}" if k.split_k != 1 else "")
-                + (f" persist{k.persistent}" if k.persistent is not None else ""))
+                + (f" persist{k.persistent}" if k.persistent is not None else "")
+                + (f" ntiles{k.n_tiles}" if k.n_tiles != 1 else ""))
 
     return f"bm{c.block_m} | {one(c.gemm1)} | {one(c.gemm2)}"
 

@@ -54,6 +54,9 @@ PERSISTENT (GEMM2 at prefill, ``KernelConfig.persistent``): a fixed grid of prog
 in one flattened (tile, K-block) loop, so the next tile's loads overlap this one's epilogue; each
 tile's arithmetic is unchanged (same bits for any grid).
 
+N_TILES > 1 (GEMM2 of short K, ``KernelConfig.n_tiles``): a program loads its activation tile -- the
+whole K in one BLOCK_K -- once and computes N_TILES column tiles with it (16-bit, FP8 per tensor / row).
+
 Pointer offsets that can exceed 2**31 (expert * stride, row * stride) are computed in int64.
 """
 
@@ -156,11 +159,14 @@ def _mma(a, w, acc, SWAP_AB: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.c
     token blocks (BM = 16/32) run as W @ A^T. UPCAST (interpreter, mixed 16/32-bit operands)
     multiplies in fp32. FP8 x FP8: Hopper's tensor cores accumulate FP8 products in reduced
     precision, so by default the partial sum of every BLOCK_K slice is added to the fp32
-    accumulator with a regular fp32 add (``max_num_imprecise_acc = BLOCK_K``, DeepGEMM's promotion
-    interval; Triton's sm90 default never promotes, which doubles the error against the reference
-    at K = 2048). FAST_ACC (``KernelConfig.fp8_fast_accum``) accumulates in the tensor cores
-    throughout, as SGLang's and vLLM's Triton MoE do: no second accumulator, so 128 x 256 FP8
-    tiles fit in registers (sm_90 compile: 0 spills instead of ~270). Other dtypes ignore it.
+    accumulator with a regular fp32 add (``max_num_imprecise_acc = BLOCK_K``: 128 at prefill,
+    DeepGEMM's promotion interval; 256 in the FP8 configs of one or two tokens and in the GEMM2
+    that holds a K <= 256 activation tile, ``KernelConfig.n_tiles`` -- promoting every 128 there
+    made one-token FP8 layers 1-11 % slower on the H200; Triton's sm90 default never promotes, which
+    doubles the error against the reference at K = 2048). FAST_ACC (``KernelConfig.fp8_fast_accum``)
+    accumulates in the tensor cores throughout, as SGLang's and vLLM's Triton MoE do: no second
+    accumulator, so 128 x 256 FP8 tiles fit in registers (sm_90 compile: 0 spills instead of ~270).
+    Other dtypes ignore it.
     """
     if UPCAST:
         a = a.to(tl.float32)
@@ -693,6 +699,56 @@ def _gemm2_store(out_ptr, out_offs, acc, st_mask, OUT_ATOMIC: tl.constexpr):
 
 
 @triton.jit
+def _gemm2_held_a(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
+                  num_post_padded_ptr, out_ptr, N, K, num_slots, num_pid_n, stride_am, stride_we, stride_wn,
+                  stride_asm, stride_wse, stride_wsn, stride_be, stride_om, TOP_K: tl.constexpr, E_LOC: tl.constexpr,
+                  QUANT: tl.constexpr, HAS_BIAS: tl.constexpr, MUL_ROUTING_WEIGHT: tl.constexpr,
+                  OUT_ATOMIC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  SWAP_AB: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
+                  PRECISION: tl.constexpr, FAST_ACC: tl.constexpr, N_TILES: tl.constexpr):
+    """GEMM2 with N_TILES column tiles per program (``_gemm2_kernel``'s N_TILES > 1): the activation
+    tile [BLOCK_M, BLOCK_K >= K] is loaded once; each column tile is one MMA over the whole K and the
+    one-tile program's epilogue."""
+    num_ng = tl.cdiv(num_pid_n, N_TILES)
+    pid = tl.program_id(0)
+    pid_m = pid // num_ng
+    n_lo = (pid % num_ng) * N_TILES
+    n_hi = tl.minimum(n_lo + N_TILES, num_pid_n)
+    if pid_m * BLOCK_M >= tl.load(num_post_padded_ptr):
+        return
+    e = tl.load(block_expert_ptr + pid_m)
+    e64 = e.to(tl.int64)
+    slots, row_ok = _block_slots(sorted_ids_ptr, pid_m, num_slots, BLOCK_M)
+    slot64 = slots.to(tl.int64)
+    if e >= E_LOC:  # the non-local group: exact zeros for its slots, as the one-tile program
+        if not OUT_ATOMIC:
+            for pid_n in range(n_lo, n_hi):
+                offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+                out_offs, st_mask = _gemm2_out(slot64, row_ok, offs_n, offs_n < N, stride_om, TOP_K, OUT_ATOMIC)
+                tl.store(out_ptr + out_offs, tl.zeros([BLOCK_M, BLOCK_N], dtype=out_ptr.dtype.element_ty),
+                         mask=st_mask)
+        return
+    offs_k = tl.arange(0, BLOCK_K)
+    k_ok = offs_k < K
+    a = _load_a(a_ptr + slot64[:, None] * stride_am + offs_k[None, :], k_ok, EVEN_K)
+    for pid_n in tl.range(n_lo, n_hi):
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        n_ok = offs_n < N
+        w = _load_w(w_ptr + e64 * stride_we + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :], n_ok, k_ok,
+                    EVEN_K, EVEN_N)
+        if SWAP_AB:
+            acc = tl.trans(_mma(a, w, tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32), SWAP_AB, UPCAST, PRECISION,
+                                FAST_ACC))
+        else:
+            acc = _mma(a, w, tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+        acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
+                              topk_w_ptr, topk_w_ptr, stride_asm, stride_wse, stride_wsn, stride_be, QUANT, 0, 0,
+                              False, HAS_BIAS, MUL_ROUTING_WEIGHT)
+        out_offs, st_mask = _gemm2_out(slot64, row_ok, offs_n, n_ok, stride_om, TOP_K, OUT_ATOMIC)
+        _gemm2_store(out_ptr, out_offs, acc, st_mask, OUT_ATOMIC)
+
+
+@triton.jit
 def _gemm2_kernel(
     a_ptr,  # [T*K, N1] slot-indexed intermediate: hidden dtype or e4m3 (N1 = I_pad); NVFP4: uint8 [T*K, N1/2]
     a_scale_ptr,  # TENSOR: [] ; ROW: [T*K] ; BLOCK: [T*K, N1/128] ; MICRO: see the module docstring
@@ -751,6 +807,7 @@ def _gemm2_kernel(
     SPLIT_K: tl.constexpr,
     USE_GDC: tl.constexpr,  # launched with programmatic dependent launch (Hopper+): wait for the prior grid first
     PERSISTENT: tl.constexpr,  # a fixed grid of programs walks the tiles (SPLIT_K == 1, not FUSE_COMBINE)
+    N_TILES: tl.constexpr,  # > 1: column tiles per program with the activation tile held (BLOCK_K >= K)
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
@@ -760,10 +817,26 @@ def _gemm2_kernel(
     (tile, K-block) so that the software pipeline loads the next tile's first K-blocks while this
     one's epilogue runs -- the per-tile load latency that short K loops (K = I_pad of TP shards and
     fine-grained experts) cannot hide otherwise. Every tile's arithmetic is that of the one-tile
-    program: the same bits for any P. Non-local blocks store zero rows (no early exit in the loop)."""
+    program: the same bits for any P. Non-local blocks store zero rows (no early exit in the loop).
+
+    N_TILES > 1 (short K: the whole K in one BLOCK_K, 16-bit / FP8 per tensor / per row): grid =
+    (num_blocks_m * cdiv(cdiv(N, BLOCK_N), N_TILES), 1); a program loads its [BLOCK_M, K] activation
+    tile once and computes N_TILES consecutive column tiles with it, so only the weight tiles
+    stream; one program per tile re-reads the activation tile for every column tile (as many bytes
+    per MMA as the weight tile). Each tile's arithmetic is that of a one-tile program with the same
+    BLOCK_K: the same bits for any N_TILES."""
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
     num_pid_n = tl.cdiv(N, BLOCK_N)
+    if N_TILES > 1:
+        _gemm2_held_a(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
+                      num_post_padded_ptr, out_ptr, N, K, num_slots, num_pid_n, stride_am, stride_we, stride_wn,
+                      stride_asm, stride_wse, stride_wsn, stride_be, stride_om, TOP_K, E_LOC, QUANT,
+                      HAS_BIAS, MUL_ROUTING_WEIGHT, OUT_ATOMIC, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N,
+                      UPCAST, PRECISION, FAST_ACC, N_TILES)
+        if USE_GDC:
+            tl.extra.cuda.gdc_launch_dependents()
+        return
     if PERSISTENT:
         num_m = tl.cdiv(tl.load(num_post_padded_ptr), BLOCK_M)
         for t in tl.range(tl.program_id(0), num_m * num_pid_n, tl.num_programs(0), flatten=True):
