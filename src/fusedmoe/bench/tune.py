@@ -6,7 +6,8 @@ launch parameter of GEMM1 moved one step (block_n, block_k halved / doubled, war
 stages +-1, group_m, swap_ab), the same for GEMM2, and block_m (shared by both GEMMs, it is the
 align's padding unit) halved and doubled, and each GEMM's split_k halved / doubled at decode tile
 sizes. Right after the heuristic come the config the active table serves the point now (so a
-re-tune never ends slower than the table it replaces) and, at prefill tiles of the 16-bit / FP8
+re-tune never ends slower than the table it replaces; for FP8 per tensor / channel also the other
+one's entry) and, at prefill tiles of the 16-bit / FP8
 formats, GEMM2 run persistent (``KernelConfig.persistent`` = 2 programs per SM, at 4 warps with at
 most 64 accumulators per thread and at the base's warps) or, where the auto rule would run it
 persistent, explicitly not; where K = I_pad <= 256 (TP shards) of the 16-bit / FP8 per tensor /
@@ -58,6 +59,7 @@ __all__ = [
 ]
 
 _HELD_A_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL)  # KernelConfig.n_tiles > 1
+_FP8_SIBLING = {Format.FP8_TENSOR: Format.FP8_CHANNEL, Format.FP8_CHANNEL: Format.FP8_TENSOR}
 
 #: Token buckets tuned without ``--tokens``: powers of two (the table's buckets), the same as
 #: ``fusedmoe bench``'s default token counts.
@@ -195,6 +197,13 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
     seen.add((cur.gemm1, cur.gemm2))
     if (cur.gemm1, cur.gemm2) != (heur.gemm1, heur.gemm2):
         out.append(Candidate(MoEKernelConfig(cur.gemm1, cur.gemm2), "table"))
+    if weight_format in _FP8_SIBLING:
+        # FP8 per tensor and per channel share the tile economics (only the epilogue's scales
+        # differ): the other one's table entry (Nemotron-Nano at 8192 tokens: per channel's tuned
+        # 256-row GEMM1 was never among per tensor's candidates)
+        sib = choose_moe_config(tokens, hidden, intermediate_padded, experts, top_k, _FP8_SIBLING[weight_format],
+                                activation, device_name, num_sms=num_sms)
+        add(sib.gemm1, sib.gemm2, "table")
     if weight_format in _HELD_A_FORMATS and intermediate_padded <= HELD_A_MAX_K:
         # short K (TP shards): GEMM2 holding its activation tile across column tiles
         # (``KernelConfig.n_tiles``) at 64- and 128-row tiles (GEMM1 follows the block_m), 64 and
