@@ -716,6 +716,26 @@ def test_persistent_gemm2_same_bits(wfmt):
 
 
 @interpreter
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_CHANNEL], ids=lambda f: f.name)
+def test_persistent_gemm2_k_tail_same_bits(wfmt):
+    """Persistent GEMM2 with a K tail (I_pad 48 in 32-wide K-blocks: the last block masked, as
+    Nemotron's unpadded I = 1856 in 128-wide blocks): the bits of one program per tile, within the
+    reference's bound."""
+    dtype = _FMT_CASES[wfmt][0]
+    prob = make_problem(T=9, H=64, I=40, I_pad=48, E=4, K=2, act=Activation.RELU2, wfmt=wfmt, dtype=dtype,
+                        seed=5)
+    outs = []
+    for pers in (0, 2):
+        cfg = MoEKernelConfig(KernelConfig(16, 32, 32), KernelConfig(16, 32, 32, persistent=pers))
+        got, ref = run_case(prob, act=Activation.RELU2, wfmt=wfmt, config=cfg)
+        mx, rms = _errors(got, ref)
+        bmx, brms = _bounds(wfmt, dtype)
+        assert mx <= bmx and rms <= brms, (pers, mx, rms)
+        outs.append(got)
+    assert torch.equal(outs[1], outs[0])
+
+
+@interpreter
 @pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL], ids=lambda f: f.name)
 def test_held_a_gemm2_same_bits(wfmt):
     """GEMM2 with several column tiles per program (``KernelConfig.n_tiles``: the activation tile,
@@ -792,6 +812,30 @@ def test_held_a_config_rules():
     with pytest.raises(ValueError, match="n_tiles > 1 supports"):
         run_case(probq, act=Activation.SWIGLU, wfmt=Format.FP8_BLOCK, params=_params(Activation.SWIGLU),
                  config=MoEKernelConfig(KernelConfig(16, 128, 128), KernelConfig(16, 128, 128, n_tiles=2)))
+
+
+def test_table_lookup_of_unpadded_intermediate():
+    """Weights without the non-gated 128-alignment padding (I_pad 1856, as the shared harness builds
+    Nemotron's) get the entries tuned at I_pad rounded up to 128 (1920); an entry at the exact size
+    wins; without either, the heuristic."""
+    h200, act, fmt = "NVIDIA H200", Activation.RELU2, Format.FP8_TENSOR
+    g1 = KernelConfig(64, 256, 128, num_warps=8, num_stages=4)
+    g2 = KernelConfig(64, 128, 128, num_warps=4, num_stages=3, persistent=2)
+    tbl = TunedTable()
+    for gemm, N, K, c in (("gemm1", 1920, 2688, g1), ("gemm2", 2688, 1920, g2)):
+        tbl.add(device=h200, weight_format=fmt, activation=act, gemm=gemm, N=N, K=K, E=128, tokens=8192, config=c)
+    got = choose_moe_config(8192, 2688, 1856, 128, 6, fmt, act, h200, table=tbl)
+    assert (got.gemm1, got.gemm2) == (g1, g2)
+    heur = choose_moe_config(8192, 2688, 1856, 128, 6, fmt, act, h200, table=TunedTable())
+    assert (heur.gemm1, heur.gemm2) != (g1, g2)
+    # 1792 is a multiple of 128: looked up as it is (no entry: the heuristic)
+    assert choose_moe_config(8192, 2688, 1792, 128, 6, fmt, act, h200, table=tbl) == choose_moe_config(
+        8192, 2688, 1792, 128, 6, fmt, act, h200, table=TunedTable())
+    exact = KernelConfig(64, 64, 128, num_warps=4, num_stages=3)
+    for gemm, N, K in (("gemm1", 1856, 2688), ("gemm2", 2688, 1856)):
+        tbl.add(device=h200, weight_format=fmt, activation=act, gemm=gemm, N=N, K=K, E=128, tokens=8192, config=exact)
+    got = choose_moe_config(8192, 2688, 1856, 128, 6, fmt, act, h200, table=tbl)
+    assert (got.gemm1, got.gemm2) == (exact, exact)
 
 
 def test_persistent_config_rules():

@@ -685,6 +685,24 @@ _MOE_CONFIG_CACHE: Dict[Any, "MoEKernelConfig"] = {}
 _MOE_CONFIG_CACHE_SIZE = 4096
 
 
+def _table_intermediate(tbl: TunedTable, M_tokens: int, H: int, I_pad: int, E_loc: int, fmt: Format,
+                        act: Activation, device_name: str) -> int:
+    """The intermediate size to look the tuned table up with: ``I_pad``, or -- when the table has
+    no entry at ``I_pad`` but one at ``I_pad`` rounded up to 128 -- that one. Weights built
+    without the non-gated 128-alignment padding (``ExpertWeights`` from unpadded tensors, as the
+    shared harness does for Nemotron's I = 1856) then get the configs tuned for the padded shape
+    (I_pad = 1920: the same tiles, one masked tail), not the heuristic."""
+    up = -(-I_pad // 128) * 128
+    if up == I_pad:
+        return I_pad
+
+    def has(i: int) -> bool:
+        return tbl.nearest(device=device_name, weight_format=fmt, activation=act, gemm="gemm2", N=H, K=i, E=E_loc,
+                           tokens=M_tokens) is not None
+
+    return up if not has(I_pad) and has(up) else I_pad
+
+
 def choose_moe_config(
     M_tokens: int,
     hidden_size: int,
@@ -730,11 +748,13 @@ def choose_moe_config(
         raise ValueError(f"config: unknown keys {sorted(unknown)}; expected gemm1, gemm2, atomic_combine")
     act = activation if isinstance(activation, Activation) else Activation(str(activation))
     fmt = weight_format if isinstance(weight_format, Format) else Format(str(weight_format))
-    m1 = intermediate_size_padded * (2 if act.is_gated else 1)
+    i_key = _table_intermediate(table if table is not None else _default_table(), M_tokens, hidden_size,
+                                intermediate_size_padded, E_loc, fmt, act, device_name)
+    m1 = i_key * (2 if act.is_gated else 1)
     common = dict(table=table, num_sms=num_sms)
     g1 = choose_config(M_tokens, m1, hidden_size, E_loc, top_k, fmt, "gemm1", device_name, activation=act,
                        override=ov.get("gemm1"), **common)
-    g2 = choose_config(M_tokens, hidden_size, intermediate_size_padded, E_loc, top_k, fmt, "gemm2", device_name,
+    g2 = choose_config(M_tokens, hidden_size, i_key, E_loc, top_k, fmt, "gemm2", device_name,
                        activation=act, override=ov.get("gemm2"), **common)
     if g1.block_m != g2.block_m:
         # keep the one that was asked for (override) or gemm1's; re-derive the other's block_m
