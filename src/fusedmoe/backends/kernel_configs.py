@@ -632,7 +632,7 @@ def held_a_config(block_m: int, N: int, K: int) -> KernelConfig:
     826 -> 599 us (64-row tiles), at 2048 256 -> 199 / 297 -> 210 us; BF16 (128-row tiles) 1009 ->
     924 and 420 -> 377 us. Three programs fit an SM with FP8 64-row tiles (16 KB activation tile
     + three 16 KB weight stages), which hide each other's epilogues; BF16 at 64 rows
-    (64 x 128 tiles: one program per SM) was 1.2x slower than per tile."""
+    (64 x 128 tiles: one program per SM) was 1.2-1.3x slower than per tile at 8192 tokens."""
     tiles = math.ceil(N / 64)
     groups = max(1, round(N / _HELD_A_COLUMNS))
     return KernelConfig(block_m=block_m, block_n=64, block_k=max(64, 1 << (K - 1).bit_length()), group_m=1,
