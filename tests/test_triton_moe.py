@@ -736,6 +736,27 @@ def test_persistent_gemm2_k_tail_same_bits(wfmt):
 
 
 @interpreter
+@pytest.mark.parametrize("I_pad", [128, 256])
+def test_held_a_gemm2_fp8_block_same_bits(I_pad):
+    """FP8 128 x 128 blocks with the activation tile held (``KernelConfig.n_tiles``): one or two
+    128-wide K-blocks with their 1 x 128 scales, each column tile scaled per K-block as one program
+    per tile does -- the same bits; a short last group of column tiles, bias, expert parallel with
+    non-local slots."""
+    act = Activation.SWIGLU
+    prob = make_problem(T=5, H=256, I=I_pad - 56, I_pad=I_pad, E=4, K=2, act=act, wfmt=Format.FP8_BLOCK,
+                        dtype=torch.float16, bias=True, offset=4, E_glob=12, seed=I_pad)
+    outs = []
+    for nt in (1, 3, 8):
+        cfg = MoEKernelConfig(KernelConfig(16, 128, 128), KernelConfig(16, 32, 128, n_tiles=nt))
+        got, ref = run_case(prob, act=act, wfmt=Format.FP8_BLOCK, offset=4, config=cfg)
+        mx, rms = _errors(got, ref)
+        bmx, brms = _bounds(Format.FP8_BLOCK, torch.float16)
+        assert mx <= bmx and rms <= brms, (nt, mx, rms)
+        outs.append(got)
+    assert torch.equal(outs[1], outs[0]) and torch.equal(outs[2], outs[0])
+
+
+@interpreter
 @pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL], ids=lambda f: f.name)
 def test_held_a_gemm2_same_bits(wfmt):
     """GEMM2 with several column tiles per program (``KernelConfig.n_tiles``: the activation tile,
@@ -807,11 +828,18 @@ def test_held_a_config_rules():
     with pytest.raises(ValueError, match="block_k >= intermediate_size_padded"):
         run_case(prob, act=Activation.SWIGLU, wfmt=Format.BF16, params=_params(Activation.SWIGLU),
                  config=MoEKernelConfig(KernelConfig(16, 32, 32), KernelConfig(16, 32, 32, n_tiles=2)))
-    probq = make_problem(T=3, H=128, I=128, I_pad=128, E=4, K=2, act=Activation.SWIGLU, wfmt=Format.FP8_BLOCK,
+    probq = make_problem(T=3, H=128, I=384, I_pad=384, E=4, K=2, act=Activation.SWIGLU, wfmt=Format.FP8_BLOCK,
                          dtype=torch.float16, seed=1)
-    with pytest.raises(ValueError, match="n_tiles > 1 supports"):
+    with pytest.raises(ValueError, match="at most two 128-wide K-blocks"):
         run_case(probq, act=Activation.SWIGLU, wfmt=Format.FP8_BLOCK, params=_params(Activation.SWIGLU),
                  config=MoEKernelConfig(KernelConfig(16, 128, 128), KernelConfig(16, 128, 128, n_tiles=2)))
+    probm = make_problem(T=3, H=64, I=64, I_pad=64, E=4, K=2, act=Activation.SWIGLU, wfmt=Format.MXFP4,
+                         dtype=torch.float16, seed=1)
+    with pytest.raises(ValueError, match="n_tiles > 1 supports"):
+        triton_experts(probm["hidden"], probm["q13"], probm["q2"], probm["ids"], probm["tw"],
+                       activation=Activation.SWIGLU, act_params=None, act_format=Format.BF16,
+                       intermediate_size_padded=64,
+                       config=MoEKernelConfig(KernelConfig(16, 32, 64), KernelConfig(16, 32, 64, n_tiles=2)))
 
 
 def test_table_lookup_of_unpadded_intermediate():
@@ -1338,14 +1366,19 @@ def test_gpu_persistent_gemm2_same_bits(wfmt):
 
 
 @gpu
-@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL], ids=lambda f: f.name)
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK],
+                         ids=lambda f: f.name)
 def test_gpu_held_a_gemm2_same_bits(wfmt):
     """GEMM2 with the activation tile held across column tiles (``KernelConfig.n_tiles``) at the
     DeepSeek-V3 TP8 shape (K = I = 256 in one block; expert parallel with half the experts local;
     256 tokens, where PDL is on, and 2048): 8, 14 and all 56 column tiles per program give the bits
-    of one per program with the same tile, eager and in a CUDA graph, within the reference's bound."""
+    of one per program with the same tile, eager and in a CUDA graph, within the reference's bound.
+    FP8 128 x 128 blocks: two held 128-wide K-blocks."""
     act = Activation.SWIGLU
-    g1 = KernelConfig(64, 64, 128 if wfmt is not Format.BF16 else 64, group_m=8, num_warps=8, num_stages=3)
+    block = wfmt is Format.FP8_BLOCK
+    g1 = KernelConfig(64, 128 if block else 64, 128 if wfmt is not Format.BF16 else 64, group_m=8, num_warps=8,
+                      num_stages=3)
+    bk2 = 128 if block else 256
     for T in (256, 2048):
         prob = make_problem(T=T, H=7168, I=256, I_pad=256, E=128, K=8, act=act, wfmt=wfmt, dtype=torch.bfloat16,
                             offset=64, E_glob=256, seed=13)
@@ -1353,7 +1386,7 @@ def test_gpu_held_a_gemm2_same_bits(wfmt):
             outs = []
             for nt in (1, 8, 14, 56):
                 cfg = MoEKernelConfig(dataclasses.replace(g1, block_m=bm),
-                                      KernelConfig(bm, bn, 256, num_warps=nw, num_stages=3, n_tiles=nt))
+                                      KernelConfig(bm, bn, bk2, num_warps=nw, num_stages=3, n_tiles=nt))
                 got, ref = run_case(prob, act=act, wfmt=wfmt, offset=64, config=cfg)
                 mx, rms = _errors(got, ref)
                 bmx, brms = _bounds(wfmt, torch.bfloat16)

@@ -89,8 +89,9 @@ class KernelConfig:
     n_tiles (GEMM2 only; GEMM1 ignores it): column tiles per program. Above 1 a program loads its
     activation tile once -- the whole K in one block, so block_k >= K (``intermediate_size_padded``)
     -- and computes n_tiles column tiles with it: on short K (TP shards) only the weight tiles are
-    re-read. 16-bit and FP8 per tensor / per channel weights; needs split_k 1 and no persistent
-    launch (``persistent`` None or 0).
+    re-read. 16-bit and FP8 per tensor / per channel weights; FP8 128 x 128 blocks hold up to two
+    128-wide K-blocks instead (block_k 128, K <= 256); needs split_k 1 and no persistent launch
+    (``persistent`` None or 0).
     """
 
     block_m: int
@@ -613,7 +614,7 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     group_m = 1 if decode else 8
     if gemm == "gemm2" and dev.hopper and K <= HELD_A_MAX_K and (
             (fmt in _FP8_PROMOTED and bm >= 64) or (fmt is Format.BF16 and bm >= 128)):
-        return held_a_config(bm, N, K)
+        return held_a_config(bm, N, K, fmt)
     return _compile_safe(KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=group_m, num_warps=warps,
                                       num_stages=stages, swap_ab=swap_ab, split_k=split), fmt)
 
@@ -623,7 +624,7 @@ HELD_A_MAX_K = 256
 _HELD_A_COLUMNS = 1792  # output columns per program
 
 
-def held_a_config(block_m: int, N: int, K: int) -> KernelConfig:
+def held_a_config(block_m: int, N: int, K: int, weight_format: Format = Format.FP8_TENSOR) -> KernelConfig:
     """The prefill GEMM2 of short K (K = I_pad <= ``HELD_A_MAX_K``: TP shards) with its activation
     tile held (``KernelConfig.n_tiles``): 64-column weight tiles, the whole K in one block, 4 warps,
     3 stages, ~1792 output columns per program in equal groups. H200, DeepSeek-V3 TP8 GEMM2
@@ -632,11 +633,14 @@ def held_a_config(block_m: int, N: int, K: int) -> KernelConfig:
     826 -> 599 us (64-row tiles), at 2048 256 -> 199 / 297 -> 210 us; BF16 (128-row tiles) 1009 ->
     924 and 420 -> 377 us. Three programs fit an SM with FP8 64-row tiles (16 KB activation tile
     + three 16 KB weight stages), which hide each other's epilogues; BF16 at 64 rows
-    (64 x 128 tiles: one program per SM) was 1.2-1.3x slower than per tile at 8192 tokens."""
+    (64 x 128 tiles: one program per SM) was 1.2-1.3x slower than per tile at 8192 tokens.
+    FP8 128 x 128 blocks hold up to two 128-wide K-blocks (block_k 128, one scale per block); the
+    heuristic does not choose that one yet (not measured), the tuner tries it."""
     tiles = math.ceil(N / 64)
     groups = max(1, round(N / _HELD_A_COLUMNS))
-    return KernelConfig(block_m=block_m, block_n=64, block_k=max(64, 1 << (K - 1).bit_length()), group_m=1,
-                        num_warps=4, num_stages=3, n_tiles=math.ceil(tiles / groups))
+    bk = 128 if weight_format is Format.FP8_BLOCK else max(64, 1 << (K - 1).bit_length())
+    return KernelConfig(block_m=block_m, block_n=64, block_k=bk, group_m=1, num_warps=4, num_stages=3,
+                        n_tiles=math.ceil(tiles / groups))
 
 
 def auto_persistent(cfg: KernelConfig, weight_format: Format, a_bytes: float) -> int:

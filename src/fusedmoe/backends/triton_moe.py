@@ -149,7 +149,7 @@ _ACT_CODE = {
 _QUANT_CODE = {Format.BF16: 0, Format.FP8_TENSOR: 1, Format.FP8_CHANNEL: 2, Format.FP8_BLOCK: 3,
                Format.NVFP4: 4, Format.MXFP4: 4, Format.MXFP8: 4}
 # weight formats whose GEMM2 can hold its activation tile across column tiles (KernelConfig.n_tiles)
-_HELD_A_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL)
+_HELD_A_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
 _OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8, _OUT_NVFP4 = 0, 1, 2, 3, 4
 _TL_DTYPE = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32}
 _E4M3 = torch.float8_e4m3fn
@@ -622,7 +622,10 @@ def triton_experts(
     if c2.n_tiles > 1:
         if wfmt not in _HELD_A_FORMATS:
             raise ValueError(f"GEMM2 n_tiles > 1 supports {[f.name for f in _HELD_A_FORMATS]} weights, got {wfmt.name}")
-        if c2.block_k < I_pad:
+        if wfmt is Format.FP8_BLOCK and I_pad > 2 * 128:
+            raise ValueError(f"GEMM2 n_tiles > 1 with FP8_BLOCK holds at most two 128-wide K-blocks: needs "
+                             f"intermediate_size_padded <= 256, got {I_pad}")
+        if wfmt is not Format.FP8_BLOCK and c2.block_k < I_pad:
             raise ValueError(f"GEMM2 n_tiles > 1 holds the whole K in one block: needs block_k >= "
                              f"intermediate_size_padded ({I_pad}), got block_k {c2.block_k}")
     if micro:
@@ -822,7 +825,9 @@ def triton_experts(
     w2_g = w2.global_scale.contiguous() if wfmt is Format.NVFP4 else tw_flat
     b2 = w2_bias if w2_bias is not None else tw_flat
     if smem and c2.n_tiles > 1:  # the activation tile is loaded once, the weight tiles are staged
-        c2 = fit_stages(c2, 0, w2.data.element_size(), 1, smem - BM * c2.block_k * inter.element_size())
+        held = BM * max(c2.block_k, I_pad) * inter.element_size()  # FP8 block: up to two 128-wide blocks
+        kb = cdiv(I_pad, c2.block_k) if wfmt is Format.FP8_BLOCK else 1
+        c2 = fit_stages(c2, 0, kb * w2.data.element_size(), 1, smem - held)
     elif smem and not micro:
         c2 = fit_stages(c2, inter.element_size(), w2.data.element_size(), 1, smem)
     upcast2 = interp or (quant == 0 and inter.dtype != w2.data.dtype)
@@ -857,6 +862,7 @@ def triton_experts(
         EVEN_K=I_pad % c2.block_k == 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
         FAST_ACC=c2.fp8_fast_accum,
         SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
+        HELD_KB=cdiv(I_pad, c2.block_k) if c2.n_tiles > 1 and wfmt is Format.FP8_BLOCK else 1,
         num_warps=c2.num_warps, num_stages=c2.num_stages,
     )
     if atomic or direct_out or fuse:

@@ -11,8 +11,8 @@ one's entry) and, at prefill tiles of the 16-bit / FP8
 formats, GEMM2 run persistent (``KernelConfig.persistent`` = 2 programs per SM, at 4 warps with at
 most 64 accumulators per thread and at the base's warps) or, where the auto rule would run it
 persistent, explicitly not; where K = I_pad <= 256 (TP shards) of the 16-bit / FP8 per tensor /
-channel formats, GEMM2 holding its activation tile across column tiles (``KernelConfig.n_tiles``)
-at 64- and 128-row tiles. ``fp8_fast_accum=True`` (CLI ``--fp8-fast-accum``) also tries, for FP8 per-tensor /
+channel / block formats, GEMM2 holding its activation tile across column tiles
+(``KernelConfig.n_tiles``) at 64- and 128-row tiles. ``fp8_fast_accum=True`` (CLI ``--fp8-fast-accum``) also tries, for FP8 per-tensor /
 per-channel weights, FP8 accumulation in the tensor cores with 256-row weight tiles where block_m
 is 128: faster at prefill but 2.3-2.8x the RMS error of the default path (H200, K 2048), so a table
 tuned with it changes results; off by default. ``exhaustive=True`` adds the grid of block_m x
@@ -58,7 +58,7 @@ __all__ = [
     "write_report",
 ]
 
-_HELD_A_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL)  # KernelConfig.n_tiles > 1
+_HELD_A_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)  # KernelConfig.n_tiles > 1
 _FP8_SIBLING = {Format.FP8_TENSOR: Format.FP8_CHANNEL, Format.FP8_CHANNEL: Format.FP8_TENSOR}
 
 #: Token buckets tuned without ``--tokens``: powers of two (the table's buckets), the same as
@@ -103,8 +103,9 @@ def _valid(c: KernelConfig, gemm: str, N: int, K: int, weight_format: Format, ga
         return False  # micro-scaled weights: whole scale blocks per K tile, dequantized tile in registers
     if c.swap_ab and (weight_format is Format.BF16 or c.block_m >= 64 or c.block_n < 64):
         return False
-    if c.n_tiles > 1 and (gemm != "gemm2" or weight_format not in _HELD_A_FORMATS or c.block_k < K):
-        return False  # the held activation tile is the whole K (GEMM2 of 16-bit / FP8 tensor / channel)
+    if c.n_tiles > 1 and (gemm != "gemm2" or weight_format not in _HELD_A_FORMATS or (
+            c.block_k < K if weight_format is not Format.FP8_BLOCK else K > 2 * c.block_k)):
+        return False  # the held activation tile is the whole K (FP8 block: up to two 128-wide blocks)
     n_cols = N // 2 if (gemm == "gemm1" and gated) else N
     if c.block_n > max(_pow2_at_least(n_cols), base.block_n if base else 0):
         return False
@@ -213,7 +214,7 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
                 continue
             for bm in sorted({b.block_m, 64, 128}):
                 g1 = _kc(b.gemm1, block_m=bm)
-                h = held_a_config(bm, hidden, intermediate_padded)
+                h = held_a_config(bm, hidden, intermediate_padded, weight_format)
                 add(g1, h, "held_a")
                 add(g1, _kc(h, block_n=128, num_warps=8, n_tiles=max(1, h.n_tiles // 2)), "held_a")
                 add(g1, _kc(h, n_tiles=h.n_tiles * 2), "held_a")

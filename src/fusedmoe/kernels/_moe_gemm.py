@@ -55,7 +55,8 @@ in one flattened (tile, K-block) loop, so the next tile's loads overlap this one
 tile's arithmetic is unchanged (same bits for any grid).
 
 N_TILES > 1 (GEMM2 of short K, ``KernelConfig.n_tiles``): a program loads its activation tile -- the
-whole K in one BLOCK_K -- once and computes N_TILES column tiles with it (16-bit, FP8 per tensor / row).
+whole K in one BLOCK_K (16-bit, FP8 per tensor / row) or in up to two 128-wide blocks (FP8 128 x 128
+blocks) -- once and computes N_TILES column tiles with it.
 
 Pointer offsets that can exceed 2**31 (expert * stride, row * stride) are computed in int64.
 """
@@ -705,10 +706,11 @@ def _gemm2_held_a(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, 
                   QUANT: tl.constexpr, HAS_BIAS: tl.constexpr, MUL_ROUTING_WEIGHT: tl.constexpr,
                   OUT_ATOMIC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   SWAP_AB: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
-                  PRECISION: tl.constexpr, FAST_ACC: tl.constexpr, N_TILES: tl.constexpr):
+                  PRECISION: tl.constexpr, FAST_ACC: tl.constexpr, N_TILES: tl.constexpr, HELD_KB: tl.constexpr):
     """GEMM2 with N_TILES column tiles per program (``_gemm2_kernel``'s N_TILES > 1): the activation
-    tile [BLOCK_M, BLOCK_K >= K] is loaded once; each column tile is one MMA over the whole K and the
-    one-tile program's epilogue."""
+    tile is loaded once -- [BLOCK_M, BLOCK_K >= K], or for FP8 128 x 128 blocks (Q_BLOCK) HELD_KB = 1
+    or 2 K-blocks of 128 with their per-row scales -- and each column tile runs the one-tile
+    program's K-block arithmetic and epilogue."""
     num_ng = tl.cdiv(num_pid_n, N_TILES)
     pid = tl.program_id(0)
     pid_m = pid // num_ng
@@ -730,17 +732,36 @@ def _gemm2_held_a(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, 
         return
     offs_k = tl.arange(0, BLOCK_K)
     k_ok = offs_k < K
-    a = _load_a(a_ptr + slot64[:, None] * stride_am + offs_k[None, :], k_ok, EVEN_K)
+    a_ptrs = a_ptr + slot64[:, None] * stride_am + offs_k[None, :]
+    a = _load_a(a_ptrs, k_ok, EVEN_K)
+    if QUANT == Q_BLOCK:  # the 1 x 128 activation scales of the held blocks
+        as_ptrs = a_scale_ptr + slot64 * stride_asm
+        a_s = tl.load(as_ptrs)
+        if HELD_KB == 2:
+            k_ok1 = offs_k < K - BLOCK_K
+            a1 = _load_a(a_ptrs + BLOCK_K, k_ok1, EVEN_K)
+            a_s1 = tl.load(as_ptrs + 1)
     for pid_n in tl.range(n_lo, n_hi):
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         n_ok = offs_n < N
-        w = _load_w(w_ptr + e64 * stride_we + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :], n_ok, k_ok,
-                    EVEN_K, EVEN_N)
+        w_ptrs = w_ptr + e64 * stride_we + offs_n[:, None].to(tl.int64) * stride_wn + offs_k[None, :]
+        w = _load_w(w_ptrs, n_ok, k_ok, EVEN_K, EVEN_N)
         if SWAP_AB:
-            acc = tl.trans(_mma(a, w, tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32), SWAP_AB, UPCAST, PRECISION,
-                                FAST_ACC))
+            acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
         else:
-            acc = _mma(a, w, tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32), SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+            acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        if QUANT == Q_BLOCK:  # as _gemm2_mainloop: each K-block's partial product scaled, then added
+            ws_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
+            acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s,
+                                tl.load(ws_ptrs, mask=n_ok, other=0.0), SWAP_AB)
+            if HELD_KB == 2:
+                w1 = _load_w(w_ptrs + BLOCK_K, n_ok, k_ok1, EVEN_K, EVEN_N)
+                acc += _scale_block(_mma(a1, w1, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s1,
+                                    tl.load(ws_ptrs + 1, mask=n_ok, other=0.0), SWAP_AB)
+        else:
+            acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+        if SWAP_AB:
+            acc = tl.trans(acc)
         acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
                               topk_w_ptr, topk_w_ptr, stride_asm, stride_wse, stride_wsn, stride_be, QUANT, 0, 0,
                               False, HAS_BIAS, MUL_ROUTING_WEIGHT)
@@ -808,6 +829,7 @@ def _gemm2_kernel(
     USE_GDC: tl.constexpr,  # launched with programmatic dependent launch (Hopper+): wait for the prior grid first
     PERSISTENT: tl.constexpr,  # a fixed grid of programs walks the tiles (SPLIT_K == 1, not FUSE_COMBINE)
     N_TILES: tl.constexpr,  # > 1: column tiles per program with the activation tile held (BLOCK_K >= K)
+    HELD_KB: tl.constexpr,  # N_TILES > 1, QUANT == Q_BLOCK: K-blocks held (cdiv(K, 128): 1 or 2)
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
@@ -819,7 +841,8 @@ def _gemm2_kernel(
     fine-grained experts) cannot hide otherwise. Every tile's arithmetic is that of the one-tile
     program: the same bits for any P. Non-local blocks store zero rows (no early exit in the loop).
 
-    N_TILES > 1 (short K: the whole K in one BLOCK_K, 16-bit / FP8 per tensor / per row): grid =
+    N_TILES > 1 (short K: the whole K in one BLOCK_K, 16-bit / FP8 per tensor / per row; FP8 128 x 128
+    blocks: K <= 256 in HELD_KB 128-wide blocks): grid =
     (num_blocks_m * cdiv(cdiv(N, BLOCK_N), N_TILES), 1); a program loads its [BLOCK_M, K] activation
     tile once and computes N_TILES consecutive column tiles with it, so only the weight tiles
     stream; one program per tile re-reads the activation tile for every column tile (as many bytes
@@ -833,7 +856,7 @@ def _gemm2_kernel(
                       num_post_padded_ptr, out_ptr, N, K, num_slots, num_pid_n, stride_am, stride_we, stride_wn,
                       stride_asm, stride_wse, stride_wsn, stride_be, stride_om, TOP_K, E_LOC, QUANT,
                       HAS_BIAS, MUL_ROUTING_WEIGHT, OUT_ATOMIC, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N,
-                      UPCAST, PRECISION, FAST_ACC, N_TILES)
+                      UPCAST, PRECISION, FAST_ACC, N_TILES, HELD_KB)
         if USE_GDC:
             tl.extra.cuda.gdc_launch_dependents()
         return
