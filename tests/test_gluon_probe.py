@@ -1,5 +1,6 @@
-"""The Gluon prototype of the warp-specialized promoted FP8 GEMM (benchmarks/gluon/gl_fp8.py, issue 3's
-lead for FP8 prefill) compiles for sm_90 with Triton's bundled ptxas -- no GPU needed -- as a
+"""The Gluon prototypes of the warp-specialized promoted FP8 GEMM and of the gated GEMM1 with SwiGLU
+(benchmarks/gluon/gl_fp8.py, issue 3's lead for FP8 prefill) compile for sm_90 with Triton's bundled
+ptxas -- no GPU needed -- as a
 warp-specialized kernel: two MMA warpgroups and a loader (12 warps after rounding), register
 reallocation, FP8 wgmma, no spills, shared memory within Hopper's 227 KB. Its speed and results
 are measured on the H200 by benchmarks/gluon/gluon_fp8_probe.py (not in CI: it needs the GPU)."""
@@ -37,6 +38,23 @@ for ST, GM in ((4, 1), (4, 8), (3, 8)):
     os.unlink(f.name)
     print(ST, GM, k.metadata.num_warps, sass.count("QGMMA"), sass.count("USETMAXREG"),
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, sep="|")
+# the gated GEMM1 (SwiGLU epilogue): 64-column gate and up tiles
+for ST in (4,):
+    al = gl.NVMMASharedLayout.get_default_for([64, 128], gl.float8e4nv)
+    wl = gl.NVMMASharedLayout.get_default_for([64, 128], gl.float8e4nv)
+    sig = {"a_desc": f"tensordesc<fp8e4nv[64, 128],{al}>", "w_desc": f"tensordesc<fp8e4nv[64, 128],{wl}>",
+           "c_ptr": "*bf16", "a_s_ptr": "*fp32", "w_s_ptr": "*fp32", "expert_ptr": "*i32", "num_m": "i32",
+           "I": "i32", "K": "i32", "stride_c": "i32",
+           "BN": "constexpr", "BK": "constexpr", "STAGES": "constexpr", "GROUP_M": "constexpr"}
+    src = GluonASTSource(gl_fp8.gl_fp8_gemm1_swiglu, sig, constexprs={"BN": 64, "BK": 128, "STAGES": ST, "GROUP_M": 8},
+                         attrs={})
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(k.asm["cubin"])
+    sass = subprocess.run([os.path.join(BIN, "cuobjdump"), "-sass", f.name], capture_output=True, text=True).stdout
+    os.unlink(f.name)
+    print("gated", ST, k.metadata.num_warps, sass.count("QGMMA"), sass.count("USETMAXREG"),
+          sass.count("LDL") + sass.count("STL"), k.metadata.shared, sep="|")
 # the probe's plain Triton baseline, without and with Triton's own warp specialization
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 from triton.compiler import ASTSource
@@ -56,10 +74,14 @@ for ws, warps in ((False, 8), (True, 4)):
 def test_gluon_fp8_prototype_compiles_for_sm90(tmp_path):
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 5, rows
+    assert len(rows) == 6, rows
     # the probe's plain baseline: 8 warps unspecialized; Triton's warp specialization adds a
     # producer warpgroup to the 4 given (the variant that hung on the H200)
-    assert rows[3:] == [["plain", "False", "8"], ["plain", "True", "12"]], rows[3:]
+    assert rows[4:] == [["plain", "False", "8"], ["plain", "True", "12"]], rows[4:]
+    # the gated GEMM1: the same partitions, gate and up wgmmas, no spills
+    _, _, warps, qgmma, setmaxnreg, spills, smem = rows[3]
+    assert rows[3][0] == "gated" and int(warps) == 12 and int(qgmma) > 0 and int(setmaxnreg) > 0, rows[3]
+    assert int(spills) == 0 and int(smem) <= 227 * 1024, rows[3]
     for stages, group_m, warps, qgmma, setmaxnreg, spills, smem in rows[:3]:
         where = f"STAGES={stages} GROUP_M={group_m}"
         assert int(warps) == 12, where  # 4 (MMA) + 4 (MMA) + 1 (loader), rounded to warpgroups
