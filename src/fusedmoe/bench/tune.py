@@ -7,15 +7,15 @@ stages +-1, group_m, swap_ab), the same for GEMM2, and block_m (shared by both G
 align's padding unit) halved and doubled, and each GEMM's split_k halved / doubled at decode tile
 sizes. Right after the heuristic come the config the active table serves the point now (so a
 re-tune never ends slower than the table it replaces; for FP8 per tensor / channel also the other
-one's entry) and, at prefill tiles of the 16-bit / FP8
-formats, GEMM2 run persistent (``KernelConfig.persistent`` = 2 programs per SM, at 4 warps with at
-most 64 accumulators per thread and at the base's warps) or, where the auto rule would run it
-persistent, explicitly not; where K = I_pad <= 256 (TP shards) of the 16-bit / FP8 per tensor /
-channel / block formats, GEMM2 holding its activation tile across column tiles
-(``KernelConfig.n_tiles``) at 64- and 128-row tiles. ``fp8_fast_accum=True`` (CLI ``--fp8-fast-accum``) also tries, for FP8 per-tensor /
-per-channel weights, FP8 accumulation in the tensor cores with 256-row weight tiles where block_m
-is 128: faster at prefill but 2.3-2.8x the RMS error of the default path (H200, K 2048), so a table
-tuned with it changes results; off by default. ``exhaustive=True`` adds the grid of block_m x
+one's entry), where K = I_pad <= 256 (TP shards) of the 16-bit and FP8 formats GEMM2 holding its
+activation tile across column tiles (``KernelConfig.n_tiles``) at 64- and 128-row tiles, and, at
+prefill tiles of the 16-bit / FP8 formats, GEMM2 run persistent (``KernelConfig.persistent`` = 2
+programs per SM, at 4 warps with at most 64 accumulators per thread and at the base's warps) or,
+where the auto rule would run it persistent, explicitly not. ``fp8_fast_accum=True`` (CLI
+``--fp8-fast-accum``) also tries, for FP8 per-tensor / per-channel weights, FP8 accumulation in
+the tensor cores with 256-row weight tiles where block_m is 128: faster at prefill but 2.3-2.8x the
+RMS error of the default path (H200, K 2048), so a table tuned with it changes results; off by
+default. ``exhaustive=True`` adds the grid of block_m x
 block_n x block_k x warps x stages per GEMM instead of single steps. Candidates that cannot
 compile or would not fit in shared memory are dropped up front.
 
