@@ -195,6 +195,19 @@ def _scale_block(part, a_s, w_s, SWAP_AB: tl.constexpr):
 
 
 @triton.jit
+def _kblock_mma(a, w, acc, a_s, w_s, BLOCK_SCALED: tl.constexpr, SWAP_AB: tl.constexpr, UPCAST: tl.constexpr,
+                PRECISION: tl.constexpr, FAST_ACC: tl.constexpr):
+    """``acc`` plus one K-block's product of the 16-bit / FP8 paths: BLOCK_SCALED (FP8 128 x 128
+    blocks) the block's partial product in a fresh accumulator times ``a_s[row] * w_s[col]``, added
+    in fp32; otherwise accumulated by the MMA itself (``_mma``; a_s / w_s unused)."""
+    if BLOCK_SCALED:
+        return acc + _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s, w_s,
+                                  SWAP_AB)
+    else:
+        return _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+
+
+@triton.jit
 def _div_rn(a, b):
     """IEEE fp32 a / b (round to nearest even), as ``torch.div`` computes it; broadcasts.
     (Triton's ``/`` is not correctly rounded on NVIDIA GPUs; ``tl.math.div_rn`` does not broadcast.)"""
@@ -486,17 +499,17 @@ def _gemm1_kernel(
             if GATED:
                 wu = _load_w(wu_ptrs, n_ok, k_ok, EVEN_K, EVEN_N)
 
+            a_s = 0.0  # FP8 128 x 128 blocks: this K-block's scales
+            wg_s = 0.0
             if QUANT == Q_BLOCK:
                 a_s = tl.load(as_ptrs + ki)
                 wg_s = tl.load(wsg_ptrs + ki, mask=n_ok, other=0.0)
-                acc_g += _scale_block(_mma(a, wg, tl.zeros_like(acc_g), SWAP_AB, UPCAST, PRECISION, False), a_s, wg_s, SWAP_AB)
-                if GATED:
+            acc_g = _kblock_mma(a, wg, acc_g, a_s, wg_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+            if GATED:
+                wu_s = 0.0
+                if QUANT == Q_BLOCK:
                     wu_s = tl.load(wsu_ptrs + ki, mask=n_ok, other=0.0)
-                    acc_u += _scale_block(_mma(a, wu, tl.zeros_like(acc_u), SWAP_AB, UPCAST, PRECISION, False), a_s, wu_s, SWAP_AB)
-            else:
-                acc_g = _mma(a, wg, acc_g, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
-                if GATED:
-                    acc_u = _mma(a, wu, acc_u, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+                acc_u = _kblock_mma(a, wu, acc_u, a_s, wu_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
 
             a_ptrs += BLOCK_K
             wg_ptrs += BLOCK_K
@@ -648,12 +661,12 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
             k_ok = offs_k < K - ki * BLOCK_K  # used by the masked loads only (not EVEN_K)
             a = _load_a(a_ptrs, k_ok, EVEN_K)
             w = _load_w(w_ptrs, n_ok, k_ok, EVEN_K, EVEN_N)
+            a_s = 0.0  # FP8 128 x 128 blocks: this K-block's scales
+            w_s = 0.0
             if QUANT == Q_BLOCK:
                 a_s = tl.load(as_ptrs + ki)
                 w_s = tl.load(ws_ptrs + ki, mask=n_ok, other=0.0)
-                acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s, w_s, SWAP_AB)
-            else:
-                acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+            acc = _kblock_mma(a, w, acc, a_s, w_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
             a_ptrs += BLOCK_K
             w_ptrs += BLOCK_K
     return acc
@@ -734,6 +747,7 @@ def _gemm2_held_a(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, 
     k_ok = offs_k < K
     a_ptrs = a_ptr + slot64[:, None] * stride_am + offs_k[None, :]
     a = _load_a(a_ptrs, k_ok, EVEN_K)
+    a_s = 0.0
     if QUANT == Q_BLOCK:  # the 1 x 128 activation scales of the held blocks
         as_ptrs = a_scale_ptr + slot64 * stride_asm
         a_s = tl.load(as_ptrs)
@@ -750,16 +764,15 @@ def _gemm2_held_a(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, 
             acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
         else:
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        if QUANT == Q_BLOCK:  # as _gemm2_mainloop: each K-block's partial product scaled, then added
+        w_s = 0.0
+        if QUANT == Q_BLOCK:
             ws_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
-            acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s,
-                                tl.load(ws_ptrs, mask=n_ok, other=0.0), SWAP_AB)
-            if HELD_KB == 2:
-                w1 = _load_w(w_ptrs + BLOCK_K, n_ok, k_ok1, EVEN_K, EVEN_N)
-                acc += _scale_block(_mma(a1, w1, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s1,
-                                    tl.load(ws_ptrs + 1, mask=n_ok, other=0.0), SWAP_AB)
-        else:
-            acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+            w_s = tl.load(ws_ptrs, mask=n_ok, other=0.0)
+        acc = _kblock_mma(a, w, acc, a_s, w_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+        if QUANT == Q_BLOCK and HELD_KB == 2:  # the second held K-block
+            w1 = _load_w(w_ptrs + BLOCK_K, n_ok, k_ok1, EVEN_K, EVEN_N)
+            acc = _kblock_mma(a1, w1, acc, a_s1, tl.load(ws_ptrs + 1, mask=n_ok, other=0.0), True, SWAP_AB, UPCAST,
+                              PRECISION, FAST_ACC)
         if SWAP_AB:
             acc = tl.trans(acc)
         acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
