@@ -245,6 +245,15 @@ def _params(act):
     return OAI if act is Activation.SWIGLU_OAI else None
 
 
+def _run_within_bound(prob, *, act, wfmt, dtype, tag, **kw):
+    """``run_case`` whose output must be within the format's bound of the reference; returns it."""
+    got, ref = run_case(prob, act=act, wfmt=wfmt, **kw)
+    mx, rms = _errors(got, ref)
+    bmx, brms = _bounds(wfmt, dtype)
+    assert mx <= bmx and rms <= brms, (tag, mx, rms)
+    return got
+
+
 # ---- interpreter tests: align ------------------------------------------------------------------
 
 
@@ -510,16 +519,16 @@ def test_programmatic_dependent_launch_switch(monkeypatch):
         tm.set_programmatic_dependent_launch(prev)
 
 
-def _graph_replay_matches(prob, wfmt, I_pad, expected, *, offset=0, replays=1):
-    """Capture one ``triton_experts`` call of ``prob`` in a CUDA graph (after an eager warm-up)
-    and check that every replay writes exactly ``expected``."""
+def _graph_replay_matches(prob, wfmt, I_pad, expected, *, offset=0, replays=1, config=None):
+    """Capture one ``triton_experts`` call of ``prob`` (SwiGLU; ``config`` or the chosen one) in a
+    CUDA graph (after an eager warm-up) and check that every replay writes exactly ``expected``."""
     out = torch.empty_like(expected)
 
     def call():
         triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"],
                        activation=Activation.SWIGLU, act_params=None, act_format=ACT_FMT[wfmt],
                        intermediate_size_padded=I_pad, a1_scale=prob["a1"], a2_scale=prob["a2"],
-                       local_expert_offset=offset, out=out)
+                       local_expert_offset=offset, config=config, out=out)
 
     call()
     graph = torch.cuda.CUDAGraph()
@@ -703,12 +712,9 @@ def test_persistent_gemm2_same_bits(wfmt):
             cfg = MoEKernelConfig(KernelConfig(16, bn1, bk), KernelConfig(16, bn2, bk, persistent=pers),
                                   atomic_combine=atomic)
             out = torch.full((T, H3), float("nan"), dtype=dtype, device=DEV) if K == 1 and not atomic else None
-            got, ref = run_case(prob, act=act, wfmt=wfmt, params=_params(act), offset=offset, woi=K == 1, out=out,
-                                config=cfg)
-            mx, rms = _errors(got, ref)
-            bmx, brms = _bounds(wfmt, dtype)
-            assert mx <= bmx and rms <= brms, (T, K, pers, atomic, mx, rms)
-            outs[(pers, atomic)] = got
+            outs[(pers, atomic)] = _run_within_bound(prob, act=act, wfmt=wfmt, dtype=dtype,
+                                                     tag=(T, K, pers, atomic), params=_params(act), offset=offset,
+                                                     woi=K == 1, out=out, config=cfg)
         if K == 1:
             assert (outs[(1, False)][0] == 0).all()
         assert torch.equal(outs[(1, False)], outs[(0, False)]), (T, K)
@@ -727,11 +733,7 @@ def test_persistent_gemm2_k_tail_same_bits(wfmt):
     outs = []
     for pers in (0, 2):
         cfg = MoEKernelConfig(KernelConfig(16, 32, 32), KernelConfig(16, 32, 32, persistent=pers))
-        got, ref = run_case(prob, act=Activation.RELU2, wfmt=wfmt, config=cfg)
-        mx, rms = _errors(got, ref)
-        bmx, brms = _bounds(wfmt, dtype)
-        assert mx <= bmx and rms <= brms, (pers, mx, rms)
-        outs.append(got)
+        outs.append(_run_within_bound(prob, act=Activation.RELU2, wfmt=wfmt, dtype=dtype, tag=pers, config=cfg))
     assert torch.equal(outs[1], outs[0])
 
 
@@ -748,11 +750,8 @@ def test_held_a_gemm2_fp8_block_same_bits(I_pad):
     outs = []
     for nt in (1, 3, 8):
         cfg = MoEKernelConfig(KernelConfig(16, 128, 128), KernelConfig(16, 32, 128, n_tiles=nt))
-        got, ref = run_case(prob, act=act, wfmt=Format.FP8_BLOCK, offset=4, config=cfg)
-        mx, rms = _errors(got, ref)
-        bmx, brms = _bounds(Format.FP8_BLOCK, torch.float16)
-        assert mx <= bmx and rms <= brms, (nt, mx, rms)
-        outs.append(got)
+        outs.append(_run_within_bound(prob, act=act, wfmt=Format.FP8_BLOCK, dtype=torch.float16, tag=nt, offset=4,
+                                      config=cfg))
     assert torch.equal(outs[1], outs[0]) and torch.equal(outs[2], outs[0])
 
 
@@ -778,12 +777,9 @@ def test_held_a_gemm2_same_bits(wfmt):
         for nt, atomic in ((1, False), (2, False), (3, False), (8, False), (2, True)):
             cfg = MoEKernelConfig(KernelConfig(16, 32, 32), KernelConfig(16, 32, 64, n_tiles=nt), atomic_combine=atomic)
             out = torch.full((T, H3), float("nan"), dtype=dtype, device=DEV) if K == 1 and not atomic else None
-            got, ref = run_case(prob, act=act, wfmt=wfmt, params=_params(act), offset=offset, woi=K == 1, out=out,
-                                config=cfg)
-            mx, rms = _errors(got, ref)
-            bmx, brms = _bounds(wfmt, dtype)
-            assert mx <= bmx and rms <= brms, (T, K, nt, atomic, mx, rms)
-            outs[(nt, atomic)] = got
+            outs[(nt, atomic)] = _run_within_bound(prob, act=act, wfmt=wfmt, dtype=dtype, tag=(T, K, nt, atomic),
+                                                   params=_params(act), offset=offset, woi=K == 1, out=out,
+                                                   config=cfg)
         if K == 1:
             assert (outs[(2, False)][0] == 0).all()
         for nt in (2, 3, 8):
@@ -1348,21 +1344,10 @@ def test_gpu_persistent_gemm2_same_bits(wfmt):
     for pers in (0, 1, 2):
         cfg = MoEKernelConfig(g1, KernelConfig(64, 128, g1.block_k, group_m=8, num_warps=8, num_stages=3,
                                                persistent=pers))
-        got, ref = run_case(prob, act=act, wfmt=wfmt, offset=64, config=cfg)
-        mx, rms = _errors(got, ref)
-        bmx, brms = _bounds(wfmt, torch.bfloat16)
-        assert mx <= bmx and rms <= brms, (pers, mx, rms)
-        outs.append(got)
+        outs.append(_run_within_bound(prob, act=act, wfmt=wfmt, dtype=torch.bfloat16, tag=pers, offset=64,
+                                      config=cfg))
     assert torch.equal(outs[1], outs[0]) and torch.equal(outs[2], outs[0])
-    out = torch.empty_like(outs[0])
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], activation=act,
-                       act_params=None, act_format=ACT_FMT[wfmt], intermediate_size_padded=256,
-                       a1_scale=prob["a1"], a2_scale=prob["a2"], local_expert_offset=64, config=cfg, out=out)
-    graph.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, outs[0])
+    _graph_replay_matches(prob, wfmt, 256, outs[0], offset=64, config=cfg)
 
 
 @gpu
@@ -1387,22 +1372,11 @@ def test_gpu_held_a_gemm2_same_bits(wfmt):
             for nt in (1, 8, 14, 56):
                 cfg = MoEKernelConfig(dataclasses.replace(g1, block_m=bm),
                                       KernelConfig(bm, bn, bk2, num_warps=nw, num_stages=3, n_tiles=nt))
-                got, ref = run_case(prob, act=act, wfmt=wfmt, offset=64, config=cfg)
-                mx, rms = _errors(got, ref)
-                bmx, brms = _bounds(wfmt, torch.bfloat16)
-                assert mx <= bmx and rms <= brms, (T, bm, nt, mx, rms)
-                outs.append(got)
+                outs.append(_run_within_bound(prob, act=act, wfmt=wfmt, dtype=torch.bfloat16, tag=(T, bm, nt),
+                                              offset=64, config=cfg))
             for o in outs[1:]:
                 assert torch.equal(o, outs[0]), (T, bm)
-    out = torch.empty_like(outs[0])
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], activation=act,
-                       act_params=None, act_format=ACT_FMT[wfmt], intermediate_size_padded=256,
-                       a1_scale=prob["a1"], a2_scale=prob["a2"], local_expert_offset=64, config=cfg, out=out)
-    graph.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, outs[0])
+    _graph_replay_matches(prob, wfmt, 256, outs[0], offset=64, config=cfg)
 
 
 @gpu
