@@ -23,37 +23,22 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
 import gl_fp8
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
-for ST, GM in ((4, 1), (4, 8), (3, 8)):
+# (stages, GROUP_M, GATED, BN): the plain GEMM, and the gated GEMM1 (SwiGLU epilogue) at 64 columns
+for ST, GM, GATED, BN in ((4, 1, False, 128), (4, 8, False, 128), (3, 8, False, 128), (4, 8, True, 64)):
     al = gl.NVMMASharedLayout.get_default_for([64, 128], gl.float8e4nv)
-    wl = gl.NVMMASharedLayout.get_default_for([128, 128], gl.float8e4nv)
-    sig = {"a_desc": f"tensordesc<fp8e4nv[64, 128],{al}>", "w_desc": f"tensordesc<fp8e4nv[128, 128],{wl}>",
+    wl = gl.NVMMASharedLayout.get_default_for([BN, 128], gl.float8e4nv)
+    sig = {"a_desc": f"tensordesc<fp8e4nv[64, 128],{al}>", "w_desc": f"tensordesc<fp8e4nv[{BN}, 128],{wl}>",
            "c_ptr": "*bf16", "a_s_ptr": "*fp32", "w_s_ptr": "*fp32", "expert_ptr": "*i32", "num_m": "i32",
            "N": "i32", "K": "i32", "stride_c": "i32",
-           "BN": "constexpr", "BK": "constexpr", "STAGES": "constexpr", "GROUP_M": "constexpr"}
-    src = GluonASTSource(gl_fp8.gl_fp8_gemm, sig, constexprs={"BN": 128, "BK": 128, "STAGES": ST, "GROUP_M": GM}, attrs={})
+           "BN": "constexpr", "BK": "constexpr", "STAGES": "constexpr", "GROUP_M": "constexpr", "GATED": "constexpr"}
+    src = GluonASTSource(gl_fp8.gl_fp8_gemm, sig, constexprs={"BN": BN, "BK": 128, "STAGES": ST, "GROUP_M": GM,
+                                                              "GATED": GATED}, attrs={})
     k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(k.asm["cubin"])
     sass = subprocess.run([os.path.join(BIN, "cuobjdump"), "-sass", f.name], capture_output=True, text=True).stdout
     os.unlink(f.name)
-    print(ST, GM, k.metadata.num_warps, sass.count("QGMMA"), sass.count("USETMAXREG"),
-          sass.count("LDL") + sass.count("STL"), k.metadata.shared, sep="|")
-# the gated GEMM1 (SwiGLU epilogue): 64-column gate and up tiles
-for ST in (4,):
-    al = gl.NVMMASharedLayout.get_default_for([64, 128], gl.float8e4nv)
-    wl = gl.NVMMASharedLayout.get_default_for([64, 128], gl.float8e4nv)
-    sig = {"a_desc": f"tensordesc<fp8e4nv[64, 128],{al}>", "w_desc": f"tensordesc<fp8e4nv[64, 128],{wl}>",
-           "c_ptr": "*bf16", "a_s_ptr": "*fp32", "w_s_ptr": "*fp32", "expert_ptr": "*i32", "num_m": "i32",
-           "I": "i32", "K": "i32", "stride_c": "i32",
-           "BN": "constexpr", "BK": "constexpr", "STAGES": "constexpr", "GROUP_M": "constexpr"}
-    src = GluonASTSource(gl_fp8.gl_fp8_gemm1_swiglu, sig, constexprs={"BN": 64, "BK": 128, "STAGES": ST, "GROUP_M": 8},
-                         attrs={})
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
-    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-        f.write(k.asm["cubin"])
-    sass = subprocess.run([os.path.join(BIN, "cuobjdump"), "-sass", f.name], capture_output=True, text=True).stdout
-    os.unlink(f.name)
-    print("gated", ST, k.metadata.num_warps, sass.count("QGMMA"), sass.count("USETMAXREG"),
+    print(ST, GM, GATED, k.metadata.num_warps, sass.count("QGMMA"), sass.count("USETMAXREG"),
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, sep="|")
 # the probe's plain Triton baseline, without and with Triton's own warp specialization
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -78,12 +63,9 @@ def test_gluon_fp8_prototype_compiles_for_sm90(tmp_path):
     # the probe's plain baseline: 8 warps unspecialized; Triton's warp specialization adds a
     # producer warpgroup to the 4 given (the variant that hung on the H200)
     assert rows[4:] == [["plain", "False", "8"], ["plain", "True", "12"]], rows[4:]
-    # the gated GEMM1: the same partitions, gate and up wgmmas, no spills
-    _, _, warps, qgmma, setmaxnreg, spills, smem = rows[3]
-    assert rows[3][0] == "gated" and int(warps) == 12 and int(qgmma) > 0 and int(setmaxnreg) > 0, rows[3]
-    assert int(spills) == 0 and int(smem) <= 227 * 1024, rows[3]
-    for stages, group_m, warps, qgmma, setmaxnreg, spills, smem in rows[:3]:
-        where = f"STAGES={stages} GROUP_M={group_m}"
+    assert [r[2] for r in rows[:4]] == ["False", "False", "False", "True"], rows[:4]
+    for stages, group_m, gated, warps, qgmma, setmaxnreg, spills, smem in rows[:4]:
+        where = f"STAGES={stages} GROUP_M={group_m} GATED={gated}"
         assert int(warps) == 12, where  # 4 (MMA) + 4 (MMA) + 1 (loader), rounded to warpgroups
         assert int(qgmma) > 0, f"{where}: no FP8 wgmma in the SASS"
         assert int(setmaxnreg) > 0, f"{where}: no register reallocation between the partitions"

@@ -7,7 +7,7 @@ against a plain Triton TMA kernel with the same promotion, on the harness's pref
 Variants: ``triton`` (plain TMA kernel, 8 warps), ``triton_ws`` (the same with Triton's
 ``warp_specialize=True``: it hung on the H200 with Triton 3.6.0), ``gluon`` (one tile per program),
 ``gluon_p`` (persistent), ``gluon_g1`` (gated GEMM1 of a SwiGLU shape, persistent, with the
-activation in the epilogue: ``gl_fp8_gemm1_swiglu``, bf16 [rows, I] out; the RMS error is against
+activation in the epilogue: ``gl_fp8_gemm(..., GATED=True)``, bf16 [rows, I] out; the RMS error is against
 silu(gate) * up in fp32 on the same FP8 operands; gemm1 of gated shapes only).
 
 Every point runs in its own process under ``--timeout`` seconds (a deadlocked warp-specialized
@@ -92,7 +92,11 @@ def run_one(shape, T, gemm, variant, stages):
 
     d = _data(shape, T, gemm)
     N, K, a, w, nb = d["N"], d["K"], d["a"], d["w"], d["nb"]
-    c = torch.empty(a.shape[0], N, device="cuda", dtype=torch.bfloat16)
+    gated = variant == "gluon_g1"
+    if gated and (gemm != "gemm1" or not SHAPES[shape][4]):
+        raise ValueError("gluon_g1 is the gated GEMM1: gemm1 of a gated shape")
+    n_out = N // 2 if gated else N  # gated: the intermediate's I columns
+    c = torch.empty(a.shape[0], n_out, device="cuda", dtype=torch.bfloat16)
     tiles = nb * triton.cdiv(N, BN)
     if variant in ("triton", "triton_ws"):
         from triton.tools.tensor_descriptor import TensorDescriptor
@@ -102,34 +106,6 @@ def run_one(shape, T, gemm, variant, stages):
         f = lambda: k[(tiles,)](ad, wd, c, d["sa"], d["sw"], d["eob"], N, K, c.stride(0), BM=BM, BN=BN, BK=BK,
                                 STAGES=stages, WS=variant == "triton_ws", num_warps=4 if variant == "triton_ws" else 8,
                                 num_stages=stages)
-    elif variant == "gluon_g1":
-        from triton.experimental.gluon import language as gl
-        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import gl_fp8
-
-        if gemm != "gemm1" or not SHAPES[shape][4]:
-            raise ValueError("gluon_g1 is the gated GEMM1: gemm1 of a gated shape")
-        I, BNG = N // 2, 64
-        c = torch.empty(a.shape[0], I, device="cuda", dtype=torch.bfloat16)
-        lay = gl.NVMMASharedLayout.get_default_for([BM // 2, BK], gl.float8e4nv)
-        ad = TensorDescriptor.from_tensor(a, [BM // 2, BK], lay)
-        wd = TensorDescriptor.from_tensor(w, [BNG, BK], gl.NVMMASharedLayout.get_default_for([BNG, BK], gl.float8e4nv))
-        tiles = nb * triton.cdiv(I, BNG)
-        grid = (min(torch.cuda.get_device_properties(0).multi_processor_count, tiles),)
-        f = lambda: gl_fp8.gl_fp8_gemm1_swiglu[grid](ad, wd, c, d["sa"], d["sw"], d["eob"], nb, I, K, c.stride(0),  # noqa: E731
-                                                     BN=BNG, BK=BK, STAGES=stages, GROUP_M=8, num_warps=4)
-        t = _time_us(f)
-        errs = []
-        for blk in (0, nb // 2, nb - 1):
-            e0, r0 = int(d["eob"][blk]), blk * BM
-            gu = (a[r0:r0 + BM].float() * d["sa"][r0:r0 + BM, None]) @ (
-                w[e0 * N:(e0 + 1) * N].float() * d["sw"][e0 * N:(e0 + 1) * N, None]).T
-            ref = torch.nn.functional.silu(gu[:, :I]) * gu[:, I:]
-            errs.append(((c[r0:r0 + BM].float() - ref).pow(2).mean().sqrt() / ref.pow(2).mean().sqrt()).item())
-        return dict(shape=shape, T=T, gemm=gemm, variant=variant, stages=stages, us=round(t, 1),
-                    tflops=round(2.0 * d["slots"] * N * K / t * 1e-6), rms=max(errs))
     else:
         from triton.experimental.gluon import language as gl
         from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
@@ -137,18 +113,23 @@ def run_one(shape, T, gemm, variant, stages):
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import gl_fp8
 
+        bn = 64 if gated else BN  # gated: gate and up tiles of 64 columns
+        tiles = nb * triton.cdiv(n_out, bn)
         ad = TensorDescriptor.from_tensor(a, [BM // 2, BK], gl.NVMMASharedLayout.get_default_for([BM // 2, BK], gl.float8e4nv))
-        wd = TensorDescriptor.from_tensor(w, [BN, BK], gl.NVMMASharedLayout.get_default_for([BN, BK], gl.float8e4nv))
-        persistent = variant == "gluon_p"
+        wd = TensorDescriptor.from_tensor(w, [bn, BK], gl.NVMMASharedLayout.get_default_for([bn, BK], gl.float8e4nv))
+        persistent = variant in ("gluon_p", "gluon_g1")
         grid = (min(torch.cuda.get_device_properties(0).multi_processor_count, tiles) if persistent else tiles,)
-        f = lambda: gl_fp8.gl_fp8_gemm[grid](ad, wd, c, d["sa"], d["sw"], d["eob"], nb, N, K, c.stride(0), BN=BN, BK=BK,
-                                             STAGES=stages, GROUP_M=8 if persistent else 1, num_warps=4)
+        f = lambda: gl_fp8.gl_fp8_gemm[grid](ad, wd, c, d["sa"], d["sw"], d["eob"], nb, n_out, K, c.stride(0), BN=bn,  # noqa: E731
+                                             BK=BK, STAGES=stages, GROUP_M=8 if persistent else 1, GATED=gated,
+                                             num_warps=4)
     t = _time_us(f)
     errs = []
     for blk in (0, nb // 2, nb - 1):
         e0, r0 = int(d["eob"][blk]), blk * BM
         ref = (a[r0:r0 + BM].float() * d["sa"][r0:r0 + BM, None]) @ (
             w[e0 * N:(e0 + 1) * N].float() * d["sw"][e0 * N:(e0 + 1) * N, None]).T
+        if gated:
+            ref = torch.nn.functional.silu(ref[:, :n_out]) * ref[:, n_out:]
         errs.append(((c[r0:r0 + BM].float() - ref).pow(2).mean().sqrt() / ref.pow(2).mean().sqrt()).item())
     return dict(shape=shape, T=T, gemm=gemm, variant=variant, stages=stages, us=round(t, 1),
                 tflops=round(2.0 * d["slots"] * N * K / t * 1e-6), rms=max(errs))
