@@ -619,12 +619,32 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
                                       num_stages=stages, swap_ab=swap_ab, split_k=split), fmt)
 
 
-# GEMM2 with the activation tile held across column tiles (KernelConfig.n_tiles): up to this K
+# GEMM2 with the activation tile held across column tiles (KernelConfig.n_tiles): up to this K,
+# for these weight formats
 HELD_A_MAX_K = 256
+HELD_A_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
+
+
+def held_a_problem(cfg: KernelConfig, weight_format: Format, I_pad: int) -> Optional[str]:
+    """None, or why GEMM2 config ``cfg`` with ``n_tiles > 1`` cannot run for ``weight_format`` at
+    K = ``I_pad``: the held activation tile is the whole K in one block (16-bit, FP8 per tensor /
+    channel: block_k >= I_pad) or at most two 128-wide K-blocks (FP8 128 x 128 blocks)."""
+    if cfg.n_tiles == 1:
+        return None
+    if weight_format not in HELD_A_FORMATS:
+        return f"GEMM2 n_tiles > 1 supports {[f.name for f in HELD_A_FORMATS]} weights, got {weight_format.name}"
+    if weight_format is Format.FP8_BLOCK:
+        if I_pad > 2 * cfg.block_k:
+            return (f"GEMM2 n_tiles > 1 with FP8_BLOCK holds at most two 128-wide K-blocks: needs "
+                    f"intermediate_size_padded <= 256, got {I_pad}")
+    elif cfg.block_k < I_pad:
+        return (f"GEMM2 n_tiles > 1 holds the whole K in one block: needs block_k >= "
+                f"intermediate_size_padded ({I_pad}), got block_k {cfg.block_k}")
+    return None
 _HELD_A_COLUMNS = 1792  # output columns per program
 
 
-def held_a_config(block_m: int, N: int, K: int, weight_format: Format = Format.FP8_TENSOR) -> KernelConfig:
+def held_a_config(block_m: int, N: int, K: int, weight_format: Format) -> KernelConfig:
     """The prefill GEMM2 of short K (K = I_pad <= ``HELD_A_MAX_K``: TP shards) with its activation
     tile held (``KernelConfig.n_tiles``): 64-column weight tiles, the whole K in one block, 4 warps,
     3 stages, ~1792 output columns per program in equal groups. H200, DeepSeek-V3 TP8 GEMM2

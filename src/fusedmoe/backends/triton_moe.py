@@ -82,7 +82,8 @@ from ..config import Activation, ActivationParams, Format
 from ..formats import QuantizedTensor, quantize_act
 from ..formats.triton_quant import Fp8Plan, plan_fp8
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
-from .kernel_configs import KernelConfig, MoEKernelConfig, auto_persistent, choose_moe_config, join_gate_up
+from .kernel_configs import (KernelConfig, MoEKernelConfig, auto_persistent, choose_moe_config, held_a_problem,
+                             join_gate_up)
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
@@ -148,8 +149,6 @@ _ACT_CODE = {
 # quantized operand pairs (kernels/_moe_gemm.py: Q_NONE, Q_TENSOR, Q_ROW, Q_BLOCK)
 _QUANT_CODE = {Format.BF16: 0, Format.FP8_TENSOR: 1, Format.FP8_CHANNEL: 2, Format.FP8_BLOCK: 3,
                Format.NVFP4: 4, Format.MXFP4: 4, Format.MXFP8: 4}
-# weight formats whose GEMM2 can hold its activation tile across column tiles (KernelConfig.n_tiles)
-_HELD_A_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
 _OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8, _OUT_NVFP4 = 0, 1, 2, 3, 4
 _TL_DTYPE = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32}
 _E4M3 = torch.float8_e4m3fn
@@ -619,15 +618,9 @@ def triton_experts(
     BM = cfg.block_m
     if wfmt is Format.FP8_BLOCK and (c1.block_k != 128 or c2.block_k != 128):
         raise ValueError(f"FP8_BLOCK needs block_k == 128 in both GEMMs (one scale per K-block), got {c1.block_k}, {c2.block_k}")
-    if c2.n_tiles > 1:
-        if wfmt not in _HELD_A_FORMATS:
-            raise ValueError(f"GEMM2 n_tiles > 1 supports {[f.name for f in _HELD_A_FORMATS]} weights, got {wfmt.name}")
-        if wfmt is Format.FP8_BLOCK and I_pad > 2 * 128:
-            raise ValueError(f"GEMM2 n_tiles > 1 with FP8_BLOCK holds at most two 128-wide K-blocks: needs "
-                             f"intermediate_size_padded <= 256, got {I_pad}")
-        if wfmt is not Format.FP8_BLOCK and c2.block_k < I_pad:
-            raise ValueError(f"GEMM2 n_tiles > 1 holds the whole K in one block: needs block_k >= "
-                             f"intermediate_size_padded ({I_pad}), got block_k {c2.block_k}")
+    why = held_a_problem(c2, wfmt, I_pad)
+    if why is not None:
+        raise ValueError(why)
     if micro:
         g = max(wfmt.block_size, act_format.block_size)
         if c1.block_k % g or c2.block_k % g:

@@ -40,9 +40,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..backends.kernel_configs import (HELD_A_MAX_K, KernelConfig, MoEKernelConfig, TunedTable, auto_persistent,
-                                       choose_moe_config, compile_problem, fp8_fast_accum_variant, held_a_config,
-                                       load_tuned_configs, save_tuned_configs, token_bucket)
+from ..backends.kernel_configs import (HELD_A_FORMATS, HELD_A_MAX_K, KernelConfig, MoEKernelConfig, TunedTable,
+                                       auto_persistent, choose_moe_config, compile_problem, fp8_fast_accum_variant,
+                                       held_a_config, held_a_problem, load_tuned_configs, save_tuned_configs,
+                                       token_bucket)
 from ..config import Activation, Format
 
 __all__ = [
@@ -58,7 +59,6 @@ __all__ = [
     "write_report",
 ]
 
-_HELD_A_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)  # KernelConfig.n_tiles > 1
 _FP8_SIBLING = {Format.FP8_TENSOR: Format.FP8_CHANNEL, Format.FP8_CHANNEL: Format.FP8_TENSOR}
 
 #: Token buckets tuned without ``--tokens``: powers of two (the table's buckets), the same as
@@ -103,9 +103,8 @@ def _valid(c: KernelConfig, gemm: str, N: int, K: int, weight_format: Format, ga
         return False  # micro-scaled weights: whole scale blocks per K tile, dequantized tile in registers
     if c.swap_ab and (weight_format is Format.BF16 or c.block_m >= 64 or c.block_n < 64):
         return False
-    if c.n_tiles > 1 and (gemm != "gemm2" or weight_format not in _HELD_A_FORMATS or (
-            c.block_k < K if weight_format is not Format.FP8_BLOCK else K > 2 * c.block_k)):
-        return False  # the held activation tile is the whole K (FP8 block: up to two 128-wide blocks)
+    if c.n_tiles > 1 and (gemm != "gemm2" or held_a_problem(c, weight_format, K) is not None):
+        return False  # GEMM2 only; the held activation tile must cover K
     n_cols = N // 2 if (gemm == "gemm1" and gated) else N
     if c.block_n > max(_pow2_at_least(n_cols), base.block_n if base else 0):
         return False
@@ -205,7 +204,7 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         sib = choose_moe_config(tokens, hidden, intermediate_padded, experts, top_k, _FP8_SIBLING[weight_format],
                                 activation, device_name, num_sms=num_sms)
         add(sib.gemm1, sib.gemm2, "table")
-    if weight_format in _HELD_A_FORMATS and intermediate_padded <= HELD_A_MAX_K:
+    if weight_format in HELD_A_FORMATS and intermediate_padded <= HELD_A_MAX_K:
         # short K (TP shards): GEMM2 holding its activation tile across column tiles
         # (``KernelConfig.n_tiles``) at 64- and 128-row tiles (GEMM1 follows the block_m), 64 and
         # 128 weight rows, the default and twice the columns per program
