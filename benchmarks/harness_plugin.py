@@ -13,7 +13,10 @@ programmatic dependent launch always on / off; the default turns it on up to 512
 ``fusedmoe-nofuse`` / ``fusedmoe-fuseall`` (the top-k combine in GEMM2 never / at every token
 count; the default does not fuse it: ``set_fused_combine``); ``fusedmoe-noalq`` (hidden quantized
 by its own kernel at decode too, instead of inside the align launch: ``triton_moe._ALIGN_QUANT``);
-``fusedmoe-nopersist`` (GEMM2 always one program per tile: ``set_persistent_gemm2(False)``).
+``fusedmoe-nopersist`` (GEMM2 always one program per tile: ``set_persistent_gemm2(False)``);
+``fusedmoe-ws`` / ``fusedmoe-ws1`` (FP8 per-tensor / per-channel cases only: from 512 tokens up,
+both GEMMs / GEMM1 alone by the warp-specialized Gluon kernels,
+``kernel_configs.warp_specialized_variant``; below, the default configs).
 """
 
 import torch
@@ -90,6 +93,40 @@ def make_fusedmoe_fastacc(case):
     return prepare, run
 
 
+def _make_ws(gemm2: bool):
+    """fusedmoe with the warp-specialized kernels (``KernelConfig.warp_specialized``) at 512+
+    tokens: GEMM1, and GEMM2 too (``gemm2``) or GEMM2's chosen tile at 128 rows; FP8 per-tensor /
+    per-channel cases only."""
+
+    def make(case):
+        if case.dtype not in ("fp8_tensor", "fp8_channel"):
+            raise NotImplementedError("the warp-specialized kernels exist for fp8_tensor / fp8_channel only")
+        from fusedmoe.backends.kernel_configs import choose_moe_config, warp_specialized_variant
+        from fusedmoe.backends.triton import run_weights
+
+        weights, act = _weights(case)
+        wf, af = _FMT[case.dtype]
+        dev = torch.cuda.get_device_name(case.device) if case.device.type == "cuda" else "cpu"
+        state = {}
+
+        def prepare(M):
+            cfg = choose_moe_config(M, case.H, case.I, case.E, case.top_k, wf, act, dev)
+            if M >= 512:
+                cfg = warp_specialized_variant(cfg, act.is_gated, gemm2=gemm2)
+            state["cfg"] = cfg
+            ws = lambda k: " ws" if k.warp_specialized else ""  # noqa: E731
+            return {"config": f"g1 n{cfg.gemm1.block_n}{ws(cfg.gemm1)} g2 n{cfg.gemm2.block_n}{ws(cfg.gemm2)} "
+                              f"bm{cfg.block_m}"}
+
+        def run(x, topk_weights, topk_ids):
+            return run_weights(x, weights, fm.TopK(topk_ids, topk_weights), activation_format=af,
+                               config=state["cfg"])
+
+        return prepare, run
+
+    return make
+
+
 def _with_setting(setter, value):
     """fusedmoe (default configs) with ``fusedmoe.backends.triton_moe.<setter>(value)`` in force
     for its calls (``set_programmatic_dependent_launch``: default "auto", on up to 512 tokens;
@@ -123,7 +160,8 @@ def _set_align_quant(on):
 
 
 _PDL, _FUSE = "set_programmatic_dependent_launch", "set_fused_combine"
-PEERS = {"fusedmoe": make_fusedmoe, "fusedmoe-fastacc": make_fusedmoe_fastacc,
+PEERS = {"fusedmoe": make_fusedmoe, "fusedmoe-fastacc": make_fusedmoe_fastacc, "fusedmoe-ws": _make_ws(True),
+         "fusedmoe-ws1": _make_ws(False),
          "fusedmoe-pdl": _with_setting(_PDL, True), "fusedmoe-nopdl": _with_setting(_PDL, False),
          "fusedmoe-nofuse": _with_setting(_FUSE, 0), "fusedmoe-fuseall": _with_setting(_FUSE, 1 << 30),
          "fusedmoe-noalq": _with_setting(_set_align_quant, False),

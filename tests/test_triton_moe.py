@@ -979,11 +979,24 @@ def test_heuristic_shapes():
     c2 = choose_config(8192, 2048, 768, 128, 8, Format.BF16, "gemm2", "NVIDIA H200", table=TunedTable())
     assert c1.block_m == c2.block_m == 128 and c1.block_n == 128 and c2.block_n == 256
     assert c1.num_warps == c2.num_warps == 8 and c1.num_stages == c2.num_stages == 4
-    # FP8: only the gated GEMM1 widens (a 128 x 256 FP8 GEMM2 tile spills registers)
+    # FP8 per tensor / channel from 256 rows per expert with I >= 512: both GEMMs warp-specialized
+    # (Gluon: gate and up 64-column tiles, GEMM2 128 columns, 4 warps + the kernel's own, 5 stages)
     f1 = choose_config(8192, 1536, 2048, 128, 8, Format.FP8_TENSOR, "gemm1", "NVIDIA H200",
                        activation=Activation.SWIGLU, table=TunedTable())
     f2 = choose_config(8192, 2048, 768, 128, 8, Format.FP8_TENSOR, "gemm2", "NVIDIA H200", table=TunedTable())
-    assert (f1.block_n, f1.block_k, f2.block_n) == (128, 128, 128)
+    assert f1.warp_specialized and f2.warp_specialized
+    assert (f1.block_m, f1.block_n, f1.block_k, f1.num_warps, f1.num_stages, f2.block_n) == (128, 64, 128, 4, 5, 128)
+    # ... not below 512 (TP shards: the held-activation GEMM2), not on other GPUs, not for FP8 block
+    tp = choose_moe_config(8192, 7168, 256, 256, 8, Format.FP8_TENSOR, Activation.SWIGLU, "NVIDIA H200",
+                           table=TunedTable())
+    assert not tp.gemm1.warp_specialized and not tp.gemm2.warp_specialized and tp.gemm2.n_tiles > 1
+    for wf, dev in ((Format.FP8_CHANNEL, "NVIDIA A100-SXM4-80GB"), (Format.FP8_BLOCK, "NVIDIA H200")):
+        o = choose_moe_config(8192, 2048, 768, 128, 8, wf, Activation.SWIGLU, dev, table=TunedTable())
+        assert not o.gemm1.warp_specialized and not o.gemm2.warp_specialized
+    # a GEMM taking the other's block_m leaves the warp-specialized kernel (128 rows only)
+    m = choose_moe_config(8192, 2048, 768, 128, 8, Format.FP8_TENSOR, Activation.SWIGLU, "NVIDIA H200",
+                          table=TunedTable(), override={"gemm2": KernelConfig(64, 128, 128, num_warps=8)})
+    assert m.block_m == 64 and not m.gemm1.warp_specialized and m.gemm1.block_n == 128 and m.gemm1.num_warps == 8
     # FP8 per tensor / channel (promoted accumulation): 64-row token tiles below 256 rows per
     # expert (Nemotron-Nano at 4096 tokens: 192), with 128 weight rows (per half) and 8 warps
     for wf in (Format.FP8_TENSOR, Format.FP8_CHANNEL):

@@ -48,6 +48,11 @@ __all__ = [
     "load_tuned_configs",
     "save_tuned_configs",
     "token_bucket",
+    "triton_tile",
+    "warp_specialized_config",
+    "warp_specialized_problem",
+    "warp_specialized_variant",
+    "with_block_m",
     "use_tuned_configs",
     "DEFAULT_TABLE_PATH",
 ]
@@ -92,6 +97,11 @@ class KernelConfig:
     re-read. 16-bit and FP8 per tensor / per channel weights; FP8 128 x 128 blocks hold up to two
     128-wide K-blocks instead (block_k 128, K <= 256); needs split_k 1 and no persistent launch
     (``persistent`` None or 0).
+    warp_specialized: the Gluon kernel of ``kernels/_ws_gemm.py`` -- a TMA loader warp and two MMA
+    warpgroups of 64 rows, persistent -- instead of the Triton one, for either GEMM; same precision
+    (the promoted FP8 accumulation). FP8 per tensor / per channel weights on sm_90, block_m and
+    block_k 128, block_n 64 (gated GEMM1) or 64 / 128, num_warps 4, num_stages 2-6, no split-K,
+    swap-AB, fast accumulation, n_tiles or persistent setting (:func:`warp_specialized_problem`).
     """
 
     block_m: int
@@ -105,13 +115,14 @@ class KernelConfig:
     split_k: int = 1
     persistent: Optional[int] = None
     n_tiles: int = 1
+    warp_specialized: bool = False
 
     def __post_init__(self):
         for f in ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "split_k", "n_tiles"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise TypeError(f"KernelConfig.{f} must be an int, got {v!r}")
-        for f in ("swap_ab", "fp8_fast_accum"):
+        for f in ("swap_ab", "fp8_fast_accum", "warp_specialized"):
             if not isinstance(getattr(self, f), bool):
                 raise TypeError(f"KernelConfig.{f} must be a bool, got {getattr(self, f)!r}")
         for f in ("block_m", "block_n", "block_k"):
@@ -245,6 +256,8 @@ class TunedTable:
                     del c["persistent"]
                 if c["n_tiles"] == 1:  # the default, likewise
                     del c["n_tiles"]
+                if not c["warp_specialized"]:  # likewise
+                    del c["warp_specialized"]
                 out.append({"device": dev, "weight_format": fmt, "activation": act, "gemm": gemm,
                             "N": N, "K": K, "E": E, "tokens": bucket, "config": c})
         return {"format_version": 1, "entries": out}
@@ -615,6 +628,16 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     if gemm == "gemm2" and dev.hopper and K <= HELD_A_MAX_K and (
             (fmt in _FP8_PROMOTED and bm >= 64) or (fmt is Format.BF16 and bm >= 128)):
         return held_a_config(bm, N, K, fmt)
+    if (dev.hopper and fmt in WS_FORMATS and bm == 128 and K % 16 == 0
+            and (n_cols if gemm == "gemm1" else K) >= WS_MIN_INTERMEDIATE):
+        # FP8 per tensor / channel prefill with >= 256 rows per expert (heuristic_block_m's 128-row
+        # tiles) and an intermediate of 512+: both GEMMs warp-specialized (KernelConfig.
+        # warp_specialized), 5 stages. H200, session 13 (BENCHMARKS.md): the tuner chose it at 8192
+        # tokens (r = 256-2048 rows per expert) on 9 of 11 points -- DeepSeek-V3, Mixtral,
+        # Qwen3-235B, MiniMax-M2 both formats, Qwen3-30B per channel; 1.02-1.18x over the Triton
+        # tiles -- and lost on Qwen3-30B and Nemotron-Nano per tensor (0.93-1.00x); on TP shards
+        # (I = 256) it lost to the held-activation GEMM2 (0.73-0.75x in the harness).
+        return warp_specialized_config(gated, num_stages=5)
     return _compile_safe(KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=group_m, num_warps=warps,
                                       num_stages=stages, swap_ab=swap_ab, split_k=split), fmt)
 
@@ -641,6 +664,75 @@ def held_a_problem(cfg: KernelConfig, weight_format: Format, I_pad: int) -> Opti
         return (f"GEMM2 n_tiles > 1 holds the whole K in one block: needs block_k >= "
                 f"intermediate_size_padded ({I_pad}), got block_k {cfg.block_k}")
     return None
+
+
+# the warp-specialized Gluon kernels (KernelConfig.warp_specialized): for these formats; the heuristic
+# uses them from this intermediate size up (_heuristic)
+WS_FORMATS = (Format.FP8_TENSOR, Format.FP8_CHANNEL)
+WS_MIN_INTERMEDIATE = 512
+
+
+def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str, gated: bool, K: int) -> Optional[str]:
+    """None, or why config ``cfg`` of ``gemm`` (contracting over ``K``: H for GEMM1, I_pad for
+    GEMM2) with ``warp_specialized`` cannot run (the device -- sm_90, not the interpreter -- is the
+    launcher's check)."""
+    if not cfg.warp_specialized:
+        return None
+    bns = (64,) if gated and gemm == "gemm1" else (64, 128)
+    if weight_format not in WS_FORMATS:
+        why = f"supports {[f.name for f in WS_FORMATS]} weights, got {weight_format.name}"
+    elif cfg.block_m != 128 or cfg.block_k != 128 or cfg.block_n not in bns:
+        why = (f"needs block_m 128, block_k 128 and block_n in {bns}, got "
+               f"{cfg.block_m} / {cfg.block_k} / {cfg.block_n}")
+    elif cfg.num_warps != 4 or not 2 <= cfg.num_stages <= 6:
+        why = f"needs num_warps 4 (one MMA warpgroup; the kernel adds the others) and num_stages 2-6, got " \
+              f"{cfg.num_warps} / {cfg.num_stages}"
+    elif cfg.split_k != 1 or cfg.swap_ab or cfg.fp8_fast_accum or cfg.n_tiles != 1 or cfg.persistent:
+        why = "does not split K, swap A and B, accumulate FP8 in the tensor cores, hold tiles or take a persistent setting"
+    elif K % 16:
+        why = f"needs K ({'H' if gemm == 'gemm1' else 'intermediate_size_padded'}) a multiple of 16 (TMA row strides), got {K}"
+    else:
+        return None
+    return f"{gemm.upper()} warp_specialized {why}"
+
+
+def warp_specialized_config(gated: bool, *, num_stages: int = 4, group_m: int = 8) -> KernelConfig:
+    """The warp-specialized tile (``KernelConfig.warp_specialized``): 128 rows in two 64-row
+    warpgroups, 128-wide K blocks, 64 columns for a gated GEMM1 (gate and up tiles) or 128 (a
+    non-gated GEMM1, GEMM2); 32 KB a stage."""
+    return KernelConfig(block_m=128, block_n=64 if gated else 128, block_k=128, group_m=group_m, num_warps=4,
+                        num_stages=num_stages, warp_specialized=True)
+
+
+def triton_tile(cfg: KernelConfig) -> KernelConfig:
+    """``cfg``, or for a warp-specialized config the Triton tile the heuristic ran before it (128
+    rows, 128 weight rows, 8 warps, 4 stages)."""
+    if not cfg.warp_specialized:
+        return cfg
+    return KernelConfig(block_m=128, block_n=128, block_k=128, group_m=cfg.group_m, num_warps=8, num_stages=4)
+
+
+def with_block_m(cfg: KernelConfig, block_m: int) -> KernelConfig:
+    """``cfg`` at ``block_m`` rows (to match the other GEMM's): a warp-specialized config (128 rows
+    only) becomes its :func:`triton_tile`, and a persistent setting is dropped where the new tile's
+    accumulators would not fit next to the tile loop's state (more than 64 per thread, as
+    :func:`auto_persistent` rules)."""
+    if cfg.block_m == block_m:
+        return cfg
+    cfg = dataclasses.replace(triton_tile(cfg), block_m=block_m)
+    if cfg.persistent and cfg.block_m * cfg.block_n > 64 * 32 * cfg.num_warps:
+        cfg = dataclasses.replace(cfg, persistent=0)
+    return cfg
+
+
+def warp_specialized_variant(cfg: MoEKernelConfig, gated: bool, *, gemm2: bool = True, **kw) -> MoEKernelConfig:
+    """``cfg`` with the warp-specialized GEMM1 and -- ``gemm2`` -- GEMM2 (128 output columns), or
+    GEMM2's own tile at 128 rows (:func:`with_block_m`); the candidates the tuner tries and the
+    harness peers ``fusedmoe-ws`` / ``fusedmoe-ws1`` measure. ``kw``: :func:`warp_specialized_config`'s."""
+    g2 = warp_specialized_config(False, **kw) if gemm2 else with_block_m(cfg.gemm2, 128)
+    return MoEKernelConfig(warp_specialized_config(gated, **kw), g2, atomic_combine=cfg.atomic_combine)
+
+
 _HELD_A_COLUMNS = 1792  # output columns per program
 
 
@@ -696,9 +788,11 @@ def auto_persistent(cfg: KernelConfig, weight_format: Format, a_bytes: float) ->
 def fp8_fast_accum_variant(cfg: MoEKernelConfig, gated: bool) -> MoEKernelConfig:
     """``cfg`` with FP8 accumulation in the tensor cores on both GEMMs and, for compute-bound
     tiles (block_m >= 128), the weight tiles it frees the registers for: 256 rows for GEMM2 and a
-    non-gated GEMM1 (a gated GEMM1 already holds 2 x block_n rows). The candidate the tuner tries
-    with ``--fp8-fast-accum`` and the harness peer ``fusedmoe-fastacc`` measures."""
+    non-gated GEMM1 (a gated GEMM1 already holds 2 x block_n rows); a warp-specialized GEMM (which
+    always promotes) as its :func:`triton_tile`. The candidate the tuner tries with
+    ``--fp8-fast-accum`` and the harness peer ``fusedmoe-fastacc`` measures."""
     wide = cfg.block_m >= 128
+    cfg = MoEKernelConfig(triton_tile(cfg.gemm1), triton_tile(cfg.gemm2), atomic_combine=cfg.atomic_combine)
     g1 = dataclasses.replace(cfg.gemm1, fp8_fast_accum=True,
                              block_n=cfg.gemm1.block_n * (2 if wide and not gated else 1))
     g2 = dataclasses.replace(cfg.gemm2, fp8_fast_accum=True, block_n=cfg.gemm2.block_n * (2 if wide else 1))
@@ -783,9 +877,9 @@ def choose_moe_config(
     if g1.block_m != g2.block_m:
         # keep the one that was asked for (override) or gemm1's; re-derive the other's block_m
         if ov.get("gemm2") is not None and ov.get("gemm1") is None:
-            g1 = KernelConfig(**{**g1.to_dict(), "block_m": g2.block_m})
+            g1 = with_block_m(g1, g2.block_m)
         else:
-            g2 = KernelConfig(**{**g2.to_dict(), "block_m": g1.block_m})
+            g2 = with_block_m(g2, g1.block_m)
     # what was asked for is refused if it cannot compile; what was chosen (table, heuristic, a
     # block_m taken over from the other GEMM) is moved to a config that does
     g1 = _refuse_uncompilable("gemm1", g1, fmt) if ov.get("gemm1") is not None else _compile_safe(g1, fmt)

@@ -16,6 +16,13 @@ One forward (slot x = t*K + k; E = E_loc local experts; I = I_pad):
     GEMM2 + bias + routing weight   -> y [T*K, H] in hidden's dtype (K = 1: straight into out)
     combine                         out[t] = sum_k y[t*K + k] in fp32 (skipped for K = 1)
 
+FP8 per tensor / per channel prefill on sm_90 (``KernelConfig.warp_specialized``, chosen by the
+heuristic from 256 rows per expert with an intermediate of 512+, or by the tuned table): either GEMM
+runs as the Gluon kernel of ``kernels/_ws_gemm.py`` (a TMA loader warp, two MMA warpgroups, same
+promoted accumulation); its input rows are first gathered into block-padded slot order
+(``_align._gather_slot_rows_kernel``: one launch and P x K bytes more per GEMM), its output is the
+same slot-indexed tensor.
+
 Block-scaled weights (NVFP4, MXFP4, MXFP8; Hopper has no FP4 or micro-scaled MMA) are read in
 the linear ``QuantizedTensor`` layout and converted in registers inside both GEMMs
 (``kernels/_blockscaled.py``); activation formats per weight format are
@@ -83,7 +90,7 @@ from ..formats import QuantizedTensor, quantize_act
 from ..formats.triton_quant import Fp8Plan, plan_fp8
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, auto_persistent, choose_moe_config, held_a_problem,
-                             join_gate_up)
+                             join_gate_up, warp_specialized_problem)
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
@@ -480,6 +487,64 @@ def _scalar_ptr(name: str, s, device) -> torch.Tensor:
     return s.reshape(1).to(torch.float32)
 
 
+# ---- warp-specialized GEMMs (Gluon, sm_90) ---------------------------------------------------------
+
+
+def _ws_check(dev: torch.device, interp: bool, w: QuantizedTensor) -> None:
+    """Where ``KernelConfig.warp_specialized`` can run: a CUDA device of capability 9.x (wgmma and
+    TMA; Blackwell has no wgmma), not the interpreter, the weights contiguous and 16-byte aligned."""
+    if interp or dev.type != "cuda":
+        raise NotImplementedError("warp_specialized is a Gluon kernel for sm_90: Triton's interpreter cannot run "
+                                  "Gluon; use a config without warp_specialized")
+    cap = torch.cuda.get_device_capability(dev)
+    if cap[0] != 9:
+        raise NotImplementedError(f"warp_specialized needs an sm_90 GPU (wgmma), got capability {cap}")
+    if not w.data.is_contiguous() or w.data.data_ptr() % 16:
+        raise ValueError("warp_specialized reads the weights through TMA: their data must be contiguous and 16-byte "
+                         "aligned (as ExpertWeights stores them)")
+
+
+@functools.lru_cache(maxsize=None)
+def _ws_layouts(block_n: int):
+    from triton.experimental.gluon import language as gl
+
+    return (gl.NVMMASharedLayout.get_default_for([64, 128], gl.float8e4nv),
+            gl.NVMMASharedLayout.get_default_for([block_n, 128], gl.float8e4nv))
+
+
+def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTensor, w_s, wse, wsn, bias, has_bias,
+             tw_flat, q_scale, out_q, al: "AlignResult", out: torch.Tensor, N: int, row_div: int, TK: int, E: int,
+             act_code: int, gated: bool, p, round_tl, weight_on_input: bool, mul_routing_weight: bool,
+             num_sms) -> None:
+    """One GEMM by ``kernels/_ws_gemm``: its input rows ``a`` [rows, K] e4m3 (hidden's quantization
+    for GEMM1, ``row_div`` = top_k; the slot-indexed intermediate for GEMM2, ``row_div`` = 1)
+    gathered into block-padded slot order (one extra write and read of P x K bytes), then the
+    persistent warp-specialized kernel into ``out`` [T*K, N] by slot."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from ..kernels import _align as _al
+    from ..kernels import _ws_gemm as _ws
+
+    Kd = a.shape[1]
+    BM = c.block_m
+    rows = torch.empty((al.max_blocks * BM, Kd), dtype=torch.uint8, device=a.device)
+    launch(_al._gather_slot_rows_kernel, (al.max_blocks, cdiv(Kd, 256)),
+           a.view(torch.uint8), rows, al.sorted_ids, al.block_expert, al.num_post_padded, TK, Kd,
+           a.stride(0), rows.stride(0), TOP_K=row_div, E_LOC=E, BLOCK_M=BM, BLOCK_C=256, num_warps=4)
+    a_layout, w_layout = _ws_layouts(c.block_n)
+    a_desc = TensorDescriptor.from_tensor(rows.view(_E4M3), [64, 128], a_layout)
+    w_desc = TensorDescriptor.from_tensor(w.data.view(-1, Kd), [c.block_n, 128], w_layout)
+    tiles = al.max_blocks * cdiv(N, c.block_n)
+    _ws._ws_gemm_kernel[(max(1, min(tiles, num_sms or 1)),)](
+        a_desc, w_desc, out, a_s, w_s, bias, tw_flat, q_scale, al.sorted_ids, al.block_expert, al.num_post_padded,
+        N, Kd, TK, out.stride(0), a_s_stride, wse, wsn, bias.stride(0) if has_bias else 0,
+        float(p.alpha), float(p.beta), float(p.limit),
+        TOP_K=row_div, E_LOC=E, ACT=act_code, GATED=gated, QUANT=_QUANT_CODE[w.fmt], OUT_Q=out_q,
+        ROUND_DTYPE=round_tl, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
+        MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=128, STAGES=c.num_stages, GROUP_M=c.group_m,
+        num_warps=4)
+
+
 # ---- the forward -------------------------------------------------------------------------------
 
 
@@ -618,9 +683,14 @@ def triton_experts(
     BM = cfg.block_m
     if wfmt is Format.FP8_BLOCK and (c1.block_k != 128 or c2.block_k != 128):
         raise ValueError(f"FP8_BLOCK needs block_k == 128 in both GEMMs (one scale per K-block), got {c1.block_k}, {c2.block_k}")
-    why = held_a_problem(c2, wfmt, I_pad)
+    why = (held_a_problem(c2, wfmt, I_pad) or warp_specialized_problem(c1, wfmt, "gemm1", gated, H)
+           or warp_specialized_problem(c2, wfmt, "gemm2", False, I_pad))
     if why is not None:
         raise ValueError(why)
+    if c2.warp_specialized and cfg.atomic_combine:
+        raise ValueError("GEMM2 warp_specialized stores y by slot: it does not take atomic_combine")
+    for q in (w13,) * c1.warp_specialized + (w2,) * c2.warp_specialized:
+        _ws_check(dev, interp, q)
     if micro:
         g = max(wfmt.block_size, act_format.block_size)
         if c1.block_k % g or c2.block_k % g:
@@ -665,9 +735,10 @@ def triton_experts(
     atomic = cfg.atomic_combine
     direct_out = K == 1 and not atomic  # GEMM2 writes out itself: lay out non-local slots too
     # GEMM2 programs per SM (0: one per tile); a persistent GEMM2 does not fuse the combine
-    pers2 = auto_persistent(c2, wfmt, 1 if quant else hidden.element_size()) if _PERSISTENT["enabled"] else 0
-    # GEMM2 combines (same bits) -- not when persistent or holding its activation tile
-    fuse = (not pers2 and c2.n_tiles == 1 and not atomic and not direct_out
+    pers2 = auto_persistent(c2, wfmt, 1 if quant else hidden.element_size()) if (
+        _PERSISTENT["enabled"] and not c2.warp_specialized) else 0
+    # GEMM2 combines (same bits) -- not when persistent, holding its activation tile or warp-specialized
+    fuse = (not pers2 and c2.n_tiles == 1 and not c2.warp_specialized and not atomic and not direct_out
             and T <= _FUSED_COMBINE["max_tokens"])
     al = align_slots(ids_flat, E, BM, local_expert_offset=local_expert_offset, include_nonlocal=direct_out or fuse,
                      tokens=T, quant=qplan)
@@ -769,24 +840,29 @@ def triton_experts(
     # the nibble-aligned E2M1 converter reads packed FP4 as 16-bit words: int16 views (strides too)
     nib = fast_cvt and not mxdot
     a1_d, w13_d = _nib_view(a1, nib), _nib_view(w13.data, nib)
-    launch(_gemm._gemm1_kernel, grid1,
-        a1_d, a1_s, w13_d, w13_s, b13, tw_flat,
-        al.sorted_ids, al.block_expert, al.num_post_padded,
-        inter, out_scale, q_scale, a1_g, w13_g, ws1, cnt1,
-        I_pad, H, TK, NB,
-        a1_d.stride(0), w13_d.stride(0), w13_d.stride(1), a1_s_stride, wse1, wsn1, wsk1,
-        b13.stride(0) if w13_bias is not None else 0, inter.stride(0), osm,
-        float(p.alpha), float(p.beta), float(p.limit),
-        TOP_K=K, E_LOC=E, ACT=_ACT_CODE[activation], GATED=gated, QUANT=quant, A_FMT=a_code, W_FMT=w_code,
-        CD=cd, FAST_CVT=fast_cvt, KPERM=_k_order(wfmt, c1.block_k) if micro else 0, MXDOT=mxdot, OUT_Q=out_q,
-        ROUND_DTYPE=round_tl, Q_AS_FP32=as_fp32,
-        HAS_BIAS=w13_bias is not None, WEIGHT_ON_INPUT=bool(weight_on_input),
-        BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
-        EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
-        FAST_ACC=c1.fp8_fast_accum,
-        SPLIT_K=c1.split_k, JOIN=micro and join_gate_up(wfmt, c1.swap_ab), **pdl,
-        num_warps=c1.num_warps, num_stages=c1.num_stages,
-    )
+    if c1.warp_specialized:
+        _ws_gemm(c1, a1, a1_s, a1_s_stride, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, tw_flat, q_scale,
+                 out_q, al, inter, I_pad, K, TK, E, _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input),
+                 False, num_sms)
+    else:
+        launch(_gemm._gemm1_kernel, grid1,
+            a1_d, a1_s, w13_d, w13_s, b13, tw_flat,
+            al.sorted_ids, al.block_expert, al.num_post_padded,
+            inter, out_scale, q_scale, a1_g, w13_g, ws1, cnt1,
+            I_pad, H, TK, NB,
+            a1_d.stride(0), w13_d.stride(0), w13_d.stride(1), a1_s_stride, wse1, wsn1, wsk1,
+            b13.stride(0) if w13_bias is not None else 0, inter.stride(0), osm,
+            float(p.alpha), float(p.beta), float(p.limit),
+            TOP_K=K, E_LOC=E, ACT=_ACT_CODE[activation], GATED=gated, QUANT=quant, A_FMT=a_code, W_FMT=w_code,
+            CD=cd, FAST_CVT=fast_cvt, KPERM=_k_order(wfmt, c1.block_k) if micro else 0, MXDOT=mxdot, OUT_Q=out_q,
+            ROUND_DTYPE=round_tl, Q_AS_FP32=as_fp32,
+            HAS_BIAS=w13_bias is not None, WEIGHT_ON_INPUT=bool(weight_on_input),
+            BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
+            EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
+            FAST_ACC=c1.fp8_fast_accum,
+            SPLIT_K=c1.split_k, JOIN=micro and join_gate_up(wfmt, c1.swap_ab), **pdl,
+            num_warps=c1.num_warps, num_stages=c1.num_stages,
+        )
 
     if as_fp32:
         inter = inter.to(_E4M3)  # the interpreter wrote clamped fp32 values: RNE to E4M3 here
@@ -840,24 +916,31 @@ def triton_experts(
         grid2 = (NB * cdiv(cdiv(H, c2.block_n), c2.n_tiles), 1)
     else:
         grid2 = (tiles2, c2.split_k)
-    launch(_gemm._gemm2_kernel, grid2,
-        inter_d, a2_s, w2_d, w2_s, b2, tw_flat,
-        al.sorted_ids, al.block_expert, al.num_post_padded,
-        y, inter_g, w2_g, ws2, cnt2, cnt_comb, out, out.stride(0),
-        H, I_pad, TK, NB,
-        inter_d.stride(0), w2_d.stride(0), w2_d.stride(1), a2_s_stride, wse2, wsn2, wsk2,
-        b2.stride(0) if w2_bias is not None else 0, y.stride(0),
-        TOP_K=K, E_LOC=E, QUANT=quant, A_FMT=a_code, W_FMT=w_code, CD=cd, FAST_CVT=fast_cvt,
-        KPERM=_k_order(wfmt, c2.block_k) if micro else 0,
-        MXDOT=mxdot, HAS_BIAS=w2_bias is not None,
-        MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic, FUSE_COMBINE=fuse,
-        BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,
-        EVEN_K=I_pad % c2.block_k == 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
-        FAST_ACC=c2.fp8_fast_accum,
-        SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
-        HELD_KB=cdiv(I_pad, c2.block_k) if c2.n_tiles > 1 and wfmt is Format.FP8_BLOCK else 1,
-        num_warps=c2.num_warps, num_stages=c2.num_stages,
-    )
+    if c2.warp_specialized:
+        if direct_out:
+            out.zero_()  # the non-local group's rows: its tiles are skipped
+        _ws_gemm(c2, inter, a2_s, a2_s_stride, w2, w2_s, wse2, wsn2, b2, w2_bias is not None, tw_flat, tw_flat,
+                 _OUT_PLAIN, al, y, H, 1, TK, E, _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl,
+                 False, not weight_on_input, num_sms)
+    else:
+        launch(_gemm._gemm2_kernel, grid2,
+            inter_d, a2_s, w2_d, w2_s, b2, tw_flat,
+            al.sorted_ids, al.block_expert, al.num_post_padded,
+            y, inter_g, w2_g, ws2, cnt2, cnt_comb, out, out.stride(0),
+            H, I_pad, TK, NB,
+            inter_d.stride(0), w2_d.stride(0), w2_d.stride(1), a2_s_stride, wse2, wsn2, wsk2,
+            b2.stride(0) if w2_bias is not None else 0, y.stride(0),
+            TOP_K=K, E_LOC=E, QUANT=quant, A_FMT=a_code, W_FMT=w_code, CD=cd, FAST_CVT=fast_cvt,
+            KPERM=_k_order(wfmt, c2.block_k) if micro else 0,
+            MXDOT=mxdot, HAS_BIAS=w2_bias is not None,
+            MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic, FUSE_COMBINE=fuse,
+            BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,
+            EVEN_K=I_pad % c2.block_k == 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
+            FAST_ACC=c2.fp8_fast_accum,
+            SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
+            HELD_KB=cdiv(I_pad, c2.block_k) if c2.n_tiles > 1 and wfmt is Format.FP8_BLOCK else 1,
+            num_warps=c2.num_warps, num_stages=c2.num_stages,
+        )
     if atomic or direct_out or fuse:
         return out
 

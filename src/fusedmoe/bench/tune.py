@@ -43,7 +43,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..backends.kernel_configs import (HELD_A_FORMATS, HELD_A_MAX_K, KernelConfig, MoEKernelConfig, TunedTable,
                                        auto_persistent, choose_moe_config, compile_problem, fp8_fast_accum_variant,
                                        held_a_config, held_a_problem, load_tuned_configs, save_tuned_configs,
-                                       token_bucket)
+                                       token_bucket, triton_tile, warp_specialized_problem,
+                                       warp_specialized_variant, with_block_m, WS_FORMATS, _device_traits)
 from ..config import Activation, Format
 
 __all__ = [
@@ -59,6 +60,8 @@ __all__ = [
     "write_report",
 ]
 
+# the warp-specialized GEMM1 is tried from this many tokens up (prefill: compute-bound GEMM1)
+WS_MIN_TOKENS = 512
 _FP8_SIBLING = {Format.FP8_TENSOR: Format.FP8_CHANNEL, Format.FP8_CHANNEL: Format.FP8_TENSOR}
 
 #: Token buckets tuned without ``--tokens``: powers of two (the table's buckets), the same as
@@ -105,6 +108,8 @@ def _valid(c: KernelConfig, gemm: str, N: int, K: int, weight_format: Format, ga
         return False
     if c.n_tiles > 1 and (gemm != "gemm2" or held_a_problem(c, weight_format, K) is not None):
         return False  # GEMM2 only; the held activation tile must cover K
+    if warp_specialized_problem(c, weight_format, gemm, gated, K) is not None:
+        return False  # the warp-specialized kernel's tile rules
     n_cols = N // 2 if (gemm == "gemm1" and gated) else N
     if c.block_n > max(_pow2_at_least(n_cols), base.block_n if base else 0):
         return False
@@ -189,6 +194,8 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
     # the heuristic itself always comes first, even where our pruning would have dropped it
     seen.add((heur.gemm1, heur.gemm2))
     out.append(Candidate(MoEKernelConfig(heur.gemm1, heur.gemm2), "base"))
+    if heur.gemm1.warp_specialized or heur.gemm2.warp_specialized:  # and the Triton kernels' tiles
+        add(triton_tile(heur.gemm1), triton_tile(heur.gemm2), "base")
     # then what the active table serves this point now (a re-tune never ends slower than it), and
     # GEMM2 run persistent (2 programs per SM, at 4 warps and at the base's; ``KernelConfig.persistent``)
     # from either
@@ -204,6 +211,18 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         sib = choose_moe_config(tokens, hidden, intermediate_padded, experts, top_k, _FP8_SIBLING[weight_format],
                                 activation, device_name, num_sms=num_sms)
         add(sib.gemm1, sib.gemm2, "table")
+    if weight_format in WS_FORMATS and tokens >= WS_MIN_TOKENS and _device_traits(device_name).hopper:
+        # the warp-specialized Gluon kernels (KernelConfig.warp_specialized) at 4 and 5 stages: both
+        # GEMMs, and GEMM1 alone with each base's GEMM2 at 128 rows (on short K also the
+        # held-activation GEMM2)
+        for st in (4, 5):
+            v = warp_specialized_variant(heur, gated, num_stages=st)
+            add(v.gemm1, v.gemm2, "warp_specialized")
+        for b in (cur, heur):
+            v = warp_specialized_variant(b, gated, gemm2=False)
+            add(v.gemm1, v.gemm2, "warp_specialized")
+            if weight_format in HELD_A_FORMATS and intermediate_padded <= HELD_A_MAX_K:
+                add(v.gemm1, held_a_config(128, hidden, intermediate_padded, weight_format), "warp_specialized")
     if weight_format in HELD_A_FORMATS and intermediate_padded <= HELD_A_MAX_K:
         # short K (TP shards): GEMM2 holding its activation tile across column tiles
         # (``KernelConfig.n_tiles``) at 64- and 128-row tiles (GEMM1 follows the block_m), 64 and
@@ -212,14 +231,14 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
             if b.block_m < 64:
                 continue
             for bm in sorted({b.block_m, 64, 128}):
-                g1 = _kc(b.gemm1, block_m=bm)
+                g1 = with_block_m(b.gemm1, bm)
                 h = held_a_config(bm, hidden, intermediate_padded, weight_format)
                 add(g1, h, "held_a")
                 add(g1, _kc(h, block_n=128, num_warps=8, n_tiles=max(1, h.n_tiles // 2)), "held_a")
                 add(g1, _kc(h, n_tiles=h.n_tiles * 2), "held_a")
     if weight_format not in (Format.NVFP4, Format.MXFP4, Format.MXFP8):  # dequantizing: no persistent GEMM2
         for b in (cur, heur):
-            g2 = b.gemm2
+            g2 = triton_tile(b.gemm2)  # a warp-specialized GEMM2: its Triton tile run persistent
             if g2.block_m >= 64 and g2.split_k == 1:
                 # <= 64 accumulators per thread at 4 warps (128 x 128 ran 3x slower: spills)
                 bn = min(g2.block_n, 64 * 128 // g2.block_m)
@@ -229,7 +248,7 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
                 if auto_persistent(g2, weight_format, 2 if weight_format is Format.BF16 else 1):
                     add(b.gemm1, _kc(g2, persistent=0), "persistent")  # what the rule would run persistent
     bms = [heur.block_m] + [b for b in (heur.block_m // 2, heur.block_m * 2) if 16 <= b <= 128]
-    bases = {bm: (_kc(heur.gemm1, block_m=bm), _kc(heur.gemm2, block_m=bm)) for bm in bms}
+    bases = {bm: (with_block_m(heur.gemm1, bm), with_block_m(heur.gemm2, bm)) for bm in bms}
     # order: block_m moves first, then single steps at the heuristic's block_m, then at the others
     # (so that --max-candidates keeps the most informative ones)
     for bm in bms[1:]:
@@ -237,7 +256,8 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
     if fp8_fast_accum and weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL):
         # FP8 accumulation in the tensor cores (KernelConfig.fp8_fast_accum), alone and -- where
         # it frees the registers for it -- with 256-row weight tiles
-        add(_kc(heur.gemm1, fp8_fast_accum=True), _kc(heur.gemm2, fp8_fast_accum=True), "fast_accum")
+        add(_kc(triton_tile(heur.gemm1), fp8_fast_accum=True), _kc(triton_tile(heur.gemm2), fp8_fast_accum=True),
+            "fast_accum")
         if heur.block_m >= 128:
             wide = fp8_fast_accum_variant(heur, gated)
             add(wide.gemm1, wide.gemm2, "fast_accum")
@@ -391,7 +411,7 @@ def describe_config(c: MoEKernelConfig) -> str:
                 + (" swap" if k.swap_ab else "") + (" fastacc" if k.fp8_fast_accum else "")
                 + (f" split{k.split_k}" if k.split_k != 1 else "")
                 + (f" persist{k.persistent}" if k.persistent is not None else "")
-                + (f" ntiles{k.n_tiles}" if k.n_tiles != 1 else ""))
+                + (f" ntiles{k.n_tiles}" if k.n_tiles != 1 else "") + (" ws" if k.warp_specialized else ""))
 
     return f"bm{c.block_m} | {one(c.gemm1)} | {one(c.gemm2)}"
 

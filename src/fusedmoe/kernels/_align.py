@@ -208,3 +208,37 @@ def _align_scatter(pid, topk_ids_ptr, counts_ptr, sorted_ids_ptr, block_expert_p
         is_pad = ((rows - g_base[:, None]) >= g_count[:, None]) | (~live[:, None])
         tl.store(sorted_ids_ptr + rows, tl.zeros([BLOCKS_PER_ITER, BLOCK_M], dtype=tl.int32) + num_slots,
                  mask=is_pad & blk_ok[:, None])
+
+
+@triton.jit
+def _gather_slot_rows_kernel(
+    src_ptr,  # [T, C] rows of hidden's quantization (any 1-byte view)
+    dst_ptr,  # [P_max, C] out: row r = src[sorted_ids[r] // TOP_K], zeros for padding rows
+    sorted_ids_ptr,  # [P_max] int32
+    block_expert_ptr,  # [P_max / BLOCK_M] int32
+    num_post_padded_ptr,  # [1] int32
+    num_slots,  # T*K (the sentinel)
+    C,
+    stride_src,
+    stride_dst,
+    TOP_K: tl.constexpr,
+    E_LOC: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_C: tl.constexpr,
+):
+    """The rows of GEMM1's input in block-padded slot order, for the warp-specialized GEMM1
+    (``_ws_gemm1``: its TMA loads contiguous rows). grid = (P_max / BLOCK_M, cdiv(C, BLOCK_C));
+    blocks at or past ``num_post_padded`` and of the non-local group are skipped (never read)."""
+    pid_m = tl.program_id(0)
+    if pid_m * BLOCK_M >= tl.load(num_post_padded_ptr):
+        return
+    if tl.load(block_expert_ptr + pid_m) >= E_LOC:
+        return
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    slots = tl.load(sorted_ids_ptr + rows)
+    ok = slots < num_slots
+    tok64 = (slots // TOP_K).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    c_ok = cols < C
+    x = tl.load(src_ptr + tok64[:, None] * stride_src + cols[None, :], mask=ok[:, None] & c_ok[None, :], other=0)
+    tl.store(dst_ptr + rows.to(tl.int64)[:, None] * stride_dst + cols[None, :], x, mask=c_ok[None, :])

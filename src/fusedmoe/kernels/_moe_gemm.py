@@ -324,6 +324,39 @@ def _activation(g, u, ACT: tl.constexpr, alpha, beta, limit):
 
 
 @triton.jit
+def _gemm1_epilogue(acc_g, acc_u, e64, tok64, slots, offs_n, n_ok, N, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
+                    stride_asm, stride_wse, stride_wsn, stride_be, QUANT: tl.constexpr, GATED: tl.constexpr,
+                    WEIGHT_ON_INPUT: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """GEMM1's fp32 gate / up accumulators (``acc_u`` unused unless GATED) times the FP8 per-tensor
+    or per-row dequant scales (other formats: the caller's), the routing weight on input, plus the
+    bias (also the warp-specialized kernel's epilogue, ``_ws_gemm``)."""
+    if QUANT == Q_TENSOR:
+        s = tl.load(a_scale_ptr) * tl.load(w_scale_ptr + e64 * stride_wse)
+        acc_g = acc_g * s
+        if GATED:
+            acc_u = acc_u * s
+    elif QUANT == Q_ROW:
+        a_s = tl.load(a_scale_ptr + tok64 * stride_asm)
+        ws_g = tl.load(w_scale_ptr + e64 * stride_wse + offs_n * stride_wsn, mask=n_ok, other=0.0)
+        acc_g = acc_g * (a_s[:, None] * ws_g[None, :])
+        if GATED:
+            ws_u = tl.load(w_scale_ptr + e64 * stride_wse + (N + offs_n) * stride_wsn, mask=n_ok, other=0.0)
+            acc_u = acc_u * (a_s[:, None] * ws_u[None, :])
+    if WEIGHT_ON_INPUT:
+        tw = tl.load(topk_w_ptr + slots).to(tl.float32)
+        acc_g = acc_g * tw[:, None]
+        if GATED:
+            acc_u = acc_u * tw[:, None]
+    if HAS_BIAS:
+        bg = tl.load(bias_ptr + e64 * stride_be + offs_n, mask=n_ok, other=0.0)
+        acc_g = acc_g + bg[None, :]
+        if GATED:
+            bu = tl.load(bias_ptr + e64 * stride_be + N + offs_n, mask=n_ok, other=0.0)
+            acc_u = acc_u + bu[None, :]
+    return acc_g, acc_u
+
+
+@triton.jit
 def _gemm1_kernel(
     a_ptr,  # [T, H] hidden (16-bit / fp32) or its quantization (e4m3; NVFP4: uint8 [T, H/2])
     a_scale_ptr,  # TENSOR: [] ; ROW: [T] ; BLOCK: [T, H/128] ; MICRO: see the module docstring ; NONE: unused
@@ -538,33 +571,13 @@ def _gemm1_kernel(
             acc_u = _split_k_sum(ws_tile + BLOCK_M * BLOCK_N, TS, SPLIT_K, BLOCK_M, BLOCK_N)
 
     # ---- epilogue: dequant scales, routing weight on input, bias, activation -------------------
-    if QUANT == Q_TENSOR:
-        s = tl.load(a_scale_ptr) * tl.load(w_scale_ptr + e64 * stride_wse)
-        acc_g = acc_g * s
-        if GATED:
-            acc_u = acc_u * s
-    elif QUANT == Q_ROW:
-        a_s = tl.load(a_scale_ptr + tok64 * stride_asm)
-        ws_g = tl.load(w_scale_ptr + e64 * stride_wse + offs_n * stride_wsn, mask=n_ok, other=0.0)
-        acc_g = acc_g * (a_s[:, None] * ws_g[None, :])
-        if GATED:
-            ws_u = tl.load(w_scale_ptr + e64 * stride_wse + (N + offs_n) * stride_wsn, mask=n_ok, other=0.0)
-            acc_u = acc_u * (a_s[:, None] * ws_u[None, :])
-    elif QUANT == Q_MICRO:
+    if QUANT == Q_MICRO:
         acc_g = _micro_global_scales(acc_g, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT, W_FMT, FAST_CVT)
         if GATED:
             acc_u = _micro_global_scales(acc_u, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT, W_FMT, FAST_CVT)
-    if WEIGHT_ON_INPUT:
-        tw = tl.load(topk_w_ptr + slots).to(tl.float32)
-        acc_g = acc_g * tw[:, None]
-        if GATED:
-            acc_u = acc_u * tw[:, None]
-    if HAS_BIAS:
-        bg = tl.load(bias_ptr + e64 * stride_be + offs_n, mask=n_ok, other=0.0)
-        acc_g = acc_g + bg[None, :]
-        if GATED:
-            bu = tl.load(bias_ptr + e64 * stride_be + N + offs_n, mask=n_ok, other=0.0)
-            acc_u = acc_u + bu[None, :]
+    acc_g, acc_u = _gemm1_epilogue(acc_g, acc_u, e64, tok64, slots, offs_n, n_ok, N, a_scale_ptr, w_scale_ptr, bias_ptr,
+                                   topk_w_ptr, stride_asm, stride_wse, stride_wsn, stride_be, QUANT, GATED,
+                                   WEIGHT_ON_INPUT, HAS_BIAS)
     # activation in fp32, then rounded to the hidden dtype (also before any re-quantization)
     h = _activation(acc_g, acc_u, ACT, act_alpha, act_beta, act_limit).to(ROUND_DTYPE)
     out_offs = slots.to(tl.int64)[:, None] * stride_om + offs_n[None, :]

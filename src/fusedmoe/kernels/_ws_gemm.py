@@ -1,0 +1,185 @@
+"""Warp-specialized grouped GEMMs for FP8 per-tensor / per-channel weights on Hopper, in Gluon
+(private; launched by ``fusedmoe.backends.triton_moe`` when ``KernelConfig.warp_specialized`` is
+set for GEMM1 or GEMM2).
+
+Why: prefill GEMMs of FP8 per tensor / channel are compute-bound, and our default promoted
+accumulation (each 128-wide K block's wgmma into a fresh accumulator, added to an fp32 sum) costs
+the plain Triton kernel its overlap: the MMA warps wait for each wgmma before adding. Here one TMA
+loader warp fills a STAGES-deep shared-memory ring and two MMA warpgroups each own 64 rows of a
+128-row tile; while one warpgroup adds its partial sums the other's wgmma runs. Same precision as
+the Triton kernel's ``max_num_imprecise_acc = BLOCK_K``. Grown from the prototype of sessions 10-12
+(``benchmarks/gluon/`` at commit e854bfe; H200, BENCHMARKS.md section 0, thirteenth session: the
+gated GEMM1 of DeepSeek-V3 at 8192 tokens 5422 -> 4527 us, Mixtral 5220 -> 3617 us against a plain
+promoted Triton TMA kernel); in the layer, both GEMMs warp-specialized ran FP8 prefill 1.03-1.22x
+faster than the tuned Triton tiles where rows per expert are many (BENCHMARKS.md).
+
+Data contract (as ``_moe_gemm._gemm1_kernel`` / ``_gemm2_kernel``; BM = 128 = 2 x 64 rows):
+
+    a_desc      TMA descriptor, block [64, BK], over A_rows [P_max, K] e4m3: the GEMM's input rows
+                gathered into block-padded slot order (``_align._gather_slot_rows_kernel``: Hopper's
+                TMA has no row gather); padding rows are zero
+    w_desc      TMA descriptor, block [BN, BK], over the weights viewed as [E * M, K] e4m3 (GEMM1:
+                w13, M = 2 N gated -- each expert's N gate rows, then its N up rows -- M = N
+                otherwise; GEMM2: w2, M = N = H)
+    out         [T*K, N] slot-indexed: GEMM1's intermediate in hidden's dtype, or e4m3 quantized with
+                the static scale of GEMM2's input (OUT_Q = OUT_FP8_STATIC); GEMM2's y in hidden's
+                dtype (or the output itself when K = 1)
+    scales      QUANT TENSOR: a [] x w [E]; ROW: a [rows of the input: tokens (GEMM1) or slots
+                (GEMM2, TOP_K = 1)] x w [E, M] (per channel)
+
+Tiles walk ``program_id, program_id + num_programs, ...`` over the (M-block, column tile) grid of
+the rows in use (``num_post_padded``, read on the device) in GROUP_M bands (``_tile_ids``); a
+persistent launch (one program per SM) lets the loader run into the next tile while the MMA
+warpgroups store. Blocks of the non-local group (expert >= E_LOC) are skipped by every partition
+alike (their output rows are the launcher's to zero). Epilogue (per warpgroup, fp32): scales,
+routing weight on input (GEMM1), bias, routing weight (GEMM2: MUL_ROUTING_WEIGHT), the activation
+(``_moe_gemm._activation``; GEMM2: identity), rounded to hidden's dtype, stored at the slot rows.
+
+Limits (``kernel_configs.warp_specialized_problem``): sm_90 (wgmma), not the interpreter (Gluon
+has none), block_m = block_k = 128, block_n 64 (gated: two 64 x 64 fp32 accumulators and two
+partials per thread) or 128 (non-gated, GEMM2), no split-K, swap-AB or fast accumulation; K a
+multiple of 16 (TMA row strides).
+"""
+
+import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+
+from ._moe_gemm import FP8_MAX, OUT_FP8_STATIC, _activation, _div_rn, _gemm1_epilogue, _tile_ids
+
+
+@gluon.jit
+def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, block_expert_ptr,
+               num_post_padded_ptr, N, K, E_LOC: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+               STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr):
+    """TMA producer (one warp): both 64-row halves of A and the weight tile(s) (gated: gate rows
+    ``e * 2N + n``, up rows ``e * 2N + N + n``) of every K block of this program's tiles into the
+    ring; a slot is refilled once both MMA warpgroups have released it."""
+    HALF_M: gl.constexpr = a_desc.block_type.shape[0]
+    W_TILES: gl.constexpr = 2 if GATED else 1
+    nbytes: gl.constexpr = 2 * a_desc.block_type.nbytes + W_TILES * w_desc.block_type.nbytes
+    num_m = gl.load(num_post_padded_ptr) // (2 * HALF_M)
+    num_n = gl.cdiv(N, BN)
+    n_k = gl.cdiv(K, BK)
+    it = 0
+    for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+        pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
+        e = gl.load(block_expert_ptr + pid_m)
+        if e < E_LOC:
+            row0 = pid_m * (2 * HALF_M)
+            wrow0 = e * (W_TILES * N) + pid_n * BN
+            for kk in range(n_k):
+                s = it % STAGES
+                mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
+                bar = ready.index(s)
+                mbarrier.expect(bar, nbytes)
+                tma.async_copy_global_to_shared(a_desc, [row0, kk * BK], bar, a0_bufs.index(s))
+                tma.async_copy_global_to_shared(a_desc, [row0 + HALF_M, kk * BK], bar, a1_bufs.index(s))
+                tma.async_copy_global_to_shared(w_desc, [wrow0, kk * BK], bar, wg_bufs.index(s))
+                if GATED:
+                    tma.async_copy_global_to_shared(w_desc, [wrow0 + N, kk * BK], bar, wu_bufs.index(s))
+                it += 1
+
+
+@gluon.jit
+def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
+                 out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_om,
+                 stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit,
+                 HALF: gl.constexpr, HALF_M: gl.constexpr, TOP_K: gl.constexpr, E_LOC: gl.constexpr,
+                 ACT: gl.constexpr, GATED: gl.constexpr, QUANT: gl.constexpr, OUT_Q: gl.constexpr,
+                 ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
+                 MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+                 GROUP_M: gl.constexpr):
+    """MMA warpgroup for rows [HALF * 64, HALF * 64 + 64) of every tile: per K block a fresh
+    wgmma (gated: gate and up), one wait, the slot released, the fp32 adds; then the epilogue."""
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
+    num_m = gl.load(num_post_padded_ptr) // (2 * HALF_M)
+    num_n = gl.cdiv(N, BN)
+    n_k = gl.cdiv(K, BK)
+    part_g = gl.zeros((HALF_M, BN), dtype=gl.float32, layout=layout)
+    part_u = gl.zeros((HALF_M, BN), dtype=gl.float32, layout=layout)
+    it = 0
+    for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+        pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
+        e = gl.load(block_expert_ptr + pid_m)
+        if e < E_LOC:
+            acc_g = gl.zeros((HALF_M, BN), dtype=gl.float32, layout=layout)
+            acc_u = gl.zeros((HALF_M, BN), dtype=gl.float32, layout=layout)
+            for kk in range(n_k):
+                s = it % STAGES
+                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                part_g = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), part_g, use_acc=False,
+                                       is_async=True)
+                if GATED:
+                    part_u = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), part_u, use_acc=False,
+                                           is_async=True)
+                    part_g, part_u = warpgroup_mma_wait(num_outstanding=0, deps=(part_g, part_u))
+                    acc_u = acc_u + part_u
+                else:
+                    part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
+                mbarrier.arrive(empty.index(s), count=1)
+                acc_g = acc_g + part_g
+                it += 1
+
+            # ---- epilogue: scales, routing weight on input, bias, activation, store by slot ----
+            e64 = e.to(gl.int64)
+            rows = pid_m * (2 * HALF_M) + HALF * HALF_M + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, layout))
+            slots = gl.load(sorted_ids_ptr + rows)
+            row_ok = slots < num_slots
+            slots = gl.where(row_ok, slots, 0)  # padding rows read slot 0's scales; never stored
+            tok64 = (slots // TOP_K).to(gl.int64)
+            cols = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, layout))
+            n_ok = cols < N
+            acc_g, acc_u = _gemm1_epilogue(acc_g, acc_u, e64, tok64, slots, cols, n_ok, N, a_scale_ptr, w_scale_ptr,
+                                           bias_ptr, topk_w_ptr, stride_asm, stride_wse, stride_wsn, stride_be, QUANT,
+                                           GATED, WEIGHT_ON_INPUT, HAS_BIAS)
+            if MUL_ROUTING_WEIGHT:  # GEMM2: after the bias
+                acc_g = acc_g * gl.load(topk_w_ptr + slots).to(gl.float32)[:, None]
+            h = _activation(acc_g, acc_u, ACT, act_alpha, act_beta, act_limit).to(ROUND_DTYPE)
+            offs = slots.to(gl.int64)[:, None] * stride_om + cols[None, :]
+            if OUT_Q == OUT_FP8_STATIC:  # e4m3(clamp(h / a2)), a2 the static scale of GEMM2's input
+                q = _div_rn(h.to(gl.float32), gl.load(out_qscale_ptr))
+                h = gl.minimum(gl.maximum(q, -FP8_MAX), FP8_MAX)
+            gl.store(out_ptr + offs, h.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & n_ok[None, :])
+
+
+@gluon.jit
+def _ws_gemm_kernel(
+    a_desc, w_desc, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr,
+    block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be,
+    act_alpha, act_beta, act_limit,
+    TOP_K: gl.constexpr, E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, QUANT: gl.constexpr,
+    OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
+    MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+    GROUP_M: gl.constexpr,
+):
+    """One grouped GEMM + its epilogue, warp-specialized (see the module docstring). Launch with
+    ``num_warps=4`` (the first MMA warpgroup; the second and the loader warp are workers: 12 warps
+    after rounding) on ``min(tiles, SMs)`` programs."""
+    HALF_M: gl.constexpr = a_desc.block_type.shape[0]
+    a0_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
+    a1_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
+    wg_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
+    wu_bufs = wg_bufs  # gated: the up tiles' ring
+    if GATED:
+        wu_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=2)  # both MMA warpgroups release a slot
+    gl.warp_specialize([
+        (_ws_consumer, (a0_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
+                        topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
+                        num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
+                        act_limit, 0, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
+                        WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M)),
+        (_ws_consumer, (a1_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
+                        topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
+                        num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
+                        act_limit, 1, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
+                        WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M)),
+        (_ws_loader, (a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, block_expert_ptr,
+                      num_post_padded_ptr, N, K, E_LOC, BN, BK, STAGES, GROUP_M, GATED)),
+    ], [4, 1], [232, 40])
