@@ -66,42 +66,15 @@ def make_fusedmoe(case):
     return prepare, run
 
 
-def make_fusedmoe_fastacc(case):
-    """fusedmoe with KernelConfig.fp8_fast_accum on both GEMMs (FP8 accumulated in the tensor
-    cores, as SGLang does) and, for compute-bound tiles (block_m 128), 256-row weight tiles for
-    GEMM2 and a non-gated GEMM1 -- the candidate default for FP8 prefill, measured side by side
-    with the current default. FP8 per-tensor / per-channel cases only."""
-    if case.dtype not in ("fp8_tensor", "fp8_channel"):
-        raise NotImplementedError("the FP8 fast-accumulation variant exists for fp8_tensor / fp8_channel only")
-    from fusedmoe.backends.kernel_configs import choose_moe_config, fp8_fast_accum_variant
-    from fusedmoe.backends.triton import run_weights
-
-    weights, act = _weights(case)
-    wf, af = _FMT[case.dtype]
-    dev = torch.cuda.get_device_name(case.device) if case.device.type == "cuda" else "cpu"
-    state = {}
-
-    def prepare(M):
-        cfg = fp8_fast_accum_variant(choose_moe_config(M, case.H, case.I, case.E, case.top_k, wf, act, dev),
-                                     act.is_gated)
-        state["cfg"] = cfg
-        return {"config": f"g1 n{cfg.gemm1.block_n} g2 n{cfg.gemm2.block_n} bm{cfg.block_m} fastacc"}
-
-    def run(x, topk_weights, topk_ids):
-        return run_weights(x, weights, fm.TopK(topk_ids, topk_weights), activation_format=af, config=state["cfg"])
-
-    return prepare, run
-
-
-def _make_ws(gemm2: bool):
-    """fusedmoe with the warp-specialized kernels (``KernelConfig.warp_specialized``) at 512+
-    tokens: GEMM1, and GEMM2 too (``gemm2``) or GEMM2's chosen tile at 128 rows; FP8 per-tensor /
-    per-channel cases only."""
+def _fp8_config_peer(pick, what: str):
+    """A peer running fusedmoe's triton backend with ``pick(M, cfg, act)`` -- a config derived from
+    the one fusedmoe would choose (``choose_moe_config``) -- at each token count M; FP8 per-tensor /
+    per-channel cases only (``what`` names the variant in the refusal of other cases)."""
 
     def make(case):
         if case.dtype not in ("fp8_tensor", "fp8_channel"):
-            raise NotImplementedError("the warp-specialized kernels exist for fp8_tensor / fp8_channel only")
-        from fusedmoe.backends.kernel_configs import choose_moe_config, warp_specialized_variant
+            raise NotImplementedError(f"{what}: fp8_tensor / fp8_channel cases only")
+        from fusedmoe.backends.kernel_configs import choose_moe_config
         from fusedmoe.backends.triton import run_weights
 
         weights, act = _weights(case)
@@ -110,13 +83,14 @@ def _make_ws(gemm2: bool):
         state = {}
 
         def prepare(M):
-            cfg = choose_moe_config(M, case.H, case.I, case.E, case.top_k, wf, act, dev)
-            if M >= 512:
-                cfg = warp_specialized_variant(cfg, act.is_gated, gemm2=gemm2)
+            cfg = pick(M, choose_moe_config(M, case.H, case.I, case.E, case.top_k, wf, act, dev), act)
             state["cfg"] = cfg
-            ws = lambda k: " ws" if k.warp_specialized else ""  # noqa: E731
-            return {"config": f"g1 n{cfg.gemm1.block_n}{ws(cfg.gemm1)} g2 n{cfg.gemm2.block_n}{ws(cfg.gemm2)} "
-                              f"bm{cfg.block_m}"}
+
+            def one(k):
+                return (f"n{k.block_n}" + (" ws" if k.warp_specialized else "")
+                        + (" fastacc" if k.fp8_fast_accum else ""))
+
+            return {"config": f"g1 {one(cfg.gemm1)} g2 {one(cfg.gemm2)} bm{cfg.block_m}"}
 
         def run(x, topk_weights, topk_ids):
             return run_weights(x, weights, fm.TopK(topk_ids, topk_weights), activation_format=af,
@@ -125,6 +99,27 @@ def _make_ws(gemm2: bool):
         return prepare, run
 
     return make
+
+
+def _fastacc(M, cfg, act):
+    """KernelConfig.fp8_fast_accum on both GEMMs (FP8 accumulated in the tensor cores, as SGLang
+    does) and, for compute-bound tiles (block_m 128), 256-row weight tiles for GEMM2 and a non-gated
+    GEMM1 -- the candidate default for FP8 prefill, measured side by side with the current default."""
+    from fusedmoe.backends.kernel_configs import fp8_fast_accum_variant
+
+    return fp8_fast_accum_variant(cfg, act.is_gated)
+
+
+def _ws(gemm2: bool):
+    """The warp-specialized kernels (``KernelConfig.warp_specialized``) at 512+ tokens: GEMM1, and
+    GEMM2 too (``gemm2``) or GEMM2's chosen tile at 128 rows; below, the chosen config."""
+
+    def pick(M, cfg, act):
+        from fusedmoe.backends.kernel_configs import warp_specialized_variant
+
+        return warp_specialized_variant(cfg, act.is_gated, gemm2=gemm2) if M >= 512 else cfg
+
+    return pick
 
 
 def _with_setting(setter, value):
@@ -160,8 +155,10 @@ def _set_align_quant(on):
 
 
 _PDL, _FUSE = "set_programmatic_dependent_launch", "set_fused_combine"
-PEERS = {"fusedmoe": make_fusedmoe, "fusedmoe-fastacc": make_fusedmoe_fastacc, "fusedmoe-ws": _make_ws(True),
-         "fusedmoe-ws1": _make_ws(False),
+PEERS = {"fusedmoe": make_fusedmoe,
+         "fusedmoe-fastacc": _fp8_config_peer(_fastacc, "the FP8 fast-accumulation variant"),
+         "fusedmoe-ws": _fp8_config_peer(_ws(True), "the warp-specialized kernels"),
+         "fusedmoe-ws1": _fp8_config_peer(_ws(False), "the warp-specialized kernels"),
          "fusedmoe-pdl": _with_setting(_PDL, True), "fusedmoe-nopdl": _with_setting(_PDL, False),
          "fusedmoe-nofuse": _with_setting(_FUSE, 0), "fusedmoe-fuseall": _with_setting(_FUSE, 1 << 30),
          "fusedmoe-noalq": _with_setting(_set_align_quant, False),
