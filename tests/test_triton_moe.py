@@ -792,18 +792,22 @@ def test_held_a_config_rules():
     block-scaled formats with a clear message."""
     from fusedmoe.backends.kernel_configs import auto_persistent
 
-    # the heuristic: prefill GEMM2 of short K (DeepSeek-V3 TP8, K = 256) on Hopper, FP8 per tensor /
-    # channel at 64+ rows, BF16 at 128 rows; 1792 columns per program in equal groups
+    # the heuristic: prefill GEMM2 of short K (DeepSeek-V3 TP8, K = 256) on Hopper, FP8 (per tensor /
+    # channel / 128 x 128 blocks) at 64+ rows, BF16 at 128 rows; 1792 columns per program in equal groups
     h200 = "NVIDIA H200"
     for wfmt, T in ((Format.FP8_TENSOR, 2048), (Format.FP8_CHANNEL, 8192), (Format.BF16, 8192)):
         g2 = choose_moe_config(T, 7168, 256, 256, 8, wfmt, Activation.SWIGLU, h200, table=TunedTable()).gemm2
         assert (g2.n_tiles, g2.block_n, g2.block_k, g2.num_warps) == (28, 64, 256, 4), (wfmt, T, g2)
     assert choose_moe_config(2048, 4096, 192, 128, 8, Format.FP8_TENSOR, Activation.SWIGLU, h200,
                              table=TunedTable()).gemm2.n_tiles == 32  # one group: 64 tiles of 64 columns
+    # FP8 128 x 128 blocks: two held 128-wide K-blocks at 64 rows
+    g2 = choose_moe_config(8192, 7168, 256, 256, 8, Format.FP8_BLOCK, Activation.SWIGLU, h200, table=TunedTable()).gemm2
+    assert (g2.block_m, g2.n_tiles, g2.block_n, g2.block_k, g2.num_warps) == (64, 28, 64, 128, 4), g2
     for args in ((2048, 2048, 768, 128, 8, Format.FP8_TENSOR),  # K 768: per tile
                  (1024, 7168, 256, 256, 8, Format.BF16),  # BF16 64-row tiles: per tile
                  (8, 7168, 256, 256, 8, Format.FP8_TENSOR),  # decode
-                 (8192, 7168, 256, 256, 8, Format.FP8_BLOCK)):
+                 (8, 7168, 256, 256, 8, Format.FP8_BLOCK),
+                 (8192, 7168, 512, 256, 8, Format.FP8_BLOCK)):  # K 512: more than two held blocks
         g2 = choose_moe_config(*args, Activation.SWIGLU, h200, table=TunedTable()).gemm2
         assert g2.n_tiles == 1, (args, g2)
     assert choose_moe_config(8192, 7168, 256, 256, 8, Format.FP8_TENSOR, Activation.SWIGLU, "cpu",
