@@ -27,7 +27,7 @@ from fusedmoe.backends.triton_moe import align_slots, triton_experts
 from fusedmoe.config import Activation, Format
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WS_FMTS = [Format.FP8_TENSOR, Format.FP8_CHANNEL]
+WS_FMTS = [Format.FP8_TENSOR, Format.FP8_CHANNEL]  # (FP8 128 x 128 blocks: test_gpu_ws_gemm_fp8_block)
 
 
 def ws_config(gated: bool, *, stages=4, group_m=8, bn=None) -> KernelConfig:
@@ -65,7 +65,10 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, BN, ST, OD in (
         (3, False, 2, 0, True, False, False, 128, 6, "bf16"),    # ReLU2, per channel, bias, 6 stages
         (4, False, 2, 0, False, True, False, 64, 4, "fp32"),     # GELU, 64 columns, fp32 hidden
         (7, False, 1, 0, False, False, True, 128, 4, "bf16"),    # GEMM2: identity, routing weight
-        (7, False, 2, 0, True, False, True, 128, 4, "fp16")):    # GEMM2 per channel, bias
+        (7, False, 2, 0, True, False, True, 128, 4, "fp16"),     # GEMM2 per channel, bias
+        (0, True, 3, 0, False, False, False, 64, 4, "bf16"),     # FP8 128 x 128 blocks: GEMM1 SwiGLU
+        (3, False, 3, 0, True, False, False, 128, 5, "bf16"),    # GEMM1 ReLU2, bias
+        (7, False, 3, 0, False, False, True, 128, 4, "bf16")):   # GEMM2
     al = gl.NVMMASharedLayout.get_default_for([64, 128], gl.float8e4nv)
     wl = gl.NVMMASharedLayout.get_default_for([BN, 128], gl.float8e4nv)
     sig = {"a_desc": f"tensordesc<fp8e4nv[64, 128],{al}>", "w_desc": f"tensordesc<fp8e4nv[{BN}, 128],{wl}>",
@@ -94,7 +97,7 @@ def test_ws_gemm_compiles_for_sm90(tmp_path):
     register reallocation between the partitions, no spills, within Hopper's 227 KB."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 9, rows
+    assert len(rows) == 12, rows
     for act, gated, bn, warps, qgmma, setmaxnreg, spills, smem in rows:
         where = f"ACT={act} GATED={gated} BN={bn}"
         assert int(warps) == 12, where
@@ -109,10 +112,11 @@ def test_ws_config_rules(tmp_path):
     assert warp_specialized_problem(ok, Format.FP8_TENSOR, "gemm1", True, 4096) is None
     assert warp_specialized_problem(ws_config(False), Format.FP8_CHANNEL, "gemm1", False, 4096) is None
     assert warp_specialized_problem(ws_config(False), Format.FP8_CHANNEL, "gemm2", True, 2048) is None  # GEMM2: never gated
+    assert warp_specialized_problem(ok, Format.FP8_BLOCK, "gemm1", True, 7168) is None
     assert warp_specialized_problem(dataclasses.replace(ok, warp_specialized=False), Format.BF16, "gemm1", True, 8) is None
     bad = [
         (ok, Format.BF16, "gemm1", True, 4096, "weights"),
-        (ok, Format.FP8_BLOCK, "gemm1", True, 4096, "weights"),
+        (ok, Format.NVFP4, "gemm1", True, 4096, "weights"),
         (ws_config(True, bn=128), Format.FP8_TENSOR, "gemm1", True, 4096, "block_n"),
         (dataclasses.replace(ok, block_m=64), Format.FP8_TENSOR, "gemm1", True, 4096, "block_m"),
         (dataclasses.replace(ok, block_k=64), Format.FP8_TENSOR, "gemm1", True, 4096, "block_k"),
@@ -269,3 +273,26 @@ def test_gpu_ws_gemm_real_shape(act, wfmt):
     for o in (got, both):
         mx, rms = _errors(o, base)
         assert rms <= 4e-3, (mx, rms)
+
+
+@gpu
+@pytest.mark.parametrize("act", [Activation.SWIGLU, Activation.RELU2, Activation.SWIGLU_OAI], ids=lambda a: a.name)
+def test_gpu_ws_gemm_fp8_block(act):
+    """FP8 128 x 128 blocks (each K block's partial product scaled by a_s[row, kb] * w_s[col, kb]
+    before it is added; the intermediate quantized in 1 x 128 groups by its own pass): H = 768,
+    I = 256 and a DeepSeek-V3-sized expert, expert parallel, biases with the clamped SwiGLU; GEMM1
+    alone and both GEMMs, within the reference's bound and close to the Triton kernels."""
+    wfmt = Format.FP8_BLOCK
+    gated = act.is_gated
+    params = _params(act)
+    for T, H, I, E, E_glob in ((600, 768, 256, 16, 24), (2048, 7168, 2048, 32, 64)):
+        prob = make_problem(T=T, H=H, I=I, I_pad=I, E=E, K=4 if H == 768 else 8, act=act, wfmt=wfmt,
+                            dtype=torch.bfloat16, bias=act is Activation.SWIGLU_OAI, offset=E_glob - E,
+                            E_glob=E_glob, seed=11)
+        kw = dict(act=act, wfmt=wfmt, dtype=torch.bfloat16, params=params, offset=E_glob - E)
+        tri = MoEKernelConfig(KernelConfig(128, 64, 128, group_m=8, num_warps=8, num_stages=3), _G2)
+        base = _run_within_bound(prob, tag=(T, "triton"), config=tri, **kw)
+        for g2 in (False, True):
+            got = _run_within_bound(prob, tag=(T, "ws", g2), config=moe_config(gated, gemm2=g2), **kw)
+            mx, rms = _errors(got, base)
+            assert rms <= 4e-3, (T, g2, mx, rms)

@@ -99,8 +99,9 @@ class KernelConfig:
     (``persistent`` None or 0).
     warp_specialized: the Gluon kernel of ``kernels/_ws_gemm.py`` -- a TMA loader warp and two MMA
     warpgroups of 64 rows, persistent -- instead of the Triton one, for either GEMM; same precision
-    (the promoted FP8 accumulation). FP8 per tensor / per channel weights on sm_90, block_m and
-    block_k 128, block_n 64 (gated GEMM1) or 64 / 128, num_warps 4, num_stages 2-6, no split-K,
+    (the promoted FP8 accumulation). FP8 per tensor / per channel weights on sm_90 (and FP8 128 x 128
+    blocks, each K block's partial product scaled as the Triton kernel does -- compiled, not yet run on
+    a GPU: only the tuner tries it), block_m and block_k 128, block_n 64 (gated GEMM1) or 64 / 128, num_warps 4, num_stages 2-6, no split-K,
     swap-AB, fast accumulation, n_tiles or persistent setting (:func:`warp_specialized_problem`).
     """
 
@@ -628,7 +629,7 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     if gemm == "gemm2" and dev.hopper and K <= HELD_A_MAX_K and (
             (fmt in _FP8_PROMOTED + (Format.FP8_BLOCK,) and bm >= 64) or (fmt is Format.BF16 and bm >= 128)):
         return held_a_config(bm, N, K, fmt)
-    if (dev.hopper and fmt in WS_FORMATS and bm == 128 and K % 16 == 0
+    if (dev.hopper and fmt in _FP8_PROMOTED and bm == 128 and K % 16 == 0
             and (n_cols if gemm == "gemm1" else K) >= WS_MIN_INTERMEDIATE):
         # FP8 per tensor / channel prefill with >= 256 rows per expert (heuristic_block_m's 128-row
         # tiles) and an intermediate of 512+: both GEMMs warp-specialized (KernelConfig.
@@ -666,9 +667,10 @@ def held_a_problem(cfg: KernelConfig, weight_format: Format, I_pad: int) -> Opti
     return None
 
 
-# the warp-specialized Gluon kernels (KernelConfig.warp_specialized): for these formats; the heuristic
-# uses them from this intermediate size up (_heuristic)
-WS_FORMATS = (Format.FP8_TENSOR, Format.FP8_CHANNEL)
+# the warp-specialized Gluon kernels (KernelConfig.warp_specialized): for these formats (FP8 128 x 128
+# blocks: the tuner's candidates only, not yet run on a GPU); the heuristic uses them for FP8 per tensor /
+# channel from this intermediate size up (_heuristic)
+WS_FORMATS = (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
 WS_MIN_INTERMEDIATE = 512
 
 

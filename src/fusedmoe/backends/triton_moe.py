@@ -762,7 +762,7 @@ def triton_experts(
     elif act_format is Format.FP8_TOKEN:
         post_quant = Format.FP8_TOKEN
     elif act_format is Format.FP8_BLOCK:
-        if c1.block_n % 128 == 0:
+        if c1.block_n % 128 == 0 and not c1.warp_specialized:  # (the Gluon epilogue has no group quantizer)
             out_q = _OUT_FP8_BLOCK
         else:
             post_quant = Format.FP8_BLOCK

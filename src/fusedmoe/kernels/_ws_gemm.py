@@ -25,7 +25,10 @@ Data contract (as ``_moe_gemm._gemm1_kernel`` / ``_gemm2_kernel``; BM = 128 = 2 
                 the static scale of GEMM2's input (OUT_Q = OUT_FP8_STATIC); GEMM2's y in hidden's
                 dtype (or the output itself when K = 1)
     scales      QUANT TENSOR: a [] x w [E]; ROW: a [rows of the input: tokens (GEMM1) or slots
-                (GEMM2, TOP_K = 1)] x w [E, M] (per channel)
+                (GEMM2, TOP_K = 1)] x w [E, M] (per channel); BLOCK (FP8 128 x 128 blocks): a [rows,
+                K/128] x w [E, M/128, K/128], each K block's partial product scaled before it is added
+                (``_moe_gemm._scale_block``, as the Triton kernel; compiled for sm_90, not yet run on a
+                GPU -- only the tuner tries it)
 
 Tiles walk ``program_id, program_id + num_programs, ...`` over the (M-block, column tile) grid of
 the rows in use (``num_post_padded``, read on the device) in GROUP_M bands (``_tile_ids``); a
@@ -46,7 +49,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
-from ._moe_gemm import FP8_MAX, OUT_FP8_STATIC, _activation, _div_rn, _gemm1_epilogue, _tile_ids
+from ._moe_gemm import FP8_MAX, OUT_FP8_STATIC, Q_BLOCK, _activation, _div_rn, _gemm1_epilogue, _scale_block, _tile_ids
 
 
 @gluon.jit
@@ -83,6 +86,21 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
 
 
 @gluon.jit
+def _ws_rows(sorted_ids_ptr, pid_m, pid_n, num_slots, N, HALF: gl.constexpr, HALF_M: gl.constexpr,
+             TOP_K: gl.constexpr, BN: gl.constexpr, layout: gl.constexpr):
+    """This warpgroup's rows of tile (pid_m, pid_n): their slots (padding rows: slot 0, whose
+    scales they read; never stored), which are real, the rows' input rows (tokens for GEMM1, slots
+    for GEMM2: TOP_K 1), the tile's columns and which are inside N."""
+    rows = pid_m * (2 * HALF_M) + HALF * HALF_M + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, layout))
+    slots = gl.load(sorted_ids_ptr + rows)
+    row_ok = slots < num_slots
+    slots = gl.where(row_ok, slots, 0)
+    tok64 = (slots // TOP_K).to(gl.int64)
+    cols = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, layout))
+    return slots, row_ok, tok64, cols, cols < N
+
+
+@gluon.jit
 def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
                  out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_om,
                  stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit,
@@ -106,6 +124,13 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
         if e < E_LOC:
             acc_g = gl.zeros((HALF_M, BN), dtype=gl.float32, layout=layout)
             acc_u = gl.zeros((HALF_M, BN), dtype=gl.float32, layout=layout)
+            if QUANT == Q_BLOCK:  # FP8 128 x 128 blocks: per K block, a_s[row, kb] and w_s[col // 128, kb]
+                e64 = e.to(gl.int64)
+                slots, row_ok, tok64, cols, n_ok = _ws_rows(sorted_ids_ptr, pid_m, pid_n, num_slots, N, HALF, HALF_M,
+                                                            TOP_K, BN, layout)
+                as_rows = a_scale_ptr + tok64 * stride_asm
+                wsg_cols = w_scale_ptr + e64 * stride_wse + (cols // 128) * stride_wsn
+                wsu_cols = w_scale_ptr + e64 * stride_wse + ((N + cols) // 128) * stride_wsn
             for kk in range(n_k):
                 s = it % STAGES
                 mbarrier.wait(ready.index(s), (it // STAGES) & 1)
@@ -114,23 +139,30 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                 if GATED:
                     part_u = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), part_u, use_acc=False,
                                            is_async=True)
+                if QUANT == Q_BLOCK:  # this K block's scales, loaded while the MMAs run
+                    a_s = gl.load(as_rows + kk)
+                    wg_s = gl.load(wsg_cols + kk, mask=n_ok, other=0.0)
+                    if GATED:
+                        wu_s = gl.load(wsu_cols + kk, mask=n_ok, other=0.0)
+                if GATED:
                     part_g, part_u = warpgroup_mma_wait(num_outstanding=0, deps=(part_g, part_u))
-                    acc_u = acc_u + part_u
+                    if QUANT == Q_BLOCK:
+                        acc_u = acc_u + _scale_block(part_u, a_s, wu_s, False)
+                    else:
+                        acc_u = acc_u + part_u
                 else:
                     part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
                 mbarrier.arrive(empty.index(s), count=1)
-                acc_g = acc_g + part_g
+                if QUANT == Q_BLOCK:
+                    acc_g = acc_g + _scale_block(part_g, a_s, wg_s, False)
+                else:
+                    acc_g = acc_g + part_g
                 it += 1
 
             # ---- epilogue: scales, routing weight on input, bias, activation, store by slot ----
             e64 = e.to(gl.int64)
-            rows = pid_m * (2 * HALF_M) + HALF * HALF_M + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, layout))
-            slots = gl.load(sorted_ids_ptr + rows)
-            row_ok = slots < num_slots
-            slots = gl.where(row_ok, slots, 0)  # padding rows read slot 0's scales; never stored
-            tok64 = (slots // TOP_K).to(gl.int64)
-            cols = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, layout))
-            n_ok = cols < N
+            slots, row_ok, tok64, cols, n_ok = _ws_rows(sorted_ids_ptr, pid_m, pid_n, num_slots, N, HALF, HALF_M, TOP_K,
+                                                        BN, layout)
             acc_g, acc_u = _gemm1_epilogue(acc_g, acc_u, e64, tok64, slots, cols, n_ok, N, a_scale_ptr, w_scale_ptr,
                                            bias_ptr, topk_w_ptr, stride_asm, stride_wse, stride_wsn, stride_be, QUANT,
                                            GATED, WEIGHT_ON_INPUT, HAS_BIAS)
