@@ -101,7 +101,7 @@ class KernelConfig:
     warpgroups of 64 rows, persistent -- instead of the Triton one, for either GEMM; same precision
     (the promoted FP8 accumulation). FP8 per tensor / per channel weights on sm_90 (and FP8 128 x 128
     blocks, each K block's partial product scaled as the Triton kernel does -- compiled, not yet run on
-    a GPU: only the tuner tries it), block_m and block_k 128, block_n 64 (gated GEMM1) or 64 / 128, num_warps 4, num_stages 2-6, no split-K,
+    a GPU: only an explicit config reaches it), block_m and block_k 128, block_n 64 (gated GEMM1) or 64 / 128, num_warps 4, num_stages 2-6, no split-K,
     swap-AB, fast accumulation, n_tiles or persistent setting (:func:`warp_specialized_problem`).
     """
 
@@ -668,8 +668,8 @@ def held_a_problem(cfg: KernelConfig, weight_format: Format, I_pad: int) -> Opti
 
 
 # the warp-specialized Gluon kernels (KernelConfig.warp_specialized): for these formats (FP8 128 x 128
-# blocks: the tuner's candidates only, not yet run on a GPU); the heuristic uses them for FP8 per tensor /
-# channel from this intermediate size up (_heuristic)
+# blocks: not yet run on a GPU, neither the heuristic nor the tuner chooses them); the heuristic uses them
+# for FP8 per tensor / channel from this intermediate size up (_heuristic)
 WS_FORMATS = (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
 WS_MIN_INTERMEDIATE = 512
 

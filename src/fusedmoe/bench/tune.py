@@ -44,7 +44,7 @@ from ..backends.kernel_configs import (HELD_A_FORMATS, HELD_A_MAX_K, KernelConfi
                                        auto_persistent, choose_moe_config, compile_problem, fp8_fast_accum_variant,
                                        held_a_config, held_a_problem, load_tuned_configs, save_tuned_configs,
                                        token_bucket, triton_tile, warp_specialized_problem,
-                                       warp_specialized_variant, with_block_m, WS_FORMATS, _device_traits)
+                                       warp_specialized_variant, with_block_m, _device_traits)
 from ..config import Activation, Format
 
 __all__ = [
@@ -60,8 +60,12 @@ __all__ = [
     "write_report",
 ]
 
-# the warp-specialized GEMM1 is tried from this many tokens up (prefill: compute-bound GEMM1)
+# the warp-specialized kernels are tried from this many tokens up (prefill: compute-bound GEMMs), for
+# these formats: FP8 128 x 128 blocks (kernel_configs.WS_FORMATS) join once their GPU test
+# (tests/test_ws_gemm.py::test_gpu_ws_gemm_fp8_block) has run -- a new warp-specialized variant that
+# hangs would stall the tuner
 WS_MIN_TOKENS = 512
+WS_TUNE_FORMATS = (Format.FP8_TENSOR, Format.FP8_CHANNEL)
 _FP8_SIBLING = {Format.FP8_TENSOR: Format.FP8_CHANNEL, Format.FP8_CHANNEL: Format.FP8_TENSOR}
 
 #: Token buckets tuned without ``--tokens``: powers of two (the table's buckets), the same as
@@ -211,7 +215,7 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         sib = choose_moe_config(tokens, hidden, intermediate_padded, experts, top_k, _FP8_SIBLING[weight_format],
                                 activation, device_name, num_sms=num_sms)
         add(sib.gemm1, sib.gemm2, "table")
-    if weight_format in WS_FORMATS and tokens >= WS_MIN_TOKENS and _device_traits(device_name).hopper:
+    if weight_format in WS_TUNE_FORMATS and tokens >= WS_MIN_TOKENS and _device_traits(device_name).hopper:
         # the warp-specialized Gluon kernels (KernelConfig.warp_specialized) at 4 and 5 stages: both
         # GEMMs, and GEMM1 alone with each base's GEMM2 at 128 rows (on short K also the
         # held-activation GEMM2)

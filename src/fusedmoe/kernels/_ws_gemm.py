@@ -28,7 +28,7 @@ Data contract (as ``_moe_gemm._gemm1_kernel`` / ``_gemm2_kernel``; BM = 128 = 2 
                 (GEMM2, TOP_K = 1)] x w [E, M] (per channel); BLOCK (FP8 128 x 128 blocks): a [rows,
                 K/128] x w [E, M/128, K/128], each K block's partial product scaled before it is added
                 (``_moe_gemm._scale_block``, as the Triton kernel; compiled for sm_90, not yet run on a
-                GPU -- only the tuner tries it)
+                GPU -- only an explicit config reaches it)
 
 Tiles walk ``program_id, program_id + num_programs, ...`` over the (M-block, column tile) grid of
 the rows in use (``num_post_padded``, read on the device) in GROUP_M bands (``_tile_ids``); a
