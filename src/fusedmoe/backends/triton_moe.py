@@ -496,9 +496,9 @@ def _ws_check(dev: torch.device, interp: bool, w: QuantizedTensor) -> None:
     if interp or dev.type != "cuda":
         raise NotImplementedError("warp_specialized is a Gluon kernel for sm_90: Triton's interpreter cannot run "
                                   "Gluon; use a config without warp_specialized")
-    cap = torch.cuda.get_device_capability(dev)
-    if cap[0] != 9:
-        raise NotImplementedError(f"warp_specialized needs an sm_90 GPU (wgmma), got capability {cap}")
+    major = _cuda_major(dev.index if dev.index is not None else torch.cuda.current_device())
+    if major != 9:
+        raise NotImplementedError(f"warp_specialized needs an sm_90 GPU (wgmma), got compute capability {major}.x")
     if not w.data.is_contiguous() or w.data.data_ptr() % 16:
         raise ValueError("warp_specialized reads the weights through TMA: their data must be contiguous and 16-byte "
                          "aligned (as ExpertWeights stores them)")
