@@ -14,7 +14,7 @@ programmatic dependent launch always on / off; the default turns it on up to 512
 count; the default does not fuse it: ``set_fused_combine``); ``fusedmoe-noalq`` (hidden quantized
 by its own kernel at decode too, instead of inside the align launch: ``triton_moe._ALIGN_QUANT``);
 ``fusedmoe-nopersist`` (GEMM2 always one program per tile: ``set_persistent_gemm2(False)``);
-``fusedmoe-ws`` / ``fusedmoe-ws1`` (FP8 per-tensor / per-channel cases only: from 512 tokens up,
+``fusedmoe-ws`` / ``fusedmoe-ws1`` (BF16 and FP8 per-tensor / per-channel cases: from 512 tokens up,
 both GEMMs / GEMM1 alone by the warp-specialized Gluon kernels,
 ``kernel_configs.warp_specialized_variant``; below, the default configs).
 """
@@ -66,14 +66,14 @@ def make_fusedmoe(case):
     return prepare, run
 
 
-def _fp8_config_peer(pick, what: str):
-    """A peer running fusedmoe's triton backend with ``pick(M, cfg, act)`` -- a config derived from
-    the one fusedmoe would choose (``choose_moe_config``) -- at each token count M; FP8 per-tensor /
-    per-channel cases only (``what`` names the variant in the refusal of other cases)."""
+def _config_peer(pick, what: str, dtypes=("fp8_tensor", "fp8_channel")):
+    """A peer running fusedmoe's triton backend with ``pick(M, cfg, act, weight_format)`` -- a config
+    derived from the one fusedmoe would choose (``choose_moe_config``) -- at each token count M; the
+    harness cases of ``dtypes`` only (``what`` names the variant in the refusal of other cases)."""
 
     def make(case):
-        if case.dtype not in ("fp8_tensor", "fp8_channel"):
-            raise NotImplementedError(f"{what}: fp8_tensor / fp8_channel cases only")
+        if case.dtype not in dtypes:
+            raise NotImplementedError(f"{what}: {' / '.join(dtypes)} cases only")
         from fusedmoe.backends.kernel_configs import choose_moe_config
         from fusedmoe.backends.triton import run_weights
 
@@ -83,7 +83,7 @@ def _fp8_config_peer(pick, what: str):
         state = {}
 
         def prepare(M):
-            cfg = pick(M, choose_moe_config(M, case.H, case.I, case.E, case.top_k, wf, act, dev), act)
+            cfg = pick(M, choose_moe_config(M, case.H, case.I, case.E, case.top_k, wf, act, dev), act, wf)
             state["cfg"] = cfg
 
             def one(k):
@@ -101,7 +101,7 @@ def _fp8_config_peer(pick, what: str):
     return make
 
 
-def _fastacc(M, cfg, act):
+def _fastacc(M, cfg, act, wf):
     """KernelConfig.fp8_fast_accum on both GEMMs (FP8 accumulated in the tensor cores, as SGLang
     does) and, for compute-bound tiles (block_m 128), 256-row weight tiles for GEMM2 and a non-gated
     GEMM1 -- the candidate default for FP8 prefill, measured side by side with the current default."""
@@ -114,10 +114,10 @@ def _ws(gemm2: bool):
     """The warp-specialized kernels (``KernelConfig.warp_specialized``) at 512+ tokens: GEMM1, and
     GEMM2 too (``gemm2``) or GEMM2's chosen tile at 128 rows; below, the chosen config."""
 
-    def pick(M, cfg, act):
+    def pick(M, cfg, act, wf):
         from fusedmoe.backends.kernel_configs import warp_specialized_variant
 
-        return warp_specialized_variant(cfg, act.is_gated, gemm2=gemm2) if M >= 512 else cfg
+        return warp_specialized_variant(cfg, act.is_gated, gemm2=gemm2, weight_format=wf) if M >= 512 else cfg
 
     return pick
 
@@ -155,10 +155,11 @@ def _set_align_quant(on):
 
 
 _PDL, _FUSE = "set_programmatic_dependent_launch", "set_fused_combine"
+_WS_DTYPES = ("bf16", "fp8_tensor", "fp8_channel")
 PEERS = {"fusedmoe": make_fusedmoe,
-         "fusedmoe-fastacc": _fp8_config_peer(_fastacc, "the FP8 fast-accumulation variant"),
-         "fusedmoe-ws": _fp8_config_peer(_ws(True), "the warp-specialized kernels"),
-         "fusedmoe-ws1": _fp8_config_peer(_ws(False), "the warp-specialized kernels"),
+         "fusedmoe-fastacc": _config_peer(_fastacc, "the FP8 fast-accumulation variant"),
+         "fusedmoe-ws": _config_peer(_ws(True), "the warp-specialized kernels", _WS_DTYPES),
+         "fusedmoe-ws1": _config_peer(_ws(False), "the warp-specialized kernels", _WS_DTYPES),
          "fusedmoe-pdl": _with_setting(_PDL, True), "fusedmoe-nopdl": _with_setting(_PDL, False),
          "fusedmoe-nofuse": _with_setting(_FUSE, 0), "fusedmoe-fuseall": _with_setting(_FUSE, 1 << 30),
          "fusedmoe-noalq": _with_setting(_set_align_quant, False),

@@ -99,9 +99,10 @@ class KernelConfig:
     (``persistent`` None or 0).
     warp_specialized: the Gluon kernel of ``kernels/_ws_gemm.py`` -- a TMA loader warp and two MMA
     warpgroups of 64 rows, persistent -- instead of the Triton one, for either GEMM; same precision
-    (the promoted FP8 accumulation). FP8 per tensor / per channel weights on sm_90 (and FP8 128 x 128
-    blocks, each K block's partial product scaled as the Triton kernel does -- compiled, not yet run on
-    a GPU: only an explicit config reaches it), block_m and block_k 128, block_n 64 (gated GEMM1) or 64 / 128, num_warps 4, num_stages 2-6, no split-K,
+    (the promoted FP8 accumulation). FP8 per tensor / per channel / 128 x 128 block weights (each K
+    block's partial product scaled as the Triton kernel does) and 16-bit weights on sm_90; block_m
+    128, 128-byte K blocks (block_k 128 FP8, 64 16-bit), block_n 64 (FP8 gated GEMM1) or 64 / 128
+    (FP8), 64 / 128 gated or 128 / 256 (16-bit), num_warps 4, num_stages 2-6 within 220 KB, no split-K,
     swap-AB, fast accumulation, n_tiles or persistent setting (:func:`warp_specialized_problem`).
     """
 
@@ -667,28 +668,44 @@ def held_a_problem(cfg: KernelConfig, weight_format: Format, I_pad: int) -> Opti
     return None
 
 
-# the warp-specialized Gluon kernels (KernelConfig.warp_specialized): for these formats (FP8 128 x 128
-# blocks: not yet run on a GPU, neither the heuristic nor the tuner chooses them); the heuristic uses them
-# for FP8 per tensor / channel from this intermediate size up (_heuristic)
-WS_FORMATS = (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
+# the warp-specialized Gluon kernels (KernelConfig.warp_specialized): for these formats (the tuner tries
+# all of them at prefill); the heuristic uses them for FP8 per tensor / channel from this intermediate
+# size up (_heuristic) -- FP8 blocks and 16-bit weights only through the tuned table
+WS_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
 WS_MIN_INTERMEDIATE = 512
+_WS_SMEM = 220 * 1024  # the operand ring's budget (Hopper: 227 KB a block, barriers and the epilogue's scratch)
+
+
+def _ws_tile(weight_format: Format, gemm: str, gated: bool):
+    """(block_k, allowed block_n) of the warp-specialized kernel: 128-byte K rows (128 FP8 / 64
+    16-bit values: TMA's widest swizzle); per 64-row warpgroup at most 128 fp32 accumulators a
+    thread -- FP8 keeps a second set for the promoted partial sums, so its gated tiles are 64 wide."""
+    g = gated and gemm == "gemm1"
+    if weight_format is Format.BF16:
+        return 64, ((64, 128) if g else (128, 256))
+    return 128, ((64,) if g else (64, 128))
 
 
 def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str, gated: bool, K: int) -> Optional[str]:
     """None, or why config ``cfg`` of ``gemm`` (contracting over ``K``: H for GEMM1, I_pad for
-    GEMM2) with ``warp_specialized`` cannot run (the device -- sm_90, not the interpreter -- is the
-    launcher's check)."""
+    GEMM2) with ``warp_specialized`` cannot run (the device -- sm_90, not the interpreter -- and the
+    operand dtypes are the launcher's checks)."""
     if not cfg.warp_specialized:
         return None
-    bns = (64,) if gated and gemm == "gemm1" else (64, 128)
     if weight_format not in WS_FORMATS:
-        why = f"supports {[f.name for f in WS_FORMATS]} weights, got {weight_format.name}"
-    elif cfg.block_m != 128 or cfg.block_k != 128 or cfg.block_n not in bns:
-        why = (f"needs block_m 128, block_k 128 and block_n in {bns}, got "
+        return f"{gemm.upper()} warp_specialized supports {[f.name for f in WS_FORMATS]} weights, got {weight_format.name}"
+    bk, bns = _ws_tile(weight_format, gemm, gated)
+    stage = (128 + (2 if gated and gemm == "gemm1" else 1) * cfg.block_n) * cfg.block_k * (
+        2 if weight_format is Format.BF16 else 1)
+    if cfg.block_m != 128 or cfg.block_k != bk or cfg.block_n not in bns:
+        why = (f"needs block_m 128, block_k {bk} and block_n in {bns} with {weight_format.name} weights, got "
                f"{cfg.block_m} / {cfg.block_k} / {cfg.block_n}")
     elif cfg.num_warps != 4 or not 2 <= cfg.num_stages <= 6:
         why = f"needs num_warps 4 (one MMA warpgroup; the kernel adds the others) and num_stages 2-6, got " \
               f"{cfg.num_warps} / {cfg.num_stages}"
+    elif cfg.num_stages * stage > _WS_SMEM:
+        why = (f"with {cfg.num_stages} stages of {stage // 1024} KB exceeds the {_WS_SMEM // 1024} KB of shared "
+               f"memory it plans for: use at most {_WS_SMEM // stage} stages")
     elif cfg.split_k != 1 or cfg.swap_ab or cfg.fp8_fast_accum or cfg.n_tiles != 1 or cfg.persistent:
         why = "does not split K, swap A and B, accumulate FP8 in the tensor cores, hold tiles or take a persistent setting"
     elif K % 16:
@@ -698,19 +715,28 @@ def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str
     return f"{gemm.upper()} warp_specialized {why}"
 
 
-def warp_specialized_config(gated: bool, *, num_stages: int = 4, group_m: int = 8) -> KernelConfig:
+def warp_specialized_config(gated: bool, *, num_stages: int = 4, group_m: int = 8,
+                            weight_format: Format = Format.FP8_TENSOR) -> KernelConfig:
     """The warp-specialized tile (``KernelConfig.warp_specialized``): 128 rows in two 64-row
-    warpgroups, 128-wide K blocks, 64 columns for a gated GEMM1 (gate and up tiles) or 128 (a
-    non-gated GEMM1, GEMM2); 32 KB a stage."""
-    return KernelConfig(block_m=128, block_n=64 if gated else 128, block_k=128, group_m=group_m, num_warps=4,
+    warpgroups and 128-byte K blocks; FP8: 64 columns for a gated GEMM1 (gate and up tiles) or 128
+    (a non-gated GEMM1, GEMM2), 32 KB a stage; BF16: 128 gated / 256 columns, 48 KB a stage (at
+    most 4 stages)."""
+    bk, bns = _ws_tile(weight_format, "gemm1", gated)
+    if weight_format is Format.BF16:
+        num_stages = min(num_stages, 4)
+    return KernelConfig(block_m=128, block_n=bns[-1], block_k=bk, group_m=group_m, num_warps=4,
                         num_stages=num_stages, warp_specialized=True)
 
 
 def triton_tile(cfg: KernelConfig) -> KernelConfig:
     """``cfg``, or for a warp-specialized config the Triton tile the heuristic ran before it (128
-    rows, 128 weight rows, 8 warps, 4 stages)."""
+    rows, 8 warps, 4 stages; FP8: 128 weight rows, BF16 -- 64-wide K blocks -- the ws tile's width,
+    128 gated / 256)."""
     if not cfg.warp_specialized:
         return cfg
+    if cfg.block_k == 64:
+        return KernelConfig(block_m=128, block_n=max(128, cfg.block_n), block_k=64, group_m=cfg.group_m,
+                            num_warps=8, num_stages=4)
     return KernelConfig(block_m=128, block_n=128, block_k=128, group_m=cfg.group_m, num_warps=8, num_stages=4)
 
 
@@ -727,10 +753,12 @@ def with_block_m(cfg: KernelConfig, block_m: int) -> KernelConfig:
     return cfg
 
 
-def warp_specialized_variant(cfg: MoEKernelConfig, gated: bool, *, gemm2: bool = True, **kw) -> MoEKernelConfig:
-    """``cfg`` with the warp-specialized GEMM1 and -- ``gemm2`` -- GEMM2 (128 output columns), or
+def warp_specialized_variant(cfg: MoEKernelConfig, gated: bool, *, gemm2: bool = True,
+                             weight_format: Format = Format.FP8_TENSOR, **kw) -> MoEKernelConfig:
+    """``cfg`` with the warp-specialized GEMM1 and -- ``gemm2`` -- GEMM2 (non-gated tile), or
     GEMM2's own tile at 128 rows (:func:`with_block_m`); the candidates the tuner tries and the
     harness peers ``fusedmoe-ws`` / ``fusedmoe-ws1`` measure. ``kw``: :func:`warp_specialized_config`'s."""
+    kw["weight_format"] = weight_format
     g2 = warp_specialized_config(False, **kw) if gemm2 else with_block_m(cfg.gemm2, 128)
     return MoEKernelConfig(warp_specialized_config(gated, **kw), g2, atomic_combine=cfg.atomic_combine)
 

@@ -490,9 +490,10 @@ def _scalar_ptr(name: str, s, device) -> torch.Tensor:
 # ---- warp-specialized GEMMs (Gluon, sm_90) ---------------------------------------------------------
 
 
-def _ws_check(dev: torch.device, interp: bool, w: QuantizedTensor) -> None:
+def _ws_check(dev: torch.device, interp: bool, w: QuantizedTensor, a_dtype: torch.dtype) -> None:
     """Where ``KernelConfig.warp_specialized`` can run: a CUDA device of capability 9.x (wgmma and
-    TMA; Blackwell has no wgmma), not the interpreter, the weights contiguous and 16-byte aligned."""
+    TMA; Blackwell has no wgmma), not the interpreter, the weights contiguous and 16-byte aligned;
+    16-bit weights with the GEMM's input in the same dtype (wgmma takes one operand type)."""
     if interp or dev.type != "cuda":
         raise NotImplementedError("warp_specialized is a Gluon kernel for sm_90: Triton's interpreter cannot run "
                                   "Gluon; use a config without warp_specialized")
@@ -502,38 +503,45 @@ def _ws_check(dev: torch.device, interp: bool, w: QuantizedTensor) -> None:
     if not w.data.is_contiguous() or w.data.data_ptr() % 16:
         raise ValueError("warp_specialized reads the weights through TMA: their data must be contiguous and 16-byte "
                          "aligned (as ExpertWeights stores them)")
+    if w.fmt is Format.BF16 and a_dtype != w.data.dtype:
+        raise ValueError(f"warp_specialized with 16-bit weights multiplies them with the GEMM's input as is: hidden "
+                         f"must be {w.data.dtype} like the weights, got {a_dtype} (use a config without "
+                         "warp_specialized)")
 
 
 @functools.lru_cache(maxsize=None)
-def _ws_layouts(block_n: int):
+def _ws_layouts(block_n: int, block_k: int, dtype: torch.dtype):
     from triton.experimental.gluon import language as gl
 
-    return (gl.NVMMASharedLayout.get_default_for([64, 128], gl.float8e4nv),
-            gl.NVMMASharedLayout.get_default_for([block_n, 128], gl.float8e4nv))
+    gdt = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}.get(dtype, gl.float8e4nv)
+    return (gl.NVMMASharedLayout.get_default_for([64, block_k], gdt),
+            gl.NVMMASharedLayout.get_default_for([block_n, block_k], gdt))
 
 
 def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTensor, w_s, wse, wsn, bias, has_bias,
              tw_flat, q_scale, out_q, al: "AlignResult", out: torch.Tensor, N: int, row_div: int, TK: int, E: int,
              act_code: int, gated: bool, p, round_tl, weight_on_input: bool, mul_routing_weight: bool,
              num_sms) -> None:
-    """One GEMM by ``kernels/_ws_gemm``: its input rows ``a`` [rows, K] e4m3 (hidden's quantization
-    for GEMM1, ``row_div`` = top_k; the slot-indexed intermediate for GEMM2, ``row_div`` = 1)
-    gathered into block-padded slot order (one extra write and read of P x K bytes), then the
-    persistent warp-specialized kernel into ``out`` [T*K, N] by slot."""
+    """One GEMM by ``kernels/_ws_gemm``: its input rows ``a`` [rows, K] e4m3 or 16-bit (hidden or
+    its quantization for GEMM1, ``row_div`` = top_k; the slot-indexed intermediate for GEMM2,
+    ``row_div`` = 1) gathered into block-padded slot order (one extra write and read of P x K
+    elements), then the persistent warp-specialized kernel into ``out`` [T*K, N] by slot."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from ..kernels import _align as _al
     from ..kernels import _ws_gemm as _ws
 
     Kd = a.shape[1]
-    BM = c.block_m
-    rows = torch.empty((al.max_blocks * BM, Kd), dtype=torch.uint8, device=a.device)
-    launch(_al._gather_slot_rows_kernel, (al.max_blocks, cdiv(Kd, 256)),
-           a.view(torch.uint8), rows, al.sorted_ids, al.block_expert, al.num_post_padded, TK, Kd,
-           a.stride(0), rows.stride(0), TOP_K=row_div, E_LOC=E, BLOCK_M=BM, BLOCK_C=256, num_warps=4)
-    a_layout, w_layout = _ws_layouts(c.block_n)
-    a_desc = TensorDescriptor.from_tensor(rows.view(_E4M3), [64, 128], a_layout)
-    w_desc = TensorDescriptor.from_tensor(w.data.view(-1, Kd), [c.block_n, 128], w_layout)
+    BM, BK = c.block_m, c.block_k
+    eb = a.element_size()  # the gather moves bytes: C = Kd * eb
+    rows = torch.empty((al.max_blocks * BM, Kd * eb), dtype=torch.uint8, device=a.device)
+    launch(_al._gather_slot_rows_kernel, (al.max_blocks, cdiv(Kd * eb, 256)),
+           a.view(torch.uint8), rows, al.sorted_ids, al.block_expert, al.num_post_padded, TK, Kd * eb,
+           a.stride(0) * eb, rows.stride(0), TOP_K=row_div, E_LOC=E, BLOCK_M=BM, BLOCK_C=256, num_warps=4)
+    dt = a.dtype if eb == 2 else _E4M3
+    a_layout, w_layout = _ws_layouts(c.block_n, BK, dt)
+    a_desc = TensorDescriptor.from_tensor(rows.view(dt), [64, BK], a_layout)
+    w_desc = TensorDescriptor.from_tensor(w.data.view(-1, Kd), [c.block_n, BK], w_layout)
     tiles = al.max_blocks * cdiv(N, c.block_n)
     _ws._ws_gemm_kernel[(max(1, min(tiles, num_sms or 1)),)](
         a_desc, w_desc, out, a_s, w_s, bias, tw_flat, q_scale, al.sorted_ids, al.block_expert, al.num_post_padded,
@@ -541,7 +549,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         float(p.alpha), float(p.beta), float(p.limit),
         TOP_K=row_div, E_LOC=E, ACT=act_code, GATED=gated, QUANT=_QUANT_CODE[w.fmt], OUT_Q=out_q,
         ROUND_DTYPE=round_tl, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
-        MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=128, STAGES=c.num_stages, GROUP_M=c.group_m,
+        MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
         num_warps=4)
 
 
@@ -690,7 +698,7 @@ def triton_experts(
     if c2.warp_specialized and cfg.atomic_combine:
         raise ValueError("GEMM2 warp_specialized stores y by slot: it does not take atomic_combine")
     for q in (w13,) * c1.warp_specialized + (w2,) * c2.warp_specialized:
-        _ws_check(dev, interp, q)
+        _ws_check(dev, interp, q, hidden.dtype)
     if micro:
         g = max(wfmt.block_size, act_format.block_size)
         if c1.block_k % g or c2.block_k % g:

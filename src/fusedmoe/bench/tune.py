@@ -61,11 +61,11 @@ __all__ = [
 ]
 
 # the warp-specialized kernels are tried from this many tokens up (prefill: compute-bound GEMMs), for
-# these formats: FP8 128 x 128 blocks (kernel_configs.WS_FORMATS) join once their GPU test
-# (tests/test_ws_gemm.py::test_gpu_ws_gemm_fp8_block) has run -- a new warp-specialized variant that
-# hangs would stall the tuner
+# these formats: a format joins once its GPU tests (tests/test_ws_gemm.py) have passed on the H200 -- a
+# new warp-specialized variant that hangs would stall the tuner (FP8 128 x 128 blocks and 16-bit weights:
+# fourteenth session)
 WS_MIN_TOKENS = 512
-WS_TUNE_FORMATS = (Format.FP8_TENSOR, Format.FP8_CHANNEL)
+WS_TUNE_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
 _FP8_SIBLING = {Format.FP8_TENSOR: Format.FP8_CHANNEL, Format.FP8_CHANNEL: Format.FP8_TENSOR}
 
 #: Token buckets tuned without ``--tokens``: powers of two (the table's buckets), the same as
@@ -216,14 +216,14 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
                                 activation, device_name, num_sms=num_sms)
         add(sib.gemm1, sib.gemm2, "table")
     if weight_format in WS_TUNE_FORMATS and tokens >= WS_MIN_TOKENS and _device_traits(device_name).hopper:
-        # the warp-specialized Gluon kernels (KernelConfig.warp_specialized) at 4 and 5 stages: both
+        # the warp-specialized Gluon kernels (KernelConfig.warp_specialized) at 4 and 5 stages (16-bit: 3, 4): both
         # GEMMs, and GEMM1 alone with each base's GEMM2 at 128 rows (on short K also the
         # held-activation GEMM2)
-        for st in (4, 5):
-            v = warp_specialized_variant(heur, gated, num_stages=st)
+        for st in ((3, 4) if weight_format is Format.BF16 else (4, 5)):  # (16-bit: 48 KB stages, at most 4)
+            v = warp_specialized_variant(heur, gated, num_stages=st, weight_format=weight_format)
             add(v.gemm1, v.gemm2, "warp_specialized")
         for b in (cur, heur):
-            v = warp_specialized_variant(b, gated, gemm2=False)
+            v = warp_specialized_variant(b, gated, gemm2=False, weight_format=weight_format)
             add(v.gemm1, v.gemm2, "warp_specialized")
             if weight_format in HELD_A_FORMATS and intermediate_padded <= HELD_A_MAX_K:
                 add(v.gemm1, held_a_config(128, hidden, intermediate_padded, weight_format), "warp_specialized")

@@ -1,4 +1,5 @@
-"""Warp-specialized grouped GEMMs for FP8 per-tensor / per-channel weights on Hopper, in Gluon
+"""Warp-specialized grouped GEMMs for FP8 (per tensor / per channel / 128 x 128 blocks) and 16-bit
+weights on Hopper, in Gluon
 (private; launched by ``fusedmoe.backends.triton_moe`` when ``KernelConfig.warp_specialized`` is
 set for GEMM1 or GEMM2).
 
@@ -27,8 +28,11 @@ Data contract (as ``_moe_gemm._gemm1_kernel`` / ``_gemm2_kernel``; BM = 128 = 2 
     scales      QUANT TENSOR: a [] x w [E]; ROW: a [rows of the input: tokens (GEMM1) or slots
                 (GEMM2, TOP_K = 1)] x w [E, M] (per channel); BLOCK (FP8 128 x 128 blocks): a [rows,
                 K/128] x w [E, M/128, K/128], each K block's partial product scaled before it is added
-                (``_moe_gemm._scale_block``, as the Triton kernel; compiled for sm_90, not yet run on a
-                GPU -- only an explicit config reaches it)
+                (``_moe_gemm._scale_block``, as the Triton kernel; H200-tested in the fourteenth
+                session, chosen by the tuner at 8192 tokens of DeepSeek-V3 / MiniMax-M2); NONE
+                (16-bit weights and input, one dtype): no scales, one accumulator chain per tile
+                (each K block's wgmma accumulates into it; the slot of the block before is released
+                once at most this block's wgmmas are in flight), 64-wide K blocks
 
 Tiles walk ``program_id, program_id + num_programs, ...`` over the (M-block, column tile) grid of
 the rows in use (``num_post_padded``, read on the device) in GROUP_M bands (``_tile_ids``); a
@@ -39,9 +43,16 @@ routing weight on input (GEMM1), bias, routing weight (GEMM2: MUL_ROUTING_WEIGHT
 (``_moe_gemm._activation``; GEMM2: identity), rounded to hidden's dtype, stored at the slot rows.
 
 Limits (``kernel_configs.warp_specialized_problem``): sm_90 (wgmma), not the interpreter (Gluon
-has none), block_m = block_k = 128, block_n 64 (gated: two 64 x 64 fp32 accumulators and two
-partials per thread) or 128 (non-gated, GEMM2), no split-K, swap-AB or fast accumulation; K a
-multiple of 16 (TMA row strides).
+has none), block_m 128, 128-byte K blocks (block_k 128 FP8 / 64 16-bit); FP8 block_n 64 (gated:
+two 64 x 64 fp32 accumulators and two partials per thread) or 64 / 128 (non-gated, GEMM2), 16-bit
+64 / 128 gated (the 2 x 128 tile with biases spills a little in the epilogue) or 128 / 256; no
+split-K, swap-AB or fast accumulation; K a multiple of 16 (TMA row strides).
+
+16-bit weights, measured (H200, fourteenth session, BENCHMARKS.md): against the tuned Triton tiles
+only where an expert has many rows -- Mixtral at 512-8192 tokens 1.00-1.11x, DeepSeek-V3 SwiGLU at
+8192 1.06x -- and 0.7-0.95x elsewhere (the 128-row tiles pad, and the gather costs 2 x P x K bytes):
+the Triton kernel needs no promoted accumulation, so the warp-specialized one gains less than for
+FP8. The heuristic keeps the Triton kernels for 16-bit weights; the tuner tries both.
 """
 
 import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
@@ -49,7 +60,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
-from ._moe_gemm import FP8_MAX, OUT_FP8_STATIC, Q_BLOCK, _activation, _div_rn, _gemm1_epilogue, _scale_block, _tile_ids
+from ._moe_gemm import FP8_MAX, OUT_FP8_STATIC, Q_BLOCK, Q_NONE, _activation, _div_rn, _gemm1_epilogue, _scale_block, _tile_ids
 
 
 @gluon.jit
@@ -111,7 +122,9 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                  GROUP_M: gl.constexpr):
     """MMA warpgroup for rows [HALF * 64, HALF * 64 + 64) of every tile: per K block a fresh
     wgmma (gated: gate and up), one wait, the slot released, the fp32 adds; then the epilogue."""
-    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 32])
+    INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                     instr_shape=[16, BN, INSTR_K])
     num_m = gl.load(num_post_padded_ptr) // (2 * HALF_M)
     num_n = gl.cdiv(N, BN)
     n_k = gl.cdiv(K, BK)
@@ -131,33 +144,55 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                 as_rows = a_scale_ptr + tok64 * stride_asm
                 wsg_cols = w_scale_ptr + e64 * stride_wse + (cols // 128) * stride_wsn
                 wsu_cols = w_scale_ptr + e64 * stride_wse + ((N + cols) // 128) * stride_wsn
-            for kk in range(n_k):
-                s = it % STAGES
-                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-                part_g = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), part_g, use_acc=False,
-                                       is_async=True)
-                if GATED:
-                    part_u = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), part_u, use_acc=False,
-                                           is_async=True)
-                if QUANT == Q_BLOCK:  # this K block's scales, loaded while the MMAs run
-                    a_s = gl.load(as_rows + kk)
-                    wg_s = gl.load(wsg_cols + kk, mask=n_ok, other=0.0)
+            if QUANT == Q_NONE:
+                # 16-bit operands: one accumulator chain; the K block before this one has retired when
+                # at most this block's wgmmas are in flight -> its slot is released
+                for kk in range(n_k):
+                    s = it % STAGES
+                    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                    acc_g = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), acc_g, is_async=True)
                     if GATED:
-                        wu_s = gl.load(wsu_cols + kk, mask=n_ok, other=0.0)
-                if GATED:
-                    part_g, part_u = warpgroup_mma_wait(num_outstanding=0, deps=(part_g, part_u))
-                    if QUANT == Q_BLOCK:
-                        acc_u = acc_u + _scale_block(part_u, a_s, wu_s, False)
+                        acc_u = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), acc_u,
+                                              is_async=True)
+                        acc_g, acc_u = warpgroup_mma_wait(num_outstanding=2, deps=(acc_g, acc_u))
                     else:
-                        acc_u = acc_u + part_u
+                        acc_g = warpgroup_mma_wait(num_outstanding=1, deps=(acc_g,))
+                    if kk > 0:
+                        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+                    it += 1
+                if GATED:
+                    acc_g, acc_u = warpgroup_mma_wait(num_outstanding=0, deps=(acc_g, acc_u))
                 else:
-                    part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
-                mbarrier.arrive(empty.index(s), count=1)
-                if QUANT == Q_BLOCK:
-                    acc_g = acc_g + _scale_block(part_g, a_s, wg_s, False)
-                else:
-                    acc_g = acc_g + part_g
-                it += 1
+                    acc_g = warpgroup_mma_wait(num_outstanding=0, deps=(acc_g,))
+                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            else:
+                for kk in range(n_k):
+                    s = it % STAGES
+                    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                    part_g = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), part_g, use_acc=False,
+                                           is_async=True)
+                    if GATED:
+                        part_u = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), part_u, use_acc=False,
+                                               is_async=True)
+                    if QUANT == Q_BLOCK:  # this K block's scales, loaded while the MMAs run
+                        a_s = gl.load(as_rows + kk)
+                        wg_s = gl.load(wsg_cols + kk, mask=n_ok, other=0.0)
+                        if GATED:
+                            wu_s = gl.load(wsu_cols + kk, mask=n_ok, other=0.0)
+                    if GATED:
+                        part_g, part_u = warpgroup_mma_wait(num_outstanding=0, deps=(part_g, part_u))
+                        if QUANT == Q_BLOCK:
+                            acc_u = acc_u + _scale_block(part_u, a_s, wu_s, False)
+                        else:
+                            acc_u = acc_u + part_u
+                    else:
+                        part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
+                    mbarrier.arrive(empty.index(s), count=1)
+                    if QUANT == Q_BLOCK:
+                        acc_g = acc_g + _scale_block(part_g, a_s, wg_s, False)
+                    else:
+                        acc_g = acc_g + part_g
+                    it += 1
 
             # ---- epilogue: scales, routing weight on input, bias, activation, store by slot ----
             e64 = e.to(gl.int64)
