@@ -14,9 +14,11 @@ programmatic dependent launch always on / off; the default turns it on up to 512
 count; the default does not fuse it: ``set_fused_combine``); ``fusedmoe-noalq`` (hidden quantized
 by its own kernel at decode too, instead of inside the align launch: ``triton_moe._ALIGN_QUANT``);
 ``fusedmoe-nopersist`` (GEMM2 always one program per tile: ``set_persistent_gemm2(False)``);
-``fusedmoe-ws`` / ``fusedmoe-ws1`` (BF16 and FP8 per-tensor / per-channel cases: from 512 tokens up,
-both GEMMs / GEMM1 alone by the warp-specialized Gluon kernels,
-``kernel_configs.warp_specialized_variant``; below, the default configs).
+``fusedmoe-ws`` / ``fusedmoe-ws1`` (BF16 and FP8 per-tensor / per-channel / block cases: from 512
+tokens up, both GEMMs / GEMM1 alone by the warp-specialized Gluon kernels,
+``kernel_configs.warp_specialized_variant``; below, the default configs); ``fusedmoe-noskip`` /
+``fusedmoe-ws-noskip`` (``fusedmoe`` / ``fusedmoe-ws`` with both MMA warpgroups running blocks whose
+second half is padding: ``set_ws_skip_padding_half(False)``).
 """
 
 import torch
@@ -122,16 +124,17 @@ def _ws(gemm2: bool):
     return pick
 
 
-def _with_setting(setter, value):
-    """fusedmoe (default configs) with ``fusedmoe.backends.triton_moe.<setter>(value)`` in force
-    for its calls (``set_programmatic_dependent_launch``: default "auto", on up to 512 tokens;
+def _with_setting(setter, value, base=None):
+    """fusedmoe (default configs, or the peer ``base`` makes) with
+    ``fusedmoe.backends.triton_moe.<setter>(value)`` in force for its calls
+    (``set_programmatic_dependent_launch``: default "auto", on up to 512 tokens;
     ``set_fused_combine``: default 0, off); ``setter`` may also be the setter itself."""
     from fusedmoe.backends import triton_moe
 
     set_ = getattr(triton_moe, setter) if isinstance(setter, str) else setter
 
     def make(case):
-        prepare, run_default = make_fusedmoe(case)
+        prepare, run_default = (base or make_fusedmoe)(case)
 
         def run(x, topk_weights, topk_ids):
             prev = set_(value)
@@ -155,7 +158,7 @@ def _set_align_quant(on):
 
 
 _PDL, _FUSE = "set_programmatic_dependent_launch", "set_fused_combine"
-_WS_DTYPES = ("bf16", "fp8_tensor", "fp8_channel")
+_WS_DTYPES = ("bf16", "fp8_tensor", "fp8_channel", "fp8_block")
 PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-fastacc": _config_peer(_fastacc, "the FP8 fast-accumulation variant"),
          "fusedmoe-ws": _config_peer(_ws(True), "the warp-specialized kernels", _WS_DTYPES),
@@ -163,4 +166,7 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-pdl": _with_setting(_PDL, True), "fusedmoe-nopdl": _with_setting(_PDL, False),
          "fusedmoe-nofuse": _with_setting(_FUSE, 0), "fusedmoe-fuseall": _with_setting(_FUSE, 1 << 30),
          "fusedmoe-noalq": _with_setting(_set_align_quant, False),
-         "fusedmoe-nopersist": _with_setting("set_persistent_gemm2", False)}
+         "fusedmoe-nopersist": _with_setting("set_persistent_gemm2", False),
+         "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),
+         "fusedmoe-ws-noskip": _with_setting("set_ws_skip_padding_half", False,
+                                             _config_peer(_ws(True), "the warp-specialized kernels", _WS_DTYPES))}

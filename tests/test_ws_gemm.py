@@ -87,7 +87,8 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, BN, ST, OD in (
            "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
     rd = {"fp16": gl.float16, "fp32": gl.float32}.get(OD, gl.bfloat16)
     cx = dict(TOP_K=8, E_LOC=64, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q=OUT_Q, ROUND_DTYPE=rd, HAS_BIAS=HB,
-              WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW, BN=BN, BK=BK, STAGES=ST, GROUP_M=8)
+              WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW, BN=BN, BK=BK, STAGES=ST, GROUP_M=8,
+              SKIP_HALF=not (ACT == 3 and QUANT == 3))  # one variant without the padding-half skip
     sig.update({k: "constexpr" for k in cx})
     k = triton.compile(GluonASTSource(ws._ws_gemm_kernel, sig, constexprs=cx, attrs={}),
                        target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
@@ -407,3 +408,46 @@ def test_gpu_ws_gemm_bf16_refuses_mixed_dtypes():
     with pytest.raises(ValueError, match="hidden must be torch.bfloat16"):
         run_case(prob, act=act, wfmt=wfmt, config=bf16_config(True))
     run_case(prob, act=act, wfmt=wfmt, config=MoEKernelConfig(_BF16_TRITON, _BF16_TRITON))  # the Triton kernels run it
+
+
+@gpu
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK],
+                         ids=lambda f: f.name)
+def test_gpu_ws_skip_padding_half_same_bits(wfmt):
+    """A block whose second 64 rows are all padding is computed by one MMA warpgroup
+    (``set_ws_skip_padding_half``): the bits of both warpgroups running it, at 24-40 rows per
+    expert (every block half empty), ~150 (some), top-1 with the non-local group, both GEMMs
+    warp-specialized, gated and not, eager and in a CUDA graph; within the reference's bound."""
+    from fusedmoe.backends.triton_moe import set_ws_skip_padding_half
+
+    dtype = torch.bfloat16
+    for act in (Activation.SWIGLU, Activation.RELU2):
+        cfg = bf16_config(act.is_gated) if wfmt is Format.BF16 else moe_config(act.is_gated, gemm2=True)
+        for T, K, seed in ((160, 4, 11), (600, 4, 12), (900, 1, 13)):
+            H, I = (768, 256) if wfmt is Format.FP8_BLOCK else (704, 192)  # 128 x 128 blocks: whole blocks
+            prob = make_problem(T=T, H=H, I=I, I_pad=I, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype,
+                                offset=8, E_glob=24 if K > 1 else 32, seed=seed)
+            kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)
+            prev = set_ws_skip_padding_half(False)
+            try:
+                both = _run_within_bound(prob, tag=("both", T), **kw)
+                set_ws_skip_padding_half(True)
+                skip = _run_within_bound(prob, tag=("skip", T), **kw)
+                assert torch.equal(skip, both), (act, T, K)
+                if act is Activation.SWIGLU and T == 160:
+                    _graph_replay_matches(prob, wfmt, I, skip, offset=8, replays=2, config=cfg)
+            finally:
+                set_ws_skip_padding_half(prev)
+
+
+def test_ws_skip_padding_half_switch():
+    from fusedmoe.backends.triton_moe import set_ws_skip_padding_half
+
+    with pytest.raises(TypeError, match="bool"):
+        set_ws_skip_padding_half(1)
+    prev = set_ws_skip_padding_half(False)
+    try:
+        assert prev is True  # the default
+        assert set_ws_skip_padding_half(True) is False
+    finally:
+        set_ws_skip_padding_half(prev)

@@ -336,6 +336,23 @@ def set_persistent_gemm2(enabled: bool) -> bool:
     return prev
 
 
+# ---- warp-specialized GEMMs: the padding half of a block skipped ------------------------------------
+
+_WS_SKIP_HALF = {"enabled": True}
+
+
+def set_ws_skip_padding_half(enabled: bool) -> bool:
+    """``True`` (the default): in the warp-specialized GEMMs (``KernelConfig.warp_specialized``) a
+    128-row block whose second 64 rows are all padding (an expert's last block with <= 64 rows) is
+    computed by the first MMA warpgroup alone -- the second issues no wgmma and its half of A is
+    not loaded; ``False``: both warpgroups run every block (for A/B measurements; the results are
+    bit-identical either way: the skipped rows are never stored). Returns the previous setting."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    prev, _WS_SKIP_HALF["enabled"] = _WS_SKIP_HALF["enabled"], enabled
+    return prev
+
+
 # ---- split-K scratch ------------------------------------------------------------------------------
 
 # (device, stream) -> (int32 counters, fp32 partial sums). The split-K programs leave every counter
@@ -550,7 +567,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         TOP_K=row_div, E_LOC=E, ACT=act_code, GATED=gated, QUANT=_QUANT_CODE[w.fmt], OUT_Q=out_q,
         ROUND_DTYPE=round_tl, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
-        num_warps=4)
+        SKIP_HALF=_WS_SKIP_HALF["enabled"], num_warps=4)
 
 
 # ---- the forward -------------------------------------------------------------------------------
