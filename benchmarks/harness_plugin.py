@@ -18,7 +18,8 @@ by its own kernel at decode too, instead of inside the align launch: ``triton_mo
 tokens up, both GEMMs / GEMM1 alone by the warp-specialized Gluon kernels,
 ``kernel_configs.warp_specialized_variant``; below, the default configs); ``fusedmoe-noskip`` /
 ``fusedmoe-ws-noskip`` (``fusedmoe`` / ``fusedmoe-ws`` with both MMA warpgroups running blocks whose
-second half is padding: ``set_ws_skip_padding_half(False)``).
+second half is padding: ``set_ws_skip_padding_half(False)``; it only changes FP8 weights' warp-specialized
+GEMMs: 16-bit ones never skip).
 """
 
 import torch

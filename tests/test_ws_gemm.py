@@ -411,8 +411,7 @@ def test_gpu_ws_gemm_bf16_refuses_mixed_dtypes():
 
 
 @gpu
-@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK],
-                         ids=lambda f: f.name)
+@pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK], ids=lambda f: f.name)
 def test_gpu_ws_skip_padding_half_same_bits(wfmt):
     """A block whose second 64 rows are all padding is computed by one MMA warpgroup
     (``set_ws_skip_padding_half``): the bits of both warpgroups running it, at 24-40 rows per
@@ -422,7 +421,7 @@ def test_gpu_ws_skip_padding_half_same_bits(wfmt):
 
     dtype = torch.bfloat16
     for act in (Activation.SWIGLU, Activation.RELU2):
-        cfg = bf16_config(act.is_gated) if wfmt is Format.BF16 else moe_config(act.is_gated, gemm2=True)
+        cfg = moe_config(act.is_gated, gemm2=True)
         for T, K, seed in ((160, 4, 11), (600, 4, 12), (900, 1, 13)):
             H, I = (768, 256) if wfmt is Format.FP8_BLOCK else (704, 192)  # 128 x 128 blocks: whole blocks
             prob = make_problem(T=T, H=H, I=I, I_pad=I, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype,
@@ -441,13 +440,17 @@ def test_gpu_ws_skip_padding_half_same_bits(wfmt):
 
 
 def test_ws_skip_padding_half_switch():
-    from fusedmoe.backends.triton_moe import set_ws_skip_padding_half
+    from fusedmoe.backends.triton_moe import _ws_skips_padding_half, set_ws_skip_padding_half
 
     with pytest.raises(TypeError, match="bool"):
         set_ws_skip_padding_half(1)
     prev = set_ws_skip_padding_half(False)
     try:
         assert prev is True  # the default
+        assert not any(_ws_skips_padding_half(f) for f in Format)
         assert set_ws_skip_padding_half(True) is False
+        # FP8 weights skip; 16-bit weights never (slower at 8192 tokens on the H200)
+        assert all(_ws_skips_padding_half(f) for f in (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK))
+        assert not _ws_skips_padding_half(Format.BF16)
     finally:
         set_ws_skip_padding_half(prev)

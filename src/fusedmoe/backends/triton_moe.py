@@ -342,15 +342,24 @@ _WS_SKIP_HALF = {"enabled": True}
 
 
 def set_ws_skip_padding_half(enabled: bool) -> bool:
-    """``True`` (the default): in the warp-specialized GEMMs (``KernelConfig.warp_specialized``) a
-    128-row block whose second 64 rows are all padding (an expert's last block with <= 64 rows) is
-    computed by the first MMA warpgroup alone -- the second issues no wgmma and its half of A is
-    not loaded; ``False``: both warpgroups run every block (for A/B measurements; the results are
-    bit-identical either way: the skipped rows are never stored). Returns the previous setting."""
+    """``True`` (the default): in the warp-specialized GEMMs (``KernelConfig.warp_specialized``) of
+    FP8 weights a 128-row block whose second 64 rows are all padding (an expert's last block with
+    <= 64 rows) is computed by the first MMA warpgroup alone -- the second issues no wgmma and its
+    half of A is not loaded; ``False``: both warpgroups run every block (for A/B measurements; the
+    results are bit-identical either way: the skipped rows are never stored). 16-bit weights never
+    skip (:func:`_ws_skips_padding_half`). Returns the previous setting."""
     if not isinstance(enabled, bool):
         raise TypeError(f"enabled must be a bool, got {enabled!r}")
     prev, _WS_SKIP_HALF["enabled"] = _WS_SKIP_HALF["enabled"], enabled
     return prev
+
+
+def _ws_skips_padding_half(weight_format: Format) -> bool:
+    """Whether the warp-specialized GEMM of ``weight_format`` skips a block's all-padding half. FP8
+    (per tensor / channel / 128 x 128 blocks) with the setting on; 16-bit weights never: on the H200
+    the skip made their 8192-token layers slower (DeepSeek-V3 SwiGLU BF16 0.75-0.81x in three runs,
+    BENCHMARKS.md, fifteenth session) while FP8 gained at every token count (1.10x at 512)."""
+    return _WS_SKIP_HALF["enabled"] and weight_format is not Format.BF16
 
 
 # ---- split-K scratch ------------------------------------------------------------------------------
@@ -567,7 +576,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         TOP_K=row_div, E_LOC=E, ACT=act_code, GATED=gated, QUANT=_QUANT_CODE[w.fmt], OUT_Q=out_q,
         ROUND_DTYPE=round_tl, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
-        SKIP_HALF=_WS_SKIP_HALF["enabled"], num_warps=4)
+        SKIP_HALF=_ws_skips_padding_half(w.fmt), num_warps=4)
 
 
 # ---- the forward -------------------------------------------------------------------------------

@@ -34,14 +34,15 @@ Data contract (as ``_moe_gemm._gemm1_kernel`` / ``_gemm2_kernel``; BM = 128 = 2 
                 (each K block's wgmma accumulates into it; the slot of the block before is released
                 once at most this block's wgmmas are in flight), 64-wide K blocks
 
-Padding half (SKIP_HALF, ``triton_moe.set_ws_skip_padding_half``; on by default): an expert's last
-block holds its leftover rows first, so when row 64 of a block is the sentinel the second warpgroup's
-64 rows are all padding: the loader then loads only the first half of A and the second warpgroup
-issues no wgmma for that tile (it only keeps step with the ring's barriers) -- the first warpgroup
-has the tensor cores to itself. Same bits (the skipped rows are never stored). Measured (H200,
-fifteenth session, harness, both GEMMs warp-specialized): 1.06-1.21x at 512 tokens where experts
-get few rows (FP8 block DeepSeek-V3 1.21x), 1.0-1.12x at 2048, ~1.0 at 8192 and on Mixtral (8
-experts: hardly any padding).
+Padding half (SKIP_HALF; the launcher sets it for FP8 weights, ``triton_moe._ws_skips_padding_half``):
+an expert's last block holds its leftover rows first, so when row 64 of a block is the sentinel the
+second warpgroup's 64 rows are all padding: the loader then loads only the first half of A and the
+second warpgroup issues no wgmma for that tile (it only keeps step with the ring's barriers) -- the
+first warpgroup has the tensor cores to itself. Same bits (the skipped rows are never stored).
+Measured (H200, fifteenth session, harness, both GEMMs warp-specialized): FP8 1.10x at 512 tokens
+(up to 1.21x: FP8 block DeepSeek-V3), 1.04x at 2048, 1.015x at 8192, flat on Mixtral (8 experts:
+hardly any padding); 16-bit weights 1.05x at 512 but 0.75-0.92x at 8192 (DeepSeek-V3 SwiGLU
+0.75-0.81x in three runs; not understood: the compiled loop is the same), so they never skip.
 
 Tiles walk ``program_id, program_id + num_programs, ...`` over the (M-block, column tile) grid of
 the rows in use (``num_post_padded``, read on the device) in GROUP_M bands (``_tile_ids``); a
