@@ -118,13 +118,24 @@ def main(argv=None) -> int:
           flush=True)
     ctx = multiprocessing.get_context("spawn")
     failed = 0
-    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx) as ex:
-        futs = [ex.submit(_work, it.model, it.act, it.dtype, dict(run_peers.MODELS[it.model]), list(it.tokens))
-                for it in plan]
-        for f in as_completed(futs):
-            msg = f.result()
-            failed += "ERROR" in msg
-            print(f"[precompile] {msg}", flush=True)
+    # a case whose weights did not fit beside the other processes' (CUDA out of memory: the full-size
+    # FP8 cases of DeepSeek-V3 next to five others) is compiled again alone once the pool is done
+    retry = []
+    for jobs, items in ((args.jobs, plan), (1, retry)):
+        if not items:
+            continue
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
+            futs = {ex.submit(_work, it.model, it.act, it.dtype, dict(run_peers.MODELS[it.model]), list(it.tokens)): it
+                    for it in items}
+            for f in as_completed(futs):
+                msg = f.result()
+                if "OutOfMemoryError" in msg and items is plan:
+                    retry.append(futs[f])
+                    print(f"[precompile] {futs[f].name}: out of GPU memory beside the other processes, "
+                          "retried alone at the end", flush=True)
+                    continue
+                failed += "ERROR" in msg
+                print(f"[precompile] {msg}", flush=True)
     print(f"[precompile] done in {time.perf_counter() - t0:.0f} s, {failed} failed", flush=True)
     return 1 if failed else 0
 
