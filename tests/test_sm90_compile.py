@@ -24,6 +24,9 @@ VARIANTS = {
     "g1 FP8 row geglu": lambda: gemm8(1, 2, act=1),
     "g1 FP8 block swiglu block-out": lambda: gemm8(1, 3, out_q=2, BN=128),
     "g1 FP8 block swiglu block-out split-K 8": lambda: gemm8(1, 3, out_q=2, BN=128, split=8),
+    # the FP8 re-quantization by reciprocals (triton_moe.set_reciprocal_quant; the two above divide)
+    "g1 FP8 tensor relu2 static-out reciprocal": lambda: gemm8(1, 1, out_q=1, act=3, gated=False, rcp=True),
+    "g1 FP8 block swiglu block-out reciprocal": lambda: gemm8(1, 3, out_q=2, BN=128, rcp=True),
     "g1 BF16 swiglu decode split-K 4": lambda: gemm8(1, 0, split=4),
     "g2 FP8 tensor decode split-K 4": lambda: gemm8(2, 1, split=4),
     "g2 BF16 decode combine in GEMM2": lambda: gemm8(2, 0, fuse=True),
@@ -62,7 +65,8 @@ if __name__ == "__main__":
         sass, regs = sass_of(build())
         spills = len(re.findall(r"\b(?:LDL|STL)\b", sass))
         gmma = len(re.findall(r"\b[HQ]GMMA\b", sass))
-        print(f"{name}|regs={regs}|spills={spills}|wgmma={gmma}", flush=True)
+        fchk = len(re.findall(r"\bFCHK\b", sass))  # div.rn's slow-path checks
+        print(f"{name}|regs={regs}|spills={spills}|wgmma={gmma}|fchk={fchk}", flush=True)
 '''
 
 
@@ -70,11 +74,17 @@ def test_bf16_fp8_kernels_compile_for_sm90_without_spills(tmp_path):
     head, sep, _ = _SM90_SCRIPT.partition('if __name__ == "__main__":')
     assert sep, "the fp4 test's script changed shape: update this test"
     rows = run_sm90_script(tmp_path, head + _VARIANTS)
-    assert len(rows) == 32, rows
+    assert len(rows) == 34, rows
     # the per-row FP8 prefill tile sits at the 255-register limit: a couple of spill instructions
     # (measured: 2) are tolerated there, not the hundreds of a tile that does not fit
     allowed = {"g1 FP8 row swiglu prefill 2x128": 8}
-    for name, regs, spills, wgmma in rows:
+    fchk = {}
+    for name, regs, spills, wgmma, divs in rows:
+        fchk[name] = int(divs.split("=")[1])
         assert int(spills.split("=")[1]) <= allowed.get(name, 0), (name, regs, spills)
         # Hopper's warpgroup MMA (HGMMA bf16 / QGMMA fp8), not the older HMMA path
         assert wgmma != "wgmma=0", (name, wgmma)
+    # by reciprocals: the static scale's one division instead of one per value; the block format's
+    # per-group divisions (scale and reciprocal) instead of per value
+    assert fchk["g1 FP8 tensor relu2 static-out reciprocal"] <= 1 < fchk["g1 FP8 tensor relu2 static-out"], fchk
+    assert fchk["g1 FP8 block swiglu block-out reciprocal"] < fchk["g1 FP8 block swiglu block-out"] // 2, fchk

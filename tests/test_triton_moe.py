@@ -23,6 +23,7 @@ import dataclasses
 import json
 import os
 
+import numpy as np
 import torch
 
 if not torch.cuda.is_available():
@@ -562,6 +563,80 @@ def test_gpu_programmatic_dependent_launch_same_bits(wfmt, T):
         _graph_replay_matches(prob, wfmt, 768, base)
     finally:
         set_programmatic_dependent_launch(prev)
+
+
+def test_reciprocal_quant_arithmetic_matches_division():
+    """The arithmetic of ``_moe_gemm._div_by_rcp`` (emulated exactly in float64 by
+    benchmarks/div_by_reciprocal_check.py) gives IEEE division's fp32 quotient and e4m3 byte for every
+    finite bf16 / fp16 value over 40 scales; a plain multiply by the reciprocal does not."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
+                        "div_by_reciprocal_check.py")
+    spec = importlib.util.spec_from_file_location("div_by_reciprocal_check", path)
+    chk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(chk)
+    assert chk.main(["--scales", "40"]) == 0
+    exact = chk.divide_by_reciprocal
+    try:
+        chk.divide_by_reciprocal = lambda h, s: (h * (np.float32(1.0) / s)).astype(np.float32)
+        assert chk.main(["--scales", "40"]) == 1  # the correction step is what makes it exact
+    finally:
+        chk.divide_by_reciprocal = exact
+
+
+def test_reciprocal_quant_switch():
+    from fusedmoe.backends import triton_moe as tm
+
+    with pytest.raises(TypeError, match="bool"):
+        tm.set_reciprocal_quant(1)
+    prev = tm.set_reciprocal_quant(True)
+    try:
+        assert prev is False  # the default until it has run on a GPU
+        assert tm.set_reciprocal_quant(False) is True
+    finally:
+        tm.set_reciprocal_quant(prev)
+
+
+@interpreter
+@pytest.mark.skipif(not INTERP, reason="the interpreter ignores the switch (its fma is not fused)")
+def test_reciprocal_quant_ignored_by_the_interpreter():
+    """The interpreter always divides (its fma rounds twice): the switch on gives the same bits."""
+    from fusedmoe.backends.triton_moe import set_reciprocal_quant
+
+    act, wfmt = Activation.RELU2, Format.FP8_TENSOR
+    prob = make_problem(T=5, H=64, I=128, I_pad=128, E=4, K=2, act=act, wfmt=wfmt, dtype=torch.float16, seed=3)
+    base, _ = run_case(prob, act=act, wfmt=wfmt)
+    prev = set_reciprocal_quant(True)
+    try:
+        got, _ = run_case(prob, act=act, wfmt=wfmt)
+    finally:
+        set_reciprocal_quant(prev)
+    assert torch.equal(got, base)
+
+
+@gpu
+@pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_BLOCK], ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [Activation.SWIGLU, Activation.RELU2, Activation.SWIGLU_OAI], ids=lambda a: a.name)
+def test_gpu_reciprocal_quant_same_bits(act, wfmt):
+    """GEMM1's FP8 re-quantization by reciprocals (``set_reciprocal_quant``; static per-tensor scale,
+    and the 1 x 128 groups of FP8 blocks) gives the bits of the IEEE divisions: decode and prefill
+    token counts, bf16 and fp16 hidden, eager and in a CUDA graph."""
+    from fusedmoe.backends.triton_moe import set_reciprocal_quant
+
+    params = _params(act)
+    for T, dtype in ((3, torch.bfloat16), (40, torch.float16), (700, torch.bfloat16)):
+        prob = make_problem(T=T, H=1024, I=384, I_pad=384, E=16, K=4, act=act, wfmt=wfmt, dtype=dtype, seed=T)
+        prev = set_reciprocal_quant(False)
+        try:
+            base, _ = run_case(prob, act=act, wfmt=wfmt, params=params)
+            set_reciprocal_quant(True)
+            got = _run_within_bound(prob, act=act, wfmt=wfmt, dtype=dtype, tag=T, params=params)
+            assert torch.equal(got, base), (T, dtype)
+            if act is Activation.SWIGLU and T == 40:
+                _graph_replay_matches(prob, wfmt, 384, base, replays=2)
+        finally:
+            set_reciprocal_quant(prev)
 
 
 @gpu

@@ -75,7 +75,8 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, BN, ST, OD in (
         (2, True, 0, 0, True, False, False, 128, 3, "bf16"),     # 2 x 128 with biases (spills in the epilogue)
         (3, False, 0, 0, False, False, False, 256, 4, "bf16"),   # ReLU2, 256 columns
         (7, False, 0, 0, False, False, True, 256, 4, "bf16"),    # GEMM2, 256 columns
-        (7, False, 0, 0, True, False, True, 128, 2, "fp16")):    # GEMM2, 128 columns, bias
+        (7, False, 0, 0, True, False, True, 128, 2, "fp16"),     # GEMM2, 128 columns, bias
+        (3, False, 1, 1, False, False, False, 128, 5, "fp8e4nv")):  # ReLU2, static FP8 intermediate by reciprocals
     dt, BK, gdt = ("fp8e4nv", 128, gl.float8e4nv) if QUANT else (OD, 64, gl.float16 if OD == "fp16" else gl.bfloat16)
     al = gl.NVMMASharedLayout.get_default_for([64, BK], gdt)
     wl = gl.NVMMASharedLayout.get_default_for([BN, BK], gdt)
@@ -88,7 +89,8 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, BN, ST, OD in (
     rd = {"fp16": gl.float16, "fp32": gl.float32}.get(OD, gl.bfloat16)
     cx = dict(TOP_K=8, E_LOC=64, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q=OUT_Q, ROUND_DTYPE=rd, HAS_BIAS=HB,
               WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW, BN=BN, BK=BK, STAGES=ST, GROUP_M=8,
-              SKIP_HALF=not (ACT == 3 and QUANT == 3))  # one variant without the padding-half skip
+              SKIP_HALF=not (ACT == 3 and QUANT == 3),  # one variant without the padding-half skip
+              RCP_DIV=ACT == 3 and OUT_Q == 1)  # the re-quantization by reciprocals (triton_moe.set_reciprocal_quant)
     sig.update({k: "constexpr" for k in cx})
     k = triton.compile(GluonASTSource(ws._ws_gemm_kernel, sig, constexprs=cx, attrs={}),
                        target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
@@ -97,7 +99,7 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, BN, ST, OD in (
     sass = subprocess.run([os.path.join(BIN, "cuobjdump"), "-sass", f.name], capture_output=True, text=True).stdout
     os.unlink(f.name)
     print(ACT, GATED, QUANT, HB, BN, k.metadata.num_warps, sass.count("QGMMA" if QUANT else "HGMMA"),
-          sass.count("USETMAXREG"),
+          sass.count("USETMAXREG"), sass.count("FCHK"),
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, sep="|", flush=True)
 '''
 
@@ -109,8 +111,9 @@ def test_ws_gemm_compiles_for_sm90(tmp_path):
     thread) spills a little once per tile, outside the K loop."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 18, rows
-    for act, gated, quant, bias, bn, warps, gmma, setmaxnreg, spills, smem in rows:
+    assert len(rows) == 19, rows
+    fchk = {}
+    for act, gated, quant, bias, bn, warps, gmma, setmaxnreg, divs, spills, smem in rows:
         where = f"ACT={act} GATED={gated} QUANT={quant} BN={bn}"
         assert int(warps) == 12, where
         assert int(gmma) > 0, f"{where}: no {'FP8' if int(quant) else '16-bit'} wgmma in the SASS"
@@ -118,6 +121,11 @@ def test_ws_gemm_compiles_for_sm90(tmp_path):
         epilogue_spill = quant == "0" and gated == "True" and bias == "True" and bn == "128"
         assert int(spills) <= (100 if epilogue_spill else 0), f"{where}: {spills} local loads / stores"
         assert int(smem) <= 227 * 1024, f"{where}: {smem} bytes of shared memory"
+        fchk[(act, quant, bias, bn)] = int(divs)
+    # the static FP8 re-quantization: an IEEE division per value (div.rn's FCHK slow-path checks), or by
+    # reciprocals one division per MMA warpgroup (the scale's reciprocal)
+    assert fchk[("1", "1", "False", "64")] >= 32, fchk
+    assert fchk[("3", "1", "False", "128")] <= 2, fchk
 
 
 def test_ws_config_rules(tmp_path):
@@ -454,3 +462,27 @@ def test_ws_skip_padding_half_switch():
         assert not _ws_skips_padding_half(Format.BF16)
     finally:
         set_ws_skip_padding_half(prev)
+
+
+@gpu
+@pytest.mark.parametrize("act", [Activation.SWIGLU, Activation.RELU2, Activation.GEGLU], ids=lambda a: a.name)
+def test_gpu_ws_reciprocal_quant_same_bits(act):
+    """The warp-specialized GEMM1's static FP8 re-quantization by reciprocals
+    (``set_reciprocal_quant``) gives the bits of its IEEE divisions, eager and in a CUDA graph."""
+    from fusedmoe.backends.triton_moe import set_reciprocal_quant
+
+    wfmt, dtype = Format.FP8_TENSOR, torch.bfloat16
+    prob = make_problem(T=600, H=704, I=192, I_pad=192, E=16, K=4, act=act, wfmt=wfmt, dtype=dtype, offset=8,
+                        E_glob=24, seed=21)
+    cfg = moe_config(act.is_gated, gemm2=True)
+    kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)
+    prev = set_reciprocal_quant(False)
+    try:
+        base = _run_within_bound(prob, tag="div", **kw)
+        set_reciprocal_quant(True)
+        got = _run_within_bound(prob, tag="rcp", **kw)
+        assert torch.equal(got, base)
+        if act is Activation.SWIGLU:
+            _graph_replay_matches(prob, wfmt, 192, got, offset=8, replays=2, config=cfg)
+    finally:
+        set_reciprocal_quant(prev)

@@ -362,6 +362,24 @@ def _ws_skips_padding_half(weight_format: Format) -> bool:
     return _WS_SKIP_HALF["enabled"] and weight_format is not Format.BF16
 
 
+# ---- FP8 re-quantization of the intermediate by reciprocals ----------------------------------------
+
+_RCP_DIV = {"enabled": False}
+
+
+def set_reciprocal_quant(enabled: bool) -> bool:
+    """``True``: GEMM1's FP8 re-quantization of the intermediate (static per-tensor scale, or the
+    1 x 128 groups of FP8 128 x 128 blocks) divides by a reciprocal with Markstein's correction
+    (``_moe_gemm._div_by_rcp``: one multiply and two fma instead of an IEEE division per value) --
+    the same bits by construction (``benchmarks/div_by_reciprocal_check.py``); ``False`` (the
+    default until it has run on a GPU): IEEE divisions. CUDA only; the interpreter always divides.
+    Returns the previous setting."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    prev, _RCP_DIV["enabled"] = _RCP_DIV["enabled"], enabled
+    return prev
+
+
 # ---- split-K scratch ------------------------------------------------------------------------------
 
 # (device, stream) -> (int32 counters, fp32 partial sums). The split-K programs leave every counter
@@ -576,7 +594,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         TOP_K=row_div, E_LOC=E, ACT=act_code, GATED=gated, QUANT=_QUANT_CODE[w.fmt], OUT_Q=out_q,
         ROUND_DTYPE=round_tl, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
-        SKIP_HALF=_ws_skips_padding_half(w.fmt), num_warps=4)
+        SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], num_warps=4)
 
 
 # ---- the forward -------------------------------------------------------------------------------
@@ -895,6 +913,7 @@ def triton_experts(
             EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
             FAST_ACC=c1.fp8_fast_accum,
             SPLIT_K=c1.split_k, JOIN=micro and join_gate_up(wfmt, c1.swap_ab), **pdl,
+            **({"RCP_DIV": True} if _RCP_DIV["enabled"] and not interp else {}),
             num_warps=c1.num_warps, num_stages=c1.num_stages,
         )
 

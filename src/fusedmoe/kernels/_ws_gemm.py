@@ -50,7 +50,9 @@ persistent launch (one program per SM) lets the loader run into the next tile wh
 warpgroups store. Blocks of the non-local group (expert >= E_LOC) are skipped by every partition
 alike (their output rows are the launcher's to zero). Epilogue (per warpgroup, fp32): scales,
 routing weight on input (GEMM1), bias, routing weight (GEMM2: MUL_ROUTING_WEIGHT), the activation
-(``_moe_gemm._activation``; GEMM2: identity), rounded to hidden's dtype, stored at the slot rows.
+(``_moe_gemm._activation``; GEMM2: identity), rounded to hidden's dtype, stored at the slot rows
+(a static FP8 intermediate divided by its scale: IEEE divisions, or with RCP_DIV the reciprocal and
+Markstein's correction, ``_moe_gemm._div_by_rcp``: the same bits).
 
 Limits (``kernel_configs.warp_specialized_problem``): sm_90 (wgmma), not the interpreter (Gluon
 has none), block_m 128, 128-byte K blocks (block_k 128 FP8 / 64 16-bit); FP8 block_n 64 (gated:
@@ -70,7 +72,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
-from ._moe_gemm import FP8_MAX, OUT_FP8_STATIC, Q_BLOCK, Q_NONE, _activation, _div_rn, _gemm1_epilogue, _scale_block, _tile_ids
+from ._moe_gemm import (FP8_MAX, OUT_FP8_STATIC, Q_BLOCK, Q_NONE, _activation, _div_by_rcp, _div_rn, _gemm1_epilogue,
+                        _rcp_rn, _scale_block, _tile_ids)
 
 
 @gluon.jit
@@ -137,7 +140,7 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                  ACT: gl.constexpr, GATED: gl.constexpr, QUANT: gl.constexpr, OUT_Q: gl.constexpr,
                  ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
                  MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                 GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr):
+                 GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr, RCP_DIV: gl.constexpr):
     """MMA warpgroup for rows [HALF * 64, HALF * 64 + 64) of every tile: per K block a fresh
     wgmma (gated: gate and up), one wait, the slot released, the fp32 adds; then the epilogue."""
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
@@ -235,7 +238,11 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
             h = _activation(acc_g, acc_u, ACT, act_alpha, act_beta, act_limit).to(ROUND_DTYPE)
             offs = slots.to(gl.int64)[:, None] * stride_om + cols[None, :]
             if OUT_Q == OUT_FP8_STATIC:  # e4m3(clamp(h / a2)), a2 the static scale of GEMM2's input
-                q = _div_rn(h.to(gl.float32), gl.load(out_qscale_ptr))
+                a2 = gl.load(out_qscale_ptr)
+                if RCP_DIV:
+                    q = _div_by_rcp(h.to(gl.float32), a2, _rcp_rn(a2))
+                else:
+                    q = _div_rn(h.to(gl.float32), a2)
                 h = gl.minimum(gl.maximum(q, -FP8_MAX), FP8_MAX)
             gl.store(out_ptr + offs, h.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & n_ok[None, :])
 
@@ -248,7 +255,7 @@ def _ws_gemm_kernel(
     TOP_K: gl.constexpr, E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, QUANT: gl.constexpr,
     OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
     MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-    GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr = True,
+    GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr = True, RCP_DIV: gl.constexpr = False,
 ):
     """One grouped GEMM + its epilogue, warp-specialized (see the module docstring). Launch with
     ``num_warps=4`` (the first MMA warpgroup; the second and the loader warp are workers: 12 warps
@@ -270,12 +277,12 @@ def _ws_gemm_kernel(
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 0, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
-                        WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF)),
+                        WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV)),
         (_ws_consumer, (a1_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 1, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
-                        WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF)),
+                        WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV)),
         (_ws_loader, (a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr,
                       block_expert_ptr, num_post_padded_ptr, N, K, num_slots, E_LOC, BN, BK, STAGES, GROUP_M, GATED,
                       SKIP_HALF)),
