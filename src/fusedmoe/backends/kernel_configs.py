@@ -686,6 +686,12 @@ def _ws_tile(weight_format: Format, gemm: str, gated: bool):
     return 128, ((64,) if g else (64, 128))
 
 
+def _ws_stage_bytes(weight_format: Format, two_weight_tiles: bool, block_n: int, block_k: int) -> int:
+    """Shared memory of one stage of the warp-specialized ring: the 128 A rows and the weight tile(s)
+    (gate and up for a gated GEMM1), block_k values each."""
+    return (128 + (2 if two_weight_tiles else 1) * block_n) * block_k * (2 if weight_format is Format.BF16 else 1)
+
+
 def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str, gated: bool, K: int) -> Optional[str]:
     """None, or why config ``cfg`` of ``gemm`` (contracting over ``K``: H for GEMM1, I_pad for
     GEMM2) with ``warp_specialized`` cannot run (the device -- sm_90, not the interpreter -- and the
@@ -695,8 +701,7 @@ def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str
     if weight_format not in WS_FORMATS:
         return f"{gemm.upper()} warp_specialized supports {[f.name for f in WS_FORMATS]} weights, got {weight_format.name}"
     bk, bns = _ws_tile(weight_format, gemm, gated)
-    stage = (128 + (2 if gated and gemm == "gemm1" else 1) * cfg.block_n) * cfg.block_k * (
-        2 if weight_format is Format.BF16 else 1)
+    stage = _ws_stage_bytes(weight_format, gated and gemm == "gemm1", cfg.block_n, cfg.block_k)
     if cfg.block_m != 128 or cfg.block_k != bk or cfg.block_n not in bns:
         why = (f"needs block_m 128, block_k {bk} and block_n in {bns} with {weight_format.name} weights, got "
                f"{cfg.block_m} / {cfg.block_k} / {cfg.block_n}")
@@ -722,8 +727,7 @@ def warp_specialized_config(gated: bool, *, num_stages: int = 4, group_m: int = 
     (a non-gated GEMM1, GEMM2), 32 KB a stage; BF16: 128 gated / 256 columns, 48 KB a stage (at
     most 4 stages)."""
     bk, bns = _ws_tile(weight_format, "gemm1", gated)
-    if weight_format is Format.BF16:
-        num_stages = min(num_stages, 4)
+    num_stages = min(num_stages, _WS_SMEM // _ws_stage_bytes(weight_format, gated, bns[-1], bk))  # BF16: 4
     return KernelConfig(block_m=128, block_n=bns[-1], block_k=bk, group_m=group_m, num_warps=4,
                         num_stages=num_stages, warp_specialized=True)
 

@@ -913,7 +913,7 @@ def triton_experts(
             EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
             FAST_ACC=c1.fp8_fast_accum,
             SPLIT_K=c1.split_k, JOIN=micro and join_gate_up(wfmt, c1.swap_ab), **pdl,
-            **({"RCP_DIV": True} if _RCP_DIV["enabled"] and not interp else {}),
+            RCP_DIV=_RCP_DIV["enabled"] and not interp,  # the interpreter's fma is not fused
             num_warps=c1.num_warps, num_stages=c1.num_stages,
         )
 

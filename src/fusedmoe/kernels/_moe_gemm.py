@@ -238,6 +238,17 @@ def _div_by_rcp(x, s, r):
 
 
 @triton.jit
+def _div_by_scale(x, s, RCP_DIV: tl.constexpr):
+    """``x / s`` correctly rounded (fp32; broadcasts): an IEEE division per value, or (RCP_DIV, GPU
+    only) ``s``'s reciprocal -- computed at ``s``'s own shape, once per scale -- and
+    :func:`_div_by_rcp`; the same bits."""
+    if RCP_DIV:
+        return _div_by_rcp(x, s, _rcp_rn(s))
+    else:
+        return _div_rn(x, s)
+
+
+@triton.jit
 def _micro_global_scales(acc, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT: tl.constexpr, W_FMT: tl.constexpr,
                          FAST_CVT: tl.constexpr):
     """The per-tensor factors of block-scaled operands (the block scales were applied to the
@@ -620,21 +631,14 @@ def _gemm1_kernel(
     else:
         x = h.to(tl.float32)
         if OUT_Q == OUT_FP8_STATIC:
-            s_q = tl.load(out_qscale_ptr)
-            if RCP_DIV:
-                q = _div_by_rcp(x, s_q, _rcp_rn(s_q))
-            else:
-                q = _div_rn(x, s_q)
+            q = _div_by_scale(x, tl.load(out_qscale_ptr), RCP_DIV)
             q = tl.minimum(tl.maximum(q, -FP8_MAX), FP8_MAX)
         elif OUT_Q == OUT_FP8_BLOCK:  # BLOCK_N is a multiple of 128; tiles start on a group boundary
             G: tl.constexpr = BLOCK_N // 128
             x3 = tl.reshape(x, [BLOCK_M, G, 128])
             amax = tl.max(tl.abs(x3), axis=2)
             sc = _div_rn(tl.maximum(amax, 1e-10), tl.full([BLOCK_M, G], 448.0, tl.float32))
-            if RCP_DIV:  # one division per group instead of per value
-                q3 = _div_by_rcp(x3, sc[:, :, None], _rcp_rn(sc)[:, :, None])
-            else:
-                q3 = _div_rn(x3, sc[:, :, None])
+            q3 = _div_by_scale(x3, sc[:, :, None], RCP_DIV)  # RCP_DIV: one division per group, not per value
             q3 = tl.minimum(tl.maximum(q3, -FP8_MAX), FP8_MAX)
             q = tl.reshape(q3, [BLOCK_M, BLOCK_N])
             g_idx = pid_n * G + tl.arange(0, G)

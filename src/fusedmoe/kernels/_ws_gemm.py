@@ -72,8 +72,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
-from ._moe_gemm import (FP8_MAX, OUT_FP8_STATIC, Q_BLOCK, Q_NONE, _activation, _div_by_rcp, _div_rn, _gemm1_epilogue,
-                        _rcp_rn, _scale_block, _tile_ids)
+from ._moe_gemm import (FP8_MAX, OUT_FP8_STATIC, Q_BLOCK, Q_NONE, _activation, _div_by_scale, _gemm1_epilogue,
+                        _scale_block, _tile_ids)
 
 
 @gluon.jit
@@ -100,7 +100,7 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
         if e < E_LOC:
             row0 = pid_m * (2 * HALF_M)
             wrow0 = e * (W_TILES * N) + pid_n * BN
-            full = row0 >= 0  # true
+            full = row0 >= 0  # every block full unless SKIP_HALF looks (a tensor: the predicates below take it)
             if SKIP_HALF:
                 full = gl.load(sorted_ids_ptr + row0 + HALF_M) < num_slots  # the second half holds a real row
             for kk in range(n_k):
@@ -238,11 +238,7 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
             h = _activation(acc_g, acc_u, ACT, act_alpha, act_beta, act_limit).to(ROUND_DTYPE)
             offs = slots.to(gl.int64)[:, None] * stride_om + cols[None, :]
             if OUT_Q == OUT_FP8_STATIC:  # e4m3(clamp(h / a2)), a2 the static scale of GEMM2's input
-                a2 = gl.load(out_qscale_ptr)
-                if RCP_DIV:
-                    q = _div_by_rcp(h.to(gl.float32), a2, _rcp_rn(a2))
-                else:
-                    q = _div_rn(h.to(gl.float32), a2)
+                q = _div_by_scale(h.to(gl.float32), gl.load(out_qscale_ptr), RCP_DIV)
                 h = gl.minimum(gl.maximum(q, -FP8_MAX), FP8_MAX)
             gl.store(out_ptr + offs, h.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & n_ok[None, :])
 
