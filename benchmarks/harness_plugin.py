@@ -19,8 +19,8 @@ tokens up, both GEMMs / GEMM1 alone by the warp-specialized Gluon kernels,
 ``kernel_configs.warp_specialized_variant``; below, the default configs); ``fusedmoe-noskip`` /
 ``fusedmoe-ws-noskip`` (``fusedmoe`` / ``fusedmoe-ws`` with both MMA warpgroups running blocks whose
 second half is padding: ``set_ws_skip_padding_half(False)``; it only changes FP8 weights' warp-specialized
-GEMMs: 16-bit ones never skip); ``fusedmoe-rcpq`` (GEMM1's FP8 re-quantization of the intermediate by
-reciprocals, ``set_reciprocal_quant(True)``; same bits).
+GEMMs: 16-bit ones never skip); ``fusedmoe-divq`` (GEMM1's FP8 re-quantization of the intermediate by
+IEEE divisions, ``set_reciprocal_quant(False)``; the default divides by reciprocals, same bits).
 """
 
 import torch
@@ -170,6 +170,6 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-noalq": _with_setting(_set_align_quant, False),
          "fusedmoe-nopersist": _with_setting("set_persistent_gemm2", False),
          "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),
-         "fusedmoe-rcpq": _with_setting("set_reciprocal_quant", True),
+         "fusedmoe-divq": _with_setting("set_reciprocal_quant", False),
          "fusedmoe-ws-noskip": _with_setting("set_ws_skip_padding_half", False,
                                              _config_peer(_ws(True), "the warp-specialized kernels", _WS_DTYPES))}
