@@ -1081,15 +1081,18 @@ def test_heuristic_shapes():
     m = choose_moe_config(8192, 2048, 768, 128, 8, Format.FP8_TENSOR, Activation.SWIGLU, "NVIDIA H200",
                           table=TunedTable(), override={"gemm2": KernelConfig(64, 128, 128, num_warps=8)})
     assert m.block_m == 64 and not m.gemm1.warp_specialized and m.gemm1.block_n == 128 and m.gemm1.num_warps == 8
-    # FP8 per tensor / channel (promoted accumulation): 64-row token tiles below 256 rows per
-    # expert (Nemotron-Nano at 4096 tokens: 192), with 128 weight rows (per half) and 8 warps
+    # FP8 per tensor / channel (promoted accumulation): 64-row token tiles from 43 to 63 rows per
+    # expert (Nemotron-Nano at 1024 tokens: 48), with 128 weight rows (per half) and 8 warps; from 64
+    # rows (Nemotron-Nano at 4096 tokens: 192; Qwen3-30B at 2048: 128) the warp-specialized kernels
+    # (tests/test_ws_gemm.py::test_ws_heuristic_rows_per_expert)
     for wf in (Format.FP8_TENSOR, Format.FP8_CHANNEL):
-        m = choose_moe_config(4096, 2688, 1856, 128, 6, wf, Activation.RELU2, "NVIDIA H200", table=TunedTable())
+        m = choose_moe_config(1024, 2688, 1856, 128, 6, wf, Activation.RELU2, "NVIDIA H200", table=TunedTable())
         assert (m.block_m, m.gemm1.block_n, m.gemm1.num_warps, m.gemm2.block_n, m.gemm2.num_warps) == (64, 128, 8, 128, 8)
-        g = choose_moe_config(2048, 2048, 768, 128, 8, wf, Activation.SWIGLU, "NVIDIA H200", table=TunedTable())
+        g = choose_moe_config(768, 2048, 768, 128, 8, wf, Activation.SWIGLU, "NVIDIA H200", table=TunedTable())
         assert (g.block_m, g.gemm1.block_n, g.gemm1.num_warps) == (64, 128, 8)
-        assert choose_moe_config(4096, 2048, 768, 128, 8, wf, Activation.SWIGLU, "NVIDIA H200",
-                                 table=TunedTable()).block_m == 128  # 256 rows per expert
+        for T, H, I, k, act in ((4096, 2688, 1856, 6, Activation.RELU2), (2048, 2048, 768, 8, Activation.SWIGLU)):
+            w = choose_moe_config(T, H, I, 128, k, wf, act, "NVIDIA H200", table=TunedTable())
+            assert w.block_m == 128 and w.gemm1.warp_specialized and w.gemm2.warp_specialized
     # block-scaled formats (weight tile dequantized in registers): 256 rows only where they are one
     # tile (NVFP4's joined gate + up); gated MX keeps 2 x 64 (tests/test_triton_fp4.py: the rest)
     for wf, bn in ((Format.NVFP4, 128), (Format.MXFP4, 64), (Format.MXFP8, 64)):

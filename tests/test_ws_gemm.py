@@ -190,6 +190,37 @@ def test_ws_config_rules(tmp_path):
                        gemm="gemm1", N=512, K=1024, E=8, tokens=4096) == ok
 
 
+def test_ws_heuristic_rows_per_expert():
+    """The heuristic's warp-specialized choice (FP8 per tensor / channel on Hopper): both GEMMs from 64
+    rows per expert with an intermediate of 512+; below 64 rows the Triton 64-row tiles; TP shards
+    (intermediate 256) keep the held-activation GEMM2; FP8 blocks, 16-bit weights and other GPUs
+    never (tuned table only)."""
+    from fusedmoe.backends.kernel_configs import WS_MIN_ROWS_PER_EXPERT, choose_moe_config
+
+    empty = TunedTable()
+
+    def cfg(T, H, I, E, k, fmt, dev="NVIDIA H200"):
+        return choose_moe_config(T, H, I, E, k, fmt, Activation.SWIGLU, dev, table=empty, num_sms=132)
+
+    assert WS_MIN_ROWS_PER_EXPERT == 64
+    for fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL):
+        for T in (2048, 8192):  # MiniMax-M2 shape: 64 / 256 rows per expert
+            c = cfg(T, 3072, 1536, 256, 8, fmt)
+            assert c.gemm1.warp_specialized and c.gemm2.warp_specialized, (fmt, T, c)
+            assert c.gemm1.block_m == c.gemm2.block_m == 128
+        c = cfg(1024, 3072, 1536, 256, 8, fmt)  # 32 rows per expert
+        assert not c.gemm1.warp_specialized and not c.gemm2.warp_specialized and c.gemm1.block_m <= 64
+        c = cfg(1536, 3072, 1536, 256, 8, fmt)  # 48 rows per expert: 64-row Triton tiles
+        assert not c.gemm1.warp_specialized and c.gemm1.block_m == c.gemm2.block_m == 64
+        c = cfg(2048, 7168, 256, 256, 8, fmt)  # TP shard: I = 256
+        assert not c.gemm1.warp_specialized and not c.gemm2.warp_specialized and c.gemm2.n_tiles > 1
+        c = cfg(2048, 3072, 1536, 256, 8, fmt, dev="NVIDIA A100-SXM4-80GB")
+        assert not c.gemm1.warp_specialized and not c.gemm2.warp_specialized
+    for fmt in (Format.FP8_BLOCK, Format.BF16):
+        c = cfg(8192, 3072, 1536, 256, 8, fmt)
+        assert not c.gemm1.warp_specialized and not c.gemm2.warp_specialized, fmt
+
+
 @interpreter
 @pytest.mark.skipif(not INTERP, reason="CPU variant (the GPU variant is below)")
 def test_ws_refused_where_it_cannot_run():

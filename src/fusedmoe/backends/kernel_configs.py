@@ -630,15 +630,19 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     if gemm == "gemm2" and dev.hopper and K <= HELD_A_MAX_K and (
             (fmt in _FP8_PROMOTED + (Format.FP8_BLOCK,) and bm >= 64) or (fmt is Format.BF16 and bm >= 128)):
         return held_a_config(bm, N, K, fmt)
-    if (dev.hopper and fmt in _FP8_PROMOTED and bm == 128 and K % 16 == 0
+    if (dev.hopper and fmt in _FP8_PROMOTED and K % 16 == 0
+            and (bm == 128 or (bm == 64 and M_tokens * top_k >= WS_MIN_ROWS_PER_EXPERT * max(E_loc, 1)))
             and (n_cols if gemm == "gemm1" else K) >= WS_MIN_INTERMEDIATE):
-        # FP8 per tensor / channel prefill with >= 256 rows per expert (heuristic_block_m's 128-row
-        # tiles) and an intermediate of 512+: both GEMMs warp-specialized (KernelConfig.
-        # warp_specialized), 5 stages. H200, session 13 (BENCHMARKS.md): the tuner chose it at 8192
-        # tokens (r = 256-2048 rows per expert) on 9 of 11 points -- DeepSeek-V3, Mixtral,
-        # Qwen3-235B, MiniMax-M2 both formats, Qwen3-30B per channel; 1.02-1.18x over the Triton
-        # tiles -- and lost on Qwen3-30B and Nemotron-Nano per tensor (0.93-1.00x); on TP shards
-        # (I = 256) it lost to the held-activation GEMM2 (0.73-0.75x in the harness).
+        # FP8 per tensor / channel prefill with >= 64 rows per expert and an intermediate of 512+
+        # (both GEMMs qualify alike): both GEMMs warp-specialized (KernelConfig.warp_specialized),
+        # 128-row tiles, 5 stages. H200 tuner: session 13, at 8192 tokens (r = 256-2048 rows per
+        # expert) on 9 of 11 points -- DeepSeek-V3, Mixtral, Qwen3-235B, MiniMax-M2 both formats,
+        # Qwen3-30B per channel; 1.02-1.18x over the Triton tiles; session 16 (the padding half
+        # skipped, reciprocal re-quantization) on all 20 points it tried at 2048 / 8192 tokens
+        # including r = 64-128, where the Triton tiles have 64 rows (DeepSeek-V3, MiniMax-M2,
+        # Nemotron-Nano, Qwen3-30B at 2048: 1.09-1.14x over them), and the harness at 512 tokens
+        # of Mixtral (r = 128: 573 vs 660 us). On TP shards (I = 256) it lost to the
+        # held-activation GEMM2 (0.73-0.75x in the harness).
         return warp_specialized_config(gated, num_stages=5)
     return _compile_safe(KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=group_m, num_warps=warps,
                                       num_stages=stages, swap_ab=swap_ab, split_k=split), fmt)
@@ -673,6 +677,7 @@ def held_a_problem(cfg: KernelConfig, weight_format: Format, I_pad: int) -> Opti
 # size up (_heuristic) -- FP8 blocks and 16-bit weights only through the tuned table
 WS_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
 WS_MIN_INTERMEDIATE = 512
+WS_MIN_ROWS_PER_EXPERT = 64  # T * top_k / E_loc: below, 64-row tiles (heuristic_block_m) stay on the Triton kernel
 _WS_SMEM = 220 * 1024  # the operand ring's budget (Hopper: 227 KB a block, barriers and the epilogue's scratch)
 
 
