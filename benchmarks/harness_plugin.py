@@ -20,7 +20,9 @@ tokens up, both GEMMs / GEMM1 alone by the warp-specialized Gluon kernels,
 ``fusedmoe-ws-noskip`` (``fusedmoe`` / ``fusedmoe-ws`` with both MMA warpgroups running blocks whose
 second half is padding: ``set_ws_skip_padding_half(False)``; it only changes FP8 weights' warp-specialized
 GEMMs: 16-bit ones never skip); ``fusedmoe-divq`` (GEMM1's FP8 re-quantization of the intermediate by
-IEEE divisions, ``set_reciprocal_quant(False)``; the default divides by reciprocals, same bits).
+IEEE divisions, ``set_reciprocal_quant(False)``; the default divides by reciprocals, same bits);
+``fusedmoe-g16`` / ``fusedmoe-g32`` (the chosen configs with GROUP_M 16 / 32 on the warp-specialized
+GEMMs: more M-blocks per column sweep).
 """
 
 import torch
@@ -126,6 +128,23 @@ def _ws(gemm2: bool):
     return pick
 
 
+def _group_m(g: int):
+    """The chosen configs with GROUP_M ``g`` on the warp-specialized GEMMs (their tile order: ``g``
+    M-blocks share each column sweep; the tuner tries 8 only)."""
+
+    def pick(M, cfg, act, wf):
+        import dataclasses
+
+        from fusedmoe.backends.kernel_configs import MoEKernelConfig
+
+        def one(k):
+            return dataclasses.replace(k, group_m=g) if k.warp_specialized else k
+
+        return MoEKernelConfig(one(cfg.gemm1), one(cfg.gemm2), atomic_combine=cfg.atomic_combine)
+
+    return pick
+
+
 def _with_setting(setter, value, base=None):
     """fusedmoe (default configs, or the peer ``base`` makes) with
     ``fusedmoe.backends.triton_moe.<setter>(value)`` in force for its calls
@@ -171,5 +190,7 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-nopersist": _with_setting("set_persistent_gemm2", False),
          "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),
          "fusedmoe-divq": _with_setting("set_reciprocal_quant", False),
+         "fusedmoe-g16": _config_peer(_group_m(16), "GROUP_M 16 on the warp-specialized GEMMs", _WS_DTYPES),
+         "fusedmoe-g32": _config_peer(_group_m(32), "GROUP_M 32 on the warp-specialized GEMMs", _WS_DTYPES),
          "fusedmoe-ws-noskip": _with_setting("set_ws_skip_padding_half", False,
                                              _config_peer(_ws(True), "the warp-specialized kernels", _WS_DTYPES))}

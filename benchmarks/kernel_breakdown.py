@@ -34,7 +34,14 @@ def main() -> None:
                     help='GEMM2 config keys laid over the chosen one, e.g. \'{"num_warps": 4, "persistent": 2}\' '
                          '(repeatable: each is one more variant of every point; GEMM1 keeps the chosen config '
                          'with the variant\'s block_m)')
+    ap.add_argument("--no-gemm1-amax", action="store_true",
+                    help="dynamic per-tensor intermediate scales by the zero-filled intermediate and an absmax pass "
+                         "(triton_moe.set_gemm1_amax(False)) instead of GEMM1's epilogue amax")
     a = ap.parse_args()
+    if a.no_gemm1_amax:
+        from fusedmoe.backends import triton_moe
+
+        triton_moe.set_gemm1_amax(False)
     dev = torch.device("cuda")
     rows = []
     for pname in a.preset.split(","):

@@ -89,6 +89,38 @@ def test_fp8_tensor_dynamic_one_program_and_two_pass_agree(T, C, monkeypatch):
     assert_same(quantize_act(x, Format.FP8_TENSOR), ref)
 
 
+@pytest.mark.parametrize("fmt", [Format.FP8_TENSOR, Format.NVFP4], ids=lambda f: f.name)
+def test_precomputed_amax(fmt):
+    """``amax`` (a GEMM epilogue's reduced max |x| bits) instead of the absmax pass: the reference's
+    bits when it is the tensor's amax, small and large tensors; rows outside it (the intermediate
+    rows of non-local slots, never written) do not move the scale; bad ``amax`` is refused."""
+    for T, C in ((3, 256), (129, 1024)):
+        x = _tricky(T, C, torch.bfloat16, seed=T)
+        bits = x.float().abs().max().view(torch.int32).reshape(1)
+        assert_same(quantize_act(x, fmt, amax=bits.clone()), quantize(x, fmt))
+    x = _tricky(6, 256, torch.bfloat16, seed=9)
+    junk = x.clone()
+    junk[4:] = 3.0e4  # rows the amax did not cover
+    bits = x[:4].float().abs().max().view(torch.int32).reshape(1)
+    got, want = quantize_act(junk, fmt, amax=bits), quantize(x[:4], fmt)
+    if fmt is Format.FP8_TENSOR:
+        assert torch.equal(got.scale, want.scale) and torch.equal(_bits(got.data[:4]), _bits(want.data))
+    else:
+        assert torch.equal(got.global_scale, want.global_scale) and torch.equal(got.data[:4], want.data)
+    ok = torch.zeros(1, dtype=torch.int32, device=DEV)
+    for kw, words in ((dict(amax=ok.float()), "int32"), (dict(amax=torch.zeros(2, dtype=torch.int32, device=DEV)),
+                                                          "one element")):
+        with pytest.raises(ValueError, match=words):
+            quantize_act(x, fmt, **kw)
+    with pytest.raises(ValueError, match="does not take it"):
+        quantize_act(x, Format.FP8_TOKEN, amax=ok)
+    with pytest.raises(ValueError, match="does not take it"):
+        quantize_act(x, Format.FP8_TENSOR, static_scale=torch.ones(1, device=DEV), amax=ok)
+    if DEV == "cuda":
+        with pytest.raises(ValueError, match="device"):
+            quantize_act(x, fmt, amax=ok.cpu())
+
+
 def test_fp8_tensor_static_scale_saturates():
     x = _tricky(3, 256, torch.bfloat16, seed=1)
     s = torch.tensor([0.05], device=DEV)  # small: most values saturate at +-448

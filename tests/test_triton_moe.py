@@ -603,6 +603,36 @@ def test_reciprocal_quant_switch():
 
 
 @interpreter
+def test_gemm1_amax_same_bits():
+    """The dynamic per-tensor scale of GEMM2's FP8 input from GEMM1's epilogue (``set_gemm1_amax``,
+    default on) gives the bits of the zero-filled intermediate and its absmax pass: gated and not,
+    with and without non-local experts (rows never written), one token and several."""
+    from fusedmoe.backends.triton_moe import set_gemm1_amax
+
+    with pytest.raises(TypeError, match="bool"):
+        set_gemm1_amax(1)
+    wfmt = Format.FP8_TENSOR
+    dtype, H, I_pad = _FMT_CASES[wfmt]
+    for act, offset, E_glob, T in ((Activation.SWIGLU, 0, 4, 5), (Activation.RELU2, 2, 8, 6),
+                                   (Activation.SWIGLU, 2, 8, 1)):
+        prob = make_problem(T=T, H=H, I=I_pad, I_pad=I_pad, E=4, K=2, act=act, wfmt=wfmt, dtype=dtype, offset=offset,
+                            E_glob=E_glob, static=False, seed=T + offset)
+        outs = []
+        for on in (False, True):
+            prev = set_gemm1_amax(on)
+            try:
+                got, ref = run_case(prob, act=act, wfmt=wfmt, params=_params(act), offset=offset, static=False)
+            finally:
+                set_gemm1_amax(prev)
+            mx, rms = _errors(got, ref)
+            bmx, brms = _bounds(wfmt, dtype)
+            assert mx <= bmx and rms <= brms, (act, offset, on, mx, rms)
+            outs.append(got)
+        assert torch.equal(outs[0], outs[1]), (act, offset, T)
+    assert set_gemm1_amax(True) is True  # the default
+
+
+@interpreter
 @pytest.mark.skipif(not INTERP, reason="the interpreter ignores the switch (its fma is not fused)")
 def test_reciprocal_quant_ignored_by_the_interpreter():
     """The interpreter always divides (its fma rounds twice): the switch on gives the same bits."""

@@ -76,13 +76,15 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, BN, ST, OD in (
         (3, False, 0, 0, False, False, False, 256, 4, "bf16"),   # ReLU2, 256 columns
         (7, False, 0, 0, False, False, True, 256, 4, "bf16"),    # GEMM2, 256 columns
         (7, False, 0, 0, True, False, True, 128, 2, "fp16"),     # GEMM2, 128 columns, bias
-        (3, False, 1, 1, False, False, False, 128, 5, "fp8e4nv")):  # ReLU2, static FP8 intermediate by reciprocals
+        (3, False, 1, 1, False, False, False, 128, 5, "fp8e4nv"),  # ReLU2, static FP8 intermediate by reciprocals
+        (0, True, 2, 5, False, False, False, 64, 5, "bf16")):   # SwiGLU, 16-bit intermediate + its amax (atomic)
     dt, BK, gdt = ("fp8e4nv", 128, gl.float8e4nv) if QUANT else (OD, 64, gl.float16 if OD == "fp16" else gl.bfloat16)
     al = gl.NVMMASharedLayout.get_default_for([64, BK], gdt)
     wl = gl.NVMMASharedLayout.get_default_for([BN, BK], gdt)
     sig = {"a_desc": f"tensordesc<{dt}[64, {BK}],{al}>", "w_desc": f"tensordesc<{dt}[{BN}, {BK}],{wl}>",
            "out_ptr": f"*{OD}", "a_scale_ptr": "*fp32", "w_scale_ptr": "*fp32", "bias_ptr": "*fp32",
-           "topk_w_ptr": "*fp32", "out_qscale_ptr": "*fp32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32",
+           "topk_w_ptr": "*fp32", "out_qscale_ptr": "*i32" if OUT_Q == 5 else "*fp32", "sorted_ids_ptr": "*i32",
+           "block_expert_ptr": "*i32",
            "num_post_padded_ptr": "*i32", "N": "i32", "K": "i32", "num_slots": "i32", "stride_om": "i32",
            "stride_asm": "i32", "stride_wse": "i32", "stride_wsn": "i32", "stride_be": "i32",
            "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
@@ -100,7 +102,8 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, BN, ST, OD in (
     os.unlink(f.name)
     print(ACT, GATED, QUANT, HB, BN, k.metadata.num_warps, sass.count("QGMMA" if QUANT else "HGMMA"),
           sass.count("USETMAXREG"), sass.count("FCHK"),
-          sass.count("LDL") + sass.count("STL"), k.metadata.shared, sep="|", flush=True)
+          sass.count("LDL") + sass.count("STL"), k.metadata.shared, OUT_Q, sass.count("ATOMG") + sass.count("RED."),
+          sep="|", flush=True)
 '''
 
 
@@ -111,9 +114,9 @@ def test_ws_gemm_compiles_for_sm90(tmp_path):
     thread) spills a little once per tile, outside the K loop."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 19, rows
+    assert len(rows) == 20, rows
     fchk = {}
-    for act, gated, quant, bias, bn, warps, gmma, setmaxnreg, divs, spills, smem in rows:
+    for act, gated, quant, bias, bn, warps, gmma, setmaxnreg, divs, spills, smem, out_q, atomics in rows:
         where = f"ACT={act} GATED={gated} QUANT={quant} BN={bn}"
         assert int(warps) == 12, where
         assert int(gmma) > 0, f"{where}: no {'FP8' if int(quant) else '16-bit'} wgmma in the SASS"
@@ -122,6 +125,8 @@ def test_ws_gemm_compiles_for_sm90(tmp_path):
         assert int(spills) <= (100 if epilogue_spill else 0), f"{where}: {spills} local loads / stores"
         assert int(smem) <= 227 * 1024, f"{where}: {smem} bytes of shared memory"
         fchk[(act, quant, bias, bn)] = int(divs)
+        # the intermediate's amax (OUT_PLAIN_AMAX): one atomic max per tile and warpgroup, none elsewhere
+        assert (int(atomics) > 0) == (out_q == "5"), f"{where}: OUT_Q {out_q}, {atomics} atomics"
     # the static FP8 re-quantization: an IEEE division per value (div.rn's FCHK slow-path checks), or by
     # reciprocals one division per MMA warpgroup (the scale's reciprocal)
     assert fchk[("1", "1", "False", "64")] >= 32, fchk
@@ -476,6 +481,33 @@ def test_gpu_ws_skip_padding_half_same_bits(wfmt):
                     _graph_replay_matches(prob, wfmt, I, skip, offset=8, replays=2, config=cfg)
             finally:
                 set_ws_skip_padding_half(prev)
+
+
+@gpu
+def test_gpu_gemm1_amax_same_bits():
+    """The dynamic per-tensor scale of the intermediate from GEMM1's epilogue (``set_gemm1_amax``):
+    the warp-specialized GEMM1 (with the Triton or the warp-specialized GEMM2) and the Triton one
+    give the bits of the zero-filled intermediate and its absmax pass -- non-local experts (rows never
+    written), gated and not, prefill and decode token counts, eager and in a CUDA graph."""
+    from fusedmoe.backends.triton_moe import set_gemm1_amax
+
+    wfmt, dtype = Format.FP8_TENSOR, torch.bfloat16
+    for act in (Activation.SWIGLU, Activation.RELU2):
+        for T, cfg in ((300, moe_config(act.is_gated)), (300, moe_config(act.is_gated, gemm2=True)), (300, None),
+                       (3, None)):
+            prob = make_problem(T=T, H=704, I=192, I_pad=192, E=16, K=4, act=act, wfmt=wfmt, dtype=dtype, offset=8,
+                                E_glob=24, static=False, seed=T)
+            kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg, static=False)
+            prev = set_gemm1_amax(False)
+            try:
+                base = _run_within_bound(prob, tag=("off", T), **kw)
+                set_gemm1_amax(True)
+                got = _run_within_bound(prob, tag=("on", T), **kw)
+                assert torch.equal(got, base), (act, T, cfg)
+                if act is Activation.SWIGLU:
+                    _graph_replay_matches(prob, wfmt, 192, got, offset=8, replays=2, config=cfg)
+            finally:
+                set_gemm1_amax(prev)
 
 
 def test_ws_skip_padding_half_switch():

@@ -156,7 +156,7 @@ _ACT_CODE = {
 # quantized operand pairs (kernels/_moe_gemm.py: Q_NONE, Q_TENSOR, Q_ROW, Q_BLOCK)
 _QUANT_CODE = {Format.BF16: 0, Format.FP8_TENSOR: 1, Format.FP8_CHANNEL: 2, Format.FP8_BLOCK: 3,
                Format.NVFP4: 4, Format.MXFP4: 4, Format.MXFP8: 4}
-_OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8, _OUT_NVFP4 = 0, 1, 2, 3, 4
+_OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8, _OUT_NVFP4, _OUT_PLAIN_AMAX = 0, 1, 2, 3, 4, 5
 _TL_DTYPE = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32}
 _E4M3 = torch.float8_e4m3fn
 
@@ -379,6 +379,25 @@ def set_reciprocal_quant(enabled: bool) -> bool:
     if not isinstance(enabled, bool):
         raise TypeError(f"enabled must be a bool, got {enabled!r}")
     prev, _RCP_DIV["enabled"] = _RCP_DIV["enabled"], enabled
+    return prev
+
+
+# ---- the intermediate's dynamic per-tensor amax in GEMM1's epilogue -------------------------------
+
+_GEMM1_AMAX = {"enabled": True}
+
+
+def set_gemm1_amax(enabled: bool) -> bool:
+    """``True`` (default): with a dynamic per-tensor scale for GEMM2's input (FP8 per tensor or NVFP4
+    activations without ``a2_scale``), GEMM1's epilogue reduces max |h| over the tile it stores
+    into one int32 by ``atomic_max`` (``_moe_gemm._atomic_amax``: deterministic), and the
+    quantization pass starts from it -- no zero-filled intermediate, no separate absmax pass over
+    it (H200, sixteenth session: those were 2-8 % of an FP8 per-tensor prefill call). ``False``: the
+    intermediate zero-filled, then ``quantize_act``'s own absmax. Same bits either way. Returns the
+    previous setting."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    prev, _GEMM1_AMAX["enabled"] = _GEMM1_AMAX["enabled"], enabled
     return prev
 
 
@@ -833,8 +852,18 @@ def triton_experts(
 
     inter_scale = None
     inter_g = tw_flat  # NVFP4 intermediate: its global scale [1]
-    if out_q == _OUT_PLAIN:
-        # dynamic per-tensor: rows of non-local slots must not raise the amax -> zero-filled
+    inter_amax = None
+    if out_q == _OUT_PLAIN and post_quant in (Format.FP8_TENSOR, Format.NVFP4) and _GEMM1_AMAX["enabled"]:
+        # dynamic per-tensor scale of the intermediate: GEMM1's epilogue reduces max |h| of the rows it
+        # stores (only local slots: the rows of non-local ones are never written nor read)
+        out_q = _OUT_PLAIN_AMAX
+        inter = torch.empty((TK, I_pad), dtype=hidden.dtype, device=dev)
+        inter_amax = torch.zeros((1,), dtype=torch.int32, device=dev)
+        out_scale = q_scale = inter_amax  # (Triton: out_scale_ptr; Gluon: out_qscale_ptr)
+        osm = 0
+    elif out_q == _OUT_PLAIN:
+        # dynamic per-tensor without the epilogue's amax: rows of non-local slots must not raise the
+        # amax -> zero-filled
         alloc = torch.zeros if post_quant in (Format.FP8_TENSOR, Format.NVFP4) else torch.empty
         inter = alloc((TK, I_pad), dtype=hidden.dtype, device=dev)
         out_scale = tw_flat
@@ -922,7 +951,7 @@ def triton_experts(
     if as_fp32:
         inter = inter.to(_E4M3)  # the interpreter wrote clamped fp32 values: RNE to E4M3 here
     if post_quant is not None:
-        qi = quantize_act(inter, post_quant)
+        qi = quantize_act(inter, post_quant, amax=inter_amax)
         inter, inter_scale = qi.data, qi.scale
         if post_quant is Format.NVFP4:
             inter_g = qi.global_scale.reshape(1)

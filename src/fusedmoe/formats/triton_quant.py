@@ -65,6 +65,7 @@ def quantize_act(
     *,
     static_scale: Optional[torch.Tensor] = None,
     global_scale: Optional[torch.Tensor] = None,
+    amax: Optional[torch.Tensor] = None,
 ) -> QuantizedTensor:
     """Quantize activations ``x [T, C]`` (fp16 / bf16 / fp32, last dim contiguous) with Triton.
 
@@ -80,6 +81,12 @@ def quantize_act(
       ``g = 2688 / max(amax(x), 2^-100)`` computed on the device; data uint8 [T, C/2], block
       scales E4M3 [T, C/16], global scale fp32 0-dim.
     * ``BF16``: ``x`` is returned as is (fp32 ``x`` is rounded to bf16).
+
+    ``amax`` (dynamic ``FP8_TENSOR`` and ``NVFP4`` only): an int32 [1] tensor on ``x``'s device
+    holding the bits of ``max |x|`` already reduced (non-negative floats order as ints -- what a
+    GEMM1 epilogue accumulates with ``atomic_max``, ``kernels/_moe_gemm._atomic_amax``); the
+    whole-tensor absmax pass is skipped, and only rows that went into it need to be meaningful
+    (others are quantized but do not move the scale).
 
     Used for the MoE input and for the re-quantized intermediate alike. NaN / inf in ``x`` give
     unspecified output (nothing is checked: that would synchronize the host).
@@ -105,6 +112,17 @@ def quantize_act(
         raise ValueError(f"static_scale is the FP8_TENSOR scale; {fmt.name} does not take it")
     if global_scale is not None and fmt is not Format.NVFP4:
         raise ValueError(f"global_scale is the NVFP4 global scale; {fmt.name} does not take it")
+    if amax is not None:
+        if fmt not in (Format.FP8_TENSOR, Format.NVFP4) or static_scale is not None or global_scale is not None:
+            raise ValueError(f"amax is the precomputed max |x| of a dynamic FP8_TENSOR / NVFP4 scale; "
+                             f"{fmt.name}{' with a given scale' if fmt in (Format.FP8_TENSOR, Format.NVFP4) else ''} "
+                             f"does not take it")
+        if not isinstance(amax, torch.Tensor) or amax.dtype != torch.int32 or amax.numel() != 1:
+            raise ValueError(f"amax must be an int32 tensor of one element (the bits of max |x|), got "
+                             f"{amax.dtype if isinstance(amax, torch.Tensor) else type(amax).__name__} "
+                             f"{tuple(amax.shape) if isinstance(amax, torch.Tensor) else ''}")
+        if amax.device != x.device:
+            raise ValueError(f"amax must be on x's device ({x.device}), got {amax.device}")
     if fmt is Format.BF16:
         return QuantizedTensor(x if x.dtype != torch.float32 else x.to(torch.bfloat16), fmt)
     if C > 1 and x.stride(1) != 1:
@@ -122,7 +140,7 @@ def quantize_act(
     vdtype = torch.float32 if out_fp32 else _E4M3
     empty = T == 0 or C == 0
 
-    if not empty:
+    if not empty and amax is None:
         plan = plan_fp8(x, fmt, static_scale=static_scale, out_fp32=out_fp32)
         if plan is not None:
             plan.launch(k)
@@ -138,7 +156,7 @@ def quantize_act(
         s = torch.empty((1,), dtype=torch.float32, device=dev)
         if empty:
             s.fill_(_F32_MIN_SCALE)
-        elif T * C <= _ONE_PROGRAM_ELEMS:
+        elif T * C <= _ONE_PROGRAM_ELEMS and amax is None:
             # small tensor (decode): amax and quantization in one program, one launch
             bc = min(next_pow2(C), 2048)
             bt = min(next_pow2(T), max(1, 8192 // bc))
@@ -146,8 +164,9 @@ def quantize_act(
                 x, q, s, T, C, x.stride(0), q.stride(0), OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=bc, num_warps=8,
             )
         else:
-            amax = torch.zeros((1,), dtype=torch.int32, device=dev)
-            _launch_absmax(k, x, amax)
+            if amax is None:
+                amax = torch.zeros((1,), dtype=torch.int32, device=dev)
+                _launch_absmax(k, x, amax)
             BLOCK_C = min(next_pow2(C), 1024)
             BLOCK_T = min(next_pow2(T), max(1, 2048 // BLOCK_C))
             launch(k._fp8_row_kernel, (cdiv(T, BLOCK_T),),
@@ -169,7 +188,9 @@ def quantize_act(
         g = _device_scalar(global_scale, "global_scale", x)
         g_src, g_from_amax = g, False
     else:
-        amax = torch.zeros((1,), dtype=torch.int32, device=dev)
+        given = amax is not None
+        if not given:
+            amax = torch.zeros((1,), dtype=torch.int32, device=dev)
         g = torch.empty((1,), dtype=torch.float32, device=dev)
         if empty:
             torch.div(
@@ -177,7 +198,7 @@ def quantize_act(
                 torch.full((1,), NVFP4_MIN_AMAX, dtype=torch.float32, device=dev),
                 out=g,
             )
-        else:
+        elif not given:
             _launch_absmax(k, x, amax)
         g_src, g_from_amax = amax, True
     if not empty:

@@ -91,6 +91,9 @@ OUT_FP8_BLOCK = tl.constexpr(2)  # 1x128 groups: s = max(amax, 1e-10) / 448, e4m
 OUT_MXFP8 = tl.constexpr(3)  # 1x32 groups: e = ue8m0_ceil(amax / 448), e4m3(clamp(h * 2^(127-e)))
 OUT_NVFP4 = tl.constexpr(4)  # 1x16 blocks with the static global scale g (out_qscale_ptr): packed
 #                             E2M1 bytes [rows, N/2] + E4M3 scale bytes (uint8) [rows, N/16]
+OUT_PLAIN_AMAX = tl.constexpr(5)  # hidden dtype, and max |h| over the stored values into an int32 [1]
+#                                   (the amax bits a dynamic per-tensor quantization of the intermediate
+#                                   starts from: _atomic_amax; Triton: out_scale_ptr, Gluon: out_qscale_ptr)
 
 FP8_MAX = tl.constexpr(448.0)
 
@@ -235,6 +238,16 @@ def _div_by_rcp(x, s, r):
     rem = tl.fma(-q0, s, x)
     q = tl.fma(rem, r, q0)
     return tl.where((rem != 0) & (tl.abs(rem) < float("inf")), q, q0)
+
+
+@triton.jit
+def _atomic_amax(amax_ptr, v, mask):
+    """max |v| over the ``mask``-ed 2-D tile into the int32 at ``amax_ptr`` by ``atomic_max`` on the
+    float's bits (non-negative floats order as ints): the value ``_quant._absmax_kernel`` would
+    compute over the stored tensor -- masked elements count as 0 -- and as deterministic (max is
+    order independent)."""
+    m = tl.max(tl.max(tl.where(mask, tl.abs(v.to(tl.float32)), 0.0), axis=1), axis=0)
+    tl.atomic_max(amax_ptr, m.to(tl.int32, bitcast=True))
 
 
 @triton.jit
@@ -616,8 +629,11 @@ def _gemm1_kernel(
     h = _activation(acc_g, acc_u, ACT, act_alpha, act_beta, act_limit).to(ROUND_DTYPE)
     out_offs = slots.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
     st_mask = row_ok[:, None] & n_ok[None, :]
-    if OUT_Q == OUT_PLAIN:
-        tl.store(out_ptr + out_offs, h.to(out_ptr.dtype.element_ty), mask=st_mask)
+    if OUT_Q == OUT_PLAIN or OUT_Q == OUT_PLAIN_AMAX:
+        hv = h.to(out_ptr.dtype.element_ty)
+        tl.store(out_ptr + out_offs, hv, mask=st_mask)
+        if OUT_Q == OUT_PLAIN_AMAX:
+            _atomic_amax(out_scale_ptr, hv, st_mask)
     elif OUT_Q == OUT_NVFP4:
         # BLOCK_N is a multiple of 16 and tiles start on a block boundary; N is a multiple of 16
         packed, s_bytes = _nvfp4_quant_tile(h.to(tl.float32), tl.load(out_qscale_ptr), BLOCK_M, BLOCK_N)

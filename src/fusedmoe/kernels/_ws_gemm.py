@@ -52,7 +52,9 @@ alike (their output rows are the launcher's to zero). Epilogue (per warpgroup, f
 routing weight on input (GEMM1), bias, routing weight (GEMM2: MUL_ROUTING_WEIGHT), the activation
 (``_moe_gemm._activation``; GEMM2: identity), rounded to hidden's dtype, stored at the slot rows
 (a static FP8 intermediate divided by its scale: IEEE divisions, or with RCP_DIV the reciprocal and
-Markstein's correction, ``_moe_gemm._div_by_rcp``: the same bits).
+Markstein's correction, ``_moe_gemm._div_by_rcp``: the same bits; OUT_PLAIN_AMAX: a 16-bit
+intermediate and its max |h| into the int32 at ``out_qscale_ptr``, ``_moe_gemm._atomic_amax``, for
+the dynamic per-tensor quantization that follows).
 
 Limits (``kernel_configs.warp_specialized_problem``): sm_90 (wgmma), not the interpreter (Gluon
 has none), block_m 128, 128-byte K blocks (block_k 128 FP8 / 64 16-bit); FP8 block_n 64 (gated:
@@ -72,8 +74,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
-from ._moe_gemm import (FP8_MAX, OUT_FP8_STATIC, Q_BLOCK, Q_NONE, _activation, _div_by_scale, _gemm1_epilogue,
-                        _scale_block, _tile_ids)
+from ._moe_gemm import (FP8_MAX, OUT_FP8_STATIC, OUT_PLAIN_AMAX, Q_BLOCK, Q_NONE, _activation, _atomic_amax,
+                        _div_by_scale, _gemm1_epilogue, _scale_block, _tile_ids)
 
 
 @gluon.jit
@@ -240,7 +242,11 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
             if OUT_Q == OUT_FP8_STATIC:  # e4m3(clamp(h / a2)), a2 the static scale of GEMM2's input
                 q = _div_by_scale(h.to(gl.float32), gl.load(out_qscale_ptr), RCP_DIV)
                 h = gl.minimum(gl.maximum(q, -FP8_MAX), FP8_MAX)
-            gl.store(out_ptr + offs, h.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & n_ok[None, :])
+            hv = h.to(out_ptr.dtype.element_ty)
+            st_mask = row_ok[:, None] & n_ok[None, :]
+            gl.store(out_ptr + offs, hv, mask=st_mask)
+            if OUT_Q == OUT_PLAIN_AMAX:  # max |h| of the stored tile into the int32 amax (out_qscale_ptr)
+                _atomic_amax(out_qscale_ptr, hv, st_mask)
 
 
 @gluon.jit
