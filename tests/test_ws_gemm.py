@@ -471,16 +471,25 @@ def test_gpu_ws_skip_padding_half_same_bits(wfmt):
             prob = make_problem(T=T, H=H, I=I, I_pad=I, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype,
                                 offset=8, E_glob=24 if K > 1 else 32, seed=seed)
             kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)
-            prev = set_ws_skip_padding_half(False)
-            try:
-                both = _run_within_bound(prob, tag=("both", T), **kw)
-                set_ws_skip_padding_half(True)
-                skip = _run_within_bound(prob, tag=("skip", T), **kw)
-                assert torch.equal(skip, both), (act, T, K)
-                if act is Activation.SWIGLU and T == 160:
-                    _graph_replay_matches(prob, wfmt, I, skip, offset=8, replays=2, config=cfg)
-            finally:
-                set_ws_skip_padding_half(prev)
+            _switch_same_bits(set_ws_skip_padding_half, prob, kw, (act, T, K),
+                              graph=I if act is Activation.SWIGLU and T == 160 else None)
+
+
+def _switch_same_bits(setter, prob, kw, tag, *, graph=None):
+    """``prob`` run (``_run_within_bound(prob, **kw)``) with ``setter(False)``, then ``setter(True)``:
+    both within the bound and the same bits; ``graph`` (the padded intermediate size): the switched-on
+    call also replayed twice from a CUDA graph. The setting is restored."""
+    prev = setter(False)
+    try:
+        off = _run_within_bound(prob, tag=(tag, "off"), **kw)
+        setter(True)
+        on = _run_within_bound(prob, tag=(tag, "on"), **kw)
+        assert torch.equal(on, off), tag
+        if graph is not None:
+            _graph_replay_matches(prob, kw["wfmt"], graph, on, offset=kw.get("offset", 0), replays=2,
+                                  config=kw.get("config"))
+    finally:
+        setter(prev)
 
 
 @gpu
@@ -498,16 +507,7 @@ def test_gpu_gemm1_amax_same_bits():
             prob = make_problem(T=T, H=704, I=192, I_pad=192, E=16, K=4, act=act, wfmt=wfmt, dtype=dtype, offset=8,
                                 E_glob=24, static=False, seed=T)
             kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg, static=False)
-            prev = set_gemm1_amax(False)
-            try:
-                base = _run_within_bound(prob, tag=("off", T), **kw)
-                set_gemm1_amax(True)
-                got = _run_within_bound(prob, tag=("on", T), **kw)
-                assert torch.equal(got, base), (act, T, cfg)
-                if act is Activation.SWIGLU:
-                    _graph_replay_matches(prob, wfmt, 192, got, offset=8, replays=2, config=cfg)
-            finally:
-                set_gemm1_amax(prev)
+            _switch_same_bits(set_gemm1_amax, prob, kw, (act, T, cfg), graph=192 if act is Activation.SWIGLU else None)
 
 
 def test_ws_skip_padding_half_switch():
@@ -539,13 +539,4 @@ def test_gpu_ws_reciprocal_quant_same_bits(act):
                         E_glob=24, seed=21)
     cfg = moe_config(act.is_gated, gemm2=True)
     kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)
-    prev = set_reciprocal_quant(False)
-    try:
-        base = _run_within_bound(prob, tag="div", **kw)
-        set_reciprocal_quant(True)
-        got = _run_within_bound(prob, tag="rcp", **kw)
-        assert torch.equal(got, base)
-        if act is Activation.SWIGLU:
-            _graph_replay_matches(prob, wfmt, 192, got, offset=8, replays=2, config=cfg)
-    finally:
-        set_reciprocal_quant(prev)
+    _switch_same_bits(set_reciprocal_quant, prob, kw, act, graph=192 if act is Activation.SWIGLU else None)
