@@ -22,7 +22,8 @@ second half is padding: ``set_ws_skip_padding_half(False)``; it only changes FP8
 GEMMs: 16-bit ones never skip); ``fusedmoe-divq`` (GEMM1's FP8 re-quantization of the intermediate by
 IEEE divisions, ``set_reciprocal_quant(False)``; the default divides by reciprocals, same bits);
 ``fusedmoe-g16`` / ``fusedmoe-g32`` (the chosen configs with GROUP_M 16 / 32 on the warp-specialized
-GEMMs: more M-blocks per column sweep).
+GEMMs: more M-blocks per column sweep); ``fusedmoe-wswide`` (the FP8 warp-specialized GEMMs at 2 x 128 / 256
+columns with one promoted partial set: half the L2 bytes of A per FLOP).
 """
 
 import torch
@@ -145,6 +146,19 @@ def _group_m(g: int):
     return pick
 
 
+def _ws_wide(M, cfg, act, wf):
+    """The chosen configs with their FP8 warp-specialized GEMMs widened to one promoted partial set
+    for two 128-column halves (2 x 128 gated, 256 otherwise; ``_ws_gemm``'s ONE_PART, 4 stages)."""
+    from fusedmoe.backends.kernel_configs import MoEKernelConfig, warp_specialized_config
+
+    def one(k, gated):
+        if not k.warp_specialized or k.block_k != 128:  # FP8 tiles only (16-bit ones have 64-wide K blocks)
+            return k
+        return warp_specialized_config(gated, num_stages=4, group_m=k.group_m, block_n=128 if gated else 256)
+
+    return MoEKernelConfig(one(cfg.gemm1, act.is_gated), one(cfg.gemm2, False), atomic_combine=cfg.atomic_combine)
+
+
 def _with_setting(setter, value, base=None):
     """fusedmoe (default configs, or the peer ``base`` makes) with
     ``fusedmoe.backends.triton_moe.<setter>(value)`` in force for its calls
@@ -190,6 +204,8 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-nopersist": _with_setting("set_persistent_gemm2", False),
          "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),
          "fusedmoe-divq": _with_setting("set_reciprocal_quant", False),
+         "fusedmoe-wswide": _config_peer(_ws_wide, "the wide FP8 warp-specialized tiles",
+                                         ("fp8_tensor", "fp8_channel", "fp8_block")),
          "fusedmoe-g16": _config_peer(_group_m(16), "GROUP_M 16 on the warp-specialized GEMMs", _WS_DTYPES),
          "fusedmoe-g32": _config_peer(_group_m(32), "GROUP_M 32 on the warp-specialized GEMMs", _WS_DTYPES),
          "fusedmoe-ws-noskip": _with_setting("set_ws_skip_padding_half", False,

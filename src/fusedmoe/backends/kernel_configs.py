@@ -684,11 +684,24 @@ _WS_SMEM = 220 * 1024  # the operand ring's budget (Hopper: 227 KB a block, barr
 def _ws_tile(weight_format: Format, gemm: str, gated: bool):
     """(block_k, allowed block_n) of the warp-specialized kernel: 128-byte K rows (128 FP8 / 64
     16-bit values: TMA's widest swizzle); per 64-row warpgroup at most 128 fp32 accumulators a
-    thread -- FP8 keeps a second set for the promoted partial sums, so its gated tiles are 64 wide."""
+    thread -- FP8 keeps a second set for the promoted partial sums: its gated tiles are 2 x 64 and
+    its others 64 / 128 wide with a partial set per accumulator, or (per tensor / per channel) 2 x 128 /
+    256 wide with one 128-column partial set that the two halves take in turn (``_ws_gemm``'s ONE_PART;
+    not yet run on a GPU, so never chosen by default: ``warp_specialized_config``'s ``block_n``)."""
     g = gated and gemm == "gemm1"
     if weight_format is Format.BF16:
         return 64, ((64, 128) if g else (128, 256))
-    return 128, ((64,) if g else (64, 128))
+    if weight_format is Format.FP8_BLOCK:  # the per-K-block scale vectors of a wide tile spill (sm_90 compile)
+        return 128, ((64,) if g else (64, 128))
+    return 128, ((64, 128) if g else (64, 128, 256))
+
+
+def _ws_default_bn(weight_format: Format, gated: bool) -> int:
+    """The warp-specialized tile width the heuristic and the tuner use: BF16 the widest (128 gated /
+    256); FP8 64 gated / 128 (a partial set per accumulator: the H200-measured tiles)."""
+    if weight_format is Format.BF16:
+        return _ws_tile(weight_format, "gemm1", gated)[1][-1]
+    return 64 if gated else 128
 
 
 def _ws_stage_bytes(weight_format: Format, two_weight_tiles: bool, block_n: int, block_k: int) -> int:
@@ -726,14 +739,19 @@ def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str
 
 
 def warp_specialized_config(gated: bool, *, num_stages: int = 4, group_m: int = 8,
-                            weight_format: Format = Format.FP8_TENSOR) -> KernelConfig:
+                            weight_format: Format = Format.FP8_TENSOR, block_n: Optional[int] = None) -> KernelConfig:
     """The warp-specialized tile (``KernelConfig.warp_specialized``): 128 rows in two 64-row
     warpgroups and 128-byte K blocks; FP8: 64 columns for a gated GEMM1 (gate and up tiles) or 128
     (a non-gated GEMM1, GEMM2), 32 KB a stage; BF16: 128 gated / 256 columns, 48 KB a stage (at
-    most 4 stages)."""
+    most 4 stages). ``block_n``: another allowed width (``_ws_tile``; FP8 2 x 128 / 256: one
+    promoted partial set, 48 KB stages, not yet GPU-tested); stages are capped to fit."""
     bk, bns = _ws_tile(weight_format, "gemm1", gated)
-    num_stages = min(num_stages, _WS_SMEM // _ws_stage_bytes(weight_format, gated, bns[-1], bk))  # BF16: 4
-    return KernelConfig(block_m=128, block_n=bns[-1], block_k=bk, group_m=group_m, num_warps=4,
+    bn = _ws_default_bn(weight_format, gated) if block_n is None else block_n
+    if bn not in bns:
+        raise ValueError(f"warp_specialized_config: block_n {bn} is not one of {bns} for "
+                         f"{'gated' if gated else 'non-gated'} {weight_format.name} tiles")
+    num_stages = min(num_stages, _WS_SMEM // _ws_stage_bytes(weight_format, gated, bn, bk))  # 48 KB stages: 4
+    return KernelConfig(block_m=128, block_n=bn, block_k=bk, group_m=group_m, num_warps=4,
                         num_stages=num_stages, warp_specialized=True)
 
 

@@ -120,18 +120,47 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
 
 
 @gluon.jit
-def _ws_rows(sorted_ids_ptr, pid_m, pid_n, num_slots, N, HALF: gl.constexpr, HALF_M: gl.constexpr,
-             TOP_K: gl.constexpr, BN: gl.constexpr, layout: gl.constexpr):
-    """This warpgroup's rows of tile (pid_m, pid_n): their slots (padding rows: slot 0, whose
-    scales they read; never stored), which are real, the rows' input rows (tokens for GEMM1, slots
-    for GEMM2: TOP_K 1), the tile's columns and which are inside N."""
+def _ws_rows(sorted_ids_ptr, pid_m, col0, num_slots, N, HALF: gl.constexpr, HALF_M: gl.constexpr,
+             TOP_K: gl.constexpr, NC: gl.constexpr, layout: gl.constexpr):
+    """This warpgroup's rows of M-block ``pid_m`` and the ``NC`` columns from ``col0``: their slots
+    (padding rows: slot 0, whose scales they read; never stored), which are real, the rows' input
+    rows (tokens for GEMM1, slots for GEMM2: TOP_K 1), the columns and which are inside N."""
     rows = pid_m * (2 * HALF_M) + HALF * HALF_M + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, layout))
     slots = gl.load(sorted_ids_ptr + rows)
     row_ok = slots < num_slots
     slots = gl.where(row_ok, slots, 0)
     tok64 = (slots // TOP_K).to(gl.int64)
-    cols = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, layout))
+    cols = col0 + gl.arange(0, NC, layout=gl.SliceLayout(0, layout))
     return slots, row_ok, tok64, cols, cols < N
+
+
+@gluon.jit
+def _ws_epilogue(acc_g, acc_u, e, pid_m, col0, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, out_qscale_ptr,
+                 sorted_ids_ptr, N, num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha,
+                 act_beta, act_limit, HALF: gl.constexpr, HALF_M: gl.constexpr, TOP_K: gl.constexpr, ACT: gl.constexpr,
+                 GATED: gl.constexpr, QUANT: gl.constexpr, OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr,
+                 HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
+                 NC: gl.constexpr, RCP_DIV: gl.constexpr, layout: gl.constexpr):
+    """The ``NC`` output columns from ``col0`` of this warpgroup's rows: scales, routing weight on
+    input, bias, routing weight (GEMM2), activation, rounding, re-quantization, store by slot."""
+    e64 = e.to(gl.int64)
+    slots, row_ok, tok64, cols, n_ok = _ws_rows(sorted_ids_ptr, pid_m, col0, num_slots, N, HALF, HALF_M, TOP_K, NC,
+                                                layout)
+    acc_g, acc_u = _gemm1_epilogue(acc_g, acc_u, e64, tok64, slots, cols, n_ok, N, a_scale_ptr, w_scale_ptr,
+                                   bias_ptr, topk_w_ptr, stride_asm, stride_wse, stride_wsn, stride_be, QUANT,
+                                   GATED, WEIGHT_ON_INPUT, HAS_BIAS)
+    if MUL_ROUTING_WEIGHT:  # GEMM2: after the bias
+        acc_g = acc_g * gl.load(topk_w_ptr + slots).to(gl.float32)[:, None]
+    h = _activation(acc_g, acc_u, ACT, act_alpha, act_beta, act_limit).to(ROUND_DTYPE)
+    offs = slots.to(gl.int64)[:, None] * stride_om + cols[None, :]
+    if OUT_Q == OUT_FP8_STATIC:  # e4m3(clamp(h / a2)), a2 the static scale of GEMM2's input
+        q = _div_by_scale(h.to(gl.float32), gl.load(out_qscale_ptr), RCP_DIV)
+        h = gl.minimum(gl.maximum(q, -FP8_MAX), FP8_MAX)
+    hv = h.to(out_ptr.dtype.element_ty)
+    st_mask = row_ok[:, None] & n_ok[None, :]
+    gl.store(out_ptr + offs, hv, mask=st_mask)
+    if OUT_Q == OUT_PLAIN_AMAX:  # max |h| of the stored tile into the int32 amax (out_qscale_ptr)
+        _atomic_amax(out_qscale_ptr, hv, st_mask)
 
 
 @gluon.jit
@@ -144,15 +173,22 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                  MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                  GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr, RCP_DIV: gl.constexpr):
     """MMA warpgroup for rows [HALF * 64, HALF * 64 + 64) of every tile: per K block a fresh
-    wgmma (gated: gate and up), one wait, the slot released, the fp32 adds; then the epilogue."""
+    wgmma (gated: gate and up), one wait, the slot released, the fp32 adds; then the epilogue.
+
+    ONE_PART (FP8 tiles of 2 x 128 gated or 256 columns): one promoted partial-sum set of 128
+    columns serves the K block's two halves in turn -- gate then up, or the tile's first then
+    second 128 columns: wgmma, wait, add, twice -- so 128 + 64 fp32 registers a thread hold a
+    tile twice as wide as the two-set 2 x 64 / 128 ones (half the L2 bytes of A per FLOP)."""
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
+    ONE_PART: gl.constexpr = QUANT != Q_NONE and ((GATED and BN == 128) or ((not GATED) and BN == 256))
+    PN: gl.constexpr = BN // 2 if ONE_PART and not GATED else BN  # columns of one accumulator
     layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                     instr_shape=[16, BN, INSTR_K])
+                                                     instr_shape=[16, PN, INSTR_K])
     num_m = gl.load(num_post_padded_ptr) // (2 * HALF_M)
     num_n = gl.cdiv(N, BN)
     n_k = gl.cdiv(K, BK)
-    part_g = gl.zeros((HALF_M, BN), dtype=gl.float32, layout=layout)
-    part_u = gl.zeros((HALF_M, BN), dtype=gl.float32, layout=layout)
+    part_g = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
+    part_u = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
     it = 0
     for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
         pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
@@ -169,15 +205,18 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                 mbarrier.arrive(empty.index(s), count=1)
                 it += 1
         if live:
-            acc_g = gl.zeros((HALF_M, BN), dtype=gl.float32, layout=layout)
-            acc_u = gl.zeros((HALF_M, BN), dtype=gl.float32, layout=layout)
+            acc_g = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
+            acc_u = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
             if QUANT == Q_BLOCK:  # FP8 128 x 128 blocks: per K block, a_s[row, kb] and w_s[col // 128, kb]
                 e64 = e.to(gl.int64)
-                slots, row_ok, tok64, cols, n_ok = _ws_rows(sorted_ids_ptr, pid_m, pid_n, num_slots, N, HALF, HALF_M,
-                                                            TOP_K, BN, layout)
+                slots, row_ok, tok64, cols, n_ok = _ws_rows(sorted_ids_ptr, pid_m, pid_n * BN, num_slots, N, HALF,
+                                                            HALF_M, TOP_K, PN, layout)
                 as_rows = a_scale_ptr + tok64 * stride_asm
                 wsg_cols = w_scale_ptr + e64 * stride_wse + (cols // 128) * stride_wsn
-                wsu_cols = w_scale_ptr + e64 * stride_wse + ((N + cols) // 128) * stride_wsn
+                # the second accumulator's columns: the up rows (gated) or the tile's second half (ONE_PART)
+                cols2 = cols + (N if GATED else PN)
+                wsu_cols = w_scale_ptr + e64 * stride_wse + (cols2 // 128) * stride_wsn
+                n2_ok = n_ok if GATED else cols2 < N
             if QUANT == Q_NONE:
                 # 16-bit operands: one accumulator chain; the K block before this one has retired when
                 # at most this block's wgmmas are in flight -> its slot is released
@@ -199,6 +238,34 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                 else:
                     acc_g = warpgroup_mma_wait(num_outstanding=0, deps=(acc_g,))
                 mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            elif ONE_PART:
+                for kk in range(n_k):
+                    s = it % STAGES
+                    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                    if GATED:
+                        b0 = wg_bufs.index(s).permute((1, 0))
+                        b1 = wu_bufs.index(s).permute((1, 0))
+                    else:
+                        b0 = wg_bufs.index(s).slice(0, PN).permute((1, 0))
+                        b1 = wg_bufs.index(s).slice(PN, PN).permute((1, 0))
+                    part_g = warpgroup_mma(a_bufs.index(s), b0, part_g, use_acc=False, is_async=True)
+                    if QUANT == Q_BLOCK:  # this K block's scales, loaded while the MMA runs
+                        a_s = gl.load(as_rows + kk)
+                        wg_s = gl.load(wsg_cols + kk, mask=n_ok, other=0.0)
+                        wu_s = gl.load(wsu_cols + kk, mask=n2_ok, other=0.0)
+                    part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
+                    if QUANT == Q_BLOCK:
+                        acc_g = acc_g + _scale_block(part_g, a_s, wg_s, False)
+                    else:
+                        acc_g = acc_g + part_g
+                    part_g = warpgroup_mma(a_bufs.index(s), b1, part_g, use_acc=False, is_async=True)
+                    part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
+                    mbarrier.arrive(empty.index(s), count=1)
+                    if QUANT == Q_BLOCK:
+                        acc_u = acc_u + _scale_block(part_g, a_s, wu_s, False)
+                    else:
+                        acc_u = acc_u + part_g
+                    it += 1
             else:
                 for kk in range(n_k):
                     s = it % STAGES
@@ -229,24 +296,23 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                     it += 1
 
             # ---- epilogue: scales, routing weight on input, bias, activation, store by slot ----
-            e64 = e.to(gl.int64)
-            slots, row_ok, tok64, cols, n_ok = _ws_rows(sorted_ids_ptr, pid_m, pid_n, num_slots, N, HALF, HALF_M, TOP_K,
-                                                        BN, layout)
-            acc_g, acc_u = _gemm1_epilogue(acc_g, acc_u, e64, tok64, slots, cols, n_ok, N, a_scale_ptr, w_scale_ptr,
-                                           bias_ptr, topk_w_ptr, stride_asm, stride_wse, stride_wsn, stride_be, QUANT,
-                                           GATED, WEIGHT_ON_INPUT, HAS_BIAS)
-            if MUL_ROUTING_WEIGHT:  # GEMM2: after the bias
-                acc_g = acc_g * gl.load(topk_w_ptr + slots).to(gl.float32)[:, None]
-            h = _activation(acc_g, acc_u, ACT, act_alpha, act_beta, act_limit).to(ROUND_DTYPE)
-            offs = slots.to(gl.int64)[:, None] * stride_om + cols[None, :]
-            if OUT_Q == OUT_FP8_STATIC:  # e4m3(clamp(h / a2)), a2 the static scale of GEMM2's input
-                q = _div_by_scale(h.to(gl.float32), gl.load(out_qscale_ptr), RCP_DIV)
-                h = gl.minimum(gl.maximum(q, -FP8_MAX), FP8_MAX)
-            hv = h.to(out_ptr.dtype.element_ty)
-            st_mask = row_ok[:, None] & n_ok[None, :]
-            gl.store(out_ptr + offs, hv, mask=st_mask)
-            if OUT_Q == OUT_PLAIN_AMAX:  # max |h| of the stored tile into the int32 amax (out_qscale_ptr)
-                _atomic_amax(out_qscale_ptr, hv, st_mask)
+            if ONE_PART and not GATED:  # the tile's two column halves, one after the other
+                _ws_epilogue(acc_g, acc_g, e, pid_m, pid_n * BN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
+                             topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm,
+                             stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K,
+                             ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN,
+                             RCP_DIV, layout)
+                _ws_epilogue(acc_u, acc_u, e, pid_m, pid_n * BN + PN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
+                             topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm,
+                             stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K,
+                             ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN,
+                             RCP_DIV, layout)
+            else:
+                _ws_epilogue(acc_g, acc_u, e, pid_m, pid_n * BN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
+                             topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm,
+                             stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K,
+                             ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN,
+                             RCP_DIV, layout)
 
 
 @gluon.jit
