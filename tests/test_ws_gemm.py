@@ -205,6 +205,15 @@ def test_ws_config_rules(tmp_path):
     assert ws_cands(8192, Format.FP8_TENSOR) and not ws_cands(64, Format.FP8_TENSOR)
     assert ws_cands(8192, Format.FP8_BLOCK) and ws_cands(8192, Format.BF16) and not ws_cands(8192, Format.NVFP4)
     assert {c.config.gemm1.num_stages for c in ws_cands(8192, Format.BF16) if c.config.gemm1.warp_specialized} == {3, 4}
+    # the wide FP8 tiles only when asked for (--ws-wide), per tensor / channel only
+
+    def wide_cands(fmt, **kw):
+        return [c for c in search_space(8192, 7168, 2048, 256, 8, fmt, Activation.SWIGLU, "NVIDIA H200", **kw)
+                if c.config.gemm1.warp_specialized and c.config.gemm1.block_n == 128]
+
+    assert not wide_cands(Format.FP8_TENSOR) and not wide_cands(Format.FP8_BLOCK, ws_wide=True)
+    got = wide_cands(Format.FP8_CHANNEL, ws_wide=True)
+    assert {c.config.gemm2.block_n for c in got} == {128, 256} and all(c.config.gemm1.num_stages == 4 for c in got)
     with pytest.raises(TypeError, match="warp_specialized"):
         KernelConfig(128, 64, 128, warp_specialized=1)
     # the tuned table keeps the flag (and omits it when off)
