@@ -320,6 +320,15 @@ def set_fused_combine(max_tokens: int) -> int:
     return prev
 
 
+def _swap_bool(store: dict, enabled: bool) -> bool:
+    """``store["enabled"] = enabled`` for the on / off switches below (a bool only); returns the
+    previous value."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    prev, store["enabled"] = store["enabled"], enabled
+    return prev
+
+
 # ---- persistent GEMM2 -------------------------------------------------------------------------------
 
 _PERSISTENT = {"enabled": True}
@@ -330,10 +339,7 @@ def set_persistent_gemm2(enabled: bool) -> bool:
     (``KernelConfig.persistent``, by default :func:`~fusedmoe.backends.kernel_configs.auto_persistent`);
     ``False``: always one program per tile (for A/B measurements; the results are bit-identical
     either way). Returns the previous setting."""
-    if not isinstance(enabled, bool):
-        raise TypeError(f"enabled must be a bool, got {enabled!r}")
-    prev, _PERSISTENT["enabled"] = _PERSISTENT["enabled"], enabled
-    return prev
+    return _swap_bool(_PERSISTENT, enabled)
 
 
 # ---- warp-specialized GEMMs: the padding half of a block skipped ------------------------------------
@@ -348,10 +354,7 @@ def set_ws_skip_padding_half(enabled: bool) -> bool:
     half of A is not loaded; ``False``: both warpgroups run every block (for A/B measurements; the
     results are bit-identical either way: the skipped rows are never stored). 16-bit weights never
     skip (:func:`_ws_skips_padding_half`). Returns the previous setting."""
-    if not isinstance(enabled, bool):
-        raise TypeError(f"enabled must be a bool, got {enabled!r}")
-    prev, _WS_SKIP_HALF["enabled"] = _WS_SKIP_HALF["enabled"], enabled
-    return prev
+    return _swap_bool(_WS_SKIP_HALF, enabled)
 
 
 def _ws_skips_padding_half(weight_format: Format) -> bool:
@@ -376,10 +379,7 @@ def set_reciprocal_quant(enabled: bool) -> bool:
     sixteenth session): Nemotron FP8 per tensor (non-gated, 128-column tiles) 1.06-1.11x at 512-8192
     tokens, MiniMax-M2 / Qwen3-30B per tensor at 8192 1.03-1.06x, no loss elsewhere. CUDA only; the
     interpreter always divides. Returns the previous setting."""
-    if not isinstance(enabled, bool):
-        raise TypeError(f"enabled must be a bool, got {enabled!r}")
-    prev, _RCP_DIV["enabled"] = _RCP_DIV["enabled"], enabled
-    return prev
+    return _swap_bool(_RCP_DIV, enabled)
 
 
 # ---- the intermediate's dynamic per-tensor amax in GEMM1's epilogue -------------------------------
@@ -395,10 +395,7 @@ def set_gemm1_amax(enabled: bool) -> bool:
     it (H200, sixteenth session: those were 2-8 % of an FP8 per-tensor prefill call). ``False``: the
     intermediate zero-filled, then ``quantize_act``'s own absmax. Same bits either way. Returns the
     previous setting."""
-    if not isinstance(enabled, bool):
-        raise TypeError(f"enabled must be a bool, got {enabled!r}")
-    prev, _GEMM1_AMAX["enabled"] = _GEMM1_AMAX["enabled"], enabled
-    return prev
+    return _swap_bool(_GEMM1_AMAX, enabled)
 
 
 # ---- split-K scratch ------------------------------------------------------------------------------

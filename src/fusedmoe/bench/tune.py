@@ -44,7 +44,7 @@ from ..backends.kernel_configs import (HELD_A_FORMATS, HELD_A_MAX_K, KernelConfi
                                        auto_persistent, choose_moe_config, compile_problem, fp8_fast_accum_variant,
                                        held_a_config, held_a_problem, load_tuned_configs, save_tuned_configs,
                                        token_bucket, triton_tile, warp_specialized_config, warp_specialized_problem,
-                                       warp_specialized_variant, with_block_m, _device_traits)
+                                       warp_specialized_variant, with_block_m, _device_traits, _ws_default_bn)
 from ..config import Activation, Format
 
 __all__ = [
@@ -182,9 +182,8 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
             c = _kc(c, num_stages=c.num_stages - 1)
         return c
 
-    def wide_ws(c: KernelConfig, gemm: str) -> bool:  # a wide FP8 warp-specialized tile (one promoted partial set)
-        return (c.warp_specialized and weight_format is not Format.BF16
-                and c.block_n > (64 if gemm == "gemm1" and gated else 128))
+    def wide_ws(c: KernelConfig, gemm: str) -> bool:  # wider than the default (FP8: one promoted partial set)
+        return c.warp_specialized and c.block_n > _ws_default_bn(weight_format, gemm == "gemm1" and gated)
 
     def add(g1: Optional[KernelConfig], g2: Optional[KernelConfig], varies: str) -> None:
         g1, g2 = fit(g1, "gemm1"), fit(g2, "gemm2")

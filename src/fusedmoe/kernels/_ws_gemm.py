@@ -74,8 +74,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
-from ._moe_gemm import (FP8_MAX, OUT_FP8_STATIC, OUT_PLAIN_AMAX, Q_BLOCK, Q_NONE, _activation, _atomic_amax,
-                        _div_by_scale, _gemm1_epilogue, _scale_block, _tile_ids)
+from ._moe_gemm import (FP8_MAX, OUT_FP8_STATIC, OUT_PLAIN_AMAX, Q_BLOCK, Q_NONE, Q_ROW, Q_TENSOR, _activation,
+                        _atomic_amax, _div_by_scale, _gemm1_epilogue, _scale_block, _tile_ids)
 
 
 @gluon.jit
@@ -175,12 +175,14 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
     """MMA warpgroup for rows [HALF * 64, HALF * 64 + 64) of every tile: per K block a fresh
     wgmma (gated: gate and up), one wait, the slot released, the fp32 adds; then the epilogue.
 
-    ONE_PART (FP8 tiles of 2 x 128 gated or 256 columns): one promoted partial-sum set of 128
-    columns serves the K block's two halves in turn -- gate then up, or the tile's first then
-    second 128 columns: wgmma, wait, add, twice -- so 128 + 64 fp32 registers a thread hold a
-    tile twice as wide as the two-set 2 x 64 / 128 ones (half the L2 bytes of A per FLOP)."""
+    ONE_PART (FP8 per tensor / channel tiles of 2 x 128 gated or 256 columns): one promoted
+    partial-sum set of 128 columns serves the K block's two halves in turn -- gate then up, or the
+    tile's first then second 128 columns: wgmma, wait, add, twice -- so 128 + 64 fp32 registers a
+    thread hold a tile twice as wide as the two-set 2 x 64 / 128 ones (half the L2 bytes of A per
+    FLOP). FP8 blocks keep the narrow tiles (their per-K-block scale vectors would spill)."""
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
-    ONE_PART: gl.constexpr = QUANT != Q_NONE and ((GATED and BN == 128) or ((not GATED) and BN == 256))
+    ONE_PART: gl.constexpr = (QUANT == Q_TENSOR or QUANT == Q_ROW) and ((GATED and BN == 128) or
+                                                                         ((not GATED) and BN == 256))
     PN: gl.constexpr = BN // 2 if ONE_PART and not GATED else BN  # columns of one accumulator
     layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                      instr_shape=[16, PN, INSTR_K])
@@ -210,13 +212,10 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
             if QUANT == Q_BLOCK:  # FP8 128 x 128 blocks: per K block, a_s[row, kb] and w_s[col // 128, kb]
                 e64 = e.to(gl.int64)
                 slots, row_ok, tok64, cols, n_ok = _ws_rows(sorted_ids_ptr, pid_m, pid_n * BN, num_slots, N, HALF,
-                                                            HALF_M, TOP_K, PN, layout)
+                                                            HALF_M, TOP_K, BN, layout)
                 as_rows = a_scale_ptr + tok64 * stride_asm
                 wsg_cols = w_scale_ptr + e64 * stride_wse + (cols // 128) * stride_wsn
-                # the second accumulator's columns: the up rows (gated) or the tile's second half (ONE_PART)
-                cols2 = cols + (N if GATED else PN)
-                wsu_cols = w_scale_ptr + e64 * stride_wse + (cols2 // 128) * stride_wsn
-                n2_ok = n_ok if GATED else cols2 < N
+                wsu_cols = w_scale_ptr + e64 * stride_wse + ((N + cols) // 128) * stride_wsn
             if QUANT == Q_NONE:
                 # 16-bit operands: one accumulator chain; the K block before this one has retired when
                 # at most this block's wgmmas are in flight -> its slot is released
@@ -249,22 +248,12 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                         b0 = wg_bufs.index(s).slice(0, PN).permute((1, 0))
                         b1 = wg_bufs.index(s).slice(PN, PN).permute((1, 0))
                     part_g = warpgroup_mma(a_bufs.index(s), b0, part_g, use_acc=False, is_async=True)
-                    if QUANT == Q_BLOCK:  # this K block's scales, loaded while the MMA runs
-                        a_s = gl.load(as_rows + kk)
-                        wg_s = gl.load(wsg_cols + kk, mask=n_ok, other=0.0)
-                        wu_s = gl.load(wsu_cols + kk, mask=n2_ok, other=0.0)
                     part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
-                    if QUANT == Q_BLOCK:
-                        acc_g = acc_g + _scale_block(part_g, a_s, wg_s, False)
-                    else:
-                        acc_g = acc_g + part_g
+                    acc_g = acc_g + part_g
                     part_g = warpgroup_mma(a_bufs.index(s), b1, part_g, use_acc=False, is_async=True)
                     part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
                     mbarrier.arrive(empty.index(s), count=1)
-                    if QUANT == Q_BLOCK:
-                        acc_u = acc_u + _scale_block(part_g, a_s, wu_s, False)
-                    else:
-                        acc_u = acc_u + part_g
+                    acc_u = acc_u + part_g
                     it += 1
             else:
                 for kk in range(n_k):
@@ -296,19 +285,13 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                     it += 1
 
             # ---- epilogue: scales, routing weight on input, bias, activation, store by slot ----
-            if ONE_PART and not GATED:  # the tile's two column halves, one after the other
-                _ws_epilogue(acc_g, acc_g, e, pid_m, pid_n * BN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
-                             topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm,
-                             stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K,
-                             ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN,
-                             RCP_DIV, layout)
+            # (ONE_PART, not gated: acc_g and acc_u hold the tile's two column halves, stored in turn)
+            _ws_epilogue(acc_g, acc_u, e, pid_m, pid_n * BN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
+                         out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm, stride_wse, stride_wsn,
+                         stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q,
+                         ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN, RCP_DIV, layout)
+            if ONE_PART and not GATED:
                 _ws_epilogue(acc_u, acc_u, e, pid_m, pid_n * BN + PN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
-                             topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm,
-                             stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K,
-                             ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN,
-                             RCP_DIV, layout)
-            else:
-                _ws_epilogue(acc_g, acc_u, e, pid_m, pid_n * BN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                              topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm,
                              stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K,
                              ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN,
