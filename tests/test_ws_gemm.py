@@ -101,7 +101,8 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, BN, ST, OD in (
     cx = dict(TOP_K=8, E_LOC=64, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q=OUT_Q, ROUND_DTYPE=rd, HAS_BIAS=HB,
               WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW, BN=BN, BK=BK, STAGES=ST, GROUP_M=8,
               SKIP_HALF=not (ACT == 3 and QUANT == 3),  # one variant without the padding-half skip
-              RCP_DIV=ACT == 3 and OUT_Q == 1)  # the re-quantization by reciprocals (triton_moe.set_reciprocal_quant)
+              RCP_DIV=ACT == 3 and OUT_Q == 1,  # the re-quantization by reciprocals (triton_moe.set_reciprocal_quant)
+              OUT_PADDED=OUT_Q == 1 and ACT in (0, 1))  # stores at block-padded rows (triton_moe.set_ws_padded_handoff)
     sig.update({k: "constexpr" for k in cx})
     k = triton.compile(GluonASTSource(ws._ws_gemm_kernel, sig, constexprs=cx, attrs={}),
                        target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
@@ -205,15 +206,16 @@ def test_ws_config_rules(tmp_path):
     assert ws_cands(8192, Format.FP8_TENSOR) and not ws_cands(64, Format.FP8_TENSOR)
     assert ws_cands(8192, Format.FP8_BLOCK) and ws_cands(8192, Format.BF16) and not ws_cands(8192, Format.NVFP4)
     assert {c.config.gemm1.num_stages for c in ws_cands(8192, Format.BF16) if c.config.gemm1.warp_specialized} == {3, 4}
-    # the wide FP8 tiles only when asked for (--ws-wide), per tensor / channel only
+    # the wide FP8 tiles (per tensor / channel only): both GEMMs, GEMM1 wide with the narrow GEMM2 and
+    # the narrow GEMM1 with the wide GEMM2
 
-    def wide_cands(fmt, **kw):
-        return [c for c in search_space(8192, 7168, 2048, 256, 8, fmt, Activation.SWIGLU, "NVIDIA H200", **kw)
-                if c.config.gemm1.warp_specialized and c.config.gemm1.block_n == 128]
+    def wide_cands(fmt):
+        return [c for c in search_space(8192, 7168, 2048, 256, 8, fmt, Activation.SWIGLU, "NVIDIA H200")
+                if c.config.gemm1.warp_specialized and (c.config.gemm1.block_n == 128 or c.config.gemm2.block_n == 256)]
 
-    assert not wide_cands(Format.FP8_TENSOR) and not wide_cands(Format.FP8_BLOCK, ws_wide=True)
-    got = wide_cands(Format.FP8_CHANNEL, ws_wide=True)
-    assert {c.config.gemm2.block_n for c in got} == {128, 256} and all(c.config.gemm1.num_stages == 4 for c in got)
+    assert not wide_cands(Format.FP8_BLOCK)
+    got = {(c.config.gemm1.block_n, c.config.gemm2.block_n) for c in wide_cands(Format.FP8_CHANNEL)}
+    assert {(128, 256), (128, 128), (64, 256)} <= got, got
     with pytest.raises(TypeError, match="warp_specialized"):
         KernelConfig(128, 64, 128, warp_specialized=1)
     # the tuned table keeps the flag (and omits it when off)
@@ -232,22 +234,26 @@ def test_ws_config_rules(tmp_path):
 
 def test_ws_heuristic_rows_per_expert():
     """The heuristic's warp-specialized choice (FP8 per tensor / channel on Hopper): both GEMMs from 64
-    rows per expert with an intermediate of 512+; below 64 rows the Triton 64-row tiles; TP shards
+    rows per expert with an intermediate of 512+, GEMM1 in the wide tile from 256; below 64 rows the Triton 64-row tiles; TP shards
     (intermediate 256) keep the held-activation GEMM2; FP8 blocks, 16-bit weights and other GPUs
     never (tuned table only)."""
-    from fusedmoe.backends.kernel_configs import WS_MIN_ROWS_PER_EXPERT, choose_moe_config
+    from fusedmoe.backends.kernel_configs import WS_MIN_ROWS_PER_EXPERT, WS_WIDE_MIN_ROWS_PER_EXPERT, choose_moe_config
 
     empty = TunedTable()
 
     def cfg(T, H, I, E, k, fmt, dev="NVIDIA H200"):
         return choose_moe_config(T, H, I, E, k, fmt, Activation.SWIGLU, dev, table=empty, num_sms=132)
 
-    assert WS_MIN_ROWS_PER_EXPERT == 64
+    assert WS_MIN_ROWS_PER_EXPERT == 64 and WS_WIDE_MIN_ROWS_PER_EXPERT == 256
     for fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL):
         for T in (2048, 8192):  # MiniMax-M2 shape: 64 / 256 rows per expert
             c = cfg(T, 3072, 1536, 256, 8, fmt)
             assert c.gemm1.warp_specialized and c.gemm2.warp_specialized, (fmt, T, c)
             assert c.gemm1.block_m == c.gemm2.block_m == 128
+            # GEMM1's tile: 2 x 64 below 256 rows per expert, the wide 2 x 128 from there; GEMM2 128
+            assert (c.gemm1.block_n, c.gemm1.num_stages, c.gemm2.block_n) == ((64, 5, 128) if T == 2048 else (128, 4, 128))
+        c = choose_moe_config(8192, 2688, 1856, 128, 6, fmt, Activation.RELU2, "NVIDIA H200", table=empty, num_sms=132)
+        assert c.gemm1.warp_specialized and c.gemm1.block_n == 256  # non-gated wide: 256 columns (384 rows per expert)
         c = cfg(1024, 3072, 1536, 256, 8, fmt)  # 32 rows per expert
         assert not c.gemm1.warp_specialized and not c.gemm2.warp_specialized and c.gemm1.block_m <= 64
         c = cfg(1536, 3072, 1536, 256, 8, fmt)  # 48 rows per expert: 64-row Triton tiles
@@ -566,6 +572,52 @@ def test_gpu_ws_one_part_tiles(wfmt):
             assert torch.equal(got, ref), (act, T, K)
             if act is Activation.SWIGLU and T == 600:
                 _graph_replay_matches(prob, wfmt, I, got, offset=8, replays=2, config=wide)
+
+
+@gpu
+def test_gpu_ws_padded_handoff_same_bits():
+    """GEMM1 storing at block-padded rows for a warp-specialized GEMM2 that reads them without a gather
+    (``set_ws_padded_handoff``): the bits of the slot-indexed hand-off -- static FP8 per tensor gated and
+    not (the wide tiles too), BF16, the non-local group, top-1 (GEMM2 writes the output), eager and in a
+    CUDA graph; and it is taken exactly where nothing runs between the GEMMs (``_capture``)."""
+    from fusedmoe.backends.triton_moe import set_ws_padded_handoff
+
+    for wfmt, dtype in ((Format.FP8_TENSOR, torch.bfloat16), (Format.BF16, torch.bfloat16)):
+        for act in (Activation.SWIGLU, Activation.RELU2):
+            gated = act.is_gated
+            cfgs = [bf16_config(gated)] if wfmt is Format.BF16 else [
+                moe_config(gated, gemm2=True),
+                MoEKernelConfig(ws_config(gated, bn=128 if gated else 256), ws_config(False, bn=256))]
+            for cfg in cfgs:
+                for T, K, seed in ((600, 4, 31), (300, 1, 32)):
+                    prob = make_problem(T=T, H=704, I=192, I_pad=192, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype,
+                                        offset=8, E_glob=24 if K > 1 else 32, seed=seed)
+                    kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)
+                    _switch_same_bits(set_ws_padded_handoff, prob, kw, (wfmt, act, T, K, cfg.gemm1.block_n),
+                                      graph=192 if act is Activation.SWIGLU and K > 1 else None)
+    # taken with a static FP8 scale, not with a dynamic one (a quantization pass reads the intermediate)
+    prob = make_problem(T=300, H=704, I=192, I_pad=192, E=16, K=4, act=Activation.SWIGLU, wfmt=Format.FP8_TENSOR,
+                        dtype=torch.bfloat16, offset=8, E_glob=24, seed=33)
+    for static, expect in ((True, True), (False, False)):
+        cap = {}
+        triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], activation=Activation.SWIGLU,
+                       act_params=None, act_format=Format.FP8_TENSOR, intermediate_size_padded=192,
+                       a1_scale=prob["a1"] if static else None, a2_scale=prob["a2"] if static else None,
+                       local_expert_offset=8, config=moe_config(True, gemm2=True), _capture=cap)
+        assert cap["padded"] is expect, static
+
+
+def test_ws_padded_handoff_switch():
+    from fusedmoe.backends.triton_moe import set_ws_padded_handoff
+
+    with pytest.raises(TypeError, match="bool"):
+        set_ws_padded_handoff(1)
+    prev = set_ws_padded_handoff(False)
+    try:
+        assert prev is True  # the default
+        assert set_ws_padded_handoff(True) is False
+    finally:
+        set_ws_padded_handoff(prev)
 
 
 def test_ws_skip_padding_half_switch():

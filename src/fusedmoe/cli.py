@@ -408,7 +408,7 @@ def cmd_tune(args) -> int:
     tokens = args.tokens or list(DEFAULT_TUNE_TOKENS)
     out = args.out or DEFAULT_TABLE_PATH
     opts = TuneOptions(presets=presets, weight_formats=fmts, tokens=tokens, out=out, report=args.report,
-                       exhaustive=args.exhaustive, fp8_fast_accum=args.fp8_fast_accum, ws_wide=args.ws_wide, max_candidates=args.max_candidates, budget_s=args.budget_s,
+                       exhaustive=args.exhaustive, fp8_fast_accum=args.fp8_fast_accum, max_candidates=args.max_candidates, budget_s=args.budget_s,
                        seed=args.seed, device=args.device or "cuda",
                        jobs=args.jobs if args.jobs is not None else min(8, (os.cpu_count() or 2) // 2))
     if args.dry_run:
@@ -568,9 +568,6 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--fp8-fast-accum", action="store_true",
                    help="also try FP8 accumulation in the tensor cores (FP8 per-tensor / per-channel): faster prefill, "
                         "2.3-2.8x the RMS error of the default path (H200, K 2048); the tuned table then changes results")
-    t.add_argument("--ws-wide", action="store_true",
-                   help="also try the wide FP8 warp-specialized tiles (per tensor / channel: 2 x 128 / 256 columns with "
-                        "one promoted partial set; written in the sixteenth session, not yet GPU-validated)")
     t.add_argument("--max-candidates", type=_positive_int, default=None, help="at most this many candidates per point")
     t.add_argument("--budget-s", type=_positive_float, default=None, help="stop trying new candidates after this many seconds")
     t.add_argument("--jobs", type=int, default=None,

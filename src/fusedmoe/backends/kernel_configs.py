@@ -643,6 +643,13 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
         # Nemotron-Nano, Qwen3-30B at 2048: 1.09-1.14x over them), and the harness at 512 tokens
         # of Mixtral (r = 128: 573 vs 660 us). On TP shards (I = 256) it lost to the
         # held-activation GEMM2 (0.73-0.75x in the harness).
+        # From 256 rows per expert GEMM1 takes the wide tile (2 x 128 gated / 256 columns: one promoted
+        # partial set, a quarter less L2 traffic per FLOP; 4 stages of 48 KB): H200 tuner, session 17,
+        # 20 FP8 points at 2048 / 8192 tokens -- it chose the wide GEMM1 on 10 of the 12 points with
+        # r >= 256 and on 2 of the 8 below; GEMM2 mostly kept the narrow tile.
+        if gemm == "gemm1" and M_tokens * top_k >= WS_WIDE_MIN_ROWS_PER_EXPERT * max(E_loc, 1):
+            return warp_specialized_config(gated, num_stages=4, weight_format=fmt,
+                                           block_n=_ws_tile(fmt, "gemm1", gated)[1][-1])
         return warp_specialized_config(gated, num_stages=5)
     return _compile_safe(KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=group_m, num_warps=warps,
                                       num_stages=stages, swap_ab=swap_ab, split_k=split), fmt)
@@ -678,6 +685,7 @@ def held_a_problem(cfg: KernelConfig, weight_format: Format, I_pad: int) -> Opti
 WS_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
 WS_MIN_INTERMEDIATE = 512
 WS_MIN_ROWS_PER_EXPERT = 64  # T * top_k / E_loc: below, 64-row tiles (heuristic_block_m) stay on the Triton kernel
+WS_WIDE_MIN_ROWS_PER_EXPERT = 256  # FP8 per tensor / channel GEMM1: the wide tile (_heuristic) from here
 _WS_SMEM = 220 * 1024  # the operand ring's budget (Hopper: 227 KB a block, barriers and the epilogue's scratch)
 
 
@@ -686,8 +694,8 @@ def _ws_tile(weight_format: Format, gemm: str, gated: bool):
     16-bit values: TMA's widest swizzle); per 64-row warpgroup at most 128 fp32 accumulators a
     thread -- FP8 keeps a second set for the promoted partial sums: its gated tiles are 2 x 64 and
     its others 64 / 128 wide with a partial set per accumulator, or (per tensor / per channel) 2 x 128 /
-    256 wide with one 128-column partial set that the two halves take in turn (``_ws_gemm``'s ONE_PART;
-    not yet run on a GPU, so never chosen by default: ``warp_specialized_config``'s ``block_n``)."""
+    256 wide with one 128-column partial set that the two halves take in turn (``_ws_gemm``'s ONE_PART:
+    the heuristic's GEMM1 from ``WS_WIDE_MIN_ROWS_PER_EXPERT``; tuner candidates)."""
     g = gated and gemm == "gemm1"
     if weight_format is Format.BF16:
         return 64, ((64, 128) if g else (128, 256))
@@ -697,8 +705,9 @@ def _ws_tile(weight_format: Format, gemm: str, gated: bool):
 
 
 def _ws_default_bn(weight_format: Format, gated: bool) -> int:
-    """The warp-specialized tile width the heuristic and the tuner use: BF16 the widest (128 gated /
-    256); FP8 64 gated / 128 (a partial set per accumulator: the H200-measured tiles)."""
+    """The warp-specialized tile width the tuner and (below ``WS_WIDE_MIN_ROWS_PER_EXPERT``, and for
+    GEMM2) the heuristic use: BF16 the widest (128 gated / 256); FP8 64 gated / 128 (a partial set per
+    accumulator)."""
     if weight_format is Format.BF16:
         return _ws_tile(weight_format, "gemm1", gated)[1][-1]
     return 64 if gated else 128
@@ -744,7 +753,7 @@ def warp_specialized_config(gated: bool, *, num_stages: int = 4, group_m: int = 
     warpgroups and 128-byte K blocks; FP8: 64 columns for a gated GEMM1 (gate and up tiles) or 128
     (a non-gated GEMM1, GEMM2), 32 KB a stage; BF16: 128 gated / 256 columns, 48 KB a stage (at
     most 4 stages). ``block_n``: another allowed width (``_ws_tile``; FP8 2 x 128 / 256: one
-    promoted partial set, 48 KB stages, not yet GPU-tested); stages are capped to fit."""
+    promoted partial set, 48 KB stages); stages are capped to fit."""
     bk, bns = _ws_tile(weight_format, "gemm1", gated)
     bn = _ws_default_bn(weight_format, gated) if block_n is None else block_n
     if bn not in bns:

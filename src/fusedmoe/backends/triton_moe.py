@@ -21,7 +21,9 @@ heuristic from 256 rows per expert with an intermediate of 512+, or by the tuned
 runs as the Gluon kernel of ``kernels/_ws_gemm.py`` (a TMA loader warp, two MMA warpgroups, same
 promoted accumulation); its input rows are first gathered into block-padded slot order
 (``_align._gather_slot_rows_kernel``: one launch and P x K bytes more per GEMM), its output is the
-same slot-indexed tensor.
+same slot-indexed tensor -- except when both GEMMs are and nothing runs between them (static FP8 or
+16-bit intermediate, ``set_ws_padded_handoff``): GEMM1 then stores in block-padded row order and GEMM2
+reads that without a gather.
 
 Block-scaled weights (NVFP4, MXFP4, MXFP8; Hopper has no FP4 or micro-scaled MMA) are read in
 the linear ``QuantizedTensor`` layout and converted in registers inside both GEMMs
@@ -398,6 +400,21 @@ def set_gemm1_amax(enabled: bool) -> bool:
     return _swap_bool(_GEMM1_AMAX, enabled)
 
 
+# ---- GEMM1 -> GEMM2 hand-off in block-padded row order (both warp-specialized) ---------------------
+
+_WS_PADDED_HANDOFF = {"enabled": True}
+
+
+def set_ws_padded_handoff(enabled: bool) -> bool:
+    """``True`` (default): when both GEMMs are warp-specialized and GEMM2 reads the intermediate as
+    GEMM1 stores it (a static FP8 per-tensor scale, or 16-bit activations: no quantization pass in
+    between), GEMM1 stores each row at its block-padded position -- the row GEMM2's TMA loads -- so
+    GEMM2 needs no gather of its input (one write and one read of P x I elements less; the padding
+    rows, never written, reach only GEMM2's padding rows, never stored). ``False``: GEMM1 stores by
+    slot and GEMM2 gathers. Same bits either way. Returns the previous setting."""
+    return _swap_bool(_WS_PADDED_HANDOFF, enabled)
+
+
 # ---- split-K scratch ------------------------------------------------------------------------------
 
 # (device, stream) -> (int32 counters, fp32 partial sums). The split-K programs leave every counter
@@ -583,11 +600,13 @@ def _ws_layouts(block_n: int, block_k: int, dtype: torch.dtype):
 def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTensor, w_s, wse, wsn, bias, has_bias,
              tw_flat, q_scale, out_q, al: "AlignResult", out: torch.Tensor, N: int, row_div: int, TK: int, E: int,
              act_code: int, gated: bool, p, round_tl, weight_on_input: bool, mul_routing_weight: bool,
-             num_sms) -> None:
+             num_sms, *, a_padded: bool = False, out_padded: bool = False) -> None:
     """One GEMM by ``kernels/_ws_gemm``: its input rows ``a`` [rows, K] e4m3 or 16-bit (hidden or
     its quantization for GEMM1, ``row_div`` = top_k; the slot-indexed intermediate for GEMM2,
     ``row_div`` = 1) gathered into block-padded slot order (one extra write and read of P x K
-    elements), then the persistent warp-specialized kernel into ``out`` [T*K, N] by slot."""
+    elements), then the persistent warp-specialized kernel into ``out`` [T*K, N] by slot.
+    ``a_padded``: ``a`` already holds the rows in block-padded order (GEMM2 after GEMM1 with
+    ``out_padded``, which stores at the rows' padded positions into ``out`` [P_max, N]): no gather."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from ..kernels import _align as _al
@@ -596,13 +615,17 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     Kd = a.shape[1]
     BM, BK = c.block_m, c.block_k
     eb = a.element_size()  # the gather moves bytes: C = Kd * eb
-    rows = torch.empty((al.max_blocks * BM, Kd * eb), dtype=torch.uint8, device=a.device)
-    launch(_al._gather_slot_rows_kernel, (al.max_blocks, cdiv(Kd * eb, 256)),
-           a.view(torch.uint8), rows, al.sorted_ids, al.block_expert, al.num_post_padded, TK, Kd * eb,
-           a.stride(0) * eb, rows.stride(0), TOP_K=row_div, E_LOC=E, BLOCK_M=BM, BLOCK_C=256, num_warps=4)
     dt = a.dtype if eb == 2 else _E4M3
+    if a_padded:
+        rows = a.view(dt)
+    else:
+        rows = torch.empty((al.max_blocks * BM, Kd * eb), dtype=torch.uint8, device=a.device)
+        launch(_al._gather_slot_rows_kernel, (al.max_blocks, cdiv(Kd * eb, 256)),
+               a.view(torch.uint8), rows, al.sorted_ids, al.block_expert, al.num_post_padded, TK, Kd * eb,
+               a.stride(0) * eb, rows.stride(0), TOP_K=row_div, E_LOC=E, BLOCK_M=BM, BLOCK_C=256, num_warps=4)
+        rows = rows.view(dt)
     a_layout, w_layout = _ws_layouts(c.block_n, BK, dt)
-    a_desc = TensorDescriptor.from_tensor(rows.view(dt), [64, BK], a_layout)
+    a_desc = TensorDescriptor.from_tensor(rows, [64, BK], a_layout)
     w_desc = TensorDescriptor.from_tensor(w.data.view(-1, Kd), [c.block_n, BK], w_layout)
     tiles = al.max_blocks * cdiv(N, c.block_n)
     _ws._ws_gemm_kernel[(max(1, min(tiles, num_sms or 1)),)](
@@ -612,7 +635,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         TOP_K=row_div, E_LOC=E, ACT=act_code, GATED=gated, QUANT=_QUANT_CODE[w.fmt], OUT_Q=out_q,
         ROUND_DTYPE=round_tl, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
-        SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], num_warps=4)
+        SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], OUT_PADDED=out_padded, num_warps=4)
 
 
 # ---- the forward -------------------------------------------------------------------------------
@@ -656,7 +679,7 @@ def triton_experts(
     num_stages is lowered where its operand buffers would not fit the device's shared memory
     (:func:`fit_stages`; fp32 operands need twice the bytes the heuristic plans for). ``_capture`` (tests):
     a dict that receives GEMM2's input (``inter``, ``inter_scale``, ``inter_g``, ``out_q``,
-    ``post_quant``) and the ``config`` used; ``_fast_cvt`` (tests): force the inline-PTX
+    ``post_quant``; ``padded``: ``inter`` in block-padded row order) and the ``config`` used; ``_fast_cvt`` (tests): force the inline-PTX
     conversions on or off (default: on for CUDA bf16 MMA operands).
     """
     # ---- validation (shapes and dtypes only: no host sync) ----
@@ -850,6 +873,10 @@ def triton_experts(
     inter_scale = None
     inter_g = tw_flat  # NVFP4 intermediate: its global scale [1]
     inter_amax = None
+    # both GEMMs warp-specialized, nothing between them: GEMM1 stores in GEMM2's padded row order
+    padded = (c1.warp_specialized and c2.warp_specialized and post_quant is None
+              and out_q in (_OUT_PLAIN, _OUT_FP8_STATIC) and _WS_PADDED_HANDOFF["enabled"])
+    inter_rows = NB * BM if padded else TK
     if out_q == _OUT_PLAIN and post_quant in (Format.FP8_TENSOR, Format.NVFP4) and _GEMM1_AMAX["enabled"]:
         # dynamic per-tensor scale of the intermediate: GEMM1's epilogue reduces max |h| of the rows it
         # stores (only local slots: the rows of non-local ones are never written nor read)
@@ -862,7 +889,7 @@ def triton_experts(
         # dynamic per-tensor without the epilogue's amax: rows of non-local slots must not raise the
         # amax -> zero-filled
         alloc = torch.zeros if post_quant in (Format.FP8_TENSOR, Format.NVFP4) else torch.empty
-        inter = alloc((TK, I_pad), dtype=hidden.dtype, device=dev)
+        inter = alloc((inter_rows, I_pad), dtype=hidden.dtype, device=dev)
         out_scale = tw_flat
         q_scale = tw_flat
         osm = 0
@@ -875,7 +902,7 @@ def triton_experts(
         q_scale = 1.0 / _scalar_ptr("a2_scale", a2_scale, dev)  # g2, as the reference's 1.0 / a2
         inter_g = q_scale
     else:
-        inter = torch.empty((TK, I_pad), dtype=torch.float32 if interp else _E4M3, device=dev)
+        inter = torch.empty((inter_rows, I_pad), dtype=torch.float32 if interp else _E4M3, device=dev)
         if out_q == _OUT_FP8_STATIC:
             q_scale = _scalar_ptr("a2_scale", a2_scale, dev)
             inter_scale = q_scale
@@ -923,7 +950,7 @@ def triton_experts(
     if c1.warp_specialized:
         _ws_gemm(c1, a1, a1_s, a1_s_stride, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, tw_flat, q_scale,
                  out_q, al, inter, I_pad, K, TK, E, _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input),
-                 False, num_sms)
+                 False, num_sms, out_padded=padded)
     else:
         launch(_gemm._gemm1_kernel, grid1,
             a1_d, a1_s, w13_d, w13_s, b13, tw_flat,
@@ -956,7 +983,7 @@ def triton_experts(
         inter_scale = inter_scale.reshape(1)
     if _capture is not None:
         _capture.update(inter=inter, inter_scale=inter_scale, inter_g=inter_g, out_q=out_q, post_quant=post_quant,
-                        config=cfg)
+                        config=cfg, padded=padded)
 
     # ---- 4. GEMM2 (+ bias + routing weight) ----
     if atomic:
@@ -1002,7 +1029,7 @@ def triton_experts(
             out.zero_()  # the non-local group's rows: its tiles are skipped
         _ws_gemm(c2, inter, a2_s, a2_s_stride, w2, w2_s, wse2, wsn2, b2, w2_bias is not None, tw_flat, tw_flat,
                  _OUT_PLAIN, al, y, H, 1, TK, E, _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl,
-                 False, not weight_on_input, num_sms)
+                 False, not weight_on_input, num_sms, a_padded=padded)
     else:
         launch(_gemm._gemm2_kernel, grid2,
             inter_d, a2_s, w2_d, w2_s, b2, tw_flat,

@@ -44,7 +44,7 @@ from ..backends.kernel_configs import (HELD_A_FORMATS, HELD_A_MAX_K, KernelConfi
                                        auto_persistent, choose_moe_config, compile_problem, fp8_fast_accum_variant,
                                        held_a_config, held_a_problem, load_tuned_configs, save_tuned_configs,
                                        token_bucket, triton_tile, warp_specialized_config, warp_specialized_problem,
-                                       warp_specialized_variant, with_block_m, _device_traits, _ws_default_bn)
+                                       warp_specialized_variant, with_block_m, _device_traits)
 from ..config import Activation, Format
 
 __all__ = [
@@ -163,7 +163,7 @@ def _grid(base: KernelConfig) -> List[KernelConfig]:
 
 def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: int, top_k: int,
                  weight_format: Format, activation: Activation, device_name: str, *, exhaustive: bool = False,
-                 fp8_fast_accum: bool = False, ws_wide: bool = False,
+                 fp8_fast_accum: bool = False,
                  num_sms: Optional[int] = None, max_candidates: Optional[int] = None) -> List[Candidate]:
     """Candidates for one point, the heuristic config first (see the module docstring)."""
     gated = activation.is_gated
@@ -182,15 +182,10 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
             c = _kc(c, num_stages=c.num_stages - 1)
         return c
 
-    def wide_ws(c: KernelConfig, gemm: str) -> bool:  # wider than the default (FP8: one promoted partial set)
-        return c.warp_specialized and c.block_n > _ws_default_bn(weight_format, gemm == "gemm1" and gated)
-
     def add(g1: Optional[KernelConfig], g2: Optional[KernelConfig], varies: str) -> None:
         g1, g2 = fit(g1, "gemm1"), fit(g2, "gemm2")
         if g1 is None or g2 is None or g1.block_m != g2.block_m:
             return
-        if not ws_wide and (wide_ws(g1, "gemm1") or wide_ws(g2, "gemm2")):
-            return  # not GPU-validated yet: only with --ws-wide (a block_n step would reach them too)
         if not (_valid(g1, "gemm1", *dims["gemm1"], weight_format, gated, heur.gemm1)
                 and _valid(g2, "gemm2", *dims["gemm2"], weight_format, gated, heur.gemm2)):
             return
@@ -227,13 +222,14 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         for st in ((3, 4) if weight_format is Format.BF16 else (4, 5)):  # (16-bit: 48 KB stages, at most 4)
             v = warp_specialized_variant(heur, gated, num_stages=st, weight_format=weight_format)
             add(v.gemm1, v.gemm2, "warp_specialized")
-        if ws_wide and weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL):
+        if weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL):
             # the wide FP8 tiles (one promoted partial set for two 128-column halves; 4 stages of 48 KB):
-            # both GEMMs, and GEMM1 with the narrow GEMM2
+            # both GEMMs, GEMM1 with the narrow GEMM2, and the narrow GEMM1 with GEMM2
             g1w = warp_specialized_config(gated, block_n=128 if gated else 256, weight_format=weight_format)
             g2w = warp_specialized_config(False, block_n=256, weight_format=weight_format)
             add(g1w, g2w, "warp_specialized")
             add(g1w, warp_specialized_config(False, num_stages=5, weight_format=weight_format), "warp_specialized")
+            add(warp_specialized_config(gated, num_stages=5, weight_format=weight_format), g2w, "warp_specialized")
         for b in (cur, heur):
             v = warp_specialized_variant(b, gated, gemm2=False, weight_format=weight_format)
             add(v.gemm1, v.gemm2, "warp_specialized")
@@ -504,7 +500,6 @@ class TuneOptions:
     report: Optional[str] = None
     exhaustive: bool = False
     fp8_fast_accum: bool = False  # also try FP8 accumulation in the tensor cores (changes numerics)
-    ws_wide: bool = False  # also try the wide FP8 warp-specialized tiles (2 x 128 / 256 columns)
     max_candidates: Optional[int] = None
     budget_s: Optional[float] = None
     seed: int = 0
@@ -531,7 +526,7 @@ def plan(opts: TuneOptions, device_name: str = "NVIDIA H200", num_sms: Optional[
                 else:
                     entry["candidates"] = search_space(T, p.hidden, I_pad, p.experts, p.top_k, wf, p.activation,
                                                        device_name, exhaustive=opts.exhaustive, num_sms=num_sms,
-                                                       fp8_fast_accum=opts.fp8_fast_accum, ws_wide=opts.ws_wide,
+                                                       fp8_fast_accum=opts.fp8_fast_accum,
                                                        max_candidates=opts.max_candidates)
                 out.append(entry)
     return out
@@ -577,7 +572,7 @@ def run_tune(opts: TuneOptions, *, progress: Optional[Callable[[str, int], None]
             new = TunedTable()
             cands_by_T = {T: search_space(T, p.hidden, I_pad, p.experts, p.top_k, wf, p.activation, name,
                                           exhaustive=opts.exhaustive, fp8_fast_accum=opts.fp8_fast_accum,
-                                          ws_wide=opts.ws_wide, num_sms=sms, max_candidates=opts.max_candidates)
+                                          num_sms=sms, max_candidates=opts.max_candidates)
                           for T in opts.tokens}
             if opts.jobs > 1 and cuda:
                 from .presets import weights_nbytes
