@@ -640,6 +640,92 @@ def test_gemm1_amax_same_bits():
 
 
 @interpreter
+def test_gemm2_quant_on_load_same_bits():
+    """GEMM2 quantizing its dynamic FP8 input as it loads it, from the amax GEMM1 reduced
+    (``set_gemm2_quant_on_load``, default on at decode): the bits of the separate quantization pass --
+    per token (FP8 per channel) and per tensor, gated and not, non-local experts (rows never written),
+    top-1 (GEMM2 writes the output), one token and several -- within the bound; taken exactly at decode
+    (T*K <= 256) and not with a static scale."""
+    from fusedmoe.backends.triton_moe import set_gemm2_quant_on_load
+
+    with pytest.raises(TypeError, match="bool"):
+        set_gemm2_quant_on_load(1)
+    for wfmt in (Format.FP8_CHANNEL, Format.FP8_TENSOR):
+        dtype, H, I_pad = _FMT_CASES[wfmt]
+        for act, offset, E_glob, T, K in ((Activation.SWIGLU, 0, 4, 5, 2), (Activation.RELU2, 2, 8, 6, 2),
+                                          (Activation.SWIGLU, 2, 8, 1, 2), (Activation.GEGLU, 2, 8, 4, 1),
+                                          (Activation.SWIGLU, 0, 4, 130, 2)):
+            prob = make_problem(T=T, H=H, I=I_pad, I_pad=I_pad, E=4, K=K, act=act, wfmt=wfmt, dtype=dtype,
+                                offset=offset, E_glob=E_glob, static=False, seed=T + offset + 7)
+            outs = []
+            for on in (False, True):
+                prev = set_gemm2_quant_on_load(on)
+                cap = {}
+                try:
+                    got = triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"],
+                                         activation=act, act_params=None, act_format=ACT_FMT[wfmt],
+                                         intermediate_size_padded=I_pad, local_expert_offset=offset, _capture=cap)
+                finally:
+                    set_gemm2_quant_on_load(prev)
+                assert cap["qload"] is (on and T * K <= 256), (wfmt, act, T, on)
+                outs.append(got)
+            _, ref = run_case(prob, act=act, wfmt=wfmt, params=None, offset=offset, static=False)
+            mx, rms = _errors(outs[1], ref)
+            bmx, brms = _bounds(wfmt, dtype)
+            assert mx <= bmx and rms <= brms, (wfmt, act, T, mx, rms)
+            assert torch.equal(outs[0], outs[1]), (wfmt, act, offset, T, K)
+    # a static per-tensor scale needs no quantization between the GEMMs
+    dtype, H, I_pad = _FMT_CASES[Format.FP8_TENSOR]
+    prob = make_problem(T=3, H=H, I=I_pad, I_pad=I_pad, E=4, K=2, act=Activation.SWIGLU, wfmt=Format.FP8_TENSOR,
+                        dtype=dtype, seed=1)
+    cap = {}
+    triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], activation=Activation.SWIGLU,
+                   act_params=None, act_format=Format.FP8_TENSOR, intermediate_size_padded=I_pad,
+                   a1_scale=prob["a1"], a2_scale=prob["a2"], _capture=cap)
+    assert cap["qload"] is False
+    assert set_gemm2_quant_on_load(True) is True  # the default
+
+
+@gpu
+@pytest.mark.parametrize("wfmt", [Format.FP8_CHANNEL, Format.FP8_TENSOR], ids=lambda f: f.name)
+def test_gpu_gemm2_quant_on_load_same_bits(wfmt):
+    """GEMM2's quantization on load at decode on real-sized experts (bf16, the heuristic's swap-AB and
+    split-K tiles; 1, 8 and 32 tokens, top-8 of 64 experts with 16 non-local, H = 2048, I = 768): the bits
+    of the separate pass, eager and replayed from a CUDA graph, within the bound."""
+    from fusedmoe.backends.triton_moe import set_gemm2_quant_on_load
+
+    dtype = torch.bfloat16
+    for T in (1, 8, 32):
+        prob = make_problem(T=T, H=2048, I=768, I_pad=768, E=48, K=8, act=Activation.SWIGLU, wfmt=wfmt, dtype=dtype,
+                            offset=16, E_glob=64, static=False, seed=T)
+        outs = []
+        for on in (False, True):
+            prev = set_gemm2_quant_on_load(on)
+            try:
+                outs.append(_run_within_bound(prob, act=Activation.SWIGLU, wfmt=wfmt, dtype=dtype, tag=(T, on),
+                                              offset=16, static=False))
+                if on:
+                    out = torch.empty_like(outs[-1])
+
+                    def call():
+                        triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"],
+                                       activation=Activation.SWIGLU, act_params=None, act_format=ACT_FMT[wfmt],
+                                       intermediate_size_padded=768, local_expert_offset=16, out=out)
+
+                    call()
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph):
+                        call()
+                    out.zero_()
+                    graph.replay()
+                    torch.cuda.synchronize()
+                    assert torch.equal(out, outs[-1]), T
+            finally:
+                set_gemm2_quant_on_load(prev)
+        assert torch.equal(outs[0], outs[1]), T
+
+
+@interpreter
 @pytest.mark.skipif(not INTERP, reason="the interpreter ignores the switch (its fma is not fused)")
 def test_reciprocal_quant_ignored_by_the_interpreter():
     """The interpreter always divides (its fma rounds twice): the switch on gives the same bits."""
