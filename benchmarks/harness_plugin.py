@@ -24,9 +24,7 @@ IEEE divisions, ``set_reciprocal_quant(False)``; the default divides by reciproc
 ``fusedmoe-g16`` / ``fusedmoe-g32`` (the chosen configs with GROUP_M 16 / 32 on the warp-specialized
 GEMMs: more M-blocks per column sweep); ``fusedmoe-wswide`` (the FP8 warp-specialized GEMMs at 2 x 128 / 256
 columns with one promoted partial set: half the L2 bytes of A per FLOP); ``fusedmoe-nohandoff`` (GEMM1 stores
-by slot and the warp-specialized GEMM2 gathers its input again: ``set_ws_padded_handoff(False)``);
-``fusedmoe-noqload`` (decode with dynamic FP8 activations: the intermediate quantized by its own launch instead of
-by GEMM2 as it loads it, ``set_gemm2_quant_on_load(False)``).
+by slot and the warp-specialized GEMM2 gathers its input again: ``set_ws_padded_handoff(False)``).
 """
 
 import torch
@@ -208,7 +206,6 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),
          "fusedmoe-divq": _with_setting("set_reciprocal_quant", False),
          "fusedmoe-nohandoff": _with_setting("set_ws_padded_handoff", False),
-         "fusedmoe-noqload": _with_setting("set_gemm2_quant_on_load", False),
          "fusedmoe-wswide": _config_peer(_ws_wide, "the wide FP8 warp-specialized tiles",
                                          ("fp8_tensor", "fp8_channel", "fp8_block")),
          "fusedmoe-g16": _config_peer(_group_m(16), "GROUP_M 16 on the warp-specialized GEMMs", _WS_DTYPES),

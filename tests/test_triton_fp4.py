@@ -608,7 +608,7 @@ def _join(w, micro, swap):
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
          even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, cvt=None, kperm=None, pers=False, nt=1,
-         hk=1, rcp=False, qload=False):
+         hk=1, rcp=False):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
     ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py)."""
     swap = BM < 64
@@ -625,18 +625,15 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
               USE_GDC=gdc)
     if which == 1:
         types = dict(common, ws_ptr="*fp32", cnt_ptr="*i32",
-                     out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8", 5: "*bf16",
-                              6: "*bf16"}[out_q],
-                     out_scale_ptr={0: "*fp32", 1: "*fp32", 2: "*fp32", 3: "*u8", 4: "*u8", 5: "*i32", 6: "*i32"}[out_q],
+                     out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8", 5: "*bf16"}[out_q],
+                     out_scale_ptr={0: "*fp32", 1: "*fp32", 2: "*fp32", 3: "*u8", 4: "*u8", 5: "*i32"}[out_q],
                      out_qscale_ptr="*fp32")
         ce.update(ACT=act, GATED=gated, OUT_Q=out_q, ROUND_DTYPE=tl.bfloat16, Q_AS_FP32=False, WEIGHT_ON_INPUT=False,
                   SPLIT_K=split, JOIN=_join(w, micro, swap), RCP_DIV=rcp)
         return compile_kernel(G._gemm1_kernel, types, ce, nw, ns)
     types = dict(common, out_ptr="*bf16", ws_ptr="*fp32", cnt_ptr="*i32", comb_cnt_ptr="*i32", comb_out_ptr="*bf16")
-    if qload:  # the 16-bit intermediate and its amax bits, quantized as loaded
-        types.update(a_ptr="*bf16", a_scale_ptr="*i32")
     ce.update(MUL_ROUTING_WEIGHT=True, OUT_ATOMIC=False, FUSE_COMBINE=fuse, SPLIT_K=split, PERSISTENT=pers, N_TILES=nt,
-              HELD_KB=hk, A_QLOAD=qload, RCP_DIV=rcp and qload)
+              HELD_KB=hk)
     return compile_kernel(G._gemm2_kernel, types, ce, nw, ns)
 
 

@@ -158,7 +158,7 @@ _ACT_CODE = {
 # quantized operand pairs (kernels/_moe_gemm.py: Q_NONE, Q_TENSOR, Q_ROW, Q_BLOCK)
 _QUANT_CODE = {Format.BF16: 0, Format.FP8_TENSOR: 1, Format.FP8_CHANNEL: 2, Format.FP8_BLOCK: 3,
                Format.NVFP4: 4, Format.MXFP4: 4, Format.MXFP8: 4}
-_OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8, _OUT_NVFP4, _OUT_PLAIN_AMAX, _OUT_PLAIN_ROWMAX = range(7)
+_OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8, _OUT_NVFP4, _OUT_PLAIN_AMAX = 0, 1, 2, 3, 4, 5
 _TL_DTYPE = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32}
 _E4M3 = torch.float8_e4m3fn
 
@@ -398,23 +398,6 @@ def set_gemm1_amax(enabled: bool) -> bool:
     intermediate zero-filled, then ``quantize_act``'s own absmax. Same bits either way. Returns the
     previous setting."""
     return _swap_bool(_GEMM1_AMAX, enabled)
-
-
-# ---- decode: GEMM2 quantizes its input on load ----------------------------------------------------
-
-_QLOAD = {"enabled": True}
-
-
-def set_gemm2_quant_on_load(enabled: bool) -> bool:
-    """``True`` (default): at decode (T*K <= 256) with dynamic FP8 activations of GEMM2 -- per token
-    (FP8 per-channel weights) or per tensor (with :func:`set_gemm1_amax`) -- GEMM1 stores the 16-bit
-    intermediate and reduces its amax (per row: ``atomic_max`` at the row's slot; per tensor: one int32),
-    and GEMM2 computes the scales from it and quantizes each activation tile as it loads it: no
-    quantization launch between the GEMMs (a one-program kernel of ~4 us at decode). ``False``: the
-    separate ``quantize_act`` pass. Same bits either way (the same scales and e4m3 values). Applies
-    to the Triton GEMM2 with one column tile a program (not warp-specialized, not holding its activation
-    tile). Returns the previous setting."""
-    return _swap_bool(_QLOAD, enabled)
 
 
 # ---- GEMM1 -> GEMM2 hand-off in block-padded row order (both warp-specialized) ---------------------
@@ -894,19 +877,7 @@ def triton_experts(
     padded = (c1.warp_specialized and c2.warp_specialized and post_quant is None
               and out_q in (_OUT_PLAIN, _OUT_FP8_STATIC) and _WS_PADDED_HANDOFF["enabled"])
     inter_rows = NB * BM if padded else TK
-    # decode, dynamic FP8 input of a Triton GEMM2: GEMM1 reduces the amax, GEMM2 quantizes on load
-    qload = (_QLOAD["enabled"] and TK <= _SINGLE_ALIGN_MAX and out_q == _OUT_PLAIN and quant in (1, 2)  # Q_TENSOR / ROW
-             and not c1.warp_specialized
-             and not c2.warp_specialized and c2.n_tiles == 1 and (post_quant is Format.FP8_TOKEN or (
-                 post_quant is Format.FP8_TENSOR and _GEMM1_AMAX["enabled"])))
-    if qload:
-        out_q = _OUT_PLAIN_AMAX if post_quant is Format.FP8_TENSOR else _OUT_PLAIN_ROWMAX
-        inter = torch.empty((TK, I_pad), dtype=hidden.dtype, device=dev)
-        inter_amax = torch.zeros((1 if post_quant is Format.FP8_TENSOR else TK,), dtype=torch.int32, device=dev)
-        out_scale = q_scale = inter_amax
-        osm = 0
-        post_quant = None  # (GEMM2 quantizes)
-    elif out_q == _OUT_PLAIN and post_quant in (Format.FP8_TENSOR, Format.NVFP4) and _GEMM1_AMAX["enabled"]:
+    if out_q == _OUT_PLAIN and post_quant in (Format.FP8_TENSOR, Format.NVFP4) and _GEMM1_AMAX["enabled"]:
         # dynamic per-tensor scale of the intermediate: GEMM1's epilogue reduces max |h| of the rows it
         # stores (only local slots: the rows of non-local ones are never written nor read)
         out_q = _OUT_PLAIN_AMAX
@@ -1008,13 +979,11 @@ def triton_experts(
         inter, inter_scale = qi.data, qi.scale
         if post_quant is Format.NVFP4:
             inter_g = qi.global_scale.reshape(1)
-    if qload:
-        inter_scale = inter_amax  # GEMM2's a_scale_ptr: the amax bits, per row (stride 1) or per tensor
     if inter_scale is not None and inter_scale.dim() == 0:
         inter_scale = inter_scale.reshape(1)
     if _capture is not None:
         _capture.update(inter=inter, inter_scale=inter_scale, inter_g=inter_g, out_q=out_q, post_quant=post_quant,
-                        config=cfg, padded=padded, qload=qload)
+                        config=cfg, padded=padded)
 
     # ---- 4. GEMM2 (+ bias + routing weight) ----
     if atomic:
@@ -1026,8 +995,6 @@ def triton_experts(
         y = torch.empty((TK, H), dtype=hidden.dtype, device=dev)
     a2_s = inter_scale if inter_scale is not None else tw_flat
     a2_s_stride = a2_s.stride(0) if a2_s.dim() == 2 else 1
-    if qload:
-        a2_s_stride = 1 if a2_s.numel() > 1 else 0
     w2_s = w2.scale if w2.scale is not None else tw_flat
     wse2 = w2_s.stride(0) if w2.scale is not None else 0
     wsn2 = w2_s.stride(1) if w2.scale is not None and w2_s.dim() >= 2 else 0
@@ -1080,7 +1047,6 @@ def triton_experts(
             FAST_ACC=c2.fp8_fast_accum,
             SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
             HELD_KB=cdiv(I_pad, c2.block_k) if c2.n_tiles > 1 and wfmt is Format.FP8_BLOCK else 1,
-            A_QLOAD=qload, RCP_DIV=qload and _RCP_DIV["enabled"] and not interp,
             num_warps=c2.num_warps, num_stages=c2.num_stages,
         )
     if atomic or direct_out or fuse:

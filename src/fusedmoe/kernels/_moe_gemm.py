@@ -65,7 +65,7 @@ import triton
 import triton.language as tl
 
 from ._blockscaled import F_FP8, F_MXFP8, F_NVFP4, _NIB_ACC_FACTOR, _load_mx_block, _load_tile, _nvfp4_quant_tile
-from ._quant import _MIN_SCALE, _clamp_fp8, _e4m3_rne, _ue8m0_ceil, _ue8m0_multiplier
+from ._quant import _ue8m0_ceil, _ue8m0_multiplier
 
 # activation codes (launcher maps fusedmoe.Activation to these)
 ACT_SWIGLU = tl.constexpr(0)
@@ -94,9 +94,6 @@ OUT_NVFP4 = tl.constexpr(4)  # 1x16 blocks with the static global scale g (out_q
 OUT_PLAIN_AMAX = tl.constexpr(5)  # hidden dtype, and max |h| over the stored values into an int32 [1]
 #                                   (the amax bits a dynamic per-tensor quantization of the intermediate
 #                                   starts from: _atomic_amax; Triton: out_scale_ptr, Gluon: out_qscale_ptr)
-OUT_PLAIN_ROWMAX = tl.constexpr(6)  # hidden dtype, and each row's max |h| into int32 [T*K] at its slot
-#                                     (Triton GEMM1, out_scale_ptr; zero-initialized): the per-token
-#                                     scales GEMM2 computes when it quantizes its input on load (A_QLOAD)
 
 FP8_MAX = tl.constexpr(448.0)
 
@@ -251,28 +248,6 @@ def _atomic_amax(amax_ptr, v, mask):
     order independent)."""
     m = tl.max(tl.max(tl.where(mask, tl.abs(v.to(tl.float32)), 0.0), axis=1), axis=0)
     tl.atomic_max(amax_ptr, m.to(tl.int32, bitcast=True))
-
-
-@triton.jit
-def _qload_scale(amax_ptr, slot64, stride):
-    """A_QLOAD: the dynamic FP8 scale of each row ``slot64`` -- ``max(amax / 448, FP8_MIN_SCALE)``
-    from the int32 amax bits GEMM1 reduced (per row: ``stride`` 1; per tensor: 0), as
-    ``formats.triton_quant.quantize_act`` computes it."""
-    amax = tl.load(amax_ptr + slot64 * stride).to(tl.float32, bitcast=True)
-    return tl.maximum(_div_rn(amax, tl.full(amax.shape, 448.0, tl.float32)), _MIN_SCALE)
-
-
-@triton.jit
-def _qload_a(a, s, EMULATE: tl.constexpr, RCP_DIV: tl.constexpr):
-    """A_QLOAD: a 16-bit activation tile ``a`` [BM, BK] quantized with its rows' scales ``s`` [BM]:
-    ``e4m3(clamp(a / s))`` -- the bits ``quantize_act`` stores. EMULATE (the interpreter, whose
-    float -> fp8 cast is wrong): the e4m3 values as fp32 (exact, round to nearest even)."""
-    y = _clamp_fp8(_div_by_scale(a.to(tl.float32), s[:, None], RCP_DIV))
-    if EMULATE:
-        r = _e4m3_rne(tl.abs(y))
-        return tl.where(y < 0, -r, r)
-    else:
-        return y.to(tl.float8e4nv)
 
 
 @triton.jit
@@ -654,14 +629,11 @@ def _gemm1_kernel(
     h = _activation(acc_g, acc_u, ACT, act_alpha, act_beta, act_limit).to(ROUND_DTYPE)
     out_offs = slots.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
     st_mask = row_ok[:, None] & n_ok[None, :]
-    if OUT_Q == OUT_PLAIN or OUT_Q == OUT_PLAIN_AMAX or OUT_Q == OUT_PLAIN_ROWMAX:
+    if OUT_Q == OUT_PLAIN or OUT_Q == OUT_PLAIN_AMAX:
         hv = h.to(out_ptr.dtype.element_ty)
         tl.store(out_ptr + out_offs, hv, mask=st_mask)
         if OUT_Q == OUT_PLAIN_AMAX:
             _atomic_amax(out_scale_ptr, hv, st_mask)
-        elif OUT_Q == OUT_PLAIN_ROWMAX:  # each stored row's max |h| at its slot (order independent)
-            m = tl.max(tl.where(st_mask, tl.abs(hv.to(tl.float32)), 0.0), axis=1)
-            tl.atomic_max(out_scale_ptr + slots, m.to(tl.int32, bitcast=True), mask=row_ok)
     elif OUT_Q == OUT_NVFP4:
         # BLOCK_N is a multiple of 16 and tiles start on a block boundary; N is a multiple of 16
         packed, s_bytes = _nvfp4_quant_tile(h.to(tl.float32), tl.load(out_qscale_ptr), BLOCK_M, BLOCK_N)
@@ -711,12 +683,9 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                     QUANT: tl.constexpr, A_FMT: tl.constexpr, W_FMT: tl.constexpr, CD: tl.constexpr,
                     FAST_CVT: tl.constexpr, KPERM: tl.constexpr, MXDOT: tl.constexpr, BLOCK_M: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr, EVEN_K: tl.constexpr,
-                    EVEN_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr,
-                    A_QLOAD: tl.constexpr = False, RCP_DIV: tl.constexpr = False):
+                    EVEN_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr):
     """GEMM2's K loop over the K-blocks ``[k_lo, k_hi)`` of one tile (rows ``slot64`` of expert
-    ``e64``, columns ``offs_n``): the fp32 accumulator, [BLOCK_N, BLOCK_M] when SWAP_AB. A_QLOAD (FP8
-    per tensor / per row weights): ``a_ptr`` is the 16-bit intermediate and ``a_scale_ptr`` its amax
-    bits (per row, ``stride_asm`` 1, or per tensor, 0); each tile is quantized as it is loaded."""
+    ``e64``, columns ``offs_n``): the fp32 accumulator, [BLOCK_N, BLOCK_M] when SWAP_AB."""
     offs_k = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + slot64[:, None] * stride_am + (k_lo * BLOCK_K + offs_k)[None, :]
     w_ptrs = w_ptr + e64 * stride_we + offs_n[:, None].to(tl.int64) * stride_wn + (k_lo * BLOCK_K + offs_k)[None, :]
@@ -751,13 +720,9 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                                BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM)
                 acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
     else:
-        if A_QLOAD:
-            a_qs = _qload_scale(a_scale_ptr, slot64, stride_asm)
         for ki in range(k_lo, k_hi):
             k_ok = offs_k < K - ki * BLOCK_K  # used by the masked loads only (not EVEN_K)
             a = _load_a(a_ptrs, k_ok, EVEN_K)
-            if A_QLOAD:
-                a = _qload_a(a, a_qs, UPCAST, RCP_DIV)
             w = _load_w(w_ptrs, n_ok, k_ok, EVEN_K, EVEN_N)
             a_s = 0.0  # FP8 128 x 128 blocks: this K-block's scales
             w_s = 0.0
@@ -774,17 +739,9 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
 def _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, a_gs_ptr,
                     w_gs_ptr, stride_asm, stride_wse, stride_wsn, stride_be, QUANT: tl.constexpr, A_FMT: tl.constexpr,
                     W_FMT: tl.constexpr, FAST_CVT: tl.constexpr, HAS_BIAS: tl.constexpr,
-                    MUL_ROUTING_WEIGHT: tl.constexpr, A_QLOAD: tl.constexpr = False):
-    """Dequant scales, bias and routing weight of a [BLOCK_M, BLOCK_N] GEMM2 accumulator (fp32);
-    A_QLOAD: the input's scales from its amax bits (``_qload_scale``)."""
-    if A_QLOAD:
-        a_s = _qload_scale(a_scale_ptr, slot64, stride_asm)  # per tensor: every row the same value
-        if QUANT == Q_TENSOR:
-            acc = acc * (a_s[:, None] * tl.load(w_scale_ptr + e64 * stride_wse))
-        else:
-            w_s = tl.load(w_scale_ptr + e64 * stride_wse + offs_n * stride_wsn, mask=n_ok, other=0.0)
-            acc = acc * (a_s[:, None] * w_s[None, :])
-    elif QUANT == Q_TENSOR:
+                    MUL_ROUTING_WEIGHT: tl.constexpr):
+    """Dequant scales, bias and routing weight of a [BLOCK_M, BLOCK_N] GEMM2 accumulator (fp32)."""
+    if QUANT == Q_TENSOR:
         acc = acc * (tl.load(a_scale_ptr) * tl.load(w_scale_ptr + e64 * stride_wse))
     elif QUANT == Q_ROW:
         a_s = tl.load(a_scale_ptr + slot64 * stride_asm)
@@ -949,9 +906,6 @@ def _gemm2_kernel(
     PERSISTENT: tl.constexpr,  # a fixed grid of programs walks the tiles (SPLIT_K == 1, not FUSE_COMBINE)
     N_TILES: tl.constexpr,  # > 1: column tiles per program with the activation tile held (BLOCK_K >= K)
     HELD_KB: tl.constexpr,  # N_TILES > 1, QUANT == Q_BLOCK: K-blocks held (cdiv(K, 128): 1 or 2)
-    A_QLOAD: tl.constexpr = False,  # Q_TENSOR / Q_ROW: a_ptr the 16-bit intermediate, a_scale_ptr its amax
-    #                                 bits (stride_asm 1 per row, 0 per tensor): quantized as loaded
-    RCP_DIV: tl.constexpr = False,  # A_QLOAD: divisions by reciprocals (same bits, GPU only)
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
@@ -973,8 +927,6 @@ def _gemm2_kernel(
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
     num_pid_n = tl.cdiv(N, BLOCK_N)
-    tl.static_assert(not A_QLOAD or ((QUANT == Q_TENSOR or QUANT == Q_ROW) and N_TILES == 1),
-                     "A_QLOAD: FP8 per tensor / per row weights, one column tile per program")
     if N_TILES > 1:
         _gemm2_held_a(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
                       num_post_padded_ptr, out_ptr, N, K, num_slots, num_pid_n, stride_am, stride_we, stride_wn,
@@ -999,13 +951,12 @@ def _gemm2_kernel(
             acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, 0,
                                   tl.cdiv(K, BLOCK_K), K, stride_am, stride_we, stride_wn, stride_asm, stride_wse,
                                   stride_wsn, stride_wsk, QUANT, A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M,
-                                  BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N, UPCAST, PRECISION, FAST_ACC, A_QLOAD,
-                                  RCP_DIV)
+                                  BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N, UPCAST, PRECISION, FAST_ACC)
             if SWAP_AB:
                 acc = tl.trans(acc)
             acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr,
                                   topk_w_ptr, a_gs_ptr, w_gs_ptr, stride_asm, stride_wse, stride_wsn, stride_be,
-                                  QUANT, A_FMT, W_FMT, FAST_CVT, HAS_BIAS, MUL_ROUTING_WEIGHT, A_QLOAD)
+                                  QUANT, A_FMT, W_FMT, FAST_CVT, HAS_BIAS, MUL_ROUTING_WEIGHT)
             if OUT_ATOMIC:
                 st_mask = st_mask & local
             _gemm2_store(out_ptr, out_offs, tl.where(local, acc, 0.0), st_mask, OUT_ATOMIC)
@@ -1041,7 +992,7 @@ def _gemm2_kernel(
     acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, k_lo, k_hi, K,
                           stride_am, stride_we, stride_wn, stride_asm, stride_wse, stride_wsn, stride_wsk, QUANT,
                           A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K,
-                          EVEN_N, UPCAST, PRECISION, FAST_ACC, A_QLOAD, RCP_DIV)
+                          EVEN_N, UPCAST, PRECISION, FAST_ACC)
     if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()
     if SWAP_AB:
@@ -1058,7 +1009,7 @@ def _gemm2_kernel(
 
     acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
                           a_gs_ptr, w_gs_ptr, stride_asm, stride_wse, stride_wsn, stride_be, QUANT, A_FMT, W_FMT,
-                          FAST_CVT, HAS_BIAS, MUL_ROUTING_WEIGHT, A_QLOAD)
+                          FAST_CVT, HAS_BIAS, MUL_ROUTING_WEIGHT)
     _gemm2_store(out_ptr, out_offs, acc, st_mask, OUT_ATOMIC)
     if FUSE_COMBINE and not OUT_ATOMIC:
         _combine_arrive(out_ptr, stride_om, slot64, row_ok, offs_n, n_ok, pid_n, num_pid_n, comb_cnt_ptr,
