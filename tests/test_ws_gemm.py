@@ -10,6 +10,7 @@ CUDA graph -- with GEMM1 alone and with both GEMMs warp-specialized; and against
 kernels of the same tiles on real shapes.
 """
 
+import contextlib
 import dataclasses
 import os
 
@@ -607,34 +608,36 @@ def test_gpu_ws_padded_handoff_same_bits():
         assert cap["padded"] is expect, static
 
 
+@contextlib.contextmanager
+def _switched_off(setter):
+    """An on / off switch of triton_moe: bools only, on by default; the body runs with it off and it
+    is restored afterwards."""
+    with pytest.raises(TypeError, match="bool"):
+        setter(1)
+    prev = setter(False)
+    try:
+        assert prev is True  # the default
+        yield
+    finally:
+        setter(prev)
+
+
 def test_ws_padded_handoff_switch():
     from fusedmoe.backends.triton_moe import set_ws_padded_handoff
 
-    with pytest.raises(TypeError, match="bool"):
-        set_ws_padded_handoff(1)
-    prev = set_ws_padded_handoff(False)
-    try:
-        assert prev is True  # the default
+    with _switched_off(set_ws_padded_handoff):
         assert set_ws_padded_handoff(True) is False
-    finally:
-        set_ws_padded_handoff(prev)
 
 
 def test_ws_skip_padding_half_switch():
     from fusedmoe.backends.triton_moe import _ws_skips_padding_half, set_ws_skip_padding_half
 
-    with pytest.raises(TypeError, match="bool"):
-        set_ws_skip_padding_half(1)
-    prev = set_ws_skip_padding_half(False)
-    try:
-        assert prev is True  # the default
+    with _switched_off(set_ws_skip_padding_half):
         assert not any(_ws_skips_padding_half(f) for f in Format)
         assert set_ws_skip_padding_half(True) is False
         # FP8 weights skip; 16-bit weights never (slower at 8192 tokens on the H200)
         assert all(_ws_skips_padding_half(f) for f in (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK))
         assert not _ws_skips_padding_half(Format.BF16)
-    finally:
-        set_ws_skip_padding_half(prev)
 
 
 @gpu

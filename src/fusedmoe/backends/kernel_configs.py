@@ -648,8 +648,7 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
         # 20 FP8 points at 2048 / 8192 tokens -- it chose the wide GEMM1 on 10 of the 12 points with
         # r >= 256 and on 2 of the 8 below; GEMM2 mostly kept the narrow tile.
         if gemm == "gemm1" and M_tokens * top_k >= WS_WIDE_MIN_ROWS_PER_EXPERT * max(E_loc, 1):
-            return warp_specialized_config(gated, num_stages=4, weight_format=fmt,
-                                           block_n=_ws_tile(fmt, "gemm1", gated)[1][-1])
+            return ws_wide_config(gated, fmt)
         return warp_specialized_config(gated, num_stages=5)
     return _compile_safe(KernelConfig(block_m=bm, block_n=bn, block_k=bk, group_m=group_m, num_warps=warps,
                                       num_stages=stages, swap_ab=swap_ab, split_k=split), fmt)
@@ -762,6 +761,14 @@ def warp_specialized_config(gated: bool, *, num_stages: int = 4, group_m: int = 
     num_stages = min(num_stages, _WS_SMEM // _ws_stage_bytes(weight_format, gated, bn, bk))  # 48 KB stages: 4
     return KernelConfig(block_m=128, block_n=bn, block_k=bk, group_m=group_m, num_warps=4,
                         num_stages=num_stages, warp_specialized=True)
+
+
+def ws_wide_config(gated: bool, weight_format: Format, *, num_stages: int = 4) -> KernelConfig:
+    """The widest warp-specialized tile of ``weight_format`` (FP8 per tensor / channel: 2 x 128 gated
+    or 256 columns with one promoted partial set, 48 KB stages): the heuristic's GEMM1 from
+    ``WS_WIDE_MIN_ROWS_PER_EXPERT`` and the tuner's wide candidates."""
+    return warp_specialized_config(gated, num_stages=num_stages, weight_format=weight_format,
+                                   block_n=_ws_tile(weight_format, "gemm1", gated)[1][-1])
 
 
 def triton_tile(cfg: KernelConfig) -> KernelConfig:

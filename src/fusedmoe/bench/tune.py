@@ -44,7 +44,7 @@ from ..backends.kernel_configs import (HELD_A_FORMATS, HELD_A_MAX_K, KernelConfi
                                        auto_persistent, choose_moe_config, compile_problem, fp8_fast_accum_variant,
                                        held_a_config, held_a_problem, load_tuned_configs, save_tuned_configs,
                                        token_bucket, triton_tile, warp_specialized_config, warp_specialized_problem,
-                                       warp_specialized_variant, with_block_m, _device_traits)
+                                       warp_specialized_variant, with_block_m, ws_wide_config, _device_traits)
 from ..config import Activation, Format
 
 __all__ = [
@@ -225,8 +225,7 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         if weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL):
             # the wide FP8 tiles (one promoted partial set for two 128-column halves; 4 stages of 48 KB):
             # both GEMMs, GEMM1 with the narrow GEMM2, and the narrow GEMM1 with GEMM2
-            g1w = warp_specialized_config(gated, block_n=128 if gated else 256, weight_format=weight_format)
-            g2w = warp_specialized_config(False, block_n=256, weight_format=weight_format)
+            g1w, g2w = ws_wide_config(gated, weight_format), ws_wide_config(False, weight_format)
             add(g1w, g2w, "warp_specialized")
             add(g1w, warp_specialized_config(False, num_stages=5, weight_format=weight_format), "warp_specialized")
             add(warp_specialized_config(gated, num_stages=5, weight_format=weight_format), g2w, "warp_specialized")
