@@ -193,6 +193,26 @@ def _set_align_quant(on):
     return prev
 
 
+def _set_chunked_rows(on):
+    """Per-token / per-tensor-scaled FP8 quantization (``formats.triton_quant._row_blocks``) at the
+    seventeenth session's launch sizes when ``on``: 1024-wide column chunks, 2048 elements a program
+    (two rows at 1024 columns), two passes for a per-row scale -- instead of one row a program held
+    in registers; returns the previous sizing function."""
+    from fusedmoe.formats import triton_quant as tq
+    from fusedmoe.kernels._host import next_pow2
+
+    def chunked(T, C):
+        block_c = min(next_pow2(C), 1024)
+        return min(next_pow2(T), max(1, 2048 // block_c)), block_c, 4
+
+    prev = tq._row_blocks
+    if callable(on):  # restoring what an earlier call returned
+        tq._row_blocks = on
+    elif on:
+        tq._row_blocks = chunked
+    return prev
+
+
 _PDL, _FUSE = "set_programmatic_dependent_launch", "set_fused_combine"
 _WS_DTYPES = ("bf16", "fp8_tensor", "fp8_channel", "fp8_block")
 PEERS = {"fusedmoe": make_fusedmoe,
@@ -206,6 +226,8 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),
          "fusedmoe-divq": _with_setting("set_reciprocal_quant", False),
          "fusedmoe-nohandoff": _with_setting("set_ws_padded_handoff", False),
+         "fusedmoe-rowchunks": _with_setting(_set_chunked_rows, True),
+         "fusedmoe-s17": _with_setting(_set_chunked_rows, True, _with_setting("set_ws_padded_handoff", False)),
          "fusedmoe-wswide": _config_peer(_ws_wide, "the wide FP8 warp-specialized tiles",
                                          ("fp8_tensor", "fp8_channel", "fp8_block")),
          "fusedmoe-g16": _config_peer(_group_m(16), "GROUP_M 16 on the warp-specialized GEMMs", _WS_DTYPES),

@@ -224,12 +224,55 @@ def test_gpu_cuda_graph_capture(fmt):
     assert_same(out, quantize(x, fmt))
 
 
+@pytest.mark.parametrize("T,C", [(2, 8320), (1100, 96)])
+def test_row_sizes_wide_rows_and_many_rows(T, C):
+    """The launch sizes of the per-row / per-tensor-scaled FP8 kernel (``_row_blocks``) outside the
+    one-row-in-registers case: rows wider than ``_ROW_IN_REGISTERS_MAX`` (column chunks, two
+    passes for a per-row scale) and more rows than ``_ONE_ROW_PER_PROGRAM_MAX`` (several rows a
+    program); per-token, static and dynamic (given amax) per-tensor scales."""
+    import fusedmoe.formats.triton_quant as tq
+
+    bt, bc, _ = tq._row_blocks(T, C)
+    assert (bc < C) if C > tq._ROW_IN_REGISTERS_MAX else (bt > 1)
+    x = _tricky(T, C, torch.bfloat16, seed=T)
+    assert_same(quantize_act(x, Format.FP8_TOKEN), quantize(x, Format.FP8_TOKEN))
+    s = torch.tensor([0.02], device=DEV)
+    assert_same(quantize_act(x, Format.FP8_TENSOR, static_scale=s), quantize(x, Format.FP8_TENSOR, scale=s))
+    bits = x.float().abs().max().view(torch.int32).reshape(1)
+    assert_same(quantize_act(x, Format.FP8_TENSOR, amax=bits), quantize(x, Format.FP8_TENSOR))
+
+
+@pytest.mark.parametrize("fmt", [Format.FP8_TOKEN, Format.FP8_BLOCK], ids=lambda f: f.name)
+def test_plan_quantizes_the_rows_in_use_only(fmt):
+    """``plan_fp8(..., rows=n)`` (a block-padded intermediate whose used rows only the device knows):
+    the first ``n`` rows get the reference's bits, the values and scales of the others are not
+    written; a bad row count is refused."""
+    from fusedmoe.formats.triton_quant import plan_fp8
+    from fusedmoe.kernels import _quant as k
+    from fusedmoe.kernels._host import interpreted
+
+    x = _tricky(9, 256, torch.bfloat16, seed=5)
+    n = 5
+    plan = plan_fp8(x, fmt, out_fp32=interpreted(k._fp8_row_kernel),
+                    rows=torch.tensor([n], dtype=torch.int32, device=DEV))
+    plan.q.view(torch.uint8).fill_(0x55)
+    plan.s.fill_(-1.0)
+    got = plan.run()
+    want = quantize(x[:n], fmt)
+    assert torch.equal(_bits(got.data[:n]), _bits(want.data)) and torch.equal(_bits(got.scale[:n]), _bits(want.scale))
+    assert (plan.q.view(torch.uint8)[n:] == 0x55).all() and (plan.s[n:] == -1.0).all()
+    for bad in (torch.tensor([n], device=DEV), torch.tensor([n, n], dtype=torch.int32, device=DEV)):
+        with pytest.raises(ValueError, match="rows must be an int32 tensor of one element"):
+            plan_fp8(x, fmt, rows=bad)
+
+
 @pytest.mark.parametrize("block_c", [64, 256])
-@pytest.mark.parametrize("mode", [0, 2])
+@pytest.mark.parametrize("mode", [0, 1, 2])
 def test_row_kernel_one_step_and_column_steps(mode, block_c):
-    """The per-row / static per-tensor FP8 kernel gives the reference's bits both when a row is
-    one column step (block_c >= C) and in several (block_c < C), with rows and columns masked
-    (T, C not multiples of the tile)."""
+    """The per-row / per-tensor FP8 kernel gives the reference's bits both when a row is one
+    column step (block_c >= C: loaded once, kept in registers) and in several (block_c < C), with
+    rows and columns masked (T, C not multiples of the tile); static, dynamic (given amax) and
+    per-row scales."""
     from fusedmoe.kernels import _quant as k
     from fusedmoe.kernels._host import cdiv, interpreted, launch
 
@@ -240,10 +283,13 @@ def test_row_kernel_one_step_and_column_steps(mode, block_c):
     if mode == 2:
         s = torch.empty((T,), dtype=torch.float32, device=DEV)
         src, want = s, quantize(x, Format.FP8_TOKEN)
+    elif mode == 1:
+        s = torch.empty((1,), dtype=torch.float32, device=DEV)
+        src, want = x.float().abs().max().view(torch.int32).reshape(1), quantize(x, Format.FP8_TENSOR)
     else:
         s = src = torch.tensor([0.05], device=DEV)
         want = quantize(x, Format.FP8_TENSOR, scale=s)
-    launch(k._fp8_row_kernel, (cdiv(T, bt),), x, q, s, src, T, C, x.stride(0), q.stride(0),
+    launch(k._fp8_row_kernel, (cdiv(T, bt),), x, q, s, src, T, C, x.stride(0), q.stride(0), s,
            SCALE_MODE=mode, OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=block_c)
     got = QuantizedTensor(q.to(torch.float8_e4m3fn) if out_fp32 else q, want.fmt,
                           s if mode == 2 else s.reshape(()))

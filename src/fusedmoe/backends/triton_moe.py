@@ -21,9 +21,10 @@ heuristic from 256 rows per expert with an intermediate of 512+, or by the tuned
 runs as the Gluon kernel of ``kernels/_ws_gemm.py`` (a TMA loader warp, two MMA warpgroups, same
 promoted accumulation); its input rows are first gathered into block-padded slot order
 (``_align._gather_slot_rows_kernel``: one launch and P x K bytes more per GEMM), its output is the
-same slot-indexed tensor -- except when both GEMMs are and nothing runs between them (static FP8 or
-16-bit intermediate, ``set_ws_padded_handoff``): GEMM1 then stores in block-padded row order and GEMM2
-reads that without a gather.
+same slot-indexed tensor -- except when both GEMMs are and nothing but a row-wise quantization runs
+between them (static FP8 or 16-bit intermediate; per-token or 1 x 128 FP8, quantized over the rows in
+use; ``set_ws_padded_handoff``): GEMM1 then stores in block-padded row order and GEMM2 reads that
+without a gather.
 
 Block-scaled weights (NVFP4, MXFP4, MXFP8; Hopper has no FP4 or micro-scaled MMA) are read in
 the linear ``QuantizedTensor`` layout and converted in registers inside both GEMMs
@@ -408,10 +409,12 @@ _WS_PADDED_HANDOFF = {"enabled": True}
 def set_ws_padded_handoff(enabled: bool) -> bool:
     """``True`` (default): when both GEMMs are warp-specialized and GEMM2 reads the intermediate as
     GEMM1 stores it (a static FP8 per-tensor scale, or 16-bit activations: no quantization pass in
-    between), GEMM1 stores each row at its block-padded position -- the row GEMM2's TMA loads -- so
-    GEMM2 needs no gather of its input (one write and one read of P x I elements less; the padding
-    rows, never written, reach only GEMM2's padding rows, never stored). ``False``: GEMM1 stores by
-    slot and GEMM2 gathers. Same bits either way. Returns the previous setting."""
+    between) or its row-wise quantization (dynamic per-token or 1 x 128 FP8: the pass runs over the
+    ``num_post_padded`` rows in use, in the same order, and GEMM2 reads the scales by padded row),
+    GEMM1 stores each row at its block-padded position -- the row GEMM2's TMA loads -- so GEMM2 needs
+    no gather of its input (one write and one read of P x I elements less; the padding rows, never
+    written, reach only GEMM2's padding rows, never stored). ``False``: GEMM1 stores by slot and
+    GEMM2 gathers. Same bits either way. Returns the previous setting."""
     return _swap_bool(_WS_PADDED_HANDOFF, enabled)
 
 
@@ -520,7 +523,7 @@ def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *,
         launch(_align._align_scatter_quant_kernel, (1 + quant.programs,),
             ids, sorted_ids, block_expert, ntpp, TK, local_expert_offset, NB, *q_args,
             E_LOC=E, INCLUDE_NONLOCAL=include_nonlocal, NUM_BINS=num_bins, CHUNK=chunk, BLOCK_M=block_m,
-            BLOCKS_PER_ITER=blocks_per_iter, num_warps=warps, **q_meta, **pdl,
+            BLOCKS_PER_ITER=blocks_per_iter, num_warps=max(warps, quant.num_warps), **q_meta, **pdl,
         )
         return AlignResult(sorted_ids, block_expert, ntpp, block_m, NB)
     launch(_align._align_scatter_kernel, (nc,),
@@ -600,13 +603,15 @@ def _ws_layouts(block_n: int, block_k: int, dtype: torch.dtype):
 def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTensor, w_s, wse, wsn, bias, has_bias,
              tw_flat, q_scale, out_q, al: "AlignResult", out: torch.Tensor, N: int, row_div: int, TK: int, E: int,
              act_code: int, gated: bool, p, round_tl, weight_on_input: bool, mul_routing_weight: bool,
-             num_sms, *, a_padded: bool = False, out_padded: bool = False) -> None:
+             num_sms, *, a_padded: bool = False, out_padded: bool = False, a_scales_padded: bool = False) -> None:
     """One GEMM by ``kernels/_ws_gemm``: its input rows ``a`` [rows, K] e4m3 or 16-bit (hidden or
     its quantization for GEMM1, ``row_div`` = top_k; the slot-indexed intermediate for GEMM2,
     ``row_div`` = 1) gathered into block-padded slot order (one extra write and read of P x K
     elements), then the persistent warp-specialized kernel into ``out`` [T*K, N] by slot.
     ``a_padded``: ``a`` already holds the rows in block-padded order (GEMM2 after GEMM1 with
-    ``out_padded``, which stores at the rows' padded positions into ``out`` [P_max, N]): no gather."""
+    ``out_padded``, which stores at the rows' padded positions into ``out`` [P_max, N]): no gather;
+    ``a_scales_padded``: its per-row scales ``a_s`` are in that order too (a per-token / 1 x 128
+    quantization of the padded intermediate)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from ..kernels import _align as _al
@@ -635,7 +640,8 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         TOP_K=row_div, E_LOC=E, ACT=act_code, GATED=gated, QUANT=_QUANT_CODE[w.fmt], OUT_Q=out_q,
         ROUND_DTYPE=round_tl, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
-        SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], OUT_PADDED=out_padded, num_warps=4)
+        SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], OUT_PADDED=out_padded,
+        A_PADDED=a_scales_padded, num_warps=4)
 
 
 # ---- the forward -------------------------------------------------------------------------------
@@ -873,9 +879,12 @@ def triton_experts(
     inter_scale = None
     inter_g = tw_flat  # NVFP4 intermediate: its global scale [1]
     inter_amax = None
-    # both GEMMs warp-specialized, nothing between them: GEMM1 stores in GEMM2's padded row order
-    padded = (c1.warp_specialized and c2.warp_specialized and post_quant is None
-              and out_q in (_OUT_PLAIN, _OUT_FP8_STATIC) and _WS_PADDED_HANDOFF["enabled"])
+    # both GEMMs warp-specialized, nothing between them but a row-wise quantization (per-token or
+    # 1 x 128 groups: it runs over the rows in use, in the same order): GEMM1 stores in GEMM2's padded
+    # row order
+    padded = (c1.warp_specialized and c2.warp_specialized and _WS_PADDED_HANDOFF["enabled"]
+              and ((post_quant is None and out_q in (_OUT_PLAIN, _OUT_FP8_STATIC))
+                   or (post_quant in (Format.FP8_TOKEN, Format.FP8_BLOCK) and out_q == _OUT_PLAIN)))
     inter_rows = NB * BM if padded else TK
     if out_q == _OUT_PLAIN and post_quant in (Format.FP8_TENSOR, Format.NVFP4) and _GEMM1_AMAX["enabled"]:
         # dynamic per-tensor scale of the intermediate: GEMM1's epilogue reduces max |h| of the rows it
@@ -974,7 +983,12 @@ def triton_experts(
 
     if as_fp32:
         inter = inter.to(_E4M3)  # the interpreter wrote clamped fp32 values: RNE to E4M3 here
-    if post_quant is not None:
+    if post_quant is not None and padded:
+        # the rows in use only (num_post_padded); the padding rows, never written by GEMM1, get
+        # values and scales that reach GEMM2's padding rows only (never stored)
+        qi = plan_fp8(inter, post_quant, out_fp32=interp, rows=al.num_post_padded).run()
+        inter, inter_scale = qi.data, qi.scale
+    elif post_quant is not None:
         qi = quantize_act(inter, post_quant, amax=inter_amax)
         inter, inter_scale = qi.data, qi.scale
         if post_quant is Format.NVFP4:
@@ -1029,7 +1043,7 @@ def triton_experts(
             out.zero_()  # the non-local group's rows: its tiles are skipped
         _ws_gemm(c2, inter, a2_s, a2_s_stride, w2, w2_s, wse2, wsn2, b2, w2_bias is not None, tw_flat, tw_flat,
                  _OUT_PLAIN, al, y, H, 1, TK, E, _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl,
-                 False, not weight_on_input, num_sms, a_padded=padded)
+                 False, not weight_on_input, num_sms, a_padded=padded, a_scales_padded=padded and post_quant is not None)
     else:
         launch(_gemm._gemm2_kernel, grid2,
             inter_d, a2_s, w2_d, w2_s, b2, tw_flat,

@@ -35,6 +35,22 @@ _E4M3 = torch.float8_e4m3fn
 # a zero fill, an absmax pass and the quantization); larger tensors use the parallel two-pass path
 # (8192-element tiles, at most two loads per pass; H200, Qwen3-30B FP8 one token: 30.3 -> 28.4 us)
 _ONE_PROGRAM_ELEMS = 1 << 14
+# per-token / per-tensor-scaled rows: a row of up to this many columns (rounded up to a power of
+# two) is loaded once and kept in registers (one memory round trip instead of two passes over
+# 1024-wide chunks: the decode intermediate, the hidden row); wider rows go in 2048-wide chunks
+_ROW_IN_REGISTERS_MAX = 8192
+# up to this many rows one program a row (decode: the most programs, each one round trip);
+# beyond, programs of about 4096 elements
+_ONE_ROW_PER_PROGRAM_MAX = 1024
+
+
+def _row_blocks(T: int, C: int) -> "tuple[int, int, int]":
+    """(BLOCK_T, BLOCK_C, num_warps) of ``_quant._fp8_rows`` for ``x [T, C]``."""
+    block_c = next_pow2(C)
+    if block_c > _ROW_IN_REGISTERS_MAX:
+        block_c = 2048
+    block_t = 1 if T <= _ONE_ROW_PER_PROGRAM_MAX else min(next_pow2(T), max(1, 4096 // block_c))
+    return block_t, block_c, 8 if block_t * block_c >= 8192 else 4
 
 
 @functools.cache
@@ -158,20 +174,24 @@ def quantize_act(
             s.fill_(_F32_MIN_SCALE)
         elif T * C <= _ONE_PROGRAM_ELEMS and amax is None:
             # small tensor (decode): amax and quantization in one program, one launch
-            bc = min(next_pow2(C), 2048)
-            bt = min(next_pow2(T), max(1, 8192 // bc))
+            one_tile = next_pow2(T) * next_pow2(C) <= _ONE_PROGRAM_ELEMS
+            if one_tile:
+                bc, bt = next_pow2(C), next_pow2(T)
+            else:
+                bc = min(next_pow2(C), 2048)
+                bt = min(next_pow2(T), max(1, 8192 // bc))
             launch(k._fp8_tensor_one_program_kernel, (1,),
-                x, q, s, T, C, x.stride(0), q.stride(0), OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=bc, num_warps=8,
+                x, q, s, T, C, x.stride(0), q.stride(0), OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=bc,
+                ONE_TILE=one_tile, num_warps=16 if bt * bc > 8192 else 8,
             )
         else:
             if amax is None:
                 amax = torch.zeros((1,), dtype=torch.int32, device=dev)
                 _launch_absmax(k, x, amax)
-            BLOCK_C = min(next_pow2(C), 1024)
-            BLOCK_T = min(next_pow2(T), max(1, 2048 // BLOCK_C))
-            launch(k._fp8_row_kernel, (cdiv(T, BLOCK_T),),
-                x, q, s, amax, T, C, x.stride(0), q.stride(0),
-                SCALE_MODE=1, OUT_FP32=out_fp32, BLOCK_T=BLOCK_T, BLOCK_C=BLOCK_C,
+            bt, bc, warps = _row_blocks(T, C)
+            launch(k._fp8_row_kernel, (cdiv(T, bt),),
+                x, q, s, amax, T, C, x.stride(0), q.stride(0), amax,
+                SCALE_MODE=1, OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=bc, num_warps=warps,
             )
         return QuantizedTensor(_finish(q, out_fp32), fmt, s.reshape(()))
 
@@ -219,12 +239,16 @@ class Fp8Plan:
     ``kernels/_align._align_scatter_quant_kernel`` runs the same programs inside the decode align
     launch (:meth:`fused_args`). Afterwards :meth:`result` is the quantized tensor."""
 
-    __slots__ = ("fmt", "groups", "x", "q", "s", "src", "mode", "group", "block_t", "block_c", "grid", "out_fp32")
+    __slots__ = ("fmt", "groups", "x", "q", "s", "src", "mode", "group", "block_t", "block_c", "grid", "out_fp32",
+                 "num_warps", "rows")
 
-    def __init__(self, fmt, groups, x, q, s, src, mode, group, block_t, block_c, grid, out_fp32):
+    def __init__(self, fmt, groups, x, q, s, src, mode, group, block_t, block_c, grid, out_fp32, num_warps=4,
+                 rows=None):
         self.fmt, self.groups, self.x, self.q, self.s, self.src = fmt, groups, x, q, s, src
         self.mode, self.group, self.block_t, self.block_c, self.grid, self.out_fp32 = (
             mode, group, block_t, block_c, grid, out_fp32)
+        self.num_warps = num_warps  # the warps its programs want (the fused align launch takes the larger)
+        self.rows = rows  # None, or int32 [1] on the device: only the first rows[0] rows are quantized
 
     @property
     def programs(self) -> int:
@@ -234,21 +258,31 @@ class Fp8Plan:
         """Launch the quantizer kernel of ``kernels/_quant`` (module ``k``) alone."""
         x, q, s = self.x, self.q, self.s
         T, C = x.shape
+        has_rows = self.rows is not None
+        rows = self.rows if has_rows else s
         if self.groups:
             launch(k._fp8_group_kernel, self.grid,
-                x, q, s, T, C, x.stride(0), q.stride(0), s.stride(0),
+                x, q, s, T, C, x.stride(0), q.stride(0), s.stride(0), rows,
                 GROUP=self.group, MX=self.fmt is Format.MXFP8, OUT_FP32=self.out_fp32, BLOCK_T=self.block_t,
-                BLOCK_G=self.block_c,
+                BLOCK_G=self.block_c, ROWS_FROM_PTR=has_rows, num_warps=self.num_warps,
             )
         else:
             launch(k._fp8_row_kernel, self.grid[:1],
-                x, q, s, self.src, T, C, x.stride(0), q.stride(0),
+                x, q, s, self.src, T, C, x.stride(0), q.stride(0), rows,
                 SCALE_MODE=self.mode, OUT_FP32=self.out_fp32, BLOCK_T=self.block_t, BLOCK_C=self.block_c,
+                ROWS_FROM_PTR=has_rows, num_warps=self.num_warps,
             )
+
+    def run(self) -> QuantizedTensor:
+        """:meth:`launch` with this module's kernels, then :meth:`result`."""
+        self.launch(_kernels())
+        return self.result()
 
     def fused_args(self):
         """(runtime arguments from ``x_ptr`` on, constexprs) of this quantizer's part of
         ``kernels/_align._align_scatter_quant_kernel``."""
+        if self.rows is not None:
+            raise ValueError("Fp8Plan: a plan with a device row count runs alone (launch), not in the align launch")
         x, q, s = self.x, self.q, self.s
         T, C = x.shape
         return (x, q, s, self.src, T, C, x.stride(0), q.stride(0), s.stride(0) if self.groups else 0, self.grid[1]), dict(
@@ -262,24 +296,30 @@ class Fp8Plan:
         return QuantizedTensor(q, self.fmt, self.s if self.fmt is Format.FP8_TOKEN else self.s.reshape(()))
 
 
-def plan_fp8(x: torch.Tensor, fmt: Format, *, static_scale=None, out_fp32: bool = False) -> "Optional[Fp8Plan]":
+def plan_fp8(x: torch.Tensor, fmt: Format, *, static_scale=None, out_fp32: bool = False,
+             rows: Optional[torch.Tensor] = None) -> "Optional[Fp8Plan]":
     """The single-kernel FP8 quantizations of a non-empty ``x [T, C]`` (already validated by
     :func:`quantize_act`): ``FP8_TENSOR`` with a static scale, ``FP8_TOKEN``, ``FP8_BLOCK`` and
     ``MXFP8``, planned (outputs allocated) but not launched; None for the others (a dynamic
-    per-tensor scale needs the whole tensor's amax first; NVFP4)."""
+    per-tensor scale needs the whole tensor's amax first; NVFP4). ``rows``: an int32 [1] tensor on
+    x's device -- only the first ``rows[0]`` rows are quantized (a block-padded intermediate whose
+    rows in use only the device knows); the values and scales of the other rows are left unset."""
     T, C = x.shape
     dev = x.device
+    if rows is not None and (rows.dtype != torch.int32 or rows.numel() != 1 or rows.device != dev):
+        raise ValueError(f"rows must be an int32 tensor of one element on {dev}, got {rows.dtype} "
+                         f"{tuple(rows.shape)} on {rows.device}")
     if fmt is Format.FP8_TOKEN or (fmt is Format.FP8_TENSOR and static_scale is not None):
         q = torch.empty((T, C), dtype=torch.float32 if out_fp32 else _E4M3, device=dev)
-        block_c = min(next_pow2(C), 1024)
-        block_t = min(next_pow2(T), max(1, 2048 // block_c))
+        block_t, block_c, warps = _row_blocks(T, C)
         if fmt is Format.FP8_TOKEN:
             s = torch.empty((T,), dtype=torch.float32, device=dev)
             mode = 2
         else:
             s = _device_scalar(static_scale, "static_scale", x)
             mode = 0
-        return Fp8Plan(fmt, False, x, q, s, s, mode, 1, block_t, block_c, (cdiv(T, block_t), 1), out_fp32)
+        return Fp8Plan(fmt, False, x, q, s, s, mode, 1, block_t, block_c, (cdiv(T, block_t), 1), out_fp32, warps,
+                       rows)
     if fmt in (Format.FP8_BLOCK, Format.MXFP8):
         G = fmt.block_size
         NG = C // G
@@ -287,7 +327,8 @@ def plan_fp8(x: torch.Tensor, fmt: Format, *, static_scale=None, out_fp32: bool 
         s = torch.empty((T, NG), dtype=torch.uint8 if fmt is Format.MXFP8 else torch.float32, device=dev)
         block_g = min(next_pow2(NG), max(1, 1024 // G))
         block_t = min(next_pow2(T), max(1, 2048 // (block_g * G)))
-        return Fp8Plan(fmt, True, x, q, s, s, 0, G, block_t, block_g, (cdiv(T, block_t), cdiv(NG, block_g)), out_fp32)
+        return Fp8Plan(fmt, True, x, q, s, s, 0, G, block_t, block_g, (cdiv(T, block_t), cdiv(NG, block_g)), out_fp32,
+                       rows=rows)
     return None
 
 

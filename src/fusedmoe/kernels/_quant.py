@@ -134,12 +134,16 @@ def _fp8_row_kernel(
     C: tl.constexpr,  # constexpr: static loop bounds (C is a model dimension, few distinct values)
     stride_x,
     stride_q,
+    rows_ptr,  # ROWS_FROM_PTR: int32 [1], the rows in use (<= T; the others are left as they are)
     SCALE_MODE: tl.constexpr,  # 0 static per tensor, 1 dynamic per tensor, 2 dynamic per row
     OUT_FP32: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    ROWS_FROM_PTR: tl.constexpr = False,
 ):
     """FP8 with one scale per tensor or per row (``_fp8_rows``). Grid (cdiv(T, BLOCK_T),)."""
+    if ROWS_FROM_PTR:  # a block-padded intermediate: the rows in use are known on the device only
+        T = tl.minimum(T, tl.load(rows_ptr))
     _fp8_rows(tl.program_id(0), x_ptr, q_ptr, s_ptr, src_ptr, T, C, stride_x, stride_q, SCALE_MODE, OUT_FP32,
               BLOCK_T, BLOCK_C)
 
@@ -148,7 +152,9 @@ def _fp8_row_kernel(
 def _fp8_rows(pid, x_ptr, q_ptr, s_ptr, src_ptr, T, C: tl.constexpr, stride_x, stride_q, SCALE_MODE: tl.constexpr,
               OUT_FP32: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
     """Rows ``[pid * BLOCK_T, (pid + 1) * BLOCK_T)`` of FP8 with one scale per tensor or per row:
-    ``q = e4m3(clamp(x / s, -448, 448))``, dynamic ``s = max(amax / 448, FP8_MIN_SCALE)``."""
+    ``q = e4m3(clamp(x / s, -448, 448))``, dynamic ``s = max(amax / 448, FP8_MIN_SCALE)``.
+    ``C <= BLOCK_C``: the rows are loaded once and stay in registers (one memory round trip);
+    otherwise ``BLOCK_C``-wide chunks, in two passes for a per-row scale (amax, then quantize)."""
     rows = pid * BLOCK_T + tl.arange(0, BLOCK_T)
     rmask = rows < T
     x_row = x_ptr + rows.to(tl.int64) * stride_x
@@ -161,24 +167,39 @@ def _fp8_rows(pid, x_ptr, q_ptr, s_ptr, src_ptr, T, C: tl.constexpr, stride_x, s
         amax = tl.load(src_ptr + zero_idx).to(tl.float32, bitcast=True)
         s = tl.maximum(_div_rn(amax, c448), _MIN_SCALE)
         tl.store(s_ptr + zero_idx, s, mask=(tl.arange(0, BLOCK_T) == 0) & (pid == 0))
+    if C <= BLOCK_C:
+        cols = tl.arange(0, BLOCK_C)
+        m = rmask[:, None] & (cols[None, :] < C)
+        x = tl.load(x_row[:, None] + cols[None, :], mask=m, other=0.0).to(tl.float32)
+        if SCALE_MODE == 2:
+            s = tl.maximum(_div_rn(tl.max(tl.abs(x), axis=1), c448), _MIN_SCALE)
+            tl.store(s_ptr + rows, s, mask=rmask)
+        _store_fp8(q_row[:, None] + cols[None, :], x, s, m, OUT_FP32)
     else:
-        amax = tl.zeros([BLOCK_T], dtype=tl.float32)
+        if SCALE_MODE == 2:
+            amax = tl.zeros([BLOCK_T], dtype=tl.float32)
+            for c0 in range(0, C, BLOCK_C):
+                cols = c0 + tl.arange(0, BLOCK_C)
+                m = rmask[:, None] & (cols[None, :] < C)
+                x = tl.load(x_row[:, None] + cols[None, :], mask=m, other=0.0).to(tl.float32)
+                amax = tl.maximum(amax, tl.max(tl.abs(x), axis=1))
+            s = tl.maximum(_div_rn(amax, c448), _MIN_SCALE)
+            tl.store(s_ptr + rows, s, mask=rmask)
         for c0 in range(0, C, BLOCK_C):
             cols = c0 + tl.arange(0, BLOCK_C)
             m = rmask[:, None] & (cols[None, :] < C)
             x = tl.load(x_row[:, None] + cols[None, :], mask=m, other=0.0).to(tl.float32)
-            amax = tl.maximum(amax, tl.max(tl.abs(x), axis=1))
-        s = tl.maximum(_div_rn(amax, c448), _MIN_SCALE)
-        tl.store(s_ptr + rows, s, mask=rmask)
-    for c0 in range(0, C, BLOCK_C):
-        cols = c0 + tl.arange(0, BLOCK_C)
-        m = rmask[:, None] & (cols[None, :] < C)
-        x = tl.load(x_row[:, None] + cols[None, :], mask=m, other=0.0).to(tl.float32)
-        y = _clamp_fp8(_div_rn(x, s[:, None]))
-        if OUT_FP32:
-            tl.store(q_row[:, None] + cols[None, :], y, mask=m)
-        else:
-            tl.store(q_row[:, None] + cols[None, :], y.to(tl.float8e4nv), mask=m)
+            _store_fp8(q_row[:, None] + cols[None, :], x, s, m, OUT_FP32)
+
+
+@triton.jit
+def _store_fp8(q_ptrs, x, s, m, OUT_FP32: tl.constexpr):
+    """Store ``e4m3(clamp(x / s[:, None], -448, 448))`` (the clamped fp32 value with OUT_FP32)."""
+    y = _clamp_fp8(_div_rn(x, s[:, None]))
+    if OUT_FP32:
+        tl.store(q_ptrs, y, mask=m)
+    else:
+        tl.store(q_ptrs, y.to(tl.float8e4nv), mask=m)
 
 
 @triton.jit
@@ -205,28 +226,31 @@ def _fp8_tensor_one_program_kernel(
     OUT_FP32: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    ONE_TILE: tl.constexpr,  # T <= BLOCK_T and C <= BLOCK_C
 ):
     """Dynamic per-tensor FP8 of a small tensor in one program and one launch: max |x| over the
     whole tensor, ``s = max(amax / 448, FP8_MIN_SCALE)``, then ``q = e4m3(clamp(x / s))`` -- the
     same values as ``_absmax_kernel`` + ``_fp8_row_kernel`` (SCALE_MODE 1), without the zeroed
     amax buffer and the second launch (decode: the hidden row, the few intermediate rows). Grid (1,)."""
-    amax = tl.zeros([BLOCK_T], dtype=tl.float32)
-    for r0 in range(0, T, BLOCK_T):
-        for c0 in range(0, C, BLOCK_C):
-            x, _, _, _ = _tile_fp32(x_ptr, r0, c0, T, C, stride_x, BLOCK_T, BLOCK_C)
-            amax = tl.maximum(amax, tl.max(tl.abs(x), axis=1))
     c448 = tl.full([BLOCK_T], _FP8_MAX, tl.float32)
+    if ONE_TILE:  # the whole tensor is one [BLOCK_T, BLOCK_C] tile: loaded once, kept in registers
+        x, rows64, cols, m = _tile_fp32(x_ptr, 0, 0, T, C, stride_x, BLOCK_T, BLOCK_C)
+        amax = tl.max(tl.abs(x), axis=1)
+    else:
+        amax = tl.zeros([BLOCK_T], dtype=tl.float32)
+        for r0 in range(0, T, BLOCK_T):
+            for c0 in range(0, C, BLOCK_C):
+                x, _, _, _ = _tile_fp32(x_ptr, r0, c0, T, C, stride_x, BLOCK_T, BLOCK_C)
+                amax = tl.maximum(amax, tl.max(tl.abs(x), axis=1))
     s = tl.maximum(_div_rn(tl.zeros([BLOCK_T], dtype=tl.float32) + tl.max(amax, axis=0), c448), _MIN_SCALE)
     tl.store(s_ptr + tl.zeros([BLOCK_T], dtype=tl.int32), s, mask=tl.arange(0, BLOCK_T) == 0)
-    for r0 in range(0, T, BLOCK_T):
-        for c0 in range(0, C, BLOCK_C):
-            x, rows64, cols, m = _tile_fp32(x_ptr, r0, c0, T, C, stride_x, BLOCK_T, BLOCK_C)
-            y = _clamp_fp8(_div_rn(x, s[:, None]))
-            q_offs = rows64[:, None] * stride_q + cols[None, :]
-            if OUT_FP32:
-                tl.store(q_ptr + q_offs, y, mask=m)
-            else:
-                tl.store(q_ptr + q_offs, y.to(tl.float8e4nv), mask=m)
+    if ONE_TILE:
+        _store_fp8(q_ptr + rows64[:, None] * stride_q + cols[None, :], x, s, m, OUT_FP32)
+    else:
+        for r0 in range(0, T, BLOCK_T):
+            for c0 in range(0, C, BLOCK_C):
+                x, rows64, cols, m = _tile_fp32(x_ptr, r0, c0, T, C, stride_x, BLOCK_T, BLOCK_C)
+                _store_fp8(q_ptr + rows64[:, None] * stride_q + cols[None, :], x, s, m, OUT_FP32)
 
 
 @triton.jit
@@ -239,14 +263,18 @@ def _fp8_group_kernel(
     stride_x,
     stride_q,
     stride_s,
+    rows_ptr,  # ROWS_FROM_PTR: int32 [1], the rows in use (as _fp8_row_kernel)
     GROUP: tl.constexpr,  # 128 (FP8_BLOCK) or 32 (MXFP8)
     MX: tl.constexpr,
     OUT_FP32: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_G: tl.constexpr,  # groups per program
+    ROWS_FROM_PTR: tl.constexpr = False,
 ):
     """FP8 with one scale per 1 x GROUP group (``_fp8_groups``). Grid (cdiv(T, BLOCK_T),
     cdiv(C / GROUP, BLOCK_G))."""
+    if ROWS_FROM_PTR:
+        T = tl.minimum(T, tl.load(rows_ptr))
     _fp8_groups(tl.program_id(0), tl.program_id(1), x_ptr, q_ptr, s_ptr, T, C, stride_x, stride_q, stride_s, GROUP,
                 MX, OUT_FP32, BLOCK_T, BLOCK_G)
 

@@ -20,7 +20,9 @@ Data contract (as ``_moe_gemm._gemm1_kernel`` / ``_gemm2_kernel``; BM = 128 = 2 
                 gathered into block-padded slot order (``_align._gather_slot_rows_kernel``: Hopper's
                 TMA has no row gather); padding rows are zero. GEMM2 after a warp-specialized GEMM1
                 with OUT_PADDED: GEMM1's output itself (its padding rows never written: whatever
-                they hold only reaches GEMM2's padding rows, which are never stored)
+                they hold only reaches GEMM2's padding rows, which are never stored), or its
+                per-token / 1 x 128 FP8 quantization in the same row order (A_PADDED: the input's
+                scales are indexed by block-padded row too)
     w_desc      TMA descriptor, block [BN, BK], over the weights viewed as [E * M, K] e4m3 (GEMM1:
                 w13, M = 2 N gated -- each expert's N gate rows, then its N up rows -- M = N
                 otherwise; GEMM2: w2, M = N = H)
@@ -30,7 +32,7 @@ Data contract (as ``_moe_gemm._gemm1_kernel`` / ``_gemm2_kernel``; BM = 128 = 2 
                 warp-specialized and reads the intermediate as it is: ``triton_moe.set_ws_padded_handoff``):
                 [P_max, N], row = the slot's block-padded position -- GEMM2's TMA rows, no gather
     scales      QUANT TENSOR: a [] x w [E]; ROW: a [rows of the input: tokens (GEMM1) or slots
-                (GEMM2, TOP_K = 1)] x w [E, M] (per channel); BLOCK (FP8 128 x 128 blocks): a [rows,
+                (GEMM2, TOP_K = 1; block-padded rows with A_PADDED)] x w [E, M] (per channel); BLOCK (FP8 128 x 128 blocks): a [rows,
                 K/128] x w [E, M/128, K/128], each K block's partial product scaled before it is added
                 (``_moe_gemm._scale_block``, as the Triton kernel; H200-tested in the fourteenth
                 session, chosen by the tuner at 8192 tokens of DeepSeek-V3 / MiniMax-M2); NONE
@@ -125,16 +127,20 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
 
 @gluon.jit
 def _ws_rows(sorted_ids_ptr, pid_m, col0, num_slots, N, HALF: gl.constexpr, HALF_M: gl.constexpr,
-             TOP_K: gl.constexpr, NC: gl.constexpr, layout: gl.constexpr):
+             TOP_K: gl.constexpr, NC: gl.constexpr, A_PADDED: gl.constexpr, layout: gl.constexpr):
     """This warpgroup's rows of M-block ``pid_m`` and the ``NC`` columns from ``col0``: their slots
     (padding rows: slot 0, whose scales they read; never stored), which are real, the rows' input
-    rows (tokens for GEMM1, slots for GEMM2: TOP_K 1), the columns, which are inside N, and the
-    rows' block-padded positions."""
+    rows -- the rows of the input's scales: tokens for GEMM1, slots for GEMM2 (TOP_K 1), or with
+    A_PADDED (GEMM2's input quantized in block-padded order) the block-padded positions -- the
+    columns, which are inside N, and the rows' block-padded positions."""
     rows = pid_m * (2 * HALF_M) + HALF * HALF_M + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, layout))
     slots = gl.load(sorted_ids_ptr + rows)
     row_ok = slots < num_slots
     slots = gl.where(row_ok, slots, 0)
-    tok64 = (slots // TOP_K).to(gl.int64)
+    if A_PADDED:
+        tok64 = rows.to(gl.int64)
+    else:
+        tok64 = (slots // TOP_K).to(gl.int64)
     cols = col0 + gl.arange(0, NC, layout=gl.SliceLayout(0, layout))
     return slots, row_ok, tok64, cols, cols < N, rows
 
@@ -145,13 +151,14 @@ def _ws_epilogue(acc_g, acc_u, e, pid_m, col0, out_ptr, a_scale_ptr, w_scale_ptr
                  act_beta, act_limit, HALF: gl.constexpr, HALF_M: gl.constexpr, TOP_K: gl.constexpr, ACT: gl.constexpr,
                  GATED: gl.constexpr, QUANT: gl.constexpr, OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                  HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
-                 NC: gl.constexpr, RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr, layout: gl.constexpr):
+                 NC: gl.constexpr, RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr, A_PADDED: gl.constexpr,
+                 layout: gl.constexpr):
     """The ``NC`` output columns from ``col0`` of this warpgroup's rows: scales, routing weight on
     input, bias, routing weight (GEMM2), activation, rounding, re-quantization, store by slot (or, with
     ``OUT_PADDED``, at the rows' block-padded positions)."""
     e64 = e.to(gl.int64)
     slots, row_ok, tok64, cols, n_ok, rows = _ws_rows(sorted_ids_ptr, pid_m, col0, num_slots, N, HALF, HALF_M, TOP_K,
-                                                      NC, layout)
+                                                      NC, A_PADDED, layout)
     acc_g, acc_u = _gemm1_epilogue(acc_g, acc_u, e64, tok64, slots, cols, n_ok, N, a_scale_ptr, w_scale_ptr,
                                    bias_ptr, topk_w_ptr, stride_asm, stride_wse, stride_wsn, stride_be, QUANT,
                                    GATED, WEIGHT_ON_INPUT, HAS_BIAS)
@@ -178,7 +185,8 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                  ACT: gl.constexpr, GATED: gl.constexpr, QUANT: gl.constexpr, OUT_Q: gl.constexpr,
                  ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
                  MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                 GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr, RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr):
+                 GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr, RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr,
+                 A_PADDED: gl.constexpr):
     """MMA warpgroup for rows [HALF * 64, HALF * 64 + 64) of every tile: per K block a fresh
     wgmma (gated: gate and up), one wait, the slot released, the fp32 adds; then the epilogue.
 
@@ -219,7 +227,7 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
             if QUANT == Q_BLOCK:  # FP8 128 x 128 blocks: per K block, a_s[row, kb] and w_s[col // 128, kb]
                 e64 = e.to(gl.int64)
                 slots, row_ok, tok64, cols, n_ok, _ = _ws_rows(sorted_ids_ptr, pid_m, pid_n * BN, num_slots, N, HALF,
-                                                               HALF_M, TOP_K, BN, layout)
+                                                               HALF_M, TOP_K, BN, A_PADDED, layout)
                 as_rows = a_scale_ptr + tok64 * stride_asm
                 wsg_cols = w_scale_ptr + e64 * stride_wse + (cols // 128) * stride_wsn
                 wsu_cols = w_scale_ptr + e64 * stride_wse + ((N + cols) // 128) * stride_wsn
@@ -296,13 +304,14 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
             _ws_epilogue(acc_g, acc_u, e, pid_m, pid_n * BN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
                          out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm, stride_wse, stride_wsn,
                          stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q,
-                         ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN, RCP_DIV, OUT_PADDED, layout)
+                         ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN, RCP_DIV, OUT_PADDED, A_PADDED,
+                         layout)
             if ONE_PART and not GATED:
                 _ws_epilogue(acc_u, acc_u, e, pid_m, pid_n * BN + PN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                              topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm,
                              stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K,
                              ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN,
-                             RCP_DIV, OUT_PADDED, layout)
+                             RCP_DIV, OUT_PADDED, A_PADDED, layout)
 
 
 @gluon.jit
@@ -314,7 +323,7 @@ def _ws_gemm_kernel(
     OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
     MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
     GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr = True, RCP_DIV: gl.constexpr = False,
-    OUT_PADDED: gl.constexpr = False,
+    OUT_PADDED: gl.constexpr = False, A_PADDED: gl.constexpr = False,
 ):
     """One grouped GEMM + its epilogue, warp-specialized (see the module docstring). Launch with
     ``num_warps=4`` (the first MMA warpgroup; the second and the loader warp are workers: 12 warps
@@ -336,12 +345,14 @@ def _ws_gemm_kernel(
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 0, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
-                        WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED)),
+                        WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
+                        A_PADDED)),
         (_ws_consumer, (a1_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 1, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
-                        WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED)),
+                        WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
+                        A_PADDED)),
         (_ws_loader, (a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr,
                       block_expert_ptr, num_post_padded_ptr, N, K, num_slots, E_LOC, BN, BK, STAGES, GROUP_M, GATED,
                       SKIP_HALF)),
