@@ -213,6 +213,16 @@ def _set_chunked_rows(on):
     return prev
 
 
+def _set_pad_garbage(on):
+    """``triton_moe._WS_ZERO_PAD_ROWS`` off when ``on``: the padded hand-off's padding rows left
+    unwritten (whatever the buffer held) instead of stored as zeros; returns the previous "on"."""
+    from fusedmoe.backends import triton_moe
+
+    prev = not triton_moe._WS_ZERO_PAD_ROWS
+    triton_moe._WS_ZERO_PAD_ROWS = not on
+    return prev
+
+
 _PDL, _FUSE = "set_programmatic_dependent_launch", "set_fused_combine"
 _WS_DTYPES = ("bf16", "fp8_tensor", "fp8_channel", "fp8_block")
 PEERS = {"fusedmoe": make_fusedmoe,
@@ -227,6 +237,7 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-divq": _with_setting("set_reciprocal_quant", False),
          "fusedmoe-nohandoff": _with_setting("set_ws_padded_handoff", False),
          "fusedmoe-rowchunks": _with_setting(_set_chunked_rows, True),
+         "fusedmoe-padgarbage": _with_setting(_set_pad_garbage, True),
          "fusedmoe-s17": _with_setting(_set_chunked_rows, True, _with_setting("set_ws_padded_handoff", False)),
          "fusedmoe-wswide": _config_peer(_ws_wide, "the wide FP8 warp-specialized tiles",
                                          ("fp8_tensor", "fp8_channel", "fp8_block")),

@@ -404,6 +404,9 @@ def set_gemm1_amax(enabled: bool) -> bool:
 # ---- GEMM1 -> GEMM2 hand-off in block-padded row order (both warp-specialized) ---------------------
 
 _WS_PADDED_HANDOFF = {"enabled": True}
+# the padded hand-off's padding rows (in the blocks GEMM1 computes) stored as zeros, as GEMM2's gather
+# would leave them, instead of left unwritten (benchmarks/harness_plugin.py: peer fusedmoe-padgarbage)
+_WS_ZERO_PAD_ROWS = True
 
 
 def set_ws_padded_handoff(enabled: bool) -> bool:
@@ -641,7 +644,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         ROUND_DTYPE=round_tl, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
         SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], OUT_PADDED=out_padded,
-        A_PADDED=a_scales_padded, num_warps=4)
+        A_PADDED=a_scales_padded, ZERO_PAD=out_padded and _WS_ZERO_PAD_ROWS, num_warps=4)
 
 
 # ---- the forward -------------------------------------------------------------------------------

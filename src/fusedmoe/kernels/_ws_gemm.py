@@ -152,7 +152,7 @@ def _ws_epilogue(acc_g, acc_u, e, pid_m, col0, out_ptr, a_scale_ptr, w_scale_ptr
                  GATED: gl.constexpr, QUANT: gl.constexpr, OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                  HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
                  NC: gl.constexpr, RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr, A_PADDED: gl.constexpr,
-                 layout: gl.constexpr):
+                 ZERO_PAD: gl.constexpr, layout: gl.constexpr):
     """The ``NC`` output columns from ``col0`` of this warpgroup's rows: scales, routing weight on
     input, bias, routing weight (GEMM2), activation, rounding, re-quantization, store by slot (or, with
     ``OUT_PADDED``, at the rows' block-padded positions)."""
@@ -170,8 +170,11 @@ def _ws_epilogue(acc_g, acc_u, e, pid_m, col0, out_ptr, a_scale_ptr, w_scale_ptr
     if OUT_Q == OUT_FP8_STATIC:  # e4m3(clamp(h / a2)), a2 the static scale of GEMM2's input
         q = _div_by_scale(h.to(gl.float32), gl.load(out_qscale_ptr), RCP_DIV)
         h = gl.minimum(gl.maximum(q, -FP8_MAX), FP8_MAX)
-    hv = h.to(out_ptr.dtype.element_ty)
     st_mask = row_ok[:, None] & n_ok[None, :]
+    if ZERO_PAD:  # OUT_PADDED: the block's padding rows stored as zeros (what GEMM2's gather would give)
+        h = gl.where(row_ok[:, None], h, gl.zeros_like(h))
+        st_mask = (rows >= 0)[:, None] & n_ok[None, :]
+    hv = h.to(out_ptr.dtype.element_ty)
     gl.store(out_ptr + offs, hv, mask=st_mask)
     if OUT_Q == OUT_PLAIN_AMAX:  # max |h| of the stored tile into the int32 amax (out_qscale_ptr)
         _atomic_amax(out_qscale_ptr, hv, st_mask)
@@ -186,7 +189,7 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                  ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
                  MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                  GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr, RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr,
-                 A_PADDED: gl.constexpr):
+                 A_PADDED: gl.constexpr, ZERO_PAD: gl.constexpr):
     """MMA warpgroup for rows [HALF * 64, HALF * 64 + 64) of every tile: per K block a fresh
     wgmma (gated: gate and up), one wait, the slot released, the fp32 adds; then the epilogue.
 
@@ -305,13 +308,13 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                          out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm, stride_wse, stride_wsn,
                          stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q,
                          ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN, RCP_DIV, OUT_PADDED, A_PADDED,
-                         layout)
+                         ZERO_PAD, layout)
             if ONE_PART and not GATED:
                 _ws_epilogue(acc_u, acc_u, e, pid_m, pid_n * BN + PN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                              topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm,
                              stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K,
                              ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN,
-                             RCP_DIV, OUT_PADDED, A_PADDED, layout)
+                             RCP_DIV, OUT_PADDED, A_PADDED, ZERO_PAD, layout)
 
 
 @gluon.jit
@@ -323,7 +326,7 @@ def _ws_gemm_kernel(
     OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
     MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
     GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr = True, RCP_DIV: gl.constexpr = False,
-    OUT_PADDED: gl.constexpr = False, A_PADDED: gl.constexpr = False,
+    OUT_PADDED: gl.constexpr = False, A_PADDED: gl.constexpr = False, ZERO_PAD: gl.constexpr = False,
 ):
     """One grouped GEMM + its epilogue, warp-specialized (see the module docstring). Launch with
     ``num_warps=4`` (the first MMA warpgroup; the second and the loader warp are workers: 12 warps
@@ -346,13 +349,13 @@ def _ws_gemm_kernel(
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 0, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
-                        A_PADDED)),
+                        A_PADDED, ZERO_PAD)),
         (_ws_consumer, (a1_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 1, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
-                        A_PADDED)),
+                        A_PADDED, ZERO_PAD)),
         (_ws_loader, (a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr,
                       block_expert_ptr, num_post_padded_ptr, N, K, num_slots, E_LOC, BN, BK, STAGES, GROUP_M, GATED,
                       SKIP_HALF)),
