@@ -21,9 +21,9 @@ heuristic from 256 rows per expert with an intermediate of 512+, or by the tuned
 runs as the Gluon kernel of ``kernels/_ws_gemm.py`` (a TMA loader warp, two MMA warpgroups, same
 promoted accumulation); its input rows are first gathered into block-padded slot order
 (``_align._gather_slot_rows_kernel``: one launch and P x K bytes more per GEMM), its output is the
-same slot-indexed tensor -- except when both GEMMs are and nothing but a row-wise quantization runs
-between them (static FP8 or 16-bit intermediate; per-token or 1 x 128 FP8, quantized over the rows in
-use; ``set_ws_padded_handoff``): GEMM1 then stores in block-padded row order and GEMM2 reads that
+same slot-indexed tensor -- except when both GEMMs are and nothing but a 1 x 128 group quantization
+runs between them (static FP8 or 16-bit intermediate; FP8 blocks, quantized over the rows in use;
+``set_ws_padded_handoff``): GEMM1 then stores in block-padded row order and GEMM2 reads that
 without a gather.
 
 Block-scaled weights (NVFP4, MXFP4, MXFP8; Hopper has no FP4 or micro-scaled MMA) are read in
@@ -405,14 +405,16 @@ def set_gemm1_amax(enabled: bool) -> bool:
 
 _WS_PADDED_HANDOFF = {"enabled": True}
 # the padded hand-off's padding rows (in the blocks GEMM1 computes) stored as zeros, as GEMM2's gather
-# would leave them, instead of left unwritten (benchmarks/harness_plugin.py: peer fusedmoe-padgarbage)
+# would leave them, instead of left unwritten: a group quantization pass over unwritten rows ran
+# DeepSeek-V3 FP8 block layers 1.02-1.04x slower at 2048 / 8192 tokens (harness peer
+# fusedmoe-padgarbage, eighteenth session)
 _WS_ZERO_PAD_ROWS = True
 
 
 def set_ws_padded_handoff(enabled: bool) -> bool:
     """``True`` (default): when both GEMMs are warp-specialized and GEMM2 reads the intermediate as
     GEMM1 stores it (a static FP8 per-tensor scale, or 16-bit activations: no quantization pass in
-    between) or its row-wise quantization (dynamic per-token or 1 x 128 FP8: the pass runs over the
+    between) or its 1 x 128 group quantization (FP8 blocks: the pass runs over the
     ``num_post_padded`` rows in use, in the same order, and GEMM2 reads the scales by padded row),
     GEMM1 stores each row at its block-padded position -- the row GEMM2's TMA loads -- so GEMM2 needs
     no gather of its input (one write and one read of P x I elements less; the padding rows, never
@@ -882,12 +884,13 @@ def triton_experts(
     inter_scale = None
     inter_g = tw_flat  # NVFP4 intermediate: its global scale [1]
     inter_amax = None
-    # both GEMMs warp-specialized, nothing between them but a row-wise quantization (per-token or
-    # 1 x 128 groups: it runs over the rows in use, in the same order): GEMM1 stores in GEMM2's padded
-    # row order
+    # both GEMMs warp-specialized, nothing between them but the 1 x 128 group quantization (it runs
+    # over the rows in use, in the same order): GEMM1 stores in GEMM2's padded row order. Not for
+    # per-token scales: the same kernels, but 1.05-1.08x slower layers at 2048 tokens on the H200
+    # (harness, eighteenth session; BENCHMARKS.md section 0)
     padded = (c1.warp_specialized and c2.warp_specialized and _WS_PADDED_HANDOFF["enabled"]
               and ((post_quant is None and out_q in (_OUT_PLAIN, _OUT_FP8_STATIC))
-                   or (post_quant in (Format.FP8_TOKEN, Format.FP8_BLOCK) and out_q == _OUT_PLAIN)))
+                   or (post_quant is Format.FP8_BLOCK and out_q == _OUT_PLAIN)))
     inter_rows = NB * BM if padded else TK
     if out_q == _OUT_PLAIN and post_quant in (Format.FP8_TENSOR, Format.NVFP4) and _GEMM1_AMAX["enabled"]:
         # dynamic per-tensor scale of the intermediate: GEMM1's epilogue reduces max |h| of the rows it
