@@ -417,9 +417,10 @@ def set_ws_padded_handoff(enabled: bool) -> bool:
     between) or its 1 x 128 group quantization (FP8 blocks: the pass runs over the
     ``num_post_padded`` rows in use, in the same order, and GEMM2 reads the scales by padded row),
     GEMM1 stores each row at its block-padded position -- the row GEMM2's TMA loads -- so GEMM2 needs
-    no gather of its input (one write and one read of P x I elements less; the padding rows, never
-    written, reach only GEMM2's padding rows, never stored). ``False``: GEMM1 stores by slot and
-    GEMM2 gathers. Same bits either way. Returns the previous setting."""
+    no gather of its input (one write and one read of P x I elements less; the padding rows -- stored
+    as zeros, or unwritten where a block's second half is all padding and skipped -- reach only
+    GEMM2's padding rows, never stored). ``False``: GEMM1 stores by slot and GEMM2 gathers. Same bits
+    either way. Returns the previous setting."""
     return _swap_bool(_WS_PADDED_HANDOFF, enabled)
 
 
@@ -615,7 +616,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     elements), then the persistent warp-specialized kernel into ``out`` [T*K, N] by slot.
     ``a_padded``: ``a`` already holds the rows in block-padded order (GEMM2 after GEMM1 with
     ``out_padded``, which stores at the rows' padded positions into ``out`` [P_max, N]): no gather;
-    ``a_scales_padded``: its per-row scales ``a_s`` are in that order too (a per-token / 1 x 128
+    ``a_scales_padded``: its per-row scales ``a_s`` are in that order too (the 1 x 128 group
     quantization of the padded intermediate)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -990,8 +991,8 @@ def triton_experts(
     if as_fp32:
         inter = inter.to(_E4M3)  # the interpreter wrote clamped fp32 values: RNE to E4M3 here
     if post_quant is not None and padded:
-        # the rows in use only (num_post_padded); the padding rows, never written by GEMM1, get
-        # values and scales that reach GEMM2's padding rows only (never stored)
+        # the rows in use only (num_post_padded); padding rows (zeros, or unwritten in a half GEMM1
+        # skipped) get values and scales that reach GEMM2's padding rows only (never stored)
         qi = plan_fp8(inter, post_quant, out_fp32=interp, rows=al.num_post_padded).run()
         inter, inter_scale = qi.data, qi.scale
     elif post_quant is not None:

@@ -19,10 +19,10 @@ Data contract (as ``_moe_gemm._gemm1_kernel`` / ``_gemm2_kernel``; BM = 128 = 2 
     a_desc      TMA descriptor, block [64, BK], over A_rows [P_max, K] e4m3: the GEMM's input rows
                 gathered into block-padded slot order (``_align._gather_slot_rows_kernel``: Hopper's
                 TMA has no row gather); padding rows are zero. GEMM2 after a warp-specialized GEMM1
-                with OUT_PADDED: GEMM1's output itself (its padding rows never written: whatever
-                they hold only reaches GEMM2's padding rows, which are never stored), or its
-                per-token / 1 x 128 FP8 quantization in the same row order (A_PADDED: the input's
-                scales are indexed by block-padded row too)
+                with OUT_PADDED: GEMM1's output itself (its padding rows stored as zeros with
+                ZERO_PAD, never written in skipped halves: whatever they hold only reaches GEMM2's
+                padding rows, which are never stored), or its 1 x 128 FP8 group quantization in
+                the same row order (A_PADDED: the input's scales indexed by block-padded row too)
     w_desc      TMA descriptor, block [BN, BK], over the weights viewed as [E * M, K] e4m3 (GEMM1:
                 w13, M = 2 N gated -- each expert's N gate rows, then its N up rows -- M = N
                 otherwise; GEMM2: w2, M = N = H)
@@ -32,8 +32,9 @@ Data contract (as ``_moe_gemm._gemm1_kernel`` / ``_gemm2_kernel``; BM = 128 = 2 
                 warp-specialized and reads the intermediate as it is: ``triton_moe.set_ws_padded_handoff``):
                 [P_max, N], row = the slot's block-padded position -- GEMM2's TMA rows, no gather
     scales      QUANT TENSOR: a [] x w [E]; ROW: a [rows of the input: tokens (GEMM1) or slots
-                (GEMM2, TOP_K = 1; block-padded rows with A_PADDED)] x w [E, M] (per channel); BLOCK (FP8 128 x 128 blocks): a [rows,
-                K/128] x w [E, M/128, K/128], each K block's partial product scaled before it is added
+                (GEMM2, TOP_K = 1; block-padded rows with A_PADDED)] x w [E, M] (per channel); BLOCK
+                (FP8 128 x 128 blocks): a [rows, K/128] x w [E, M/128, K/128], each K block's partial
+                product scaled before it is added
                 (``_moe_gemm._scale_block``, as the Triton kernel; H200-tested in the fourteenth
                 session, chosen by the tuner at 8192 tokens of DeepSeek-V3 / MiniMax-M2); NONE
                 (16-bit weights and input, one dtype): no scales, one accumulator chain per tile
