@@ -246,8 +246,7 @@ def test_row_sizes_wide_rows_and_many_rows(T, C):
 def test_plan_quantizes_the_rows_in_use_only(fmt):
     """``plan_fp8(..., rows=n)`` (a block-padded intermediate whose used rows only the device knows):
     the first ``n`` rows get the reference's bits, the values and scales of the others are not
-    written; with ``slots``, padding rows are quantized as zero rows without being read; a bad row
-    count or slot vector is refused."""
+    written; a bad row count is refused."""
     from fusedmoe.formats.triton_quant import plan_fp8
     from fusedmoe.kernels import _quant as k
     from fusedmoe.kernels._host import interpreted
@@ -265,24 +264,6 @@ def test_plan_quantizes_the_rows_in_use_only(fmt):
     for bad in (torch.tensor([n], device=DEV), torch.tensor([n, n], dtype=torch.int32, device=DEV)):
         with pytest.raises(ValueError, match="rows must be an int32 tensor of one element"):
             plan_fp8(x, fmt, rows=bad)
-    # with the rows' slots: padding rows (slot >= num_slots) are not read and come out as zeros with
-    # the format's scale of a zero row; NaN in them (never read) changes nothing
-    slots = torch.tensor([0, 9, 1, 2, 9, 3, 9, 9, 9], dtype=torch.int32, device=DEV)  # 9 = the sentinel
-    x = x.clone()
-    x[1] = float("nan")
-    x[4] = float("inf")
-    plan = plan_fp8(x, fmt, out_fp32=interpreted(k._fp8_row_kernel),
-                    rows=torch.tensor([n], dtype=torch.int32, device=DEV), slots=slots, num_slots=9)
-    plan.q.view(torch.uint8).fill_(0x55)
-    got = plan.run()
-    live = torch.tensor([True, False, True, True, False])
-    z = x[:n].clone()
-    z[~live.to(DEV)] = 0.0
-    want = quantize(z, fmt)
-    assert torch.equal(_bits(got.data[:n]), _bits(want.data)) and torch.equal(_bits(got.scale[:n]), _bits(want.scale))
-    assert (plan.q.view(torch.uint8)[n:] == 0x55).all()
-    with pytest.raises(ValueError, match="slots must be a contiguous int32 vector"):
-        plan_fp8(x, fmt, slots=slots[:4])
 
 
 @pytest.mark.parametrize("block_c", [64, 256])
@@ -308,7 +289,7 @@ def test_row_kernel_one_step_and_column_steps(mode, block_c):
     else:
         s = src = torch.tensor([0.05], device=DEV)
         want = quantize(x, Format.FP8_TENSOR, scale=s)
-    launch(k._fp8_row_kernel, (cdiv(T, bt),), x, q, s, src, T, C, x.stride(0), q.stride(0), s, s, 0,
+    launch(k._fp8_row_kernel, (cdiv(T, bt),), x, q, s, src, T, C, x.stride(0), q.stride(0), s,
            SCALE_MODE=mode, OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=block_c)
     got = QuantizedTensor(q.to(torch.float8_e4m3fn) if out_fp32 else q, want.fmt,
                           s if mode == 2 else s.reshape(()))

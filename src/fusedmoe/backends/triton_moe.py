@@ -21,9 +21,9 @@ heuristic from 256 rows per expert with an intermediate of 512+, or by the tuned
 runs as the Gluon kernel of ``kernels/_ws_gemm.py`` (a TMA loader warp, two MMA warpgroups, same
 promoted accumulation); its input rows are first gathered into block-padded slot order
 (``_align._gather_slot_rows_kernel``: one launch and P x K bytes more per GEMM), its output is the
-same slot-indexed tensor -- except when both GEMMs are and nothing but a row-wise quantization runs
-between them (static FP8 or 16-bit intermediate; per-token or 1 x 128 FP8, quantized over the rows in
-use; ``set_ws_padded_handoff``): GEMM1 then stores in block-padded row order and GEMM2 reads that
+same slot-indexed tensor -- except when both GEMMs are and nothing but a 1 x 128 group quantization
+runs between them (static FP8 or 16-bit intermediate; FP8 blocks, quantized over the rows in use;
+``set_ws_padded_handoff``): GEMM1 then stores in block-padded row order and GEMM2 reads that
 without a gather.
 
 Block-scaled weights (NVFP4, MXFP4, MXFP8; Hopper has no FP4 or micro-scaled MMA) are read in
@@ -404,19 +404,18 @@ def set_gemm1_amax(enabled: bool) -> bool:
 # ---- GEMM1 -> GEMM2 hand-off in block-padded row order (both warp-specialized) ---------------------
 
 _WS_PADDED_HANDOFF = {"enabled": True}
-# the padded hand-off without a quantization pass between the GEMMs (static FP8, 16-bit): the padding
-# rows of the blocks GEMM1 computes stored as zeros, as GEMM2's gather would leave them, instead of
-# left unwritten (harness peer fusedmoe-padgarbage, eighteenth session: within the run-to-run spread;
-# a pass in between skips padding rows itself)
+# the padded hand-off's padding rows (in the blocks GEMM1 computes) stored as zeros, as GEMM2's gather
+# would leave them, instead of left unwritten: a group quantization pass over unwritten rows ran
+# DeepSeek-V3 FP8 block layers 1.02-1.04x slower at 2048 / 8192 tokens (harness peer
+# fusedmoe-padgarbage, eighteenth session)
 _WS_ZERO_PAD_ROWS = True
 
 
 def set_ws_padded_handoff(enabled: bool) -> bool:
     """``True`` (default): when both GEMMs are warp-specialized and GEMM2 reads the intermediate as
     GEMM1 stores it (a static FP8 per-tensor scale, or 16-bit activations: no quantization pass in
-    between) or its row-wise quantization (per-token or 1 x 128 FP8: the pass runs over the
-    ``num_post_padded`` rows in use, in the same order, without reading the padding rows, and GEMM2
-    reads the scales by padded row),
+    between) or its 1 x 128 group quantization (FP8 blocks: the pass runs over the
+    ``num_post_padded`` rows in use, in the same order, and GEMM2 reads the scales by padded row),
     GEMM1 stores each row at its block-padded position -- the row GEMM2's TMA loads -- so GEMM2 needs
     no gather of its input (one write and one read of P x I elements less; the padding rows -- stored
     as zeros, or unwritten where a block's second half is all padding and skipped -- reach only
@@ -610,17 +609,15 @@ def _ws_layouts(block_n: int, block_k: int, dtype: torch.dtype):
 def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTensor, w_s, wse, wsn, bias, has_bias,
              tw_flat, q_scale, out_q, al: "AlignResult", out: torch.Tensor, N: int, row_div: int, TK: int, E: int,
              act_code: int, gated: bool, p, round_tl, weight_on_input: bool, mul_routing_weight: bool,
-             num_sms, *, a_padded: bool = False, out_padded: bool = False, a_scales_padded: bool = False,
-             zero_pad: bool = False) -> None:
+             num_sms, *, a_padded: bool = False, out_padded: bool = False, a_scales_padded: bool = False) -> None:
     """One GEMM by ``kernels/_ws_gemm``: its input rows ``a`` [rows, K] e4m3 or 16-bit (hidden or
     its quantization for GEMM1, ``row_div`` = top_k; the slot-indexed intermediate for GEMM2,
     ``row_div`` = 1) gathered into block-padded slot order (one extra write and read of P x K
     elements), then the persistent warp-specialized kernel into ``out`` [T*K, N] by slot.
     ``a_padded``: ``a`` already holds the rows in block-padded order (GEMM2 after GEMM1 with
     ``out_padded``, which stores at the rows' padded positions into ``out`` [P_max, N]): no gather;
-    ``a_scales_padded``: its per-row scales ``a_s`` are in that order too (a per-token or 1 x 128
-    quantization of the padded intermediate); ``zero_pad`` (with ``out_padded``): the padding rows of
-    the blocks computed are stored as zeros."""
+    ``a_scales_padded``: its per-row scales ``a_s`` are in that order too (the 1 x 128 group
+    quantization of the padded intermediate)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from ..kernels import _align as _al
@@ -650,7 +647,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         ROUND_DTYPE=round_tl, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
         SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], OUT_PADDED=out_padded,
-        A_PADDED=a_scales_padded, ZERO_PAD=zero_pad, num_warps=4)
+        A_PADDED=a_scales_padded, ZERO_PAD=out_padded and _WS_ZERO_PAD_ROWS, num_warps=4)
 
 
 # ---- the forward -------------------------------------------------------------------------------
@@ -888,12 +885,14 @@ def triton_experts(
     inter_scale = None
     inter_g = tw_flat  # NVFP4 intermediate: its global scale [1]
     inter_amax = None
-    # both GEMMs warp-specialized, nothing between them but a row-wise quantization (per-token or
-    # 1 x 128 groups: it runs over the rows in use, in the same order, and skips the padding rows):
-    # GEMM1 stores in GEMM2's padded row order
+    # both GEMMs warp-specialized, nothing between them but the 1 x 128 group quantization (it runs
+    # over the rows in use, in the same order): GEMM1 stores in GEMM2's padded row order. Not for
+    # per-token scales: the same kernels, but 1.05-1.08x slower layers at 2048 tokens on the H200 --
+    # the bf16 padding rows GEMM1 stores and the pass reads cost about the gather they save
+    # (harness, eighteenth session; BENCHMARKS.md section 0)
     padded = (c1.warp_specialized and c2.warp_specialized and _WS_PADDED_HANDOFF["enabled"]
               and ((post_quant is None and out_q in (_OUT_PLAIN, _OUT_FP8_STATIC))
-                   or (post_quant in (Format.FP8_TOKEN, Format.FP8_BLOCK) and out_q == _OUT_PLAIN)))
+                   or (post_quant is Format.FP8_BLOCK and out_q == _OUT_PLAIN)))
     inter_rows = NB * BM if padded else TK
     if out_q == _OUT_PLAIN and post_quant in (Format.FP8_TENSOR, Format.NVFP4) and _GEMM1_AMAX["enabled"]:
         # dynamic per-tensor scale of the intermediate: GEMM1's epilogue reduces max |h| of the rows it
@@ -968,7 +967,7 @@ def triton_experts(
     if c1.warp_specialized:
         _ws_gemm(c1, a1, a1_s, a1_s_stride, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, tw_flat, q_scale,
                  out_q, al, inter, I_pad, K, TK, E, _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input),
-                 False, num_sms, out_padded=padded, zero_pad=padded and post_quant is None and _WS_ZERO_PAD_ROWS)
+                 False, num_sms, out_padded=padded)
     else:
         launch(_gemm._gemm1_kernel, grid1,
             a1_d, a1_s, w13_d, w13_s, b13, tw_flat,
@@ -993,10 +992,9 @@ def triton_experts(
     if as_fp32:
         inter = inter.to(_E4M3)  # the interpreter wrote clamped fp32 values: RNE to E4M3 here
     if post_quant is not None and padded:
-        # the rows in use only (num_post_padded); padding rows (GEMM1 stores real rows only) are not
-        # read, quantized as zeros -- what GEMM2's gather would have left
-        qi = plan_fp8(inter, post_quant, out_fp32=interp, rows=al.num_post_padded, slots=al.sorted_ids,
-                      num_slots=TK).run()
+        # the rows in use only (num_post_padded); padding rows (zeros, or unwritten in a half GEMM1
+        # skipped) get values and scales that reach GEMM2's padding rows only (never stored)
+        qi = plan_fp8(inter, post_quant, out_fp32=interp, rows=al.num_post_padded).run()
         inter, inter_scale = qi.data, qi.scale
     elif post_quant is not None:
         qi = quantize_act(inter, post_quant, amax=inter_amax)

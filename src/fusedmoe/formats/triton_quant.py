@@ -190,7 +190,7 @@ def quantize_act(
                 _launch_absmax(k, x, amax)
             bt, bc, warps = _row_blocks(T, C)
             launch(k._fp8_row_kernel, (cdiv(T, bt),),
-                x, q, s, amax, T, C, x.stride(0), q.stride(0), amax, amax, 0,
+                x, q, s, amax, T, C, x.stride(0), q.stride(0), amax,
                 SCALE_MODE=1, OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=bc, num_warps=warps,
             )
         return QuantizedTensor(_finish(q, out_fp32), fmt, s.reshape(()))
@@ -240,16 +240,15 @@ class Fp8Plan:
     launch (:meth:`fused_args`). Afterwards :meth:`result` is the quantized tensor."""
 
     __slots__ = ("fmt", "groups", "x", "q", "s", "src", "mode", "group", "block_t", "block_c", "grid", "out_fp32",
-                 "num_warps", "rows", "slots", "num_slots")
+                 "num_warps", "rows")
 
     def __init__(self, fmt, groups, x, q, s, src, mode, group, block_t, block_c, grid, out_fp32, num_warps=4,
-                 rows=None, slots=None, num_slots=0):
+                 rows=None):
         self.fmt, self.groups, self.x, self.q, self.s, self.src = fmt, groups, x, q, s, src
         self.mode, self.group, self.block_t, self.block_c, self.grid, self.out_fp32 = (
             mode, group, block_t, block_c, grid, out_fp32)
         self.num_warps = num_warps  # the warps its programs want (the fused align launch takes the larger)
         self.rows = rows  # None, or int32 [1] on the device: only the first rows[0] rows are quantized
-        self.slots, self.num_slots = slots, num_slots  # None, or each row's slot: >= num_slots = padding
 
     @property
     def programs(self) -> int:
@@ -259,20 +258,19 @@ class Fp8Plan:
         """Launch the quantizer kernel of ``kernels/_quant`` (module ``k``) alone."""
         x, q, s = self.x, self.q, self.s
         T, C = x.shape
-        has_rows, skip = self.rows is not None, self.slots is not None
+        has_rows = self.rows is not None
         rows = self.rows if has_rows else s
-        slots = self.slots if skip else s
         if self.groups:
             launch(k._fp8_group_kernel, self.grid,
-                x, q, s, T, C, x.stride(0), q.stride(0), s.stride(0), rows, slots, self.num_slots,
+                x, q, s, T, C, x.stride(0), q.stride(0), s.stride(0), rows,
                 GROUP=self.group, MX=self.fmt is Format.MXFP8, OUT_FP32=self.out_fp32, BLOCK_T=self.block_t,
-                BLOCK_G=self.block_c, ROWS_FROM_PTR=has_rows, PAD_SKIP=skip, num_warps=self.num_warps,
+                BLOCK_G=self.block_c, ROWS_FROM_PTR=has_rows, num_warps=self.num_warps,
             )
         else:
             launch(k._fp8_row_kernel, self.grid[:1],
-                x, q, s, self.src, T, C, x.stride(0), q.stride(0), rows, slots, self.num_slots,
+                x, q, s, self.src, T, C, x.stride(0), q.stride(0), rows,
                 SCALE_MODE=self.mode, OUT_FP32=self.out_fp32, BLOCK_T=self.block_t, BLOCK_C=self.block_c,
-                ROWS_FROM_PTR=has_rows, PAD_SKIP=skip, num_warps=self.num_warps,
+                ROWS_FROM_PTR=has_rows, num_warps=self.num_warps,
             )
 
     def run(self) -> QuantizedTensor:
@@ -283,9 +281,8 @@ class Fp8Plan:
     def fused_args(self):
         """(runtime arguments from ``x_ptr`` on, constexprs) of this quantizer's part of
         ``kernels/_align._align_scatter_quant_kernel``."""
-        if self.rows is not None or self.slots is not None:
-            raise ValueError("Fp8Plan: a plan with a device row count or padding slots runs alone (launch), not in "
-                             "the align launch")
+        if self.rows is not None:
+            raise ValueError("Fp8Plan: a plan with a device row count runs alone (launch), not in the align launch")
         x, q, s = self.x, self.q, self.s
         T, C = x.shape
         return (x, q, s, self.src, T, C, x.stride(0), q.stride(0), s.stride(0) if self.groups else 0, self.grid[1]), dict(
@@ -300,26 +297,18 @@ class Fp8Plan:
 
 
 def plan_fp8(x: torch.Tensor, fmt: Format, *, static_scale=None, out_fp32: bool = False,
-             rows: Optional[torch.Tensor] = None, slots: Optional[torch.Tensor] = None,
-             num_slots: int = 0) -> "Optional[Fp8Plan]":
+             rows: Optional[torch.Tensor] = None) -> "Optional[Fp8Plan]":
     """The single-kernel FP8 quantizations of a non-empty ``x [T, C]`` (already validated by
     :func:`quantize_act`): ``FP8_TENSOR`` with a static scale, ``FP8_TOKEN``, ``FP8_BLOCK`` and
     ``MXFP8``, planned (outputs allocated) but not launched; None for the others (a dynamic
     per-tensor scale needs the whole tensor's amax first; NVFP4). ``rows``: an int32 [1] tensor on
     x's device -- only the first ``rows[0]`` rows are quantized (a block-padded intermediate whose
-    rows in use only the device knows); the values and scales of the other rows are left unset.
-    ``slots``: int32 [>= T] on x's device, the slot of each row (the align's ``sorted_ids``): rows
-    whose slot is ``>= num_slots`` (padding) are not read and come out as zeros with the minimum
-    scale (per token; ``1e-10 / 448`` per 1 x 128 group)."""
+    rows in use only the device knows); the values and scales of the other rows are left unset."""
     T, C = x.shape
     dev = x.device
     if rows is not None and (rows.dtype != torch.int32 or rows.numel() != 1 or rows.device != dev):
         raise ValueError(f"rows must be an int32 tensor of one element on {dev}, got {rows.dtype} "
                          f"{tuple(rows.shape)} on {rows.device}")
-    if slots is not None and (slots.dtype != torch.int32 or slots.dim() != 1 or slots.numel() < T
-                              or slots.device != dev or not slots.is_contiguous()):
-        raise ValueError(f"slots must be a contiguous int32 vector of at least {T} elements on {dev}, got "
-                         f"{slots.dtype} {tuple(slots.shape)} on {slots.device}")
     if fmt is Format.FP8_TOKEN or (fmt is Format.FP8_TENSOR and static_scale is not None):
         q = torch.empty((T, C), dtype=torch.float32 if out_fp32 else _E4M3, device=dev)
         block_t, block_c, warps = _row_blocks(T, C)
@@ -330,7 +319,7 @@ def plan_fp8(x: torch.Tensor, fmt: Format, *, static_scale=None, out_fp32: bool 
             s = _device_scalar(static_scale, "static_scale", x)
             mode = 0
         return Fp8Plan(fmt, False, x, q, s, s, mode, 1, block_t, block_c, (cdiv(T, block_t), 1), out_fp32, warps,
-                       rows, slots, num_slots)
+                       rows)
     if fmt in (Format.FP8_BLOCK, Format.MXFP8):
         G = fmt.block_size
         NG = C // G
@@ -339,7 +328,7 @@ def plan_fp8(x: torch.Tensor, fmt: Format, *, static_scale=None, out_fp32: bool 
         block_g = min(next_pow2(NG), max(1, 1024 // G))
         block_t = min(next_pow2(T), max(1, 2048 // (block_g * G)))
         return Fp8Plan(fmt, True, x, q, s, s, 0, G, block_t, block_g, (cdiv(T, block_t), cdiv(NG, block_g)), out_fp32,
-                       rows=rows, slots=slots, num_slots=num_slots)
+                       rows=rows)
     return None
 
 

@@ -139,10 +139,10 @@ def _align_scatter_quant_kernel(
                        True, 1, BLOCKS_PER_ITER)
     elif GROUPS:
         _fp8_groups((pid - 1) // num_g, (pid - 1) % num_g, x_ptr, q_ptr, s_ptr, T, C, stride_x, stride_q, stride_s,
-                    GROUP, MX, OUT_FP32, BLOCK_T, BLOCK_C, sorted_ids_ptr, 0, False)
+                    GROUP, MX, OUT_FP32, BLOCK_T, BLOCK_C)
     else:
         _fp8_rows(pid - 1, x_ptr, q_ptr, s_ptr, src_ptr, T, C, stride_x, stride_q, SCALE_MODE, OUT_FP32, BLOCK_T,
-                  BLOCK_C, sorted_ids_ptr, 0, False)
+                  BLOCK_C)
 
 
 @triton.jit

@@ -135,42 +135,28 @@ def _fp8_row_kernel(
     stride_x,
     stride_q,
     rows_ptr,  # ROWS_FROM_PTR: int32 [1], the rows in use (<= T; the others are left as they are)
-    slot_ptr,  # PAD_SKIP: int32 [>= T], the slot of each row; slot >= num_slots marks a padding row
-    num_slots,
     SCALE_MODE: tl.constexpr,  # 0 static per tensor, 1 dynamic per tensor, 2 dynamic per row
     OUT_FP32: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_C: tl.constexpr,
     ROWS_FROM_PTR: tl.constexpr = False,
-    PAD_SKIP: tl.constexpr = False,
 ):
     """FP8 with one scale per tensor or per row (``_fp8_rows``). Grid (cdiv(T, BLOCK_T),)."""
     if ROWS_FROM_PTR:  # a block-padded intermediate: the rows in use are known on the device only
         T = tl.minimum(T, tl.load(rows_ptr))
     _fp8_rows(tl.program_id(0), x_ptr, q_ptr, s_ptr, src_ptr, T, C, stride_x, stride_q, SCALE_MODE, OUT_FP32,
-              BLOCK_T, BLOCK_C, slot_ptr, num_slots, PAD_SKIP)
-
-
-@triton.jit
-def _live_rows(rows, rmask, slot_ptr, num_slots, PAD_SKIP: tl.constexpr):
-    """``rmask``, less (PAD_SKIP) the rows whose slot is the padding sentinel (``>= num_slots``)."""
-    if PAD_SKIP:
-        rmask = rmask & (tl.load(slot_ptr + rows, mask=rmask, other=num_slots) < num_slots)
-    return rmask
+              BLOCK_T, BLOCK_C)
 
 
 @triton.jit
 def _fp8_rows(pid, x_ptr, q_ptr, s_ptr, src_ptr, T, C: tl.constexpr, stride_x, stride_q, SCALE_MODE: tl.constexpr,
-              OUT_FP32: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr, slot_ptr, num_slots,
-              PAD_SKIP: tl.constexpr):
+              OUT_FP32: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
     """Rows ``[pid * BLOCK_T, (pid + 1) * BLOCK_T)`` of FP8 with one scale per tensor or per row:
     ``q = e4m3(clamp(x / s, -448, 448))``, dynamic ``s = max(amax / 448, FP8_MIN_SCALE)``.
     ``C <= BLOCK_C``: the rows are loaded once and stay in registers (one memory round trip);
-    otherwise ``BLOCK_C``-wide chunks, in two passes for a per-row scale (amax, then quantize).
-    PAD_SKIP: rows whose slot (``slot_ptr``) is ``>= num_slots`` are not read, quantized as zeros."""
+    otherwise ``BLOCK_C``-wide chunks, in two passes for a per-row scale (amax, then quantize)."""
     rows = pid * BLOCK_T + tl.arange(0, BLOCK_T)
     rmask = rows < T
-    lmask = _live_rows(rows, rmask, slot_ptr, num_slots, PAD_SKIP)
     x_row = x_ptr + rows.to(tl.int64) * stride_x
     q_row = q_ptr + rows.to(tl.int64) * stride_q
     zero_idx = tl.zeros([BLOCK_T], dtype=tl.int32)
@@ -184,7 +170,7 @@ def _fp8_rows(pid, x_ptr, q_ptr, s_ptr, src_ptr, T, C: tl.constexpr, stride_x, s
     if C <= BLOCK_C:
         cols = tl.arange(0, BLOCK_C)
         m = rmask[:, None] & (cols[None, :] < C)
-        x = tl.load(x_row[:, None] + cols[None, :], mask=lmask[:, None] & m, other=0.0).to(tl.float32)
+        x = tl.load(x_row[:, None] + cols[None, :], mask=m, other=0.0).to(tl.float32)
         if SCALE_MODE == 2:
             s = tl.maximum(_div_rn(tl.max(tl.abs(x), axis=1), c448), _MIN_SCALE)
             tl.store(s_ptr + rows, s, mask=rmask)
@@ -195,14 +181,14 @@ def _fp8_rows(pid, x_ptr, q_ptr, s_ptr, src_ptr, T, C: tl.constexpr, stride_x, s
             for c0 in range(0, C, BLOCK_C):
                 cols = c0 + tl.arange(0, BLOCK_C)
                 m = rmask[:, None] & (cols[None, :] < C)
-                x = tl.load(x_row[:, None] + cols[None, :], mask=lmask[:, None] & m, other=0.0).to(tl.float32)
+                x = tl.load(x_row[:, None] + cols[None, :], mask=m, other=0.0).to(tl.float32)
                 amax = tl.maximum(amax, tl.max(tl.abs(x), axis=1))
             s = tl.maximum(_div_rn(amax, c448), _MIN_SCALE)
             tl.store(s_ptr + rows, s, mask=rmask)
         for c0 in range(0, C, BLOCK_C):
             cols = c0 + tl.arange(0, BLOCK_C)
             m = rmask[:, None] & (cols[None, :] < C)
-            x = tl.load(x_row[:, None] + cols[None, :], mask=lmask[:, None] & m, other=0.0).to(tl.float32)
+            x = tl.load(x_row[:, None] + cols[None, :], mask=m, other=0.0).to(tl.float32)
             _store_fp8(q_row[:, None] + cols[None, :], x, s, m, OUT_FP32)
 
 
@@ -278,32 +264,27 @@ def _fp8_group_kernel(
     stride_q,
     stride_s,
     rows_ptr,  # ROWS_FROM_PTR: int32 [1], the rows in use (as _fp8_row_kernel)
-    slot_ptr,  # PAD_SKIP: the slot of each row (as _fp8_row_kernel)
-    num_slots,
     GROUP: tl.constexpr,  # 128 (FP8_BLOCK) or 32 (MXFP8)
     MX: tl.constexpr,
     OUT_FP32: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_G: tl.constexpr,  # groups per program
     ROWS_FROM_PTR: tl.constexpr = False,
-    PAD_SKIP: tl.constexpr = False,
 ):
     """FP8 with one scale per 1 x GROUP group (``_fp8_groups``). Grid (cdiv(T, BLOCK_T),
     cdiv(C / GROUP, BLOCK_G))."""
     if ROWS_FROM_PTR:
         T = tl.minimum(T, tl.load(rows_ptr))
     _fp8_groups(tl.program_id(0), tl.program_id(1), x_ptr, q_ptr, s_ptr, T, C, stride_x, stride_q, stride_s, GROUP,
-                MX, OUT_FP32, BLOCK_T, BLOCK_G, slot_ptr, num_slots, PAD_SKIP)
+                MX, OUT_FP32, BLOCK_T, BLOCK_G)
 
 
 @triton.jit
 def _fp8_groups(pid_t, pid_g, x_ptr, q_ptr, s_ptr, T, C, stride_x, stride_q, stride_s, GROUP: tl.constexpr,
-                MX: tl.constexpr, OUT_FP32: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_G: tl.constexpr, slot_ptr,
-                num_slots, PAD_SKIP: tl.constexpr):
+                MX: tl.constexpr, OUT_FP32: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_G: tl.constexpr):
     """Row block ``pid_t``, group block ``pid_g`` of FP8 with one scale per 1 x GROUP group.
     FP8_BLOCK: ``s = max(amax, 1e-10) / 448``, ``q = e4m3(clamp(x / s))``; MXFP8:
-    ``e = ue8m0_ceil(amax / 448)``, ``q = e4m3(clamp(x * 2^(127-e)))`` (0 when e == 0). PAD_SKIP:
-    padding rows (as ``_fp8_rows``) not read, quantized as zeros."""
+    ``e = ue8m0_ceil(amax / 448)``, ``q = e4m3(clamp(x * 2^(127-e)))`` (0 when e == 0)."""
     rows = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     grp = pid_g * BLOCK_G + tl.arange(0, BLOCK_G)
     e = tl.arange(0, GROUP)
@@ -311,9 +292,7 @@ def _fp8_groups(pid_t, pid_g, x_ptr, q_ptr, s_ptr, T, C, stride_x, stride_q, str
     smask = (rows[:, None] < T) & (grp[None, :] < C // GROUP)
     mask = smask[:, :, None]
     cols = grp[None, :, None] * GROUP + e[None, None, :]
-    lmask = _live_rows(rows, rows < T, slot_ptr, num_slots, PAD_SKIP)
-    x = tl.load(x_ptr + rows64[:, None, None] * stride_x + cols, mask=mask & lmask[:, None, None],
-                other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + rows64[:, None, None] * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
     amax = tl.max(tl.abs(x), axis=2)
     c448 = tl.full([BLOCK_T, BLOCK_G], _FP8_MAX, tl.float32)
     s_off = rows64[:, None] * stride_s + grp[None, :]
