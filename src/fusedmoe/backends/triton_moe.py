@@ -887,9 +887,8 @@ def triton_experts(
     inter_amax = None
     # both GEMMs warp-specialized, nothing between them but the 1 x 128 group quantization (it runs
     # over the rows in use, in the same order): GEMM1 stores in GEMM2's padded row order. Not for
-    # per-token scales: the same kernels, but 1.05-1.08x slower layers at 2048 tokens on the H200 --
-    # the bf16 padding rows GEMM1 stores and the pass reads cost about the gather they save
-    # (harness, eighteenth session; BENCHMARKS.md section 0)
+    # per-token scales: the same kernels, but 1.05-1.08x slower layers at 2048 tokens on the H200, also
+    # with a pass that skips the padding rows (harness, eighteenth session; BENCHMARKS.md section 0)
     padded = (c1.warp_specialized and c2.warp_specialized and _WS_PADDED_HANDOFF["enabled"]
               and ((post_quant is None and out_q in (_OUT_PLAIN, _OUT_FP8_STATIC))
                    or (post_quant is Format.FP8_BLOCK and out_q == _OUT_PLAIN)))
