@@ -242,11 +242,11 @@ def test_row_sizes_wide_rows_and_many_rows(T, C):
     assert_same(quantize_act(x, Format.FP8_TENSOR, amax=bits), quantize(x, Format.FP8_TENSOR))
 
 
-@pytest.mark.parametrize("fmt", [Format.FP8_TOKEN, Format.FP8_BLOCK], ids=lambda f: f.name)
+@pytest.mark.parametrize("fmt", [Format.FP8_BLOCK, Format.MXFP8], ids=lambda f: f.name)
 def test_plan_quantizes_the_rows_in_use_only(fmt):
     """``plan_fp8(..., rows=n)`` (a block-padded intermediate whose used rows only the device knows):
     the first ``n`` rows get the reference's bits, the values and scales of the others are not
-    written; a bad row count is refused."""
+    written; a bad row count, or one for a format without groups, is refused."""
     from fusedmoe.formats.triton_quant import plan_fp8
     from fusedmoe.kernels import _quant as k
     from fusedmoe.kernels._host import interpreted
@@ -256,14 +256,16 @@ def test_plan_quantizes_the_rows_in_use_only(fmt):
     plan = plan_fp8(x, fmt, out_fp32=interpreted(k._fp8_row_kernel),
                     rows=torch.tensor([n], dtype=torch.int32, device=DEV))
     plan.q.view(torch.uint8).fill_(0x55)
-    plan.s.fill_(-1.0)
+    plan.s.view(torch.uint8).fill_(0x55)
     got = plan.run()
     want = quantize(x[:n], fmt)
     assert torch.equal(_bits(got.data[:n]), _bits(want.data)) and torch.equal(_bits(got.scale[:n]), _bits(want.scale))
-    assert (plan.q.view(torch.uint8)[n:] == 0x55).all() and (plan.s[n:] == -1.0).all()
+    assert (plan.q.view(torch.uint8)[n:] == 0x55).all() and (plan.s.view(torch.uint8)[n:] == 0x55).all()
     for bad in (torch.tensor([n], device=DEV), torch.tensor([n, n], dtype=torch.int32, device=DEV)):
         with pytest.raises(ValueError, match="rows must be an int32 tensor of one element"):
             plan_fp8(x, fmt, rows=bad)
+    with pytest.raises(ValueError, match="group formats"):
+        plan_fp8(x, Format.FP8_TOKEN, rows=torch.tensor([n], dtype=torch.int32, device=DEV))
 
 
 @pytest.mark.parametrize("block_c", [64, 256])
@@ -289,7 +291,7 @@ def test_row_kernel_one_step_and_column_steps(mode, block_c):
     else:
         s = src = torch.tensor([0.05], device=DEV)
         want = quantize(x, Format.FP8_TENSOR, scale=s)
-    launch(k._fp8_row_kernel, (cdiv(T, bt),), x, q, s, src, T, C, x.stride(0), q.stride(0), s,
+    launch(k._fp8_row_kernel, (cdiv(T, bt),), x, q, s, src, T, C, x.stride(0), q.stride(0),
            SCALE_MODE=mode, OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=block_c)
     got = QuantizedTensor(q.to(torch.float8_e4m3fn) if out_fp32 else q, want.fmt,
                           s if mode == 2 else s.reshape(()))

@@ -990,13 +990,11 @@ def triton_experts(
 
     if as_fp32:
         inter = inter.to(_E4M3)  # the interpreter wrote clamped fp32 values: RNE to E4M3 here
-    if post_quant is not None and padded:
-        # the rows in use only (num_post_padded); padding rows (zeros, or unwritten in a half GEMM1
-        # skipped) get values and scales that reach GEMM2's padding rows only (never stored)
-        qi = plan_fp8(inter, post_quant, out_fp32=interp, rows=al.num_post_padded).run()
-        inter, inter_scale = qi.data, qi.scale
-    elif post_quant is not None:
-        qi = quantize_act(inter, post_quant, amax=inter_amax)
+    if post_quant is not None:
+        # padded: the rows in use only (num_post_padded); padding rows (zeros, or unwritten in a half
+        # GEMM1 skipped) get values and scales that reach GEMM2's padding rows only (never stored)
+        qi = (plan_fp8(inter, post_quant, out_fp32=interp, rows=al.num_post_padded).run() if padded
+              else quantize_act(inter, post_quant, amax=inter_amax))
         inter, inter_scale = qi.data, qi.scale
         if post_quant is Format.NVFP4:
             inter_g = qi.global_scale.reshape(1)

@@ -190,7 +190,7 @@ def quantize_act(
                 _launch_absmax(k, x, amax)
             bt, bc, warps = _row_blocks(T, C)
             launch(k._fp8_row_kernel, (cdiv(T, bt),),
-                x, q, s, amax, T, C, x.stride(0), q.stride(0), amax,
+                x, q, s, amax, T, C, x.stride(0), q.stride(0),
                 SCALE_MODE=1, OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=bc, num_warps=warps,
             )
         return QuantizedTensor(_finish(q, out_fp32), fmt, s.reshape(()))
@@ -248,7 +248,7 @@ class Fp8Plan:
         self.mode, self.group, self.block_t, self.block_c, self.grid, self.out_fp32 = (
             mode, group, block_t, block_c, grid, out_fp32)
         self.num_warps = num_warps  # the warps its programs want (the fused align launch takes the larger)
-        self.rows = rows  # None, or int32 [1] on the device: only the first rows[0] rows are quantized
+        self.rows = rows  # groups only: None, or int32 [1] on the device, the rows to quantize
 
     @property
     def programs(self) -> int:
@@ -258,19 +258,18 @@ class Fp8Plan:
         """Launch the quantizer kernel of ``kernels/_quant`` (module ``k``) alone."""
         x, q, s = self.x, self.q, self.s
         T, C = x.shape
-        has_rows = self.rows is not None
-        rows = self.rows if has_rows else s
         if self.groups:
+            has_rows = self.rows is not None
             launch(k._fp8_group_kernel, self.grid,
-                x, q, s, T, C, x.stride(0), q.stride(0), s.stride(0), rows,
+                x, q, s, T, C, x.stride(0), q.stride(0), s.stride(0), self.rows if has_rows else s,
                 GROUP=self.group, MX=self.fmt is Format.MXFP8, OUT_FP32=self.out_fp32, BLOCK_T=self.block_t,
                 BLOCK_G=self.block_c, ROWS_FROM_PTR=has_rows, num_warps=self.num_warps,
             )
         else:
             launch(k._fp8_row_kernel, self.grid[:1],
-                x, q, s, self.src, T, C, x.stride(0), q.stride(0), rows,
+                x, q, s, self.src, T, C, x.stride(0), q.stride(0),
                 SCALE_MODE=self.mode, OUT_FP32=self.out_fp32, BLOCK_T=self.block_t, BLOCK_C=self.block_c,
-                ROWS_FROM_PTR=has_rows, num_warps=self.num_warps,
+                num_warps=self.num_warps,
             )
 
     def run(self) -> QuantizedTensor:
@@ -301,14 +300,18 @@ def plan_fp8(x: torch.Tensor, fmt: Format, *, static_scale=None, out_fp32: bool 
     """The single-kernel FP8 quantizations of a non-empty ``x [T, C]`` (already validated by
     :func:`quantize_act`): ``FP8_TENSOR`` with a static scale, ``FP8_TOKEN``, ``FP8_BLOCK`` and
     ``MXFP8``, planned (outputs allocated) but not launched; None for the others (a dynamic
-    per-tensor scale needs the whole tensor's amax first; NVFP4). ``rows``: an int32 [1] tensor on
-    x's device -- only the first ``rows[0]`` rows are quantized (a block-padded intermediate whose
-    rows in use only the device knows); the values and scales of the other rows are left unset."""
+    per-tensor scale needs the whole tensor's amax first; NVFP4). ``rows`` (``FP8_BLOCK`` / ``MXFP8``
+    groups): an int32 [1] tensor on x's device -- only the first ``rows[0]`` rows are quantized (a
+    block-padded intermediate whose rows in use only the device knows); the values and scales of the
+    other rows are left unset."""
     T, C = x.shape
     dev = x.device
-    if rows is not None and (rows.dtype != torch.int32 or rows.numel() != 1 or rows.device != dev):
-        raise ValueError(f"rows must be an int32 tensor of one element on {dev}, got {rows.dtype} "
-                         f"{tuple(rows.shape)} on {rows.device}")
+    if rows is not None:
+        if fmt not in (Format.FP8_BLOCK, Format.MXFP8):
+            raise ValueError(f"rows: a device row count is taken by the group formats (FP8_BLOCK, MXFP8), not {fmt.name}")
+        if rows.dtype != torch.int32 or rows.numel() != 1 or rows.device != dev:
+            raise ValueError(f"rows must be an int32 tensor of one element on {dev}, got {rows.dtype} "
+                             f"{tuple(rows.shape)} on {rows.device}")
     if fmt is Format.FP8_TOKEN or (fmt is Format.FP8_TENSOR and static_scale is not None):
         q = torch.empty((T, C), dtype=torch.float32 if out_fp32 else _E4M3, device=dev)
         block_t, block_c, warps = _row_blocks(T, C)
@@ -318,8 +321,7 @@ def plan_fp8(x: torch.Tensor, fmt: Format, *, static_scale=None, out_fp32: bool 
         else:
             s = _device_scalar(static_scale, "static_scale", x)
             mode = 0
-        return Fp8Plan(fmt, False, x, q, s, s, mode, 1, block_t, block_c, (cdiv(T, block_t), 1), out_fp32, warps,
-                       rows)
+        return Fp8Plan(fmt, False, x, q, s, s, mode, 1, block_t, block_c, (cdiv(T, block_t), 1), out_fp32, warps)
     if fmt in (Format.FP8_BLOCK, Format.MXFP8):
         G = fmt.block_size
         NG = C // G

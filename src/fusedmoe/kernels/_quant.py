@@ -134,16 +134,12 @@ def _fp8_row_kernel(
     C: tl.constexpr,  # constexpr: static loop bounds (C is a model dimension, few distinct values)
     stride_x,
     stride_q,
-    rows_ptr,  # ROWS_FROM_PTR: int32 [1], the rows in use (<= T; the others are left as they are)
     SCALE_MODE: tl.constexpr,  # 0 static per tensor, 1 dynamic per tensor, 2 dynamic per row
     OUT_FP32: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_C: tl.constexpr,
-    ROWS_FROM_PTR: tl.constexpr = False,
 ):
     """FP8 with one scale per tensor or per row (``_fp8_rows``). Grid (cdiv(T, BLOCK_T),)."""
-    if ROWS_FROM_PTR:  # a block-padded intermediate: the rows in use are known on the device only
-        T = tl.minimum(T, tl.load(rows_ptr))
     _fp8_rows(tl.program_id(0), x_ptr, q_ptr, s_ptr, src_ptr, T, C, stride_x, stride_q, SCALE_MODE, OUT_FP32,
               BLOCK_T, BLOCK_C)
 
@@ -263,7 +259,7 @@ def _fp8_group_kernel(
     stride_x,
     stride_q,
     stride_s,
-    rows_ptr,  # ROWS_FROM_PTR: int32 [1], the rows in use (as _fp8_row_kernel)
+    rows_ptr,  # ROWS_FROM_PTR: int32 [1], the rows in use (<= T; the others are left as they are)
     GROUP: tl.constexpr,  # 128 (FP8_BLOCK) or 32 (MXFP8)
     MX: tl.constexpr,
     OUT_FP32: tl.constexpr,
@@ -273,7 +269,7 @@ def _fp8_group_kernel(
 ):
     """FP8 with one scale per 1 x GROUP group (``_fp8_groups``). Grid (cdiv(T, BLOCK_T),
     cdiv(C / GROUP, BLOCK_G))."""
-    if ROWS_FROM_PTR:
+    if ROWS_FROM_PTR:  # a block-padded intermediate: the rows in use are known on the device only
         T = tl.minimum(T, tl.load(rows_ptr))
     _fp8_groups(tl.program_id(0), tl.program_id(1), x_ptr, q_ptr, s_ptr, T, C, stride_x, stride_q, stride_s, GROUP,
                 MX, OUT_FP32, BLOCK_T, BLOCK_G)
