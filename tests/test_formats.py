@@ -622,3 +622,58 @@ def test_reference_same_bits_on_gpu(fmt):
         wc, wg = quantize_weight(w, fmt), quantize_weight(w.cuda(), fmt)
         assert torch.equal(u8(wc.data), u8(wg.data).cpu())
         assert torch.equal(bits(wc.scale), bits(wg.scale).cpu())
+
+
+# ---- QuantizedTensor.scale_code_range ---------------------------------------------------------
+
+
+def _brute_code_range(q):
+    nb = q.scale.shape[-1]
+    d = q.data.reshape(-1, nb, q.data.shape[-1] // nb)
+    if q.fmt is Format.MXFP4:
+        nz = ((d & 0x77) != 0).any(-1)
+    else:
+        nz = ((d.view(torch.uint8) & 0x7F) != 0).any(-1)
+    codes = [int(c) for c, z in zip(q.scale.reshape(-1).tolist(), nz.reshape(-1).tolist()) if z]
+    return (min(codes), max(codes)) if codes else None
+
+
+@pytest.mark.parametrize("fmt", [Format.MXFP4, Format.MXFP8], ids=lambda f: f.name)
+def test_scale_code_range_of(fmt):
+    """(min, max) UE8M0 code over the blocks holding a nonzero value: zero blocks (also -0 and
+    their extreme codes) do not count; slices of any size give the same; all zero -> None."""
+    from fusedmoe.formats import scale_code_range_of
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 40, 96, generator=g)
+    x[0, 5, :32] = 0.0
+    x[1, 7, 32:64] = -0.0
+    q = quantize(x, fmt)
+    s = q.scale.clone()
+    s[0, 5, 0], s[1, 7, 1] = 0, 255  # zero blocks with codes that would widen the range
+    q = QuantizedTensor(q.data, fmt, s)
+    want = _brute_code_range(q)
+    assert want is not None and want[0] > 0 and want[1] < 255
+    assert scale_code_range_of(q) == want
+    assert scale_code_range_of(q, chunk_bytes=1) == want  # one row a slice
+    assert q.with_scale_code_range().scale_code_range == want
+    z = quantize(torch.zeros(2, 4, 64), fmt)
+    assert scale_code_range_of(z) is None
+
+
+def test_scale_code_range_field():
+    """Validated (MX formats only, a (min, max) int pair in [0, 255]) and carried by to(),
+    index_select0() and k_major_scales(); other formats refuse it."""
+    q = quantize(torch.randn(4, 8, 64), Format.MXFP4).with_scale_code_range()
+    r = q.scale_code_range
+    assert r is not None
+    assert q.to("cpu").scale_code_range == r
+    assert q.index_select0(torch.tensor([1, 2])).scale_code_range == r
+    assert q.k_major_scales().scale_code_range == r
+    for bad in ((5, 3), (-1, 3), (0, 256), [1, 2], (1.0, 2)):
+        with pytest.raises(ValueError, match="scale_code_range"):
+            QuantizedTensor(q.data, q.fmt, q.scale, scale_code_range=bad)
+    nv = quantize(torch.randn(4, 8, 64), Format.NVFP4)
+    with pytest.raises(ValueError, match="MXFP4 / MXFP8 only"):
+        QuantizedTensor(nv.data, nv.fmt, nv.scale, nv.global_scale, scale_code_range=(1, 2))
+    assert nv.with_scale_code_range() is nv

@@ -450,6 +450,28 @@ def test_tile_dequantization_is_bit_exact(fmt, block_k):
     assert torch.equal(got.view(torch.int32), ref.view(torch.int32))  # signed zeros included
 
 
+def test_mx_fold_choice():
+    """The MX_FOLD conversion only for MXFP4 weights whose known code range lies in [11, 144], on the
+    fast path, while enabled; the general path otherwise."""
+    from fusedmoe.backends import triton_moe
+    from fusedmoe.backends.triton_moe import _mx_fold_cvt
+
+    g = torch.Generator().manual_seed(0)
+    q = _random_operand(F.MXFP4, (1, 4, 64), g, mx_codes=(20, 21))
+    assert q.scale_code_range is None and _mx_fold_cvt(q, True) is True
+    for rng, want in (((11, 144), 2), ((10, 100), True), ((11, 145), True), ((0, 255), True)):
+        qr = replace(q, scale_code_range=rng)
+        assert _mx_fold_cvt(qr, True) == want and type(_mx_fold_cvt(qr, True)) is type(want)
+        assert _mx_fold_cvt(qr, False) is False
+    try:
+        triton_moe.set_mx_fold(False)
+        assert _mx_fold_cvt(replace(q, scale_code_range=(11, 144)), True) is True
+    finally:
+        triton_moe.set_mx_fold(True)
+    q8 = replace(_random_operand(F.MXFP8, (1, 4, 64), g, mx_codes=(20, 21)), scale_code_range=(20, 20))
+    assert _mx_fold_cvt(q8, True) is True  # MXFP8 values need no restore
+
+
 @interpreter
 def test_tile_dequantization_nan_scale():
     """UE8M0 code 255 is NaN, as fm.dequantize."""
@@ -928,6 +950,41 @@ def test_gpu_tile_dequantization_is_bit_exact(fmt, fast):
     ref = dequantize(q)
     got = torch.div(tiles, q.global_scale[:, None, None]) if fmt is F.NVFP4 else tiles
     assert torch.equal(got.view(torch.int32), ref.view(torch.int32))
+
+
+@gpu
+def test_gpu_mx_fold_tiles_are_bit_exact():
+    """MXFP4 weights with a known scale-code range in [11, 144] (the MX_FOLD path: no bf16 restore
+    multiply, the block scale 2^(e - 17) and 2^16 on the accumulator): the tiles equal
+    fm.dequantize bit for bit, the boundary codes 11 and 144 and every E2M1 code (incl. -0) in."""
+    from fusedmoe.backends.triton_moe import _mx_fold_cvt
+
+    g = torch.Generator().manual_seed(1)
+    q = _random_operand(F.MXFP4, (2, 128, 1024), g, mx_codes=(11, 145))
+    q.scale[0, 0, :2] = torch.tensor([11, 144], dtype=torch.uint8)
+    q = q.with_scale_code_range()
+    assert q.scale_code_range == (11, 144) and _mx_fold_cvt(q, True) == 2
+    tiles = dequantize_tiles(q.to("cuda"), block_rows=32, block_k=64, fast_cvt=True).cpu()
+    assert torch.equal(tiles.view(torch.int32), dequantize(q).view(torch.int32))
+
+
+@gpu
+@pytest.mark.parametrize("T", [1, 64])
+def test_gpu_mx_fold_layer_is_bit_identical(T):
+    """The whole MXFP4 MoE (gpt-oss activation, biases) with the folded conversion and with the
+    restore multiply: the same bits (the fold moves an exact factor of 2^16 to the accumulator)."""
+    from fusedmoe.backends import triton_moe
+
+    c = Case(F.MXFP4, F.BF16, A.SWIGLU_OAI, T=T, H=2048, I=768, E=64, K=4, bias=True, dtype=torch.bfloat16)
+    hidden, W, topk = make_case(c)
+    assert W.w13.scale_code_range is not None and triton_moe._mx_fold_cvt(W.w13, True) == 2
+    folded = run_triton(hidden, W, topk, c.afmt)
+    try:
+        triton_moe.set_mx_fold(False)
+        restored = run_triton(hidden, W, topk, c.afmt)
+    finally:
+        triton_moe.set_mx_fold(True)
+    assert torch.equal(folded, restored)
 
 
 @gpu

@@ -292,6 +292,9 @@ def _check_align(ids: torch.Tensor, E: int, BM: int, offset: int, include_nonloc
         (700, 2, 12, 0, 12, 64, False),  # 1400 slots: the two-kernel path (2 chunks)
         (900, 2, 6, 3, 12, 16, True),  # two-kernel path with the non-local group
         (3, 2, 200, 0, 200, 16, False),  # many experts (bins > slots)
+        (8, 22, 512, 0, 512, 16, False),  # Nemotron-3-Super decode: 512 bins, the groups' padding in runs
+        (8, 22, 512, 0, 512, 128, False),  # 128-row blocks: 32 groups a run, 16 runs
+        (300, 4, 256, 64, 512, 16, False),  # several chunks, many groups, expert parallel
     ],
 )
 def test_align_invariants(T, K, E, offset, E_glob, BM, include):

@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from typing import Any, Mapping, Optional, Union
 
 import torch
@@ -91,6 +92,7 @@ import triton.language as tl
 from ..config import Activation, ActivationParams, Format
 from ..formats import QuantizedTensor, quantize_act
 from ..formats.triton_quant import Fp8Plan, plan_fp8
+from ..kernels import _blockscaled as _bs
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, auto_persistent, choose_moe_config, held_a_problem,
                              join_gate_up, warp_specialized_problem)
@@ -134,6 +136,27 @@ def _nib_view(t: torch.Tensor, on: bool) -> torch.Tensor:
     """Packed FP4 storage (uint8) as the 16-bit words the fast E2M1 converter reads (``on``); other
     operands unchanged."""
     return t.view(torch.int16) if on and t.dtype == torch.uint8 else t
+
+
+# FUSEDMOE_MX_FOLD=0: the restore multiply everywhere (A/B runs in separate processes)
+_MX_FOLD = {"enabled": os.environ.get("FUSEDMOE_MX_FOLD", "1") != "0"}
+
+
+def set_mx_fold(enabled: bool) -> None:
+    """MXFP4 weights with a known ``scale_code_range`` in [11, 144] (``ExpertWeights`` measures it):
+    fold the E2M1 converter's 2^126 into the block scale (``kernels/_blockscaled.MX_FOLD``; on by
+    default, same bits). Off: the converter restores each value with a bf16x2 multiply (A/B runs)."""
+    _MX_FOLD["enabled"] = bool(enabled)
+
+
+def _mx_fold_cvt(w: QuantizedTensor, fast: bool):
+    """FAST_CVT of one GEMM: False, True, or ``_blockscaled.MX_FOLD`` (2) for MXFP4 weights whose
+    nonzero blocks' scale codes all lie in [MX_FOLD_CODE_MIN, MX_FOLD_CODE_MAX]."""
+    r = w.scale_code_range
+    if (fast and _MX_FOLD["enabled"] and w.fmt is Format.MXFP4 and r is not None
+            and _bs.MX_FOLD_CODE_MIN <= r[0] and r[1] <= _bs.MX_FOLD_CODE_MAX):
+        return 2
+    return fast
 
 
 def _k_order(wfmt: Format, block_k: int) -> int:
@@ -201,9 +224,8 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
     dequantize them (``kernels/_blockscaled._load_tile``, in memory order), as fp32
     ``[*B, R, C]``, **without** the per-tensor factor (NVFP4 ``1/g``, FP8 per-tensor scale).
     Formats NVFP4, MXFP4, MXFP8, FP8_TENSOR; ``block_k`` must be a multiple of the scale block.
-    ``fast_cvt`` (CUDA only): the bf16 tiles of the GPU fast path (``FAST_CVT``) instead of fp32."""
-    from ..kernels import _blockscaled
-
+    ``fast_cvt`` (CUDA only): the bf16 tiles of the GPU fast path (``FAST_CVT``) instead of fp32 --
+    for MXFP4 with a ``scale_code_range`` the GEMMs fold (``_mx_fold_cvt``), folded as they are."""
     if q.fmt not in (Format.NVFP4, Format.MXFP4, Format.MXFP8, Format.FP8_TENSOR):
         raise ValueError(f"dequantize_tiles: {q.fmt!r} is not a block-scaled operand format")
     C = q.shape[-1]
@@ -218,10 +240,10 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
     out = torch.empty((R, C), dtype=torch.float32, device=data.device)
     grid = (cdiv(R, block_rows), cdiv(C, block_k))
     data = _nib_view(data, bool(fast_cvt))
-    launch(_blockscaled._dequant_kernel, grid,
+    launch(_bs._dequant_kernel, grid,
         data, scale, out, R, C, data.stride(0), scale.stride(0), out.stride(0),
         FMT=_F_CODE[q.fmt], BR=block_rows, BK=block_k, EVEN_K=C % block_k == 0,
-        CD=tl.bfloat16 if fast_cvt else tl.float32, FAST_CVT=bool(fast_cvt),
+        CD=tl.bfloat16 if fast_cvt else tl.float32, FAST_CVT=_mx_fold_cvt(q, bool(fast_cvt)),
     )
     return out.reshape(q.shape)
 
@@ -512,7 +534,7 @@ def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *,
     num_bins = max(16, next_pow2(groups))
     chunk = max(16, next_pow2(TK)) if single else _ALIGN_CHUNK
     nc = cdiv(TK, chunk)
-    blocks_per_iter = max(1, min(next_pow2(NB), 4096 // num_bins, 4096 // block_m))
+    blocks_per_iter = max(1, min(next_pow2(NB), 4096 // block_m))
     chunks_per_iter = max(1, min(next_pow2(nc), 8192 // num_bins))
     warps = 4 if chunk <= 256 else 8
     if single:
@@ -962,6 +984,8 @@ def triton_experts(
         ws1 = cnt1 = tw_flat
     # the nibble-aligned E2M1 converter reads packed FP4 as 16-bit words: int16 views (strides too)
     nib = fast_cvt and not mxdot
+    # MXFP4 weights whose block-scale codes allow it: the converter's 2^126 folded into the scale
+    cvt1, cvt2 = (_mx_fold_cvt(w, fast_cvt and not mxdot) for w in (w13, w2))
     a1_d, w13_d = _nib_view(a1, nib), _nib_view(w13.data, nib)
     if c1.warp_specialized:
         _ws_gemm(c1, a1, a1_s, a1_s_stride, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, tw_flat, q_scale,
@@ -977,7 +1001,7 @@ def triton_experts(
             b13.stride(0) if w13_bias is not None else 0, inter.stride(0), osm,
             float(p.alpha), float(p.beta), float(p.limit),
             TOP_K=K, E_LOC=E, ACT=_ACT_CODE[activation], GATED=gated, QUANT=quant, A_FMT=a_code, W_FMT=w_code,
-            CD=cd, FAST_CVT=fast_cvt, KPERM=_k_order(wfmt, c1.block_k) if micro else 0, MXDOT=mxdot, OUT_Q=out_q,
+            CD=cd, FAST_CVT=cvt1, KPERM=_k_order(wfmt, c1.block_k) if micro else 0, MXDOT=mxdot, OUT_Q=out_q,
             ROUND_DTYPE=round_tl, Q_AS_FP32=as_fp32,
             HAS_BIAS=w13_bias is not None, WEIGHT_ON_INPUT=bool(weight_on_input),
             BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
@@ -1057,7 +1081,7 @@ def triton_experts(
             H, I_pad, TK, NB,
             inter_d.stride(0), w2_d.stride(0), w2_d.stride(1), a2_s_stride, wse2, wsn2, wsk2,
             b2.stride(0) if w2_bias is not None else 0, y.stride(0),
-            TOP_K=K, E_LOC=E, QUANT=quant, A_FMT=a_code, W_FMT=w_code, CD=cd, FAST_CVT=fast_cvt,
+            TOP_K=K, E_LOC=E, QUANT=quant, A_FMT=a_code, W_FMT=w_code, CD=cd, FAST_CVT=cvt2,
             KPERM=_k_order(wfmt, c2.block_k) if micro else 0,
             MXDOT=mxdot, HAS_BIAS=w2_bias is not None,
             MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic, FUSE_COMBINE=fuse,

@@ -19,11 +19,12 @@ from .reference import (
     ue8m0_encode_ceil,
     unpack_fp4,
 )
-from .tensor import QuantizedTensor
+from .tensor import QuantizedTensor, scale_code_range_of
 from .triton_quant import quantize_act
 
 __all__ = [
     "QuantizedTensor",
+    "scale_code_range_of",
     "quantize",
     "quantize_weight",
     "dequantize",

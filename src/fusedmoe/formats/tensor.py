@@ -26,13 +26,13 @@ FP8_BLOCK weights (128x128 tiles) and 1 for activations (1x128 groups).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
 from ..config import Format
 
-__all__ = ["QuantizedTensor"]
+__all__ = ["QuantizedTensor", "scale_code_range_of"]
 
 _E4M3 = torch.float8_e4m3fn
 
@@ -44,6 +44,11 @@ class QuantizedTensor:
     scale: Optional[torch.Tensor] = None
     global_scale: Optional[torch.Tensor] = None
     block_rows: int = 1  # FP8_BLOCK only: 128 for 128x128 weight tiles, 1 for 1x128 groups
+    # MXFP4 / MXFP8 only, optional: (min, max) of the UE8M0 scale codes over the 32-blocks that hold
+    # a nonzero value (``scale_code_range_of``; ``ExpertWeights`` sets it at preparation, one device
+    # sync). A hint for the kernels (a faster exact conversion when the codes allow it); None:
+    # unknown, the general path
+    scale_code_range: Optional[Tuple[int, int]] = None
 
     def __post_init__(self):
         fmt = self.fmt
@@ -107,6 +112,14 @@ class QuantizedTensor:
                 raise ValueError(f"QuantizedTensor.global_scale is on {g.device} but data on {d.device}")
         elif g is not None:
             raise ValueError(f"{fmt.name} QuantizedTensor carries no global_scale")
+        r = self.scale_code_range
+        if r is not None:
+            if fmt not in (Format.MXFP4, Format.MXFP8):
+                raise ValueError(f"QuantizedTensor.scale_code_range applies to MXFP4 / MXFP8 only, not {fmt.name}")
+            if (not isinstance(r, tuple) or len(r) != 2 or not all(isinstance(v, int) for v in r)
+                    or not 0 <= r[0] <= r[1] <= 255):
+                raise ValueError(f"QuantizedTensor.scale_code_range must be a (min, max) pair of ints in "
+                                 f"[0, 255], got {r!r}")
 
     @property
     def shape(self) -> torch.Size:
@@ -121,7 +134,8 @@ class QuantizedTensor:
 
     def to(self, device) -> "QuantizedTensor":
         mv = lambda t: None if t is None else t.to(device)  # noqa: E731
-        return QuantizedTensor(mv(self.data), self.fmt, mv(self.scale), mv(self.global_scale), self.block_rows)
+        return QuantizedTensor(mv(self.data), self.fmt, mv(self.scale), mv(self.global_scale), self.block_rows,
+                               self.scale_code_range)
 
     def k_major_scales(self) -> "QuantizedTensor":
         """The same tensor with its per-block scales (NVFP4, MXFP4, MXFP8) stored K-major: logical
@@ -133,15 +147,52 @@ class QuantizedTensor:
                 or s.stride(-2) == 1):
             return self
         s = s.transpose(-1, -2).contiguous().transpose(-1, -2)
-        return QuantizedTensor(self.data, self.fmt, s, self.global_scale, self.block_rows)
+        return QuantizedTensor(self.data, self.fmt, s, self.global_scale, self.block_rows, self.scale_code_range)
 
     def index_select0(self, idx) -> "QuantizedTensor":
         """Select along the first (expert) dim; scales follow."""
         sel = lambda t: None if t is None else t[idx]  # noqa: E731
-        return QuantizedTensor(sel(self.data), self.fmt, sel(self.scale), sel(self.global_scale), self.block_rows)
+        # a subset's codes lie within the whole's range: still a valid (min, max) bound
+        return QuantizedTensor(sel(self.data), self.fmt, sel(self.scale), sel(self.global_scale), self.block_rows,
+                               self.scale_code_range)
+
+    def with_scale_code_range(self) -> "QuantizedTensor":
+        """The same tensor with ``scale_code_range`` measured (:func:`scale_code_range_of`; one
+        device sync); ``self`` for formats without UE8M0 block scales."""
+        if self.fmt not in (Format.MXFP4, Format.MXFP8):
+            return self
+        return QuantizedTensor(self.data, self.fmt, self.scale, self.global_scale, self.block_rows,
+                               scale_code_range_of(self))
 
     def __repr__(self) -> str:
         return (
             f"QuantizedTensor(fmt={self.fmt!r}, shape={tuple(self.shape)}, data={self.data.dtype}, "
             f"scale={None if self.scale is None else (tuple(self.scale.shape), self.scale.dtype)})"
         )
+
+
+def scale_code_range_of(q: QuantizedTensor, chunk_bytes: int = 1 << 28) -> Optional[Tuple[int, int]]:
+    """(min, max) of the UE8M0 block-scale codes of an MXFP4 / MXFP8 tensor over the 32-blocks
+    holding a nonzero value (a block of zeros -- padding, pruned rows -- is 0 whatever its scale);
+    None when every block is zero. Works in slices of about ``chunk_bytes`` of values (bounded
+    temporary memory) and synchronizes with the device once."""
+    if q.fmt not in (Format.MXFP4, Format.MXFP8):
+        raise ValueError(f"scale_code_range_of: MXFP4 / MXFP8 only, got {q.fmt.name}")
+    nb = q.scale.shape[-1]
+    d = q.data.reshape(-1, q.data.shape[-1])
+    s = q.scale.reshape(-1, nb)
+    per_block = d.shape[-1] // nb
+    rows = max(1, chunk_bytes // max(1, d.shape[-1]))
+    lo = torch.full((), 256, dtype=torch.int32, device=d.device)
+    hi = torch.full((), -1, dtype=torch.int32, device=d.device)
+    for r0 in range(0, d.shape[0], rows):
+        blk = d[r0:r0 + rows].reshape(-1, nb, per_block)
+        if q.fmt is Format.MXFP4:  # magnitude bits of both nibbles (-0 is zero too)
+            nz = (blk & 0x77).ne(0).any(-1)
+        else:  # e4m3: 0x00 / 0x80 are the zeros
+            nz = (blk.view(torch.uint8) & 0x7F).ne(0).any(-1)
+        c = s[r0:r0 + rows].to(torch.int32)
+        lo = torch.minimum(lo, torch.where(nz, c, 256).amin())
+        hi = torch.maximum(hi, torch.where(nz, c, -1).amax())
+    lo_i, hi_i = int(lo), int(hi)
+    return None if hi_i < 0 else (lo_i, hi_i)

@@ -24,8 +24,12 @@ groups (``tl.histogram``); a stable counting sort inside the chunk (``tl.sort`` 
   activations that launch also quantizes hidden in its other programs (``_align_scatter_quant_kernel``).
 - Several chunks: ``_align_count_kernel`` writes the per-chunk histograms, then
   ``_align_scatter_kernel`` (one program per chunk) reduces them and scatters (two launches).
-Block metadata and sentinels are written block-cyclically by all programs, at disjoint addresses
-(no intra-kernel ordering is needed).
+Block metadata and sentinels, at disjoint addresses (no intra-kernel ordering is needed): each
+slot writes its group into its block's entry (every block in use holds a slot), each group's last
+block gets the sentinel in its padding rows, and the blocks past the rows in use get -1 and
+sentinels -- O(slots + groups x BM + unused rows) stores, no search over the groups per block
+(Nemotron-3-Super, 512 experts, 8 tokens: one program searching 512 group ends for each of 176
+blocks took 17 us, as long as a quarter of its FP4 GEMM).
 """
 
 import triton
@@ -87,7 +91,7 @@ def _align_scatter_kernel(
     BLOCK_M: tl.constexpr,
     SINGLE: tl.constexpr,  # one chunk: compute the histogram here (decode: one launch in all)
     CHUNKS_PER_ITER: tl.constexpr,  # rows of the counts matrix reduced per loop iteration
-    BLOCKS_PER_ITER: tl.constexpr,  # M-blocks whose metadata one loop iteration writes
+    BLOCKS_PER_ITER: tl.constexpr,  # blocks (or groups) whose metadata one loop iteration writes
     USE_GDC: tl.constexpr,  # launched with programmatic dependent launch: wait for the prior grid first
 ):
     """grid = (num_chunks,): scatter the slots of one chunk, plus a share of the metadata."""
@@ -174,7 +178,6 @@ def _align_scatter(pid, topk_ids_ptr, counts_ptr, sorted_ids_ptr, block_expert_p
     padded = (totals + BLOCK_M - 1) // BLOCK_M * BLOCK_M
     base = tl.cumsum(padded, axis=0) - padded
     total_rows = tl.sum(padded, axis=0)
-    group_end = base + padded
 
     # stable counting sort inside the chunk
     start_in_chunk = tl.cumsum(hist, axis=0) - hist
@@ -190,24 +193,29 @@ def _align_scatter(pid, topk_ids_ptr, counts_ptr, sorted_ids_ptr, block_expert_p
     if pid == 0:
         tl.store(num_post_padded_ptr, total_rows)
 
-    # metadata of the BLOCK_M-row blocks, block-cyclic over the programs: the owning group, and
-    # the sentinel in every row no slot fills (group padding and everything past total_rows)
+    # metadata, every part at addresses no other program or part writes (no ordering needed):
+    # 1. a block holding a slot belongs to the slot's group -- and every block in use holds one
+    #    (a group's blocks are full but its last, which holds its leftover slots)
+    tl.store(block_expert_ptr + dest // BLOCK_M, sbin, mask=in_layout)
+    # 2. the padding rows of each group's last block (groups pid, pid + num_chunks, ... in runs of
+    #    GROUPS_PER_ITER) hold the sentinel
+    GROUPS_PER_ITER: tl.constexpr = NUM_BINS if NUM_BINS < BLOCKS_PER_ITER else BLOCKS_PER_ITER
     rows_in_block = tl.arange(0, BLOCK_M)
-    for b0 in range(pid * BLOCKS_PER_ITER, max_blocks, num_chunks * BLOCKS_PER_ITER):
+    for g0 in range(pid * GROUPS_PER_ITER, NUM_BINS, num_chunks * GROUPS_PER_ITER):
+        gi = g0 + tl.arange(0, GROUPS_PER_ITER)
+        g_end = tl.gather(base, gi, 0) + tl.gather(totals, gi, 0)  # first padding row
+        n_pad = tl.gather(padded, gi, 0) - tl.gather(totals, gi, 0)
+        tl.store(sorted_ids_ptr + g_end[:, None] + rows_in_block[None, :],
+                 tl.zeros([GROUPS_PER_ITER, BLOCK_M], dtype=tl.int32) + num_slots,
+                 mask=rows_in_block[None, :] < n_pad[:, None])
+    # 3. the blocks past the rows in use: no group (-1), sentinel rows
+    for b0 in range(total_rows // BLOCK_M + pid * BLOCKS_PER_ITER, max_blocks, num_chunks * BLOCKS_PER_ITER):
         blk = b0 + tl.arange(0, BLOCKS_PER_ITER)
         blk_ok = blk < max_blocks
-        row0 = blk * BLOCK_M
-        # owning group = number of groups that end at or before this block's first row
-        owner = tl.sum((group_end[None, :] <= row0[:, None]).to(tl.int32), axis=1)
-        live = row0 < total_rows
-        tl.store(block_expert_ptr + blk, tl.where(live, owner, -1), mask=blk_ok)
-        owner_c = tl.minimum(owner, NUM_BINS - 1)
-        g_base = tl.gather(base, owner_c, 0)
-        g_count = tl.gather(totals, owner_c, 0)
-        rows = row0[:, None] + rows_in_block[None, :]
-        is_pad = ((rows - g_base[:, None]) >= g_count[:, None]) | (~live[:, None])
+        tl.store(block_expert_ptr + blk, tl.full([BLOCKS_PER_ITER], -1, tl.int32), mask=blk_ok)
+        rows = blk[:, None] * BLOCK_M + rows_in_block[None, :]
         tl.store(sorted_ids_ptr + rows, tl.zeros([BLOCKS_PER_ITER, BLOCK_M], dtype=tl.int32) + num_slots,
-                 mask=is_pad & blk_ok[:, None])
+                 mask=blk_ok[:, None])
 
 
 @triton.jit

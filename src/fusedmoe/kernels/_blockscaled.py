@@ -136,6 +136,16 @@ _E2M1_BF16_NIB_RESTORED = tl.constexpr(_e2m1_nib_asm(True))
 # NVFP4: 2^126 = the block-scale factor 2^110 x the accumulator factor 2^16 (both exact)
 _NIB_SCALE_BIAS = tl.constexpr(2.0 ** 110)
 _NIB_ACC_FACTOR = tl.constexpr(2.0 ** 16)
+# FAST_CVT == MX_FOLD (the launcher's choice when every MX block scale code of the weights with a nonzero
+# value lies in [MX_FOLD_CODE_MIN, MX_FOLD_CODE_MAX]: ``ExpertWeights.mx_fold_ok``): MXFP4 weights
+# skip the converter's bf16x2 multiply by 2^126; their block scale carries 2^110 of it (bf16
+# 2^(e - 17): normal for e <= 144) and the accumulator the other 2^16 (_NIB_ACC_FACTOR), as
+# NVFP4. Exact: the smallest product 0.5 * 2^-126 * 2^(e - 17) is >= 2^-133, bf16's least subnormal,
+# for e >= 11, and every product has <= 2 significant bits.
+MX_FOLD = tl.constexpr(2)
+MX_FOLD_CODE_MIN = 11
+MX_FOLD_CODE_MAX = 144
+_MX_FOLD_EXP_BIAS = tl.constexpr(110)
 
 
 @triton.jit
@@ -226,6 +236,8 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
             s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K)
             if FMT == F_NVFP4:  # e4m3 scales
                 s = s.to(tl.bfloat16)
+            elif FAST_CVT == MX_FOLD:  # UE8M0 codes in [11, 144]: 2^(e-127) * 2^110 in one integer op
+                s = ((s.to(tl.int32) + _MX_FOLD_EXP_BIAS) << 7).to(tl.int16).to(tl.bfloat16, bitcast=True)
             else:  # UE8M0 bytes
                 s = _ue8m0_to_bf16(s.to(tl.int32))
             # nibble-aligned converter: ``ptr`` is the int16 view of the packed storage (row
@@ -236,7 +248,7 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
             w16 = tl.load(ptr + row_off[:, None] + offs16[None, :], mask=m16, other=0)
             if FMT == F_NVFP4:
                 s = s * _NIB_SCALE_BIAS
-            n0, n1, n2, n3 = _e2m1x4_bf16_nib(w16, FMT != F_NVFP4)
+            n0, n1, n2, n3 = _e2m1x4_bf16_nib(w16, FMT != F_NVFP4 and FAST_CVT != MX_FOLD)
             # [BR, BK/4 words, s & 1, s >> 1]; a scale block is G/4 consecutive words
             v = tl.reshape(tl.join(tl.join(n0, n1), tl.join(n2, n3)), [BR, BK // G, G]) * s[:, :, None]
             # -> natural K order 4j + s
@@ -387,7 +399,7 @@ def _dequant_kernel(
     r64 = rows.to(tl.int64)
     x = _load_tile(ptr, r64 * stride_r, s_ptr, r64 * stride_sr, 1, ki, K, ok, FMT, BR, BK, EVEN_K, CD, FAST_CVT)
     x = x.to(tl.float32)
-    if FAST_CVT and FMT == F_NVFP4:
+    if FAST_CVT and FMT == F_NVFP4 or FAST_CVT == MX_FOLD and FMT == F_MXFP4:
         x = x * _NIB_ACC_FACTOR
     cols = ki * BK + tl.arange(0, BK)
     tl.store(out_ptr + r64[:, None] * stride_or + cols[None, :], x,

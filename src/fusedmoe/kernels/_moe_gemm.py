@@ -64,7 +64,8 @@ Pointer offsets that can exceed 2**31 (expert * stride, row * stride) are comput
 import triton
 import triton.language as tl
 
-from ._blockscaled import F_FP8, F_MXFP8, F_NVFP4, _NIB_ACC_FACTOR, _load_mx_block, _load_tile, _nvfp4_quant_tile
+from ._blockscaled import (F_FP8, F_MXFP4, F_MXFP8, F_NVFP4, MX_FOLD, _NIB_ACC_FACTOR, _load_mx_block, _load_tile,
+                           _nvfp4_quant_tile)
 from ._quant import _ue8m0_ceil, _ue8m0_multiplier
 
 # activation codes (launcher maps fusedmoe.Activation to these)
@@ -271,6 +272,8 @@ def _micro_global_scales(acc, a_scale_ptr, a_gs_ptr, w_gs_ptr, e64, A_FMT: tl.co
     if FAST_CVT and A_FMT == F_NVFP4:
         acc = acc * _NIB_ACC_FACTOR
     if FAST_CVT and W_FMT == F_NVFP4:
+        acc = acc * _NIB_ACC_FACTOR
+    if FAST_CVT == MX_FOLD and W_FMT == F_MXFP4:
         acc = acc * _NIB_ACC_FACTOR
     if A_FMT == F_FP8:
         acc = acc * tl.load(a_scale_ptr)

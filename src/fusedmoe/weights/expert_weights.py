@@ -134,6 +134,14 @@ class ExpertWeights:
             # win -- K-major made gpt-oss-120b MXFP4 prefill 1.28x and Nemotron-Nano 1.12x slower.
             object.__setattr__(self, "w13", self.w13.k_major_scales())
             object.__setattr__(self, "w2", self.w2.k_major_scales())
+        if self.format is Format.MXFP4 and self.device.type != "meta":
+            # the UE8M0 code range of the blocks in use (one device sync here, none per call): with
+            # codes in [11, 144] the Triton kernels fold the E2M1 converter's 2^126 into the block
+            # scale (kernels/_blockscaled.MX_FOLD: one bf16x2 multiply less per two weights, same bits)
+            for name in ("w13", "w2"):
+                q = getattr(self, name)
+                if q.scale_code_range is None:
+                    object.__setattr__(self, name, q.with_scale_code_range())
 
     # --- shape properties -------------------------------------------------------------------
     @property
