@@ -91,7 +91,7 @@ def _align_scatter_kernel(
     BLOCK_M: tl.constexpr,
     SINGLE: tl.constexpr,  # one chunk: compute the histogram here (decode: one launch in all)
     CHUNKS_PER_ITER: tl.constexpr,  # rows of the counts matrix reduced per loop iteration
-    BLOCKS_PER_ITER: tl.constexpr,  # blocks (or groups) whose metadata one loop iteration writes
+    BLOCKS_PER_ITER: tl.constexpr,  # blocks past the rows in use whose metadata one loop iteration writes
     USE_GDC: tl.constexpr,  # launched with programmatic dependent launch: wait for the prior grid first
 ):
     """grid = (num_chunks,): scatter the slots of one chunk, plus a share of the metadata."""
@@ -197,17 +197,24 @@ def _align_scatter(pid, topk_ids_ptr, counts_ptr, sorted_ids_ptr, block_expert_p
     # 1. a block holding a slot belongs to the slot's group -- and every block in use holds one
     #    (a group's blocks are full but its last, which holds its leftover slots)
     tl.store(block_expert_ptr + dest // BLOCK_M, sbin, mask=in_layout)
-    # 2. the padding rows of each group's last block (groups pid, pid + num_chunks, ... in runs of
-    #    GROUPS_PER_ITER) hold the sentinel
-    GROUPS_PER_ITER: tl.constexpr = NUM_BINS if NUM_BINS < BLOCKS_PER_ITER else BLOCKS_PER_ITER
+    # 2. the padding rows of each group's last block hold the sentinel: all groups at once in
+    #    program 0 when [NUM_BINS, BLOCK_M] is at most 8192 rows (no gathers), else in runs of
+    #    GROUPS_PER_ITER groups (runs pid, pid + num_chunks, ...)
     rows_in_block = tl.arange(0, BLOCK_M)
-    for g0 in range(pid * GROUPS_PER_ITER, NUM_BINS, num_chunks * GROUPS_PER_ITER):
-        gi = g0 + tl.arange(0, GROUPS_PER_ITER)
-        g_end = tl.gather(base, gi, 0) + tl.gather(totals, gi, 0)  # first padding row
-        n_pad = tl.gather(padded, gi, 0) - tl.gather(totals, gi, 0)
-        tl.store(sorted_ids_ptr + g_end[:, None] + rows_in_block[None, :],
-                 tl.zeros([GROUPS_PER_ITER, BLOCK_M], dtype=tl.int32) + num_slots,
-                 mask=rows_in_block[None, :] < n_pad[:, None])
+    if NUM_BINS * BLOCK_M <= 8192:
+        if pid == 0:
+            tl.store(sorted_ids_ptr + (base + totals)[:, None] + rows_in_block[None, :],
+                     tl.zeros([NUM_BINS, BLOCK_M], dtype=tl.int32) + num_slots,
+                     mask=rows_in_block[None, :] < (padded - totals)[:, None])
+    else:
+        GROUPS_PER_ITER: tl.constexpr = 8192 // BLOCK_M
+        for g0 in range(pid * GROUPS_PER_ITER, NUM_BINS, num_chunks * GROUPS_PER_ITER):
+            gi = g0 + tl.arange(0, GROUPS_PER_ITER)
+            g_end = tl.gather(base, gi, 0) + tl.gather(totals, gi, 0)  # first padding row
+            n_pad = tl.gather(padded, gi, 0) - tl.gather(totals, gi, 0)
+            tl.store(sorted_ids_ptr + g_end[:, None] + rows_in_block[None, :],
+                     tl.zeros([GROUPS_PER_ITER, BLOCK_M], dtype=tl.int32) + num_slots,
+                     mask=rows_in_block[None, :] < n_pad[:, None])
     # 3. the blocks past the rows in use: no group (-1), sentinel rows
     for b0 in range(total_rows // BLOCK_M + pid * BLOCKS_PER_ITER, max_blocks, num_chunks * BLOCKS_PER_ITER):
         blk = b0 + tl.arange(0, BLOCKS_PER_ITER)
