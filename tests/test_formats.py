@@ -677,3 +677,42 @@ def test_scale_code_range_field():
     with pytest.raises(ValueError, match="MXFP4 / MXFP8 only"):
         QuantizedTensor(nv.data, nv.fmt, nv.scale, nv.global_scale, scale_code_range=(1, 2))
     assert nv.with_scale_code_range() is nv
+
+
+# ---- QuantizedTensor.value_layout (FP4 "tiled") ----------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", [Format.NVFP4, Format.MXFP4], ids=lambda f: f.name)
+def test_tiled_values_layout(fmt):
+    """tiled_values() stores the same bytes as [*B, R/64, C/32, 64, 16] (checked element by
+    element), linear_values() inverts it, fm.dequantize reads both alike; shapes that do not
+    divide, and non-FP4 formats, keep their layout; the field is validated."""
+    from fusedmoe.formats.tensor import TILE_BYTES, TILE_ROWS
+
+    g = torch.Generator().manual_seed(5)
+    q = quantize(torch.randn(2, 128, 96, generator=g), fmt)
+    t = q.tiled_values()
+    assert t.value_layout == "tiled" and t.shape == q.shape
+    assert tuple(t.data.shape) == (2, 128 // TILE_ROWS, 96 // 2 // TILE_BYTES, TILE_ROWS, TILE_BYTES)
+    tiles = t.data
+    for e, r, cb in ((0, 0, 0), (1, 70, 17), (1, 127, 47), (0, 63, 16)):
+        assert tiles[e, r // TILE_ROWS, cb // TILE_BYTES, r % TILE_ROWS, cb % TILE_BYTES] == q.data[e, r, cb]
+    assert not torch.equal(t.data.reshape(q.data.shape), q.data)
+    with pytest.raises(ValueError, match="shape"):  # tiled bytes taken for linear ones: refused
+        QuantizedTensor(t.data, fmt, q.scale, q.global_scale)
+    with pytest.raises(ValueError, match="dense"):
+        QuantizedTensor(t.data.transpose(-2, -3).contiguous().transpose(-2, -3), fmt, q.scale, q.global_scale,
+                        value_layout="tiled")
+    assert torch.equal(t.linear_values().data, q.data) and t.linear_values().value_layout == "linear"
+    assert torch.equal(dequantize(t), dequantize(q))
+    assert t.tiled_values() is t and q.linear_values() is q
+    assert t.index_select0(torch.tensor([1])).value_layout == "tiled"
+    assert torch.equal(dequantize(t.index_select0(torch.tensor([1]))), dequantize(q)[1:])
+    odd = quantize(torch.randn(2, 96, 96, generator=g), fmt)  # 96 rows: no whole 64-row tiles
+    assert odd.tiled_values() is odd
+    with pytest.raises(ValueError, match="tiled"):
+        QuantizedTensor(odd.data, fmt, odd.scale, odd.global_scale, value_layout="tiled")
+    with pytest.raises(ValueError, match="value_layout"):
+        QuantizedTensor(q.data, fmt, q.scale, q.global_scale, value_layout="swizzled")
+    f8 = quantize(torch.randn(2, 128, 128, generator=g), Format.FP8_CHANNEL)
+    assert f8.tiled_values() is f8
