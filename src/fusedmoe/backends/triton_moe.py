@@ -234,12 +234,8 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
         raise ValueError(f"block_k={block_k} must be a multiple of {G} for {q.fmt.name}")
     if fast_cvt and q.device.type != "cuda":
         raise ValueError("dequantize_tiles: fast_cvt needs a CUDA device (inline PTX)")
-    if q.value_layout == "tiled":  # [row tiles, C/32, 64, 16]: the kernels' tiled addressing
-        data = q.data.reshape(-1, *q.data.shape[-3:]).contiguous()
-        R = data.shape[0] * 64
-    else:
-        data = q.data.reshape(-1, q.data.shape[-1]).contiguous()
-        R = data.shape[0]
+    data = q.data.reshape(-1, q.data.shape[-1]).contiguous()
+    R = data.shape[0]
     scale = q.scale.reshape(R, -1).contiguous() if q.fmt.block_size else data
     out = torch.empty((R, C), dtype=torch.float32, device=data.device)
     grid = (cdiv(R, block_rows), cdiv(C, block_k))
@@ -248,7 +244,6 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
         data, scale, out, R, C, data.stride(0), scale.stride(0), out.stride(0),
         FMT=_F_CODE[q.fmt], BR=block_rows, BK=block_k, EVEN_K=C % block_k == 0,
         CD=tl.bfloat16 if fast_cvt else tl.float32, FAST_CVT=_mx_fold_cvt(q, bool(fast_cvt)),
-        TILED=q.value_layout == "tiled",
     )
     return out.reshape(q.shape)
 
@@ -1014,7 +1009,6 @@ def triton_experts(
             FAST_ACC=c1.fp8_fast_accum,
             SPLIT_K=c1.split_k, JOIN=micro and join_gate_up(wfmt, c1.swap_ab), **pdl,
             RCP_DIV=_RCP_DIV["enabled"] and not interp,  # the interpreter's fma is not fused
-            W_TILED=w13.value_layout == "tiled",
             num_warps=c1.num_warps, num_stages=c1.num_stages,
         )
 
@@ -1096,7 +1090,6 @@ def triton_experts(
             FAST_ACC=c2.fp8_fast_accum,
             SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
             HELD_KB=cdiv(I_pad, c2.block_k) if c2.n_tiles > 1 and wfmt is Format.FP8_BLOCK else 1,
-            W_TILED=w2.value_layout == "tiled",
             num_warps=c2.num_warps, num_stages=c2.num_stages,
         )
     if atomic or direct_out or fuse:

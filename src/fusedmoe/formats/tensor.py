@@ -21,24 +21,10 @@ MXFP4          uint8 [*B, R, C/2]         uint8 UE8M0 exponent bytes [*B, R, C/3
 
 FP4 packing: element 2i in the low nibble, 2i+1 in the high nibble. ``block_rows`` is 128 for
 FP8_BLOCK weights (128x128 tiles) and 1 for activations (1x128 groups).
-
-FP4 value layouts (``value_layout``; the scales are not affected):
-
-* ``"linear"`` (default): ``data[*B, r, c]`` is the byte of row r, columns 2c and 2c + 1.
-* ``"tiled"`` (weights, chosen by ``ExpertWeights``; R % 64 == 0 and C % 32 == 0): ``data`` is
-  ``[*B, R/64, C/32, 64, 16]`` uint8 -- 64-row x 32-column tiles of 1 KB, the column tiles of a row
-  tile one after the other; the last three dims dense (any strides for the others). ``shape`` is
-  still the logical ``[*B, R, C]`` (a tiled ``data`` handed to a linear QuantizedTensor fails its
-  shape checks instead of being misread). A GEMM program reading 64 rows a K step
-  then reads one contiguous run instead of 64 pieces a row stride apart: H200, a stream of 912 MB
-  in gpt-oss-120b's GEMM1 pattern (``benchmarks/fp4_stream_probe.py``, 128 rows x 16-32 bytes a
-  step): 2.2-2.8 TB/s linear, 4.3-4.5 TB/s tiled. :meth:`linear_values` / :meth:`tiled_values`
-  convert; ``fm.dequantize`` reads both.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -63,14 +49,11 @@ class QuantizedTensor:
     # sync). A hint for the kernels (a faster exact conversion when the codes allow it); None:
     # unknown, the general path
     scale_code_range: Optional[Tuple[int, int]] = None
-    value_layout: str = "linear"  # FP4 only: "linear" or "tiled" (module docstring)
 
     def __post_init__(self):
         fmt = self.fmt
         if not isinstance(fmt, Format):
             raise TypeError(f"QuantizedTensor.fmt must be a fm.Format, got {fmt!r}")
-        if self.value_layout not in VALUE_LAYOUTS:
-            raise ValueError(f"QuantizedTensor.value_layout must be one of {VALUE_LAYOUTS}, got {self.value_layout!r}")
         d, s, g = self.data, self.scale, self.global_scale
         if not isinstance(d, torch.Tensor):
             raise TypeError(f"QuantizedTensor.data must be a tensor, got {type(d).__name__}")
@@ -93,15 +76,8 @@ class QuantizedTensor:
             raise TypeError(f"QuantizedTensor.scale must be a tensor, got {type(s).__name__}")
         if s.device != d.device:
             raise ValueError(f"QuantizedTensor.scale is on {s.device} but data on {d.device}")
-        if self.value_layout == "tiled":
-            if not fmt.is_fp4 or d.dim() < 4 or tuple(d.shape[-2:]) != (TILE_ROWS, TILE_BYTES):
-                raise ValueError(f"value_layout 'tiled' needs FP4 data [*B, R/{TILE_ROWS}, C/{TILE_COLS}, {TILE_ROWS}, "
-                                 f"{TILE_BYTES}], got {fmt.name} {tuple(d.shape)}")
-            if any(d.stride(i) != want and d.shape[i] > 1
-                   for i, want in ((-1, 1), (-2, TILE_BYTES), (-3, TILE_ROWS * TILE_BYTES))):
-                raise ValueError(f"tiled FP4 data needs its last three dims dense, got strides {tuple(d.stride())}")
         C = self.shape[-1]
-        lead = tuple(self.shape[:-1])
+        lead = tuple(d.shape[:-1])
         if fmt is Format.FP8_TENSOR:
             expect, sdt = lead[:-1] if d.dim() >= 2 else (), torch.float32
         elif fmt in (Format.FP8_CHANNEL, Format.FP8_TOKEN):
@@ -148,9 +124,6 @@ class QuantizedTensor:
     @property
     def shape(self) -> torch.Size:
         """Logical (unpacked) shape."""
-        if self.value_layout == "tiled":
-            d = self.data.shape
-            return torch.Size(tuple(d[:-4]) + (d[-4] * TILE_ROWS, d[-3] * TILE_COLS))
         if self.fmt.is_fp4:
             return torch.Size(tuple(self.data.shape[:-1]) + (self.data.shape[-1] * 2,))
         return self.data.shape
@@ -161,7 +134,8 @@ class QuantizedTensor:
 
     def to(self, device) -> "QuantizedTensor":
         mv = lambda t: None if t is None else t.to(device)  # noqa: E731
-        return dataclasses.replace(self, data=mv(self.data), scale=mv(self.scale), global_scale=mv(self.global_scale))
+        return QuantizedTensor(mv(self.data), self.fmt, mv(self.scale), mv(self.global_scale), self.block_rows,
+                               self.scale_code_range)
 
     def k_major_scales(self) -> "QuantizedTensor":
         """The same tensor with its per-block scales (NVFP4, MXFP4, MXFP8) stored K-major: logical
@@ -173,54 +147,28 @@ class QuantizedTensor:
                 or s.stride(-2) == 1):
             return self
         s = s.transpose(-1, -2).contiguous().transpose(-1, -2)
-        return dataclasses.replace(self, scale=s)
+        return QuantizedTensor(self.data, self.fmt, s, self.global_scale, self.block_rows, self.scale_code_range)
 
     def index_select0(self, idx) -> "QuantizedTensor":
         """Select along the first (expert) dim; scales follow."""
         sel = lambda t: None if t is None else t[idx]  # noqa: E731
         # a subset's codes lie within the whole's range: still a valid (min, max) bound
-        return dataclasses.replace(self, data=sel(self.data), scale=sel(self.scale), global_scale=sel(self.global_scale))
+        return QuantizedTensor(sel(self.data), self.fmt, sel(self.scale), sel(self.global_scale), self.block_rows,
+                               self.scale_code_range)
 
     def with_scale_code_range(self) -> "QuantizedTensor":
         """The same tensor with ``scale_code_range`` measured (:func:`scale_code_range_of`; one
         device sync); ``self`` for formats without UE8M0 block scales."""
         if self.fmt not in (Format.MXFP4, Format.MXFP8):
             return self
-        return dataclasses.replace(self, scale_code_range=scale_code_range_of(self))
-
-    def tiled_values(self) -> "QuantizedTensor":
-        """FP4 values in the ``"tiled"`` layout (a copy); ``self`` where they are already, or the
-        format / shape has no tiled layout (not FP4, rows % 64 or columns % 32 not 0)."""
-        if self.value_layout == "tiled" or not tileable(self.fmt, self.shape):
-            return self
-        *B, R, Cb = self.data.shape
-        d = self.data.reshape(*B, R // TILE_ROWS, TILE_ROWS, Cb // TILE_BYTES, TILE_BYTES).transpose(-3, -2)
-        return dataclasses.replace(self, data=d.contiguous(), value_layout="tiled")
-
-    def linear_values(self) -> "QuantizedTensor":
-        """FP4 values in the ``"linear"`` layout (a copy where they are tiled, else ``self``)."""
-        if self.value_layout == "linear":
-            return self
-        *B, RT, CT, _, _ = self.data.shape
-        d = self.data.transpose(-3, -2).contiguous()
-        return dataclasses.replace(self, data=d.reshape(*B, RT * TILE_ROWS, CT * TILE_BYTES), value_layout="linear")
+        return QuantizedTensor(self.data, self.fmt, self.scale, self.global_scale, self.block_rows,
+                               scale_code_range_of(self))
 
     def __repr__(self) -> str:
         return (
             f"QuantizedTensor(fmt={self.fmt!r}, shape={tuple(self.shape)}, data={self.data.dtype}, "
             f"scale={None if self.scale is None else (tuple(self.scale.shape), self.scale.dtype)})"
         )
-
-
-VALUE_LAYOUTS = ("linear", "tiled")
-TILE_ROWS = 64  # rows of a tile of the "tiled" FP4 layout
-TILE_COLS = 32  # logical columns (E2M1 values) of a tile
-TILE_BYTES = TILE_COLS // 2
-
-
-def tileable(fmt: Format, shape) -> bool:
-    """Whether an operand of format ``fmt`` and logical shape ``[*B, R, C]`` has the "tiled" layout."""
-    return fmt.is_fp4 and len(shape) >= 2 and shape[-2] % TILE_ROWS == 0 and shape[-1] % TILE_COLS == 0
 
 
 def scale_code_range_of(q: QuantizedTensor, chunk_bytes: int = 1 << 28) -> Optional[Tuple[int, int]]:
@@ -230,7 +178,6 @@ def scale_code_range_of(q: QuantizedTensor, chunk_bytes: int = 1 << 28) -> Optio
     temporary memory) and synchronizes with the device once."""
     if q.fmt not in (Format.MXFP4, Format.MXFP8):
         raise ValueError(f"scale_code_range_of: MXFP4 / MXFP8 only, got {q.fmt.name}")
-    q = q.linear_values()  # a copy where tiled (ExpertWeights measures before tiling)
     nb = q.scale.shape[-1]
     d = q.data.reshape(-1, q.data.shape[-1])
     s = q.scale.reshape(-1, nb)

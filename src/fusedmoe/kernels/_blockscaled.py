@@ -195,54 +195,6 @@ def _dot_order(x, BR: tl.constexpr, BK: tl.constexpr, KPERM: tl.constexpr):
         return x
 
 
-# the "tiled" FP4 value layout (formats/tensor.py: QuantizedTensor.value_layout): per 64-row tile,
-# [C/32, 64, 16 bytes] -- UNIT storage elements (16 bytes, or 8 int16 words of the nibble view) of
-# a row per 32-column chunk, the chunks of a tile 64 UNITs apart
-_TILE_ROWS = tl.constexpr(64)
-
-
-@triton.jit
-def _w_rows(n, stride_n, TILED: tl.constexpr, UNIT: tl.constexpr):
-    """Storage offsets of weight rows ``n`` (int64): ``n * stride_n``, or in the tiled layout
-    ``(n // 64) * stride_n + (n % 64) * UNIT`` (``stride_n``: the row tiles' stride)."""
-    if TILED:
-        return (n // _TILE_ROWS) * stride_n + (n % _TILE_ROWS) * UNIT
-    else:
-        return n * stride_n
-
-
-@triton.jit
-def _load_k_run(ptr, row_off, start, NK: tl.constexpr, limit, row_ok, EVEN_K: tl.constexpr, TILED: tl.constexpr,
-                UNIT: tl.constexpr):
-    """Storage elements ``[start, start + NK)`` along K of the rows at ``row_off`` ([BR, NK] in K
-    order; ``start`` a multiple of NK), zero past ``limit`` (not EVEN_K) and in rows not ``row_ok``.
-    Tiled (``_w_rows``): element ``o`` of a row is at ``(o // UNIT) * 64 * UNIT + o % UNIT``; the
-    load is shaped [BR, NK / UNIT, UNIT] so that Triton sees UNIT-long contiguous, aligned runs
-    (16-byte vectors, prefetched by the pipeline) -- a flat index through // and % would hide them."""
-    RUNS: tl.constexpr = TILED and NK >= UNIT
-    if RUNS:
-        c = start // UNIT + tl.arange(0, NK // UNIT)
-        u = tl.arange(0, UNIT)
-        ptrs3 = ptr + row_off[:, None, None] + (c * (_TILE_ROWS * UNIT))[None, :, None] + u[None, None, :]
-        if EVEN_K:
-            m3 = row_ok[:, None, None]
-        else:
-            m3 = row_ok[:, None, None] & ((c * UNIT)[None, :, None] + u[None, None, :] < limit)
-        out = tl.reshape(tl.load(ptrs3, mask=m3, other=0), [row_off.shape[0], NK])
-    else:
-        o = start + tl.arange(0, NK)
-        if TILED:
-            a = (o // UNIT) * (_TILE_ROWS * UNIT) + o % UNIT
-        else:
-            a = o
-        if EVEN_K:
-            m2 = row_ok[:, None]
-        else:
-            m2 = row_ok[:, None] & (o < limit)[None, :]
-        out = tl.load(ptr + row_off[:, None] + a[None, :], mask=m2, other=0)
-    return out
-
-
 @triton.jit
 def _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G: tl.constexpr, BK: tl.constexpr,
                  EVEN_K: tl.constexpr):
@@ -259,7 +211,7 @@ def _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G: tl.constexpr, B
 @triton.jit
 def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: tl.constexpr,
                BR: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr, CD: tl.constexpr,
-               FAST_CVT: tl.constexpr = False, KPERM: tl.constexpr = False, TILED: tl.constexpr = False):
+               FAST_CVT: tl.constexpr = False, KPERM: tl.constexpr = False):
     """The ``ki``-th [BR, BK] operand tile along K (elements ``[ki*BK, (ki+1)*BK)``), dequantized
     to ``CD``.
 
@@ -291,7 +243,9 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
             # nibble-aligned converter: ``ptr`` is the int16 view of the packed storage (row
             # offsets in 16-bit words); NVFP4 scales carry 2^110 of the 2^126 (exact: e4m3
             # scales are <= 448 and the products >= 2^-26), MX values are restored in the converter
-            w16 = _load_k_run(ptr, row_off, ki * (BK // 4), BK // 4, K // 4, row_ok, EVEN_K, TILED, 8)
+            offs16 = ki * (BK // 4) + tl.arange(0, BK // 4)
+            m16 = row_ok[:, None] if EVEN_K else row_ok[:, None] & (offs16 < K // 4)[None, :]
+            w16 = tl.load(ptr + row_off[:, None] + offs16[None, :], mask=m16, other=0)
             if FMT == F_NVFP4:
                 s = s * _NIB_SCALE_BIAS
             n0, n1, n2, n3 = _e2m1x4_bf16_nib(w16, FMT != F_NVFP4 and FAST_CVT != MX_FOLD)
@@ -300,7 +254,9 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
             # -> natural K order 4j + s
             v = tl.permute(tl.reshape(v, [BR, BK // 4, 2, 2]), [0, 1, 3, 2])
             return _dot_order(tl.reshape(v, [BR, BK]), BR, BK, KPERM)
-        b = _load_k_run(ptr, row_off, ki * (BK // 2), BK // 2, K // 2, row_ok, EVEN_K, TILED, 16)
+        offs = ki * (BK // 2) + tl.arange(0, BK // 2)
+        m = row_ok[:, None] if EVEN_K else row_ok[:, None] & (offs < K // 2)[None, :]
+        b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0)
         s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K)
         if FMT == F_NVFP4:  # e4m3 scales
             s = s.to(tl.float32) * 16384.0
@@ -365,7 +321,7 @@ def _e2m1x2_to_e4m3_asm(b):
 
 @triton.jit
 def _load_mx_block(ptr, row_off, s_ptr, s_row_off, s_stride_k, kb, K, row_ok, FMT: tl.constexpr,
-                   BR: tl.constexpr, EVEN_K: tl.constexpr, FAST_CVT: tl.constexpr, TILED: tl.constexpr = False):
+                   BR: tl.constexpr, EVEN_K: tl.constexpr, FAST_CVT: tl.constexpr):
     """The ``kb``-th 32-wide K block of an MX operand (MXFP8, or MXFP4 converted to E4M3) as
     (E4M3 values [BR, 32], fp32 scale [BR]) with ``x = values * scale``: MXFP8 ``2^(e-127)``,
     MXFP4 ``2^(e-127+6)`` (the conversion's 2^-6). The scale is decoded as the fp32 pattern
@@ -378,7 +334,8 @@ def _load_mx_block(ptr, row_off, s_ptr, s_row_off, s_stride_k, kb, K, row_ok, FM
         ok = row_ok & (kb < K // 32)
     e = tl.load(s_ptr + s_row_off + kb * s_stride_k, mask=ok, other=0).to(tl.int32)
     if FMT == F_MXFP4:
-        b = _load_k_run(ptr, row_off, kb * 16, 16, K // 2, ok, True, TILED, 16)
+        offs = kb * 16 + tl.arange(0, 16)
+        b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=ok[:, None], other=0)
         if FAST_CVT:
             v = _e2m1x2_to_e4m3_asm(b)
         else:
@@ -433,7 +390,6 @@ def _dequant_kernel(
     EVEN_K: tl.constexpr,
     CD: tl.constexpr,
     FAST_CVT: tl.constexpr,
-    TILED: tl.constexpr = False,
 ):
     """Test entry: ``out = _load_tile(...)`` converted to fp32, i.e. exactly the tiles the GEMMs multiply
     (before the per-tensor factors). grid = (cdiv(R, BR), cdiv(K, BK))."""
@@ -441,8 +397,7 @@ def _dequant_kernel(
     ki = tl.program_id(1)
     ok = rows < R
     r64 = rows.to(tl.int64)
-    x = _load_tile(ptr, _w_rows(r64, stride_r, TILED, 8 if FAST_CVT else 16), s_ptr, r64 * stride_sr, 1, ki, K, ok,
-                   FMT, BR, BK, EVEN_K, CD, FAST_CVT, False, TILED)
+    x = _load_tile(ptr, r64 * stride_r, s_ptr, r64 * stride_sr, 1, ki, K, ok, FMT, BR, BK, EVEN_K, CD, FAST_CVT)
     x = x.to(tl.float32)
     if FAST_CVT and FMT == F_NVFP4 or FAST_CVT == MX_FOLD and FMT == F_MXFP4:
         x = x * _NIB_ACC_FACTOR

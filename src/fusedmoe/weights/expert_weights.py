@@ -18,7 +18,6 @@ columns are zero, so results do not depend on the alignment.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -26,9 +25,6 @@ import torch
 
 from ..config import Activation, ActivationParams, Format
 from ..formats import QuantizedTensor, quantize_weight
-
-# FUSEDMOE_FP4_LAYOUT=linear: keep FP4 weight values in the linear layout (A/B runs; the kernels read both)
-_FP4_TILED = os.environ.get("FUSEDMOE_FP4_LAYOUT", "tiled") != "linear"
 
 __all__ = ["ExpertWeights", "default_alignment", "round_up"]
 
@@ -146,13 +142,6 @@ class ExpertWeights:
                 q = getattr(self, name)
                 if q.scale_code_range is None:
                     object.__setattr__(self, name, q.with_scale_code_range())
-        if self.format.is_fp4 and _FP4_TILED:
-            # FP4 values in 64-row x 32-column tiles of 1 KB (QuantizedTensor.value_layout "tiled"; shapes
-            # that do not divide stay linear): a decode GEMM program's K step is then one contiguous
-            # run of memory instead of 64-128 pieces a row apart (benchmarks/fp4_stream_probe.py, H200:
-            # 2.2-2.8 TB/s linear, 4.3-4.5 TB/s tiled, in gpt-oss-120b's GEMM1 read pattern)
-            for name in ("w13", "w2"):
-                object.__setattr__(self, name, getattr(self, name).tiled_values())
 
     # --- shape properties -------------------------------------------------------------------
     @property
