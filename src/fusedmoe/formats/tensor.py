@@ -46,7 +46,8 @@ class QuantizedTensor:
     block_rows: int = 1  # FP8_BLOCK only: 128 for 128x128 weight tiles, 1 for 1x128 groups
     # MXFP4 / MXFP8 only, optional: (min, max) of the UE8M0 scale codes over the 32-blocks that hold
     # a nonzero value (``scale_code_range_of``; ``ExpertWeights`` sets it at preparation, one device
-    # sync). A hint for the kernels (a faster exact conversion when the codes allow it); None:
+    # sync). A hint for the kernels (a faster exact conversion when the codes allow it) that must
+    # bound the true codes -- measure it, do not guess it (a wrong range gives wrong results); None:
     # unknown, the general path
     scale_code_range: Optional[Tuple[int, int]] = None
 
