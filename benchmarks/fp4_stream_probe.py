@@ -1,6 +1,6 @@
 """Probe: how fast can a grouped-GEMM-shaped program read packed FP4 weights, by weight layout?
 
-    PYTHONPATH=src python3 benchmarks/fp4_stream_probe.py [--experts 110 --rows 5760 --k 2880]
+    PYTHONPATH=src python3 benchmarks/fp4_stream_probe.py [--experts 110 --rows 5760 --k 2880] [--ladder]
 
 Each program streams one [ROWS_T, K] weight tile of one expert the way the decode GEMMs do --
 ROWS_T rows, ``bytes_k`` bytes of each row per K step -- and only XOR-reduces the bytes (no
@@ -8,7 +8,10 @@ conversion, no MMA), so the time is the memory system's. Layouts: ``row`` (row-m
 [E, N, K/2], a K step reads ROWS_T pieces ``row stride`` apart) and ``tile`` (each
 [ROWS_T, bytes_k] piece of a K step contiguous, the steps of a row-tile one after the other).
 Prints TB/s per (layout, bytes per row per step, warps). Not a benchmark of record: it isolates
-whether the access pattern of the weights caps the FP4 decode GEMMs.
+whether the access pattern of the weights caps the FP4 decode GEMMs. ``--ladder``: the steps from
+that stream to the decode GEMM's K step (``_ladder``: + the software pipeline and a wgmma, + the
+scales and the E2M1 conversion), to see which one loses the bandwidth (H200, nineteenth session:
+the stream reaches 2.2-2.8 TB/s from row-major weights, the GEMMs 1.7-2.4).
 """
 
 import argparse
@@ -16,6 +19,8 @@ import argparse
 import torch
 import triton
 import triton.language as tl
+
+from fusedmoe.kernels import _blockscaled as _bs
 
 
 @triton.jit
@@ -35,12 +40,84 @@ def _stream(w_ptr, out_ptr, n_tiles, K_STEPS, row_stride, tile_stride, step_stri
     tl.store(out_ptr + t, tl.sum(tl.sum(acc, axis=1), axis=0))
 
 
+@triton.jit
+def _ladder(w_ptr, s_ptr, x_ptr, out_ptr, K_STEPS, K, stride_w, stride_s, ROWS_T: tl.constexpr, BK: tl.constexpr,
+            MODE: tl.constexpr):
+    """One program = ROWS_T rows of MXFP4 weights (int16 view, row-major [rows, K/4] words; UE8M0
+    scales row-major [rows, K/32]) over all K steps, against a 16-row bf16 activation tile (L2-
+    resident): MODE 0 loads the words and XORs them; 1 also feeds them, bit-cast to bf16, to a wgmma
+    (the pipeline and the MMA, no conversion); 2 is the decode GEMM's K step itself
+    (``_blockscaled._load_tile``: scales, E2M1 conversion, KPERM order, then the wgmma)."""
+    t = tl.program_id(0)
+    r64 = (t * ROWS_T + tl.arange(0, ROWS_T)).to(tl.int64)
+    ok = tl.full([ROWS_T], 1, tl.int1)
+    x_rows = tl.arange(0, 16).to(tl.int64)
+    x_ok = tl.full([16], 1, tl.int1)
+    if MODE == 0:
+        acc0 = tl.zeros([ROWS_T, BK // 4], dtype=tl.int16)
+        for ki in range(K_STEPS):
+            acc0 ^= tl.load(w_ptr + r64[:, None] * stride_w + ki * (BK // 4) + tl.arange(0, BK // 4)[None, :])
+        tl.store(out_ptr + t, tl.sum(tl.sum(acc0.to(tl.int32), axis=1), axis=0).to(tl.float32))
+    elif MODE == 1:
+        acc1 = tl.zeros([ROWS_T, 16], dtype=tl.float32)
+        x1 = tl.load(x_ptr + x_rows[:, None] * K + tl.arange(0, BK // 4)[None, :])
+        for ki in range(K_STEPS):
+            w1 = tl.load(w_ptr + r64[:, None] * stride_w + ki * (BK // 4) + tl.arange(0, BK // 4)[None, :])
+            acc1 = tl.dot(w1.to(tl.bfloat16, bitcast=True), tl.trans(x1), acc1)
+        tl.store(out_ptr + t, tl.sum(tl.sum(acc1, axis=1), axis=0))
+    else:
+        acc2 = tl.zeros([ROWS_T, 16], dtype=tl.float32)
+        for ki in range(K_STEPS):
+            w2 = _bs._load_tile(w_ptr, r64 * stride_w, s_ptr, r64 * stride_s, 1, ki, K, ok, _bs.F_MXFP4, ROWS_T, BK,
+                                True, tl.bfloat16, True, 3)
+            x2 = _bs._load_tile(x_ptr, x_rows * K, x_ptr, x_rows, 1, ki, K, x_ok, _bs.F_PLAIN, 16, BK, True,
+                                tl.bfloat16, True, 3)
+            acc2 = tl.dot(w2, tl.trans(x2), acc2)
+        tl.store(out_ptr + t, tl.sum(tl.sum(acc2, axis=1), axis=0))
+
+
+def ladder(E, N, K, reps, flush):
+    """MODEs 0-2 of ``_ladder`` at the decode GEMM's tiles: where the bandwidth goes."""
+    rows = E * N
+    w = torch.randint(-2**15, 2**15 - 1, (rows, K // 4), dtype=torch.int16, device="cuda")
+    s = torch.randint(118, 128, (rows, K // 32), dtype=torch.uint8, device="cuda")
+    x = torch.randn(16, K, device="cuda").to(torch.bfloat16)
+    nbytes = rows * (K // 2 + K // 32)
+    print(f"ladder: {E} experts x {N} rows x K {K}: {nbytes / 1e6:.0f} MB of MXFP4 values and scales")
+    print("mode             rows_t  block_k  warps  stages   us      TB/s")
+    names = {0: "load+xor", 1: "load+wgmma", 2: "gemm K step"}
+    for rows_t, bk, warps, stages in ((128, 64, 4, 5), (64, 64, 4, 5), (128, 128, 4, 4), (64, 128, 4, 4)):
+        n_tiles = rows // rows_t
+        out = torch.empty(n_tiles, dtype=torch.float32, device="cuda")
+        for mode in (0, 1, 2):
+            args = (w, s, x, out, K // bk, K, w.stride(0), s.stride(0))
+            kw = dict(ROWS_T=rows_t, BK=bk, MODE=mode, num_warps=warps, num_stages=stages)
+            t = _time(lambda: _ladder[(n_tiles,)](*args, **kw), reps, flush)
+            print(f"{names[mode]:15s}  {rows_t:6d}  {bk:7d}  {warps:5d}  {stages:6d}  {t:7.1f}  {nbytes / t / 1e6:6.2f}",
+                  flush=True)
+
+
+def _time(fn, reps, flush):
+    fn()
+    ts = []
+    for _ in range(reps):
+        flush.zero_()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e) * 1e3)
+    return sorted(ts)[len(ts) // 2]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--experts", type=int, default=110)
     ap.add_argument("--rows", type=int, default=5760)
     ap.add_argument("--k", type=int, default=2880)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--ladder", action="store_true", help="also the steps from a plain stream to the GEMM's K step")
     a = ap.parse_args()
     E, N, K = a.experts, a.rows, a.k
     kb = K // 2  # bytes per row
@@ -58,19 +135,12 @@ def main():
                     out = torch.empty(n_tiles, dtype=torch.int32, device="cuda")
                     args = (w, out, n_tiles, steps, kb // 4, rows_t * kb // 4, rows_t * bytes_k // 4)
                     kw = dict(ROWS_T=rows_t, BYTES_K=bytes_k, TILED=tiled, num_warps=warps, num_stages=4)
-                    _stream[(n_tiles,)](*args, **kw)
-                    ts = []
-                    for _ in range(a.reps):
-                        flush.zero_()
-                        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                        s.record()
-                        _stream[(n_tiles,)](*args, **kw)
-                        e.record()
-                        torch.cuda.synchronize()
-                        ts.append(s.elapsed_time(e) * 1e3)
-                    t = sorted(ts)[len(ts) // 2]
+                    t = _time(lambda: _stream[(n_tiles,)](*args, **kw), a.reps, flush)
                     print(f"{'tile' if tiled else 'row':6s}  {rows_t:6d}  {bytes_k:14d}  {warps:5d}  {t:7.1f}  "
                           f"{nbytes / t / 1e6:6.2f}", flush=True)
+    if a.ladder:
+        del w
+        ladder(E, N, K, a.reps, flush)
 
 
 if __name__ == "__main__":

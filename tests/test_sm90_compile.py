@@ -92,3 +92,39 @@ def test_bf16_fp8_kernels_compile_for_sm90_without_spills(tmp_path):
     # per-group divisions (scale and reciprocal) instead of per value
     assert fchk["g1 FP8 tensor relu2 static-out reciprocal"] <= 1 < fchk["g1 FP8 tensor relu2 static-out"], fchk
     assert fchk["g1 FP8 block swiglu block-out reciprocal"] < fchk["g1 FP8 block swiglu block-out"] // 2, fchk
+
+
+_PROBE = r'''
+import importlib.util
+_spec = importlib.util.spec_from_file_location("fp4_stream_probe", os.path.join(BENCH_DIR, "fp4_stream_probe.py"))
+P = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(P)
+SIG = dict(w_ptr="*i16", s_ptr="*u8", x_ptr="*bf16", out_ptr="*fp32", K_STEPS="i32", K="i32", stride_w="i32",
+           stride_s="i32", ROWS_T="constexpr", BK="constexpr", MODE="constexpr")
+
+if __name__ == "__main__":
+    for mode in (0, 1, 2):
+        for rows_t, bk in ((128, 64), (64, 128)):
+            src = ASTSource(P._ladder, SIG, constexprs=dict(ROWS_T=rows_t, BK=bk, MODE=mode),
+                            attrs={(i,): [["tt.divisibility", 16]] for i in (0, 1, 2, 3, 5, 6)})
+            k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, num_stages=4))
+            sass, regs = sass_of(k)
+            spills = len(re.findall(r"\b(?:LDL|STL)\b", sass))
+            print(f"{mode} {rows_t} {bk}|spills={spills}|wgmma={len(re.findall(r'HGMMA', sass))}", flush=True)
+'''
+
+
+def test_fp4_stream_probe_compiles_for_sm90(tmp_path):
+    """benchmarks/fp4_stream_probe.py's ladder kernel (plain stream, + wgmma, the decode GEMM's K step
+    through _blockscaled._load_tile) compiles for sm_90 in every mode, without spills, the MMA modes
+    on wgmma: the probe a GPU session runs first does not rot between sessions."""
+    import os
+
+    head, sep, _ = _SM90_SCRIPT.partition('if __name__ == "__main__":')
+    assert sep, "the fp4 test's script changed shape: update this test"
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+    rows = run_sm90_script(tmp_path, head + f"BENCH_DIR = {bench!r}\n" + _PROBE)
+    assert len(rows) == 6, rows
+    for name, spills, wgmma in rows:
+        assert spills == "spills=0", name
+        assert (wgmma == "wgmma=0") == name.startswith("0 "), (name, wgmma)
