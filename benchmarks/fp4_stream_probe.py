@@ -41,13 +41,29 @@ def _stream(w_ptr, out_ptr, n_tiles, K_STEPS, row_stride, tile_stride, step_stri
 
 
 @triton.jit
+def _words(w_ptr, r64, ki, stride_w, ROWS_T: tl.constexpr, BK: tl.constexpr, TILED: tl.constexpr):
+    """The K step ``ki``'s [ROWS_T, BK/4] int16 words: row-major rows ``stride_w`` words apart, or
+    tiled -- 64-row tiles of [K/32 chunks, 64 rows, 8 words] (a step of 64 rows one contiguous run),
+    loaded as [ROWS_T, BK/32, 8] so that the 16-byte runs stay visible to Triton."""
+    if TILED:
+        c = ki * (BK // 32) + tl.arange(0, BK // 32)
+        ptrs = (w_ptr + ((r64 // 64) * (64 * stride_w) + (r64 % 64) * 8)[:, None, None] + (c * 512)[None, :, None]
+                + tl.arange(0, 8)[None, None, :])
+        return tl.reshape(tl.load(ptrs), [ROWS_T, BK // 4])
+    else:
+        return tl.load(w_ptr + r64[:, None] * stride_w + ki * (BK // 4) + tl.arange(0, BK // 4)[None, :])
+
+
+@triton.jit
 def _ladder(w_ptr, s_ptr, x_ptr, out_ptr, K_STEPS, K, stride_w, stride_s, ROWS_T: tl.constexpr, BK: tl.constexpr,
-            MODE: tl.constexpr):
+            MODE: tl.constexpr, TILED: tl.constexpr = False):
     """One program = ROWS_T rows of MXFP4 weights (int16 view, row-major [rows, K/4] words; UE8M0
     scales row-major [rows, K/32]) over all K steps, against a 16-row bf16 activation tile (L2-
     resident): MODE 0 loads the words and XORs them; 1 also feeds them, bit-cast to bf16, to a wgmma
     (the pipeline and the MMA, no conversion); 2 is the decode GEMM's K step itself
-    (``_blockscaled._load_tile``: scales, E2M1 conversion, KPERM order, then the wgmma)."""
+    (``_blockscaled._load_tile``: scales, E2M1 conversion, KPERM order, then the wgmma). TILED (modes
+    0 and 1): the same bytes read as 64 x 32 tiles (``_words``) -- the layout the nineteenth session
+    tried in the GEMMs (faster in the plain stream, slower in the GEMMs: which step turns it?)."""
     t = tl.program_id(0)
     r64 = (t * ROWS_T + tl.arange(0, ROWS_T)).to(tl.int64)
     ok = tl.full([ROWS_T], 1, tl.int1)
@@ -56,13 +72,13 @@ def _ladder(w_ptr, s_ptr, x_ptr, out_ptr, K_STEPS, K, stride_w, stride_s, ROWS_T
     if MODE == 0:
         acc0 = tl.zeros([ROWS_T, BK // 4], dtype=tl.int16)
         for ki in range(K_STEPS):
-            acc0 ^= tl.load(w_ptr + r64[:, None] * stride_w + ki * (BK // 4) + tl.arange(0, BK // 4)[None, :])
+            acc0 ^= _words(w_ptr, r64, ki, stride_w, ROWS_T, BK, TILED)
         tl.store(out_ptr + t, tl.sum(tl.sum(acc0.to(tl.int32), axis=1), axis=0).to(tl.float32))
     elif MODE == 1:
         acc1 = tl.zeros([ROWS_T, 16], dtype=tl.float32)
         x1 = tl.load(x_ptr + x_rows[:, None] * K + tl.arange(0, BK // 4)[None, :])
         for ki in range(K_STEPS):
-            w1 = tl.load(w_ptr + r64[:, None] * stride_w + ki * (BK // 4) + tl.arange(0, BK // 4)[None, :])
+            w1 = _words(w_ptr, r64, ki, stride_w, ROWS_T, BK, TILED)
             acc1 = tl.dot(w1.to(tl.bfloat16, bitcast=True), tl.trans(x1), acc1)
         tl.store(out_ptr + t, tl.sum(tl.sum(acc1, axis=1), axis=0))
     else:
@@ -84,16 +100,17 @@ def ladder(E, N, K, reps, flush):
     x = torch.randn(16, K, device="cuda").to(torch.bfloat16)
     nbytes = rows * (K // 2 + K // 32)
     print(f"ladder: {E} experts x {N} rows x K {K}: {nbytes / 1e6:.0f} MB of MXFP4 values and scales")
-    print("mode             rows_t  block_k  warps  stages   us      TB/s")
+    print("mode               rows_t  block_k  warps  stages   us      TB/s")
     names = {0: "load+xor", 1: "load+wgmma", 2: "gemm K step"}
     for rows_t, bk, warps, stages in ((128, 64, 4, 5), (64, 64, 4, 5), (128, 128, 4, 4), (64, 128, 4, 4)):
         n_tiles = rows // rows_t
         out = torch.empty(n_tiles, dtype=torch.float32, device="cuda")
-        for mode in (0, 1, 2):
+        for mode, tiled in ((0, False), (0, True), (1, False), (1, True), (2, False)):
             args = (w, s, x, out, K // bk, K, w.stride(0), s.stride(0))
-            kw = dict(ROWS_T=rows_t, BK=bk, MODE=mode, num_warps=warps, num_stages=stages)
+            kw = dict(ROWS_T=rows_t, BK=bk, MODE=mode, TILED=tiled, num_warps=warps, num_stages=stages)
             t = _time(lambda: _ladder[(n_tiles,)](*args, **kw), reps, flush)
-            print(f"{names[mode]:15s}  {rows_t:6d}  {bk:7d}  {warps:5d}  {stages:6d}  {t:7.1f}  {nbytes / t / 1e6:6.2f}",
+            name = names[mode] + (" tiled" if tiled else "")
+            print(f"{name:17s}  {rows_t:6d}  {bk:7d}  {warps:5d}  {stages:6d}  {t:7.1f}  {nbytes / t / 1e6:6.2f}",
                   flush=True)
 
 

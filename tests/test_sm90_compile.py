@@ -100,17 +100,19 @@ _spec = importlib.util.spec_from_file_location("fp4_stream_probe", os.path.join(
 P = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(P)
 SIG = dict(w_ptr="*i16", s_ptr="*u8", x_ptr="*bf16", out_ptr="*fp32", K_STEPS="i32", K="i32", stride_w="i32",
-           stride_s="i32", ROWS_T="constexpr", BK="constexpr", MODE="constexpr")
+           stride_s="i32", ROWS_T="constexpr", BK="constexpr", MODE="constexpr", TILED="constexpr")
 
 if __name__ == "__main__":
-    for mode in (0, 1, 2):
+    for mode, tiled in ((0, False), (0, True), (1, False), (1, True), (2, False)):
         for rows_t, bk in ((128, 64), (64, 128)):
-            src = ASTSource(P._ladder, SIG, constexprs=dict(ROWS_T=rows_t, BK=bk, MODE=mode),
+            src = ASTSource(P._ladder, SIG, constexprs=dict(ROWS_T=rows_t, BK=bk, MODE=mode, TILED=tiled),
                             attrs={(i,): [["tt.divisibility", 16]] for i in (0, 1, 2, 3, 5, 6)})
             k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, num_stages=4))
             sass, regs = sass_of(k)
             spills = len(re.findall(r"\b(?:LDL|STL)\b", sass))
-            print(f"{mode} {rows_t} {bk}|spills={spills}|wgmma={len(re.findall(r'HGMMA', sass))}", flush=True)
+            ldgsts = len(re.findall(r"LDGSTS\.E\.BYPASS\.128", sass))
+            print(f"{mode} {int(tiled)} {rows_t} {bk}|spills={spills}|wgmma={len(re.findall(r'HGMMA', sass))}|"
+                  f"cp128={ldgsts}", flush=True)
 '''
 
 
@@ -124,7 +126,9 @@ def test_fp4_stream_probe_compiles_for_sm90(tmp_path):
     assert sep, "the fp4 test's script changed shape: update this test"
     bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
     rows = run_sm90_script(tmp_path, head + f"BENCH_DIR = {bench!r}\n" + _PROBE)
-    assert len(rows) == 6, rows
-    for name, spills, wgmma in rows:
+    assert len(rows) == 10, rows
+    for name, spills, wgmma, cp128 in rows:
         assert spills == "spills=0", name
         assert (wgmma == "wgmma=0") == name.startswith("0 "), (name, wgmma)
+        if name.startswith("1 "):  # the wgmma modes' weight words arrive by 16-byte cp.async, tiled or not
+            assert cp128 != "cp128=0", (name, cp128)
