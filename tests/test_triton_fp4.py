@@ -463,11 +463,14 @@ def test_mx_fold_choice():
         qr = replace(q, scale_code_range=rng)
         assert _mx_fold_cvt(qr, True) == want and type(_mx_fold_cvt(qr, True)) is type(want)
         assert _mx_fold_cvt(qr, False) is False
+    # the E4M3 partial-sum path (MX x MXFP8 at decode) keeps its own fast converter, never folds
+    assert _mx_fold_cvt(replace(q, scale_code_range=(11, 144)), True, mxdot=True) is True
+    prev = triton_moe.set_mx_fold(False)
     try:
-        triton_moe.set_mx_fold(False)
+        assert prev is True
         assert _mx_fold_cvt(replace(q, scale_code_range=(11, 144)), True) is True
     finally:
-        triton_moe.set_mx_fold(True)
+        triton_moe.set_mx_fold(prev)
     q8 = replace(_random_operand(F.MXFP8, (1, 4, 64), g, mx_codes=(20, 21)), scale_code_range=(20, 20))
     assert _mx_fold_cvt(q8, True) is True  # MXFP8 values need no restore
 
@@ -979,11 +982,11 @@ def test_gpu_mx_fold_layer_is_bit_identical(T):
     hidden, W, topk = make_case(c)
     assert W.w13.scale_code_range is not None and triton_moe._mx_fold_cvt(W.w13, True) == 2
     folded = run_triton(hidden, W, topk, c.afmt)
+    prev = triton_moe.set_mx_fold(False)
     try:
-        triton_moe.set_mx_fold(False)
         restored = run_triton(hidden, W, topk, c.afmt)
     finally:
-        triton_moe.set_mx_fold(True)
+        triton_moe.set_mx_fold(prev)
     assert torch.equal(folded, restored)
 
 

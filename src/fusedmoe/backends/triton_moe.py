@@ -142,18 +142,20 @@ def _nib_view(t: torch.Tensor, on: bool) -> torch.Tensor:
 _MX_FOLD = {"enabled": os.environ.get("FUSEDMOE_MX_FOLD", "1") != "0"}
 
 
-def set_mx_fold(enabled: bool) -> None:
+def set_mx_fold(enabled: bool) -> bool:
     """MXFP4 weights with a known ``scale_code_range`` in [11, 144] (``ExpertWeights`` measures it):
     fold the E2M1 converter's 2^126 into the block scale (``kernels/_blockscaled.MX_FOLD``; on by
-    default, same bits). Off: the converter restores each value with a bf16x2 multiply (A/B runs)."""
-    _MX_FOLD["enabled"] = bool(enabled)
+    default, same bits). Off: the converter restores each value with a bf16x2 multiply (A/B runs).
+    Returns the previous setting."""
+    return _swap_bool(_MX_FOLD, enabled)
 
 
-def _mx_fold_cvt(w: QuantizedTensor, fast: bool):
-    """FAST_CVT of one GEMM: False, True, or ``_blockscaled.MX_FOLD`` (2) for MXFP4 weights whose
-    nonzero blocks' scale codes all lie in [MX_FOLD_CODE_MIN, MX_FOLD_CODE_MAX]."""
+def _mx_fold_cvt(w: QuantizedTensor, fast: bool, mxdot: bool = False):
+    """FAST_CVT of one GEMM: ``fast``, or ``_blockscaled.MX_FOLD`` (2) for MXFP4 weights whose
+    nonzero blocks' scale codes all lie in [MX_FOLD_CODE_MIN, MX_FOLD_CODE_MAX] on the dequantizing
+    path (the E4M3 partial-sum path of ``mxdot`` keeps ``fast``: its own fast converter, no fold)."""
     r = w.scale_code_range
-    if (fast and _MX_FOLD["enabled"] and w.fmt is Format.MXFP4 and r is not None
+    if (fast and not mxdot and _MX_FOLD["enabled"] and w.fmt is Format.MXFP4 and r is not None
             and _bs.MX_FOLD_CODE_MIN <= r[0] and r[1] <= _bs.MX_FOLD_CODE_MAX):
         return 2
     return fast
@@ -985,7 +987,7 @@ def triton_experts(
     # the nibble-aligned E2M1 converter reads packed FP4 as 16-bit words: int16 views (strides too)
     nib = fast_cvt and not mxdot
     # MXFP4 weights whose block-scale codes allow it: the converter's 2^126 folded into the scale
-    cvt1, cvt2 = (_mx_fold_cvt(w, fast_cvt and not mxdot) for w in (w13, w2))
+    cvt1, cvt2 = (_mx_fold_cvt(w, fast_cvt, mxdot) for w in (w13, w2))
     a1_d, w13_d = _nib_view(a1, nib), _nib_view(w13.data, nib)
     if c1.warp_specialized:
         _ws_gemm(c1, a1, a1_s, a1_s_stride, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, tw_flat, q_scale,

@@ -313,7 +313,9 @@ def calibrate_static_scales(weights: ExpertWeights, case: BenchCase, *, device, 
 def clone_weights(weights: ExpertWeights) -> ExpertWeights:
     """A copy with its own storage (several copies rotate so weights are not L2-resident)."""
     cl = lambda t: None if t is None else t.clone()  # noqa: E731
-    q = lambda t: QuantizedTensor(cl(t.data), t.fmt, cl(t.scale), cl(t.global_scale), t.block_rows)  # noqa: E731
+    # the measured scale-code range travels with the copy (ExpertWeights would scan it again)
+    q = lambda t: QuantizedTensor(cl(t.data), t.fmt, cl(t.scale), cl(t.global_scale), t.block_rows,  # noqa: E731
+                                  t.scale_code_range)
     return replace(weights, w13=q(weights.w13), w2=q(weights.w2), w13_bias=cl(weights.w13_bias),
                    w2_bias=cl(weights.w2_bias))
 
