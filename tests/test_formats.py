@@ -677,3 +677,51 @@ def test_scale_code_range_field():
     with pytest.raises(ValueError, match="MXFP4 / MXFP8 only"):
         QuantizedTensor(nv.data, nv.fmt, nv.scale, nv.global_scale, scale_code_range=(1, 2))
     assert nv.with_scale_code_range() is nv
+
+
+# ---- QuantizedTensor.value_layout (FP4 "tiled") ----------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", [Format.NVFP4, Format.MXFP4], ids=lambda f: f.name)
+def test_tiled_values_layout(fmt):
+    """tiled_values() stores the same bytes as [*B, R/64, C/TK, 64, TK/2] (checked element by
+    element) with the widest tile width that divides C, or the one asked for; linear_values()
+    inverts it, fm.dequantize reads both alike; shapes that do not divide, and non-FP4 formats, keep
+    their layout; the field and the width are validated."""
+    from fusedmoe.formats.tensor import TILE_ROWS, default_tile_k
+
+    g = torch.Generator().manual_seed(5)
+    q = quantize(torch.randn(2, 128, 192, generator=g), fmt)
+    assert default_tile_k(192) == 64 and default_tile_k(256) == 128 and default_tile_k(96) == 32
+    for tk in (None, 32, 64):
+        t = q.tiled_values(tk)
+        w = tk or 64
+        assert t.value_layout == "tiled" and t.value_tile_k == w and t.shape == q.shape
+        assert tuple(t.data.shape) == (2, 128 // TILE_ROWS, 192 // w, TILE_ROWS, w // 2)
+        for e, r, cb in ((0, 0, 0), (1, 70, 17), (1, 127, 95), (0, 63, 48)):
+            assert t.data[e, r // TILE_ROWS, cb // (w // 2), r % TILE_ROWS, cb % (w // 2)] == q.data[e, r, cb]
+        assert not torch.equal(t.data.reshape(q.data.shape), q.data)
+        assert torch.equal(t.linear_values().data, q.data) and t.linear_values().value_layout == "linear"
+        assert torch.equal(dequantize(t), dequantize(q))
+        assert t.tiled_values(w) is t and q.linear_values() is q
+    t = q.tiled_values()
+    assert torch.equal(t.tiled_values(32).data, q.tiled_values(32).data)  # re-tiled from the tiled layout
+    with pytest.raises(ValueError, match="tile_k"):
+        q.tiled_values(128)  # does not divide 192
+    with pytest.raises(ValueError, match="tile_k"):
+        q.tiled_values(48)
+    with pytest.raises(ValueError, match="shape"):  # tiled bytes taken for linear ones: refused
+        QuantizedTensor(t.data, fmt, q.scale, q.global_scale)
+    with pytest.raises(ValueError, match="dense"):
+        QuantizedTensor(t.data.transpose(-2, -3).contiguous().transpose(-2, -3), fmt, q.scale, q.global_scale,
+                        value_layout="tiled")
+    assert t.index_select0(torch.tensor([1])).value_layout == "tiled"
+    assert torch.equal(dequantize(t.index_select0(torch.tensor([1]))), dequantize(q)[1:])
+    odd = quantize(torch.randn(2, 96, 96, generator=g), fmt)  # 96 rows: no whole 64-row tiles
+    assert odd.tiled_values() is odd
+    with pytest.raises(ValueError, match="tiled"):
+        QuantizedTensor(odd.data, fmt, odd.scale, odd.global_scale, value_layout="tiled")
+    with pytest.raises(ValueError, match="value_layout"):
+        QuantizedTensor(q.data, fmt, q.scale, q.global_scale, value_layout="swizzled")
+    f8 = quantize(torch.randn(2, 128, 128, generator=g), Format.FP8_CHANNEL)
+    assert f8.tiled_values() is f8 and f8.value_tile_k == 0

@@ -156,3 +156,23 @@ def test_torch_compile_traces_the_custom_ops():
     eager = moe(x, logits, bias)
     compiled = torch.compile(moe, fullgraph=True, backend="eager")
     assert torch.equal(compiled(x, logits, bias), eager)
+
+
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
+def test_custom_op_keeps_the_weights_layout_and_code_range(fmt):
+    """The experts op rebuilds ExpertWeights from plain tensors: the FP4 values' tiled layout and
+    the measured UE8M0 code range (which the tensors do not carry) travel in the op's spec, so the
+    op computes what the eager call does."""
+    from fusedmoe import layer as L
+
+    moe, g = _layer(act=A.SWIGLU, fmt=fmt, H=128, I=64)
+    W = moe.weights
+    assert W.w13.value_tile_k == 128 and W.w2.value_tile_k == 64
+    assert (W.w13.scale_code_range is not None) == (fmt is F.MXFP4)
+    back = L._unflatten(moe._experts_spec, *L._flatten(W))
+    for a, b in ((W.w13, back.w13), (W.w2, back.w2)):
+        assert (b.value_layout, b.scale_code_range, b.shape) == (a.value_layout, a.scale_code_range, a.shape)
+    x = torch.randn(3, 128, generator=g)
+    topk = moe.route(torch.randn(3, 16, generator=g))
+    via_op = L._experts_op(x, topk.ids, topk.weights, *L._flatten(W), moe._experts_spec)
+    assert torch.equal(moe.forward_routed(x, topk), via_op)

@@ -303,15 +303,18 @@ def test_padding_leaves_results_unchanged(pair, act):
 
 
 @interpreter
+@pytest.mark.parametrize("H", [96, 128])
 @pytest.mark.parametrize("pair", [(F.NVFP4, F.NVFP4), (F.MXFP4, F.BF16), (F.MXFP8, F.MXFP8)],
                          ids=lambda p: f"{p[0].name}x{p[1].name}")
-def test_dirty_strides_are_never_read(pair):
+def test_dirty_strides_are_never_read(pair, H):
     """Weights, scales and hidden as views into wider buffers whose gaps hold 0xFF (NaN for E4M3 /
-    UE8M0): the kernels follow the strides and mask tails, so the result is bit-identical."""
+    UE8M0): the kernels follow the strides and mask tails, so the result is bit-identical. H 96:
+    K tails in GEMM1 (96 = 64 + 32), linear FP4 values; H 128: FP4 w13 values tiled by 128 columns,
+    read in 64-column K tiles, gaps between the row tiles."""
     wfmt, afmt = pair
-    c = Case(wfmt, afmt, A.SWIGLU, T=5, H=96, I=48, align=32, K=2, seed=11)
+    c = Case(wfmt, afmt, A.SWIGLU, T=5, H=H, I=48, align=32, K=2, seed=11)
     hidden, W, topk = make_case(c)
-    cfg = MoEKernelConfig(KernelConfig(16, 32, 64), KernelConfig(16, 64, 64))  # K tails in GEMM1 (96 = 64 + 32)
+    cfg = MoEKernelConfig(KernelConfig(16, 32, 64), KernelConfig(16, 64, 64))
     clean = run_triton(hidden, W, topk, afmt, config=cfg)
 
     def dirty(t):
@@ -336,12 +339,22 @@ def test_dirty_strides_are_never_read(pair):
         assert view.stride(1) == 1
         return view
 
+    def dirty_tiles(t):
+        # tiled FP4 values (QuantizedTensor.value_layout): the tiles stay dense, gaps between row tiles
+        buf = torch.full(t.shape[:2] + (t[0, 0].numel() + 16,), 0xFF, dtype=torch.uint8, device=t.device)
+        view = buf[..., : t[0, 0].numel()].view(t.shape)
+        view.copy_(t)
+        return view
+
     def dirty_q(q: QuantizedTensor):
         scale = dirty_k_major(q.scale) if q.scale.stride(1) == 1 else dirty(q.scale)
-        return QuantizedTensor(dirty(q.data), q.fmt, scale, q.global_scale)
+        data = dirty_tiles(q.data) if q.value_layout == "tiled" else dirty(q.data)
+        return replace(q, data=data, scale=scale)
 
     Wd = replace(W, w13=dirty_q(W.w13), w2=dirty_q(W.w2))
-    assert Wd.w13.data.stride(1) != Wd.w13.data.shape[2]
+    if wfmt.is_fp4:  # w13 [4, 128, H], w2 [4, H, 64]
+        assert W.w13.value_tile_k == (128 if H == 128 else 0) and W.w2.value_tile_k == (64 if H == 128 else 0)
+    assert Wd.w13.data.stride(1) != Wd.w13.data[0, 0].numel() and Wd.w2.data.stride(1) != Wd.w2.data.shape[2]
     if wfmt is F.NVFP4:
         assert Wd.w13.scale.stride(2) == Wd.w13.shape[1] + 16  # still the dirty view (not copied)
     else:
@@ -367,7 +380,7 @@ def test_row_major_and_k_major_scales_same_bits(pair, act):
         Wl = replace(W)
         for name in ("w13", "w2"):
             q = getattr(W, name)
-            q = q.k_major_scales() if k_major else QuantizedTensor(q.data, q.fmt, q.scale.contiguous(), q.global_scale)
+            q = q.k_major_scales() if k_major else replace(q, scale=q.scale.contiguous())
             assert q.scale.stride(1 if k_major else 2) == 1
             object.__setattr__(Wl, name, q)  # bypass ExpertWeights' choice of layout
         outs.append(run_triton(hidden, Wl, topk, afmt, config=cfg))
@@ -386,7 +399,7 @@ def test_expert_weights_scale_layouts():
             assert q.scale.stride(-2 if fmt is F.NVFP4 else -1) == 1
         again = replace(W)
         assert again.w13.scale.data_ptr() == W.w13.scale.data_ptr()
-        row = QuantizedTensor(W.w13.data, fmt, W.w13.scale.contiguous(), W.w13.global_scale)
+        row = replace(W.w13, scale=W.w13.scale.contiguous())
         km = row.k_major_scales()
         assert km.scale.stride(-2) == 1 and km.k_major_scales() is km
         assert torch.equal(dequantize(km), dequantize(row)) and torch.equal(dequantize(row), dequantize(W.w13))
@@ -394,7 +407,7 @@ def test_expert_weights_scale_layouts():
         E, R, C = row.scale.shape
         wide = torch.zeros(E, 2 * R, 2 * C, dtype=row.scale.dtype)[:, ::2, ::2]
         wide.copy_(row.scale)
-        bad = QuantizedTensor(W.w13.data, fmt, wide, W.w13.global_scale)
+        bad = replace(W.w13, scale=wide)
         hidden = torch.randn(3, 64)
         topk = torch.tensor([[0, 1]] * 3, dtype=torch.int32), torch.ones(3, 2)
         with pytest.raises(ValueError, match="contiguous along its rows or along K"):
@@ -473,6 +486,46 @@ def test_mx_fold_choice():
         triton_moe.set_mx_fold(prev)
     q8 = replace(_random_operand(F.MXFP8, (1, 4, 64), g, mx_codes=(20, 21)), scale_code_range=(20, 20))
     assert _mx_fold_cvt(q8, True) is True  # MXFP8 values need no restore
+
+
+@interpreter
+@pytest.mark.parametrize("fmt", [F.NVFP4, F.MXFP4], ids=lambda f: f.name)
+def test_tile_dequantization_tiled_layout(fmt):
+    """The tiles of FP4 values stored tiled (QuantizedTensor.value_layout) equal fm.dequantize bit
+    for bit, as the linear layout's: K tiles as wide as a tile (one run per 64 rows) and narrower
+    (their offsets within a tile, ``_blockscaled._k_base``); rows past the last whole row tile masked."""
+    g = torch.Generator().manual_seed(2)
+    q = _random_operand(fmt, (2, 192, 256), g)
+    ref = dequantize(q)
+    for tk, bk, br in ((128, 128, 32), (128, 32, 256), (64, 64, 16)):  # 384 rows: 2 x 256 masked
+        t = q.tiled_values(tk)
+        assert t.value_tile_k == tk
+        tiles = dequantize_tiles(t.to(DEV), block_rows=br, block_k=bk).cpu()
+        got = torch.div(tiles, q.global_scale[:, None, None]) if fmt is F.NVFP4 else tiles
+        assert torch.equal(got.view(torch.int32), ref.view(torch.int32)), (tk, bk)
+    with pytest.raises(ValueError, match="must divide"):
+        dequantize_tiles(q.tiled_values(64).to(DEV), block_k=128)
+
+
+@interpreter
+@pytest.mark.parametrize("pair", [(F.NVFP4, F.BF16), (F.MXFP4, F.BF16), (F.MXFP4, F.MXFP8)],
+                         ids=lambda p: f"{p[0].name}x{p[1].name}")
+def test_tiled_and_linear_weights_same_bits(pair):
+    """ExpertWeights store FP4 values tiled; the kernels read either layout and give the same
+    bits (the E4M3 partial-sum path of MX x MXFP8 at 16-row tiles included)."""
+    c = Case(pair[0], pair[1], A.SWIGLU_OAI if pair[0] is F.MXFP4 else A.SWIGLU, T=3, H=64, I=64, E=4, K=2,
+             bias=pair[0] is F.MXFP4, dtype=torch.float16)
+    hidden, W, topk = make_case(c)
+    assert W.w13.value_tile_k == W.w2.value_tile_k == 64
+    lin = replace(W, w13=W.w13.linear_values(), w2=W.w2.linear_values())
+    # the heuristic's K tiles (as wide as the tiles) and 32-wide ones (two per tile)
+    for cfg in (None, MoEKernelConfig(KernelConfig(16, 64, 32), KernelConfig(16, 64, 32))):
+        assert torch.equal(run_triton(hidden, W, topk, c.afmt, config=cfg),
+                           run_triton(hidden, lin, topk, c.afmt, config=cfg))
+    # a K tile wider than the tiles: narrowed to them (triton_moe._fit_tile_k), same result as linear
+    wide = MoEKernelConfig(KernelConfig(16, 64, 128), KernelConfig(16, 64, 128))
+    torch.testing.assert_close(run_triton(hidden, W, topk, c.afmt, config=wide),
+                               run_triton(hidden, lin, topk, c.afmt, config=wide), rtol=2e-3, atol=2e-3)
 
 
 @interpreter
@@ -633,7 +686,7 @@ def _join(w, micro, swap):
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
          even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, cvt=None, kperm=None, pers=False, nt=1,
-         hk=1, rcp=False):
+         hk=1, rcp=False, tiled=0):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
     ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py)."""
     swap = BM < 64
@@ -647,7 +700,7 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
               CD=tl.bfloat16, FAST_CVT=micro if cvt is None else cvt, KPERM=_kperm(w, micro, BK) if kperm is None else kperm,
               MXDOT=mxdot, HAS_BIAS=bias, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=1 if swap else 8,
               SWAP_AB=swap, EVEN_K=even, EVEN_N=even, UPCAST=False, PRECISION="tf32", FAST_ACC=fast,
-              USE_GDC=gdc)
+              USE_GDC=gdc, W_TK=tiled)
     if which == 1:
         types = dict(common, ws_ptr="*fp32", cnt_ptr="*i32",
                      out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8", 5: "*bf16"}[out_q],
@@ -682,9 +735,14 @@ VARIANTS = {
     "g2 NVFP4xBF16 decode block_k 16": lambda: gemm(2, "nvfp4", "plain", BK=16),
     "g1 MXFP8xMXFP8 prefill dequant": lambda: gemm(1, "mxfp8", "mxfp8", out_q=3, BM=64, nw=8, ns=3),
     "g2 MXFP4xBF16 prefill": lambda: gemm(2, "mxfp4", "plain", BM=128, BN=128, nw=8, ns=3),
+    # FP4 values stored tiled (QuantizedTensor.value_layout): 16-byte runs (and a tile narrower than a run)
+    "g1 MXFP4xBF16 swiglu_oai bias tiled": lambda: gemm(1, "mxfp4", "plain", act=2, bias=True, tiled=128),
+    "g1 MXFP4xMXFP8 e4m3-mma tiled N tails": lambda: gemm(1, "mxfp4", "mxfp8", out_q=3, mxdot=True, BK=64,
+                                                        even=False, tiled=64),
+    "g2 NVFP4xBF16 decode block_k 16 tiled": lambda: gemm(2, "nvfp4", "plain", BK=16, tiled=128),
     "dequant tiles fast": lambda: compile_kernel(
         B._dequant_kernel, dict(ptr="*i16", s_ptr="*u8", out_ptr="*fp32"),
-        dict(FMT=3, BR=32, BK=64, EVEN_K=True, CD=tl.bfloat16, FAST_CVT=True), 4, 1),
+        dict(FMT=3, BR=32, BK=64, EVEN_K=True, CD=tl.bfloat16, FAST_CVT=True, TK=0), 4, 1),
 }
 
 if __name__ == "__main__":
@@ -723,7 +781,7 @@ def test_kernels_compile_for_sm90_without_spills(tmp_path):
     Triton's bundled ptxas and cuobjdump, and without register spills. Runs in a subprocess (the
     tests interpret Triton; compiling needs the JIT). Needs no GPU."""
     rows = run_sm90_script(tmp_path, _SM90_SCRIPT)
-    assert len(rows) == 18, rows
+    assert len(rows) == 21, rows
     for name, regs, spills in rows:
         assert spills == "spills=0", (name, regs, spills)
 
@@ -969,6 +1027,35 @@ def test_gpu_mx_fold_tiles_are_bit_exact():
     assert q.scale_code_range == (11, 144) and _mx_fold_cvt(q, True) == 2
     tiles = dequantize_tiles(q.to("cuda"), block_rows=32, block_k=64, fast_cvt=True).cpu()
     assert torch.equal(tiles.view(torch.int32), dequantize(q).view(torch.int32))
+
+
+@gpu
+@pytest.mark.parametrize("fast", [False, True], ids=["portable", "fast_cvt"])
+@pytest.mark.parametrize("fmt", [F.NVFP4, F.MXFP4], ids=lambda f: f.name)
+def test_gpu_tiled_value_tiles_are_bit_exact(fmt, fast):
+    """FP4 values stored tiled (QuantizedTensor.value_layout), compiled: K tiles as wide as the
+    tile width and narrower (``_blockscaled._k_base``'s two paths) equal fm.dequantize bit for bit."""
+    g = torch.Generator().manual_seed(3)
+    q = _random_operand(fmt, (4, 256, 2816), g, mx_codes=(10, 241) if fast else None)
+    ref = dequantize(q)
+    for tk, bk in ((128, 128), (128, 64), (128, 32), (64, 64)):
+        tiles = dequantize_tiles(q.tiled_values(tk).to("cuda"), block_rows=32, block_k=bk, fast_cvt=fast).cpu()
+        got = torch.div(tiles, q.global_scale[:, None, None]) if fmt is F.NVFP4 else tiles
+        assert torch.equal(got.view(torch.int32), ref.view(torch.int32)), (tk, bk)
+
+
+@gpu
+@pytest.mark.parametrize("T", [1, 64, 512])
+@pytest.mark.parametrize("pair", [p for p in _PAIRS if p[0].is_fp4], ids=lambda p: f"{p[0].name}x{p[1].name}")
+def test_gpu_tiled_and_linear_weights_same_bits(pair, T):
+    """ExpertWeights store FP4 values tiled (128-column tiles here); the whole MoE gives the same
+    bits from the linear layout (same tiles, same MMAs) at decode, split-K and prefill tiles."""
+    c = Case(pair[0], pair[1], A.SWIGLU_OAI if pair[0] is F.MXFP4 else A.SWIGLU, T=T, H=2048, I=768, E=64, K=4,
+             bias=pair[0] is F.MXFP4, static=pair == (F.NVFP4, F.NVFP4), dtype=torch.bfloat16)
+    hidden, W, topk = make_case(c)
+    assert W.w13.value_tile_k == W.w2.value_tile_k == 128
+    lin = replace(W, w13=W.w13.linear_values(), w2=W.w2.linear_values())
+    assert torch.equal(run_triton(hidden, W, topk, c.afmt), run_triton(hidden, lin, topk, c.afmt))
 
 
 @gpu

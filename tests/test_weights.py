@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import fusedmoe as fm
+from fusedmoe.formats import quantize_weight
 from fusedmoe.weights import default_alignment
 
 A, F = fm.Activation, fm.Format
@@ -98,3 +99,22 @@ def test_slice_and_properties():
     with pytest.raises(ValueError, match="slice_experts"):
         w.slice_experts(6, 3)
     assert "E=8" in repr(w)
+
+
+@pytest.mark.parametrize("fmt", [F.NVFP4, F.MXFP4], ids=lambda f: f.name)
+def test_fp4_values_stored_tiled_where_shapes_divide(fmt):
+    """ExpertWeights keep FP4 values in the tiled layout when rows % 64 == 0 and 64 or 128 columns
+    divide the columns (the widest that does is the tile width), else linear; either way
+    fm.dequantize gives the weights of the linear preparation."""
+    from fusedmoe.formats import dequantize
+
+    g = torch.Generator().manual_seed(0)
+    w13, w2 = torch.randn(2, 128, 128, generator=g), torch.randn(2, 128, 64, generator=g)
+    W = fm.ExpertWeights.from_float(w13, w2, activation=A.SWIGLU, format=fmt)
+    assert W.w13.value_tile_k == 128 and W.w2.value_tile_k == 64
+    assert torch.equal(dequantize(W.w13), dequantize(quantize_weight(w13, fmt)))
+    w13o, w2o = torch.randn(2, 96, 64, generator=g), torch.randn(2, 64, 96, generator=g)
+    Wo = fm.ExpertWeights.from_float(w13o, w2o, activation=A.RELU2, format=fmt, alignment=32)
+    assert Wo.w13.shape[1] == 96 and Wo.w13.value_layout == "linear"  # 96 rows: no whole row tiles
+    assert Wo.w2.value_layout == "linear"  # [2, 64, 96]: only 32-column tiles divide 96
+    assert torch.equal(dequantize(Wo.w13), dequantize(quantize_weight(w13o, fmt)))

@@ -33,15 +33,25 @@ __all__ = ["FusedMoE", "fused_moe"]
 def _spec(backend: str, w: ExpertWeights, act_fmt: Format, offset: int, num_experts: int, on_input: bool) -> str:
     p = w.act_params
     pp = "" if p is None else f"{p.alpha!r},{p.beta!r},{p.limit!r}"
+    # what the op's tensors do not carry: each weight's value layout and measured scale-code range
+    qq = ";".join(f"{q.value_layout}:{'' if q.scale_code_range is None else '%d,%d' % q.scale_code_range}"
+                  for q in (w.w13, w.w2))
     return "|".join([backend, w.format.name, act_fmt.name, w.activation.name, str(w.w13.block_rows),
-                     str(w.intermediate_size), str(offset), str(num_experts), str(int(on_input)), pp])
+                     str(w.intermediate_size), str(offset), str(num_experts), str(int(on_input)), pp, qq])
+
+
+def _parse_q(field: str):
+    layout, _, r = field.partition(":")
+    return layout, (tuple(map(int, r.split(","))) if r else None)
 
 
 @functools.lru_cache(maxsize=256)
 def _parse_spec(spec: str):
-    backend, wf, af, act, br, I, off, ne, oi, pp = spec.split("|")
+    backend, wf, af, act, br, I, off, ne, oi, pp, qq = spec.split("|")
     params = ActivationParams(*map(float, pp.split(","))) if pp else None
-    return backend, Format[wf], Format[af], Activation[act], int(br), int(I), int(off), int(ne), bool(int(oi)), params
+    q13, q2 = map(_parse_q, qq.split(";"))
+    return (backend, Format[wf], Format[af], Activation[act], int(br), int(I), int(off), int(ne), bool(int(oi)), params,
+            q13, q2)
 
 
 def _trusted(cls, **fields):
@@ -75,19 +85,28 @@ def _experts_op(
     intermediate_scale: Optional[torch.Tensor],
     spec: str,
 ) -> torch.Tensor:
-    _, wf, _, act, br, I, _, _, _, params = _parse_spec(spec)
-    weights = _trusted(
+    weights = _unflatten(spec, w13, w13_scale, w13_gscale, w2, w2_scale, w2_gscale, w13_bias, w2_bias, input_scale,
+                         intermediate_scale)
+    return _run_spec(hidden, weights, ids, topk_weights, spec)
+
+
+def _unflatten(spec: str, w13, w13_scale, w13_gscale, w2, w2_scale, w2_gscale, w13_bias, w2_bias, input_scale,
+               intermediate_scale) -> ExpertWeights:
+    """The ExpertWeights that ``_flatten`` took apart (with ``_spec``'s fields), not re-validated."""
+    _, wf, _, act, br, I, _, _, _, params, (l13, r13), (l2, r2) = _parse_spec(spec)
+    return _trusted(
         ExpertWeights,
-        w13=_trusted(QuantizedTensor, data=w13, fmt=wf, scale=w13_scale, global_scale=w13_gscale, block_rows=br),
-        w2=_trusted(QuantizedTensor, data=w2, fmt=wf, scale=w2_scale, global_scale=w2_gscale, block_rows=br),
+        w13=_trusted(QuantizedTensor, data=w13, fmt=wf, scale=w13_scale, global_scale=w13_gscale, block_rows=br,
+                     scale_code_range=r13, value_layout=l13),
+        w2=_trusted(QuantizedTensor, data=w2, fmt=wf, scale=w2_scale, global_scale=w2_gscale, block_rows=br,
+                    scale_code_range=r2, value_layout=l2),
         activation=act, intermediate_size=I, w13_bias=w13_bias, w2_bias=w2_bias,
         input_scale=input_scale, intermediate_scale=intermediate_scale, act_params=params)
-    return _run_spec(hidden, weights, ids, topk_weights, spec)
 
 
 def _run_spec(hidden, weights: ExpertWeights, ids, topk_weights, spec: str) -> torch.Tensor:
     """The experts op's work: ``weights`` through the backend and options ``spec`` names."""
-    backend, _, af, _, _, _, off, ne, on_input, _ = _parse_spec(spec)
+    backend, _, af, _, _, _, off, ne, on_input, _, _, _ = _parse_spec(spec)
     return _backends.get(backend).run(hidden, weights, TopK(ids, topk_weights), activation_format=af,
                                       local_expert_offset=off, weight_on_input=on_input, num_experts=ne)
 

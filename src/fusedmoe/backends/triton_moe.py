@@ -83,6 +83,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 from typing import Any, Mapping, Optional, Union
 
@@ -236,8 +237,15 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
         raise ValueError(f"block_k={block_k} must be a multiple of {G} for {q.fmt.name}")
     if fast_cvt and q.device.type != "cuda":
         raise ValueError("dequantize_tiles: fast_cvt needs a CUDA device (inline PTX)")
-    data = q.data.reshape(-1, q.data.shape[-1]).contiguous()
-    R = data.shape[0]
+    tk = q.value_tile_k
+    if tk:  # [row tiles, C/TK, 64, TK/2]: the kernels' tiled addressing
+        if tk % block_k:
+            raise ValueError(f"block_k={block_k} must divide the tiled values' tile width {tk}")
+        data = q.data.reshape(-1, *q.data.shape[-3:]).contiguous()
+        R = data.shape[0] * 64
+    else:
+        data = q.data.reshape(-1, q.data.shape[-1]).contiguous()
+        R = data.shape[0]
     scale = q.scale.reshape(R, -1).contiguous() if q.fmt.block_size else data
     out = torch.empty((R, C), dtype=torch.float32, device=data.device)
     grid = (cdiv(R, block_rows), cdiv(C, block_k))
@@ -246,8 +254,18 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
         data, scale, out, R, C, data.stride(0), scale.stride(0), out.stride(0),
         FMT=_F_CODE[q.fmt], BR=block_rows, BK=block_k, EVEN_K=C % block_k == 0,
         CD=tl.bfloat16 if fast_cvt else tl.float32, FAST_CVT=_mx_fold_cvt(q, bool(fast_cvt)),
+        TK=tk,
     )
     return out.reshape(q.shape)
+
+
+def _fit_tile_k(c: KernelConfig, tile_k: int) -> KernelConfig:
+    """``c`` with a block_k that divides the tiled FP4 values' tile width ``tile_k`` (0: linear
+    values, any block_k): the widest such K tile (``ExpertWeights`` tiles 64 / 128 columns, the
+    heuristic's block_k where it divides K; tuned tables may hold 128 for K = 2880, tiled by 64)."""
+    if not tile_k or tile_k % c.block_k == 0:
+        return c
+    return dataclasses.replace(c, block_k=math.gcd(c.block_k, tile_k))
 
 
 def _device_info(device: torch.device):
@@ -809,6 +827,8 @@ def triton_experts(
                                                             else torch.cuda.current_device())
     cfg = choose_moe_config(T, H, I_pad, E, K, wfmt, activation, dev_name, override=config, num_sms=num_sms)
     c1, c2 = cfg.gemm1, cfg.gemm2
+    # FP4 values in the tiled layout: a K tile lies within one tile width (``_blockscaled._k_base``)
+    c1, c2 = _fit_tile_k(c1, w13.value_tile_k), _fit_tile_k(c2, w2.value_tile_k)
     BM = cfg.block_m
     if wfmt is Format.FP8_BLOCK and (c1.block_k != 128 or c2.block_k != 128):
         raise ValueError(f"FP8_BLOCK needs block_k == 128 in both GEMMs (one scale per K-block), got {c1.block_k}, {c2.block_k}")
@@ -1011,6 +1031,7 @@ def triton_experts(
             FAST_ACC=c1.fp8_fast_accum,
             SPLIT_K=c1.split_k, JOIN=micro and join_gate_up(wfmt, c1.swap_ab), **pdl,
             RCP_DIV=_RCP_DIV["enabled"] and not interp,  # the interpreter's fma is not fused
+            W_TK=w13.value_tile_k,
             num_warps=c1.num_warps, num_stages=c1.num_stages,
         )
 
@@ -1092,6 +1113,7 @@ def triton_experts(
             FAST_ACC=c2.fp8_fast_accum,
             SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
             HELD_KB=cdiv(I_pad, c2.block_k) if c2.n_tiles > 1 and wfmt is Format.FP8_BLOCK else 1,
+            W_TK=w2.value_tile_k,
             num_warps=c2.num_warps, num_stages=c2.num_stages,
         )
     if atomic or direct_out or fuse:

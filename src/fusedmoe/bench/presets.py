@@ -15,6 +15,7 @@ chunked result equals quantizing the whole tensor at once.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -204,8 +205,11 @@ def _dtype_name(dt: torch.dtype) -> str:
 def _cat_q(parts: List[QuantizedTensor]) -> QuantizedTensor:
     cat = lambda xs: None if xs[0] is None else torch.cat(xs, dim=0)  # noqa: E731
     p0 = parts[0]
+    if any(p.value_tile_k != p0.value_tile_k for p in parts):
+        parts = [p.linear_values() for p in parts]
+    # FP4 tiles lie within an expert: the experts' concatenation keeps the layout
     return QuantizedTensor(cat([p.data for p in parts]), p0.fmt, cat([p.scale for p in parts]),
-                           cat([p.global_scale for p in parts]), p0.block_rows)
+                           cat([p.global_scale for p in parts]), p0.block_rows, value_layout=parts[0].value_layout)
 
 
 @torch.no_grad()
@@ -313,9 +317,8 @@ def calibrate_static_scales(weights: ExpertWeights, case: BenchCase, *, device, 
 def clone_weights(weights: ExpertWeights) -> ExpertWeights:
     """A copy with its own storage (several copies rotate so weights are not L2-resident)."""
     cl = lambda t: None if t is None else t.clone()  # noqa: E731
-    # the measured scale-code range travels with the copy (ExpertWeights would scan it again)
-    q = lambda t: QuantizedTensor(cl(t.data), t.fmt, cl(t.scale), cl(t.global_scale), t.block_rows,  # noqa: E731
-                                  t.scale_code_range)
+    # the measured scale-code range (and the value layout) travel with the copy
+    q = lambda t: dataclasses.replace(t, data=cl(t.data), scale=cl(t.scale), global_scale=cl(t.global_scale))  # noqa: E731
     return replace(weights, w13=q(weights.w13), w2=q(weights.w2), w13_bias=cl(weights.w13_bias),
                    w2_bias=cl(weights.w2_bias))
 

@@ -160,6 +160,7 @@ def shard_granularity(weights: ExpertWeights) -> int:
 
 def _rows(q: QuantizedTensor, lo: int, hi: int) -> QuantizedTensor:
     """Rows ``[lo, hi)`` of dim 1 of an ``[E, R, C]`` weight, with their scales."""
+    q = q.linear_values()  # slices of the logical layout (ExpertWeights tiles FP4 values again)
     s = q.scale
     if q.fmt is Format.FP8_BLOCK:
         br = q.block_rows
@@ -173,6 +174,7 @@ def _rows(q: QuantizedTensor, lo: int, hi: int) -> QuantizedTensor:
 def _cols(q: QuantizedTensor, lo: int, hi: int) -> QuantizedTensor:
     """Logical columns ``[lo, hi)`` (the K dim) of an ``[E, R, C]`` weight, with their scales;
     ``lo``/``hi`` are multiples of the format's K block (even for FP4)."""
+    q = q.linear_values()  # slices of the logical layout (ExpertWeights tiles FP4 values again)
     fmt, s = q.fmt, q.scale
     data = q.data[..., lo // 2:hi // 2] if fmt.is_fp4 else q.data[..., lo:hi]
     if fmt.block_size:
@@ -184,6 +186,7 @@ def _cols(q: QuantizedTensor, lo: int, hi: int) -> QuantizedTensor:
 def _zero_outside(q: QuantizedTensor, lo: int, hi: int, dim: int) -> QuantizedTensor:
     """Copy of ``q`` with the logical indices outside ``[lo, hi)`` along ``dim`` (1: rows,
     2: columns) set to +0; scales unchanged (0 times any scale is 0)."""
+    q = q.linear_values()  # slices of the logical layout (ExpertWeights tiles FP4 values again)
     n = q.shape[dim]
     if lo == 0 and hi == n:
         return q
@@ -212,6 +215,7 @@ def _zeros_like(q: QuantizedTensor, rows: int, cols: int) -> QuantizedTensor:
 def _cat(parts: List[QuantizedTensor], dim: int) -> QuantizedTensor:
     """Concatenate along dim 1 (rows) or 2 (columns); per-expert scales (FP8_TENSOR scale,
     NVFP4 global scale) are taken from the first part (the padding parts' are irrelevant)."""
+    parts = [p.linear_values() for p in parts]
     q0 = parts[0]
     if len(parts) == 1:
         return q0

@@ -518,6 +518,7 @@ def dequantize(q: QuantizedTensor, dtype: torch.dtype = torch.float32) -> torch.
         raise TypeError(f"q must be a fm.QuantizedTensor, got {type(q).__name__}")
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+    q = q.linear_values()  # FP4 weights may be stored tiled (QuantizedTensor.value_layout)
     fmt, d, s = q.fmt, q.data, q.scale
     if fmt is Format.BF16:
         return d.to(dtype)

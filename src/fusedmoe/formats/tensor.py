@@ -21,10 +21,26 @@ MXFP4          uint8 [*B, R, C/2]         uint8 UE8M0 exponent bytes [*B, R, C/3
 
 FP4 packing: element 2i in the low nibble, 2i+1 in the high nibble. ``block_rows`` is 128 for
 FP8_BLOCK weights (128x128 tiles) and 1 for activations (1x128 groups).
+
+FP4 value layouts (``value_layout``; the scales are not affected):
+
+* ``"linear"`` (default): ``data[*B, r, c]`` is the byte of row r, columns 2c and 2c + 1.
+* ``"tiled"`` (weights, chosen by ``ExpertWeights``; R % 64 == 0 and C % TK == 0): ``data`` is
+  ``[*B, R/64, C/TK, 64, TK/2]`` uint8 with the tile width TK (``value_tile_k``) 32, 64 or 128
+  columns -- each TK-column piece of 64 rows one dense run (1-4 KB), the pieces of a row tile one
+  after the other; the last three dims dense (any strides for the others). ``shape`` is still the
+  logical ``[*B, R, C]`` (a tiled ``data`` handed to a linear QuantizedTensor fails its shape
+  checks instead of being misread). A GEMM program whose K step covers at most TK columns of 64
+  rows then reads one contiguous run instead of 64 pieces a row stride apart (the Triton kernels'
+  ``_blockscaled._w_rows`` / ``_k_base``; their block_k must divide TK). H200, 912 MB streamed in
+  gpt-oss-120b's GEMM1 pattern (``benchmarks/fp4_stream_probe.py``, 128 rows x 16-32 bytes a
+  step): 2.2-2.8 TB/s linear, 4.3-4.5 TB/s tiled. :meth:`linear_values` / :meth:`tiled_values`
+  convert; ``fm.dequantize`` reads both.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -50,11 +66,14 @@ class QuantizedTensor:
     # bound the true codes -- measure it, do not guess it (a wrong range gives wrong results); None:
     # unknown, the general path
     scale_code_range: Optional[Tuple[int, int]] = None
+    value_layout: str = "linear"  # FP4 only: "linear" or "tiled" (module docstring)
 
     def __post_init__(self):
         fmt = self.fmt
         if not isinstance(fmt, Format):
             raise TypeError(f"QuantizedTensor.fmt must be a fm.Format, got {fmt!r}")
+        if self.value_layout not in VALUE_LAYOUTS:
+            raise ValueError(f"QuantizedTensor.value_layout must be one of {VALUE_LAYOUTS}, got {self.value_layout!r}")
         d, s, g = self.data, self.scale, self.global_scale
         if not isinstance(d, torch.Tensor):
             raise TypeError(f"QuantizedTensor.data must be a tensor, got {type(d).__name__}")
@@ -77,8 +96,15 @@ class QuantizedTensor:
             raise TypeError(f"QuantizedTensor.scale must be a tensor, got {type(s).__name__}")
         if s.device != d.device:
             raise ValueError(f"QuantizedTensor.scale is on {s.device} but data on {d.device}")
+        if self.value_layout == "tiled":
+            if not fmt.is_fp4 or d.dim() < 4 or d.shape[-2] != TILE_ROWS or d.shape[-1] * 2 not in TILE_WIDTHS:
+                raise ValueError(f"value_layout 'tiled' needs FP4 data [*B, R/{TILE_ROWS}, C/TK, {TILE_ROWS}, TK/2] "
+                                 f"with TK in {TILE_WIDTHS}, got {fmt.name} {tuple(d.shape)}")
+            if any(d.stride(i) != want and d.shape[i] > 1
+                   for i, want in ((-1, 1), (-2, d.shape[-1]), (-3, TILE_ROWS * d.shape[-1]))):
+                raise ValueError(f"tiled FP4 data needs its last three dims dense, got strides {tuple(d.stride())}")
         C = self.shape[-1]
-        lead = tuple(d.shape[:-1])
+        lead = tuple(self.shape[:-1])
         if fmt is Format.FP8_TENSOR:
             expect, sdt = lead[:-1] if d.dim() >= 2 else (), torch.float32
         elif fmt in (Format.FP8_CHANNEL, Format.FP8_TOKEN):
@@ -125,9 +151,17 @@ class QuantizedTensor:
     @property
     def shape(self) -> torch.Size:
         """Logical (unpacked) shape."""
+        if self.value_layout == "tiled":
+            d = self.data.shape
+            return torch.Size(tuple(d[:-4]) + (d[-4] * TILE_ROWS, d[-3] * d[-1] * 2))
         if self.fmt.is_fp4:
             return torch.Size(tuple(self.data.shape[:-1]) + (self.data.shape[-1] * 2,))
         return self.data.shape
+
+    @property
+    def value_tile_k(self) -> int:
+        """The tiled layout's tile width TK in logical columns; 0 for linear values."""
+        return self.data.shape[-1] * 2 if self.value_layout == "tiled" else 0
 
     @property
     def device(self) -> torch.device:
@@ -135,8 +169,7 @@ class QuantizedTensor:
 
     def to(self, device) -> "QuantizedTensor":
         mv = lambda t: None if t is None else t.to(device)  # noqa: E731
-        return QuantizedTensor(mv(self.data), self.fmt, mv(self.scale), mv(self.global_scale), self.block_rows,
-                               self.scale_code_range)
+        return dataclasses.replace(self, data=mv(self.data), scale=mv(self.scale), global_scale=mv(self.global_scale))
 
     def k_major_scales(self) -> "QuantizedTensor":
         """The same tensor with its per-block scales (NVFP4, MXFP4, MXFP8) stored K-major: logical
@@ -148,28 +181,70 @@ class QuantizedTensor:
                 or s.stride(-2) == 1):
             return self
         s = s.transpose(-1, -2).contiguous().transpose(-1, -2)
-        return QuantizedTensor(self.data, self.fmt, s, self.global_scale, self.block_rows, self.scale_code_range)
+        return dataclasses.replace(self, scale=s)
 
     def index_select0(self, idx) -> "QuantizedTensor":
         """Select along the first (expert) dim; scales follow."""
         sel = lambda t: None if t is None else t[idx]  # noqa: E731
         # a subset's codes lie within the whole's range: still a valid (min, max) bound
-        return QuantizedTensor(sel(self.data), self.fmt, sel(self.scale), sel(self.global_scale), self.block_rows,
-                               self.scale_code_range)
+        return dataclasses.replace(self, data=sel(self.data), scale=sel(self.scale), global_scale=sel(self.global_scale))
 
     def with_scale_code_range(self) -> "QuantizedTensor":
         """The same tensor with ``scale_code_range`` measured (:func:`scale_code_range_of`; one
         device sync); ``self`` for formats without UE8M0 block scales."""
         if self.fmt not in (Format.MXFP4, Format.MXFP8):
             return self
-        return QuantizedTensor(self.data, self.fmt, self.scale, self.global_scale, self.block_rows,
-                               scale_code_range_of(self))
+        return dataclasses.replace(self, scale_code_range=scale_code_range_of(self))
+
+    def tiled_values(self, tile_k: Optional[int] = None) -> "QuantizedTensor":
+        """FP4 values in the ``"tiled"`` layout with tile width ``tile_k`` (default
+        :func:`default_tile_k`; a copy); ``self`` where they are already so, or where the format /
+        shape has no tiled layout (not FP4, rows % 64 or columns % 32 not 0)."""
+        if not tileable(self.fmt, self.shape):
+            return self
+        tk = default_tile_k(self.shape[-1]) if tile_k is None else tile_k
+        if tk not in TILE_WIDTHS or self.shape[-1] % tk:
+            raise ValueError(f"tile_k must be one of {TILE_WIDTHS} and divide the columns ({self.shape[-1]}), got {tile_k!r}")
+        if self.value_tile_k == tk:
+            return self
+        q = self.linear_values()
+        *B, R, Cb = q.data.shape
+        d = q.data.reshape(*B, R // TILE_ROWS, TILE_ROWS, Cb // (tk // 2), tk // 2).transpose(-3, -2)
+        return dataclasses.replace(self, data=d.contiguous(), value_layout="tiled")
+
+    def linear_values(self) -> "QuantizedTensor":
+        """FP4 values in the ``"linear"`` layout (a copy where they are tiled, else ``self``)."""
+        if self.value_layout == "linear":
+            return self
+        *B, RT, CT, _, TB = self.data.shape
+        d = self.data.transpose(-3, -2).contiguous()
+        return dataclasses.replace(self, data=d.reshape(*B, RT * TILE_ROWS, CT * TB), value_layout="linear")
 
     def __repr__(self) -> str:
         return (
             f"QuantizedTensor(fmt={self.fmt!r}, shape={tuple(self.shape)}, data={self.data.dtype}, "
             f"scale={None if self.scale is None else (tuple(self.scale.shape), self.scale.dtype)})"
         )
+
+
+VALUE_LAYOUTS = ("linear", "tiled")
+TILE_ROWS = 64  # rows of a tile of the "tiled" FP4 layout
+TILE_WIDTHS = (32, 64, 128)  # its tile widths (logical columns)
+
+
+def tileable(fmt: Format, shape) -> bool:
+    """Whether an operand of format ``fmt`` and logical shape ``[*B, R, C]`` has a "tiled" layout."""
+    return fmt.is_fp4 and len(shape) >= 2 and shape[-2] % TILE_ROWS == 0 and shape[-1] % TILE_WIDTHS[0] == 0
+
+
+def default_tile_k(cols: int) -> int:
+    """The tile width ``ExpertWeights`` uses for ``cols`` columns: the widest of 128 / 64 / 32 that
+    divides them -- the block_k of the block-scaled kernels' heuristic
+    (``kernel_configs._block_scaled_bk``), so that a decode K step is one tile."""
+    for tk in reversed(TILE_WIDTHS):
+        if cols % tk == 0:
+            return tk
+    raise ValueError(f"no tile width of {TILE_WIDTHS} divides {cols} columns")
 
 
 def scale_code_range_of(q: QuantizedTensor, chunk_bytes: int = 1 << 28) -> Optional[Tuple[int, int]]:
@@ -179,6 +254,7 @@ def scale_code_range_of(q: QuantizedTensor, chunk_bytes: int = 1 << 28) -> Optio
     temporary memory) and synchronizes with the device once."""
     if q.fmt not in (Format.MXFP4, Format.MXFP8):
         raise ValueError(f"scale_code_range_of: MXFP4 / MXFP8 only, got {q.fmt.name}")
+    q = q.linear_values()  # a copy where tiled (ExpertWeights measures before tiling)
     nb = q.scale.shape[-1]
     d = q.data.reshape(-1, q.data.shape[-1])
     s = q.scale.reshape(-1, nb)

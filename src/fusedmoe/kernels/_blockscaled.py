@@ -195,6 +195,45 @@ def _dot_order(x, BR: tl.constexpr, BK: tl.constexpr, KPERM: tl.constexpr):
         return x
 
 
+# the "tiled" FP4 value layout (formats/tensor.py: QuantizedTensor.value_layout): per 64-row tile,
+# [C/TK, 64, TK/2 bytes] -- each TK-column piece of the tile's 64 rows one contiguous run, the pieces
+# of a row tile one after the other. A GEMM program's K step (BK <= TK columns of 64 rows) is then
+# one contiguous run of memory instead of 64 pieces a row stride apart.
+_TILE_ROWS = tl.constexpr(64)
+
+
+@triton.jit
+def _w_rows(n, stride_n, TK: tl.constexpr, EPC: tl.constexpr):
+    """Storage offsets (int64) of the starts of weight rows ``n``: linear (``TK`` 0) ``n * stride_n``;
+    tiled with TK-column pieces ``(n // 64) * stride_n + (n % 64) * TK / EPC`` (``stride_n``: the
+    row tiles' stride; ``EPC``: logical columns per storage element -- 2 for bytes, 4 for the
+    int16 words of the nibble view)."""
+    if TK == 0:
+        return n * stride_n
+    else:
+        return (n // _TILE_ROWS) * stride_n + (n % _TILE_ROWS) * (TK // EPC)
+
+
+@triton.jit
+def _k_base(ki, BK: tl.constexpr, TK: tl.constexpr, EPC: tl.constexpr):
+    """Storage offset, from a row's start (``_w_rows``), of logical column ``ki * BK``: linear
+    ``ki * BK / EPC``; tiled (BK <= TK, TK a multiple of BK) the piece ``ki * BK // TK`` (each
+    ``64 * TK / EPC`` elements) plus the column within it. Scalar arithmetic only: the tile's
+    ``BK / EPC`` elements of a row stay one ``arange`` run, aligned as in the linear layout."""
+    if TK == 0:
+        return ki * (BK // EPC)
+    else:
+        tl.static_assert(BK <= TK and TK % BK == 0, "tiled FP4 values: block_k must divide the tile width")
+        if BK == TK:
+            return ki * (_TILE_ROWS * TK // EPC)
+        else:
+            # products of constexprs, no division of an offset: Triton's axis analysis keeps the
+            # 16-byte alignment (``(ki * BK % TK) // EPC`` hid it: no cp.async, 4x the LDGs on sm_90)
+            R: tl.constexpr = TK // BK
+            piece = ki // R
+            return piece * (_TILE_ROWS * TK // EPC) + (ki - piece * R) * (BK // EPC)
+
+
 @triton.jit
 def _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G: tl.constexpr, BK: tl.constexpr,
                  EVEN_K: tl.constexpr):
@@ -211,7 +250,7 @@ def _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G: tl.constexpr, B
 @triton.jit
 def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: tl.constexpr,
                BR: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr, CD: tl.constexpr,
-               FAST_CVT: tl.constexpr = False, KPERM: tl.constexpr = False):
+               FAST_CVT: tl.constexpr = False, KPERM: tl.constexpr = False, TK: tl.constexpr = 0):
     """The ``ki``-th [BR, BK] operand tile along K (elements ``[ki*BK, (ki+1)*BK)``), dequantized
     to ``CD``.
 
@@ -228,7 +267,9 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
     product has <= 6 significant bits); NVFP4 tiles are then ``2^-16`` times the values
     (``_NIB_ACC_FACTOR``, applied to the accumulator). Offsets are
     ``ki * (BK / 2) + arange`` rather than ``(ki * BK) // 2 + ...``: a division would hide their
-    16-byte alignment from Triton's axis analysis and split the loads into bytes.
+    16-byte alignment from Triton's axis analysis and split the loads into bytes. ``TK`` (packed FP4
+    only): 0 for linear values, else the width of the pieces of the "tiled" layout (``_w_rows``
+    gave ``row_off``; ``_k_base`` places the step).
     """
     if FMT == F_NVFP4 or FMT == F_MXFP4:
         G: tl.constexpr = 16 if FMT == F_NVFP4 else 32
@@ -243,8 +284,9 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
             # nibble-aligned converter: ``ptr`` is the int16 view of the packed storage (row
             # offsets in 16-bit words); NVFP4 scales carry 2^110 of the 2^126 (exact: e4m3
             # scales are <= 448 and the products >= 2^-26), MX values are restored in the converter
-            offs16 = ki * (BK // 4) + tl.arange(0, BK // 4)
-            m16 = row_ok[:, None] if EVEN_K else row_ok[:, None] & (offs16 < K // 4)[None, :]
+            k16 = ki * (BK // 4) + tl.arange(0, BK // 4)  # logical K position, in words
+            m16 = row_ok[:, None] if EVEN_K else row_ok[:, None] & (k16 < K // 4)[None, :]
+            offs16 = _k_base(ki, BK, TK, 4) + tl.arange(0, BK // 4)
             w16 = tl.load(ptr + row_off[:, None] + offs16[None, :], mask=m16, other=0)
             if FMT == F_NVFP4:
                 s = s * _NIB_SCALE_BIAS
@@ -254,8 +296,9 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
             # -> natural K order 4j + s
             v = tl.permute(tl.reshape(v, [BR, BK // 4, 2, 2]), [0, 1, 3, 2])
             return _dot_order(tl.reshape(v, [BR, BK]), BR, BK, KPERM)
-        offs = ki * (BK // 2) + tl.arange(0, BK // 2)
-        m = row_ok[:, None] if EVEN_K else row_ok[:, None] & (offs < K // 2)[None, :]
+        kb = ki * (BK // 2) + tl.arange(0, BK // 2)  # logical K position, in bytes
+        m = row_ok[:, None] if EVEN_K else row_ok[:, None] & (kb < K // 2)[None, :]
+        offs = _k_base(ki, BK, TK, 2) + tl.arange(0, BK // 2)
         b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0)
         s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K)
         if FMT == F_NVFP4:  # e4m3 scales
@@ -321,20 +364,20 @@ def _e2m1x2_to_e4m3_asm(b):
 
 @triton.jit
 def _load_mx_block(ptr, row_off, s_ptr, s_row_off, s_stride_k, kb, K, row_ok, FMT: tl.constexpr,
-                   BR: tl.constexpr, EVEN_K: tl.constexpr, FAST_CVT: tl.constexpr):
+                   BR: tl.constexpr, EVEN_K: tl.constexpr, FAST_CVT: tl.constexpr, TK: tl.constexpr = 0):
     """The ``kb``-th 32-wide K block of an MX operand (MXFP8, or MXFP4 converted to E4M3) as
     (E4M3 values [BR, 32], fp32 scale [BR]) with ``x = values * scale``: MXFP8 ``2^(e-127)``,
     MXFP4 ``2^(e-127+6)`` (the conversion's 2^-6). The scale is decoded as the fp32 pattern
     ``(e + 6|0) << 23`` (one integer op): exact for codes 1..248 (MXFP4: 0..248); MXFP8's code 0
     (2^-127: an all-zero group in practice) becomes 0 and code 255 (NaN) +inf. Blocks past K
-    (``EVEN_K`` False) read as zeros."""
+    (``EVEN_K`` False) read as zeros. ``TK``: MXFP4 values linear (0) or tiled (``_load_tile``)."""
     if EVEN_K:
         ok = row_ok
     else:
         ok = row_ok & (kb < K // 32)
     e = tl.load(s_ptr + s_row_off + kb * s_stride_k, mask=ok, other=0).to(tl.int32)
     if FMT == F_MXFP4:
-        offs = kb * 16 + tl.arange(0, 16)
+        offs = _k_base(kb, 32, TK, 2) + tl.arange(0, 16)
         b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=ok[:, None], other=0)
         if FAST_CVT:
             v = _e2m1x2_to_e4m3_asm(b)
@@ -390,6 +433,7 @@ def _dequant_kernel(
     EVEN_K: tl.constexpr,
     CD: tl.constexpr,
     FAST_CVT: tl.constexpr,
+    TK: tl.constexpr = 0,  # packed FP4: values linear (0) or tiled with TK-column pieces (stride_r: row tiles')
 ):
     """Test entry: ``out = _load_tile(...)`` converted to fp32, i.e. exactly the tiles the GEMMs multiply
     (before the per-tensor factors). grid = (cdiv(R, BR), cdiv(K, BK))."""
@@ -397,7 +441,8 @@ def _dequant_kernel(
     ki = tl.program_id(1)
     ok = rows < R
     r64 = rows.to(tl.int64)
-    x = _load_tile(ptr, r64 * stride_r, s_ptr, r64 * stride_sr, 1, ki, K, ok, FMT, BR, BK, EVEN_K, CD, FAST_CVT)
+    x = _load_tile(ptr, _w_rows(r64, stride_r, TK, 4 if FAST_CVT else 2), s_ptr, r64 * stride_sr, 1, ki, K, ok,
+                   FMT, BR, BK, EVEN_K, CD, FAST_CVT, False, TK)
     x = x.to(tl.float32)
     if FAST_CVT and FMT == F_NVFP4 or FAST_CVT == MX_FOLD and FMT == F_MXFP4:
         x = x * _NIB_ACC_FACTOR

@@ -65,7 +65,7 @@ import triton
 import triton.language as tl
 
 from ._blockscaled import (F_FP8, F_MXFP4, F_MXFP8, F_NVFP4, MX_FOLD, _NIB_ACC_FACTOR, _load_mx_block, _load_tile,
-                           _nvfp4_quant_tile)
+                           _nvfp4_quant_tile, _w_rows)
 from ._quant import _ue8m0_ceil, _ue8m0_multiplier
 
 # activation codes (launcher maps fusedmoe.Activation to these)
@@ -430,7 +430,7 @@ def _gemm1_kernel(
     num_blocks_m,  # P_max / BLOCK_M
     stride_am,
     stride_we,
-    stride_wn,
+    stride_wn,  # weight rows; FP4 values stored tiled (W_TK > 0): the 64-row tiles' stride
     stride_asm,
     stride_wse,
     stride_wsn,
@@ -471,6 +471,7 @@ def _gemm1_kernel(
     USE_GDC: tl.constexpr,  # launched with programmatic dependent launch (Hopper+): wait for the prior grid first
     JOIN: tl.constexpr,  # MICRO, GATED, not MXDOT: gate and up rows as one weight tile (kernel_configs.join_gate_up)
     RCP_DIV: tl.constexpr = False,  # FP8 static / block re-quantization by reciprocals (_div_by_rcp; same bits)
+    W_TK: tl.constexpr = 0,  # MICRO, FP4 weights: 0 linear values, else the "tiled" layout's piece width (_w_rows)
 ):
     """GEMM1 + bias + activation + intermediate rounding/quantization.
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K).
@@ -515,6 +516,8 @@ def _gemm1_kernel(
     if QUANT == Q_MICRO:
         a_rows = tok64 * stride_am
         as_rows = tok64 * stride_asm
+        # logical columns per storage element of the values (_w_rows): int16 words of the nibble view of FAST_CVT, or bytes
+        WU: tl.constexpr = 4 if FAST_CVT and CD == tl.bfloat16 else 2
         a_all, n64, w_e, ws_e, w_ok = _micro_weight_ptrs(w_ptr, w_scale_ptr, e64, stride_we, stride_wse, offs_n, n_ok,
                                                          EVEN_N, BLOCK_M, BLOCK_N)
 
@@ -526,13 +529,14 @@ def _gemm1_kernel(
                 kb = ki * (BLOCK_K // 32) + j
                 a, a_s = _load_mx_block(a_ptr, a_rows, a_scale_ptr, as_rows, 1, kb, K, a_all, F_MXFP8, BLOCK_M, EVEN_K,
                                         FAST_CVT)
-                wg, wg_s = _load_mx_block(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, stride_wsk, kb, K, w_ok,
-                                          W_FMT, BLOCK_N, EVEN_K, FAST_CVT)
+                wg, wg_s = _load_mx_block(w_e, _w_rows(n64, stride_wn, W_TK, 2), ws_e, n64 * stride_wsn,
+                                          stride_wsk, kb, K, w_ok, W_FMT, BLOCK_N, EVEN_K, FAST_CVT, W_TK)
                 acc_g += _scale_block(_mma(a, wg, tl.zeros_like(acc_g), SWAP_AB, UPCAST, PRECISION, False), a_s, wg_s,
                                       SWAP_AB)
                 if GATED:
-                    wu, wu_s = _load_mx_block(w_e, (N + n64) * stride_wn, ws_e, (N + n64) * stride_wsn, stride_wsk,
-                                              kb, K, w_ok, W_FMT, BLOCK_N, EVEN_K, FAST_CVT)
+                    wu, wu_s = _load_mx_block(w_e, _w_rows(N + n64, stride_wn, W_TK, 2), ws_e,
+                                              (N + n64) * stride_wsn, stride_wsk, kb, K, w_ok, W_FMT, BLOCK_N, EVEN_K,
+                                              FAST_CVT, W_TK)
                     acc_u += _scale_block(_mma(a, wu, tl.zeros_like(acc_u), SWAP_AB, UPCAST, PRECISION, False), a_s, wu_s,
                                           SWAP_AB)
     elif QUANT == Q_MICRO and GATED and JOIN:
@@ -555,8 +559,8 @@ def _gemm1_kernel(
         for ki in range(k_lo, k_hi):
             a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
                            FAST_CVT, KPERM)
-            w = _load_tile(w_e, n2 * stride_wn, ws_e, n2 * stride_wsn, stride_wsk, ki, K, w2_ok, W_FMT, 2 * BLOCK_N,
-                           BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM)
+            w = _load_tile(w_e, _w_rows(n2, stride_wn, W_TK, WU), ws_e, n2 * stride_wsn, stride_wsk, ki, K, w2_ok,
+                           W_FMT, 2 * BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK)
             acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
         if SWAP_AB:
             acc_g, acc_u = tl.split(tl.permute(tl.reshape(acc, [2, BLOCK_N, BLOCK_M]), [1, 2, 0]))
@@ -567,12 +571,12 @@ def _gemm1_kernel(
         for ki in range(k_lo, k_hi):
             a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
                            FAST_CVT, KPERM)
-            wg = _load_tile(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, stride_wsk, ki, K, w_ok, W_FMT, BLOCK_N,
-                            BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM)
+            wg = _load_tile(w_e, _w_rows(n64, stride_wn, W_TK, WU), ws_e, n64 * stride_wsn, stride_wsk, ki, K,
+                            w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK)
             acc_g = _mma(a, wg, acc_g, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
             if GATED:
-                wu = _load_tile(w_e, (N + n64) * stride_wn, ws_e, (N + n64) * stride_wsn, stride_wsk, ki, K, w_ok,
-                                W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM)
+                wu = _load_tile(w_e, _w_rows(N + n64, stride_wn, W_TK, WU), ws_e, (N + n64) * stride_wsn,
+                                stride_wsk, ki, K, w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK)
                 acc_u = _mma(a, wu, acc_u, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
     else:
         for ki in range(k_lo, k_hi):
@@ -686,7 +690,8 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                     QUANT: tl.constexpr, A_FMT: tl.constexpr, W_FMT: tl.constexpr, CD: tl.constexpr,
                     FAST_CVT: tl.constexpr, KPERM: tl.constexpr, MXDOT: tl.constexpr, BLOCK_M: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr, EVEN_K: tl.constexpr,
-                    EVEN_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr):
+                    EVEN_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr,
+                    W_TK: tl.constexpr = 0):
     """GEMM2's K loop over the K-blocks ``[k_lo, k_hi)`` of one tile (rows ``slot64`` of expert
     ``e64``, columns ``offs_n``): the fp32 accumulator, [BLOCK_N, BLOCK_M] when SWAP_AB."""
     offs_k = tl.arange(0, BLOCK_K)
@@ -703,6 +708,7 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
     if QUANT == Q_MICRO:
         a_rows = slot64 * stride_am
         as_rows = slot64 * stride_asm
+        WU: tl.constexpr = 4 if FAST_CVT and CD == tl.bfloat16 else 2  # see _gemm1_kernel
         a_all, n64, w_e, ws_e, w_ok = _micro_weight_ptrs(w_ptr, w_scale_ptr, e64, stride_we, stride_wse, offs_n, n_ok,
                                                          EVEN_N, BLOCK_M, BLOCK_N)
         if MXDOT:  # see _gemm1_kernel
@@ -711,16 +717,16 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                     kb = ki * (BLOCK_K // 32) + j
                     a, a_s = _load_mx_block(a_ptr, a_rows, a_scale_ptr, as_rows, 1, kb, K, a_all, F_MXFP8, BLOCK_M,
                                             EVEN_K, FAST_CVT)
-                    w, w_s = _load_mx_block(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, stride_wsk, kb, K, w_ok,
-                                            W_FMT, BLOCK_N, EVEN_K, FAST_CVT)
+                    w, w_s = _load_mx_block(w_e, _w_rows(n64, stride_wn, W_TK, 2), ws_e, n64 * stride_wsn,
+                                            stride_wsk, kb, K, w_ok, W_FMT, BLOCK_N, EVEN_K, FAST_CVT, W_TK)
                     acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s, w_s,
                                         SWAP_AB)
         else:
             for ki in range(k_lo, k_hi):
                 a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K,
                                CD, FAST_CVT, KPERM)
-                w = _load_tile(w_e, n64 * stride_wn, ws_e, n64 * stride_wsn, stride_wsk, ki, K, w_ok, W_FMT, BLOCK_N,
-                               BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM)
+                w = _load_tile(w_e, _w_rows(n64, stride_wn, W_TK, WU), ws_e, n64 * stride_wsn, stride_wsk, ki, K,
+                               w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK)
                 acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
     else:
         for ki in range(k_lo, k_hi):
@@ -874,7 +880,7 @@ def _gemm2_kernel(
     num_blocks_m,
     stride_am,
     stride_we,
-    stride_wn,
+    stride_wn,  # weight rows; FP4 values stored tiled (W_TK > 0): the 64-row tiles' stride
     stride_asm,
     stride_wse,
     stride_wsn,
@@ -909,6 +915,7 @@ def _gemm2_kernel(
     PERSISTENT: tl.constexpr,  # a fixed grid of programs walks the tiles (SPLIT_K == 1, not FUSE_COMBINE)
     N_TILES: tl.constexpr,  # > 1: column tiles per program with the activation tile held (BLOCK_K >= K)
     HELD_KB: tl.constexpr,  # N_TILES > 1, QUANT == Q_BLOCK: K-blocks held (cdiv(K, 128): 1 or 2)
+    W_TK: tl.constexpr = 0,  # MICRO, FP4 weights: 0 linear values, else the "tiled" layout's piece width (_w_rows)
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
@@ -954,7 +961,7 @@ def _gemm2_kernel(
             acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, 0,
                                   tl.cdiv(K, BLOCK_K), K, stride_am, stride_we, stride_wn, stride_asm, stride_wse,
                                   stride_wsn, stride_wsk, QUANT, A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M,
-                                  BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N, UPCAST, PRECISION, FAST_ACC)
+                                  BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK)
             if SWAP_AB:
                 acc = tl.trans(acc)
             acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr,
@@ -995,7 +1002,7 @@ def _gemm2_kernel(
     acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, k_lo, k_hi, K,
                           stride_am, stride_we, stride_wn, stride_asm, stride_wse, stride_wsn, stride_wsk, QUANT,
                           A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K,
-                          EVEN_N, UPCAST, PRECISION, FAST_ACC)
+                          EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK)
     if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()
     if SWAP_AB:

@@ -18,6 +18,7 @@ columns are zero, so results do not depend on the alignment.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -25,6 +26,10 @@ import torch
 
 from ..config import Activation, ActivationParams, Format
 from ..formats import QuantizedTensor, quantize_weight
+from ..formats.tensor import default_tile_k, tileable
+
+# FUSEDMOE_FP4_LAYOUT=linear: keep FP4 weight values in the linear layout (A/B runs; the kernels read both)
+_FP4_TILED = os.environ.get("FUSEDMOE_FP4_LAYOUT", "tiled") != "linear"
 
 __all__ = ["ExpertWeights", "default_alignment", "round_up"]
 
@@ -142,6 +147,16 @@ class ExpertWeights:
                 q = getattr(self, name)
                 if q.scale_code_range is None:
                     object.__setattr__(self, name, q.with_scale_code_range())
+        if self.format.is_fp4 and _FP4_TILED:
+            # FP4 values in 64-row tiles, each K piece of the kernels' block_k (128 / 64 columns: the
+            # widest that divides K) one contiguous run (QuantizedTensor.value_layout "tiled"; shapes
+            # that do not divide stay linear): a decode GEMM program's K step then reads one run of
+            # 2-4 KB instead of 64-128 pieces a row apart (benchmarks/fp4_stream_probe.py, H200:
+            # 2.2-2.8 TB/s linear, 4.3-4.5 TB/s tiled, in gpt-oss-120b's GEMM1 read pattern)
+            for name in ("w13", "w2"):
+                q = getattr(self, name)
+                if tileable(q.fmt, q.shape) and default_tile_k(q.shape[-1]) >= 64:
+                    object.__setattr__(self, name, q.tiled_values())
 
     # --- shape properties -------------------------------------------------------------------
     @property
