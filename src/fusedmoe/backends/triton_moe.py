@@ -731,7 +731,9 @@ def triton_experts(
     scale over hidden / over the local intermediate). ``config``: a MoEKernelConfig or a dict for
     ``choose_moe_config``'s override (keys gemm1, gemm2, atomic_combine); on a GPU either GEMM's
     num_stages is lowered where its operand buffers would not fit the device's shared memory
-    (:func:`fit_stages`; fp32 operands need twice the bytes the heuristic plans for). ``_capture`` (tests):
+    (:func:`fit_stages`; fp32 operands need twice the bytes the heuristic plans for), and for FP4
+    weights whose values are tiled (``QuantizedTensor.value_layout``) a block_k wider than the tile
+    width is narrowed to it (:func:`_fit_tile_k`). ``_capture`` (tests):
     a dict that receives GEMM2's input (``inter``, ``inter_scale``, ``inter_g``, ``out_q``,
     ``post_quant``; ``padded``: ``inter`` in block-padded row order) and the ``config`` used; ``_fast_cvt`` (tests): force the inline-PTX
     conversions on or off (default: on for CUDA bf16 MMA operands).
