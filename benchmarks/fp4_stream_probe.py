@@ -90,7 +90,7 @@ def _ladder(w_ptr, s_ptr, x_ptr, out_ptr, K_STEPS, K, stride_w, stride_s, ROWS_T
         acc2 = tl.zeros([ROWS_T, 16], dtype=tl.float32)
         # MODE 3: every program reads the scales of the same 8 rows (L1 / L2 hits): the K step without
         # the DRAM latency of its scale load
-        s_rows = r64 * stride_s if MODE == 2 else (r64 % 8) * stride_s
+        s_rows = (r64 % 8) * stride_s if MODE == 3 else r64 * stride_s
         for ki in range(K_STEPS):
             if TILED == 2:
                 w2 = _bs._load_tile(w_ptr, _bs._w_rows(r64, 64 * stride_w, BK, 4), s_ptr, s_rows, 1, ki, K, ok,
@@ -98,15 +98,18 @@ def _ladder(w_ptr, s_ptr, x_ptr, out_ptr, K_STEPS, K, stride_w, stride_s, ROWS_T
             else:
                 w2 = _bs._load_tile(w_ptr, r64 * stride_w, s_ptr, s_rows, 1, ki, K, ok, _bs.F_MXFP4, ROWS_T,
                                     BK, True, tl.bfloat16, True, 3)
+            # MODE 4: the activations stored in the dot's K order already (their producer permuted them):
+            # the tile goes from cp.async to the wgmma without the register permutation
             x2 = _bs._load_tile(x_ptr, x_rows * K, x_ptr, x_rows, 1, ki, K, x_ok, _bs.F_PLAIN, 16, BK, True,
-                                tl.bfloat16, True, 3)
+                                tl.bfloat16, True, 0 if MODE == 4 else 3)
             acc2 = tl.dot(w2, tl.trans(x2), acc2)
         tl.store(out_ptr + t, tl.sum(tl.sum(acc2, axis=1), axis=0))
 
 
 def ladder(E, N, K, reps, flush, quick=False):
-    """MODEs 0-3 of ``_ladder`` at the decode GEMM's tiles: where the bandwidth goes (``quick``: the
-    GEMM K step only, DRAM vs cached scales, three tiles)."""
+    """MODEs 0-4 of ``_ladder`` at the decode GEMM's tiles: where the bandwidth goes (``quick``: the
+    GEMM K step only -- DRAM vs cached scales, activations permuted in registers or stored permuted --
+    three tiles)."""
     rows = E * N
     w = torch.randint(-2**15, 2**15 - 1, (rows, K // 4), dtype=torch.int16, device="cuda")
     s = torch.randint(118, 128, (rows, K // 32), dtype=torch.uint8, device="cuda")
@@ -114,12 +117,12 @@ def ladder(E, N, K, reps, flush, quick=False):
     nbytes = rows * (K // 2 + K // 32)
     print(f"ladder: {E} experts x {N} rows x K {K}: {nbytes / 1e6:.0f} MB of MXFP4 values and scales")
     print("mode               rows_t  block_k  warps  stages   us      TB/s")
-    names = {0: "load+xor", 1: "load+wgmma", 2: "gemm K step", 3: "K step L1 scales"}
+    names = {0: "load+xor", 1: "load+wgmma", 2: "gemm K step", 3: "K step L1 scales", 4: "K step x in K order"}
     tiles = ((128, 64, 4, 5), (128, 64, 8, 5), (64, 64, 4, 5), (128, 128, 4, 4), (128, 128, 8, 4), (64, 128, 4, 4),
              (64, 128, 8, 4), (64, 256, 8, 3))
-    modes = ((0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0), (2, 2), (3, 0), (3, 2))
+    modes = ((0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0), (2, 2), (3, 0), (3, 2), (4, 2))
     if quick:
-        tiles, modes = ((128, 64, 4, 5), (64, 64, 4, 5), (128, 128, 4, 4)), ((2, 0), (2, 2), (3, 0), (3, 2))
+        tiles, modes = ((128, 64, 4, 5), (64, 64, 4, 5), (128, 128, 4, 4)), ((2, 0), (2, 2), (3, 0), (3, 2), (4, 2))
     for rows_t, bk, warps, stages in tiles:
         n_tiles = rows // rows_t
         out = torch.empty(n_tiles, dtype=torch.float32, device="cuda")

@@ -103,7 +103,7 @@ SIG = dict(w_ptr="*i16", s_ptr="*u8", x_ptr="*bf16", out_ptr="*fp32", K_STEPS="i
            stride_s="i32", ROWS_T="constexpr", BK="constexpr", MODE="constexpr", TILED="constexpr")
 
 if __name__ == "__main__":
-    for mode, tiled in ((0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0), (2, 2), (3, 0), (3, 2)):
+    for mode, tiled in ((0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0), (2, 2), (3, 0), (3, 2), (4, 2)):
         for rows_t, bk in ((128, 64), (64, 128)):
             src = ASTSource(P._ladder, SIG, constexprs=dict(ROWS_T=rows_t, BK=bk, MODE=mode, TILED=tiled),
                             attrs={(i,): [["tt.divisibility", 16]] for i in (0, 1, 2, 3, 5, 6)})
@@ -126,9 +126,9 @@ def test_fp4_stream_probe_compiles_for_sm90(tmp_path):
     assert sep, "the fp4 test's script changed shape: update this test"
     bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
     rows = run_sm90_script(tmp_path, head + f"BENCH_DIR = {bench!r}\n" + _PROBE)
-    assert len(rows) == 20, rows
+    assert len(rows) == 22, rows
     for name, spills, wgmma, cp128 in rows:
         assert spills == "spills=0", name
         assert (wgmma == "wgmma=0") == name.startswith("0 "), (name, wgmma)
-        if name.startswith(("1 ", "2 ", "3 ")):  # the wgmma modes' weight words arrive by 16-byte cp.async, any layout
+        if name.startswith(("1 ", "2 ", "3 ", "4 ")):  # the wgmma modes' weight words arrive by 16-byte cp.async, any layout
             assert cp128 != "cp128=0", (name, cp128)
