@@ -497,7 +497,7 @@ def test_tile_dequantization_tiled_layout(fmt):
     g = torch.Generator().manual_seed(2)
     q = _random_operand(fmt, (2, 192, 256), g)
     ref = dequantize(q)
-    for tk, bk, br in ((128, 128, 32), (128, 32, 256), (64, 64, 16)):  # 384 rows: 2 x 256 masked
+    for tk, bk, br in ((128, 128, 32), (128, 32, 256), (64, 64, 16), (32, 32, 64)):  # 384 rows: 2 x 256 masked
         t = q.tiled_values(tk)
         assert t.value_tile_k == tk
         tiles = dequantize_tiles(t.to(DEV), block_rows=br, block_k=bk).cpu()
