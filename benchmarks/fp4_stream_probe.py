@@ -45,9 +45,9 @@ def _words(w_ptr, r64, ki, stride_w, ROWS_T: tl.constexpr, BK: tl.constexpr, TIL
     """The K step ``ki``'s [ROWS_T, BK/4] int16 words: row-major rows ``stride_w`` words apart, or
     tiled -- 64-row tiles of [K/32 chunks, 64 rows, 8 words] (a step of 64 rows one contiguous run),
     loaded as [ROWS_T, BK/32, 8] so that the 16-byte runs stay visible to Triton."""
-    if TILED == 2:  # stepped: per 64-row tile [K/BK steps, 64 rows, BK/4 words] -- a plain 2-D load
-        rows = (r64 // 64) * (64 * stride_w) + (r64 % 64) * (BK // 4)
-        return tl.load(w_ptr + rows[:, None] + ki * (64 * BK // 4) + tl.arange(0, BK // 4)[None, :])
+    if TILED == 2:  # stepped: the kernels' tiled layout with TK = BK (_blockscaled._w_rows / _k_base)
+        rows = _bs._w_rows(r64, 64 * stride_w, BK, 4)
+        return tl.load(w_ptr + rows[:, None] + _bs._k_base(ki, BK, BK, 4) + tl.arange(0, BK // 4)[None, :])
     elif TILED:
         c = ki * (BK // 32) + tl.arange(0, BK // 32)
         ptrs = (w_ptr + ((r64 // 64) * (64 * stride_w) + (r64 % 64) * 8)[:, None, None] + (c * 512)[None, :, None]

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from ..config import Activation, Format
+from ..formats.tensor import TILE_WIDTHS, default_tile_k
 
 __all__ = [
     "KernelConfig",
@@ -392,9 +393,8 @@ def _block_scaled_bk(K: int, fmt: Format) -> int:
     a tile's block scales reach 4 bytes per thread, so that Triton's pipeline prefetches them;
     gpt-oss-120b MXFP4 decode with block_k 128 ran 1.12-1.30x slower than the tuned block_k 64 --
     registers and a K mask cost more than the scale stall they remove.)"""
-    for bk in (128, 64, 32):
-        if K % bk == 0:
-            return bk
+    if K % TILE_WIDTHS[0] == 0:
+        return default_tile_k(K)  # also the tile width of ExpertWeights' tiled FP4 values
     return 128 if K >= 128 else 32
 
 

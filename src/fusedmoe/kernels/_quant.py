@@ -170,7 +170,7 @@ def _fp8_rows(pid, x_ptr, q_ptr, s_ptr, src_ptr, T, C: tl.constexpr, stride_x, s
         if SCALE_MODE == 2:
             s = tl.maximum(_div_rn(tl.max(tl.abs(x), axis=1), c448), _MIN_SCALE)
             tl.store(s_ptr + rows, s, mask=rmask)
-        _store_fp8(q_row[:, None] + cols[None, :], x, s, m, OUT_FP32)
+        _store_fp8(q_row[:, None] + cols[None, :], x, s[:, None], m, OUT_FP32)
     else:
         if SCALE_MODE == 2:
             amax = tl.zeros([BLOCK_T], dtype=tl.float32)
@@ -185,7 +185,7 @@ def _fp8_rows(pid, x_ptr, q_ptr, s_ptr, src_ptr, T, C: tl.constexpr, stride_x, s
             cols = c0 + tl.arange(0, BLOCK_C)
             m = rmask[:, None] & (cols[None, :] < C)
             x = tl.load(x_row[:, None] + cols[None, :], mask=m, other=0.0).to(tl.float32)
-            _store_fp8(q_row[:, None] + cols[None, :], x, s, m, OUT_FP32)
+            _store_fp8(q_row[:, None] + cols[None, :], x, s[:, None], m, OUT_FP32)
 
 
 @triton.jit
@@ -206,7 +206,7 @@ def _fp8_token_rows_at(row_ids_ptr, n_rows, x_ptr, q_ptr, s_ptr, C, stride_x, st
             x = tl.load(x_row + cols0, mask=m, other=0.0, cache_modifier=".cg").to(tl.float32)
             s = tl.maximum(_div_rn(tl.max(tl.abs(x), axis=0), c448), _MIN_SCALE)
             tl.store(s_ptr + r, s)
-            _store_fp8_row(q_row + cols0, x, s, m, OUT_FP32)
+            _store_fp8(q_row + cols0, x, s, m, OUT_FP32)
         else:
             amax = tl.max(tl.zeros([BLOCK_C], dtype=tl.float32), axis=0)
             for c0 in range(0, C, BLOCK_C):
@@ -218,23 +218,14 @@ def _fp8_token_rows_at(row_ids_ptr, n_rows, x_ptr, q_ptr, s_ptr, C, stride_x, st
             for c0 in range(0, C, BLOCK_C):
                 m = c0 + cols0 < C
                 x = tl.load(x_row + c0 + cols0, mask=m, other=0.0, cache_modifier=".cg").to(tl.float32)
-                _store_fp8_row(q_row + c0 + cols0, x, s, m, OUT_FP32)
-
-
-@triton.jit
-def _store_fp8_row(q_ptrs, x, s, m, OUT_FP32: tl.constexpr):
-    """Store ``e4m3(clamp(x / s, -448, 448))`` of one row ``x`` with its scalar scale ``s``."""
-    y = _clamp_fp8(_div_rn(x, s))
-    if OUT_FP32:
-        tl.store(q_ptrs, y, mask=m)
-    else:
-        tl.store(q_ptrs, y.to(tl.float8e4nv), mask=m)
+                _store_fp8(q_row + c0 + cols0, x, s, m, OUT_FP32)
 
 
 @triton.jit
 def _store_fp8(q_ptrs, x, s, m, OUT_FP32: tl.constexpr):
-    """Store ``e4m3(clamp(x / s[:, None], -448, 448))`` (the clamped fp32 value with OUT_FP32)."""
-    y = _clamp_fp8(_div_rn(x, s[:, None]))
+    """Store ``e4m3(clamp(x / s, -448, 448))`` (``s`` broadcast to x: per row ``s[:, None]``, or a
+    scalar; the clamped fp32 value with OUT_FP32)."""
+    y = _clamp_fp8(_div_rn(x, s))
     if OUT_FP32:
         tl.store(q_ptrs, y, mask=m)
     else:
@@ -284,12 +275,12 @@ def _fp8_tensor_one_program_kernel(
     s = tl.maximum(_div_rn(tl.zeros([BLOCK_T], dtype=tl.float32) + tl.max(amax, axis=0), c448), _MIN_SCALE)
     tl.store(s_ptr + tl.zeros([BLOCK_T], dtype=tl.int32), s, mask=tl.arange(0, BLOCK_T) == 0)
     if ONE_TILE:
-        _store_fp8(q_ptr + rows64[:, None] * stride_q + cols[None, :], x, s, m, OUT_FP32)
+        _store_fp8(q_ptr + rows64[:, None] * stride_q + cols[None, :], x, s[:, None], m, OUT_FP32)
     else:
         for r0 in range(0, T, BLOCK_T):
             for c0 in range(0, C, BLOCK_C):
                 x, rows64, cols, m = _tile_fp32(x_ptr, r0, c0, T, C, stride_x, BLOCK_T, BLOCK_C)
-                _store_fp8(q_ptr + rows64[:, None] * stride_q + cols[None, :], x, s, m, OUT_FP32)
+                _store_fp8(q_ptr + rows64[:, None] * stride_q + cols[None, :], x, s[:, None], m, OUT_FP32)
 
 
 @triton.jit
