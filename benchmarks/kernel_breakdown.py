@@ -58,6 +58,7 @@ def main() -> None:
                                          table=TunedTable() if a.heuristic else None)
                 variants = [(None, base if a.heuristic else None)] + [
                     (g2, {"gemm2": {**base.gemm2.to_dict(), **json.loads(g2)}}) for g2 in a.gemm2]
+                print(f"# {pname} {wf_name} T={T} config: gemm1 {base.gemm1.to_dict()} gemm2 {base.gemm2.to_dict()}")
                 for g2, cfg in variants:
                     _one(a, rows, pname, wf_name, T, w, case, sets, per_expert, p, cfg, g2)
             del w
