@@ -24,9 +24,7 @@ IEEE divisions, ``set_reciprocal_quant(False)``; the default divides by reciproc
 ``fusedmoe-g16`` / ``fusedmoe-g32`` (the chosen configs with GROUP_M 16 / 32 on the warp-specialized
 GEMMs: more M-blocks per column sweep); ``fusedmoe-wswide`` (the FP8 warp-specialized GEMMs at 2 x 128 / 256
 columns with one promoted partial set: half the L2 bytes of A per FLOP); ``fusedmoe-nohandoff`` (GEMM1 stores
-by slot and the warp-specialized GEMM2 gathers its input again: ``set_ws_padded_handoff(False)``);
-``fusedmoe-rowq`` (FP8 per-channel decode: GEMM1 quantizes the intermediate per token itself, no separate
-pass: ``set_gemm1_row_quant(True)``, opt-in until measured).
+by slot and the warp-specialized GEMM2 gathers its input again: ``set_ws_padded_handoff(False)``).
 """
 
 import torch
@@ -238,7 +236,6 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),
          "fusedmoe-divq": _with_setting("set_reciprocal_quant", False),
          "fusedmoe-nohandoff": _with_setting("set_ws_padded_handoff", False),
-         "fusedmoe-rowq": _with_setting("set_gemm1_row_quant", True),
          "fusedmoe-rowchunks": _with_setting(_set_chunked_rows, True),
          "fusedmoe-padgarbage": _with_setting(_set_pad_garbage, True),
          "fusedmoe-s17": _with_setting(_set_chunked_rows, True, _with_setting("set_ws_padded_handoff", False)),

@@ -22,9 +22,6 @@ VARIANTS = {
     "g2 BF16 prefill": lambda: gemm8(2, 0, BM=128, BN=128, BK=64, nw=8, ns=3),
     "g1 FP8 tensor relu2 static-out": lambda: gemm8(1, 1, out_q=1, act=3, gated=False),
     "g1 FP8 row geglu": lambda: gemm8(1, 2, act=1),
-    # the intermediate's per-token FP8 by the M-block's last program (triton_moe.set_gemm1_row_quant)
-    "g1 FP8 row swiglu row-quant-out": lambda: gemm8(1, 2, out_q=6),
-    "g1 FP8 row swiglu row-quant-out split-K 4 PDL": lambda: gemm8(1, 2, out_q=6, split=4, gdc=True),
     "g1 FP8 block swiglu block-out": lambda: gemm8(1, 3, out_q=2, BN=128),
     "g1 FP8 block swiglu block-out split-K 8": lambda: gemm8(1, 3, out_q=2, BN=128, split=8),
     # the FP8 re-quantization by reciprocals (triton_moe.set_reciprocal_quant; the two above divide)
@@ -81,7 +78,7 @@ def test_bf16_fp8_kernels_compile_for_sm90_without_spills(tmp_path):
     head, sep, _ = _SM90_SCRIPT.partition('if __name__ == "__main__":')
     assert sep, "the fp4 test's script changed shape: update this test"
     rows = run_sm90_script(tmp_path, head + _VARIANTS)
-    assert len(rows) == 38, rows
+    assert len(rows) == 36, rows
     # the per-row FP8 prefill tile sits at the 255-register limit: a couple of spill instructions
     # (measured: 2) are tolerated there, not the hundreds of a tile that does not fit
     allowed = {"g1 FP8 row swiglu prefill 2x128": 8}

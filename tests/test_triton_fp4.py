@@ -703,12 +703,11 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
               USE_GDC=gdc, W_TK=tiled)
     if which == 1:
         types = dict(common, ws_ptr="*fp32", cnt_ptr="*i32",
-                     out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8", 5: "*bf16",
-                              6: "*fp8e4nv"}[out_q],
-                     out_scale_ptr={0: "*fp32", 1: "*fp32", 2: "*fp32", 3: "*u8", 4: "*u8", 5: "*i32", 6: "*fp32"}[out_q],
-                     out_qscale_ptr="*bf16" if out_q == 6 else "*fp32")
+                     out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8", 5: "*bf16"}[out_q],
+                     out_scale_ptr={0: "*fp32", 1: "*fp32", 2: "*fp32", 3: "*u8", 4: "*u8", 5: "*i32"}[out_q],
+                     out_qscale_ptr="*fp32")
         ce.update(ACT=act, GATED=gated, OUT_Q=out_q, ROUND_DTYPE=tl.bfloat16, Q_AS_FP32=False, WEIGHT_ON_INPUT=False,
-                  SPLIT_K=split, JOIN=_join(w, micro, swap), RCP_DIV=rcp, ROW_Q_BLOCK=1024)
+                  SPLIT_K=split, JOIN=_join(w, micro, swap), RCP_DIV=rcp)
         return compile_kernel(G._gemm1_kernel, types, ce, nw, ns)
     types = dict(common, out_ptr="*bf16", ws_ptr="*fp32", cnt_ptr="*i32", comb_cnt_ptr="*i32", comb_out_ptr="*bf16")
     ce.update(MUL_ROUTING_WEIGHT=True, OUT_ATOMIC=False, FUSE_COMBINE=fuse, SPLIT_K=split, PERSISTENT=pers, N_TILES=nt,

@@ -575,29 +575,6 @@ def test_gpu_programmatic_dependent_launch_same_bits(wfmt, T):
         set_programmatic_dependent_launch(prev)
 
 
-@gpu
-@pytest.mark.parametrize("T", [1, 8, 32])
-def test_gpu_gemm1_row_quant_same_bits(T):
-    """The intermediate's FP8 per-token quantization by GEMM1's last program per M-block
-    (``set_gemm1_row_quant``): eager and CUDA-graph results bit-identical to the separate pass --
-    on the GPU the M-block's programs run concurrently, so this checks the arrival's ordering too."""
-    from fusedmoe.backends import triton_moe as tm
-
-    wfmt = Format.FP8_CHANNEL
-    prob = make_problem(T=T, H=2048, I=768, I_pad=768, E=128, K=8, act=Activation.SWIGLU, wfmt=wfmt,
-                        dtype=torch.bfloat16, seed=11)
-    prev = tm.set_gemm1_row_quant(False)
-    try:
-        base, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
-        tm.set_gemm1_row_quant(True)
-        for _ in range(3):  # the counters are left at zero for the next call
-            got, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
-            assert torch.equal(got, base)
-        _graph_replay_matches(prob, wfmt, 768, base, replays=3)
-    finally:
-        tm.set_gemm1_row_quant(prev)
-
-
 def test_reciprocal_quant_arithmetic_matches_division():
     """The arithmetic of ``_moe_gemm._div_by_rcp`` (emulated exactly in float64 by
     benchmarks/div_by_reciprocal_check.py) gives IEEE division's fp32 quotient and e4m3 byte for every
@@ -663,59 +640,6 @@ def test_gemm1_amax_same_bits():
             outs.append(got)
         assert torch.equal(outs[0], outs[1]), (act, offset, T)
     assert set_gemm1_amax(True) is True  # the default
-
-
-@interpreter
-def test_gemm1_row_quant_same_bits():
-    """The intermediate's FP8 per-token quantization by GEMM1's last program per M-block
-    (``set_gemm1_row_quant``, opt-in) gives the quantization pass's bits -- values, scales and the
-    layer's output: gated and not, non-local experts, one token and several, several column programs
-    per block, split-K, a row wider than one quantization chunk, an eager call after another (the
-    counters left at zero)."""
-    from fusedmoe.backends import triton_moe as tm
-
-    with pytest.raises(TypeError, match="bool"):
-        tm.set_gemm1_row_quant(1)
-    wfmt = Format.FP8_CHANNEL
-    dtype, H, _ = _FMT_CASES[wfmt]
-    I_pad = 96
-    cfg_split = MoEKernelConfig(KernelConfig(16, 32, 32, split_k=2), KernelConfig(16, 32, 32))
-    for act, offset, E_glob, T, cfg in ((Activation.SWIGLU, 0, 4, 5, None), (Activation.RELU2, 2, 8, 6, None),
-                                        (Activation.SWIGLU, 2, 8, 1, cfg_split), (Activation.RELU2, 0, 4, 3, cfg_split)):
-        prob = make_problem(T=T, H=H, I=I_pad, I_pad=I_pad, E=4, K=2, act=act, wfmt=wfmt, dtype=dtype, offset=offset,
-                            E_glob=E_glob, seed=T + offset)
-        res = []
-        for on in (False, True, True):
-            prev = tm.set_gemm1_row_quant(on)
-            cap = {}
-            try:
-                got = triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], activation=act,
-                                     act_params=_params(act), act_format=ACT_FMT[wfmt], intermediate_size_padded=I_pad,
-                                     local_expert_offset=offset, config=cfg, _capture=cap)
-            finally:
-                tm.set_gemm1_row_quant(prev)
-            assert (cap["out_q"] == tm._OUT_FP8_ROW) == on and (cap["post_quant"] is None) == on
-            res.append((got, cap["inter"], cap["inter_scale"]))
-        (g0, q0, s0) = res[0]
-        # only the local slots' rows exist (the others are never written nor read)
-        local = ((prob["ids"] >= offset) & (prob["ids"] < offset + 4)).reshape(-1)
-        for got, q, sc in res[1:]:
-            assert torch.equal(got, g0), (act, offset, T)
-            assert torch.equal(q[local].view(torch.uint8), q0[local].view(torch.uint8)), (act, offset, T)
-            assert torch.equal(sc.reshape(-1)[local], s0.reshape(-1)[local]), (act, offset, T)
-    # a row of 96 columns in 32-column chunks (the two-pass path)
-    prob = make_problem(T=4, H=H, I=I_pad, I_pad=I_pad, E=4, K=2, act=Activation.SWIGLU, wfmt=wfmt, dtype=dtype, seed=3)
-    outs = []
-    for on in (False, True):
-        prev, prev_max = tm.set_gemm1_row_quant(on), tm._ROW_Q_MAX
-        tm._ROW_Q_MAX = 32  # 32-column chunks: 96 columns take the two-pass loop
-        try:
-            outs.append(run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)[0])
-        finally:
-            tm._ROW_Q_MAX = prev_max
-            tm.set_gemm1_row_quant(prev)
-    assert torch.equal(outs[0], outs[1])
-    assert tm.set_gemm1_row_quant(False) is False  # the default
 
 
 @interpreter

@@ -65,7 +65,7 @@ exact zeros and never raise a block scale).
 
 Launches per forward at decode (T*K <= 256): BF16, NVFP4 x BF16, MXFP4 x BF16 4 (3 when K = 1);
 FP8 per-tensor static, FP8 block, MXFP8 activations 4 (3 when K = 1: hidden is quantized in the
-align launch, ``_ALIGN_QUANT``); FP8 per-token 5 (4 with ``set_gemm1_row_quant``); NVFP4 x NVFP4 with static scales 7 (two of them
+align launch, ``_ALIGN_QUANT``); FP8 per-token 5; NVFP4 x NVFP4 with static scales 7 (two of them
 the 1-element reciprocals g = 1/a); dynamic per-tensor FP8 (incl. NVFP4 x FP8) 6, dynamic NVFP4 8
 (these also zero-fill the intermediate). Prefill adds one
 (the two-kernel align); the opt-in atomic combine replaces the combine kernel by a zero-fill of the
@@ -185,7 +185,7 @@ _ACT_CODE = {
 # quantized operand pairs (kernels/_moe_gemm.py: Q_NONE, Q_TENSOR, Q_ROW, Q_BLOCK)
 _QUANT_CODE = {Format.BF16: 0, Format.FP8_TENSOR: 1, Format.FP8_CHANNEL: 2, Format.FP8_BLOCK: 3,
                Format.NVFP4: 4, Format.MXFP4: 4, Format.MXFP8: 4}
-_OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8, _OUT_NVFP4, _OUT_PLAIN_AMAX, _OUT_FP8_ROW = 0, 1, 2, 3, 4, 5, 6
+_OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8, _OUT_NVFP4, _OUT_PLAIN_AMAX = 0, 1, 2, 3, 4, 5
 _TL_DTYPE = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32}
 _E4M3 = torch.float8_e4m3fn
 
@@ -441,24 +441,6 @@ def set_gemm1_amax(enabled: bool) -> bool:
     intermediate zero-filled, then ``quantize_act``'s own absmax. Same bits either way. Returns the
     previous setting."""
     return _swap_bool(_GEMM1_AMAX, enabled)
-
-
-# ---- FP8 per-token re-quantization of the intermediate inside GEMM1 (decode) ----------------------
-
-# FUSEDMOE_GEMM1_ROW_QUANT=1: on (A/B runs in separate processes)
-_GEMM1_ROW_QUANT = {"enabled": os.environ.get("FUSEDMOE_GEMM1_ROW_QUANT", "0") == "1"}
-_ROW_Q_MAX = 2048  # columns of a row quantized at a time (wider rows: two passes over it)
-
-
-def set_gemm1_row_quant(enabled: bool) -> bool:
-    """``True``: at decode (T * top_k <= 256) with FP8 per-token activations (FP8_CHANNEL weights),
-    GEMM1 quantizes the intermediate per row itself -- its programs store h, arrive at their M-block's
-    counter, and the last of the block quantizes the block's rows (``_moe_gemm.OUT_FP8_ROW``) -- instead
-    of a separate quantization launch; the same bits. ``False`` (default): the separate pass. Opt-in
-    until measured on the H200: the arrivals and the serialized row pass sit on GEMM1's tail, and in a
-    CUDA graph the counters' zero fill is a memset node, against the one launch saved. Returns the
-    previous setting."""
-    return _swap_bool(_GEMM1_ROW_QUANT, enabled)
 
 
 # ---- GEMM1 -> GEMM2 hand-off in block-padded row order (both warp-specialized) ---------------------
@@ -929,10 +911,7 @@ def triton_experts(
         else:
             post_quant = Format.FP8_TENSOR
     elif act_format is Format.FP8_TOKEN:
-        if _GEMM1_ROW_QUANT["enabled"] and not c1.warp_specialized and T * K <= _SINGLE_ALIGN_MAX:
-            out_q = _OUT_FP8_ROW
-        else:
-            post_quant = Format.FP8_TOKEN
+        post_quant = Format.FP8_TOKEN
     elif act_format is Format.FP8_BLOCK:
         if c1.block_n % 128 == 0 and not c1.warp_specialized:  # (the Gluon epilogue has no group quantizer)
             out_q = _OUT_FP8_BLOCK
@@ -994,11 +973,6 @@ def triton_experts(
             out_scale = torch.empty((TK, I_pad // 32), dtype=torch.uint8, device=dev)
             inter_scale, osm = out_scale, out_scale.stride(0)
             q_scale = tw_flat
-        elif out_q == _OUT_FP8_ROW:
-            # per-row scales, and h in hidden's dtype (with inter's strides) for the M-block's last program
-            out_scale = torch.empty((TK,), dtype=torch.float32, device=dev)
-            inter_scale, osm = out_scale, 0
-            q_scale = torch.empty((TK, I_pad), dtype=hidden.dtype, device=dev)
         else:
             out_scale = torch.empty((TK, I_pad // 128), dtype=torch.float32, device=dev)
             inter_scale, osm = out_scale, out_scale.stride(0)
@@ -1015,7 +989,7 @@ def triton_experts(
     prec1 = "ieee" if (a1.dtype == torch.float32 or w13.data.dtype == torch.float32) else "tf32"
     if micro:
         prec1 = prec_micro
-    as_fp32 = interp and out_q in (_OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8, _OUT_FP8_ROW)
+    as_fp32 = interp and out_q in (_OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8)
     if smem and not micro:  # operands staged as loaded (block-scaled formats stage dequantized tiles)
         c1 = fit_stages(c1, a1.element_size(), w13.data.element_size(), 2 if gated else 1, smem)
 
@@ -1026,12 +1000,12 @@ def triton_experts(
     n_part1 = tiles1 * c1.split_k * (2 if gated else 1) * BM * c1.block_n if c1.split_k > 1 else 0
     n_part2 = tiles2 * c2.split_k * BM * c2.block_n if c2.split_k > 1 else 0
     n_comb = T * cdiv(H, c2.block_n) if fuse else 0  # GEMM2's (token, column tile) counters
-    # GEMM1's counters: per tile (split-K), then per M-block (OUT_FP8_ROW)
-    n_cnt1 = tiles1 + (NB if out_q == _OUT_FP8_ROW else 0)
-    if n_part1 or n_part2 or n_comb or out_q == _OUT_FP8_ROW:
-        counters, partials = split_scratch(n_cnt1 + tiles2 + n_comb, n_part1 + n_part2, dev)
-    ws1 = partials[:n_part1] if n_part1 else tw_flat
-    cnt1 = counters[:n_cnt1] if n_part1 or out_q == _OUT_FP8_ROW else tw_flat
+    if n_part1 or n_part2 or n_comb:
+        counters, partials = split_scratch(tiles1 + tiles2 + n_comb, n_part1 + n_part2, dev)
+    if n_part1:
+        ws1, cnt1 = partials[:n_part1], counters[:tiles1]
+    else:
+        ws1 = cnt1 = tw_flat
     # the nibble-aligned E2M1 converter reads packed FP4 as 16-bit words: int16 views (strides too)
     nib = fast_cvt and not mxdot
     # MXFP4 weights whose block-scale codes allow it: the converter's 2^126 folded into the scale
@@ -1059,7 +1033,7 @@ def triton_experts(
             FAST_ACC=c1.fp8_fast_accum,
             SPLIT_K=c1.split_k, JOIN=micro and join_gate_up(wfmt, c1.swap_ab), **pdl,
             RCP_DIV=_RCP_DIV["enabled"] and not interp,  # the interpreter's fma is not fused
-            W_TK=w13.value_tile_k, ROW_Q_BLOCK=min(_ROW_Q_MAX, next_pow2(I_pad)),
+            W_TK=w13.value_tile_k,
             num_warps=c1.num_warps, num_stages=c1.num_stages,
         )
 
@@ -1107,10 +1081,10 @@ def triton_experts(
         prec2 = prec_micro
 
     if n_part2:
-        ws2, cnt2 = partials[n_part1:n_part1 + n_part2], counters[n_cnt1:n_cnt1 + tiles2]
+        ws2, cnt2 = partials[n_part1:n_part1 + n_part2], counters[tiles1:tiles1 + tiles2]
     else:
         ws2 = cnt2 = tw_flat
-    cnt_comb = counters[n_cnt1 + tiles2:n_cnt1 + tiles2 + n_comb] if fuse else tw_flat
+    cnt_comb = counters[tiles1 + tiles2:tiles1 + tiles2 + n_comb] if fuse else tw_flat
     inter_d, w2_d = _nib_view(inter, nib), _nib_view(w2.data, nib)
     if pers2:
         grid2 = (min(tiles2, pers2 * (num_sms or 1)), 1)

@@ -66,7 +66,7 @@ import triton.language as tl
 
 from ._blockscaled import (F_FP8, F_MXFP4, F_MXFP8, F_NVFP4, MX_FOLD, _NIB_ACC_FACTOR, _load_mx_block, _load_tile,
                            _nvfp4_quant_tile, _w_rows)
-from ._quant import _fp8_token_rows_at, _ue8m0_ceil, _ue8m0_multiplier
+from ._quant import _ue8m0_ceil, _ue8m0_multiplier
 
 # activation codes (launcher maps fusedmoe.Activation to these)
 ACT_SWIGLU = tl.constexpr(0)
@@ -95,12 +95,6 @@ OUT_NVFP4 = tl.constexpr(4)  # 1x16 blocks with the static global scale g (out_q
 OUT_PLAIN_AMAX = tl.constexpr(5)  # hidden dtype, and max |h| over the stored values into an int32 [1]
 #                                   (the amax bits a dynamic per-tensor quantization of the intermediate
 #                                   starts from: _atomic_amax; Triton: out_scale_ptr, Gluon: out_qscale_ptr)
-OUT_FP8_ROW = tl.constexpr(6)  # FP8 per row (FP8_TOKEN) of the whole intermediate row: h is stored in the
-#                                hidden dtype at out_qscale_ptr ([T*K, N], out_ptr's strides); the last of an
-#                                M-block's column programs to arrive (counter cnt_ptr[num_blocks_m * num_pid_n
-#                                + pid_m]) quantizes the block's rows into out_ptr (e4m3, or fp32 Q_AS_FP32)
-#                                and out_scale_ptr (fp32 [T*K]): _quant._fp8_token_rows_at, the quantization
-#                                pass's bits, one launch fewer
 
 FP8_MAX = tl.constexpr(448.0)
 
@@ -478,7 +472,6 @@ def _gemm1_kernel(
     JOIN: tl.constexpr,  # MICRO, GATED, not MXDOT: gate and up rows as one weight tile (kernel_configs.join_gate_up)
     RCP_DIV: tl.constexpr = False,  # FP8 static / block re-quantization by reciprocals (_div_by_rcp; same bits)
     W_TK: tl.constexpr = 0,  # MICRO, FP4 weights: 0 linear values, else the "tiled" layout's piece width (_w_rows)
-    ROW_Q_BLOCK: tl.constexpr = 1024,  # OUT_FP8_ROW: columns of a row quantized at a time
 ):
     """GEMM1 + bias + activation + intermediate rounding/quantization.
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K).
@@ -648,17 +641,6 @@ def _gemm1_kernel(
         tl.store(out_ptr + out_offs, hv, mask=st_mask)
         if OUT_Q == OUT_PLAIN_AMAX:
             _atomic_amax(out_scale_ptr, hv, st_mask)
-    elif OUT_Q == OUT_FP8_ROW:
-        # the rows' other columns come from the M-block's other programs: arrive (release / acquire as
-        # _split_k_is_last), and the last to arrive quantizes the block's rows in use
-        tl.store(out_qscale_ptr + out_offs, h.to(out_qscale_ptr.dtype.element_ty), mask=st_mask)
-        row_cnt = cnt_ptr + num_blocks_m * num_pid_n + pid_m
-        tl.debug_barrier()
-        if tl.atomic_add(row_cnt, 1, sem="acq_rel", scope="gpu") == num_pid_n - 1:
-            tl.atomic_xchg(row_cnt, 0, sem="relaxed", scope="gpu")  # ready for the next call
-            # the block's rows in use come first in its slot list
-            _fp8_token_rows_at(sorted_ids_ptr + pid_m * BLOCK_M, tl.sum(row_ok.to(tl.int32), axis=0), out_qscale_ptr,
-                               out_ptr, out_scale_ptr, N, stride_om, stride_om, Q_AS_FP32, ROW_Q_BLOCK)
     elif OUT_Q == OUT_NVFP4:
         # BLOCK_N is a multiple of 16 and tiles start on a block boundary; N is a multiple of 16
         packed, s_bytes = _nvfp4_quant_tile(h.to(tl.float32), tl.load(out_qscale_ptr), BLOCK_M, BLOCK_N)

@@ -189,39 +189,6 @@ def _fp8_rows(pid, x_ptr, q_ptr, s_ptr, src_ptr, T, C: tl.constexpr, stride_x, s
 
 
 @triton.jit
-def _fp8_token_rows_at(row_ids_ptr, n_rows, x_ptr, q_ptr, s_ptr, C, stride_x, stride_q, OUT_FP32: tl.constexpr,
-                       BLOCK_C: tl.constexpr):
-    """FP8 per row (FP8_TOKEN) of the rows ``row_ids[0:n_rows]`` (int32) of x, one row at a time: the
-    arithmetic of ``_fp8_rows``' SCALE_MODE 2 -- ``s = max(amax / 448, FP8_MIN_SCALE)``,
-    ``q = e4m3(clamp(x / s, -448, 448))`` -- hence the same bits. x is read at L2 (``.cg``: rows
-    other programs of the same grid stored; the caller synchronized with them)."""
-    cols0 = tl.arange(0, BLOCK_C)
-    c448 = tl.full([], _FP8_MAX, tl.float32)
-    for i in range(n_rows):
-        r = tl.load(row_ids_ptr + i).to(tl.int64)
-        x_row = x_ptr + r * stride_x
-        q_row = q_ptr + r * stride_q
-        if C <= BLOCK_C:
-            m = cols0 < C
-            x = tl.load(x_row + cols0, mask=m, other=0.0, cache_modifier=".cg").to(tl.float32)
-            s = tl.maximum(_div_rn(tl.max(tl.abs(x), axis=0), c448), _MIN_SCALE)
-            tl.store(s_ptr + r, s)
-            _store_fp8(q_row + cols0, x, s, m, OUT_FP32)
-        else:
-            amax = tl.max(tl.zeros([BLOCK_C], dtype=tl.float32), axis=0)
-            for c0 in range(0, C, BLOCK_C):
-                m = c0 + cols0 < C
-                x = tl.load(x_row + c0 + cols0, mask=m, other=0.0, cache_modifier=".cg").to(tl.float32)
-                amax = tl.maximum(amax, tl.max(tl.abs(x), axis=0))
-            s = tl.maximum(_div_rn(amax, c448), _MIN_SCALE)
-            tl.store(s_ptr + r, s)
-            for c0 in range(0, C, BLOCK_C):
-                m = c0 + cols0 < C
-                x = tl.load(x_row + c0 + cols0, mask=m, other=0.0, cache_modifier=".cg").to(tl.float32)
-                _store_fp8(q_row + c0 + cols0, x, s, m, OUT_FP32)
-
-
-@triton.jit
 def _store_fp8(q_ptrs, x, s, m, OUT_FP32: tl.constexpr):
     """Store ``e4m3(clamp(x / s, -448, 448))`` (``s`` broadcast to x: per row ``s[:, None]``, or a
     scalar; the clamped fp32 value with OUT_FP32)."""
