@@ -1,7 +1,7 @@
 """CPU proof for a cheaper static-FP8 re-quantization (BENCH_COMMANDS.md, next plan 1(e)).
 
 The kernels quantize the intermediate h (rounded to bf16 / fp16) with the static scale s as
-``e4m3(clamp(h / s, +-448))``, the division IEEE round-to-nearest (``_moe_gemm._div_rn``: ``div.rn.f32``,
+``e4m3(clamp(h / s, +-448))``, the division IEEE round-to-nearest (``_quant._div_rn``: ``div.rn.f32``,
 ~10 SASS instructions per element plus a slow-path check). Candidate, with ``r = RN32(1 / s)`` computed
 once per call::
 

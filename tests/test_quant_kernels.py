@@ -5,6 +5,7 @@ On a CPU machine the kernels run in Triton's interpreter (tiny shapes, marked ``
 on a GPU the same tests run compiled, plus realistic shapes and a CUDA-graph capture (``gpu``).
 """
 
+import math
 import os
 
 import pytest
@@ -222,6 +223,45 @@ def test_gpu_cuda_graph_capture(fmt):
     graph.replay()
     torch.cuda.synchronize()
     assert_same(out, quantize(x, fmt))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("T, C", [(1, 1856), (61, 2688), (2048, 2048)])
+def test_gpu_reciprocal_division_over_the_whole_range(dtype, T, C):
+    """The compiled FP8 quantizers divide by a dynamic scale's reciprocal (``_quant._div_by_scale``,
+    ``triton_quant._rcp_div``): bit-identical to the reference's IEEE division with rows (and 128-wide
+    groups) whose magnitudes span the dtype's whole range -- all-zero rows (the floor scale), rows at
+    the dtype's largest values, rows of subnormal-sized values -- per token, per tensor, in blocks."""
+    import fusedmoe.formats.triton_quant as tq
+
+    big = 3.0e38 if dtype == torch.bfloat16 else 6.0e4
+    tiny = 1e-38 if dtype == torch.bfloat16 else 1e-7
+    g = torch.Generator().manual_seed(T + C)
+    exps = torch.linspace(math.log10(tiny), math.log10(big / 4), T).reshape(T, 1)
+    x = torch.randn(T, C, generator=g) * 10.0 ** exps
+    x[T // 2] = 0.0
+    if T > 2:
+        x[1] = torch.where(torch.rand(C, generator=g) < 0.5, big, -big)
+    x = x.to(dtype).to("cuda")
+    assert tq.plan_fp8(x, Format.FP8_TOKEN).rcp_div and tq.plan_fp8(x, Format.FP8_BLOCK).rcp_div
+    for fmt in (Format.FP8_TOKEN, Format.FP8_TENSOR, Format.FP8_BLOCK):
+        assert_same(quantize_act(x, fmt), quantize(x, fmt))
+
+
+def test_reciprocal_division_only_where_proven():
+    """``_rcp_div``: reciprocals only for compiled kernels (``out_fp32`` False), 16-bit x and dynamic
+    scales; fp32 x, the interpreter and a caller's static scale keep the IEEE division."""
+    import fusedmoe.formats.triton_quant as tq
+
+    x16 = torch.randn(4, 256, dtype=torch.bfloat16, device=DEV)
+    assert tq._rcp_div(x16, False) == tq._QUANT_RCP_DIV
+    assert not tq._rcp_div(x16, True) and not tq._rcp_div(x16.float(), False)
+    s = torch.tensor([0.5], device=DEV)
+    assert not tq.plan_fp8(x16, Format.FP8_TENSOR, static_scale=s).rcp_div
+    assert tq.plan_fp8(x16, Format.FP8_TOKEN).rcp_div == tq._QUANT_RCP_DIV
+    assert not tq.plan_fp8(x16, Format.FP8_TOKEN, out_fp32=True).rcp_div
 
 
 @pytest.mark.parametrize("T,C", [(2, 8320), (1100, 96)])

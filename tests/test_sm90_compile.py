@@ -132,3 +132,43 @@ def test_fp4_stream_probe_compiles_for_sm90(tmp_path):
         assert (wgmma == "wgmma=0") == name.startswith("0 "), (name, wgmma)
         if name.startswith(("1 ", "2 ", "3 ", "4 ")):  # the wgmma modes' weight words arrive by 16-byte cp.async, any layout
             assert cp128 != "cp128=0", (name, cp128)
+
+
+_QUANT = r'''
+from fusedmoe.kernels import _quant as Q
+
+ROW_SIG = dict(x_ptr="*bf16", q_ptr="*fp8e4nv", s_ptr="*fp32", src_ptr="*fp32", T="i32", stride_x="i32",
+               stride_q="i32")
+GROUP_SIG = dict(x_ptr="*bf16", q_ptr="*fp8e4nv", s_ptr="*fp32", T="i32", C="i32", stride_x="i32", stride_q="i32",
+                 stride_s="i32", rows_ptr="*i32")
+
+if __name__ == "__main__":
+    for rcp in (False, True):
+        for name, fn, sig, cx, nw in (
+                ("row decode", Q._fp8_row_kernel, ROW_SIG,
+                 dict(C=1856, SCALE_MODE=2, OUT_FP32=False, BLOCK_T=1, BLOCK_C=2048), 8),
+                ("row chunked", Q._fp8_row_kernel, ROW_SIG,
+                 dict(C=14336, SCALE_MODE=2, OUT_FP32=False, BLOCK_T=1, BLOCK_C=2048), 8),
+                ("group", Q._fp8_group_kernel, GROUP_SIG,
+                 dict(GROUP=128, MX=False, OUT_FP32=False, BLOCK_T=2, BLOCK_G=8, ROWS_FROM_PTR=False), 4)):
+            k = compile_kernel(fn, sig, dict(cx, RCP_DIV=rcp), nw, 1)
+            sass, regs = sass_of(k)
+            spills = len(re.findall(r"\b(?:LDL|STL)\b", sass))
+            fchk = len(re.findall(r"\bFCHK\b", sass))
+            print(f"{name} {'rcp' if rcp else 'div'}|spills={spills}|fchk={fchk}", flush=True)
+'''
+
+
+def test_fp8_quantizers_compile_for_sm90_with_reciprocals(tmp_path):
+    """The FP8 activation quantizers (per token, in column chunks, 1 x 128 groups) compile for sm_90
+    without spills, and with ``RCP_DIV`` (what compiled launches of 16-bit x with dynamic scales use:
+    ``triton_quant._rcp_div``) keep only the per-scale divisions -- fewer ``FCHK`` (div.rn's slow-path
+    checks) than the per-value IEEE divisions."""
+    head, sep, _ = _SM90_SCRIPT.partition('if __name__ == "__main__":')
+    assert sep, "the fp4 test's script changed shape: update this test"
+    rows = {name: dict(kv.split("=") for kv in rest) for name, *rest in run_sm90_script(tmp_path, head + _QUANT)}
+    assert len(rows) == 6, rows
+    for name, r in rows.items():
+        assert r["spills"] == "0", (name, r)
+    for name in ("row decode", "row chunked", "group"):
+        assert int(rows[f"{name} rcp"]["fchk"]) < int(rows[f"{name} div"]["fchk"]), (name, rows)

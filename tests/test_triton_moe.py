@@ -576,7 +576,7 @@ def test_gpu_programmatic_dependent_launch_same_bits(wfmt, T):
 
 
 def test_reciprocal_quant_arithmetic_matches_division():
-    """The arithmetic of ``_moe_gemm._div_by_rcp`` (emulated exactly in float64 by
+    """The arithmetic of ``_quant._div_by_rcp`` (emulated exactly in float64 by
     benchmarks/div_by_reciprocal_check.py) gives IEEE division's fp32 quotient and e4m3 byte for every
     finite bf16 / fp16 value over 40 scales; a plain multiply by the reciprocal does not."""
     import importlib.util

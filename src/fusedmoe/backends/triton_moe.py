@@ -418,7 +418,7 @@ _RCP_DIV = {"enabled": True}
 def set_reciprocal_quant(enabled: bool) -> bool:
     """``True``: GEMM1's FP8 re-quantization of the intermediate (static per-tensor scale, or the
     1 x 128 groups of FP8 128 x 128 blocks) divides by a reciprocal with Markstein's correction
-    (``_moe_gemm._div_by_rcp``: one multiply and two fma instead of an IEEE division per value) --
+    (``_quant._div_by_rcp``: one multiply and two fma instead of an IEEE division per value) --
     the same bits by construction (``benchmarks/div_by_reciprocal_check.py``; H200 same-bits tests,
     sixteenth session), the default; ``False``: IEEE divisions. H200 harness (BENCHMARKS.md,
     sixteenth session): Nemotron FP8 per tensor (non-gated, 128-column tiles) 1.06-1.11x at 512-8192

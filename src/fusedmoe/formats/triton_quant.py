@@ -17,6 +17,7 @@ after ``import fusedmoe`` but before the first call.
 from __future__ import annotations
 
 import functools
+import os
 from typing import Optional
 
 import torch
@@ -42,14 +43,35 @@ _ROW_IN_REGISTERS_MAX = 8192
 # up to this many rows one program a row (decode: the most programs, each one round trip);
 # beyond, programs of about 4096 elements
 _ONE_ROW_PER_PROGRAM_MAX = 1024
+# x / s of the FP8 quantizers by s's reciprocal and Markstein's correction (``_quant._div_by_scale``:
+# one IEEE division per scale instead of one per value, the same bits) where that is proven: compiled
+# kernels (the interpreter's fma is not fused; it is also the only place that writes fp32 values, so
+# ``out_fp32`` stands for it), 16-bit x (``benchmarks/div_by_reciprocal_check.py`` covers every finite
+# bf16 / fp16 value) and dynamic scales (>= FP8_MIN_SCALE / 1e-10 / 448: positive normal numbers; a
+# caller's static scale keeps the division). FUSEDMOE_QUANT_RCP_DIV=0 turns it off (A/B runs).
+_QUANT_RCP_DIV = os.environ.get("FUSEDMOE_QUANT_RCP_DIV", "1") != "0"
+
+
+def _rcp_div(x: torch.Tensor, out_fp32: bool) -> bool:
+    """Whether a dynamic-scale FP8 quantization of ``x`` divides by reciprocals (``_QUANT_RCP_DIV``)."""
+    return _QUANT_RCP_DIV and not out_fp32 and x.dtype in (torch.float16, torch.bfloat16)
 
 
 def _row_blocks(T: int, C: int) -> "tuple[int, int, int]":
-    """(BLOCK_T, BLOCK_C, num_warps) of ``_quant._fp8_rows`` for ``x [T, C]``."""
+    """(BLOCK_T, BLOCK_C, num_warps) of ``_quant._fp8_rows`` for ``x [T, C]``. Measured on the H200
+    (``benchmarks/quant_probe.py --variants``, twenty-first session): one row a program wherever a row
+    has >= 2048 columns (49152 x 1856: 113 vs 124 us with two rows; 16384 x 14336: 230 vs 282 us), 8
+    warps for decode rows of >= 1024 columns (6 x 1856: 2.9 vs 4.0 us) and for rows of >= 8192 columns
+    or in 2048-wide chunks, else 4 (8192 x 2688: 41.9 vs 46.9 us)."""
     block_c = next_pow2(C)
-    if block_c > _ROW_IN_REGISTERS_MAX:
+    chunked = block_c > _ROW_IN_REGISTERS_MAX
+    if chunked:
         block_c = 2048
-    block_t = 1 if T <= _ONE_ROW_PER_PROGRAM_MAX else min(next_pow2(T), max(1, 4096 // block_c))
+    if T <= _ONE_ROW_PER_PROGRAM_MAX:
+        return 1, block_c, 8 if block_c >= 1024 else 4
+    if chunked or block_c >= 2048:
+        return 1, block_c, 8 if chunked or block_c >= 8192 else 4
+    block_t = min(next_pow2(T), max(1, 4096 // block_c))
     return block_t, block_c, 8 if block_t * block_c >= 8192 else 4
 
 
@@ -182,6 +204,7 @@ def quantize_act(
                 bt = min(next_pow2(T), max(1, 8192 // bc))
             launch(k._fp8_tensor_one_program_kernel, (1,),
                 x, q, s, T, C, x.stride(0), q.stride(0), OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=bc,
+                RCP_DIV=_rcp_div(x, out_fp32),
                 ONE_TILE=one_tile, num_warps=16 if bt * bc > 8192 else 8,
             )
         else:
@@ -192,6 +215,7 @@ def quantize_act(
             launch(k._fp8_row_kernel, (cdiv(T, bt),),
                 x, q, s, amax, T, C, x.stride(0), q.stride(0),
                 SCALE_MODE=1, OUT_FP32=out_fp32, BLOCK_T=bt, BLOCK_C=bc, num_warps=warps,
+                RCP_DIV=_rcp_div(x, out_fp32),
             )
         return QuantizedTensor(_finish(q, out_fp32), fmt, s.reshape(()))
 
@@ -240,7 +264,7 @@ class Fp8Plan:
     launch (:meth:`fused_args`). Afterwards :meth:`result` is the quantized tensor."""
 
     __slots__ = ("fmt", "groups", "x", "q", "s", "src", "mode", "group", "block_t", "block_c", "grid", "out_fp32",
-                 "num_warps", "rows")
+                 "num_warps", "rows", "rcp_div")
 
     def __init__(self, fmt, groups, x, q, s, src, mode, group, block_t, block_c, grid, out_fp32, num_warps=4,
                  rows=None):
@@ -249,6 +273,8 @@ class Fp8Plan:
             mode, group, block_t, block_c, grid, out_fp32)
         self.num_warps = num_warps  # the warps its programs want (the fused align launch takes the larger)
         self.rows = rows  # groups only: None, or int32 [1] on the device, the rows to quantize
+        # x / s by reciprocals: dynamic scales only (mode 2 per token, or the groups); a static scale divides
+        self.rcp_div = (groups or mode != 0) and _rcp_div(x, out_fp32)
 
     @property
     def programs(self) -> int:
@@ -263,13 +289,13 @@ class Fp8Plan:
             launch(k._fp8_group_kernel, self.grid,
                 x, q, s, T, C, x.stride(0), q.stride(0), s.stride(0), self.rows if has_rows else s,
                 GROUP=self.group, MX=self.fmt is Format.MXFP8, OUT_FP32=self.out_fp32, BLOCK_T=self.block_t,
-                BLOCK_G=self.block_c, ROWS_FROM_PTR=has_rows, num_warps=self.num_warps,
+                BLOCK_G=self.block_c, ROWS_FROM_PTR=has_rows, RCP_DIV=self.rcp_div, num_warps=self.num_warps,
             )
         else:
             launch(k._fp8_row_kernel, self.grid[:1],
                 x, q, s, self.src, T, C, x.stride(0), q.stride(0),
                 SCALE_MODE=self.mode, OUT_FP32=self.out_fp32, BLOCK_T=self.block_t, BLOCK_C=self.block_c,
-                num_warps=self.num_warps,
+                RCP_DIV=self.rcp_div, num_warps=self.num_warps,
             )
 
     def run(self) -> QuantizedTensor:
@@ -286,7 +312,7 @@ class Fp8Plan:
         T, C = x.shape
         return (x, q, s, self.src, T, C, x.stride(0), q.stride(0), s.stride(0) if self.groups else 0, self.grid[1]), dict(
             GROUPS=self.groups, SCALE_MODE=self.mode, GROUP=self.group, MX=self.fmt is Format.MXFP8,
-            OUT_FP32=self.out_fp32, BLOCK_T=self.block_t, BLOCK_C=self.block_c)
+            OUT_FP32=self.out_fp32, BLOCK_T=self.block_t, BLOCK_C=self.block_c, RCP_DIV=self.rcp_div)
 
     def result(self) -> QuantizedTensor:
         q = _finish(self.q, self.out_fp32)

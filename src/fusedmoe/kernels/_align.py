@@ -129,6 +129,7 @@ def _align_scatter_quant_kernel(
     BLOCK_T: tl.constexpr,
     BLOCK_C: tl.constexpr,  # rows: columns per step; groups: groups per program (BLOCK_G)
     USE_GDC: tl.constexpr,
+    RCP_DIV: tl.constexpr = False,  # the quantizer's x / s by reciprocals (_quant._div_by_scale; same bits)
 ):
     """Decode (one chunk of slots): the single-program align in program 0 and the FP8
     quantization of hidden in programs 1.. (the programs of ``_fp8_row_kernel`` or
@@ -143,10 +144,10 @@ def _align_scatter_quant_kernel(
                        True, 1, BLOCKS_PER_ITER)
     elif GROUPS:
         _fp8_groups((pid - 1) // num_g, (pid - 1) % num_g, x_ptr, q_ptr, s_ptr, T, C, stride_x, stride_q, stride_s,
-                    GROUP, MX, OUT_FP32, BLOCK_T, BLOCK_C)
+                    GROUP, MX, OUT_FP32, BLOCK_T, BLOCK_C, RCP_DIV)
     else:
         _fp8_rows(pid - 1, x_ptr, q_ptr, s_ptr, src_ptr, T, C, stride_x, stride_q, SCALE_MODE, OUT_FP32, BLOCK_T,
-                  BLOCK_C)
+                  BLOCK_C, RCP_DIV)
 
 
 @triton.jit

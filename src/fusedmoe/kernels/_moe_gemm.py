@@ -66,7 +66,7 @@ import triton.language as tl
 
 from ._blockscaled import (F_FP8, F_MXFP4, F_MXFP8, F_NVFP4, MX_FOLD, _NIB_ACC_FACTOR, _load_mx_block, _load_tile,
                            _nvfp4_quant_tile, _w_rows)
-from ._quant import _ue8m0_ceil, _ue8m0_multiplier
+from ._quant import _div_by_scale, _div_rn, _ue8m0_ceil, _ue8m0_multiplier
 
 # activation codes (launcher maps fusedmoe.Activation to these)
 ACT_SWIGLU = tl.constexpr(0)
@@ -212,36 +212,6 @@ def _kblock_mma(a, w, acc, a_s, w_s, BLOCK_SCALED: tl.constexpr, SWAP_AB: tl.con
 
 
 @triton.jit
-def _div_rn(a, b):
-    """IEEE fp32 a / b (round to nearest even), as ``torch.div`` computes it; broadcasts.
-    (Triton's ``/`` is not correctly rounded on NVIDIA GPUs; ``tl.math.div_rn`` does not broadcast.)"""
-    a, b = tl.broadcast(a, b)
-    return tl.math.div_rn(a, b)
-
-
-@triton.jit
-def _rcp_rn(s):
-    """RN(1 / s) of positive finite scales ``s`` (any shape; in s's own layout, also from Gluon)."""
-    return tl.math.div_rn(s * 0.0 + 1.0, s)
-
-
-@triton.jit
-def _div_by_rcp(x, s, r):
-    """``x / s`` correctly rounded (fp32; broadcasts) from ``r = RN(1 / s)`` without a division:
-    ``q0 = x * r``, the exact remainder ``fma(-q0, s, x)`` and Markstein's correction
-    ``fma(rem, r, q0)``; where the remainder is zero (keeps -0.0) or not finite (x or q0 infinite:
-    the caller's clamp takes q0) q0 itself. ``benchmarks/div_by_reciprocal_check.py`` proves it equal
-    to IEEE division for every finite bf16 / fp16 ``x`` over 1007 scales. GPU only: the
-    interpreter's fma is not fused (launchers pass RCP_DIV False there)."""
-    x, s = tl.broadcast(x, s)
-    x, r = tl.broadcast(x, r)
-    q0 = x * r
-    rem = tl.fma(-q0, s, x)
-    q = tl.fma(rem, r, q0)
-    return tl.where((rem != 0) & (tl.abs(rem) < float("inf")), q, q0)
-
-
-@triton.jit
 def _atomic_amax(amax_ptr, v, mask):
     """max |v| over the ``mask``-ed 2-D tile into the int32 at ``amax_ptr`` by ``atomic_max`` on the
     float's bits (non-negative floats order as ints): the value ``_quant._absmax_kernel`` would
@@ -249,17 +219,6 @@ def _atomic_amax(amax_ptr, v, mask):
     order independent)."""
     m = tl.max(tl.max(tl.where(mask, tl.abs(v.to(tl.float32)), 0.0), axis=1), axis=0)
     tl.atomic_max(amax_ptr, m.to(tl.int32, bitcast=True))
-
-
-@triton.jit
-def _div_by_scale(x, s, RCP_DIV: tl.constexpr):
-    """``x / s`` correctly rounded (fp32; broadcasts): an IEEE division per value, or (RCP_DIV, GPU
-    only) ``s``'s reciprocal -- computed at ``s``'s own shape, once per scale -- and
-    :func:`_div_by_rcp`; the same bits."""
-    if RCP_DIV:
-        return _div_by_rcp(x, s, _rcp_rn(s))
-    else:
-        return _div_rn(x, s)
 
 
 @triton.jit

@@ -59,7 +59,7 @@ alike (their output rows are the launcher's to zero). Epilogue (per warpgroup, f
 routing weight on input (GEMM1), bias, routing weight (GEMM2: MUL_ROUTING_WEIGHT), the activation
 (``_moe_gemm._activation``; GEMM2: identity), rounded to hidden's dtype, stored at the slot rows
 (a static FP8 intermediate divided by its scale: IEEE divisions, or with RCP_DIV the reciprocal and
-Markstein's correction, ``_moe_gemm._div_by_rcp``: the same bits; OUT_PLAIN_AMAX: a 16-bit
+Markstein's correction, ``_quant._div_by_rcp``: the same bits; OUT_PLAIN_AMAX: a 16-bit
 intermediate and its max |h| into the int32 at ``out_qscale_ptr``, ``_moe_gemm._atomic_amax``, for
 the dynamic per-tensor quantization that follows).
 
