@@ -48,6 +48,21 @@ def table(paths):
         lines.append(row)
     geo = "".join(f"{math.exp(sum(g) / len(g)):>23.3f}x" if g else " " * 24 for g in logs)
     lines.append(f"{'geomean ratio to SGLang (common points)':44s}" + geo)
+    # by token region: each run's ratio to its SGLang, and the first run's speedup over each run
+    # (t_run / t_first: the same points, no SGLang in between)
+    for lo, hi in ((1, 8), (9, 128), (129, 1024), (1025, 99999)):
+        common = [k for k in keys if lo <= k[3] <= hi and all(
+            pts.get(k, {}).get("sglang") and any(n != "sglang" for n in pts.get(k, {})) for pts in runs)]
+        if not common:
+            continue
+        def ours(pts, k):
+            return next(t for n, t in pts[k].items() if n != "sglang")
+        vs_sg = "".join(f"{math.exp(sum(math.log(pts[k]['sglang'] / ours(pts, k)) for k in common) / len(common)):>23.3f}x"
+                        for pts in runs)
+        vs_first = "".join(f"{math.exp(sum(math.log(ours(pts, k) / ours(runs[0], k)) for k in common) / len(common)):>23.3f}x"
+                           for pts in runs)
+        lines.append(f"{f'tokens {lo}-{hi}: ratio to SGLang ({len(common)} points)':44s}" + vs_sg)
+        lines.append(f"{f'tokens {lo}-{hi}: t_run / t_first':44s}" + vs_first)
     return "\n".join(lines)
 
 
