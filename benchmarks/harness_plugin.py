@@ -14,6 +14,8 @@ programmatic dependent launch always on / off; the default turns it on up to 512
 count; the default does not fuse it: ``set_fused_combine``); ``fusedmoe-noalq`` (hidden quantized
 by its own kernel at decode too, instead of inside the align launch: ``triton_moe._ALIGN_QUANT``);
 ``fusedmoe-nopersist`` (GEMM2 always one program per tile: ``set_persistent_gemm2(False)``);
+``fusedmoe-notrim`` (each GEMM's pipeline stages as configured even past its K loop's trip count:
+``set_trim_stages(False)``);
 ``fusedmoe-ws`` / ``fusedmoe-ws1`` (BF16 and FP8 per-tensor / per-channel / block cases: from 512
 tokens up, both GEMMs / GEMM1 alone by the warp-specialized Gluon kernels,
 ``kernel_configs.warp_specialized_variant``; below, the default configs); ``fusedmoe-noskip`` /
@@ -233,6 +235,7 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-nofuse": _with_setting(_FUSE, 0), "fusedmoe-fuseall": _with_setting(_FUSE, 1 << 30),
          "fusedmoe-noalq": _with_setting(_set_align_quant, False),
          "fusedmoe-nopersist": _with_setting("set_persistent_gemm2", False),
+         "fusedmoe-notrim": _with_setting("set_trim_stages", False),
          "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),
          "fusedmoe-divq": _with_setting("set_reciprocal_quant", False),
          "fusedmoe-nohandoff": _with_setting("set_ws_padded_handoff", False),

@@ -1168,6 +1168,28 @@ def test_fit_stages_to_shared_memory():
     assert fit_stages(g, 4, 4, 2, h200).num_stages == 1  # 160 KiB per stage: one, never fewer
 
 
+def test_trim_stages_to_the_k_loop():
+    """``trim_stages``: at most one stage more than a program's K blocks (split-K shares counted),
+    never below 2; persistent, column-tile-holding and warp-specialized GEMMs and the switch's off
+    position leave the config as it is."""
+    from fusedmoe.backends import triton_moe as tm
+
+    c = KernelConfig(16, 64, 256, num_warps=4, num_stages=5, swap_ab=True)
+    assert tm.trim_stages(c, 256).num_stages == 2  # one K block (DeepSeek-V3 TP8's GEMM2 at decode)
+    assert tm.trim_stages(c, 768).num_stages == 4  # three
+    assert tm.trim_stages(c, 1024) == c  # four: all five stages can be in use
+    assert tm.trim_stages(KernelConfig(16, 64, 128, num_stages=5, split_k=4), 7168).num_stages == 5  # 14 blocks each
+    assert tm.trim_stages(KernelConfig(16, 64, 256, num_stages=5, split_k=4), 2048).num_stages == 3  # 2 blocks each
+    assert tm.trim_stages(KernelConfig(16, 64, 256, num_stages=1), 256).num_stages == 1  # never raised
+    assert tm.trim_stages(c, 256, persistent=True) == c
+    assert tm.trim_stages(KernelConfig(64, 64, 256, num_stages=5, n_tiles=4), 256).num_stages == 5
+    prev = tm.set_trim_stages(False)
+    try:
+        assert tm.trim_stages(c, 256) == c
+    finally:
+        tm.set_trim_stages(prev)
+
+
 def test_tuned_table_json_roundtrip_and_fallback(tmp_path):
     tuned = KernelConfig(block_m=32, block_n=128, block_k=64, group_m=4, num_warps=8, num_stages=4, swap_ab=True)
     doc = {"format_version": 1, "entries": [

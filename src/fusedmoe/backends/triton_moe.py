@@ -309,6 +309,30 @@ def fit_stages(c: KernelConfig, a_bytes: int, w_bytes: int, w_tiles: int, smem_b
     return dataclasses.replace(c, num_stages=int(fit))
 
 
+_TRIM_STAGES = {"enabled": os.environ.get("FUSEDMOE_TRIM_STAGES", "1") != "0"}
+
+
+def trim_stages(c: KernelConfig, K: int, persistent: bool = False) -> KernelConfig:
+    """``c`` with num_stages at most one more than a program's K blocks, ``cdiv(cdiv(K, block_k),
+    split_k)`` (and >= 2): Triton's pipeline allocates every stage's operand buffers whatever the
+    loop's trip count, and it prefetches num_stages - 1 K blocks ahead, so stages past the trip count
+    only take shared memory -- fewer programs per SM, fewer loads in flight. Decode GEMM2s of
+    short-K shards are the case: DeepSeek-V3 TP8's K = 256 in one 256-wide block with 5 stages held
+    100 KB a program (2 per SM) for 20 KB of loads. Persistent and column-tile-holding GEMMs (their
+    loops run over tiles too) and the warp-specialized ring are left as they are; the results are the
+    same bits whatever the stage count. ``set_trim_stages(False)`` turns it off (A/B)."""
+    if not _TRIM_STAGES["enabled"] or persistent or c.n_tiles != 1 or c.warp_specialized:
+        return c
+    keep = max(2, cdiv(cdiv(K, c.block_k), c.split_k) + 1)
+    return c if c.num_stages <= keep else dataclasses.replace(c, num_stages=keep)
+
+
+def set_trim_stages(enabled: bool) -> bool:
+    """``True`` (the default): :func:`trim_stages` caps each GEMM's pipeline stages at its K loop's
+    trip count + 1; ``False``: the configs' stages as they are (A/B runs). Returns the previous setting."""
+    return _swap_bool(_TRIM_STAGES, enabled)
+
+
 # ---- programmatic dependent launch ---------------------------------------------------------------
 
 # Measured on the H200 (benchmarks/results/h200-2026-11-29-s4, the shared harness, 25 cases x 7 token
@@ -992,6 +1016,7 @@ def triton_experts(
     as_fp32 = interp and out_q in (_OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8)
     if smem and not micro:  # operands staged as loaded (block-scaled formats stage dequantized tiles)
         c1 = fit_stages(c1, a1.element_size(), w13.data.element_size(), 2 if gated else 1, smem)
+    c1 = trim_stages(c1, H)
 
     tiles1 = NB * cdiv(I_pad, c1.block_n)
     tiles2 = NB * cdiv(H, c2.block_n)
@@ -1075,6 +1100,7 @@ def triton_experts(
         c2 = fit_stages(c2, 0, kb * w2.data.element_size(), 1, smem - held)
     elif smem and not micro:
         c2 = fit_stages(c2, inter.element_size(), w2.data.element_size(), 1, smem)
+    c2 = trim_stages(c2, I_pad, bool(pers2))
     upcast2 = interp or (quant == 0 and inter.dtype != w2.data.dtype)
     prec2 = "ieee" if (inter.dtype == torch.float32 or w2.data.dtype == torch.float32) else "tf32"
     if micro:
