@@ -30,4 +30,8 @@ def test_side_by_side_ratios_and_geomean(tmp_path):
     assert "20.0 us  2.000x" in out[1] and "30.0 us  1.000x" in out[1]  # m/swiglu/fp8_channel/1
     assert "50.0 us  2.000x" in out[2] and out[2].count("x") == 1  # hB's failed point is left blank
     # geometric means over the points both runs have (M = 1 only)
-    assert out[-1].split()[-2:] == ["2.000x", "1.000x"]
+    geo = next(line for line in out if line.startswith("geomean ratio to SGLang"))
+    assert geo.split()[-2:] == ["2.000x", "1.000x"]
+    # by token region (1-8: the same M = 1 point): ratios to each run's SGLang, times over the first run's
+    assert out[-2].startswith("tokens 1-8: ratio to SGLang (1 points)") and out[-2].split()[-2:] == ["2.000x", "1.000x"]
+    assert out[-1].startswith("tokens 1-8: t_run / t_first") and out[-1].split()[-2:] == ["1.000x", "1.500x"]
