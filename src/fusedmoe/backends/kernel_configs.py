@@ -624,8 +624,7 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     # K loop has. Unused buffers cost shared memory, i.e. co-resident programs -- which is what
     # hides latency when the loop is short (GEMM2 of TP8 shards, K = I = 96-256: five 36 KB
     # stages left room for one 4-warp program per SM).
-    k_iters = math.ceil(math.ceil(K / bk) / split)
-    stages = max(2, min(5 if decode else 4, budget // per_stage, k_iters + 1))
+    stages = max(2, min(5 if decode else 4, budget // per_stage, k_loop_stages(K, bk, split)))
     group_m = 1 if decode else 8
     if gemm == "gemm2" and dev.hopper and K <= HELD_A_MAX_K and (
             (fmt in _FP8_PROMOTED + (Format.FP8_BLOCK,) and bm >= 64) or (fmt is Format.BF16 and bm >= 128)):
@@ -828,6 +827,13 @@ def held_a_config(block_m: int, N: int, K: int, weight_format: Format) -> Kernel
     bk = 128 if weight_format is Format.FP8_BLOCK else max(64, 1 << (K - 1).bit_length())
     return KernelConfig(block_m=block_m, block_n=64, block_k=bk, group_m=1, num_warps=4, num_stages=3,
                         n_tiles=math.ceil(tiles / groups))
+
+
+def k_loop_stages(K: int, block_k: int, split_k: int = 1) -> int:
+    """The most pipeline stages a program's K loop can use: its K blocks, ``cdiv(cdiv(K, block_k),
+    split_k)``, + 1 (the pipeline keeps num_stages - 1 blocks in flight). The heuristic sizes its
+    stages within it; the launcher trims other configs to it (``triton_moe.trim_stages``)."""
+    return -(-(-(-K // block_k)) // split_k) + 1
 
 
 def auto_persistent(cfg: KernelConfig, weight_format: Format, a_bytes: float) -> int:

@@ -96,7 +96,7 @@ from ..formats.triton_quant import Fp8Plan, plan_fp8
 from ..kernels import _blockscaled as _bs
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, auto_persistent, choose_moe_config, held_a_problem,
-                             join_gate_up, warp_specialized_problem)
+                             join_gate_up, k_loop_stages, warp_specialized_problem)
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
@@ -323,7 +323,7 @@ def trim_stages(c: KernelConfig, K: int, persistent: bool = False) -> KernelConf
     same bits whatever the stage count. ``set_trim_stages(False)`` turns it off (A/B)."""
     if not _TRIM_STAGES["enabled"] or persistent or c.n_tiles != 1 or c.warp_specialized:
         return c
-    keep = max(2, cdiv(cdiv(K, c.block_k), c.split_k) + 1)
+    keep = max(2, k_loop_stages(K, c.block_k, c.split_k))
     return c if c.num_stages <= keep else dataclasses.replace(c, num_stages=keep)
 
 
