@@ -833,7 +833,8 @@ def k_loop_stages(K: int, block_k: int, split_k: int = 1) -> int:
     """The most pipeline stages a program's K loop can use: its K blocks, ``cdiv(cdiv(K, block_k),
     split_k)``, + 1 (the pipeline keeps num_stages - 1 blocks in flight). The heuristic sizes its
     stages within it; the launcher trims other configs to it (``triton_moe.trim_stages``)."""
-    return -(-(-(-K // block_k)) // split_k) + 1
+    k_blocks = -(-K // block_k)
+    return -(-k_blocks // split_k) + 1
 
 
 def auto_persistent(cfg: KernelConfig, weight_format: Format, a_bytes: float) -> int:

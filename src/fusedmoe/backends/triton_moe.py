@@ -320,9 +320,15 @@ def trim_stages(c: KernelConfig, K: int, persistent: bool = False) -> KernelConf
     short-K shards are the case: DeepSeek-V3 TP8's K = 256 in one 256-wide block with 5 stages held
     100 KB a program (2 per SM) for 20 KB of loads. Persistent and column-tile-holding GEMMs (their
     loops run over tiles too) and the warp-specialized ring are left as they are; the results are the
-    same bits whatever the stage count. ``set_trim_stages(False)`` turns it off (A/B)."""
+    same bits whatever the stage count. ``set_trim_stages(False)`` turns it off (A/B). Cached: a
+    forward asks twice per call, and a config replaced anew costs ~10 us of host time."""
     if not _TRIM_STAGES["enabled"] or persistent or c.n_tiles != 1 or c.warp_specialized:
         return c
+    return _trimmed(c, K)
+
+
+@functools.lru_cache(maxsize=1024)
+def _trimmed(c: KernelConfig, K: int) -> KernelConfig:
     keep = max(2, k_loop_stages(K, c.block_k, c.split_k))
     return c if c.num_stages <= keep else dataclasses.replace(c, num_stages=keep)
 

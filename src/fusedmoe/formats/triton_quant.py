@@ -69,7 +69,7 @@ def _row_blocks(T: int, C: int) -> "tuple[int, int, int]":
         block_c = 2048
     if T <= _ONE_ROW_PER_PROGRAM_MAX:
         return 1, block_c, 8 if block_c >= 1024 else 4
-    if chunked or block_c >= 2048:
+    if block_c >= 2048:  # chunked rows too (2048-wide chunks)
         return 1, block_c, 8 if chunked or block_c >= 8192 else 4
     block_t = min(next_pow2(T), max(1, 4096 // block_c))
     return block_t, block_c, 8 if block_t * block_c >= 8192 else 4
