@@ -48,6 +48,8 @@ import torch
 
 from ..config import Format
 
+SCALE_ROW_ALIGN = 16  # QuantizedTensor.padded_scale_rows' default: scale rows start 16 bytes apart
+
 __all__ = ["QuantizedTensor", "scale_code_range_of"]
 
 _E4M3 = torch.float8_e4m3fn
@@ -182,6 +184,31 @@ class QuantizedTensor:
             return self
         s = s.transpose(-1, -2).contiguous().transpose(-1, -2)
         return dataclasses.replace(self, scale=s)
+
+    def padded_scale_rows(self, align: int = SCALE_ROW_ALIGN) -> "QuantizedTensor":
+        """The same tensor with its row-major block scales (NVFP4, MXFP4, MXFP8) re-stored so that
+        rows start a multiple of ``align`` scale bytes apart: a view ``[..., :K / G]`` of a
+        zero-padded ``[..., cdiv(K / G, align) * align]`` buffer (logical shape and values
+        unchanged; a copy). ``self`` where the rows are so already (any multiple of ``align``, the
+        leading dims dense over the rows), the scales are K-major, or the format has no block scales. With 4-byte aligned rows the Triton kernels read a K step's
+        scale bytes as one 32-bit word per row (``_blockscaled._tile_scales``, ``SW``), which
+        Triton's pipeline copies ahead with the values (``ExpertWeights`` pads MX scales, see
+        there); 16 makes the row offsets multiples of 16 as well (Triton's divisibility hint)."""
+        s = self.scale
+        if align < 1:
+            raise ValueError(f"align must be >= 1, got {align}")
+        if (self.fmt not in (Format.NVFP4, Format.MXFP4, Format.MXFP8) or s is None or s.dim() < 2
+                or s.stride(-1) != 1):
+            return self
+        nb = s.shape[-1]
+        row = -(-nb // align) * align
+        # already so: rows a multiple of `align` apart, the leading dims dense over them, an aligned start
+        dense = all(s.stride(d) == s.stride(d + 1) * s.shape[d + 1] for d in range(s.dim() - 2))
+        if s.stride(-2) % align == 0 and s.stride(-2) >= row and dense and s.storage_offset() % align == 0:
+            return self
+        buf = torch.zeros(*s.shape[:-1], row, dtype=s.dtype, device=s.device)
+        buf[..., :nb] = s
+        return dataclasses.replace(self, scale=buf[..., :nb])
 
     def index_select0(self, idx) -> "QuantizedTensor":
         """Select along the first (expert) dim; scales follow."""
