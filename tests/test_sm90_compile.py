@@ -174,7 +174,8 @@ def test_fp8_quantizers_compile_for_sm90_with_reciprocals(tmp_path):
         assert int(rows[f"{name} rcp"]["fchk"]) < int(rows[f"{name} div"]["fchk"]), (name, rows)
 
 
-_SCALE_WORDS = r'''
+
+_PADDED_SCALES = r'''
 def main_loop(sass):
     """The instructions of the longest backward branch's body (the K loop)."""
     ins = re.findall(r"/\*([0-9a-f]{4,5})\*/\s+((?:@!?U?P\w+\s+)?[A-Z][^;]*);", sass)
@@ -188,43 +189,37 @@ def main_loop(sass):
                 best = (j, i)
     return [t for _, t in ins[best[0]:best[1] + 1]]
 
-# scale rows of real shapes (K / 32 = 90, 84, 58 bytes) are no multiple of 16: no divisibility hint
-NODIV = NODIV + ("stride_wsn",)
-
 if __name__ == "__main__":
-    for name, kw in (("g1 mxfp4 bk64", dict(which=1, w="mxfp4", a="plain", BK=64, act=2, bias=True, tiled=64, cvt=2)),
-                     ("g1 mxfp4 bk128", dict(which=1, w="mxfp4", a="plain", BK=128, act=2, bias=True, tiled=128, cvt=2)),
-                     ("g2 mxfp4 bk64", dict(which=2, w="mxfp4", a="plain", BK=64, tiled=64, cvt=2)),
-                     ("g2 nvfp4 bk32 tails", dict(which=2, w="nvfp4", a="plain", BK=32, even=False))):
-        for sw in (False, True):
-            k = gemm(kw["which"], **{x: v for x, v in kw.items() if x != "which"}, sw=sw, wsk1=True)
-            sass, regs = sass_of(k)
-            loop = main_loop(sass)
-            spills = len(re.findall(r"\b(?:LDL|STL)\b", sass))
-            narrow = sum(1 for t in loop if re.match(r"(?:@!?U?P\w+\s+)?LDG\.E\.(?:U8|U16)\b", t))
-            bars = sum(1 for t in loop if "BAR.SYNC" in t)
-            print(f"{name} sw={int(sw)}|spills={spills}|narrow={narrow}|bars={bars}|hgmma={sum('HGMMA' in t for t in loop)}",
-                  flush=True)
+    base = NODIV
+    for rows in ("unpadded", "padded"):
+        # the scales' row stride: 84 / 90 bytes (K / 32 of real shapes) carry no divisibility hint,
+        # rows padded to 16 bytes (ExpertWeights) carry Triton's 16
+        NODIV = base + (("stride_wsn",) if rows == "unpadded" else ())
+        k = gemm(1, "mxfp4", "plain", BK=128, act=2, bias=True, tiled=128, cvt=2, wsk1=True)
+        sass, regs = sass_of(k)
+        loop = main_loop(sass)
+        spills = len(re.findall(r"\b(?:LDL|STL)\b", sass))
+        narrow = sum(1 for t in loop if re.match(r"(?:@!?U?P\w+\s+)?LDG\.E\.(?:U8|U16)\b", t))
+        cp4 = sum(1 for t in loop if re.match(r"(?:@!?U?P\w+\s+)?LDGSTS\.E\s", t))
+        bars = sum(1 for t in loop if "BAR.SYNC" in t)
+        print(f"{rows}|spills={spills}|narrow={narrow}|cp4={cp4}|bars={bars}|hgmma={sum('HGMMA' in t for t in loop)}",
+              flush=True)
 '''
 
 
-def test_scale_words_leave_the_k_loop_for_sm90(tmp_path):
-    """Row-major block scales (MX, and NVFP4 given so) read byte by byte are loaded in the K step
-    that uses them (``LDG.E.U8`` / ``U16`` in the loop: cp.async copies at least 4 bytes) and moved
-    to the dequantized tile's registers through shared memory (a ``BAR.SYNC`` more) or by warp
-    shuffles; read as 32-bit words (``W_SW``) they come from the pipeline's shared-memory stages: no
-    narrow global load in the loop and no extra barrier, the weight tile still the wgmma's register
-    operand, no spills."""
+def test_padded_mx_scale_rows_are_copied_ahead_for_sm90(tmp_path):
+    """MXFP4 decode GEMM1 (128-wide K steps: 4 scale bytes per row): with scale rows a multiple of
+    16 bytes apart (ExpertWeights' padded rows) Triton's pipeline copies each row's 4 bytes ahead
+    by cp.async (``LDGSTS.E``) and reads them into the dequantized tile's layout; with rows 84 or
+    90 bytes apart (no divisibility hint) every K step loads its scale bytes one by one
+    (``LDG.E.U8`` in the loop) and moves them through shared memory behind one more barrier."""
     head, sep, _ = _SM90_SCRIPT.partition('if __name__ == "__main__":')
     assert sep, "the fp4 test's script changed shape: update this test"
-    rows = run_sm90_script(tmp_path, head + _SCALE_WORDS)
-    assert len(rows) == 8, rows
+    rows = run_sm90_script(tmp_path, head + _PADDED_SCALES)
+    assert len(rows) == 2, rows
     got = {name: dict(f.split("=") for f in fields) for name, *fields in rows}
-    for case in ("g1 mxfp4 bk64", "g1 mxfp4 bk128", "g2 mxfp4 bk64", "g2 nvfp4 bk32 tails"):
-        off, on = got[f"{case} sw=0"], got[f"{case} sw=1"]
-        assert off["spills"] == on["spills"] == "0", (case, off, on)
-        assert int(off["narrow"]) > 0 and int(on["narrow"]) == 0, (case, off, on)
-        assert int(on["bars"]) <= int(off["bars"]), (case, off, on)
-        assert on["hgmma"] == off["hgmma"] != "0", (case, off, on)
-    # the 4-byte step of gated GEMM1 went through shared memory: one barrier more per K step
-    assert int(got["g1 mxfp4 bk128 sw=1"]["bars"]) < int(got["g1 mxfp4 bk128 sw=0"]["bars"]), got
+    un, pad = got["unpadded"], got["padded"]
+    assert un["spills"] == pad["spills"] == "0", got
+    assert int(un["narrow"]) > 0 and int(pad["narrow"]) == 0 and int(pad["cp4"]) > 0, got
+    assert int(pad["bars"]) < int(un["bars"]), got
+    assert pad["hgmma"] == un["hgmma"] != "0", got

@@ -40,7 +40,6 @@ import pytest  # noqa: E402
 
 import fusedmoe as fm  # noqa: E402
 from fusedmoe.backends.kernel_configs import KernelConfig, MoEKernelConfig, TunedTable, choose_config, choose_moe_config  # noqa: E402
-from fusedmoe.backends import triton_moe  # noqa: E402
 from fusedmoe.backends.triton_moe import dequantize_tiles, triton_experts  # noqa: E402
 from fusedmoe.config import Activation, ActivationParams, Format, TopK  # noqa: E402
 from fusedmoe.formats import QuantizedTensor, dequantize, quantize  # noqa: E402
@@ -307,7 +306,7 @@ def test_padding_leaves_results_unchanged(pair, act):
 @pytest.mark.parametrize("H", [96, 128])
 @pytest.mark.parametrize("pair", [(F.NVFP4, F.NVFP4), (F.MXFP4, F.BF16), (F.MXFP8, F.MXFP8)],
                          ids=lambda p: f"{p[0].name}x{p[1].name}")
-def test_dirty_strides_are_never_read(pair, H, monkeypatch):
+def test_dirty_strides_are_never_read(pair, H):
     """Weights, scales and hidden as views into wider buffers whose gaps hold 0xFF (NaN for E4M3 /
     UE8M0): the kernels follow the strides and mask tails, so the result is bit-identical. H 96:
     K tails in GEMM1 (96 = 64 + 32), linear FP4 values; H 128: FP4 w13 values tiled by 128 columns,
@@ -349,8 +348,8 @@ def test_dirty_strides_are_never_read(pair, H, monkeypatch):
 
     def dirty_q(q: QuantizedTensor):
         # row-major MX scales: rows 16 bytes past the next multiple of 16 (ExpertWeights keeps rows
-        # that start 16-byte aligned as they are, QuantizedTensor.padded_scale_rows), so that the
-        # kernels read them as 32-bit words (triton_moe.scale_words) next to 0xFF (NaN) gaps
+        # that start 16-byte aligned as they are, QuantizedTensor.padded_scale_rows; the kernels'
+        # scale loads then see 16-byte alignment) next to 0xFF (NaN) gaps
         scale = dirty_k_major(q.scale) if q.scale.stride(1) == 1 else dirty(q.scale, -(-q.scale.shape[-1] // 16) * 16 + 16)
         data = dirty_tiles(q.data) if q.value_layout == "tiled" else dirty(q.data)
         return replace(q, data=data, scale=scale)
@@ -363,9 +362,6 @@ def test_dirty_strides_are_never_read(pair, H, monkeypatch):
         assert Wd.w13.scale.stride(2) == Wd.w13.shape[1] + 16  # still the dirty view (not copied)
     else:
         assert Wd.w13.scale.stride(1) == -(-Wd.w13.scale.shape[2] // 16) * 16 + 16
-        bk = (cfg.gemm1.block_k, cfg.gemm2.block_k)
-        assert triton_moe.scale_words_fit(Wd.w13, bk[0]) and triton_moe.scale_words_fit(Wd.w2, bk[1])
-        _force_scale_words(monkeypatch)
     got = run_triton(dirty(hidden), Wd, topk, afmt, config=cfg)
     assert torch.equal(got, clean)
 
@@ -394,51 +390,10 @@ def test_row_major_and_k_major_scales_same_bits(pair, act):
     assert torch.equal(outs[0], outs[1])
 
 
-def _force_scale_words(monkeypatch):
-    """The kernels read block scales as words wherever they fit (not only in the decode tiles the
-    launcher's policy picks): the kernel path is then tested at every step width and tile."""
-    monkeypatch.setattr(triton_moe, "scale_words",
-                        lambda q, block_k, mxdot, swap_ab: (triton_moe._SCALE_WORDS["enabled"] and not mxdot
-                                                            and triton_moe.scale_words_fit(q, block_k)))
-
-
-@interpreter
-@pytest.mark.parametrize("pair", [(F.MXFP4, F.BF16), (F.NVFP4, F.BF16), (F.MXFP8, F.MXFP8)],
-                         ids=lambda p: f"{p[0].name}x{p[1].name}")
-def test_scale_words_same_bits(pair, monkeypatch):
-    """Block scales read as 32-bit words (``_tile_scales`` SW: 4-byte aligned row-major rows, 1, 2
-    or 4 scale bytes per row per K step) give the bits of the byte-wise read, K tails included
-    (H 160 = 128 + 32: the tail step's word holds bytes past K, here 0xFF = NaN codes, masked)."""
-    wfmt, afmt = pair
-    G = wfmt.block_size
-    c = Case(wfmt, afmt, A.SWIGLU, T=5, H=160, I=96, align=32, seed=17)
-    hidden, W, topk = make_case(c)
-    Wr = replace(W)
-    for name in ("w13", "w2"):  # row-major rows 16 + 16 bytes apart, NaN codes in the gaps
-        q = getattr(W, name)
-        s = q.scale.contiguous()
-        width = -(-s.shape[-1] // 16) * 16 + 16
-        buf = torch.full(s.shape[:-1] + (width,), 0xFF, dtype=torch.uint8).view(s.dtype)
-        buf[..., :s.shape[-1]] = s
-        object.__setattr__(Wr, name, replace(q, scale=buf[..., :s.shape[-1]]))  # bypass ExpertWeights' layout
-    bm = 64 if afmt is F.MXFP8 else 16  # MXFP8 x MXFP8 at <= 32 rows takes the E4M3 partial-sum path
-    _force_scale_words(monkeypatch)
-    for nb in (1, 2, 4):
-        cfg = MoEKernelConfig(KernelConfig(bm, 32, nb * G, swap_ab=bm < 64), KernelConfig(bm, 32, nb * G))
-        assert triton_moe.scale_words_fit(Wr.w13, nb * G) and triton_moe.scale_words_fit(Wr.w2, nb * G)
-        prev = triton_moe.set_scale_words(False)
-        try:
-            bytewise = run_triton(hidden, Wr, topk, afmt, config=cfg)
-        finally:
-            triton_moe.set_scale_words(prev)
-        assert torch.equal(run_triton(hidden, Wr, topk, afmt, config=cfg), bytewise), nb
-        assert torch.isfinite(bytewise).all()
-
-
-def test_padded_scale_rows_and_scale_words_choice():
-    """``QuantizedTensor.padded_scale_rows``: zero-padded 16-byte rows, the same values, idempotent,
-    K-major / scale-free tensors untouched; ``scale_words`` only where the word read is in bounds
-    and aligned, and only for 1, 2 or 4 scale bytes per K step."""
+def test_padded_scale_rows():
+    """``QuantizedTensor.padded_scale_rows``: zero-padded 16-byte rows, the same values, idempotent
+    (rows any multiple of 16 apart are kept), K-major / scale-free tensors untouched; ExpertWeights
+    pads MX scales (not NVFP4's, which are K-major)."""
     g = torch.Generator().manual_seed(5)
     q = quantize(torch.randn(3, 64, 288, generator=g), F.MXFP4)  # 9 scale bytes per row
     p = q.padded_scale_rows()
@@ -446,37 +401,19 @@ def test_padded_scale_rows_and_scale_words_choice():
     assert torch.equal(p.scale, q.scale) and torch.equal(dequantize(p), dequantize(q))
     assert (p.scale.as_strided((3, 64, 16), (64 * 16, 16, 1))[..., 9:] == 0).all()
     assert p.padded_scale_rows() is p and p.padded_scale_rows(8) is p and p.padded_scale_rows(32) is not p
+    shifted = p.scale.as_strided(p.scale.shape, p.scale.stride(), p.scale.storage_offset() + 1)
+    assert replace(p, scale=shifted).padded_scale_rows().scale.storage_offset() == 0  # re-stored
     assert p.k_major_scales().padded_scale_rows().scale.stride(-2) == 1
     with pytest.raises(ValueError, match="align"):
         q.padded_scale_rows(0)
     fp8 = quantize(torch.randn(2, 32, 64, generator=g), F.FP8_CHANNEL)
     assert fp8.padded_scale_rows() is fp8
-    # MX weights are stored so by ExpertWeights (FUSEDMOE_SCALE_WORDS=0 at import: not)
-    W = fm.ExpertWeights.from_float(torch.randn(2, 64, 288, generator=g), torch.randn(2, 288, 32, generator=g),
-                                    activation=A.SWIGLU, format=F.MXFP4)
-    assert W.w13.scale.stride(1) % 16 == 0 and W.w2.scale.stride(1) % 16 == 0
-    fit, sw = triton_moe.scale_words_fit, triton_moe.scale_words
-    assert fit(p, 128) and fit(p, 64) and fit(p, 32)
-    assert not fit(p, 256)  # 8 bytes per step: two words
-    assert not fit(q, 128)  # rows 9 bytes apart
-    shifted = p.scale.as_strided(p.scale.shape, p.scale.stride(), p.scale.storage_offset() + 1)
-    assert not fit(replace(p, scale=shifted), 128)  # a misaligned start
-    flat = torch.zeros(3 * 64 * 16 - 7, dtype=torch.uint8)  # the last row ends 7 bytes short of its word
-    assert not fit(replace(p, scale=flat.as_strided(p.scale.shape, p.scale.stride())), 128)
-    assert fit(replace(p, scale=torch.zeros(3 * 64 * 16 - 4, dtype=torch.uint8).as_strided(p.scale.shape, p.scale.stride())),
-               128)
-    assert not fit(p.k_major_scales(), 128)
-    # the launcher's policy: decode (swap-AB) tiles with 1 or 2 scale bytes per K step
-    assert sw(p, 64, False, True) and sw(p, 32, False, True)
-    assert not sw(p, 128, False, True)  # 4 bytes: copied ahead as they are from 16-byte rows
-    assert not sw(p, 64, False, False)  # prefill tiles
-    assert not sw(p, 64, True, True)  # the E4M3 partial-sum path reads its scales per 32-block
-    assert not sw(q, 64, False, True)
-    prev = triton_moe.set_scale_words(False)
-    try:
-        assert not sw(p, 64, False, True)
-    finally:
-        triton_moe.set_scale_words(prev)
+    w13, w2 = torch.randn(2, 64, 288, generator=g), torch.randn(2, 288, 32, generator=g)
+    for fmt in (F.MXFP4, F.MXFP8):
+        W = fm.ExpertWeights.from_float(w13, w2, activation=A.SWIGLU, format=fmt)
+        assert W.w13.scale.stride(1) == 16 and W.w2.scale.stride(1) == 16 and W.w2.scale.shape[-1] == 1
+    W = fm.ExpertWeights.from_float(w13, w2, activation=A.SWIGLU, format=F.NVFP4)
+    assert W.w13.scale.stride(1) == 1
 
 
 def test_expert_weights_scale_layouts():
@@ -778,7 +715,7 @@ def _join(w, micro, swap):
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
          even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, cvt=None, kperm=None, pers=False, nt=1,
-         hk=1, rcp=False, tiled=0, sw=False, wsk1=False):
+         hk=1, rcp=False, tiled=0, wsk1=False):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
     ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py)."""
     swap = BM < 64
@@ -792,7 +729,7 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
               CD=tl.bfloat16, FAST_CVT=micro if cvt is None else cvt, KPERM=_kperm(w, micro, BK) if kperm is None else kperm,
               MXDOT=mxdot, HAS_BIAS=bias, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=1 if swap else 8,
               SWAP_AB=swap, EVEN_K=even, EVEN_N=even, UPCAST=False, PRECISION="tf32", FAST_ACC=fast,
-              USE_GDC=gdc, W_TK=tiled, W_SW=sw)
+              USE_GDC=gdc, W_TK=tiled)
     if wsk1:  # row-major weight block scales: Triton specializes the stride 1 at run time
         ce["stride_wsk"] = 1
     if which == 1:
@@ -1156,25 +1093,20 @@ def test_gpu_tiled_and_linear_weights_same_bits(pair, T):
 @pytest.mark.parametrize("T", [1, 64, 512])
 @pytest.mark.parametrize("pair", [(F.MXFP4, F.BF16), (F.MXFP8, F.MXFP8), (F.MXFP4, F.MXFP8)],
                          ids=lambda p: f"{p[0].name}x{p[1].name}")
-def test_gpu_scale_words_same_bits(pair, T):
+def test_gpu_padded_scale_rows_same_bits(pair, T):
     """gpt-oss's H = I = 2880 (90 MX scale bytes a row; K tails for 128-wide K steps): the MoE with
-    ExpertWeights' padded scale rows read as 32-bit words (the default) and with the unpadded
-    rows read byte by byte (the former path) give the same bits."""
+    ExpertWeights' scale rows padded to 96 bytes and with the unpadded rows give the same bits
+    (the padding only changes the scale loads' alignment)."""
     c = Case(pair[0], pair[1], A.SWIGLU_OAI if pair[0] is F.MXFP4 else A.SWIGLU, T=T, H=2880, I=2880, E=16, K=4,
              bias=pair[0] is F.MXFP4, dtype=torch.bfloat16)
     hidden, W, topk = make_case(c)
     assert W.w13.scale.stride(1) == 96 and W.w2.scale.stride(1) == 96
-    new = run_triton(hidden, W, topk, c.afmt)
-    unpadded = replace(W.w13, scale=W.w13.scale.contiguous()), replace(W.w2, scale=W.w2.scale.contiguous())
     Wu = replace(W)
-    for name, q in zip(("w13", "w2"), unpadded):
-        object.__setattr__(Wu, name, q)  # bypass ExpertWeights' padding
-    prev = triton_moe.set_scale_words(False)
-    try:
-        old = run_triton(hidden, Wu, topk, c.afmt)
-    finally:
-        triton_moe.set_scale_words(prev)
-    assert torch.equal(new, old)
+    for name in ("w13", "w2"):
+        q = getattr(W, name)
+        object.__setattr__(Wu, name, replace(q, scale=q.scale.contiguous()))  # bypass ExpertWeights' padding
+    assert Wu.w13.scale.stride(1) == 90
+    assert torch.equal(run_triton(hidden, W, topk, c.afmt), run_triton(hidden, Wu, topk, c.afmt))
 
 
 @gpu

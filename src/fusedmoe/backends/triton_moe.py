@@ -339,52 +339,6 @@ def set_trim_stages(enabled: bool) -> bool:
     return _swap_bool(_TRIM_STAGES, enabled)
 
 
-# ---- block scales read as 32-bit words ------------------------------------------------------------
-
-# FUSEDMOE_SCALE_WORDS: "0" neither padded MX scale rows nor words, "pad" padded rows read byte-wise (A/B runs)
-_SCALE_WORDS = {"enabled": os.environ.get("FUSEDMOE_SCALE_WORDS", "1") not in ("0", "pad")}
-
-
-def scale_words_fit(q: QuantizedTensor, block_k: int) -> bool:
-    """Whether ``q``'s block scales can be read as 32-bit words by ``block_k``-wide K steps
-    (``_blockscaled._tile_scales``, ``SW``): row-major scales whose rows and expert slices start
-    4-byte aligned (``QuantizedTensor.padded_scale_rows``; ``ExpertWeights`` pads MX scales so),
-    1, 2 or 4 scale bytes per row per step (block_k / G: then they lie in one aligned word), and the
-    last row's last word inside the storage."""
-    s = q.scale
-    if s is None or s.dim() != 3 or q.fmt not in (Format.NVFP4, Format.MXFP4, Format.MXFP8):
-        return False
-    if block_k % q.fmt.block_size or block_k // q.fmt.block_size not in (1, 2, 4):
-        return False
-    if not (s.stride(2) == 1 and s.stride(1) % 4 == 0 and s.stride(0) % 4 == 0 and s.data_ptr() % 4 == 0):
-        return False
-    # the last row's last word must lie in the storage (rows may end short of it in a foreign view)
-    E, N, nb = s.shape
-    end = s.storage_offset() + (E - 1) * s.stride(0) + (N - 1) * s.stride(1) + -(-nb // 4) * 4
-    return end * s.element_size() <= s.untyped_storage().nbytes()
-
-
-def scale_words(q: QuantizedTensor, block_k: int, mxdot: bool, swap_ab: bool) -> bool:
-    """Whether the GEMMs read ``q``'s block scales as 32-bit words (``W_SW``): where they fit
-    (:func:`scale_words_fit`), for dequantized weights (not the E4M3 partial-sum path, ``mxdot``)
-    in decode tiles (``swap_ab``) whose K step holds 1 or 2 scale bytes per row.
-
-    H200 (BENCHMARKS.md, twenty-second session, ``fusedmoe bench`` of the FP4 presets): gpt-oss-120b
-    MXFP4 (64-wide K steps, 2 bytes) 1.05-1.06x faster at 8-64 tokens; words also for 4-byte steps
-    (Nemotron-3-Super, 128-wide) were 1.06-1.09x slower at 8-64 tokens -- 4 bytes of 16-byte
-    aligned rows are copied ahead by cp.async as they are -- and for prefill tiles 1.20x slower."""
-    if not _SCALE_WORDS["enabled"] or mxdot or not swap_ab or block_k // q.fmt.block_size > 2:
-        return False
-    return scale_words_fit(q, block_k)
-
-
-def set_scale_words(enabled: bool) -> bool:
-    """``True`` (the default): :func:`scale_words` decides; ``False``: scales read byte by byte (A/B
-    runs; ``FUSEDMOE_SCALE_WORDS=0`` at import also leaves ``ExpertWeights``' MX scale rows
-    unpadded, ``=pad`` pads them and reads bytes). The same bits either way. Returns the previous setting."""
-    return _swap_bool(_SCALE_WORDS, enabled)
-
-
 # ---- programmatic dependent launch ---------------------------------------------------------------
 
 # Measured on the H200 (benchmarks/results/h200-2026-11-29-s4, the shared harness, 25 cases x 7 token
@@ -1110,7 +1064,7 @@ def triton_experts(
             FAST_ACC=c1.fp8_fast_accum,
             SPLIT_K=c1.split_k, JOIN=micro and join_gate_up(wfmt, c1.swap_ab), **pdl,
             RCP_DIV=_RCP_DIV["enabled"] and not interp,  # the interpreter's fma is not fused
-            W_TK=w13.value_tile_k, W_SW=micro and scale_words(w13, c1.block_k, mxdot, c1.swap_ab),
+            W_TK=w13.value_tile_k,
             num_warps=c1.num_warps, num_stages=c1.num_stages,
         )
 
@@ -1193,7 +1147,7 @@ def triton_experts(
             FAST_ACC=c2.fp8_fast_accum,
             SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
             HELD_KB=cdiv(I_pad, c2.block_k) if c2.n_tiles > 1 and wfmt is Format.FP8_BLOCK else 1,
-            W_TK=w2.value_tile_k, W_SW=micro and scale_words(w2, c2.block_k, mxdot, c2.swap_ab),
+            W_TK=w2.value_tile_k,
             num_warps=c2.num_warps, num_stages=c2.num_stages,
         )
     if atomic or direct_out or fuse:

@@ -190,10 +190,9 @@ class QuantizedTensor:
         rows start a multiple of ``align`` scale bytes apart: a view ``[..., :K / G]`` of a
         zero-padded ``[..., cdiv(K / G, align) * align]`` buffer (logical shape and values
         unchanged; a copy). ``self`` where the rows are so already (any multiple of ``align``, the
-        leading dims dense over the rows), the scales are K-major, or the format has no block scales. With 4-byte aligned rows the Triton kernels read a K step's
-        scale bytes as one 32-bit word per row (``_blockscaled._tile_scales``, ``SW``), which
-        Triton's pipeline copies ahead with the values (``ExpertWeights`` pads MX scales, see
-        there); 16 makes the row offsets multiples of 16 as well (Triton's divisibility hint)."""
+        leading dims dense over the rows), the scales are K-major, or the format has no block scales.
+        ``ExpertWeights`` pads MX scales so: Triton then knows every row's offset a multiple of 16
+        and loads a K step's scale bytes of a row as one vector (see there)."""
         s = self.scale
         if align < 1:
             raise ValueError(f"align must be >= 1, got {align}")

@@ -236,29 +236,9 @@ def _k_base(ki, BK: tl.constexpr, TK: tl.constexpr, EPC: tl.constexpr):
 
 @triton.jit
 def _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G: tl.constexpr, BK: tl.constexpr,
-                 EVEN_K: tl.constexpr, SW: tl.constexpr = False):
+                 EVEN_K: tl.constexpr):
     """The block scales of ``_load_tile``'s ``ki``-th tile as stored ([BR, BK / G]: e4m3 or UE8M0
-    bytes), row-major or K-major (``s_stride_k``); blocks past K (``EVEN_K`` False) read 0.
-
-    ``SW`` ("scale words"; row-major scales whose row offsets and expert base are multiples of 4
-    bytes -- ``QuantizedTensor.padded_scale_rows`` -- and BK / G in {1, 2, 4}): each row's bytes of
-    the step are read as the one aligned 32-bit word holding them ([BR, 1] int32) and taken apart
-    with shifts. A byte-wide tile load is neither prefetched by Triton's pipeline (cp.async copies
-    at least 4 bytes) nor loaded in the dequantized tile's register layout: every K step then waited
-    for its scale bytes from memory and moved them through shared memory behind a barrier (sm_90
-    SASS: ``LDG.E.U8``, ``STS.U8``, ``BAR.SYNC`` in the loop). The word is copied ahead by cp.async
-    with the values and read from shared memory straight into the layout its use needs."""
-    if SW:
-        NB: tl.constexpr = BK // G
-        tl.static_assert(NB == 1 or NB == 2 or NB == 4, "scale words: block_k / G must be 1, 2 or 4")
-        b0 = ki * NB  # the step's first byte in its row; NB | 4, so the step lies in one word
-        words = s_ptr.to(tl.pointer_type(tl.int32), bitcast=True)
-        j = tl.arange(0, NB)
-        wd = tl.load(words + ((s_row_off >> 2) + b0 // 4)[:, None] + (j * 0)[None, :], mask=row_ok[:, None], other=0)
-        v = (wd >> ((b0 % 4) * 8 + j * 8)[None, :]) & 0xFF
-        if not EVEN_K:
-            v = tl.where((b0 + tl.arange(0, NB) < K // G)[None, :], v, 0)
-        return v.to(tl.uint8).to(s_ptr.dtype.element_ty, bitcast=True)
+    bytes), row-major or K-major (``s_stride_k``); blocks past K (``EVEN_K`` False) read 0."""
     goffs = ki * (BK // G) + tl.arange(0, BK // G)
     if EVEN_K:
         sm = row_ok[:, None]
@@ -270,8 +250,7 @@ def _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G: tl.constexpr, B
 @triton.jit
 def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: tl.constexpr,
                BR: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr, CD: tl.constexpr,
-               FAST_CVT: tl.constexpr = False, KPERM: tl.constexpr = False, TK: tl.constexpr = 0,
-               SW: tl.constexpr = False):
+               FAST_CVT: tl.constexpr = False, KPERM: tl.constexpr = False, TK: tl.constexpr = 0):
     """The ``ki``-th [BR, BK] operand tile along K (elements ``[ki*BK, (ki+1)*BK)``), dequantized
     to ``CD``.
 
@@ -290,13 +269,12 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
     ``ki * (BK / 2) + arange`` rather than ``(ki * BK) // 2 + ...``: a division would hide their
     16-byte alignment from Triton's axis analysis and split the loads into bytes. ``TK`` (packed FP4
     only): 0 for linear values, else the width of the pieces of the "tiled" layout (``_w_rows``
-    gave ``row_off``; ``_k_base`` places the step). ``SW``: the block scales read as 32-bit words
-    (``_tile_scales``).
+    gave ``row_off``; ``_k_base`` places the step).
     """
     if FMT == F_NVFP4 or FMT == F_MXFP4:
         G: tl.constexpr = 16 if FMT == F_NVFP4 else 32
         if FAST_CVT and CD == tl.bfloat16:
-            s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K, SW)
+            s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K)
             if FMT == F_NVFP4:  # e4m3 scales
                 s = s.to(tl.bfloat16)
             elif FAST_CVT == MX_FOLD:  # UE8M0 codes in [11, 144]: 2^(e-127) * 2^110 in one integer op
@@ -322,7 +300,7 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
         m = row_ok[:, None] if EVEN_K else row_ok[:, None] & (kb < K // 2)[None, :]
         offs = _k_base(ki, BK, TK, 2) + tl.arange(0, BK // 2)
         b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0)
-        s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K, SW)
+        s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K)
         if FMT == F_NVFP4:  # e4m3 scales
             s = s.to(tl.float32) * 16384.0
         else:  # UE8M0 bytes
@@ -337,7 +315,7 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
             m = row_ok[:, None] & (offs < K)[None, :]
         x = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0.0)
         if FMT == F_MXFP8:
-            e = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, 32, BK, EVEN_K, SW)
+            e = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, 32, BK, EVEN_K)
             if FAST_CVT and CD == tl.bfloat16:  # e4m3 -> bf16 is exact, so is q * 2^k in bf16
                 v = tl.reshape(x.to(tl.bfloat16), [BR, BK // 32, 32]) * _ue8m0_to_bf16(e.to(tl.int32))[:, :, None]
                 return _dot_order(tl.reshape(v, [BR, BK]), BR, BK, KPERM)

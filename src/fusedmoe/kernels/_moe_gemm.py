@@ -431,7 +431,6 @@ def _gemm1_kernel(
     JOIN: tl.constexpr,  # MICRO, GATED, not MXDOT: gate and up rows as one weight tile (kernel_configs.join_gate_up)
     RCP_DIV: tl.constexpr = False,  # FP8 static / block re-quantization by reciprocals (_div_by_rcp; same bits)
     W_TK: tl.constexpr = 0,  # MICRO, FP4 weights: 0 linear values, else the "tiled" layout's piece width (_w_rows)
-    W_SW: tl.constexpr = False,  # MICRO, not MXDOT: weight block scales read as 32-bit words (_tile_scales)
 ):
     """GEMM1 + bias + activation + intermediate rounding/quantization.
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K).
@@ -520,7 +519,7 @@ def _gemm1_kernel(
             a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
                            FAST_CVT, KPERM)
             w = _load_tile(w_e, _w_rows(n2, stride_wn, W_TK, WU), ws_e, n2 * stride_wsn, stride_wsk, ki, K, w2_ok,
-                           W_FMT, 2 * BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SW)
+                           W_FMT, 2 * BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK)
             acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
         if SWAP_AB:
             acc_g, acc_u = tl.split(tl.permute(tl.reshape(acc, [2, BLOCK_N, BLOCK_M]), [1, 2, 0]))
@@ -532,11 +531,11 @@ def _gemm1_kernel(
             a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
                            FAST_CVT, KPERM)
             wg = _load_tile(w_e, _w_rows(n64, stride_wn, W_TK, WU), ws_e, n64 * stride_wsn, stride_wsk, ki, K,
-                            w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SW)
+                            w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK)
             acc_g = _mma(a, wg, acc_g, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
             if GATED:
                 wu = _load_tile(w_e, _w_rows(N + n64, stride_wn, W_TK, WU), ws_e, (N + n64) * stride_wsn,
-                                stride_wsk, ki, K, w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SW)
+                                stride_wsk, ki, K, w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK)
                 acc_u = _mma(a, wu, acc_u, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
     else:
         for ki in range(k_lo, k_hi):
@@ -651,7 +650,7 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                     FAST_CVT: tl.constexpr, KPERM: tl.constexpr, MXDOT: tl.constexpr, BLOCK_M: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr, EVEN_K: tl.constexpr,
                     EVEN_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr,
-                    W_TK: tl.constexpr = 0, W_SW: tl.constexpr = False):
+                    W_TK: tl.constexpr = 0):
     """GEMM2's K loop over the K-blocks ``[k_lo, k_hi)`` of one tile (rows ``slot64`` of expert
     ``e64``, columns ``offs_n``): the fp32 accumulator, [BLOCK_N, BLOCK_M] when SWAP_AB."""
     offs_k = tl.arange(0, BLOCK_K)
@@ -686,7 +685,7 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                 a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K,
                                CD, FAST_CVT, KPERM)
                 w = _load_tile(w_e, _w_rows(n64, stride_wn, W_TK, WU), ws_e, n64 * stride_wsn, stride_wsk, ki, K,
-                               w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SW)
+                               w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK)
                 acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
     else:
         for ki in range(k_lo, k_hi):
@@ -876,7 +875,6 @@ def _gemm2_kernel(
     N_TILES: tl.constexpr,  # > 1: column tiles per program with the activation tile held (BLOCK_K >= K)
     HELD_KB: tl.constexpr,  # N_TILES > 1, QUANT == Q_BLOCK: K-blocks held (cdiv(K, 128): 1 or 2)
     W_TK: tl.constexpr = 0,  # MICRO, FP4 weights: 0 linear values, else the "tiled" layout's piece width (_w_rows)
-    W_SW: tl.constexpr = False,  # MICRO, not MXDOT: weight block scales read as 32-bit words (_tile_scales)
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
@@ -922,7 +920,7 @@ def _gemm2_kernel(
             acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, 0,
                                   tl.cdiv(K, BLOCK_K), K, stride_am, stride_we, stride_wn, stride_asm, stride_wse,
                                   stride_wsn, stride_wsk, QUANT, A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M,
-                                  BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK, W_SW)
+                                  BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK)
             if SWAP_AB:
                 acc = tl.trans(acc)
             acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr,
@@ -963,7 +961,7 @@ def _gemm2_kernel(
     acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, k_lo, k_hi, K,
                           stride_am, stride_we, stride_wn, stride_asm, stride_wse, stride_wsn, stride_wsk, QUANT,
                           A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K,
-                          EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK, W_SW)
+                          EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK)
     if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()
     if SWAP_AB:
