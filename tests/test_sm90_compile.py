@@ -174,7 +174,6 @@ def test_fp8_quantizers_compile_for_sm90_with_reciprocals(tmp_path):
         assert int(rows[f"{name} rcp"]["fchk"]) < int(rows[f"{name} div"]["fchk"]), (name, rows)
 
 
-
 _PADDED_SCALES = r'''
 def main_loop(sass):
     """The instructions of the longest backward branch's body (the K loop)."""

@@ -350,7 +350,10 @@ def test_dirty_strides_are_never_read(pair, H):
         # row-major MX scales: rows 16 bytes past the next multiple of 16 (ExpertWeights keeps rows
         # that start 16-byte aligned as they are, QuantizedTensor.padded_scale_rows; the kernels'
         # scale loads then see 16-byte alignment) next to 0xFF (NaN) gaps
-        scale = dirty_k_major(q.scale) if q.scale.stride(1) == 1 else dirty(q.scale, -(-q.scale.shape[-1] // 16) * 16 + 16)
+        if q.scale.stride(1) == 1:
+            scale = dirty_k_major(q.scale)
+        else:
+            scale = dirty(q.scale, -(-q.scale.shape[-1] // 16) * 16 + 16)
         data = dirty_tiles(q.data) if q.value_layout == "tiled" else dirty(q.data)
         return replace(q, data=data, scale=scale)
 
