@@ -18,6 +18,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import fusedmoe as fm
 from fusedmoe.config import Format
 from fusedmoe.formats import (
     FP8_MIN_SCALE,
@@ -722,6 +723,64 @@ def test_tiled_values_layout(fmt):
     with pytest.raises(ValueError, match="tiled"):
         QuantizedTensor(odd.data, fmt, odd.scale, odd.global_scale, value_layout="tiled")
     with pytest.raises(ValueError, match="value_layout"):
-        QuantizedTensor(q.data, fmt, q.scale, q.global_scale, value_layout="swizzled")
+        QuantizedTensor(q.data, fmt, q.scale, q.global_scale, value_layout="blocked")
     f8 = quantize(torch.randn(2, 128, 128, generator=g), Format.FP8_CHANNEL)
     assert f8.tiled_values() is f8 and f8.value_tile_k == 0
+
+
+def test_fp4_swizzle_bit_map():
+    """swizzle_fp4_words moves bit i of every little-endian 16-bit word to FP4_SWIZZLE[i]: value 0's
+    magnitude to bits 6-8 and its sign to 15 (bf16's e2m1 * 2^-126 bits), values 1 and 2 three and six
+    bits below, value 3 to 13 / 10-11 / 14; the inverse undoes it; other dtypes and odd widths are refused."""
+    from fusedmoe.formats.tensor import FP4_SWIZZLE, swizzle_fp4_words
+
+    assert FP4_SWIZZLE[:4] == (6, 7, 8, 15)
+    assert [b - 3 for b in FP4_SWIZZLE[:4]] == list(FP4_SWIZZLE[4:8])
+    assert [b - 6 for b in FP4_SWIZZLE[:4]] == list(FP4_SWIZZLE[8:12])
+    for i, dst in enumerate(FP4_SWIZZLE):  # one bit at a time, in either byte of the word
+        w = torch.tensor([1 << i], dtype=torch.int32).to(torch.int16).view(torch.uint8)
+        got = swizzle_fp4_words(w).view(torch.int16).to(torch.int32) & 0xFFFF
+        assert int(got) == 1 << dst, (i, dst)
+        assert torch.equal(swizzle_fp4_words(swizzle_fp4_words(w), inverse=True), w)
+    g = torch.Generator().manual_seed(4)
+    d = torch.randint(0, 256, (3, 2, 64, 32), dtype=torch.uint8, generator=g)
+    sw = swizzle_fp4_words(d)
+    assert not torch.equal(sw, d) and torch.equal(swizzle_fp4_words(sw, inverse=True), d)
+    # the sign and magnitude bits: the popcount of each word is kept (a permutation of bits)
+    pc = lambda t: sum(((t.view(torch.int16).to(torch.int32) >> b) & 1) for b in range(16))  # noqa: E731
+    assert torch.equal(pc(sw), pc(d))
+    with pytest.raises(ValueError, match="uint8"):
+        swizzle_fp4_words(d.to(torch.int32))
+    with pytest.raises(ValueError, match="even"):
+        swizzle_fp4_words(d[..., :31])
+
+
+@pytest.mark.parametrize("fmt", [Format.NVFP4, Format.MXFP4], ids=lambda f: f.name)
+def test_swizzled_values_layout(fmt):
+    """tiled_values(swizzle=True): the "tiled" bytes with every 16-bit word bit-swizzled; linear_values()
+    and tiled_values() undo it, fm.dequantize reads it, expert selection and re-tiling keep it, and
+    ExpertWeights stores tileable FP4 weights so by default."""
+    from fusedmoe.formats.tensor import swizzle_fp4_words
+
+    g = torch.Generator().manual_seed(6)
+    q = quantize(torch.randn(2, 128, 192, generator=g), fmt)
+    t = q.tiled_values()
+    for tk in (None, 32, 64):
+        s = q.tiled_values(tk, swizzle=True)
+        assert s.value_layout == "swizzled" and s.value_swizzled and s.value_tile_k == (tk or 64)
+        assert s.shape == q.shape and not t.value_swizzled
+        assert torch.equal(s.data, swizzle_fp4_words(q.tiled_values(tk).data))
+        assert torch.equal(s.linear_values().data, q.data) and s.linear_values().value_layout == "linear"
+        assert torch.equal(dequantize(s), dequantize(q))
+        assert s.tiled_values(tk, swizzle=True) is s
+        assert torch.equal(s.tiled_values(tk).data, q.tiled_values(tk).data)  # unswizzled again
+    s = t.tiled_values(swizzle=True)  # from the tiled layout
+    assert torch.equal(s.data, swizzle_fp4_words(t.data))
+    assert torch.equal(dequantize(s.index_select0(torch.tensor([1]))), dequantize(q)[1:])
+    assert s.index_select0(torch.tensor([1])).value_layout == "swizzled"
+    with pytest.raises(ValueError, match="swizzled"):  # linear bytes taken for swizzled ones: refused
+        QuantizedTensor(q.data, fmt, q.scale, q.global_scale, value_layout="swizzled")
+    W = fm.ExpertWeights.from_float(torch.randn(4, 256, 128, generator=g), torch.randn(4, 128, 128, generator=g),
+                                    activation=fm.Activation.SWIGLU, format=fmt)
+    assert W.w13.value_layout == W.w2.value_layout == "swizzled"
+    assert torch.equal(dequantize(W.w13), dequantize(W.w13.linear_values()))

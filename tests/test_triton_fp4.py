@@ -354,7 +354,7 @@ def test_dirty_strides_are_never_read(pair, H):
             scale = dirty_k_major(q.scale)
         else:
             scale = dirty(q.scale, -(-q.scale.shape[-1] // 16) * 16 + 16)
-        data = dirty_tiles(q.data) if q.value_layout == "tiled" else dirty(q.data)
+        data = dirty_tiles(q.data) if q.value_tile_k else dirty(q.data)
         return replace(q, data=data, scale=scale)
 
     Wd = replace(W, w13=dirty_q(W.w13), w2=dirty_q(W.w2))
@@ -523,37 +523,52 @@ def test_mx_fold_choice():
 @interpreter
 @pytest.mark.parametrize("fmt", [F.NVFP4, F.MXFP4], ids=lambda f: f.name)
 def test_tile_dequantization_tiled_layout(fmt):
-    """The tiles of FP4 values stored tiled (QuantizedTensor.value_layout) equal fm.dequantize bit
-    for bit, as the linear layout's: K tiles as wide as a tile (one run per 64 rows) and narrower
-    (their offsets within a tile, ``_blockscaled._k_base``); rows past the last whole row tile masked."""
+    """The tiles of FP4 values stored tiled or swizzled (QuantizedTensor.value_layout) equal
+    fm.dequantize bit for bit, as the linear layout's: K tiles as wide as a tile (one run per 64 rows)
+    and narrower (their offsets within a tile, ``_blockscaled._k_base``); rows past the last whole row
+    tile masked; swizzled words through the portable unswizzle (``_blockscaled._unswizzle_bytes``)."""
     g = torch.Generator().manual_seed(2)
     q = _random_operand(fmt, (2, 192, 256), g)
     ref = dequantize(q)
-    for tk, bk, br in ((128, 128, 32), (128, 32, 256), (64, 64, 16), (32, 32, 64)):  # 384 rows: 2 x 256 masked
-        t = q.tiled_values(tk)
-        assert t.value_tile_k == tk
+    for tk, bk, br, swz in ((128, 128, 32, False), (128, 32, 256, True), (64, 64, 16, False), (32, 32, 64, True),
+                            (128, 64, 32, True)):  # 384 rows: 2 x 256 masked
+        t = q.tiled_values(tk, swizzle=swz)
+        assert t.value_tile_k == tk and t.value_swizzled == swz
         tiles = dequantize_tiles(t.to(DEV), block_rows=br, block_k=bk).cpu()
         got = torch.div(tiles, q.global_scale[:, None, None]) if fmt is F.NVFP4 else tiles
-        assert torch.equal(got.view(torch.int32), ref.view(torch.int32)), (tk, bk)
+        assert torch.equal(got.view(torch.int32), ref.view(torch.int32)), (tk, bk, swz)
     with pytest.raises(ValueError, match="must divide"):
         dequantize_tiles(q.tiled_values(64).to(DEV), block_k=128)
+
+
+def _with_values(W, how: str):
+    """A copy of ExpertWeights ``W`` with both FP4 weights converted by ``QuantizedTensor.<how>()``
+    (``replace`` would run ExpertWeights' own layout choice again: bypassed, as the padded-scale test does)."""
+    out = replace(W)
+    for name in ("w13", "w2"):
+        object.__setattr__(out, name, getattr(getattr(W, name), how)())
+    return out
 
 
 @interpreter
 @pytest.mark.parametrize("pair", [(F.NVFP4, F.BF16), (F.MXFP4, F.BF16), (F.MXFP4, F.MXFP8)],
                          ids=lambda p: f"{p[0].name}x{p[1].name}")
 def test_tiled_and_linear_weights_same_bits(pair):
-    """ExpertWeights store FP4 values tiled; the kernels read either layout and give the same
-    bits (the E4M3 partial-sum path of MX x MXFP8 at 16-row tiles included)."""
+    """ExpertWeights store FP4 values swizzled (tiled, bit-swizzled words); the kernels read that,
+    the tiled and the linear layout and give the same bits (the E4M3 partial-sum path of MX x MXFP8
+    at 16-row tiles included)."""
     c = Case(pair[0], pair[1], A.SWIGLU_OAI if pair[0] is F.MXFP4 else A.SWIGLU, T=3, H=64, I=64, E=4, K=2,
              bias=pair[0] is F.MXFP4, dtype=torch.float16)
     hidden, W, topk = make_case(c)
-    assert W.w13.value_tile_k == W.w2.value_tile_k == 64
-    lin = replace(W, w13=W.w13.linear_values(), w2=W.w2.linear_values())
+    assert W.w13.value_tile_k == W.w2.value_tile_k == 64 and W.w13.value_swizzled and W.w2.value_swizzled
+    lin, tiled = _with_values(W, "linear_values"), _with_values(W, "tiled_values")
+    assert lin.w13.value_layout == lin.w2.value_layout == "linear"
+    assert tiled.w13.value_layout == tiled.w2.value_layout == "tiled"
     # the heuristic's K tiles (as wide as the tiles) and 32-wide ones (two per tile)
     for cfg in (None, MoEKernelConfig(KernelConfig(16, 64, 32), KernelConfig(16, 64, 32))):
-        assert torch.equal(run_triton(hidden, W, topk, c.afmt, config=cfg),
-                           run_triton(hidden, lin, topk, c.afmt, config=cfg))
+        want = run_triton(hidden, lin, topk, c.afmt, config=cfg)
+        assert torch.equal(run_triton(hidden, W, topk, c.afmt, config=cfg), want)
+        assert torch.equal(run_triton(hidden, tiled, topk, c.afmt, config=cfg), want)
     # a K tile wider than the tiles: narrowed to them (triton_moe._fit_tile_k), same result as linear
     wide = MoEKernelConfig(KernelConfig(16, 64, 128), KernelConfig(16, 64, 128))
     torch.testing.assert_close(run_triton(hidden, W, topk, c.afmt, config=wide),
@@ -718,7 +733,7 @@ def _join(w, micro, swap):
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
          even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, cvt=None, kperm=None, pers=False, nt=1,
-         hk=1, rcp=False, tiled=0, wsk1=False):
+         hk=1, rcp=False, tiled=0, wsk1=False, swz=False):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
     ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py)."""
     swap = BM < 64
@@ -732,7 +747,7 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
               CD=tl.bfloat16, FAST_CVT=micro if cvt is None else cvt, KPERM=_kperm(w, micro, BK) if kperm is None else kperm,
               MXDOT=mxdot, HAS_BIAS=bias, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=1 if swap else 8,
               SWAP_AB=swap, EVEN_K=even, EVEN_N=even, UPCAST=False, PRECISION="tf32", FAST_ACC=fast,
-              USE_GDC=gdc, W_TK=tiled)
+              USE_GDC=gdc, W_TK=tiled, W_SWZ=swz)
     if wsk1:  # row-major weight block scales: Triton specializes the stride 1 at run time
         ce["stride_wsk"] = 1
     if which == 1:
@@ -771,12 +786,14 @@ VARIANTS = {
     "g2 MXFP4xBF16 prefill": lambda: gemm(2, "mxfp4", "plain", BM=128, BN=128, nw=8, ns=3),
     # FP4 values stored tiled (QuantizedTensor.value_layout): 16-byte runs (and a tile narrower than a run)
     "g1 MXFP4xBF16 swiglu_oai bias tiled": lambda: gemm(1, "mxfp4", "plain", act=2, bias=True, tiled=128),
+    "g2 NVFP4xBF16 swizzled": lambda: gemm(2, "nvfp4", "plain", tiled=128, swz=True),
+    "g1 MXFP4xMXFP8 e4m3-mma swizzled": lambda: gemm(1, "mxfp4", "mxfp8", out_q=3, mxdot=True, tiled=128, swz=True),
     "g1 MXFP4xMXFP8 e4m3-mma tiled N tails": lambda: gemm(1, "mxfp4", "mxfp8", out_q=3, mxdot=True, BK=64,
                                                         even=False, tiled=64),
     "g2 NVFP4xBF16 decode block_k 16 tiled": lambda: gemm(2, "nvfp4", "plain", BK=16, tiled=128),
     "dequant tiles fast": lambda: compile_kernel(
         B._dequant_kernel, dict(ptr="*i16", s_ptr="*u8", out_ptr="*fp32"),
-        dict(FMT=3, BR=32, BK=64, EVEN_K=True, CD=tl.bfloat16, FAST_CVT=True, TK=0), 4, 1),
+        dict(FMT=3, BR=32, BK=64, EVEN_K=True, CD=tl.bfloat16, FAST_CVT=True, TK=0, SWZ=False), 4, 1),
 }
 
 if __name__ == "__main__":
@@ -815,7 +832,7 @@ def test_kernels_compile_for_sm90_without_spills(tmp_path):
     Triton's bundled ptxas and cuobjdump, and without register spills. Runs in a subprocess (the
     tests interpret Triton; compiling needs the JIT). Needs no GPU."""
     rows = run_sm90_script(tmp_path, _SM90_SCRIPT)
-    assert len(rows) == 21, rows
+    assert len(rows) == 23, rows
     for name, regs, spills in rows:
         assert spills == "spills=0", (name, regs, spills)
 
@@ -1067,29 +1084,36 @@ def test_gpu_mx_fold_tiles_are_bit_exact():
 @pytest.mark.parametrize("fast", [False, True], ids=["portable", "fast_cvt"])
 @pytest.mark.parametrize("fmt", [F.NVFP4, F.MXFP4], ids=lambda f: f.name)
 def test_gpu_tiled_value_tiles_are_bit_exact(fmt, fast):
-    """FP4 values stored tiled (QuantizedTensor.value_layout), compiled: K tiles as wide as the
-    tile width and narrower (``_blockscaled._k_base``'s two paths) equal fm.dequantize bit for bit."""
+    """FP4 values stored tiled or swizzled (QuantizedTensor.value_layout), compiled: K tiles as wide
+    as the tile width and narrower (``_blockscaled._k_base``'s two paths) equal fm.dequantize bit for
+    bit -- the swizzled words through the fast converter's own bit moves (``_e2m1_swz_asm``)."""
     g = torch.Generator().manual_seed(3)
     q = _random_operand(fmt, (4, 256, 2816), g, mx_codes=(10, 241) if fast else None)
     ref = dequantize(q)
     for tk, bk in ((128, 128), (128, 64), (128, 32), (64, 64)):
-        tiles = dequantize_tiles(q.tiled_values(tk).to("cuda"), block_rows=32, block_k=bk, fast_cvt=fast).cpu()
-        got = torch.div(tiles, q.global_scale[:, None, None]) if fmt is F.NVFP4 else tiles
-        assert torch.equal(got.view(torch.int32), ref.view(torch.int32)), (tk, bk)
+        for swz in (False, True):
+            t = q.tiled_values(tk, swizzle=swz).to("cuda")
+            tiles = dequantize_tiles(t, block_rows=32, block_k=bk, fast_cvt=fast).cpu()
+            got = torch.div(tiles, q.global_scale[:, None, None]) if fmt is F.NVFP4 else tiles
+            assert torch.equal(got.view(torch.int32), ref.view(torch.int32)), (tk, bk, swz)
 
 
 @gpu
 @pytest.mark.parametrize("T", [1, 64, 512])
 @pytest.mark.parametrize("pair", [p for p in _PAIRS if p[0].is_fp4], ids=lambda p: f"{p[0].name}x{p[1].name}")
 def test_gpu_tiled_and_linear_weights_same_bits(pair, T):
-    """ExpertWeights store FP4 values tiled (128-column tiles here); the whole MoE gives the same
-    bits from the linear layout (same tiles, same MMAs) at decode, split-K and prefill tiles."""
+    """ExpertWeights store FP4 values swizzled (128-column tiles here, bit-swizzled words); the whole
+    MoE gives the same bits from the tiled and the linear layout (same tiles, same MMAs) at decode,
+    split-K and prefill tiles (the E4M3 partial-sum path of MX x MXFP8 included)."""
     c = Case(pair[0], pair[1], A.SWIGLU_OAI if pair[0] is F.MXFP4 else A.SWIGLU, T=T, H=2048, I=768, E=64, K=4,
              bias=pair[0] is F.MXFP4, static=pair == (F.NVFP4, F.NVFP4), dtype=torch.bfloat16)
     hidden, W, topk = make_case(c)
-    assert W.w13.value_tile_k == W.w2.value_tile_k == 128
-    lin = replace(W, w13=W.w13.linear_values(), w2=W.w2.linear_values())
-    assert torch.equal(run_triton(hidden, W, topk, c.afmt), run_triton(hidden, lin, topk, c.afmt))
+    assert W.w13.value_tile_k == W.w2.value_tile_k == 128 and W.w13.value_swizzled and W.w2.value_swizzled
+    lin, tiled = _with_values(W, "linear_values"), _with_values(W, "tiled_values")
+    assert lin.w13.value_layout == "linear" and tiled.w13.value_layout == "tiled"
+    want = run_triton(hidden, lin, topk, c.afmt)
+    assert torch.equal(run_triton(hidden, W, topk, c.afmt), want)
+    assert torch.equal(run_triton(hidden, tiled, topk, c.afmt), want)
 
 
 @gpu

@@ -254,7 +254,7 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
         data, scale, out, R, C, data.stride(0), scale.stride(0), out.stride(0),
         FMT=_F_CODE[q.fmt], BR=block_rows, BK=block_k, EVEN_K=C % block_k == 0,
         CD=tl.bfloat16 if fast_cvt else tl.float32, FAST_CVT=_mx_fold_cvt(q, bool(fast_cvt)),
-        TK=tk,
+        TK=tk, SWZ=q.value_swizzled,
     )
     return out.reshape(q.shape)
 
@@ -1064,7 +1064,7 @@ def triton_experts(
             FAST_ACC=c1.fp8_fast_accum,
             SPLIT_K=c1.split_k, JOIN=micro and join_gate_up(wfmt, c1.swap_ab), **pdl,
             RCP_DIV=_RCP_DIV["enabled"] and not interp,  # the interpreter's fma is not fused
-            W_TK=w13.value_tile_k,
+            W_TK=w13.value_tile_k, W_SWZ=w13.value_swizzled,
             num_warps=c1.num_warps, num_stages=c1.num_stages,
         )
 
@@ -1147,7 +1147,7 @@ def triton_experts(
             FAST_ACC=c2.fp8_fast_accum,
             SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
             HELD_KB=cdiv(I_pad, c2.block_k) if c2.n_tiles > 1 and wfmt is Format.FP8_BLOCK else 1,
-            W_TK=w2.value_tile_k,
+            W_TK=w2.value_tile_k, W_SWZ=w2.value_swizzled,
             num_warps=c2.num_warps, num_stages=c2.num_stages,
         )
     if atomic or direct_out or fuse:

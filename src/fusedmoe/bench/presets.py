@@ -205,7 +205,7 @@ def _dtype_name(dt: torch.dtype) -> str:
 def _cat_q(parts: List[QuantizedTensor]) -> QuantizedTensor:
     cat = lambda xs: None if xs[0] is None else torch.cat(xs, dim=0)  # noqa: E731
     p0 = parts[0]
-    if any(p.value_tile_k != p0.value_tile_k for p in parts):
+    if any(p.value_tile_k != p0.value_tile_k or p.value_layout != p0.value_layout for p in parts):
         parts = [p.linear_values() for p in parts]
     # FP4 tiles lie within an expert: the experts' concatenation keeps the layout
     return QuantizedTensor(cat([p.data for p in parts]), p0.fmt, cat([p.scale for p in parts]),

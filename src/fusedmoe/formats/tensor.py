@@ -36,6 +36,15 @@ FP4 value layouts (``value_layout``; the scales are not affected):
   gpt-oss-120b's GEMM1 pattern (``benchmarks/fp4_stream_probe.py``, 128 rows x 16-32 bytes a
   step): 2.2-2.8 TB/s linear, 4.3-4.5 TB/s tiled. :meth:`linear_values` / :meth:`tiled_values`
   convert; ``fm.dequantize`` reads both.
+* ``"swizzled"`` (weights, ``ExpertWeights``' default where "tiled" applies): the "tiled" layout
+  with the 16 bits of every little-endian 16-bit word (four E2M1 values: K = 4j .. 4j + 3, value t
+  in bits 4t .. 4t + 3 of the linear word) permuted (``FP4_SWIZZLE``) so that the Triton kernels'
+  E2M1 -> bf16 converter needs 11 integer instructions per 8 values instead of 15: value 0 has its
+  sign at bit 15 and its magnitude at bits 6-8, where a bf16 ``e2m1 * 2^-126`` has them (one AND),
+  values 1 and 2 get there by a left shift of 3 and 6 (shift, AND), value 3 by three shifts. The
+  idea is the Hopper value layout of OpenAI's triton_kernels (MXFP4 x BF16); the bit map here is
+  our own. Words never straddle a tile piece (TK/2 >= 16 bytes). :meth:`linear_values` /
+  :meth:`tiled_values` (``swizzle=True``) convert; ``fm.dequantize`` reads it.
 """
 
 from __future__ import annotations
@@ -68,7 +77,7 @@ class QuantizedTensor:
     # bound the true codes -- measure it, do not guess it (a wrong range gives wrong results); None:
     # unknown, the general path
     scale_code_range: Optional[Tuple[int, int]] = None
-    value_layout: str = "linear"  # FP4 only: "linear" or "tiled" (module docstring)
+    value_layout: str = "linear"  # FP4 only: "linear", "tiled" or "swizzled" (module docstring)
 
     def __post_init__(self):
         fmt = self.fmt
@@ -98,9 +107,9 @@ class QuantizedTensor:
             raise TypeError(f"QuantizedTensor.scale must be a tensor, got {type(s).__name__}")
         if s.device != d.device:
             raise ValueError(f"QuantizedTensor.scale is on {s.device} but data on {d.device}")
-        if self.value_layout == "tiled":
+        if self.value_layout != "linear":
             if not fmt.is_fp4 or d.dim() < 4 or d.shape[-2] != TILE_ROWS or d.shape[-1] * 2 not in TILE_WIDTHS:
-                raise ValueError(f"value_layout 'tiled' needs FP4 data [*B, R/{TILE_ROWS}, C/TK, {TILE_ROWS}, TK/2] "
+                raise ValueError(f"value_layout {self.value_layout!r} needs FP4 data [*B, R/{TILE_ROWS}, C/TK, {TILE_ROWS}, TK/2] "
                                  f"with TK in {TILE_WIDTHS}, got {fmt.name} {tuple(d.shape)}")
             if any(d.stride(i) != want and d.shape[i] > 1
                    for i, want in ((-1, 1), (-2, d.shape[-1]), (-3, TILE_ROWS * d.shape[-1]))):
@@ -153,7 +162,7 @@ class QuantizedTensor:
     @property
     def shape(self) -> torch.Size:
         """Logical (unpacked) shape."""
-        if self.value_layout == "tiled":
+        if self.value_layout != "linear":
             d = self.data.shape
             return torch.Size(tuple(d[:-4]) + (d[-4] * TILE_ROWS, d[-3] * d[-1] * 2))
         if self.fmt.is_fp4:
@@ -162,8 +171,13 @@ class QuantizedTensor:
 
     @property
     def value_tile_k(self) -> int:
-        """The tiled layout's tile width TK in logical columns; 0 for linear values."""
-        return self.data.shape[-1] * 2 if self.value_layout == "tiled" else 0
+        """The tiled (or swizzled) layout's tile width TK in logical columns; 0 for linear values."""
+        return self.data.shape[-1] * 2 if self.value_layout != "linear" else 0
+
+    @property
+    def value_swizzled(self) -> bool:
+        """Whether the FP4 values' 16-bit words are bit-swizzled (``value_layout`` "swizzled")."""
+        return self.value_layout == "swizzled"
 
     @property
     def device(self) -> torch.device:
@@ -222,28 +236,32 @@ class QuantizedTensor:
             return self
         return dataclasses.replace(self, scale_code_range=scale_code_range_of(self))
 
-    def tiled_values(self, tile_k: Optional[int] = None) -> "QuantizedTensor":
-        """FP4 values in the ``"tiled"`` layout with tile width ``tile_k`` (default
-        :func:`default_tile_k`; a copy); ``self`` where they are already so, or where the format /
-        shape has no tiled layout (not FP4, rows % 64 or columns % 32 not 0)."""
+    def tiled_values(self, tile_k: Optional[int] = None, swizzle: bool = False) -> "QuantizedTensor":
+        """FP4 values in the ``"tiled"`` layout (``"swizzled"`` with ``swizzle``) with tile width
+        ``tile_k`` (default :func:`default_tile_k`; a copy); ``self`` where they are already so, or
+        where the format / shape has no tiled layout (not FP4, rows % 64 or columns % 32 not 0)."""
         if not tileable(self.fmt, self.shape):
             return self
         tk = default_tile_k(self.shape[-1]) if tile_k is None else tile_k
         if tk not in TILE_WIDTHS or self.shape[-1] % tk:
             raise ValueError(f"tile_k must be one of {TILE_WIDTHS} and divide the columns ({self.shape[-1]}), got {tile_k!r}")
-        if self.value_tile_k == tk:
+        if self.value_tile_k == tk and self.value_swizzled == bool(swizzle):
             return self
         q = self.linear_values()
         *B, R, Cb = q.data.shape
-        d = q.data.reshape(*B, R // TILE_ROWS, TILE_ROWS, Cb // (tk // 2), tk // 2).transpose(-3, -2)
-        return dataclasses.replace(self, data=d.contiguous(), value_layout="tiled")
+        d = q.data.reshape(*B, R // TILE_ROWS, TILE_ROWS, Cb // (tk // 2), tk // 2).transpose(-3, -2).contiguous()
+        if swizzle:
+            d = swizzle_fp4_words(d)
+        return dataclasses.replace(self, data=d, value_layout="swizzled" if swizzle else "tiled")
 
     def linear_values(self) -> "QuantizedTensor":
-        """FP4 values in the ``"linear"`` layout (a copy where they are tiled, else ``self``)."""
+        """FP4 values in the ``"linear"`` layout (a copy where they are tiled or swizzled, else ``self``)."""
         if self.value_layout == "linear":
             return self
         *B, RT, CT, _, TB = self.data.shape
         d = self.data.transpose(-3, -2).contiguous()
+        if self.value_swizzled:
+            d = swizzle_fp4_words(d, inverse=True)
         return dataclasses.replace(self, data=d.reshape(*B, RT * TILE_ROWS, CT * TB), value_layout="linear")
 
     def __repr__(self) -> str:
@@ -253,7 +271,37 @@ class QuantizedTensor:
         )
 
 
-VALUE_LAYOUTS = ("linear", "tiled")
+VALUE_LAYOUTS = ("linear", "tiled", "swizzled")
+# the "swizzled" layout's bit map: FP4_SWIZZLE[i] = where bit i of a linear 16-bit word goes (bits 4t .. 4t + 3
+# of the word = value t's mantissa, exponent bits 0 and 1, sign). Value 0: magnitude at 6-8 and sign at 15 (bf16's
+# e2m1 * 2^-126 bits: kernels/_blockscaled._e2m1x4_bf16_nib reads it with one AND); value 1 at 3-5 and 12 (a left
+# shift by 3, then the same AND); value 2 at 0-2 and 9 (shift 6); value 3: mantissa 13, exponent 10-11, sign 14.
+FP4_SWIZZLE = (6, 7, 8, 15, 3, 4, 5, 12, 0, 1, 2, 9, 13, 10, 11, 14)
+assert sorted(FP4_SWIZZLE) == list(range(16))
+
+
+def swizzle_fp4_words(data: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+    """Packed FP4 bytes (uint8, last dim even, dense) with every little-endian 16-bit word's bits
+    moved by :data:`FP4_SWIZZLE` (``inverse``: moved back); a new tensor, in slices of the leading
+    dim (bounded temporary memory)."""
+    if data.dtype != torch.uint8 or data.shape[-1] % 2:
+        raise ValueError(f"swizzle_fp4_words needs uint8 data with an even last dim, got {data.dtype} "
+                         f"{tuple(data.shape)}")
+    moves = {}  # shift -> mask of source bits: one shift and one AND per distinct distance
+    for src, dst in enumerate(FP4_SWIZZLE):
+        if inverse:
+            src, dst = dst, src
+        moves[dst - src] = moves.get(dst - src, 0) | (1 << src)
+    flat = data.contiguous().reshape(-1, data.shape[-1])
+    out = torch.empty_like(flat)
+    rows = max(1, (1 << 26) // max(1, flat.shape[-1]))
+    for r0 in range(0, flat.shape[0], rows):
+        w = flat[r0:r0 + rows].view(torch.int16).to(torch.int32) & 0xFFFF
+        o = torch.zeros_like(w)
+        for sh, mask in moves.items():
+            o |= (w & mask) << sh if sh >= 0 else (w & mask) >> -sh
+        out[r0:r0 + rows] = o.to(torch.int16).view(torch.uint8).reshape(-1, flat.shape[-1])
+    return out.reshape(data.shape)
 TILE_ROWS = 64  # rows of a tile of the "tiled" FP4 layout
 TILE_WIDTHS = (32, 64, 128)  # its tile widths (logical columns)
 

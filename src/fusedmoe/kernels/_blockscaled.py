@@ -131,8 +131,32 @@ def _e2m1_nib_asm(restore: bool) -> str:
     return "{\n" + "\n".join(lines) + "\n}"
 
 
+# The same outputs from words stored bit-swizzled (QuantizedTensor.value_layout "swizzled", formats/tensor.py
+# FP4_SWIZZLE): value 0 already sits at the output bits (one AND), values 1 and 2 get there by a left shift of 3
+# and 6 (the IMAD pipe can shift) and one AND, value 3 by three shifts and masks: 11 integer instructions per 8
+# values instead of 15, 4 of them off the ALU pipe. Still elementwise in the 16-bit words: a left shift by <= 6
+# moves a low word's bits 10-15 into the high word's bits 16-21 and a right shift by 3 / 7 the high word's bits
+# 16-22 into bits 9-15 of the low one, all outside the masks.
+def _e2m1_swz_asm(restore: bool) -> str:
+    """PTX: $0 .. $3 = value 0 .. 3 of the two swizzled 16-bit words in $4."""
+    p = "0x81C081C0"  # sign 15 / 31, magnitude 6-8 / 22-24
+    lines = [".reg .b32 v, a, b, c, k;", "mov.b32 v, $4;", "mov.b32 k, 0x7E807E80;",
+             f"and.b32 $0, v, {p};",
+             "shl.b32 a, v, 3;", f"and.b32 $1, a, {p};",
+             "shl.b32 a, v, 6;", f"and.b32 $2, a, {p};",
+             "shl.b32 a, v, 1;", "and.b32 a, a, 0x80008000;",  # sign 14 -> 15
+             "shr.b32 b, v, 3;", "and.b32 b, b, 0x01800180;",  # exponent 10-11 -> 7-8
+             "shr.b32 c, v, 7;", "and.b32 c, c, 0x00400040;",  # mantissa 13 -> 6
+             "or.b32 a, a, b;", "or.b32 $3, a, c;"]
+    if restore:
+        lines += [f"mul.rn.bf16x2 ${i}, ${i}, k;" for i in range(4)]
+    return "{\n" + "\n".join(lines) + "\n}"
+
+
 _E2M1_BF16_NIB = tl.constexpr(_e2m1_nib_asm(False))
 _E2M1_BF16_NIB_RESTORED = tl.constexpr(_e2m1_nib_asm(True))
+_E2M1_BF16_SWZ = tl.constexpr(_e2m1_swz_asm(False))
+_E2M1_BF16_SWZ_RESTORED = tl.constexpr(_e2m1_swz_asm(True))
 # NVFP4: 2^126 = the block-scale factor 2^110 x the accumulator factor 2^16 (both exact)
 _NIB_SCALE_BIAS = tl.constexpr(2.0 ** 110)
 _NIB_ACC_FACTOR = tl.constexpr(2.0 ** 16)
@@ -149,12 +173,28 @@ _MX_FOLD_EXP_BIAS = tl.constexpr(110)
 
 
 @triton.jit
-def _e2m1x4_bf16_nib(w, RESTORE: tl.constexpr):
-    """Packed FP4 as 16-bit words ``w`` (int16 [R, C]) -> its four nibbles' values (bf16 [R, C]
-    each; nibble s = K value 4j + s of word j): ``e2m1 * 2^-126``, or ``e2m1`` with ``RESTORE``.
-    Not available in Triton's interpreter."""
-    asm: tl.constexpr = _E2M1_BF16_NIB_RESTORED if RESTORE else _E2M1_BF16_NIB
-    return tl.inline_asm_elementwise(asm, "=r,=r,=r,=r,r", [w], dtype=(tl.bfloat16,) * 4, is_pure=True, pack=2)
+def _e2m1x4_bf16_nib(w, RESTORE: tl.constexpr, SWZ: tl.constexpr = False):
+    """Packed FP4 as 16-bit words ``w`` (int16 [R, C]; bit-swizzled with ``SWZ``) -> its four
+    values (bf16 [R, C] each; value s = K value 4j + s of word j): ``e2m1 * 2^-126``, or ``e2m1``
+    with ``RESTORE``. Not available in Triton's interpreter."""
+    if SWZ:
+        swz: tl.constexpr = _E2M1_BF16_SWZ_RESTORED if RESTORE else _E2M1_BF16_SWZ
+        return tl.inline_asm_elementwise(swz, "=r,=r,=r,=r,r", [w], dtype=(tl.bfloat16,) * 4, is_pure=True, pack=2)
+    else:
+        asm: tl.constexpr = _E2M1_BF16_NIB_RESTORED if RESTORE else _E2M1_BF16_NIB
+        return tl.inline_asm_elementwise(asm, "=r,=r,=r,=r,r", [w], dtype=(tl.bfloat16,) * 4, is_pure=True, pack=2)
+
+
+@triton.jit
+def _unswizzle_bytes(b):
+    """Packed FP4 bytes ``b`` (uint8 [R, C], C even) stored bit-swizzled (formats/tensor.py FP4_SWIZZLE, per
+    little-endian 16-bit word) -> the linear bytes (portable integer operations; the inverse bit map as one
+    shift and mask per distance)."""
+    lo, hi = tl.split(tl.reshape(b, [b.shape[0], b.shape[1] // 2, 2]))
+    w = lo.to(tl.int32) | (hi.to(tl.int32) << 8)
+    p = (((w >> 6) & 0x7) | ((w >> 12) & 0x8) | ((w & 0x4038) << 1) | ((w >> 5) & 0x80) | ((w & 0x7) << 8)
+         | ((w & 0x200) << 2) | ((w >> 1) & 0x1000) | ((w & 0xC00) << 3))
+    return tl.reshape(tl.join((p & 0xFF).to(tl.uint8), (p >> 8).to(tl.uint8)), [b.shape[0], b.shape[1]])
 
 
 @triton.jit
@@ -250,7 +290,8 @@ def _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G: tl.constexpr, B
 @triton.jit
 def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: tl.constexpr,
                BR: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr, CD: tl.constexpr,
-               FAST_CVT: tl.constexpr = False, KPERM: tl.constexpr = False, TK: tl.constexpr = 0):
+               FAST_CVT: tl.constexpr = False, KPERM: tl.constexpr = False, TK: tl.constexpr = 0,
+               SWZ: tl.constexpr = False):
     """The ``ki``-th [BR, BK] operand tile along K (elements ``[ki*BK, (ki+1)*BK)``), dequantized
     to ``CD``.
 
@@ -269,7 +310,9 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
     ``ki * (BK / 2) + arange`` rather than ``(ki * BK) // 2 + ...``: a division would hide their
     16-byte alignment from Triton's axis analysis and split the loads into bytes. ``TK`` (packed FP4
     only): 0 for linear values, else the width of the pieces of the "tiled" layout (``_w_rows``
-    gave ``row_off``; ``_k_base`` places the step).
+    gave ``row_off``; ``_k_base`` places the step). ``SWZ`` (packed FP4 only): the values' 16-bit words are
+    bit-swizzled (value layout "swizzled"): the fast converter reads them as they are, the portable
+    path unswizzles the bytes first.
     """
     if FMT == F_NVFP4 or FMT == F_MXFP4:
         G: tl.constexpr = 16 if FMT == F_NVFP4 else 32
@@ -290,7 +333,7 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
             w16 = tl.load(ptr + row_off[:, None] + offs16[None, :], mask=m16, other=0)
             if FMT == F_NVFP4:
                 s = s * _NIB_SCALE_BIAS
-            n0, n1, n2, n3 = _e2m1x4_bf16_nib(w16, FMT != F_NVFP4 and FAST_CVT != MX_FOLD)
+            n0, n1, n2, n3 = _e2m1x4_bf16_nib(w16, FMT != F_NVFP4 and FAST_CVT != MX_FOLD, SWZ)
             # [BR, BK/4 words, s & 1, s >> 1]; a scale block is G/4 consecutive words
             v = tl.reshape(tl.join(tl.join(n0, n1), tl.join(n2, n3)), [BR, BK // G, G]) * s[:, :, None]
             # -> natural K order 4j + s
@@ -300,6 +343,8 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
         m = row_ok[:, None] if EVEN_K else row_ok[:, None] & (kb < K // 2)[None, :]
         offs = _k_base(ki, BK, TK, 2) + tl.arange(0, BK // 2)
         b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0)
+        if SWZ:
+            b = _unswizzle_bytes(b)
         s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K)
         if FMT == F_NVFP4:  # e4m3 scales
             s = s.to(tl.float32) * 16384.0
@@ -353,6 +398,39 @@ or.b32 $1, t2, t3;
 """)
 
 
+# The same from bit-swizzled words (FP4_SWIZZLE), 4 bytes = two whole words per register: $0 gets the low nibbles'
+# values (0 and 2 of each word), $1 the high nibbles' (1 and 3). Each register's bytes 0-1 and 2-3 must be one
+# word: pack=4 over a tile whose rows hold >= 2 consecutive bytes per thread (a K block's 16 bytes of a row are one
+# 16-byte vector; the GPU tests compare every MX x MXFP8 layer with the reference).
+_E2M1_E4M3_SWZ_ASM = tl.constexpr("""
+{
+.reg .b32 t0, t1, t2, t3;
+shr.u32 t0, $2, 4;
+and.b32 t0, t0, 0x001C001C;
+shr.u32 t1, $2, 8;
+and.b32 t1, t1, 0x00800080;
+or.b32 t0, t0, t1;
+shl.b32 t2, $2, 10;
+and.b32 t2, t2, 0x1C001C00;
+shl.b32 t3, $2, 6;
+and.b32 t3, t3, 0x80008000;
+or.b32 t2, t2, t3;
+or.b32 $0, t0, t2;
+shr.u32 t0, $2, 1;
+and.b32 t0, t0, 0x001C001C;
+shr.u32 t1, $2, 5;
+and.b32 t1, t1, 0x00800080;
+or.b32 t0, t0, t1;
+shl.b32 t2, $2, 1;
+and.b32 t2, t2, 0x98009800;
+shr.u32 t3, $2, 3;
+and.b32 t3, t3, 0x04000400;
+or.b32 t2, t2, t3;
+or.b32 $1, t0, t2;
+}
+""")
+
+
 @triton.jit
 def _e2m1x2_to_e4m3_asm(b):
     """CUDA fast path of ``_e2m1x2_to_e4m3``: the same bit moves on 4 packed bytes per 32-bit
@@ -363,14 +441,24 @@ def _e2m1x2_to_e4m3_asm(b):
 
 
 @triton.jit
+def _e2m1x2_swz_to_e4m3_asm(b):
+    """``_e2m1x2_to_e4m3_asm`` of bit-swizzled bytes (``_E2M1_E4M3_SWZ_ASM``; same result as unswizzling first)."""
+    lo, hi = tl.inline_asm_elementwise(_E2M1_E4M3_SWZ_ASM, "=r,=r,r", [b], dtype=(tl.float8e4nv, tl.float8e4nv),
+                                       is_pure=True, pack=4)
+    return tl.reshape(tl.join(lo, hi), [b.shape[0], 2 * b.shape[1]])
+
+
+@triton.jit
 def _load_mx_block(ptr, row_off, s_ptr, s_row_off, s_stride_k, kb, K, row_ok, FMT: tl.constexpr,
-                   BR: tl.constexpr, EVEN_K: tl.constexpr, FAST_CVT: tl.constexpr, TK: tl.constexpr = 0):
+                   BR: tl.constexpr, EVEN_K: tl.constexpr, FAST_CVT: tl.constexpr, TK: tl.constexpr = 0,
+                   SWZ: tl.constexpr = False):
     """The ``kb``-th 32-wide K block of an MX operand (MXFP8, or MXFP4 converted to E4M3) as
     (E4M3 values [BR, 32], fp32 scale [BR]) with ``x = values * scale``: MXFP8 ``2^(e-127)``,
     MXFP4 ``2^(e-127+6)`` (the conversion's 2^-6). The scale is decoded as the fp32 pattern
     ``(e + 6|0) << 23`` (one integer op): exact for codes 1..248 (MXFP4: 0..248); MXFP8's code 0
     (2^-127: an all-zero group in practice) becomes 0 and code 255 (NaN) +inf. Blocks past K
-    (``EVEN_K`` False) read as zeros. ``TK``: MXFP4 values linear (0) or tiled (``_load_tile``)."""
+    (``EVEN_K`` False) read as zeros. ``TK``: MXFP4 values linear (0) or tiled (``_load_tile``); ``SWZ``: their
+    words bit-swizzled."""
     if EVEN_K:
         ok = row_ok
     else:
@@ -379,8 +467,12 @@ def _load_mx_block(ptr, row_off, s_ptr, s_row_off, s_stride_k, kb, K, row_ok, FM
     if FMT == F_MXFP4:
         offs = _k_base(kb, 32, TK, 2) + tl.arange(0, 16)
         b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=ok[:, None], other=0)
-        if FAST_CVT:
+        if FAST_CVT and SWZ:
+            v = _e2m1x2_swz_to_e4m3_asm(b)
+        elif FAST_CVT:
             v = _e2m1x2_to_e4m3_asm(b)
+        elif SWZ:
+            v = _e2m1x2_to_e4m3(_unswizzle_bytes(b))
         else:
             v = _e2m1x2_to_e4m3(b)
         return v, ((e + 6) << 23).to(tl.float32, bitcast=True)
@@ -434,6 +526,7 @@ def _dequant_kernel(
     CD: tl.constexpr,
     FAST_CVT: tl.constexpr,
     TK: tl.constexpr = 0,  # packed FP4: values linear (0) or tiled with TK-column pieces (stride_r: row tiles')
+    SWZ: tl.constexpr = False,  # packed FP4: words bit-swizzled (value layout "swizzled")
 ):
     """Test entry: ``out = _load_tile(...)`` converted to fp32, i.e. exactly the tiles the GEMMs multiply
     (before the per-tensor factors). grid = (cdiv(R, BR), cdiv(K, BK))."""
@@ -442,7 +535,7 @@ def _dequant_kernel(
     ok = rows < R
     r64 = rows.to(tl.int64)
     x = _load_tile(ptr, _w_rows(r64, stride_r, TK, 4 if FAST_CVT else 2), s_ptr, r64 * stride_sr, 1, ki, K, ok,
-                   FMT, BR, BK, EVEN_K, CD, FAST_CVT, False, TK)
+                   FMT, BR, BK, EVEN_K, CD, FAST_CVT, False, TK, SWZ)
     x = x.to(tl.float32)
     if FAST_CVT and FMT == F_NVFP4 or FAST_CVT == MX_FOLD and FMT == F_MXFP4:
         x = x * _NIB_ACC_FACTOR

@@ -431,6 +431,7 @@ def _gemm1_kernel(
     JOIN: tl.constexpr,  # MICRO, GATED, not MXDOT: gate and up rows as one weight tile (kernel_configs.join_gate_up)
     RCP_DIV: tl.constexpr = False,  # FP8 static / block re-quantization by reciprocals (_div_by_rcp; same bits)
     W_TK: tl.constexpr = 0,  # MICRO, FP4 weights: 0 linear values, else the "tiled" layout's piece width (_w_rows)
+    W_SWZ: tl.constexpr = False,  # MICRO, FP4 weights: values in the "swizzled" layout (bit-swizzled 16-bit words)
 ):
     """GEMM1 + bias + activation + intermediate rounding/quantization.
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K).
@@ -489,13 +490,13 @@ def _gemm1_kernel(
                 a, a_s = _load_mx_block(a_ptr, a_rows, a_scale_ptr, as_rows, 1, kb, K, a_all, F_MXFP8, BLOCK_M, EVEN_K,
                                         FAST_CVT)
                 wg, wg_s = _load_mx_block(w_e, _w_rows(n64, stride_wn, W_TK, 2), ws_e, n64 * stride_wsn,
-                                          stride_wsk, kb, K, w_ok, W_FMT, BLOCK_N, EVEN_K, FAST_CVT, W_TK)
+                                          stride_wsk, kb, K, w_ok, W_FMT, BLOCK_N, EVEN_K, FAST_CVT, W_TK, W_SWZ)
                 acc_g += _scale_block(_mma(a, wg, tl.zeros_like(acc_g), SWAP_AB, UPCAST, PRECISION, False), a_s, wg_s,
                                       SWAP_AB)
                 if GATED:
                     wu, wu_s = _load_mx_block(w_e, _w_rows(N + n64, stride_wn, W_TK, 2), ws_e,
                                               (N + n64) * stride_wsn, stride_wsk, kb, K, w_ok, W_FMT, BLOCK_N, EVEN_K,
-                                              FAST_CVT, W_TK)
+                                              FAST_CVT, W_TK, W_SWZ)
                     acc_u += _scale_block(_mma(a, wu, tl.zeros_like(acc_u), SWAP_AB, UPCAST, PRECISION, False), a_s, wu_s,
                                           SWAP_AB)
     elif QUANT == Q_MICRO and GATED and JOIN:
@@ -519,7 +520,7 @@ def _gemm1_kernel(
             a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
                            FAST_CVT, KPERM)
             w = _load_tile(w_e, _w_rows(n2, stride_wn, W_TK, WU), ws_e, n2 * stride_wsn, stride_wsk, ki, K, w2_ok,
-                           W_FMT, 2 * BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK)
+                           W_FMT, 2 * BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ)
             acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
         if SWAP_AB:
             acc_g, acc_u = tl.split(tl.permute(tl.reshape(acc, [2, BLOCK_N, BLOCK_M]), [1, 2, 0]))
@@ -531,11 +532,12 @@ def _gemm1_kernel(
             a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
                            FAST_CVT, KPERM)
             wg = _load_tile(w_e, _w_rows(n64, stride_wn, W_TK, WU), ws_e, n64 * stride_wsn, stride_wsk, ki, K,
-                            w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK)
+                            w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ)
             acc_g = _mma(a, wg, acc_g, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
             if GATED:
                 wu = _load_tile(w_e, _w_rows(N + n64, stride_wn, W_TK, WU), ws_e, (N + n64) * stride_wsn,
-                                stride_wsk, ki, K, w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK)
+                                stride_wsk, ki, K, w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK,
+                                W_SWZ)
                 acc_u = _mma(a, wu, acc_u, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
     else:
         for ki in range(k_lo, k_hi):
@@ -650,7 +652,7 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                     FAST_CVT: tl.constexpr, KPERM: tl.constexpr, MXDOT: tl.constexpr, BLOCK_M: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr, EVEN_K: tl.constexpr,
                     EVEN_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr,
-                    W_TK: tl.constexpr = 0):
+                    W_TK: tl.constexpr = 0, W_SWZ: tl.constexpr = False):
     """GEMM2's K loop over the K-blocks ``[k_lo, k_hi)`` of one tile (rows ``slot64`` of expert
     ``e64``, columns ``offs_n``): the fp32 accumulator, [BLOCK_N, BLOCK_M] when SWAP_AB."""
     offs_k = tl.arange(0, BLOCK_K)
@@ -677,7 +679,7 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                     a, a_s = _load_mx_block(a_ptr, a_rows, a_scale_ptr, as_rows, 1, kb, K, a_all, F_MXFP8, BLOCK_M,
                                             EVEN_K, FAST_CVT)
                     w, w_s = _load_mx_block(w_e, _w_rows(n64, stride_wn, W_TK, 2), ws_e, n64 * stride_wsn,
-                                            stride_wsk, kb, K, w_ok, W_FMT, BLOCK_N, EVEN_K, FAST_CVT, W_TK)
+                                            stride_wsk, kb, K, w_ok, W_FMT, BLOCK_N, EVEN_K, FAST_CVT, W_TK, W_SWZ)
                     acc += _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s, w_s,
                                         SWAP_AB)
         else:
@@ -685,7 +687,7 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                 a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K,
                                CD, FAST_CVT, KPERM)
                 w = _load_tile(w_e, _w_rows(n64, stride_wn, W_TK, WU), ws_e, n64 * stride_wsn, stride_wsk, ki, K,
-                               w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK)
+                               w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ)
                 acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
     else:
         for ki in range(k_lo, k_hi):
@@ -875,6 +877,7 @@ def _gemm2_kernel(
     N_TILES: tl.constexpr,  # > 1: column tiles per program with the activation tile held (BLOCK_K >= K)
     HELD_KB: tl.constexpr,  # N_TILES > 1, QUANT == Q_BLOCK: K-blocks held (cdiv(K, 128): 1 or 2)
     W_TK: tl.constexpr = 0,  # MICRO, FP4 weights: 0 linear values, else the "tiled" layout's piece width (_w_rows)
+    W_SWZ: tl.constexpr = False,  # MICRO, FP4 weights: values in the "swizzled" layout (bit-swizzled 16-bit words)
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
@@ -920,7 +923,8 @@ def _gemm2_kernel(
             acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, 0,
                                   tl.cdiv(K, BLOCK_K), K, stride_am, stride_we, stride_wn, stride_asm, stride_wse,
                                   stride_wsn, stride_wsk, QUANT, A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M,
-                                  BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK)
+                                  BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK,
+                                  W_SWZ)
             if SWAP_AB:
                 acc = tl.trans(acc)
             acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr,
@@ -961,7 +965,7 @@ def _gemm2_kernel(
     acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, k_lo, k_hi, K,
                           stride_am, stride_we, stride_wn, stride_asm, stride_wse, stride_wsn, stride_wsk, QUANT,
                           A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K,
-                          EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK)
+                          EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK, W_SWZ)
     if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()
     if SWAP_AB:

@@ -28,8 +28,11 @@ from ..config import Activation, ActivationParams, Format
 from ..formats import QuantizedTensor, quantize_weight
 from ..formats.tensor import default_tile_k, tileable
 
-# FUSEDMOE_FP4_LAYOUT=linear: keep FP4 weight values in the linear layout (A/B runs; the kernels read both)
-_FP4_TILED = os.environ.get("FUSEDMOE_FP4_LAYOUT", "tiled") != "linear"
+# FUSEDMOE_FP4_LAYOUT=tiled / linear: FP4 weight values tiled without the bit swizzle, or linear (A/B runs; the
+# kernels read every layout)
+_FP4_LAYOUT = os.environ.get("FUSEDMOE_FP4_LAYOUT", "swizzled")
+if _FP4_LAYOUT not in ("swizzled", "tiled", "linear"):
+    raise ValueError(f"FUSEDMOE_FP4_LAYOUT must be swizzled, tiled or linear, got {_FP4_LAYOUT!r}")
 # MX block scales in rows padded to 16 bytes (QuantizedTensor.padded_scale_rows); A/B switch:
 # FUSEDMOE_MX_SCALE_PAD=0 keeps the checkpoint's rows
 _MX_SCALE_ROWS_PADDED = os.environ.get("FUSEDMOE_MX_SCALE_PAD", "1") != "0"
@@ -160,16 +163,19 @@ class ExpertWeights:
             # gpt-oss-120b 1.04x faster, Nemotron-3-Nano 1.06x slower.
             for name in ("w13", "w2"):
                 object.__setattr__(self, name, getattr(self, name).padded_scale_rows())
-        if self.format.is_fp4 and _FP4_TILED:
+        if self.format.is_fp4 and _FP4_LAYOUT != "linear":
             # FP4 values in 64-row tiles, each K piece of the kernels' block_k (128 / 64 columns: the
             # widest that divides K) one contiguous run (QuantizedTensor.value_layout "tiled"; shapes
             # that do not divide stay linear): a decode GEMM program's K step then reads one run of
             # 2-4 KB instead of 64-128 pieces a row apart (benchmarks/fp4_stream_probe.py, H200:
-            # 2.2-2.8 TB/s linear, 4.3-4.5 TB/s tiled, in gpt-oss-120b's GEMM1 read pattern)
+            # 2.2-2.8 TB/s linear, 4.3-4.5 TB/s tiled, in gpt-oss-120b's GEMM1 read pattern).
+            # "swizzled" (the default) also permutes the bits of every 16-bit word so that the
+            # kernels' E2M1 -> bf16 conversion takes 11 integer instructions per 8 values instead of
+            # 15 (formats/tensor.py, FP4_SWIZZLE)
             for name in ("w13", "w2"):
                 q = getattr(self, name)
                 if tileable(q.fmt, q.shape) and default_tile_k(q.shape[-1]) >= 64:
-                    object.__setattr__(self, name, q.tiled_values())
+                    object.__setattr__(self, name, q.tiled_values(swizzle=_FP4_LAYOUT == "swizzled"))
 
     # --- shape properties -------------------------------------------------------------------
     @property
