@@ -401,7 +401,8 @@ or.b32 $1, t2, t3;
 # The same from bit-swizzled words (FP4_SWIZZLE), 4 bytes = two whole words per register: $0 gets the low nibbles'
 # values (0 and 2 of each word), $1 the high nibbles' (1 and 3). Each register's bytes 0-1 and 2-3 must be one
 # word: pack=4 over a tile whose rows hold >= 2 consecutive bytes per thread (a K block's 16 bytes of a row are one
-# 16-byte vector; the GPU tests compare every MX x MXFP8 layer with the reference).
+# 16-byte vector; test_gpu_tiled_and_linear_weights_same_bits compares the MXFP4 x MXFP8 layer on swizzled and
+# linear values bit for bit).
 _E2M1_E4M3_SWZ_ASM = tl.constexpr("""
 {
 .reg .b32 t0, t1, t2, t3;
