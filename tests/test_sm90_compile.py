@@ -236,8 +236,8 @@ if __name__ == "__main__":
         sass, regs = sass_of(k)
         n, alu = loop_ops(sass)
         spills = len(re.findall(r"\b(?:LDL|STL)\b", sass))
-        print(f"{'swizzled' if swz else 'tiled'}|spills={spills}|loop={n}|alu={alu}|hgmma={sum('HGMMA' in t for t in main_loop(sass))}",
-              flush=True)
+        hgmma = sum("HGMMA" in t for t in main_loop(sass))
+        print(f"{'swizzled' if swz else 'tiled'}|spills={spills}|loop={n}|alu={alu}|hgmma={hgmma}", flush=True)
 '''
 
 

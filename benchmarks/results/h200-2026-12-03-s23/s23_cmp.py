@@ -19,5 +19,9 @@ for k in keys:
     vals = [t.get(k) for t in tabs]
     cells = [f"{v[0]:9.1f}" if v else "      n/a" for v in vals]
     ratio = f"{vals[-1][0] / vals[0][0]:.3f}" if vals[0] and vals[-1] else ""
-    tb = f"{vals[0][1]:.2f}TB/s" if vals[0] and vals[0][1] and k[1] <= 64 else (f"{vals[0][2]:.0f}TF/s" if vals[0] and vals[0][2] else "")
+    v0 = vals[0]
+    if v0 and v0[1] and k[1] <= 64:
+        tb = f"{v0[1]:.2f}TB/s"
+    else:
+        tb = f"{v0[2]:.0f}TF/s" if v0 and v0[2] else ""
     print(f"{k[0]:40s} {k[1]:5d} " + " ".join(cells) + f"  {ratio}  ({tb} first)")

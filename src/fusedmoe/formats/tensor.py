@@ -109,8 +109,9 @@ class QuantizedTensor:
             raise ValueError(f"QuantizedTensor.scale is on {s.device} but data on {d.device}")
         if self.value_layout != "linear":
             if not fmt.is_fp4 or d.dim() < 4 or d.shape[-2] != TILE_ROWS or d.shape[-1] * 2 not in TILE_WIDTHS:
-                raise ValueError(f"value_layout {self.value_layout!r} needs FP4 data [*B, R/{TILE_ROWS}, C/TK, {TILE_ROWS}, TK/2] "
-                                 f"with TK in {TILE_WIDTHS}, got {fmt.name} {tuple(d.shape)}")
+                raise ValueError(f"value_layout {self.value_layout!r} needs FP4 data "
+                                 f"[*B, R/{TILE_ROWS}, C/TK, {TILE_ROWS}, TK/2] with TK in {TILE_WIDTHS}, "
+                                 f"got {fmt.name} {tuple(d.shape)}")
             if any(d.stride(i) != want and d.shape[i] > 1
                    for i, want in ((-1, 1), (-2, d.shape[-1]), (-3, TILE_ROWS * d.shape[-1]))):
                 raise ValueError(f"tiled FP4 data needs its last three dims dense, got strides {tuple(d.stride())}")
@@ -272,6 +273,8 @@ class QuantizedTensor:
 
 
 VALUE_LAYOUTS = ("linear", "tiled", "swizzled")
+TILE_ROWS = 64  # rows of a tile of the "tiled" FP4 layout
+TILE_WIDTHS = (32, 64, 128)  # its tile widths (logical columns)
 # the "swizzled" layout's bit map: FP4_SWIZZLE[i] = where bit i of a linear 16-bit word goes (bits 4t .. 4t + 3
 # of the word = value t's mantissa, exponent bits 0 and 1, sign). Value 0: magnitude at 6-8 and sign at 15 (bf16's
 # e2m1 * 2^-126 bits: kernels/_blockscaled._e2m1x4_bf16_nib reads it with one AND); value 1 at 3-5 and 12 (a left
@@ -302,8 +305,6 @@ def swizzle_fp4_words(data: torch.Tensor, inverse: bool = False) -> torch.Tensor
             o |= (w & mask) << sh if sh >= 0 else (w & mask) >> -sh
         out[r0:r0 + rows] = o.to(torch.int16).view(torch.uint8).reshape(-1, flat.shape[-1])
     return out.reshape(data.shape)
-TILE_ROWS = 64  # rows of a tile of the "tiled" FP4 layout
-TILE_WIDTHS = (32, 64, 128)  # its tile widths (logical columns)
 
 
 def tileable(fmt: Format, shape) -> bool:
