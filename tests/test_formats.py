@@ -11,6 +11,7 @@ Stated round-trip error bounds (per element, x finite, scales in their normal ra
   NVFP4's saturation at 6 after the block scale rounded down by up to 1/16 stays below 0.4 s_eff).
 """
 
+import dataclasses
 import math
 
 import pytest
@@ -784,3 +785,16 @@ def test_swizzled_values_layout(fmt):
                                     activation=fm.Activation.SWIGLU, format=fmt)
     assert W.w13.value_layout == W.w2.value_layout == "swizzled"
     assert torch.equal(dequantize(W.w13), dequantize(W.w13.linear_values()))
+    # with_fp4_layout: plain nibbles (the cheaper E4M3 conversion of MX x MXFP8) and back; ExpertWeights keeps
+    # a layout it is given (replace() runs __post_init__ again)
+    Wt = W.with_fp4_layout("tiled")
+    assert Wt.w13.value_layout == Wt.w2.value_layout == "tiled" and Wt.w13.value_tile_k == W.w13.value_tile_k
+    assert torch.equal(Wt.w13.data, W.w13.tiled_values().data)
+    assert dataclasses.replace(Wt).w13.value_layout == "tiled" and Wt.with_fp4_layout("tiled") is Wt
+    Ws = Wt.with_fp4_layout("swizzled")
+    assert torch.equal(Ws.w13.data, W.w13.data) and torch.equal(Ws.w2.data, W.w2.data)
+    with pytest.raises(ValueError, match="layout"):
+        W.with_fp4_layout("linear")
+    Wb = fm.ExpertWeights.from_float(torch.randn(2, 128, 64, generator=g), torch.randn(2, 64, 64, generator=g),
+                                     activation=fm.Activation.SWIGLU, format=Format.FP8_CHANNEL)
+    assert Wb.with_fp4_layout("tiled") is Wb

@@ -654,7 +654,7 @@ def test_tiled_and_linear_weights_same_bits(pair):
              bias=pair[0] is F.MXFP4, dtype=torch.float16)
     hidden, W, topk = make_case(c)
     assert W.w13.value_tile_k == W.w2.value_tile_k == 64 and W.w13.value_swizzled and W.w2.value_swizzled
-    lin, tiled = _with_values(W, "linear_values"), _with_values(W, "tiled_values")
+    lin, tiled = _with_values(W, "linear_values"), W.with_fp4_layout("tiled")
     assert lin.w13.value_layout == lin.w2.value_layout == "linear"
     assert tiled.w13.value_layout == tiled.w2.value_layout == "tiled"
     # the heuristic's K tiles (as wide as the tiles) and 32-wide ones (two per tile)

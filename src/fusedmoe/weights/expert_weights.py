@@ -171,10 +171,11 @@ class ExpertWeights:
             # 2.2-2.8 TB/s linear, 4.3-4.5 TB/s tiled, in gpt-oss-120b's GEMM1 read pattern).
             # "swizzled" (the default) also permutes the bits of every 16-bit word so that the
             # kernels' E2M1 -> bf16 conversion takes 11 integer instructions per 8 values instead of
-            # 15 (formats/tensor.py, FP4_SWIZZLE)
+            # 15 (formats/tensor.py, FP4_SWIZZLE). Values that arrive tiled or swizzled keep their
+            # layout (with_fp4_layout, the custom op's rebuild).
             for name in ("w13", "w2"):
                 q = getattr(self, name)
-                if tileable(q.fmt, q.shape) and default_tile_k(q.shape[-1]) >= 64:
+                if q.value_layout == "linear" and tileable(q.fmt, q.shape) and default_tile_k(q.shape[-1]) >= 64:
                     object.__setattr__(self, name, q.tiled_values(swizzle=_FP4_LAYOUT == "swizzled"))
 
     # --- shape properties -------------------------------------------------------------------
@@ -222,6 +223,23 @@ class ExpertWeights:
             input_scale=mv(self.input_scale),
             intermediate_scale=mv(self.intermediate_scale),
         )
+
+    def with_fp4_layout(self, layout: str) -> "ExpertWeights":
+        """The same weights with their tiled FP4 values in ``layout``: ``"swizzled"`` (the default:
+        bit-swizzled 16-bit words, the cheaper conversion to the bf16 operands of BF16 / FP8 / NVFP4
+        activations) or ``"tiled"`` (plain nibbles: the cheaper conversion to E4M3 for MXFP4 weights
+        run with MXFP8 activations -- sm_90 SASS of that decode GEMM1, 627 against 801 instructions a
+        K step). A copy of the values; ``self`` where they are so already, and weights that are not
+        FP4 or whose shapes stay linear are returned unchanged. ``FUSEDMOE_FP4_LAYOUT`` sets the
+        default for a process instead."""
+        if layout not in ("swizzled", "tiled"):
+            raise ValueError(f"with_fp4_layout: layout must be 'swizzled' or 'tiled', got {layout!r}")
+        qs = {}
+        for name in ("w13", "w2"):
+            q = getattr(self, name)
+            if q.value_layout not in ("linear", layout):
+                qs[name] = q.tiled_values(q.value_tile_k, swizzle=layout == "swizzled")
+        return replace(self, **qs) if qs else self
 
     def slice_experts(self, start: int, count: int) -> "ExpertWeights":
         """The experts ``[start, start + count)`` (expert parallelism: one rank's share)."""
