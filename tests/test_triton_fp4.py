@@ -520,77 +520,37 @@ def test_mx_fold_choice():
     assert _mx_fold_cvt(q8, True) is True  # MXFP8 values need no restore
 
 
-def _run_ptx(asm: str, inputs, n_out: int):
-    """Emulate the integer PTX of the inline-asm converters on int64 tensors of 32-bit registers (``and`` /
-    ``or`` / ``shl`` / ``shr`` / ``mov`` .b32 / .u32 and ``mul.rn.bf16x2``): their bit logic checked on the
-    CPU, where the kernels' inline PTX cannot run."""
-    regs = {f"${i + n_out}": x & 0xFFFFFFFF for i, x in enumerate(inputs)}
-
-    def val(tok):
-        return regs[tok] if tok in regs else torch.full_like(inputs[0], int(tok, 0))
-
-    def bf16x2(x):  # the two bf16 halves of a register as fp32
-        return torch.stack([(x & 0xFFFF), x >> 16], -1).to(torch.int32).to(torch.int16).view(torch.bfloat16).float()
-
-    for line in asm.splitlines():
-        line = line.strip().rstrip(";")
-        if not line or line in "{}" or line.startswith(".reg"):
-            continue
-        op, args = line.split(None, 1)
-        d, *src = [a.strip() for a in args.split(",")]
-        x = [val(a) for a in src]
-        if op == "mov.b32":
-            r = x[0]
-        elif op == "and.b32":
-            r = x[0] & x[1]
-        elif op == "or.b32":
-            r = x[0] | x[1]
-        elif op == "shl.b32":
-            r = (x[0] << x[1]) & 0xFFFFFFFF
-        elif op in ("shr.b32", "shr.u32"):
-            r = x[0] >> x[1]
-        elif op == "mul.rn.bf16x2":
-            h = (bf16x2(x[0]) * bf16x2(x[1])).to(torch.bfloat16).view(torch.int16).to(torch.int64) & 0xFFFF
-            r = h[..., 0] | (h[..., 1] << 16)
-        else:
-            raise AssertionError(f"PTX op {op!r} not emulated")
-        regs[d] = r
-    return [regs[f"${i}"] for i in range(n_out)]
-
-
 @pytest.mark.parametrize("restore", [False, True], ids=["folded", "restored"])
-@pytest.mark.parametrize("swz", [False, True], ids=["tiled", "swizzled"])
-def test_e2m1_converter_bit_logic(swz, restore):
-    """The E2M1 -> bf16 converters' PTX (``_e2m1_nib_asm`` on linear words, ``_e2m1_swz_asm`` on
-    words swizzled by formats.tensor.swizzle_fp4_words), emulated on every 16-bit word, in both halves of
-    a register next to another word: output s holds value s of each half's own word as bf16
-    ``e2m1 * 2^-126`` (``e2m1`` restored), signed zeros and the subnormal 0.5 * 2^-126 included."""
+def test_swizzled_e2m1_converter_ptx(restore):
+    """The swizzled words' E2M1 -> bf16 converter (``_e2m1_swz_asm``; the linear words' one is
+    test_nibble_aligned_e2m1_converter_ptx), emulated on every 16-bit word swizzled by
+    formats.tensor.swizzle_fp4_words, in both halves of a register next to another word: output s holds
+    value s of each half's own word as bf16 ``e2m1 * 2^-126`` (``e2m1`` restored), signed zeros and the
+    subnormal 0.5 * 2^-126 included."""
     from fusedmoe.formats.reference import e2m1_to_float
     from fusedmoe.formats.tensor import swizzle_fp4_words
     from fusedmoe.kernels import _blockscaled as B
 
+    def swizzled(words):
+        w = words.to(torch.int32).to(torch.int16).view(torch.uint8)
+        return swizzle_fp4_words(w).view(torch.int16).to(torch.int64) & 0xFFFF
+
     plain = torch.arange(1 << 16, dtype=torch.int64)
     other = plain.flip(0) ^ 0x5A5A  # the register's other word: no bits may cross between the halves
-    stored = plain
-    if swz:
-        w = plain.to(torch.int32).to(torch.int16).view(torch.uint8)
-        stored = swizzle_fp4_words(w).view(torch.int16).to(torch.int64) & 0xFFFF
-        o = other.to(torch.int32).to(torch.int16).view(torch.uint8)
-        other_stored = swizzle_fp4_words(o).view(torch.int16).to(torch.int64) & 0xFFFF
-    else:
-        other_stored = other
-    asm = (B._e2m1_swz_asm if swz else B._e2m1_nib_asm)(restore)
+    stored, other_stored = swizzled(plain), swizzled(other)
+    asm = B._e2m1_swz_asm(restore)
     for lo_word, hi_word, lo_st, hi_st in ((plain, other, stored, other_stored), (other, plain, other_stored, stored)):
-        outs = _run_ptx(asm, [lo_st | (hi_st << 16)], 4)
-        for s, out in enumerate(outs):
+        regs = _emulate_ptx(asm, [0, 0, 0, 0, lo_st | (hi_st << 16)])
+        for s in range(4):
+            out = regs[f"${s}"]
             for half, word in ((out & 0xFFFF, lo_word), (out >> 16, hi_word)):
                 v = e2m1_to_float(((word >> (4 * s)) & 0xF).to(torch.uint8))
                 want = (v if restore else v * 2.0 ** -126).to(torch.bfloat16).view(torch.int16).to(torch.int64) & 0xFFFF
-                assert torch.equal(half, want), (s, swz, restore)
+                assert torch.equal(half, want), (s, restore)
 
 
 @pytest.mark.parametrize("swz", [False, True], ids=["tiled", "swizzled"])
-def test_e2m1_to_e4m3_converter_bit_logic(swz):
+def test_e2m1_to_e4m3_converter_ptx(swz):
     """The E2M1 -> E4M3 converters' PTX (MX x MXFP8 partial sums; ``_E2M1_E4M3_SWZ_ASM`` on swizzled
     words), emulated on 4-byte registers (two words): output 0 holds the low nibbles' values (K 2i),
     output 1 the high nibbles' (K 2i + 1), each E4M3 ``e2m1 * 2^-6`` of its byte i."""
@@ -605,7 +565,8 @@ def test_e2m1_to_e4m3_converter_bit_logic(swz):
     st = swizzle_fp4_words(b) if swz else b
     reg = st.to(torch.int64)
     reg = reg[:, 0] | (reg[:, 1] << 8) | (reg[:, 2] << 16) | (reg[:, 3] << 24)
-    lo, hi = _run_ptx((B._E2M1_E4M3_SWZ_ASM if swz else B._E2M1_E4M3_ASM).value, [reg], 2)
+    regs = _emulate_ptx((B._E2M1_E4M3_SWZ_ASM if swz else B._E2M1_E4M3_ASM).value, [0, 0, reg])
+    lo, hi = regs["$0"], regs["$1"]
     for out, shift in ((lo, 0), (hi, 4)):
         for i in range(4):
             v = e2m1_to_float(((b[:, i] >> shift) & 0xF).to(torch.uint8)) * 2.0 ** -6
@@ -951,17 +912,17 @@ def test_errors():
 
 
 def _emulate_ptx(asm: str, inputs):
-    """Run the straight-line PTX of an inline-asm converter on 32-bit ints (mov, shl, shr, and, or,
-    mul.rn.bf16x2 with exact products): the register file after the block."""
-    import struct
-
-    def bf(bits):
-        return struct.unpack("<f", struct.pack("<I", (bits & 0xFFFF) << 16))[0]
-
-    def bf_bits(f):
-        b = struct.unpack("<I", struct.pack("<f", f))[0]
-        assert b & 0xFFFF == 0, f"inexact bf16 product {f}"
-        return b >> 16
+    """Run the straight-line PTX of an inline-asm converter on 32-bit registers -- Python ints, or int64
+    tensors of them (every element one register) -- (mov, shl, shr, and, or, mul.rn.bf16x2 with exact
+    products): the register file after the block."""
+    def bf16x2_mul(a, b):
+        halves = lambda t: (torch.stack([t & 0xFFFF, (t >> 16) & 0xFFFF], -1) << 16).to(torch.int32).view(  # noqa: E731
+            torch.float32)
+        p = halves(torch.as_tensor(a, dtype=torch.int64)) * halves(torch.as_tensor(b, dtype=torch.int64))
+        bits = p.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+        assert bool(bits.bitwise_and(0xFFFF).eq(0).all()), "inexact bf16 product"
+        r = (bits[..., 0] >> 16) | ((bits[..., 1] >> 16) << 16)
+        return r if isinstance(a, torch.Tensor) else int(r)
 
     regs = {f"${i}": v for i, v in enumerate(inputs)}
     val = (lambda t: regs[t] if t in regs else int(t, 0))
@@ -976,14 +937,14 @@ def _emulate_ptx(asm: str, inputs):
             r = x[0]
         elif op == "shl.b32":
             r = (x[0] << x[1]) & 0xFFFFFFFF
-        elif op == "shr.b32":
+        elif op in ("shr.b32", "shr.u32"):
             r = x[0] >> x[1]
         elif op == "and.b32":
             r = x[0] & x[1]
         elif op == "or.b32":
             r = x[0] | x[1]
         elif op == "mul.rn.bf16x2":
-            r = bf_bits(bf(x[0]) * bf(x[1])) | (bf_bits(bf(x[0] >> 16) * bf(x[1] >> 16)) << 16)
+            r = bf16x2_mul(x[0], x[1])
         else:
             raise AssertionError(f"opcode {op} not emulated")
         regs[d] = r

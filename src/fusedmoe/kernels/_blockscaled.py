@@ -131,23 +131,36 @@ def _e2m1_nib_asm(restore: bool) -> str:
     return "{\n" + "\n".join(lines) + "\n}"
 
 
+def _ptx_moves(dst: str, src: str, moves) -> list:
+    """PTX lines setting ``dst`` to the OR over ``moves`` of ``(src << shift) & mask`` (a negative shift: a logical
+    right shift); the temporary ``t`` must be declared."""
+    lines = []
+    for i, (shift, mask) in enumerate(moves):
+        t = dst if i == 0 else "t"
+        if shift:
+            lines.append(f"{'shl.b32' if shift > 0 else 'shr.u32'} {t}, {src}, {abs(shift)};")
+        lines.append(f"and.b32 {t}, {t if shift else src}, {mask:#010x};")
+        if i:
+            lines.append(f"or.b32 {dst}, {dst}, t;")
+    return lines
+
+
 # The same outputs from words stored bit-swizzled (QuantizedTensor.value_layout "swizzled", formats/tensor.py
 # FP4_SWIZZLE): value 0 already sits at the output bits (one AND), values 1 and 2 get there by a left shift of 3
 # and 6 (the IMAD pipe can shift) and one AND, value 3 by three shifts and masks: 11 integer instructions per 8
 # values instead of 15, 4 of them off the ALU pipe. Still elementwise in the 16-bit words: a left shift by <= 6
 # moves a low word's bits 10-15 into the high word's bits 16-21 and a right shift by 3 / 7 the high word's bits
 # 16-22 into bits 9-15 of the low one, all outside the masks.
+_P_BF16 = 0x81C081C0  # bf16 sign 15 / 31, magnitude 6-8 / 22-24
+_SWZ_BF16_MOVES = (((0, _P_BF16),), ((3, _P_BF16),), ((6, _P_BF16),),
+                   ((1, 0x80008000), (-3, 0x01800180), (-7, 0x00400040)))  # value 3: sign 14, exponent 10-11, mantissa 13
+
+
 def _e2m1_swz_asm(restore: bool) -> str:
     """PTX: $0 .. $3 = value 0 .. 3 of the two swizzled 16-bit words in $4."""
-    p = "0x81C081C0"  # sign 15 / 31, magnitude 6-8 / 22-24
-    lines = [".reg .b32 v, a, b, c, k;", "mov.b32 v, $4;", "mov.b32 k, 0x7E807E80;",
-             f"and.b32 $0, v, {p};",
-             "shl.b32 a, v, 3;", f"and.b32 $1, a, {p};",
-             "shl.b32 a, v, 6;", f"and.b32 $2, a, {p};",
-             "shl.b32 a, v, 1;", "and.b32 a, a, 0x80008000;",  # sign 14 -> 15
-             "shr.b32 b, v, 3;", "and.b32 b, b, 0x01800180;",  # exponent 10-11 -> 7-8
-             "shr.b32 c, v, 7;", "and.b32 c, c, 0x00400040;",  # mantissa 13 -> 6
-             "or.b32 a, a, b;", "or.b32 $3, a, c;"]
+    lines = [".reg .b32 v, t, k;", "mov.b32 v, $4;", "mov.b32 k, 0x7E807E80;"]
+    for i, moves in enumerate(_SWZ_BF16_MOVES):
+        lines += _ptx_moves(f"${i}", "v", moves)
     if restore:
         lines += [f"mul.rn.bf16x2 ${i}, ${i}, k;" for i in range(4)]
     return "{\n" + "\n".join(lines) + "\n}"
@@ -403,33 +416,13 @@ or.b32 $1, t2, t3;
 # word: pack=4 over a tile whose rows hold >= 2 consecutive bytes per thread (a K block's 16 bytes of a row are one
 # 16-byte vector; test_gpu_tiled_and_linear_weights_same_bits compares the MXFP4 x MXFP8 layer on swizzled and
 # linear values bit for bit).
-_E2M1_E4M3_SWZ_ASM = tl.constexpr("""
-{
-.reg .b32 t0, t1, t2, t3;
-shr.u32 t0, $2, 4;
-and.b32 t0, t0, 0x001C001C;
-shr.u32 t1, $2, 8;
-and.b32 t1, t1, 0x00800080;
-or.b32 t0, t0, t1;
-shl.b32 t2, $2, 10;
-and.b32 t2, t2, 0x1C001C00;
-shl.b32 t3, $2, 6;
-and.b32 t3, t3, 0x80008000;
-or.b32 t2, t2, t3;
-or.b32 $0, t0, t2;
-shr.u32 t0, $2, 1;
-and.b32 t0, t0, 0x001C001C;
-shr.u32 t1, $2, 5;
-and.b32 t1, t1, 0x00800080;
-or.b32 t0, t0, t1;
-shl.b32 t2, $2, 1;
-and.b32 t2, t2, 0x98009800;
-shr.u32 t3, $2, 3;
-and.b32 t3, t3, 0x04000400;
-or.b32 t2, t2, t3;
-or.b32 $1, t0, t2;
-}
-""")
+# E4M3 ``e2m1 * 2^-6``: sign at bit 7, magnitude at 2-4 of each byte. $0: bytes 0 / 2 from value 0 (magnitude
+# 6-8, sign 15), bytes 1 / 3 from value 2 (0-2, 9); $1: from value 1 (3-5, 12) and value 3 (13 / 10-11, 14).
+_SWZ_E4M3_MOVES = (((-4, 0x001C001C), (-8, 0x00800080), (10, 0x1C001C00), (6, 0x80008000)),
+                   ((-1, 0x001C001C), (-5, 0x00800080), (1, 0x98009800), (-3, 0x04000400)))
+_E2M1_E4M3_SWZ_ASM = tl.constexpr("{\n" + "\n".join(
+    [".reg .b32 t;"] + _ptx_moves("$0", "$2", _SWZ_E4M3_MOVES[0]) + _ptx_moves("$1", "$2", _SWZ_E4M3_MOVES[1]))
+    + "\n}")
 
 
 @triton.jit

@@ -228,7 +228,7 @@ class ExpertWeights:
         """The same weights with their tiled FP4 values in ``layout``: ``"swizzled"`` (the default:
         bit-swizzled 16-bit words, the cheaper conversion to the bf16 operands of BF16 / FP8 / NVFP4
         activations) or ``"tiled"`` (plain nibbles: the cheaper conversion to E4M3 for MXFP4 weights
-        run with MXFP8 activations -- sm_90 SASS of that decode GEMM1, 627 against 801 instructions a
+        run with MXFP8 activations -- sm_90 SASS of that decode GEMM1, 627 against 771 instructions a
         K step). A copy of the values; ``self`` where they are so already, and weights that are not
         FP4 or whose shapes stay linear are returned unchanged. ``FUSEDMOE_FP4_LAYOUT`` sets the
         default for a process instead."""
