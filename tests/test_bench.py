@@ -338,6 +338,31 @@ def test_search_space(fmt, T):
     assert len(search_space(T, 2048, 768, 128, 8, fmt, Activation.SWIGLU, "NVIDIA H200", max_candidates=3)) == 3
 
 
+@pytest.mark.parametrize("fmt", [Format.NVFP4, Format.MXFP4, Format.FP8_TENSOR, Format.BF16])
+def test_search_space_swap_prefill(fmt):
+    """Prefill tiles (block_m >= 64) try swap-AB only for weights dequantized in registers (FP4 / MXFP8), for each
+    GEMM alone (so the tuner combines the best of each), with >= 64 weight rows; at decode nothing changes."""
+    cands = search_space(4096, 2048, 768, 128, 8, fmt, Activation.SWIGLU, "NVIDIA H200")
+    swapped = [c for c in cands if c.config.block_m >= 64 and (c.config.gemm1.swap_ab or c.config.gemm2.swap_ab)]
+    if fmt in (Format.NVFP4, Format.MXFP4):
+        # the heuristic's own GEMM1 is swapped there (128 weight rows, one warpgroup); GEMM2 is not
+        h = cands[0].config
+        assert cands[0].varies == "base" and h.gemm1.swap_ab and h.gemm1.num_warps == 4 and not h.gemm2.swap_ab
+        g1 = [c for c in swapped if c.varies == "gemm1" and c.config.gemm1.swap_ab and c.config.gemm2 == h.gemm2]
+        g2 = [c for c in swapped if c.varies == "gemm2" and c.config.gemm2.swap_ab and c.config.gemm1 == h.gemm1]
+        assert len(g1) >= 4 and len(g2) >= 4
+        for c in swapped:
+            for g in (c.config.gemm1, c.config.gemm2):
+                assert g.block_n >= 64 and g.split_k == 1 and not g.warp_specialized
+        assert {c.config.gemm1.num_warps for c in g1} == {4, 8} and {c.config.gemm1.block_k for c in g1} >= {64, 128}
+    else:
+        assert not swapped
+    # the single-step flip of swap_ab stays a decode move for FP8 / BF16
+    if fmt is not Format.BF16:
+        assert any(c.config.gemm1.swap_ab for c in search_space(8, 2048, 768, 128, 8, fmt, Activation.SWIGLU,
+                                                                  "NVIDIA H200") if c.config.block_m < 64)
+
+
 def _kc(bm, bn, **kw):
     return KernelConfig(block_m=bm, block_n=bn, block_k=64, **kw)
 

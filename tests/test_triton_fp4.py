@@ -233,6 +233,8 @@ _CFGS = [
     MoEKernelConfig(KernelConfig(16, 16, 64), KernelConfig(16, 32, 32)),
     MoEKernelConfig(KernelConfig(32, 32, 64, split_k=2), KernelConfig(32, 64, 32, split_k=2), atomic_combine=True),
     MoEKernelConfig(KernelConfig(64, 32, 64), KernelConfig(64, 32, 32)),
+    # prefill tiles as W @ A^T (swap_ab at 64 token rows: tuner candidates, the FP4 heuristic's GEMM1 from 128 rows)
+    MoEKernelConfig(KernelConfig(64, 64, 32, swap_ab=True), KernelConfig(64, 64, 32, swap_ab=True)),
 ]
 
 
@@ -246,6 +248,16 @@ def test_kernel_configs(pair, cfg_idx):
     c = Case(wfmt, afmt, act, T=5, H=96, I=48 if act.is_gated else 96, align=32 if act.is_gated else None,
              K=3, offset=1, static=afmt is F.NVFP4 and cfg_idx == 0, bias=cfg_idx == 2, seed=10 + cfg_idx)
     check_case(c, config=_CFGS[cfg_idx])
+
+
+@interpreter
+@pytest.mark.parametrize("case", [Case(F.MXFP4, F.BF16, A.SWIGLU_OAI, T=40, I=64, bias=True, params=OAI_SMALL, seed=21),
+                                  Case(F.NVFP4, F.BF16, A.RELU2, T=40, I=128, offset=2, seed=22),
+                                  Case(F.NVFP4, F.FP8_TENSOR, A.SWIGLU, T=40, I=64, seed=23)], ids=_case_id)
+def test_swap_ab_prefill_tiles(case):
+    """W4A16 / W4A8 with 64-row token tiles run as W @ A^T (the dequantized weight tile on wgmma's register side;
+    a gated GEMM1 joins gate and up): several token tiles per expert, against the reference."""
+    check_case(case, config=MoEKernelConfig(KernelConfig(64, 64, 32, swap_ab=True), KernelConfig(64, 64, 32, swap_ab=True)))
 
 
 @interpreter
@@ -787,10 +799,11 @@ def _join(w, micro, swap):
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
          even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, cvt=None, kperm=None, pers=False, nt=1,
-         hk=1, rcp=False, tiled=0, wsk1=False, swz=False):
+         hk=1, rcp=False, tiled=0, wsk1=False, swz=False, swap=None):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
-    ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py)."""
-    swap = BM < 64
+    ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py). swap: W @ A^T,
+    by default below 64 token rows."""
+    swap = BM < 64 if swap is None else swap
     micro = quant == 4
     fast_cvt = micro if cvt is None else cvt
     val16 = lambda f: "*i16" if fast_cvt and not mxdot and f in ("nvfp4", "mxfp4") else VAL[f]  # noqa: E731
@@ -838,6 +851,12 @@ VARIANTS = {
     "g2 NVFP4xBF16 decode block_k 16": lambda: gemm(2, "nvfp4", "plain", BK=16),
     "g1 MXFP8xMXFP8 prefill dequant": lambda: gemm(1, "mxfp8", "mxfp8", out_q=3, BM=64, nw=8, ns=3),
     "g2 MXFP4xBF16 prefill": lambda: gemm(2, "mxfp4", "plain", BM=128, BN=128, nw=8, ns=3),
+    # prefill as W @ A^T (swap_ab at 128 token rows): the FP4 heuristic's GEMM1 (joined gate + up, one warpgroup)
+    # and a GEMM2 tuner candidate, swizzled words
+    "g1 MXFP4xBF16 prefill swap_ab": lambda: gemm(1, "mxfp4", "plain", act=2, bias=True, BM=128, BK=64, ns=4, tiled=64,
+                                                   swz=True, swap=True),
+    "g2 NVFP4xBF16 prefill swap_ab": lambda: gemm(2, "nvfp4", "plain", BM=128, BN=128, BK=64, nw=8, ns=4, tiled=128,
+                                                   swz=True, swap=True),
     # FP4 values stored tiled (QuantizedTensor.value_layout): 16-byte runs (and a tile narrower than a run)
     "g1 MXFP4xBF16 swiglu_oai bias tiled": lambda: gemm(1, "mxfp4", "plain", act=2, bias=True, tiled=128),
     "g2 NVFP4xBF16 swizzled": lambda: gemm(2, "nvfp4", "plain", tiled=128, swz=True),
@@ -886,7 +905,7 @@ def test_kernels_compile_for_sm90_without_spills(tmp_path):
     Triton's bundled ptxas and cuobjdump, and without register spills. Runs in a subprocess (the
     tests interpret Triton; compiling needs the JIT). Needs no GPU."""
     rows = run_sm90_script(tmp_path, _SM90_SCRIPT)
-    assert len(rows) == 23, rows
+    assert len(rows) == 25, rows
     for name, regs, spills in rows:
         assert spills == "spills=0", (name, regs, spills)
 
@@ -995,11 +1014,17 @@ def test_heuristic_block_scaled():
             c = choose_config(8, 4096, K, 128, 8, fmt, "gemm2", **kw)
             assert c.block_k % 32 == 0 and c.block_k <= 128 and K % c.block_k == 0, (fmt, K, c)
         c = choose_config(8192, 1536, 2048, 128, 8, fmt, "gemm1", activation=A.SWIGLU, **kw)
-        assert c.block_m == 128 and not c.swap_ab and c.block_k == 128 and c.num_stages >= 2
-        # FP4 prefill: 256 weight rows per program where they form one tile (not gated; NVFP4's
-        # joined gate + up); gated MX keeps two 64-row tiles; MXFP8 128-row tiles
-        rows = {F.NVFP4: 128, F.MXFP4: 64, F.MXFP8: 64}[fmt]
-        assert c.block_n == rows and c.num_warps == 8, (fmt, c)
+        if fmt is F.MXFP8:  # two 64-row tiles in turn, 8 warps
+            assert c.block_m == 128 and not c.swap_ab and c.block_k == 128 and c.block_n == 64 and c.num_warps == 8
+        else:
+            # FP4 prefill GEMM1 as W @ A^T: gate + up joined, 128 weight rows in one warpgroup, block_k 64
+            assert (c.block_m, c.block_n, c.block_k, c.num_warps, c.swap_ab) == (128, 64, 64, 4, True), (fmt, c)
+            c = choose_config(8192, 1536, 2048, 128, 8, fmt, "gemm1", activation=A.RELU2, **kw)
+            assert (c.block_m, c.block_n, c.block_k, c.num_warps, c.swap_ab) == (128, 128, 64, 4, True), (fmt, c)
+            c = choose_config(64, 1536, 2048, 128, 8, fmt, "gemm1", activation=A.RELU2, **kw)  # 4 rows per expert
+            assert c.block_m < 64 and c.swap_ab
+        assert c.num_stages >= 2
+        # GEMM2 (not swapped): 256 weight rows per program for FP4, 128 for MXFP8
         c = choose_config(8192, 2048, 1536, 128, 8, fmt, "gemm2", **kw)
         assert c.block_n == (128 if fmt is F.MXFP8 else 256) and c.num_warps == 8, (fmt, c)
 
@@ -1017,6 +1042,10 @@ def test_configs_avoid_the_fp4_compiler_abort():
     assert compile_problem(KernelConfig(64, 128, 32, num_warps=8, num_stages=3), F.NVFP4) is None
     assert compile_problem(KernelConfig(128, 256, 32, num_warps=8, num_stages=3), F.NVFP4)
     assert compile_problem(KernelConfig(32, 128, 32, num_warps=4, num_stages=3), F.NVFP4) is None
+    # the 512-row tiles that compile but give wrong results on the H200 (not swap_ab, dequantized weights)
+    wide = KernelConfig(128, 512, 128, num_warps=8, num_stages=2)
+    assert all("wrong results" in compile_problem(wide, f) for f in (F.NVFP4, F.MXFP4, F.MXFP8))
+    assert compile_problem(wide, F.BF16) is None and compile_problem(KernelConfig(128, 256, 128, num_warps=8), F.NVFP4) is None
     for fmt in (F.NVFP4, F.MXFP4):
         for T in (1, 64, 256, 512, 1024, 4096, 16384):
             c = choose_moe_config(T, 2048, 96, 128, 8, fmt, A.SWIGLU, "NVIDIA H200", table=TunedTable())
@@ -1045,6 +1074,22 @@ def test_gpu_qwen3_shapes(T, pair, act):
     c = Case(pair[0], pair[1], act, T=T, H=2048, I=768, E=128, K=8, static=pair == (F.NVFP4, F.NVFP4),
              dtype=torch.bfloat16, seed=T)
     check_case(c)
+
+
+@gpu
+@pytest.mark.parametrize("pair", _PAIRS, ids=lambda p: f"{p[0].name}x{p[1].name}")
+@pytest.mark.parametrize("act", [A.SWIGLU, A.RELU2], ids=lambda a: a.name)
+def test_gpu_swap_ab_prefill_tiles(pair, act):
+    """Prefill tiles as W @ A^T (swap_ab with 128 token rows; the FP4 heuristic's GEMM1 and tuner candidates for
+    both GEMMs): 128 rows per expert on average, 64 and 128 weight rows per warpgroup, block_k 64 and 128."""
+    c = Case(pair[0], pair[1], act, T=2048, H=2048, I=768, E=128, K=8, static=pair == (F.NVFP4, F.NVFP4),
+             dtype=torch.bfloat16, seed=31)
+    bn1 = 64 if act.is_gated else 128
+    for g1, g2 in ((KernelConfig(128, bn1, 64, num_warps=4, num_stages=4, swap_ab=True),
+                    KernelConfig(128, 128, 64, num_warps=4, num_stages=4, swap_ab=True)),
+                   (KernelConfig(128, bn1, 128, num_warps=8, num_stages=3, swap_ab=True),
+                    KernelConfig(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True))):
+        check_case(c, config=MoEKernelConfig(g1, g2))
 
 
 @gpu

@@ -407,12 +407,19 @@ def compile_problem(cfg: KernelConfig, weight_format: Format) -> Optional[str]:
     num_warps``): ``TritonGPUOptimizeDotOperands`` stops with "Illegal shared layout; expected
     collapsed shapePerCTA to be at least [8, 64]". H200 tuner, session 6: (64, 128, 4 warps),
     (128, 128, 4 warps) and (128, 256, 8 warps) fail; (64, 64, 4), (64 / 128, 128, 8), (32, 128, 4)
-    compile."""
+    compile.
+
+    Also a known miscompile (wrong results, no error): weights dequantized in registers with 512-row tiles that are
+    not swap_ab."""
     if (weight_format in _FP4 and cfg.block_k == 32 and cfg.block_m >= 64
             and not cfg.swap_ab and cfg.block_n * 4 // cfg.num_warps >= 128):
         return (f"FP4 weights with block_k 32, block_m >= 64 and block_n * 4 / num_warps >= 128 "
                 f"(block_n {cfg.block_n}, {cfg.num_warps} warps) do not compile with Triton 3.6 (the "
                 f"process aborts in TritonGPUOptimizeDotOperands): use 8 warps or a smaller block_n")
+    if weight_format in _BLOCK_SCALED and not cfg.swap_ab and cfg.block_n >= 512:
+        return (f"block_n {cfg.block_n} with weights dequantized in registers (not swap_ab) gives wrong results on "
+                f"the H200 with Triton 3.6 (the dequantized [block_n, block_k] tile's shared-memory buffer; tuner, "
+                f"sessions 23-24: rms error ~1.0 against the reference at block_n 512): use block_n <= 256")
     return None
 
 
@@ -535,6 +542,7 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     else:
         bk = 64
 
+    fp4_swap_prefill = dev.hopper and fmt in _FP4 and bm >= 128
     if fmt is Format.FP8_BLOCK and gemm == "gemm1" and not (bm == 16 and M_tokens >= 8):
         # the intermediate is quantized in 1x128 groups in GEMM1's epilogue: a tile must hold
         # whole groups. From 8 tokens on, with 16-row token tiles, 64-wide tiles with the
@@ -564,6 +572,15 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
                 break
         if fmt is not Format.BF16 and dev.hopper:
             bn = max(bn, 64)  # swap_ab puts block_n on wgmma's M side, which needs >= 64
+    elif gemm == "gemm1" and fp4_swap_prefill:
+        # FP4 prefill GEMM1 as W @ A^T: 128 weight rows (gate + up joined) in one warpgroup are wgmma's register
+        # operand, dequantized in registers, and the 128 token rows its N side -- no shared-memory round trip of the
+        # converted tile. H200 tuner, session 24, 4096 tokens: the best or within 0.6 % of the best GEMM1 on all six
+        # points of gpt-oss-120b / Nemotron-3-Super / Nano x MXFP4 / NVFP4 (layer 1.04-1.18x faster with the
+        # re-tuned table; BENCHMARKS.md section 0); GEMM2 there mostly kept the 256-row tile below.
+        bn = 64 if gated else 128
+        if K % 64 == 0:
+            bk = 64
     elif bm >= 128 and dev.hopper and (fmt is Format.BF16 or (gated and fmt in _FP8_PROMOTED)
                                        or (fmt in _FP4 and (not gated or join_gate_up(fmt, False)))):
         # compute-bound prefill on Hopper: 256 weight rows per program (gate + up counted), as the
@@ -583,8 +600,12 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     # block-scaled formats it also puts the dequantized weight tile on wgmma's register operand
     # (A of W @ A^T), saving the shared-memory round trip of the converted tile.
     swap_ab = dev.hopper and fmt is not Format.BF16 and bm < 64 and bn >= 64
+    if gemm == "gemm1" and fp4_swap_prefill:
+        swap_ab = True
 
-    if bm * bn * w_tiles >= 128 * 128 or fp8_rows64:
+    if gemm == "gemm1" and fp4_swap_prefill:
+        warps = 4  # one warpgroup: 128 weight rows x 128 token rows (64 accumulators a thread)
+    elif bm * bn * w_tiles >= 128 * 128 or fp8_rows64:
         warps = 8
     elif fmt is Format.FP8_BLOCK and gemm == "gemm1" and bm == 16 and M_tokens < 8:
         # 2 x 128 weight rows per program (swap_ab: wgmma's M): two warpgroups. H200 tuner, one

@@ -50,6 +50,7 @@ from ..config import Activation, Format
 __all__ = [
     "DEFAULT_TUNE_TOKENS",
     "SMEM_LIMIT",
+    "SWAP_PREFILL_FORMATS",
     "search_space",
     "Candidate",
     "TuneOutcome",
@@ -66,6 +67,9 @@ __all__ = [
 # fourteenth session)
 WS_MIN_TOKENS = 512
 WS_TUNE_FORMATS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
+# weight formats dequantized in registers, whose prefill tiles the tuner also tries with swap_ab (the weight tile
+# as wgmma's register operand instead of a trip through shared memory; :func:`_swap_prefill_tiles`)
+SWAP_PREFILL_FORMATS = (Format.NVFP4, Format.MXFP4, Format.MXFP8)
 _FP8_SIBLING = {Format.FP8_TENSOR: Format.FP8_CHANNEL, Format.FP8_CHANNEL: Format.FP8_TENSOR}
 
 #: Token buckets tuned without ``--tokens``: powers of two (the table's buckets), the same as
@@ -98,8 +102,8 @@ def _pow2_at_least(n: int) -> int:
 
 def _valid(c: KernelConfig, gemm: str, N: int, K: int, weight_format: Format, gated: bool,
            base: Optional[KernelConfig] = None) -> bool:
-    """Whether a candidate is worth compiling: FP8 block needs block_k 128; swap-AB only for FP8
-    with block_m < 64 and block_n >= 64; tiles no larger than the GEMM (or than the heuristic's);
+    """Whether a candidate is worth compiling: FP8 block needs block_k 128; swap-AB needs block_n >= 64, and
+    block_m < 64 (FP8) or weights dequantized in registers (:data:`SWAP_PREFILL_FORMATS`, any block_m); tiles no larger than the GEMM (or than the heuristic's);
     operand buffers within :data:`SMEM_LIMIT`."""
     if weight_format is Format.FP8_BLOCK and c.block_k != 128:
         return False
@@ -108,7 +112,9 @@ def _valid(c: KernelConfig, gemm: str, N: int, K: int, weight_format: Format, ga
     if weight_format.block_size and weight_format is not Format.FP8_BLOCK and (
             c.block_k % weight_format.block_size or c.block_k > 128):
         return False  # micro-scaled weights: whole scale blocks per K tile, dequantized tile in registers
-    if c.swap_ab and (weight_format is Format.BF16 or c.block_m >= 64 or c.block_n < 64):
+    if c.swap_ab and (weight_format not in SWAP_PREFILL_FORMATS if c.block_m >= 64 else weight_format is Format.BF16):
+        return False
+    if c.swap_ab and c.block_n < 64:  # wgmma's M side needs >= 64 weight rows
         return False
     if c.n_tiles > 1 and (gemm != "gemm2" or held_a_problem(c, weight_format, K) is not None):
         return False  # GEMM2 only; the held activation tile must cover K
@@ -158,6 +164,24 @@ def _grid(base: KernelConfig) -> List[KernelConfig]:
                     c = _kc(base, block_n=bn, block_k=bk, num_warps=w, num_stages=st)
                     if c is not None:
                         out.append(c)
+    return out
+
+
+def _swap_prefill_tiles(base: KernelConfig, gated: bool) -> List[KernelConfig]:
+    """swap_ab variants of a prefill tile (block_m >= 64 token rows on wgmma's N side): 64 or 128 weight rows per
+    warpgroup (a gated GEMM1 joins gate and up: 2 x block_n rows), block_k 64 and 128, the base's stages. Tiles whose
+    accumulators spill in the sm_90 compile (256 rows at 8 warps for GEMM2, 128 x 128-wide at 4 warps) are left out."""
+    if base.split_k != 1 or base.warp_specialized:
+        return []
+    tiles = ((64, 4), (64, 8), (128, 8)) if gated else ((64, 4), (128, 4), (128, 8))
+    out = []
+    for bn, nw in tiles:
+        for bk in (64, 128):
+            if not gated and bn == 128 and nw == 4 and bk == 128:
+                continue
+            c = _kc(base, block_n=bn, block_k=bk, num_warps=nw, swap_ab=True, group_m=8, persistent=None)
+            if c is not None:
+                out.append(c)
     return out
 
 
@@ -258,6 +282,14 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
                 add(b.gemm1, _kc(g2, block_n=bn, persistent=2), "persistent")  # at the base's warps
                 if auto_persistent(g2, weight_format, 2 if weight_format is Format.BF16 else 1):
                     add(b.gemm1, _kc(g2, persistent=0), "persistent")  # what the rule would run persistent
+    if weight_format in SWAP_PREFILL_FORMATS and heur.block_m >= 64 and _device_traits(device_name).hopper:
+        # prefill tiles with swap_ab: each GEMM alone (varies "gemm1" / "gemm2", so that the best of each is
+        # combined), from the table's config and the heuristic's
+        for b in (cur, heur):
+            for c1 in _swap_prefill_tiles(b.gemm1, gated):
+                add(c1, b.gemm2, "gemm1")
+            for c2 in _swap_prefill_tiles(b.gemm2, False):
+                add(b.gemm1, c2, "gemm2")
     bms = [heur.block_m] + [b for b in (heur.block_m // 2, heur.block_m * 2) if 16 <= b <= 128]
     bases = {bm: (with_block_m(heur.gemm1, bm), with_block_m(heur.gemm2, bm)) for bm in bms}
     # order: block_m moves first, then single steps at the heuristic's block_m, then at the others
