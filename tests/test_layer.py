@@ -176,3 +176,24 @@ def test_custom_op_keeps_the_weights_layout_and_code_range(fmt):
     topk = moe.route(torch.randn(3, 16, generator=g))
     via_op = L._experts_op(x, topk.ids, topk.weights, *L._flatten(W), moe._experts_spec)
     assert torch.equal(moe.forward_routed(x, topk), via_op)
+
+
+def test_mxfp4_weights_with_mxfp8_activations_keep_plain_nibbles(monkeypatch):
+    """FusedMoE with MXFP4 weights and MXFP8 activations holds the FP4 values tiled without the bit swizzle (the
+    cheaper E4M3 conversion), the same experts; with BF16 activations, or FUSEDMOE_FP4_LAYOUT set, they stay as given."""
+    monkeypatch.delenv("FUSEDMOE_FP4_LAYOUT", raising=False)
+    routing = fm.RoutingConfig(fm.RoutingMethod.RENORMALIZE, top_k=2)
+    g = torch.Generator().manual_seed(3)
+    w = fm.ExpertWeights.from_float(torch.randn(4, 128, 128, generator=g) / 8, torch.randn(4, 128, 64, generator=g) / 8,
+                                    activation=A.SWIGLU, format=F.MXFP4)
+    assert w.w13.value_layout == w.w2.value_layout == "swizzled"
+    moe = fm.FusedMoE(w, routing=routing, activation=A.SWIGLU, activation_format=F.MXFP8)
+    assert moe.weights.w13.value_layout == moe.weights.w2.value_layout == "tiled"
+    assert torch.equal(fm.dequantize(moe.weights.w13), fm.dequantize(w.w13))
+    assert torch.equal(fm.dequantize(moe.weights.w2), fm.dequantize(w.w2))
+    x, logits = torch.randn(3, 128, generator=g), torch.randn(3, 4, generator=g)
+    assert torch.equal(moe(x, logits), fm.FusedMoE(w, routing=routing, activation=A.SWIGLU,
+                                                   activation_format=F.MXFP8, backend="reference")(x, logits))
+    assert fm.FusedMoE(w, routing=routing, activation=A.SWIGLU).weights is w
+    monkeypatch.setenv("FUSEDMOE_FP4_LAYOUT", "swizzled")
+    assert fm.FusedMoE(w, routing=routing, activation=A.SWIGLU, activation_format=F.MXFP8).weights is w
