@@ -261,6 +261,44 @@ def test_swap_ab_prefill_tiles(case):
 
 
 @interpreter
+@pytest.mark.parametrize("pair", [(F.MXFP4, F.BF16), (F.NVFP4, F.NVFP4), (F.MXFP8, F.MXFP8)],
+                         ids=lambda p: f"{p[0].name}x{p[1].name}")
+def test_k_tail_step(pair):
+    """K = n block_k + block_k / 2 (gpt-oss's 2880 = 22 x 128 + 64): n full K tiles and one half-wide step
+    (K_TAIL), FP4 values tiled by 64 read 128 wide across two pieces, with split-K (the tail in the split that
+    ends with the last full tile, also when a split gets no tile) -- against the reference; the narrowing to the
+    tiles and the K mask are not used."""
+    wfmt, afmt = pair
+    bm = 64 if afmt is F.MXFP8 else 16  # MX x MXFP8 decode tiles take the E4M3 path (per 32-block, no tail)
+    for H, split in ((192, 2), (320, 2), (320, 3)):  # n = 1 (the second split empty), n = 2 (one tile each), 3 splits
+        c = Case(wfmt, afmt, A.SWIGLU_OAI if wfmt is F.MXFP4 else A.SWIGLU, T=3, H=H, I=64, E=3, K=2, bias=True,
+                 params=OAI_SMALL if wfmt is F.MXFP4 else None, seed=40 + H + split)
+        hidden, W, topk = make_case(c)
+        if wfmt is not F.MXFP8:
+            assert W.w13.value_tile_k == 64 and W.w2.value_tile_k == 64
+        cap = {}
+        cfg = MoEKernelConfig(KernelConfig(bm, 64, 128, swap_ab=True, split_k=split), KernelConfig(bm, 64, 64))
+        got = run_triton(hidden, W, topk, afmt, config=cfg, capture=cap)
+        assert cap["k_tail"] == (64, 0), cap["k_tail"]  # GEMM2: K = I_pad = 64, one 64-wide tile
+        ref = run_reference(hidden, W, topk, afmt)
+        mx, rms = _errors(got, ref)
+        assert mx <= 4e-3 and rms <= 1e-3, (H, split, mx, rms)
+    # GEMM2 with a tail (K = I_pad = 192 = 128 + 64)
+    c = Case(wfmt, afmt, A.RELU2, T=3, H=128, I=192, align=64, E=3, K=2, seed=47)
+    hidden, W, topk = make_case(c)
+    cap = {}
+    got = run_triton(hidden, W, topk, afmt, capture=cap, config=MoEKernelConfig(
+        KernelConfig(bm, 64, 128, swap_ab=True), KernelConfig(bm, 64, 128, swap_ab=True)))
+    assert cap["k_tail"] == (0, 64), cap["k_tail"]
+    if afmt is F.MXFP8:  # the E4M3 path of decode tiles: no tail (a K mask per 32-block)
+        run_triton(hidden, W, topk, afmt, capture=cap, config=MoEKernelConfig(
+            KernelConfig(16, 64, 128, swap_ab=True), KernelConfig(16, 64, 128, swap_ab=True)))
+        assert cap["k_tail"] == (0, 0)
+    mx, rms = _errors(got, run_reference(hidden, W, topk, afmt))
+    assert mx <= 4e-3 and rms <= 1e-3, (mx, rms)
+
+
+@interpreter
 @pytest.mark.parametrize("pair", [(F.NVFP4, F.FP8_TENSOR), (F.MXFP4, F.BF16)], ids=lambda p: f"{p[0].name}x{p[1].name}")
 def test_top1_weight_on_input_expert_parallel(pair):
     """K = 1 (Llama4 weight on input): GEMM2 writes the output directly, non-local tokens get 0."""
@@ -799,7 +837,7 @@ def _join(w, micro, swap):
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
          even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, cvt=None, kperm=None, pers=False, nt=1,
-         hk=1, rcp=False, tiled=0, wsk1=False, swz=False, swap=None):
+         hk=1, rcp=False, tiled=0, wsk1=False, swz=False, swap=None, ktail=0):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
     ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py). swap: W @ A^T,
     by default below 64 token rows."""
@@ -814,7 +852,7 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
               CD=tl.bfloat16, FAST_CVT=micro if cvt is None else cvt, KPERM=_kperm(w, micro, BK) if kperm is None else kperm,
               MXDOT=mxdot, HAS_BIAS=bias, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=1 if swap else 8,
               SWAP_AB=swap, EVEN_K=even, EVEN_N=even, UPCAST=False, PRECISION="tf32", FAST_ACC=fast,
-              USE_GDC=gdc, W_TK=tiled, W_SWZ=swz)
+              USE_GDC=gdc, W_TK=tiled, W_SWZ=swz, K_TAIL=ktail)
     if wsk1:  # row-major weight block scales: Triton specializes the stride 1 at run time
         ce["stride_wsk"] = 1
     if which == 1:
@@ -864,6 +902,10 @@ VARIANTS = {
     "g1 MXFP4xMXFP8 e4m3-mma tiled N tails": lambda: gemm(1, "mxfp4", "mxfp8", out_q=3, mxdot=True, BK=64,
                                                         even=False, tiled=64),
     "g2 NVFP4xBF16 decode block_k 16 tiled": lambda: gemm(2, "nvfp4", "plain", BK=16, tiled=128),
+    # K = n x 128 + 64 (gpt-oss): 128-wide steps over 64-wide tiles and the 64-wide tail step (K_TAIL)
+    "g1 MXFP4xBF16 swiglu_oai K tail": lambda: gemm(1, "mxfp4", "plain", act=2, bias=True, tiled=64, swz=True,
+                                                    ktail=64, split=2),
+    "g2 NVFP4xBF16 K tail": lambda: gemm(2, "nvfp4", "plain", tiled=64, swz=True, ktail=64),
     "dequant tiles fast": lambda: compile_kernel(
         B._dequant_kernel, dict(ptr="*i16", s_ptr="*u8", out_ptr="*fp32"),
         dict(FMT=3, BR=32, BK=64, EVEN_K=True, CD=tl.bfloat16, FAST_CVT=True, TK=0, SWZ=False), 4, 1),
@@ -905,7 +947,7 @@ def test_kernels_compile_for_sm90_without_spills(tmp_path):
     Triton's bundled ptxas and cuobjdump, and without register spills. Runs in a subprocess (the
     tests interpret Triton; compiling needs the JIT). Needs no GPU."""
     rows = run_sm90_script(tmp_path, _SM90_SCRIPT)
-    assert len(rows) == 25, rows
+    assert len(rows) == 27, rows
     for name, regs, spills in rows:
         assert spills == "spills=0", (name, regs, spills)
 
@@ -1009,10 +1051,19 @@ def test_heuristic_block_scaled():
     # gpt-oss: H = 2880 = 45 * 64 -> block_k 64 (no K mask); decode swaps A/B with 64-row weight tiles
     c = choose_config(1, 2 * 2880, 2880, 32, 4, F.MXFP4, "gemm1", activation=A.SWIGLU_OAI, **kw)
     assert c.block_k == 64 and c.swap_ab and c.block_n >= 64 and c.block_m == 16
+    # NVFP4 decode: 128-wide K steps and a 64-wide tail step for K = 2880 (MXFP4 keeps 64); prefill GEMM1 64
+    for T, gemm, N, K, bk in ((8, "gemm1", 5760, 2880, 128), (64, "gemm2", 2880, 2880, 128),
+                              (4096, "gemm1", 5760, 2880, 64), (8, "gemm1", 5760, 2816, 128)):
+        c = choose_config(T, N, K, 128, 4, F.NVFP4, gemm, activation=A.SWIGLU_OAI, **kw)
+        assert c.block_k == bk, (T, gemm, K, c)
+        assert choose_config(T, N, K, 128, 4, F.MXFP4, gemm, activation=A.SWIGLU_OAI, **kw).block_k == (
+            64 if K % 128 else 128), (T, gemm, K)
     for fmt in (F.NVFP4, F.MXFP4, F.MXFP8):
         for K in (2048, 2688, 1856, 768):
             c = choose_config(8, 4096, K, 128, 8, fmt, "gemm2", **kw)
-            assert c.block_k % 32 == 0 and c.block_k <= 128 and K % c.block_k == 0, (fmt, K, c)
+            # a divisor of K, or (NVFP4 decode) 128 with a 64-wide tail step
+            tail = fmt is F.NVFP4 and K % 128 == 64 and c.block_k == 128
+            assert c.block_k % 32 == 0 and c.block_k <= 128 and (K % c.block_k == 0 or tail), (fmt, K, c)
         c = choose_config(8192, 1536, 2048, 128, 8, fmt, "gemm1", activation=A.SWIGLU, **kw)
         if fmt is F.MXFP8:  # two 64-row tiles in turn, 8 warps
             assert c.block_m == 128 and not c.swap_ab and c.block_k == 128 and c.block_n == 64 and c.num_warps == 8
@@ -1090,6 +1141,31 @@ def test_gpu_swap_ab_prefill_tiles(pair, act):
                    (KernelConfig(128, bn1, 128, num_warps=8, num_stages=3, swap_ab=True),
                     KernelConfig(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True))):
         check_case(c, config=MoEKernelConfig(g1, g2))
+
+
+@gpu
+@pytest.mark.parametrize("T", [8, 512])
+@pytest.mark.parametrize("pair", [(F.MXFP4, F.BF16), (F.NVFP4, F.BF16), (F.MXFP4, F.MXFP8), (F.NVFP4, F.FP8_TENSOR)],
+                         ids=lambda p: f"{p[0].name}x{p[1].name}")
+def test_gpu_k_tail_gpt_oss_shapes(T, pair):
+    """gpt-oss-20b-sized experts with I = 2880 unpadded (align 64): both GEMMs have K = 2880 = 22 x 128 + 64 and
+    run 128-wide K steps over the 64-wide FP4 tiles plus the 64-wide tail step (K_TAIL), split-K at decode,
+    swap_ab prefill tiles -- against the reference."""
+    c = Case(pair[0], pair[1], A.SWIGLU_OAI, T=T, H=2880, I=2880, align=64, E=32, K=4, bias=True,
+             dtype=torch.bfloat16, x_scale=4.0, seed=T + 5)
+    bm = 16 if T == 8 else 128
+    mx8 = pair[1] is F.MXFP8 and bm == 16  # the E4M3 path of decode tiles: no tail there
+    cfg = MoEKernelConfig(KernelConfig(bm, 64, 128, swap_ab=True, split_k=4 if bm == 16 else 1, num_stages=4),
+                          KernelConfig(bm, 128 if bm == 16 else 64, 128, swap_ab=True, split_k=2 if bm == 16 else 1,
+                                       num_stages=4))
+    hidden, W, topk = make_case(c)
+    cap = {}
+    got = run_triton(hidden, W, topk, c.afmt, config=cfg, capture=cap)
+    assert cap["k_tail"] == ((0, 0) if mx8 else (64, 64)), cap["k_tail"]
+    ref = run_reference(hidden, W, topk, c.afmt)
+    mx, rms = _errors(got, ref)
+    bmx, brms = _bounds(c.dtype)
+    assert mx <= bmx and rms <= brms, (mx, rms)
 
 
 @gpu

@@ -1135,9 +1135,9 @@ def test_heuristic_shapes():
         for T, H, I, k, act in ((4096, 2688, 1856, 6, Activation.RELU2), (2048, 2048, 768, 8, Activation.SWIGLU)):
             w = choose_moe_config(T, H, I, 128, k, wf, act, "NVIDIA H200", table=TunedTable())
             assert w.block_m == 128 and w.gemm1.warp_specialized and w.gemm2.warp_specialized
-    # block-scaled formats (weight tile dequantized in registers): 256 rows only where they are one
-    # tile (NVFP4's joined gate + up); gated MX keeps 2 x 64 (tests/test_triton_fp4.py: the rest)
-    for wf, bn in ((Format.NVFP4, 128), (Format.MXFP4, 64), (Format.MXFP8, 64)):
+    # block-scaled formats (weight tile dequantized in registers): FP4 GEMM1 as W @ A^T with gate and up joined in
+    # 128 rows, MXFP8 2 x 64 (tests/test_triton_fp4.py: the rest)
+    for wf, bn in ((Format.NVFP4, 64), (Format.MXFP4, 64), (Format.MXFP8, 64)):
         assert choose_config(8192, 1536, 2048, 128, 8, wf, "gemm1", "NVIDIA H200", activation=Activation.SWIGLU,
                              table=TunedTable()).block_n == bn
     # other GPUs keep the 128-row tiles

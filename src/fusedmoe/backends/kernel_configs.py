@@ -535,6 +535,12 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     # at T = 8, 256 was slower).
     if fmt in _BLOCK_SCALED:
         bk = _block_scaled_bk(K, fmt)
+        if fmt is Format.NVFP4 and decode and K % 128 == 64 and K >= 1024:
+            # K = n x 128 + 64 (gpt-oss's 2880): 128-wide steps over the 64-wide tiles and one 64-wide tail step
+            # (the launcher's K_TAIL). H200 tuner, session 24, gpt-oss-120b / 20b NVFP4 at 8 and 64 tokens: both
+            # GEMMs at 128 won all four points (layer 1.07-1.23x); at one token even. MXFP4 lost there (GEMM1
+            # 49.4 vs 43.7 us at one token of gpt-oss-120b) and keeps 64; short K (TP shards' I = 192) unmeasured.
+            bk = 128
     elif fmt in _FP8_PROMOTED and M_tokens * top_k <= 16:
         bk = 256
     elif fmt is not Format.BF16 or decode:

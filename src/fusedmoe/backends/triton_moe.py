@@ -259,11 +259,23 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
     return out.reshape(q.shape)
 
 
-def _fit_tile_k(c: KernelConfig, tile_k: int) -> KernelConfig:
+def _k_tail(c: KernelConfig, K: int, tile_k: int, tail_ok: bool) -> int:
+    """``K_TAIL`` of a block-scaled GEMM (``kernels/_moe_gemm._gemm1_kernel``): half a K tile where K ends with one
+    (K = n block_k + block_k / 2, n >= 1: gpt-oss's 2880 with block_k 128) and the values are linear or tiled that
+    wide (``_blockscaled._k_offs`` reads a 128-wide step from two 64-wide pieces); else 0. ``tail_ok``: block-scaled
+    weights outside the MX x MXFP8 E4M3 path (which steps per 32-block)."""
+    half = c.block_k // 2
+    if not tail_ok or K % c.block_k == 0 or K % half or half < 32 or K < c.block_k or tile_k not in (0, half):
+        return 0
+    return half
+
+
+def _fit_tile_k(c: KernelConfig, tile_k: int, k_tail: int = 0) -> KernelConfig:
     """``c`` with a block_k that divides the tiled FP4 values' tile width ``tile_k`` (0: linear
     values, any block_k): the widest such K tile (``ExpertWeights`` tiles 64 / 128 columns, the
-    heuristic's block_k where it divides K; tuned tables may hold 128 for K = 2880, tiled by 64)."""
-    if not tile_k or tile_k % c.block_k == 0:
+    heuristic's block_k where it divides K; tuned tables may hold 128 for K = 2880, tiled by 64) -- unless the
+    GEMM runs a K tail (``k_tail``, :func:`_k_tail`), whose block_k spans two tiles."""
+    if k_tail or not tile_k or tile_k % c.block_k == 0:
         return c
     return dataclasses.replace(c, block_k=math.gcd(c.block_k, tile_k))
 
@@ -763,7 +775,8 @@ def triton_experts(
     num_stages is lowered where its operand buffers would not fit the device's shared memory
     (:func:`fit_stages`; fp32 operands need twice the bytes the heuristic plans for), and for FP4
     weights whose values are tiled (``QuantizedTensor.value_layout``) a block_k wider than the tile
-    width is narrowed to it (:func:`_fit_tile_k`). ``_capture`` (tests):
+    width is narrowed to it (:func:`_fit_tile_k`) -- except where K = n block_k + block_k / 2 (gpt-oss: 2880 with
+    block_k 128), which runs n full K tiles and one half-wide step (:func:`_k_tail`). ``_capture`` (tests):
     a dict that receives GEMM2's input (``inter``, ``inter_scale``, ``inter_g``, ``out_q``,
     ``post_quant``; ``padded``: ``inter`` in block-padded row order) and the ``config`` used; ``_fast_cvt`` (tests): force the inline-PTX
     conversions on or off (default: on for CUDA bf16 MMA operands).
@@ -859,8 +872,12 @@ def triton_experts(
                                                             else torch.cuda.current_device())
     cfg = choose_moe_config(T, H, I_pad, E, K, wfmt, activation, dev_name, override=config, num_sms=num_sms)
     c1, c2 = cfg.gemm1, cfg.gemm2
-    # FP4 values in the tiled layout: a K tile lies within one tile width (``_blockscaled._k_base``)
-    c1, c2 = _fit_tile_k(c1, w13.value_tile_k), _fit_tile_k(c2, w2.value_tile_k)
+    # K = n block_k + block_k / 2 (gpt-oss: 2880): full K tiles and one half-wide step (K_TAIL) instead of a K mask
+    # in every step; not in the MX x MXFP8 E4M3 path (decode tiles: _MXDOT_MAX_BLOCK_M)
+    tail_ok = micro and not (act_format is Format.MXFP8 and cfg.block_m <= _MXDOT_MAX_BLOCK_M)
+    kt1, kt2 = _k_tail(c1, H, w13.value_tile_k, tail_ok), _k_tail(c2, I_pad, w2.value_tile_k, tail_ok)
+    # FP4 values in the tiled layout: a K tile lies within one tile width (``_blockscaled._k_base``), or two with a tail
+    c1, c2 = _fit_tile_k(c1, w13.value_tile_k, kt1), _fit_tile_k(c2, w2.value_tile_k, kt2)
     BM = cfg.block_m
     if wfmt is Format.FP8_BLOCK and (c1.block_k != 128 or c2.block_k != 128):
         raise ValueError(f"FP8_BLOCK needs block_k == 128 in both GEMMs (one scale per K-block), got {c1.block_k}, {c2.block_k}")
@@ -1060,11 +1077,11 @@ def triton_experts(
             ROUND_DTYPE=round_tl, Q_AS_FP32=as_fp32,
             HAS_BIAS=w13_bias is not None, WEIGHT_ON_INPUT=bool(weight_on_input),
             BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
-            EVEN_K=H % c1.block_k == 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
+            EVEN_K=H % c1.block_k == 0 or kt1 > 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
             FAST_ACC=c1.fp8_fast_accum,
             SPLIT_K=c1.split_k, JOIN=micro and join_gate_up(wfmt, c1.swap_ab), **pdl,
             RCP_DIV=_RCP_DIV["enabled"] and not interp,  # the interpreter's fma is not fused
-            W_TK=w13.value_tile_k, W_SWZ=w13.value_swizzled,
+            W_TK=w13.value_tile_k, W_SWZ=w13.value_swizzled, K_TAIL=kt1,
             num_warps=c1.num_warps, num_stages=c1.num_stages,
         )
 
@@ -1082,7 +1099,7 @@ def triton_experts(
         inter_scale = inter_scale.reshape(1)
     if _capture is not None:
         _capture.update(inter=inter, inter_scale=inter_scale, inter_g=inter_g, out_q=out_q, post_quant=post_quant,
-                        config=cfg, padded=padded)
+                        config=cfg, padded=padded, k_tail=(kt1, kt2))
 
     # ---- 4. GEMM2 (+ bias + routing weight) ----
     if atomic:
@@ -1143,11 +1160,11 @@ def triton_experts(
             MXDOT=mxdot, HAS_BIAS=w2_bias is not None,
             MUL_ROUTING_WEIGHT=not weight_on_input, OUT_ATOMIC=atomic, FUSE_COMBINE=fuse,
             BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,
-            EVEN_K=I_pad % c2.block_k == 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
+            EVEN_K=I_pad % c2.block_k == 0 or kt2 > 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
             FAST_ACC=c2.fp8_fast_accum,
             SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
             HELD_KB=cdiv(I_pad, c2.block_k) if c2.n_tiles > 1 and wfmt is Format.FP8_BLOCK else 1,
-            W_TK=w2.value_tile_k, W_SWZ=w2.value_swizzled,
+            W_TK=w2.value_tile_k, W_SWZ=w2.value_swizzled, K_TAIL=kt2,
             num_warps=c2.num_warps, num_stages=c2.num_stages,
         )
     if atomic or direct_out or fuse:

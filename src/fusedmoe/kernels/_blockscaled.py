@@ -288,6 +288,22 @@ def _k_base(ki, BK: tl.constexpr, TK: tl.constexpr, EPC: tl.constexpr):
 
 
 @triton.jit
+def _k_offs(ki, BK: tl.constexpr, TK: tl.constexpr, EPC: tl.constexpr):
+    """Storage offsets ([BK / EPC], from a row's start) of the ``ki``-th K tile's logical columns: ``_k_base``'s
+    one run, or for a K tile two tile widths wide (``BK == 2 * TK``: gpt-oss's K = 2880 tiled by 64, in 128-wide
+    decode steps) the runs of its two pieces side by side -- ``(j // W) * P + j % W`` with constexpr powers of
+    two, which Triton's axis analysis keeps contiguous (and aligned) within a piece."""
+    if TK == 0 or BK <= TK:
+        return _k_base(ki, BK, TK, EPC) + tl.arange(0, BK // EPC)
+    else:
+        tl.static_assert(BK == 2 * TK, "tiled FP4 values: block_k is at most two tile widths")
+        P: tl.constexpr = _TILE_ROWS * TK // EPC  # storage elements of one piece (64 rows x TK columns)
+        W: tl.constexpr = TK // EPC  # a row's run in one piece
+        j = tl.arange(0, BK // EPC)
+        return ki * (2 * P) + (j // W) * P + (j % W)
+
+
+@triton.jit
 def _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G: tl.constexpr, BK: tl.constexpr,
                  EVEN_K: tl.constexpr):
     """The block scales of ``_load_tile``'s ``ki``-th tile as stored ([BR, BK / G]: e4m3 or UE8M0
@@ -323,7 +339,7 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
     ``ki * (BK / 2) + arange`` rather than ``(ki * BK) // 2 + ...``: a division would hide their
     16-byte alignment from Triton's axis analysis and split the loads into bytes. ``TK`` (packed FP4
     only): 0 for linear values, else the width of the pieces of the "tiled" layout (``_w_rows``
-    gave ``row_off``; ``_k_base`` places the step). ``SWZ`` (packed FP4 only): the values' 16-bit words are
+    gave ``row_off``; ``_k_offs`` places the step, within a piece or across two). ``SWZ`` (packed FP4 only): the values' 16-bit words are
     bit-swizzled (value layout "swizzled"): the fast converter reads them as they are, the portable
     path unswizzles the bytes first.
     """
@@ -342,7 +358,7 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
             # scales are <= 448 and the products >= 2^-26), MX values are restored in the converter
             k16 = ki * (BK // 4) + tl.arange(0, BK // 4)  # logical K position, in words
             m16 = row_ok[:, None] if EVEN_K else row_ok[:, None] & (k16 < K // 4)[None, :]
-            offs16 = _k_base(ki, BK, TK, 4) + tl.arange(0, BK // 4)
+            offs16 = _k_offs(ki, BK, TK, 4)
             w16 = tl.load(ptr + row_off[:, None] + offs16[None, :], mask=m16, other=0)
             if FMT == F_NVFP4:
                 s = s * _NIB_SCALE_BIAS
@@ -354,7 +370,7 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
             return _dot_order(tl.reshape(v, [BR, BK]), BR, BK, KPERM)
         kb = ki * (BK // 2) + tl.arange(0, BK // 2)  # logical K position, in bytes
         m = row_ok[:, None] if EVEN_K else row_ok[:, None] & (kb < K // 2)[None, :]
-        offs = _k_base(ki, BK, TK, 2) + tl.arange(0, BK // 2)
+        offs = _k_offs(ki, BK, TK, 2)
         b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0)
         if SWZ:
             b = _unswizzle_bytes(b)
