@@ -581,9 +581,11 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
     elif gemm == "gemm1" and fp4_swap_prefill:
         # FP4 prefill GEMM1 as W @ A^T: 128 weight rows (gate + up joined) in one warpgroup are wgmma's register
         # operand, dequantized in registers, and the 128 token rows its N side -- no shared-memory round trip of the
-        # converted tile. H200 tuner, session 24, 4096 tokens: the best or within 0.6 % of the best GEMM1 on all six
-        # points of gpt-oss-120b / Nemotron-3-Super / Nano x MXFP4 / NVFP4 (layer 1.04-1.18x faster with the
-        # re-tuned table; BENCHMARKS.md section 0); GEMM2 there mostly kept the 256-row tile below.
+        # converted tile. H200 tuner, session 24, 4096 tokens: a swapped GEMM1 won on 11 of 12 points (gpt-oss-120b,
+        # Nemotron-3-Super / Nano, Qwen3-30B / 235B, MiniMax-M2 x MXFP4 / NVFP4; Nemotron-3-Nano MXFP4 kept its
+        # 256-row tile), this tile or the same at 8 warps / block_k 128 within 0.3 % of the best on gpt-oss-120b
+        # (layer 1.04-1.54x faster with the re-tuned table; BENCHMARKS.md section 0); GEMM2 mostly kept the
+        # 256-row tile below.
         bn = 64 if gated else 128
         if K % 64 == 0:
             bk = 64
@@ -594,9 +596,10 @@ def _heuristic(M_tokens, N, K, E_loc, top_k, fmt: Format, gemm, act, device_name
         # (1.12-1.19x over 128 rows) and as SGLang's H200 tables use for BF16 and FP8. FP8 is
         # limited to the gated GEMM1: a 128 x 256 FP8 GEMM2 / non-gated tile spills registers at
         # 8 warps (sm_90 compile, ~270 LDL/STL), a 2 x 128 gated tile does not. FP4 where the 256
-        # rows are one tile (not gated, or NVFP4's joined gate + up): the tuner's choice at 4096
-        # tokens for Nemotron-3-Nano / Super and gpt-oss-120b NVFP4 and Nemotron MXFP4 (session 8:
-        # 128-row tiles were 1.25-1.67x slower); gated MX (two tiles in turn) and MXFP8 keep 128.
+        # rows are one tile (not gated, or NVFP4's joined gate + up) -- GEMM2 now, GEMM1 runs as W @ A^T
+        # above on Hopper: the tuner's choice at 4096 tokens for Nemotron-3-Nano / Super and
+        # gpt-oss-120b NVFP4 and Nemotron MXFP4 (session 8: 128-row tiles were 1.25-1.67x slower);
+        # gated MX (two tiles in turn) and MXFP8 keep 128.
         bn = 128 if gated else 256
     else:
         # compute-bound: 128-wide tiles; a gated program holds two accumulators, so half width

@@ -103,8 +103,8 @@ def _pow2_at_least(n: int) -> int:
 def _valid(c: KernelConfig, gemm: str, N: int, K: int, weight_format: Format, gated: bool,
            base: Optional[KernelConfig] = None) -> bool:
     """Whether a candidate is worth compiling: FP8 block needs block_k 128; swap-AB needs block_n >= 64, and
-    block_m < 64 (FP8) or weights dequantized in registers (:data:`SWAP_PREFILL_FORMATS`, any block_m); tiles no larger than the GEMM (or than the heuristic's);
-    operand buffers within :data:`SMEM_LIMIT`."""
+    block_m < 64 (FP8) or weights dequantized in registers (:data:`SWAP_PREFILL_FORMATS`, any block_m); tiles
+    no larger than the GEMM (or than the heuristic's); operand buffers within :data:`SMEM_LIMIT`."""
     if weight_format is Format.FP8_BLOCK and c.block_k != 128:
         return False
     if compile_problem(c, weight_format) is not None:
