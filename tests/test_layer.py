@@ -192,8 +192,13 @@ def test_mxfp4_weights_with_mxfp8_activations_keep_plain_nibbles(monkeypatch):
     assert torch.equal(fm.dequantize(moe.weights.w13), fm.dequantize(w.w13))
     assert torch.equal(fm.dequantize(moe.weights.w2), fm.dequantize(w.w2))
     x, logits = torch.randn(3, 128, generator=g), torch.randn(3, 4, generator=g)
-    assert torch.equal(moe(x, logits), fm.FusedMoE(w, routing=routing, activation=A.SWIGLU,
-                                                   activation_format=F.MXFP8, backend="reference")(x, logits))
+    want = fm.fused_moe(x, w, fm.route(logits, routing), activation=A.SWIGLU, activation_format=F.MXFP8)
+    assert torch.equal(moe(x, logits), want)
+    # through the custom op (an input that needs autograd skips the eager shortcut): the op rebuilds the weights
+    # from the layer's spec, which must name the layout the layer holds
+    with torch.enable_grad():
+        assert torch.equal(moe(x.clone().requires_grad_(True), logits).detach(), want)
+    assert fm.ExpertWeights.for_activation_format(w, F.BF16) is w and w.for_activation_format(None) is w
     assert fm.FusedMoE(w, routing=routing, activation=A.SWIGLU).weights is w
     monkeypatch.setenv("FUSEDMOE_FP4_LAYOUT", "swizzled")
     assert fm.FusedMoE(w, routing=routing, activation=A.SWIGLU, activation_format=F.MXFP8).weights is w

@@ -587,7 +587,7 @@ def test_load_modelopt_fp8_checkpoint_into_nemotron_h_backbone_names(tmp_path):
         assert frob(q, d) <= FP8_BOUND, f"{name}: rel {frob(q, d):.2e}"
 
 
-def test_load_gpt_oss_mxfp4_checkpoint():
+def test_load_gpt_oss_mxfp4_checkpoint(monkeypatch):
     tl = _ckpt_helpers()
     cfg = copy.deepcopy(CONFIGS["gpt_oss"])
     cfg.intermediate_size = 64  # MXFP4 needs I % 32 == 0
@@ -607,6 +607,24 @@ def test_load_gpt_oss_mxfp4_checkpoint():
     ids = tokens()
     with torch.no_grad():
         assert rel(cand(ids).logits, deq(ids).logits) <= FP32_BOUND
+    # with MXFP8 activations the layers switch (once) to plain-nibble FP4 values: the same experts
+    experts = [m for _, m in fi.find_experts(cand)]
+    w0 = [fi.prepare_experts(m) for m in experts]
+    assert all(w.w13.value_layout == "swizzled" for w in w0)
+    with torch.no_grad():
+        for m in experts:
+            fi.prepare_experts(m, activation_format="mxfp8")
+        with monkeypatch.context() as mp:
+            mp.setenv("FUSEDMOE_FP4_LAYOUT", "swizzled")  # the A/B switch: the layout stays
+            want = cand(ids).logits
+        assert all(m._fusedmoe_state.by_device[str(ids.device)] is w for m, w in zip(experts, w0))
+        out = cand(ids).logits
+        w1 = [m._fusedmoe_state.by_device[str(ids.device)] for m in experts]
+        assert all(w.w13.value_layout == w.w2.value_layout == "tiled" for w in w1)
+        assert all(torch.equal(fm.dequantize(a.w13), fm.dequantize(b.w13)) for a, b in zip(w1, w0))
+        assert torch.equal(out, want)
+        assert cand(ids).logits.equal(out) and all(m._fusedmoe_state.by_device[str(ids.device)] is w
+                                                  for m, w in zip(experts, w1))  # converted once
 
 
 def test_load_checkpoint_errors():

@@ -237,10 +237,9 @@ class FusedMoE(torch.nn.Module):
         routing: ``fm.RoutingConfig``; LLAMA4 applies the weight on the input.
         activation: must match the activation the weights were prepared for.
         backend: "auto" (``fm.backends.select``) or a backend name (raises if unsupported).
-        activation_format: None for the weight format's natural pairing. MXFP4 weights run with MXFP8
-            activations are kept with their FP4 values in the plain tiled layout
-            (``weights.with_fp4_layout("tiled")``: faster there; ``self.weights`` is that copy) unless
-            ``FUSEDMOE_FP4_LAYOUT`` is set.
+        activation_format: None for the weight format's natural pairing. The layer keeps
+            ``weights.for_activation_format(activation_format)`` (MXFP4 weights run with MXFP8 activations: a
+            copy with plain-nibble FP4 values, faster there, unless ``FUSEDMOE_FP4_LAYOUT`` is set).
         num_experts: global expert count (default: the weights' count).
         local_expert_offset: global id of the first local expert.
     """
@@ -266,13 +265,10 @@ class FusedMoE(torch.nn.Module):
             raise ValueError(f"local_expert_offset={local_expert_offset} with {weights.num_experts} local experts "
                              f"does not fit in num_experts={self.num_experts}")
         self.activation_format = resolve_activation_format(weights.format, activation_format)
-        if (weights.format is Format.MXFP4 and self.activation_format is Format.MXFP8
-                and "FUSEDMOE_FP4_LAYOUT" not in os.environ):
-            # plain nibbles convert to E4M3 in fewer instructions than the swizzled words (sm_90 decode GEMM1:
-            # 627 vs 771 a K step); H200 under a CUDA graph, session 24: gpt-oss-120b at 8 / 64 tokens 241 / 813
-            # vs 277 / 932 us, Nemotron-3-Super 256 / 728 vs 277 / 750 us. A copy of the values.
-            weights = weights.with_fp4_layout("tiled")
-        self.weights = weights
+        # MXFP4 x MXFP8: plain nibbles convert to E4M3 in fewer instructions than the swizzled words (sm_90 decode
+        # GEMM1: 627 vs 771 a K step; H200 under a CUDA graph, session 24: gpt-oss-120b at 8 / 64 tokens 241 / 813
+        # vs 277 / 932 us). A copy of the values there.
+        self.weights = weights.for_activation_format(self.activation_format)
         req = MoERequest.from_weights(weights, self.activation_format, weight_on_input=routing.weight_on_input,
                                       expert_parallel=self.num_experts != weights.num_experts)
         if backend == "auto":
@@ -281,7 +277,8 @@ class FusedMoE(torch.nn.Module):
             self.backend = _backends.resolve(backend, req, weights.device).name
             self.backend_reason = f"{backend}: requested explicitly"
         self._routing_spec = _routing_spec(routing)
-        self._experts_spec = _spec(self.backend, weights, self.activation_format, self.local_expert_offset,
+        # the spec carries each weight's value layout: that of the weights the layer runs (self.weights)
+        self._experts_spec = _spec(self.backend, self.weights, self.activation_format, self.local_expert_offset,
                                    self.num_experts, routing.weight_on_input)
 
     def extra_repr(self) -> str:

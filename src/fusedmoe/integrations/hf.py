@@ -359,7 +359,8 @@ def _weights_for(module, device: torch.device) -> Tuple[_State, ExpertWeights]:
         w = st.by_device.get(str(device))
         if w is None:
             w = st.weights.to(device)
-            st.by_device[str(device)] = w
+        # the value layout for the activation format (MXFP4 x MXFP8: plain nibbles), converted once and cached
+        w = st.by_device[str(device)] = w.for_activation_format(st.activation_format)
         return st, w
     srcs = _sources(module, st.layout)
     key = _key(srcs)
@@ -368,7 +369,7 @@ def _weights_for(module, device: torch.device) -> Tuple[_State, ExpertWeights]:
         st.weights = _convert(module, st.layout, st.format, st.name)
         st.key = key
         st.conversions += 1
-    w = st.weights
+    w = st.weights = st.weights.for_activation_format(st.activation_format)  # once: then it is ``st.weights``
     if w.device != device:
         raise ValueError(
             f"{st.name or type(module).__name__}: hidden states are on {device} but the expert weights on "

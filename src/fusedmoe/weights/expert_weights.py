@@ -241,6 +241,17 @@ class ExpertWeights:
                 qs[name] = q.tiled_values(q.value_tile_k, swizzle=layout == "swizzled")
         return replace(self, **qs) if qs else self
 
+    def for_activation_format(self, activation_format: Optional[Format]) -> "ExpertWeights":
+        """These weights in the FP4 value layout that runs fastest with ``activation_format`` (None: the natural
+        pairing): MXFP4 weights with MXFP8 activations get plain nibbles (``with_fp4_layout("tiled")``: their E4M3
+        conversion is cheaper there; H200 under a CUDA graph, 1.03-1.15x at 8-64 tokens, BENCHMARKS.md section 0,
+        twenty-fourth session). Everything else, and any process with ``FUSEDMOE_FP4_LAYOUT`` set (an A/B run),
+        keeps ``self``. ``fm.FusedMoE`` and the transformers integration call it once per layer."""
+        if (self.format is Format.MXFP4 and activation_format is Format.MXFP8
+                and "FUSEDMOE_FP4_LAYOUT" not in os.environ):
+            return self.with_fp4_layout("tiled")
+        return self
+
     def slice_experts(self, start: int, count: int) -> "ExpertWeights":
         """The experts ``[start, start + count)`` (expert parallelism: one rank's share)."""
         if not (0 <= start and count > 0 and start + count <= self.num_experts):
