@@ -90,3 +90,23 @@ def test_zero_tokens():
     moe, g = _moe(A.SWIGLU, F.BF16, fm.RoutingConfig(fm.RoutingMethod.RENORMALIZE, top_k=2))
     out = moe(torch.zeros(0, 128, device=DEV, dtype=DTYPE), torch.zeros(0, 8, device=DEV))
     assert out.shape == (0, 128)
+
+
+def test_mxfp4_x_mxfp8_layer_runs_plain_nibbles_through_the_op():
+    """FusedMoE with MXFP4 weights and MXFP8 activations holds plain-nibble FP4 values
+    (``ExpertWeights.for_activation_format``) and computes the same bits as fused_moe on the swizzled weights it
+    was given -- eagerly and through the custom op under torch.compile (which rebuilds the weights from the
+    layer's spec)."""
+    routing = fm.RoutingConfig(fm.RoutingMethod.RENORMALIZE, top_k=2)
+    moe, g = _moe(A.SWIGLU, F.MXFP4, routing, E=4, I=64)
+    given = moe.weights
+    assert given.w13.value_layout == "swizzled"
+    moe = fm.FusedMoE(given, routing=routing, activation=A.SWIGLU, backend="triton", activation_format=F.MXFP8)
+    assert moe.weights.w13.value_layout == moe.weights.w2.value_layout == "tiled"
+    x = torch.randn(5, 128, generator=g).to(DEV, DTYPE)
+    logits = torch.randn(5, 4, generator=g).to(DEV)
+    want = fm.fused_moe(x, given, fm.route(logits, routing), activation=A.SWIGLU, backend="triton",
+                        activation_format=F.MXFP8)
+    assert torch.equal(moe(x, logits), want)
+    compiled = torch.compile(moe, fullgraph=True, backend="eager")
+    assert torch.equal(compiled(x, logits), want)

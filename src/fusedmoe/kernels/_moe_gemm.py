@@ -454,7 +454,7 @@ def _gemm1_kernel(
     gpt-oss's K = 2880 = 22 * 128 + 64. The loop runs the n full K-blocks without K masks, and the program whose
     share ends at the n-th block adds one K_TAIL-wide step after it (``_tail_owner``): the 128-wide K step of the
     decode main loop needs 14 % fewer instructions per weight value than the 64-wide one (sm_90 SASS, gated
-    MXFP4 GEMM1: 346 per 128 values against 202 per 64), and a masked K tail in every step costs more (425)."""
+    MXFP4 GEMM1: 348 per 128 values against 202 per 64), and a masked K tail in every step costs more (425)."""
     if USE_GDC:
         tl.extra.cuda.gdc_wait()  # before the first load: every input may come from the prior grid
     pid = tl.program_id(0)
