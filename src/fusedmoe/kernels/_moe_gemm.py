@@ -263,6 +263,29 @@ def _tail_owner(k_lo, k_hi, K, BLOCK_K: tl.constexpr, K_TAIL: tl.constexpr):
 
 
 @triton.jit
+def _micro_step(acc, acc_u, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, rows, rows_u, ws_e, stride_wn, stride_wsn,
+                stride_wsk, w_ok, ki, K, A_FMT: tl.constexpr, W_FMT: tl.constexpr, BLOCK_M: tl.constexpr,
+                BR: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr, CD: tl.constexpr, FAST_CVT: tl.constexpr,
+                KPERM: tl.constexpr, W_TK: tl.constexpr, W_SWZ: tl.constexpr, WU: tl.constexpr,
+                SWAP_AB: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr,
+                TWO: tl.constexpr):
+    """One K step of the block-scaled (dequantize-in-registers) family: the ``ki``-th [BLOCK_M, BK] activation tile
+    times the [BR, BK] weight tile of rows ``rows`` into ``acc``, and with ``TWO`` (a gated GEMM1 whose gate and up
+    tiles are multiplied in turn) times the tile of rows ``rows_u`` into ``acc_u`` too. Every K loop of the family
+    runs it, with BLOCK_K for the full steps and K_TAIL for a tail step (``_tail_owner``)."""
+    a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BK, EVEN_K, CD, FAST_CVT,
+                   KPERM)
+    w = _load_tile(w_e, _w_rows(rows, stride_wn, W_TK, WU), ws_e, rows * stride_wsn, stride_wsk, ki, K, w_ok, W_FMT,
+                   BR, BK, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ)
+    acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+    if TWO:
+        wu = _load_tile(w_e, _w_rows(rows_u, stride_wn, W_TK, WU), ws_e, rows_u * stride_wsn, stride_wsk, ki, K, w_ok,
+                        W_FMT, BR, BK, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ)
+        acc_u = _mma(a, wu, acc_u, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+    return acc, acc_u
+
+
+@triton.jit
 def _split_k_tile_offsets(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     return tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
 
@@ -532,19 +555,16 @@ def _gemm1_kernel(
         else:
             acc = tl.zeros([BLOCK_M, 2 * BLOCK_N], dtype=tl.float32)
         for ki in range(k_lo, k_hi):
-            a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
-                           FAST_CVT, KPERM)
-            w = _load_tile(w_e, _w_rows(n2, stride_wn, W_TK, WU), ws_e, n2 * stride_wsn, stride_wsk, ki, K, w2_ok,
-                           W_FMT, 2 * BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ)
-            acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+            acc, _ = _micro_step(acc, acc, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n2, n2, ws_e, stride_wn,
+                                 stride_wsn, stride_wsk, w2_ok, ki, K, A_FMT, W_FMT, BLOCK_M, 2 * BLOCK_N, BLOCK_K,
+                                 EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB, UPCAST, PRECISION, FAST_ACC,
+                                 False)
         if K_TAIL > 0:
             if _tail_owner(k_lo, k_hi, K, BLOCK_K, K_TAIL):
-                kt = K // K_TAIL - 1
-                a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, kt, K, a_all, A_FMT, BLOCK_M, K_TAIL, True, CD,
-                               FAST_CVT, KPERM)
-                w = _load_tile(w_e, _w_rows(n2, stride_wn, W_TK, WU), ws_e, n2 * stride_wsn, stride_wsk, kt, K, w2_ok,
-                               W_FMT, 2 * BLOCK_N, K_TAIL, True, CD, FAST_CVT, KPERM, W_TK, W_SWZ)
-                acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+                acc, _ = _micro_step(acc, acc, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n2, n2, ws_e, stride_wn,
+                                     stride_wsn, stride_wsk, w2_ok, K // K_TAIL - 1, K, A_FMT, W_FMT, BLOCK_M,
+                                     2 * BLOCK_N, K_TAIL, True, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB, UPCAST,
+                                     PRECISION, FAST_ACC, False)
         if SWAP_AB:
             acc_g, acc_u = tl.split(tl.permute(tl.reshape(acc, [2, BLOCK_N, BLOCK_M]), [1, 2, 0]))
         else:
@@ -552,29 +572,16 @@ def _gemm1_kernel(
     elif QUANT == Q_MICRO:
         # block-scaled family: one tile, or gate and up tiles loaded and multiplied in turn
         for ki in range(k_lo, k_hi):
-            a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K, CD,
-                           FAST_CVT, KPERM)
-            wg = _load_tile(w_e, _w_rows(n64, stride_wn, W_TK, WU), ws_e, n64 * stride_wsn, stride_wsk, ki, K,
-                            w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ)
-            acc_g = _mma(a, wg, acc_g, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
-            if GATED:
-                wu = _load_tile(w_e, _w_rows(N + n64, stride_wn, W_TK, WU), ws_e, (N + n64) * stride_wsn,
-                                stride_wsk, ki, K, w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK,
-                                W_SWZ)
-                acc_u = _mma(a, wu, acc_u, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+            acc_g, acc_u = _micro_step(acc_g, acc_u, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n64, N + n64,
+                                       ws_e, stride_wn, stride_wsn, stride_wsk, w_ok, ki, K, A_FMT, W_FMT, BLOCK_M,
+                                       BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB, UPCAST,
+                                       PRECISION, FAST_ACC, GATED)
         if K_TAIL > 0:
             if _tail_owner(k_lo, k_hi, K, BLOCK_K, K_TAIL):
-                kt = K // K_TAIL - 1
-                a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, kt, K, a_all, A_FMT, BLOCK_M, K_TAIL, True, CD,
-                               FAST_CVT, KPERM)
-                wg = _load_tile(w_e, _w_rows(n64, stride_wn, W_TK, WU), ws_e, n64 * stride_wsn, stride_wsk, kt, K,
-                                w_ok, W_FMT, BLOCK_N, K_TAIL, True, CD, FAST_CVT, KPERM, W_TK, W_SWZ)
-                acc_g = _mma(a, wg, acc_g, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
-                if GATED:
-                    wu = _load_tile(w_e, _w_rows(N + n64, stride_wn, W_TK, WU), ws_e, (N + n64) * stride_wsn,
-                                    stride_wsk, kt, K, w_ok, W_FMT, BLOCK_N, K_TAIL, True, CD, FAST_CVT, KPERM, W_TK,
-                                    W_SWZ)
-                    acc_u = _mma(a, wu, acc_u, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+                acc_g, acc_u = _micro_step(acc_g, acc_u, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n64, N + n64,
+                                           ws_e, stride_wn, stride_wsn, stride_wsk, w_ok, K // K_TAIL - 1, K, A_FMT,
+                                           W_FMT, BLOCK_M, BLOCK_N, K_TAIL, True, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU,
+                                           SWAP_AB, UPCAST, PRECISION, FAST_ACC, GATED)
     else:
         for ki in range(k_lo, k_hi):
             k_ok = offs_k < K - ki * BLOCK_K  # used by the masked loads only (not EVEN_K)
@@ -721,19 +728,16 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                                         SWAP_AB)
         else:
             for ki in range(k_lo, k_hi):
-                a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BLOCK_K, EVEN_K,
-                               CD, FAST_CVT, KPERM)
-                w = _load_tile(w_e, _w_rows(n64, stride_wn, W_TK, WU), ws_e, n64 * stride_wsn, stride_wsk, ki, K,
-                               w_ok, W_FMT, BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ)
-                acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+                acc, _ = _micro_step(acc, acc, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n64, n64, ws_e,
+                                     stride_wn, stride_wsn, stride_wsk, w_ok, ki, K, A_FMT, W_FMT, BLOCK_M, BLOCK_N,
+                                     BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB, UPCAST, PRECISION,
+                                     FAST_ACC, False)
             if K_TAIL > 0:
                 if _tail_owner(k_lo, k_hi, K, BLOCK_K, K_TAIL):
-                    kt = K // K_TAIL - 1
-                    a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, kt, K, a_all, A_FMT, BLOCK_M, K_TAIL, True,
-                                   CD, FAST_CVT, KPERM)
-                    w = _load_tile(w_e, _w_rows(n64, stride_wn, W_TK, WU), ws_e, n64 * stride_wsn, stride_wsk, kt, K,
-                                   w_ok, W_FMT, BLOCK_N, K_TAIL, True, CD, FAST_CVT, KPERM, W_TK, W_SWZ)
-                    acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+                    acc, _ = _micro_step(acc, acc, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n64, n64, ws_e,
+                                         stride_wn, stride_wsn, stride_wsk, w_ok, K // K_TAIL - 1, K, A_FMT, W_FMT,
+                                         BLOCK_M, BLOCK_N, K_TAIL, True, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB,
+                                         UPCAST, PRECISION, FAST_ACC, False)
     else:
         for ki in range(k_lo, k_hi):
             k_ok = offs_k < K - ki * BLOCK_K  # used by the masked loads only (not EVEN_K)
