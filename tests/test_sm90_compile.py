@@ -241,24 +241,29 @@ if __name__ == "__main__":
 '''
 
 
+def _main_loop_counts(tmp_path, script: str, n_rows: int) -> dict:
+    """Run ``script``'s main block on the fp4 test's compile helpers plus ``main_loop``; its ``name|key=int|...``
+    lines as {name: {key: int}} (``n_rows`` of them)."""
+    head, sep, _ = _SM90_SCRIPT.partition('if __name__ == "__main__":')
+    assert sep, "the fp4 test's script changed shape: update this test"
+    main_loop_src = _PADDED_SCALES.partition('if __name__ == "__main__":')[0]
+    rows = run_sm90_script(tmp_path, head + main_loop_src + script)
+    assert len(rows) == n_rows, rows
+    return {name: {k: int(v) for k, v in (f.split("=") for f in fields)} for name, *fields in rows}
+
+
 def test_swizzled_fp4_values_convert_in_fewer_instructions_for_sm90(tmp_path):
     """gpt-oss-120b's MXFP4 decode GEMM1 (128-wide K steps, 64-row tiles, the folded MX scales): with
     the FP4 words bit-swizzled (ExpertWeights' "swizzled" layout) the main loop is at least 12 %
     shorter and runs at least 25 % fewer integer-pipe instructions (LOP3 / LEA / SHF / PRMT / IADD3)
     than with the tiled layout's plain nibbles (Triton 3.6: 410 -> 346 instructions per K step, 192 -> 128
     of them on the integer pipe), the same MMAs, no spills."""
-    head, sep, _ = _SM90_SCRIPT.partition('if __name__ == "__main__":')
-    assert sep, "the fp4 test's script changed shape: update this test"
-    main_loop_src = _PADDED_SCALES.partition('if __name__ == "__main__":')[0]
-    rows = run_sm90_script(tmp_path, head + main_loop_src + _SWIZZLED)
-    assert len(rows) == 2, rows
-    got = {name: {k: int(v) for k, v in (f.split("=") for f in fields)} for name, *fields in rows}
+    got = _main_loop_counts(tmp_path, _SWIZZLED, 2)
     tiled, swz = got["tiled"], got["swizzled"]
     assert tiled["spills"] == swz["spills"] == 0, got
     assert swz["hgmma"] == tiled["hgmma"] > 0, got
     assert swz["loop"] <= 0.88 * tiled["loop"], got
     assert swz["alu"] <= 0.75 * tiled["alu"], got
-
 
 
 _K_TAIL = r'''
@@ -278,12 +283,7 @@ def test_k_tail_steps_gpt_oss_decode_in_fewer_instructions_for_sm90(tmp_path):
     across two tiles plus one 64-wide tail step (K_TAIL) need at least 10 % fewer main-loop instructions per weight
     value than 64-wide steps (Triton 3.6: 348 per 128 values against 202 per 64), with twice the MMAs and the
     16-byte cp.async copies of a step, and no spills."""
-    head, sep, _ = _SM90_SCRIPT.partition('if __name__ == "__main__":')
-    assert sep, "the fp4 test's script changed shape: update this test"
-    main_loop_src = _PADDED_SCALES.partition('if __name__ == "__main__":')[0]
-    rows = run_sm90_script(tmp_path, head + main_loop_src + _K_TAIL)
-    assert len(rows) == 2, rows
-    got = {name: {k: int(v) for k, v in (f.split("=") for f in fields)} for name, *fields in rows}
+    got = _main_loop_counts(tmp_path, _K_TAIL, 2)
     b64, tail = got["bk64"], got["tail"]
     assert b64["spills"] == tail["spills"] == 0, got
     assert tail["hgmma"] == 2 * b64["hgmma"] > 0 and tail["v128"] == 2 * b64["v128"] > 0, got

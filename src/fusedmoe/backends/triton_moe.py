@@ -872,9 +872,13 @@ def triton_experts(
                                                             else torch.cuda.current_device())
     cfg = choose_moe_config(T, H, I_pad, E, K, wfmt, activation, dev_name, override=config, num_sms=num_sms)
     c1, c2 = cfg.gemm1, cfg.gemm2
+    # MX weights x MXFP8 activations at decode tiles: E4M3 MMAs per 32-block with scaled partial sums (no
+    # dequantization; rescaling costs block_m FMAs per weight element per 32-block, so tiles of 64+ rows dequantize
+    # to bf16 instead: sm_90 SASS counts in the module docstring)
+    mxdot = micro and act_format is Format.MXFP8 and cfg.block_m <= _MXDOT_MAX_BLOCK_M
     # K = n block_k + block_k / 2 (gpt-oss: 2880): full K tiles and one half-wide step (K_TAIL) instead of a K mask
-    # in every step; not in the MX x MXFP8 E4M3 path (decode tiles: _MXDOT_MAX_BLOCK_M)
-    tail_ok = micro and not (act_format is Format.MXFP8 and cfg.block_m <= _MXDOT_MAX_BLOCK_M)
+    # in every step; not in the E4M3 path, which steps per 32-block
+    tail_ok = micro and not mxdot
     kt1, kt2 = _k_tail(c1, H, w13.value_tile_k, tail_ok), _k_tail(c2, I_pad, w2.value_tile_k, tail_ok)
     # FP4 values in the tiled layout: a K tile lies within one tile width (``_blockscaled._k_base``), or two with a tail
     c1, c2 = _fit_tile_k(c1, w13.value_tile_k, kt1), _fit_tile_k(c2, w2.value_tile_k, kt2)
@@ -908,14 +912,9 @@ def triton_experts(
         a_code, w_code = _F_CODE[act_format], _F_CODE[wfmt]
         cd, prec_micro = _compute_dtype(hidden.dtype, wfmt, act_format, interp)
         fast_cvt = (_FAST_CVT if _fast_cvt is None else bool(_fast_cvt)) and not interp and cd == tl.bfloat16
-        # MX weights x MXFP8 activations at decode tiles: E4M3 MMAs per 32-block with scaled
-        # partial sums (no dequantization; rescaling costs block_m FMAs per weight element per
-        # 32-block, so tiles of 64+ rows dequantize to bf16 instead: sm_90 SASS counts in the
-        # module docstring)
-        mxdot = act_format is Format.MXFP8 and BM <= _MXDOT_MAX_BLOCK_M
     else:
         a_code = w_code = 0
-        cd, prec_micro, fast_cvt, mxdot = tl.float32, None, False, False
+        cd, prec_micro, fast_cvt = tl.float32, None, False
 
     # ---- 1. activation quantization of hidden (2. align) ----
     # decode (one align program): single-kernel FP8 quantizations of hidden run in the align's launch
