@@ -265,10 +265,7 @@ class FusedMoE(torch.nn.Module):
             raise ValueError(f"local_expert_offset={local_expert_offset} with {weights.num_experts} local experts "
                              f"does not fit in num_experts={self.num_experts}")
         self.activation_format = resolve_activation_format(weights.format, activation_format)
-        # MXFP4 x MXFP8: plain nibbles convert to E4M3 in fewer instructions than the swizzled words (sm_90 decode
-        # GEMM1: 627 vs 771 a K step; H200 under a CUDA graph, session 24: gpt-oss-120b at 8 / 64 tokens 241 / 813
-        # vs 277 / 932 us). A copy of the values there.
-        self.weights = weights.for_activation_format(self.activation_format)
+        self.weights = weights.for_activation_format(self.activation_format)  # MXFP4 x MXFP8: plain-nibble copy
         req = MoERequest.from_weights(weights, self.activation_format, weight_on_input=routing.weight_on_input,
                                       expert_parallel=self.num_experts != weights.num_experts)
         if backend == "auto":
