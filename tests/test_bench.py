@@ -270,6 +270,20 @@ def test_bench_triton_interpreter_point():
     assert recs["triton-heuristic"]["config_source"] == "heuristic"
 
 
+@pytest.mark.skipif(not INTERP, reason="needs TRITON_INTERPRET=1 on a CPU")
+def test_bench_triton_non_natural_activation_format():
+    """``--act-format`` pairs weights with any activation format the backend takes (MXFP4 x MXFP8 here), checked
+    against the reference like the natural pairing; one the backend refuses is listed with its reason."""
+    tiny = get_preset("tiny")
+    opts = BenchOptions(presets=[tiny], weight_formats=[Format.MXFP4], act_format=Format.MXFP8, tokens=[3],
+                        peers=["triton"], device="cpu", dtype=torch.float16)
+    doc = run_bench(opts, log=lambda s: None)
+    (rec,) = [r for r in doc["results"] if r["backend"] == "triton"]
+    assert rec["status"] == "ok" and rec["check"] == "ok" and rec["act_format"] == "mxfp8", rec
+    bad = BenchCase(tiny, Format.MXFP4, Format.NVFP4, tiny.routing_config(), torch.float16)
+    assert "NVFP4" in TritonPeer().supports(bad, torch.device("cpu"))
+
+
 # ---- the tuner ------------------------------------------------------------------------------------------
 
 

@@ -179,15 +179,25 @@ def test_custom_op_keeps_the_weights_layout_and_code_range(fmt):
 
 
 def test_mxfp4_weights_with_mxfp8_activations_keep_plain_nibbles(monkeypatch):
-    """FusedMoE with MXFP4 weights and MXFP8 activations holds the FP4 values tiled without the bit swizzle (the
-    cheaper E4M3 conversion), the same experts; with BF16 activations, or FUSEDMOE_FP4_LAYOUT set, they stay as given."""
+    """FusedMoE with MXFP4 weights and MXFP8 activations keeps the swizzled FP4 words given (the default dequantizing
+    path runs fastest there); where MXFP4 decode tiles run the E4M3 partial-sum path (``set_mx_e4m3_dot``) it holds
+    the FP4 values tiled without the bit swizzle (that path's cheaper E4M3 conversion), the same experts; with BF16
+    activations, or FUSEDMOE_FP4_LAYOUT set, they stay as given."""
+    from fusedmoe.backends import triton_moe
+
     monkeypatch.delenv("FUSEDMOE_FP4_LAYOUT", raising=False)
     routing = fm.RoutingConfig(fm.RoutingMethod.RENORMALIZE, top_k=2)
     g = torch.Generator().manual_seed(3)
     w = fm.ExpertWeights.from_float(torch.randn(4, 128, 128, generator=g) / 8, torch.randn(4, 128, 64, generator=g) / 8,
                                     activation=A.SWIGLU, format=F.MXFP4)
     assert w.w13.value_layout == w.w2.value_layout == "swizzled"
-    moe = fm.FusedMoE(w, routing=routing, activation=A.SWIGLU, activation_format=F.MXFP8)
+    assert F.MXFP4 not in triton_moe.mx_e4m3_dot_formats()
+    assert fm.FusedMoE(w, routing=routing, activation=A.SWIGLU, activation_format=F.MXFP8).weights is w
+    prev = triton_moe.set_mx_e4m3_dot((F.MXFP4, F.MXFP8))
+    try:
+        moe = fm.FusedMoE(w, routing=routing, activation=A.SWIGLU, activation_format=F.MXFP8)
+    finally:
+        triton_moe.set_mx_e4m3_dot(prev)
     assert moe.weights.w13.value_layout == moe.weights.w2.value_layout == "tiled"
     assert torch.equal(fm.dequantize(moe.weights.w13), fm.dequantize(w.w13))
     assert torch.equal(fm.dequantize(moe.weights.w2), fm.dequantize(w.w2))
@@ -201,4 +211,8 @@ def test_mxfp4_weights_with_mxfp8_activations_keep_plain_nibbles(monkeypatch):
     assert fm.ExpertWeights.for_activation_format(w, F.BF16) is w and w.for_activation_format(None) is w
     assert fm.FusedMoE(w, routing=routing, activation=A.SWIGLU).weights is w
     monkeypatch.setenv("FUSEDMOE_FP4_LAYOUT", "swizzled")
-    assert fm.FusedMoE(w, routing=routing, activation=A.SWIGLU, activation_format=F.MXFP8).weights is w
+    prev = triton_moe.set_mx_e4m3_dot((F.MXFP4, F.MXFP8))
+    try:
+        assert fm.FusedMoE(w, routing=routing, activation=A.SWIGLU, activation_format=F.MXFP8).weights is w
+    finally:
+        triton_moe.set_mx_e4m3_dot(prev)

@@ -93,20 +93,30 @@ def test_zero_tokens():
 
 
 def test_mxfp4_x_mxfp8_layer_runs_plain_nibbles_through_the_op():
-    """FusedMoE with MXFP4 weights and MXFP8 activations holds plain-nibble FP4 values
-    (``ExpertWeights.for_activation_format``) and computes the same bits as fused_moe on the swizzled weights it
-    was given -- eagerly and through the custom op under torch.compile (which rebuilds the weights from the
-    layer's spec)."""
+    """FusedMoE with MXFP4 weights and MXFP8 activations keeps the swizzled words it was given (decode tiles
+    dequantize, the default) or, where MXFP4 decode tiles run the E4M3 partial-sum path (``set_mx_e4m3_dot``), holds
+    plain-nibble FP4 values (``ExpertWeights.for_activation_format``) -- and either way computes the same bits as
+    fused_moe on the swizzled weights, eagerly and through the custom op under torch.compile (which rebuilds the
+    weights from the layer's spec)."""
+    from fusedmoe.backends import triton_moe
+
     routing = fm.RoutingConfig(fm.RoutingMethod.RENORMALIZE, top_k=2)
     moe, g = _moe(A.SWIGLU, F.MXFP4, routing, E=4, I=64)
     given = moe.weights
     assert given.w13.value_layout == "swizzled"
-    moe = fm.FusedMoE(given, routing=routing, activation=A.SWIGLU, backend="triton", activation_format=F.MXFP8)
-    assert moe.weights.w13.value_layout == moe.weights.w2.value_layout == "tiled"
     x = torch.randn(5, 128, generator=g).to(DEV, DTYPE)
     logits = torch.randn(5, 4, generator=g).to(DEV)
-    want = fm.fused_moe(x, given, fm.route(logits, routing), activation=A.SWIGLU, backend="triton",
-                        activation_format=F.MXFP8)
-    assert torch.equal(moe(x, logits), want)
-    compiled = torch.compile(moe, fullgraph=True, backend="eager")
-    assert torch.equal(compiled(x, logits), want)
+    for e4m3, layout in (((F.MXFP8,), "swizzled"), ((F.MXFP4, F.MXFP8), "tiled")):
+        prev = triton_moe.set_mx_e4m3_dot(e4m3)
+        try:
+            moe = fm.FusedMoE(given, routing=routing, activation=A.SWIGLU, backend="triton", activation_format=F.MXFP8)
+            assert moe.weights.w13.value_layout == moe.weights.w2.value_layout == layout
+            assert (moe.weights is given) == (layout == "swizzled")
+            want = fm.fused_moe(x, given, fm.route(logits, routing), activation=A.SWIGLU, backend="triton",
+                                activation_format=F.MXFP8)
+            assert torch.equal(moe(x, logits), want)
+            compiled = torch.compile(moe, fullgraph=True, backend="eager")
+            assert torch.equal(compiled(x, logits), want)
+        finally:
+            triton_moe.set_mx_e4m3_dot(prev)
+            torch._dynamo.reset()

@@ -188,6 +188,19 @@ def main_loop(sass):
                 best = (j, i)
     return [t for _, t in ins[best[0]:best[1] + 1]]
 
+def loop_stats(name, k, **pats):
+    """One ``name|spills=..|loop=..|hgmma=..|<key>=..`` line for kernel ``k``: its spills, then counts in its main
+    loop (instructions, HGMMAs, and those matching each regex in ``pats``, predicates allowed)."""
+    sass, regs = sass_of(k)
+    loop = main_loop(sass)
+    spills = len(re.findall(r"\b(?:LDL|STL)\b", sass))
+    line = f"{name}|spills={spills}|loop={len(loop)}|hgmma={sum('HGMMA' in t for t in loop)}"
+    pred = r"(?:@!?U?P\w+\s+)?"
+    for key, pat in pats.items():
+        n = sum(1 for t in loop if re.match(pred + pat, t))
+        line += f"|{key}={n}"
+    print(line, flush=True)
+
 if __name__ == "__main__":
     base = NODIV
     for rows in ("unpadded", "padded"):
@@ -270,11 +283,7 @@ _K_TAIL = r'''
 if __name__ == "__main__":
     for name, kw in (("bk64", dict(BK=64)), ("tail", dict(BK=128, ktail=64))):
         k = gemm(1, "mxfp4", "plain", ns=5, act=2, bias=True, tiled=64, cvt=2, wsk1=True, swz=True, **kw)
-        sass, regs = sass_of(k)
-        loop = main_loop(sass)
-        spills = len(re.findall(r"\b(?:LDL|STL)\b", sass))
-        v128 = sum(1 for t in loop if re.match(r"(?:@!?U?P\w+\s+)?LDGSTS\.E\.BYPASS\.128\b", t))
-        print(f"{name}|spills={spills}|loop={len(loop)}|hgmma={sum('HGMMA' in t for t in loop)}|v128={v128}", flush=True)
+        loop_stats(name, k, v128=r"LDGSTS\.E\.BYPASS\.128\b")
 '''
 
 
@@ -288,3 +297,25 @@ def test_k_tail_steps_gpt_oss_decode_in_fewer_instructions_for_sm90(tmp_path):
     assert b64["spills"] == tail["spills"] == 0, got
     assert tail["hgmma"] == 2 * b64["hgmma"] > 0 and tail["v128"] == 2 * b64["v128"] > 0, got
     assert tail["loop"] <= 0.9 * 2 * b64["loop"], got
+
+
+_DOT_ORDER = r'''
+if __name__ == "__main__":
+    for name, aperm in (("permute", False), ("dot_order", True)):
+        k = gemm(1, "mxfp4", "plain", act=2, bias=True, BM=128, BK=64, ns=4, tiled=64, cvt=2, wsk1=True, swz=True,
+                 swap=True, aperm=aperm)
+        loop_stats(name, k, sts=r"STS\b")
+'''
+
+
+def test_dot_order_activations_skip_the_register_permutation_for_sm90(tmp_path):
+    """gpt-oss-120b's MXFP4 prefill GEMM1 as W @ A^T (128 token rows, 64-wide K steps, swizzled words): with the
+    activations stored in the dot order (``A_PERMUTED``) the activation tile goes from cp.async to wgmma as loaded
+    -- the 32 shared-memory stores of its register permutation leave the main loop -- and the loop is at least
+    10 % shorter (Triton 3.6: 281 -> 233 instructions a K step, 34 -> 2 STS), the same MMAs, no spills."""
+    got = _main_loop_counts(tmp_path, _DOT_ORDER, 2)
+    perm, dot = got["permute"], got["dot_order"]
+    assert perm["spills"] == dot["spills"] == 0, got
+    assert dot["hgmma"] == perm["hgmma"] > 0, got
+    assert perm["sts"] - dot["sts"] >= 32, got
+    assert dot["loop"] <= 0.9 * perm["loop"], got

@@ -607,13 +607,18 @@ def test_load_gpt_oss_mxfp4_checkpoint(monkeypatch):
     ids = tokens()
     with torch.no_grad():
         assert rel(cand(ids).logits, deq(ids).logits) <= FP32_BOUND
-    # with MXFP8 activations the layers switch (once) to plain-nibble FP4 values: the same experts
+    # with MXFP8 activations, where MXFP4 decode tiles run the E4M3 partial-sum path (not the default), the layers
+    # switch (once) to plain-nibble FP4 values: the same experts
+    from fusedmoe.backends import triton_moe
+
     experts = [m for _, m in fi.find_experts(cand)]
     w0 = [fi.prepare_experts(m) for m in experts]
     assert all(w.w13.value_layout == "swizzled" for w in w0)
     with torch.no_grad():
         for m in experts:
             fi.prepare_experts(m, activation_format="mxfp8")
+        assert all(w.for_activation_format(fm.Format.MXFP8) is w for w in w0)  # the default keeps swizzled words
+        monkeypatch.setitem(triton_moe._MXDOT_FORMATS, "formats", frozenset({fm.Format.MXFP4, fm.Format.MXFP8}))
         with monkeypatch.context() as mp:
             mp.setenv("FUSEDMOE_FP4_LAYOUT", "swizzled")  # the A/B switch: the layout stays
             want = cand(ids).logits

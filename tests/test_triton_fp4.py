@@ -40,6 +40,8 @@ import pytest  # noqa: E402
 
 import fusedmoe as fm  # noqa: E402
 from fusedmoe.backends.kernel_configs import KernelConfig, MoEKernelConfig, TunedTable, choose_config, choose_moe_config  # noqa: E402
+from fusedmoe.backends import triton_moe  # noqa: E402
+from fusedmoe.kernels import _blockscaled as _bs  # noqa: E402
 from fusedmoe.backends.triton_moe import dequantize_tiles, triton_experts  # noqa: E402
 from fusedmoe.config import Activation, ActivationParams, Format, TopK  # noqa: E402
 from fusedmoe.formats import QuantizedTensor, dequantize, quantize  # noqa: E402
@@ -248,6 +250,98 @@ def test_kernel_configs(pair, cfg_idx):
     c = Case(wfmt, afmt, act, T=5, H=96, I=48 if act.is_gated else 96, align=32 if act.is_gated else None,
              K=3, offset=1, static=afmt is F.NVFP4 and cfg_idx == 0, bias=cfg_idx == 2, seed=10 + cfg_idx)
     check_case(c, config=_CFGS[cfg_idx])
+
+
+@interpreter
+@pytest.mark.parametrize("case,cfg,expect", [
+    # K tails in both GEMMs (H = I_pad = 192 = 128 + 64), split-K in GEMM1, gated (gate and up joined): hidden in the
+    # dot order of GEMM1's 128-wide steps and its 64-wide tail; the intermediate natural (GEMM2 has a tail)
+    (Case(F.MXFP4, F.BF16, A.SWIGLU_OAI, T=40, H=192, I=192, align=64, E=3, bias=True, params=OAI_SMALL, seed=71),
+     MoEKernelConfig(KernelConfig(64, 64, 128, swap_ab=True, split_k=2), KernelConfig(64, 64, 128, swap_ab=True)),
+     (True, False)),
+    # whole 64-wide steps, non-gated, not swapped, expert parallel: both
+    (Case(F.NVFP4, F.BF16, A.RELU2, T=40, H=128, I=128, offset=2, seed=72),
+     MoEKernelConfig(KernelConfig(64, 64, 64), KernelConfig(64, 64, 64)), (True, True)),
+    # GEMM1 tiles of two GEMM2 K steps (block_n 128, block_k 64), gated and joined
+    (Case(F.MXFP4, F.BF16, A.SWIGLU_OAI, T=40, H=128, I=256, align=128, E=3, params=OAI_SMALL, seed=73),
+     MoEKernelConfig(KernelConfig(64, 128, 64, swap_ab=True), KernelConfig(64, 64, 64, swap_ab=True)), (True, True)),
+], ids=["mxfp4-tails", "nvfp4-relu2", "mxfp4-two-steps"])
+def test_act_dot_order_prefill_tiles(case, cfg, expect, monkeypatch):
+    """FP4 x 16-bit prefill tiles with the activations stored in the dot order (hidden copied by ``to_dot_order``,
+    the intermediate stored so by GEMM1's epilogue, both GEMMs loading without the register permutation): the same
+    bits as the register permutation, the intermediate the same values in the dot order, and the reference. (64-row
+    tiles here: the 128-row threshold is a speed choice, lowered for the interpreter.)"""
+    monkeypatch.setattr(triton_moe, "_A_DOT_ORDER_MIN_BLOCK_M", 64)
+    hidden, W, topk = make_case(case)
+    runs = {}
+    for on in (False, True):
+        prev = triton_moe.set_act_dot_order(on, formats=(F.MXFP4, F.NVFP4))
+        try:
+            cap = {}
+            runs[on] = (run_triton(hidden, W, topk, F.BF16, offset=case.offset, config=cfg, capture=cap), cap)
+        finally:
+            triton_moe.set_act_dot_order(*prev)
+        assert cap["dot_order"] == (expect if on else (False, False)), cap["dot_order"]
+    (off, cap_off), (got, cap_on) = runs[False], runs[True]
+    assert torch.equal(got, off)
+    inter_off = cap_off["inter"]
+    rows = (topk.ids >= case.offset).reshape(-1) & (topk.ids < case.offset + case.E).reshape(-1)  # local slots
+    want = _bs.to_dot_order(inter_off[rows], cfg.gemm2.block_k) if expect[1] else inter_off[rows]
+    assert torch.equal(cap_on["inter"][rows], want)
+    mx, rms = _errors(got, run_reference(hidden, W, topk, F.BF16, offset=case.offset, E_glob=case.E_glob))
+    bmx, brms = _bounds(case.dtype)
+    assert mx <= bmx and rms <= brms, (mx, rms)
+    with pytest.raises(ValueError, match="to_dot_order"):
+        _bs.to_dot_order(hidden[:, :96], 64)  # 96 is not a whole number of 64-wide steps
+
+
+def test_act_dot_order_choice():
+    """Where the activations are stored in the dot order by default: MXFP4 (not NVFP4) prefill tiles of 128+ rows,
+    whole K steps or a tail, never a swapped tile of two warpgroups (a race in Triton 3.6's pipeline on the H200)."""
+    from fusedmoe.backends.triton_moe import _dot_order_ok
+
+    prev = triton_moe.set_act_dot_order(True, formats=(F.MXFP4,))
+    try:
+        ok = lambda c, f=F.MXFP4, k=2880, tail=0, g="gemm1": _dot_order_ok(c, f, k, tail, g)  # noqa: E731
+        assert ok(KernelConfig(128, 64, 64, swap_ab=True, num_warps=4))
+        assert ok(KernelConfig(128, 128, 128, num_warps=8), k=2880, tail=64)  # 22 steps and a tail
+        assert ok(KernelConfig(128, 256, 128, num_warps=8), k=1920, g="gemm2")
+        assert not ok(KernelConfig(128, 64, 64, swap_ab=True, num_warps=8))  # two warpgroups, swapped
+        assert not ok(KernelConfig(64, 64, 64, swap_ab=True))  # below 128 rows
+        assert not ok(KernelConfig(16, 64, 128, swap_ab=True))  # decode
+        assert not ok(KernelConfig(128, 64, 64), f=F.NVFP4)
+        assert not ok(KernelConfig(128, 128, 128), k=2880)  # a K mask, no tail
+        triton_moe.set_act_dot_order(True, False)
+        assert ok(KernelConfig(128, 64, 64)) and not ok(KernelConfig(128, 64, 64), g="gemm2")
+    finally:
+        triton_moe.set_act_dot_order(*prev)
+
+
+@interpreter
+@pytest.mark.parametrize("wfmt", [F.MXFP4, F.MXFP8], ids=lambda f: f.name)
+def test_mx_x_mxfp8_decode_tiles_dequantized(wfmt):
+    """MX weights x MXFP8 activations at decode tiles with the E4M3 partial-sum path switched off
+    (``set_mx_e4m3_dot``): both tiles dequantized to the MMA dtype, as at prefill, with a K tail (H = 192 =
+    128 + 64) and split-K -- against the reference; the switch is honoured (``mxdot`` False / True)."""
+    c = Case(wfmt, F.MXFP8, A.SWIGLU_OAI if wfmt is F.MXFP4 else A.RELU2, T=3, H=192, I=64, E=3, K=2,
+             bias=True, params=OAI_SMALL if wfmt is F.MXFP4 else None, seed=60)
+    hidden, W, topk = make_case(c)
+    cfg = MoEKernelConfig(KernelConfig(16, 64, 128, swap_ab=True, split_k=2), KernelConfig(16, 64, 64, swap_ab=True))
+    ref = run_reference(hidden, W, topk, F.MXFP8)
+    outs = {}
+    for fmts in ((), (wfmt,)):
+        prev = triton_moe.set_mx_e4m3_dot(fmts)
+        try:
+            cap = {}
+            outs[bool(fmts)] = got = run_triton(hidden, W, topk, F.MXFP8, config=cfg, capture=cap)
+        finally:
+            triton_moe.set_mx_e4m3_dot(prev)
+        assert cap["mxdot"] is bool(fmts)
+        assert cap["k_tail"] == ((0, 0) if fmts else (64, 0)), cap["k_tail"]
+        mx, rms = _errors(got, ref)
+        assert mx <= 4e-3 and rms <= 1e-3, (fmts, mx, rms)
+    with pytest.raises(ValueError, match="only mxfp4 / mxfp8"):
+        triton_moe.set_mx_e4m3_dot((F.NVFP4,))
 
 
 @interpreter
@@ -837,7 +931,7 @@ def _join(w, micro, swap):
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
          even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, cvt=None, kperm=None, pers=False, nt=1,
-         hk=1, rcp=False, tiled=0, wsk1=False, swz=False, swap=None, ktail=0):
+         hk=1, rcp=False, tiled=0, wsk1=False, swz=False, swap=None, ktail=0, aperm=False, odbk=0):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
     ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py). swap: W @ A^T,
     by default below 64 token rows."""
@@ -852,7 +946,7 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
               CD=tl.bfloat16, FAST_CVT=micro if cvt is None else cvt, KPERM=_kperm(w, micro, BK) if kperm is None else kperm,
               MXDOT=mxdot, HAS_BIAS=bias, BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=1 if swap else 8,
               SWAP_AB=swap, EVEN_K=even, EVEN_N=even, UPCAST=False, PRECISION="tf32", FAST_ACC=fast,
-              USE_GDC=gdc, W_TK=tiled, W_SWZ=swz, K_TAIL=ktail)
+              USE_GDC=gdc, W_TK=tiled, W_SWZ=swz, K_TAIL=ktail, A_PERMUTED=aperm)
     if wsk1:  # row-major weight block scales: Triton specializes the stride 1 at run time
         ce["stride_wsk"] = 1
     if which == 1:
@@ -861,7 +955,7 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
                      out_scale_ptr={0: "*fp32", 1: "*fp32", 2: "*fp32", 3: "*u8", 4: "*u8", 5: "*i32"}[out_q],
                      out_qscale_ptr="*fp32")
         ce.update(ACT=act, GATED=gated, OUT_Q=out_q, ROUND_DTYPE=tl.bfloat16, Q_AS_FP32=False, WEIGHT_ON_INPUT=False,
-                  SPLIT_K=split, JOIN=_join(w, micro, swap), RCP_DIV=rcp)
+                  SPLIT_K=split, JOIN=_join(w, micro, swap), RCP_DIV=rcp, OUT_DOT_BK=odbk)
         return compile_kernel(G._gemm1_kernel, types, ce, nw, ns)
     types = dict(common, out_ptr="*bf16", ws_ptr="*fp32", cnt_ptr="*i32", comb_cnt_ptr="*i32", comb_out_ptr="*bf16")
     ce.update(MUL_ROUTING_WEIGHT=True, OUT_ATOMIC=False, FUSE_COMBINE=fuse, SPLIT_K=split, PERSISTENT=pers, N_TILES=nt,
@@ -895,6 +989,13 @@ VARIANTS = {
                                                    swz=True, swap=True),
     "g2 NVFP4xBF16 prefill swap_ab": lambda: gemm(2, "nvfp4", "plain", BM=128, BN=128, BK=64, nw=8, ns=4, tiled=128,
                                                    swz=True, swap=True),
+    # the same with the activations stored in the dot order (A_PERMUTED; GEMM1 stores the intermediate so)
+    "g1 MXFP4xBF16 prefill swap_ab dot order": lambda: gemm(1, "mxfp4", "plain", act=2, bias=True, BM=128, BK=64, ns=4,
+                                                             tiled=64, swz=True, swap=True, aperm=True, odbk=64),
+    "g2 NVFP4xBF16 prefill swap_ab dot order": lambda: gemm(2, "nvfp4", "plain", BM=128, BN=128, BK=64, nw=8, ns=4,
+                                                             tiled=128, swz=True, swap=True, aperm=True),
+    "g1 NVFP4xBF16 prefill dot order": lambda: gemm(1, "nvfp4", "plain", BM=128, BN=128, nw=8, ns=3, aperm=True,
+                                                     odbk=64),
     # FP4 values stored tiled (QuantizedTensor.value_layout): 16-byte runs (and a tile narrower than a run)
     "g1 MXFP4xBF16 swiglu_oai bias tiled": lambda: gemm(1, "mxfp4", "plain", act=2, bias=True, tiled=128),
     "g2 NVFP4xBF16 swizzled": lambda: gemm(2, "nvfp4", "plain", tiled=128, swz=True),
@@ -947,7 +1048,7 @@ def test_kernels_compile_for_sm90_without_spills(tmp_path):
     Triton's bundled ptxas and cuobjdump, and without register spills. Runs in a subprocess (the
     tests interpret Triton; compiling needs the JIT). Needs no GPU."""
     rows = run_sm90_script(tmp_path, _SM90_SCRIPT)
-    assert len(rows) == 27, rows
+    assert len(rows) == 30, rows
     for name, regs, spills in rows:
         assert spills == "spills=0", (name, regs, spills)
 
@@ -1144,6 +1245,47 @@ def test_gpu_swap_ab_prefill_tiles(pair, act):
 
 
 @gpu
+@pytest.mark.parametrize("wfmt,act", [(F.MXFP4, A.SWIGLU_OAI), (F.NVFP4, A.RELU2)], ids=lambda v: v.name)
+def test_gpu_act_dot_order_same_bits(wfmt, act):
+    """FP4 x BF16 prefill tiles with the activations stored in the dot order (hidden copied, the intermediate stored
+    so by GEMM1's epilogue, both GEMMs loading without the register permutation; the fast converters) give the same
+    bits as the register permutation (also in 8 more runs), swapped and not, one and two GEMM2 K steps per GEMM1
+    tile, and a GEMM1 K tail (gpt-oss-20b-sized experts: H = 2880 = 22 x 128 + 64) -- and the reference."""
+    c = Case(wfmt, F.BF16, act, T=1024, H=2880, I=2880 if act.is_gated else 1920, align=64, E=32, K=4,
+             bias=act.is_gated, dtype=torch.bfloat16, x_scale=4.0, seed=81)
+    hidden, W, topk = make_case(c)
+    ref = run_reference(hidden, W, topk, F.BF16)
+    for g1, g2, expect in (
+            (KernelConfig(128, 64, 64, num_stages=4, swap_ab=True), KernelConfig(128, 128, 64, num_stages=4,
+                                                                                 swap_ab=True), (True, True)),
+            (KernelConfig(128, 128, 128, num_warps=8, num_stages=3), KernelConfig(128, 256, 64, num_warps=8,
+                                                                                  num_stages=3), (True, True)),
+            (KernelConfig(128, 128, 64, num_warps=8, num_stages=3), KernelConfig(128, 128, 128, num_warps=8,
+                                                                                 num_stages=3),
+             (True, not act.is_gated)),  # GEMM2's K = 2880 = 22 x 128 + 64 has a tail (stored natural), 1920 not
+            # a swapped GEMM1 of two warpgroups never takes it (a race: different results from run to run)
+            (KernelConfig(128, 64, 64, num_warps=8, num_stages=4, swap_ab=True), KernelConfig(128, 128, 64,
+                                                                                              swap_ab=True),
+             (False, True))):
+        cfg = MoEKernelConfig(g1, g2)
+        outs = {}
+        for on in (False, True):
+            prev = triton_moe.set_act_dot_order(on, formats=(F.MXFP4, F.NVFP4))
+            try:
+                cap = {}
+                outs[on] = run_triton(hidden, W, topk, F.BF16, config=cfg, capture=cap)
+                again = [run_triton(hidden, W, topk, F.BF16, config=cfg) for _ in range(8)] if on else []
+            finally:
+                triton_moe.set_act_dot_order(*prev)
+            assert cap["dot_order"] == (expect if on else (False, False)), (cfg, cap["dot_order"])
+        assert torch.equal(outs[True], outs[False]), cfg
+        assert all(torch.equal(o, outs[False]) for o in again), cfg  # the same bits run after run
+        mx, rms = _errors(outs[True], ref)
+        bmx, brms = _bounds(c.dtype)
+        assert mx <= bmx and rms <= brms, (cfg, mx, rms)
+
+
+@gpu
 @pytest.mark.parametrize("T", [8, 512])
 @pytest.mark.parametrize("pair", [(F.MXFP4, F.BF16), (F.NVFP4, F.BF16), (F.MXFP4, F.MXFP8), (F.NVFP4, F.FP8_TENSOR)],
                          ids=lambda p: f"{p[0].name}x{p[1].name}")
@@ -1154,7 +1296,8 @@ def test_gpu_k_tail_gpt_oss_shapes(T, pair):
     c = Case(pair[0], pair[1], A.SWIGLU_OAI, T=T, H=2880, I=2880, align=64, E=32, K=4, bias=True,
              dtype=torch.bfloat16, x_scale=4.0, seed=T + 5)
     bm = 16 if T == 8 else 128
-    mx8 = pair[1] is F.MXFP8 and bm == 16  # the E4M3 path of decode tiles: no tail there
+    # MXFP8 activations on the E4M3 path of decode tiles (MXFP4 weights: only where set_mx_e4m3_dot asks): no tail there
+    mx8 = pair[1] is F.MXFP8 and bm == 16 and pair[0] in triton_moe.mx_e4m3_dot_formats()
     cfg = MoEKernelConfig(KernelConfig(bm, 64, 128, swap_ab=True, split_k=4 if bm == 16 else 1, num_stages=4),
                           KernelConfig(bm, 128 if bm == 16 else 64, 128, swap_ab=True, split_k=2 if bm == 16 else 1,
                                        num_stages=4))

@@ -238,8 +238,8 @@ class FusedMoE(torch.nn.Module):
         activation: must match the activation the weights were prepared for.
         backend: "auto" (``fm.backends.select``) or a backend name (raises if unsupported).
         activation_format: None for the weight format's natural pairing. The layer keeps
-            ``weights.for_activation_format(activation_format)`` (MXFP4 weights run with MXFP8 activations: a
-            copy with plain-nibble FP4 values, faster there, unless ``FUSEDMOE_FP4_LAYOUT`` is set).
+            ``weights.for_activation_format(activation_format)`` (MXFP4 weights run with MXFP8 activations on
+            the E4M3 path -- not the default -- get a copy with plain-nibble FP4 values, faster there).
         num_experts: global expert count (default: the weights' count).
         local_expert_offset: global id of the first local expert.
     """
@@ -265,7 +265,7 @@ class FusedMoE(torch.nn.Module):
             raise ValueError(f"local_expert_offset={local_expert_offset} with {weights.num_experts} local experts "
                              f"does not fit in num_experts={self.num_experts}")
         self.activation_format = resolve_activation_format(weights.format, activation_format)
-        self.weights = weights.for_activation_format(self.activation_format)  # MXFP4 x MXFP8: plain-nibble copy
+        self.weights = weights.for_activation_format(self.activation_format)  # MXFP4 x MXFP8 E4M3: plain nibbles
         req = MoERequest.from_weights(weights, self.activation_format, weight_on_input=routing.weight_on_input,
                                       expert_parallel=self.num_experts != weights.num_experts)
         if backend == "auto":

@@ -36,10 +36,11 @@ the linear ``QuantizedTensor`` layout and converted in registers inside both GEM
              FP8_TENSOR (W4A8)                        bf16: e2m1*s_blk x e4m3 (both exact); * a_s / g_w
              NVFP4 (W4A4, TRTLLM-Gen numerics)        bf16: e2m1*s_blk on both sides; / (g_a g_w)
     MXFP4    BF16 (natural)                           bf16: e2m1*2^e x hidden
-             MXFP8                                    decode (block_m <= 32): E4M3 MMA per 32-block
-                                                      (e2m1 -> e4m3 exactly), partial sums * 2^ea 2^ew;
-                                                      larger tiles: bf16, both sides dequantized
-    MXFP8    MXFP8                                    as MXFP4 x MXFP8
+             MXFP8                                    bf16, both sides dequantized (the E4M3 path below
+                                                      only where set_mx_e4m3_dot asks for MXFP4)
+    MXFP8    MXFP8                                    decode (block_m <= 32): E4M3 MMA per 32-block,
+                                                      partial sums * 2^ea 2^ew; larger tiles: bf16, both
+                                                      sides dequantized
 
 fp16 hidden: W4A16 multiplies fp16 (NVFP4) or fp32 operands with TF32 (MX: power-of-two scales may
 leave fp16's range; fp16 and e2m1*2^e are exact in TF32); the interpreter multiplies fp32.
@@ -162,6 +163,46 @@ def _mx_fold_cvt(w: QuantizedTensor, fast: bool, mxdot: bool = False):
     return fast
 
 
+# Activations stored in the dot order (A_PERMUTED): OPT-IN (FUSEDMOE_A_DOT_ORDER=auto: MXFP4 weights; 1: NVFP4 too;
+# g1 / g2: one GEMM, both formats). H200, twenty-fifth session (BENCHMARKS.md section 0): MXFP4 prefill at 4096 tokens
+# 1.08-1.17x faster with both GEMMs so (Nemotron-3-Super / -Nano), gpt-oss 0.94-1.03x, NVFP4 0.95-1.02x, 64-row tiles
+# neutral to 0.72x. Not on by default for two wrong results seen with it, both in Triton 3.6's pipelining of a token
+# tile that wgmma reads in place from the cp.async buffer: a swapped GEMM of two warpgroups (swap_ab, 8 warps: both
+# read that tile) gave different results from run to run (gpt-oss-120b GEMM1, 17 of 60 runs: such tiles never take
+# it), and gpt-oss-sized MXFP4 weights at 512 tokens with scale rows NOT padded to 16 bytes (ExpertWeights pads them;
+# a test bypasses that) gave NaN (test_gpu_padded_scale_rows_same_bits).
+_A_DOT_ORDER_ENV = os.environ.get("FUSEDMOE_A_DOT_ORDER", "0")
+_A_DOT_ORDER = {"gemm1": _A_DOT_ORDER_ENV in ("auto", "1", "g1"), "gemm2": _A_DOT_ORDER_ENV in ("auto", "1", "g2"),
+                "formats": frozenset({Format.MXFP4} if _A_DOT_ORDER_ENV == "auto" else {Format.MXFP4, Format.NVFP4})}
+_A_DOT_ORDER_MIN_BLOCK_M = 128
+
+
+def set_act_dot_order(enabled: bool, gemm2: Optional[bool] = None, formats=None) -> tuple:
+    """FP4 weights x 16-bit activations at prefill tiles (block_m >= 128): hidden is copied once into the dot order
+    of GEMM1's K steps (``_blockscaled.to_dot_order``) and GEMM1's epilogue stores the intermediate in the dot order
+    of GEMM2's, so that neither GEMM permutes its activation tile in registers (``A_PERMUTED``; same bits: the same
+    products added in the same order). Off by default (two wrong results seen with it: the comment above
+    ``_A_DOT_ORDER_ENV``); ``set_act_dot_order(True, formats=("mxfp4",))`` is the measured-faster setting.
+    ``gemm2``: GEMM2's setting where it differs from GEMM1's; ``formats``: the weight formats (None: unchanged).
+    Swapped GEMMs of more than 4 warps never take it. Returns the previous (gemm1, gemm2, formats), which this
+    function also takes back (``set_act_dot_order(*prev)``)."""
+    prev = (_A_DOT_ORDER["gemm1"], _A_DOT_ORDER["gemm2"], _A_DOT_ORDER["formats"])
+    _A_DOT_ORDER["gemm1"] = bool(enabled)
+    _A_DOT_ORDER["gemm2"] = bool(enabled if gemm2 is None else gemm2)
+    if formats is not None:
+        _A_DOT_ORDER["formats"] = frozenset(Format(f) for f in formats)
+    return prev
+
+
+def _dot_order_ok(c: KernelConfig, wfmt: Format, k: int, k_tail: int, gemm: str) -> bool:
+    """Whether a GEMM of the block-scaled family with this config loads 16-bit activations stored in the dot order
+    (``A_PERMUTED``): switched on for this format, FP4 weights' KPERM 3 order, a prefill tile, whole K steps (or n
+    steps and a tail), and not a swapped tile of two warpgroups (a race, see above)."""
+    return (_A_DOT_ORDER[gemm] and wfmt in _A_DOT_ORDER["formats"] and c.block_m >= _A_DOT_ORDER_MIN_BLOCK_M
+            and _k_order(wfmt, c.block_k) == 3 and (k % c.block_k == 0 or k_tail > 0)
+            and not (c.swap_ab and c.num_warps > 4))
+
+
 def _k_order(wfmt: Format, block_k: int) -> int:
     """KPERM of one GEMM (kernels/_blockscaled._dot_order) for block-scaled weights: FP4 the E2M1
     converter's own pair order (3; 2 for tiles narrower than 32), in the portable path too so that
@@ -172,6 +213,36 @@ def _k_order(wfmt: Format, block_k: int) -> int:
 
 
 _MXDOT_MAX_BLOCK_M = 32
+# weight formats whose MXFP8-activation decode tiles take the E4M3 partial-sum path (``mxdot``); the others
+# dequantize both tiles to bf16 as at prefill. H200, 25th session (BENCHMARKS.md section 0): MXFP8 weights 1.0-1.19x
+# faster with it, MXFP4 weights 1.25-1.82x faster without it (on the swizzled words). FUSEDMOE_MXDOT_FORMATS=
+# mxfp4,mxfp8 / "none" (A/B runs in separate processes)
+_MXDOT_FORMATS = {"formats": frozenset(
+    Format(f.strip()) for f in os.environ.get("FUSEDMOE_MXDOT_FORMATS", "mxfp8").split(",")
+    if f.strip() and f.strip() != "none")}
+
+
+def mx_e4m3_dot_formats() -> frozenset:
+    """The weight formats whose decode tiles with MXFP8 activations run the E4M3 partial-sum path (default: MXFP8)."""
+    return _MXDOT_FORMATS["formats"]
+
+
+def set_mx_e4m3_dot(formats) -> frozenset:
+    """Weight formats (of MXFP4, MXFP8) whose decode tiles (block_m <= 32) with MXFP8 activations run
+    E4M3 MMAs per 32-block with scaled partial sums instead of dequantizing both tiles to bf16 (default: MXFP8
+    only). Both are exact products summed in fp32 (results agree to accumulation order, not bit for bit).
+    ``ExpertWeights.for_activation_format`` follows the MXFP4 setting (plain nibbles for the E4M3 path).
+    Returns the previous set."""
+    new = frozenset(Format(f) for f in formats)
+    bad = new - {Format.MXFP4, Format.MXFP8}
+    if bad:
+        raise ValueError("set_mx_e4m3_dot: only mxfp4 / mxfp8 weights have the E4M3 path, got "
+                         f"{sorted(f.value for f in bad)}")
+    prev = _MXDOT_FORMATS["formats"]
+    _MXDOT_FORMATS["formats"] = new
+    return prev
+
+
 _ACT_CODE = {
     Activation.SWIGLU: 0,
     Activation.GEGLU: 1,
@@ -875,7 +946,8 @@ def triton_experts(
     # MX weights x MXFP8 activations at decode tiles: E4M3 MMAs per 32-block with scaled partial sums (no
     # dequantization; rescaling costs block_m FMAs per weight element per 32-block, so tiles of 64+ rows dequantize
     # to bf16 instead: sm_90 SASS counts in the module docstring)
-    mxdot = micro and act_format is Format.MXFP8 and cfg.block_m <= _MXDOT_MAX_BLOCK_M
+    mxdot = (micro and act_format is Format.MXFP8 and cfg.block_m <= _MXDOT_MAX_BLOCK_M
+             and wfmt in _MXDOT_FORMATS["formats"])
     # K = n block_k + block_k / 2 (gpt-oss: 2880): full K tiles and one half-wide step (K_TAIL) instead of a K mask
     # in every step; not in the E4M3 path, which steps per 32-block
     tail_ok = micro and not mxdot
@@ -942,8 +1014,10 @@ def triton_experts(
     NB = al.max_blocks
     if qplan is not None:
         qa = qplan.result()
+    # 16-bit activations of FP4 prefill tiles in the dot order (A_PERMUTED): hidden copied, the intermediate stored so
+    dot1 = micro and qa is None and hidden.stride(1) == 1 and _dot_order_ok(c1, wfmt, H, kt1, "gemm1")
     if qa is None:
-        a1, a1_s, a1_s_stride = hidden, tw_flat, 0
+        a1, a1_s, a1_s_stride = (_bs.to_dot_order(hidden, c1.block_k, kt1) if dot1 else hidden), tw_flat, 0
     else:
         a1, a1_s = qa.data, qa.scale.reshape(-1) if qa.scale.dim() == 0 else qa.scale
         a1_s_stride = a1_s.stride(0) if a1_s.dim() == 2 else 1
@@ -985,6 +1059,9 @@ def triton_experts(
               and ((post_quant is None and out_q in (_OUT_PLAIN, _OUT_FP8_STATIC))
                    or (post_quant is Format.FP8_BLOCK and out_q == _OUT_PLAIN)))
     inter_rows = NB * BM if padded else TK
+    # (GEMM1's epilogue permutes its tile: whole GEMM2 K steps per tile, no tail)
+    dot2 = (micro and out_q == _OUT_PLAIN and post_quant is None and not padded and kt2 == 0
+            and c1.block_n % c2.block_k == 0 and _dot_order_ok(c2, wfmt, I_pad, kt2, "gemm2"))
     if out_q == _OUT_PLAIN and post_quant in (Format.FP8_TENSOR, Format.NVFP4) and _GEMM1_AMAX["enabled"]:
         # dynamic per-tensor scale of the intermediate: GEMM1's epilogue reduces max |h| of the rows it
         # stores (only local slots: the rows of non-local ones are never written nor read)
@@ -1081,6 +1158,7 @@ def triton_experts(
             SPLIT_K=c1.split_k, JOIN=micro and join_gate_up(wfmt, c1.swap_ab), **pdl,
             RCP_DIV=_RCP_DIV["enabled"] and not interp,  # the interpreter's fma is not fused
             W_TK=w13.value_tile_k, W_SWZ=w13.value_swizzled, K_TAIL=kt1,
+            A_PERMUTED=dot1, OUT_DOT_BK=c2.block_k if dot2 else 0,
             num_warps=c1.num_warps, num_stages=c1.num_stages,
         )
 
@@ -1098,7 +1176,8 @@ def triton_experts(
         inter_scale = inter_scale.reshape(1)
     if _capture is not None:
         _capture.update(inter=inter, inter_scale=inter_scale, inter_g=inter_g, out_q=out_q, post_quant=post_quant,
-                        config=cfg, padded=padded, k_tail=(kt1, kt2))
+                        config=cfg, padded=padded, k_tail=(kt1, kt2), mxdot=mxdot,
+                        dot_order=(dot1, dot2))
 
     # ---- 4. GEMM2 (+ bias + routing weight) ----
     if atomic:
@@ -1163,7 +1242,7 @@ def triton_experts(
             FAST_ACC=c2.fp8_fast_accum,
             SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
             HELD_KB=cdiv(I_pad, c2.block_k) if c2.n_tiles > 1 and wfmt is Format.FP8_BLOCK else 1,
-            W_TK=w2.value_tile_k, W_SWZ=w2.value_swizzled, K_TAIL=kt2,
+            W_TK=w2.value_tile_k, W_SWZ=w2.value_swizzled, K_TAIL=kt2, A_PERMUTED=dot2,
             num_warps=c2.num_warps, num_stages=c2.num_stages,
         )
     if atomic or direct_out or fuse:

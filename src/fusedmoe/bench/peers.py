@@ -155,8 +155,6 @@ class TritonPeer(Peer):
         why = get("triton").supports(req, torch.device(device))
         if why:
             return why
-        if case.act_format is not case.weight_format.natural_activation_format():
-            return f"the triton backend pairs {case.weight_format.name} weights with {case.weight_format.natural_activation_format().name} activations only"
         if torch.device(device).type != "cuda" and case.dtype == torch.bfloat16:
             return "Triton's interpreter computes bf16 dots wrongly: use --dtype fp16 on a CPU"
         return None
@@ -194,6 +192,8 @@ class TritonPeer(Peer):
         from ..backends.triton import run_weights
 
         dev = weights.device
+        # what fm.FusedMoE runs: MXFP4 weights with MXFP8 activations on their own FP4 layout
+        weights = weights.for_activation_format(case.act_format)
         cache: Dict[int, Any] = {}
 
         def cfg(T: int):

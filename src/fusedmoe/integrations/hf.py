@@ -359,7 +359,8 @@ def _weights_for(module, device: torch.device) -> Tuple[_State, ExpertWeights]:
         w = st.by_device.get(str(device))
         if w is None:
             w = st.weights.to(device)
-        # the value layout for the activation format (MXFP4 x MXFP8: plain nibbles), converted once and cached
+        # the value layout for the activation format (MXFP4 x MXFP8 on the E4M3 path: plain nibbles), converted once
+        # and cached
         w = st.by_device[str(device)] = w.for_activation_format(st.activation_format)
         return st, w
     srcs = _sources(module, st.layout)

@@ -248,6 +248,34 @@ def _dot_order(x, BR: tl.constexpr, BK: tl.constexpr, KPERM: tl.constexpr):
         return x
 
 
+@triton.jit
+def _dot_order_steps(x, BR: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    """``x`` [BR, BN] with each ``BK``-wide run of columns in ``_dot_order``'s KPERM 3 order (BN a multiple of BK):
+    GEMM1's epilogue stores its tile so (``OUT_DOT_BK``) for a GEMM2 of ``BK``-wide K steps that loads without
+    permuting (``A_PERMUTED``). A permutation of the tile in registers, then the plain contiguous store: per-element
+    addresses held 255 registers and spilled (sm_90). The host's ``to_dot_order`` lays out a tensor the same way."""
+    return tl.reshape(tl.permute(tl.reshape(x, [BR, BN // BK, 4, BK // 32, 2, 2, 2]), [0, 1, 6, 5, 3, 2, 4]), [BR, BN])
+
+
+def to_dot_order(x, bk: int, tail: int = 0):
+    """Host twin of ``_dot_order_steps`` (torch): a new contiguous [rows, n] tensor holding ``x`` [rows, n] (columns
+    contiguous) in the KPERM 3 dot order of ``bk``-wide K steps, the last ``tail`` columns one step of their own --
+    what a GEMM with ``A_PERMUTED`` loads without permuting. One copy per step width (capture-safe: no index
+    tensor). Needs ``n - tail`` a multiple of ``bk``; ``bk`` and ``tail`` multiples of 32."""
+    rows, n = x.shape
+    if bk % 32 or tail % 32 or n < tail or (n - tail) % bk or x.stride(1) != 1:
+        raise ValueError(f"to_dot_order: [.., {n}] (column stride {x.stride(1)}) is not n = m * {bk} + {tail} "
+                         "with contiguous columns and 32-multiples")
+    out = x.new_empty((rows, n))
+    for lo, hi, w in ((0, n - tail, bk), (n - tail, n, tail)):
+        if hi > lo:
+            q = w // 32
+            # element (((c q + i) 2 + p) 2 + x) 2 + h -> position (((h 2 + x) q + i) 4 + c) 2 + p
+            src = x[:, lo:hi].view(rows, (hi - lo) // w, 4, q, 2, 2, 2).permute(0, 1, 6, 5, 3, 2, 4)
+            out[:, lo:hi].view(rows, (hi - lo) // w, 2, 2, q, 4, 2).copy_(src)
+    return out
+
+
 # the "tiled" FP4 value layout (formats/tensor.py: QuantizedTensor.value_layout): per 64-row tile,
 # [C/TK, 64, TK/2 bytes] -- each TK-column piece of the tile's 64 rows one contiguous run, the pieces
 # of a row tile one after the other. A GEMM program's K step (BK <= TK columns of 64 rows) is then

@@ -65,7 +65,7 @@ import triton
 import triton.language as tl
 
 from ._blockscaled import (F_FP8, F_MXFP4, F_MXFP8, F_NVFP4, MX_FOLD, _NIB_ACC_FACTOR, _load_mx_block, _load_tile,
-                           _nvfp4_quant_tile, _w_rows)
+                           _dot_order_steps, _nvfp4_quant_tile, _w_rows)
 from ._quant import _div_by_scale, _div_rn, _ue8m0_ceil, _ue8m0_multiplier
 
 # activation codes (launcher maps fusedmoe.Activation to these)
@@ -268,13 +268,15 @@ def _micro_step(acc, acc_u, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, row
                 BR: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr, CD: tl.constexpr, FAST_CVT: tl.constexpr,
                 KPERM: tl.constexpr, W_TK: tl.constexpr, W_SWZ: tl.constexpr, WU: tl.constexpr,
                 SWAP_AB: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr,
-                TWO: tl.constexpr):
+                TWO: tl.constexpr, A_PERMUTED: tl.constexpr = False):
     """One K step of the block-scaled (dequantize-in-registers) family: the ``ki``-th [BLOCK_M, BK] activation tile
     times the [BR, BK] weight tile of rows ``rows`` into ``acc``, and with ``TWO`` (a gated GEMM1 whose gate and up
     tiles are multiplied in turn) times the tile of rows ``rows_u`` into ``acc_u`` too. Every K loop of the family
-    runs it, with BLOCK_K for the full steps and K_TAIL for a tail step (``_tail_owner``)."""
+    runs it, with BLOCK_K for the full steps and K_TAIL for a tail step (``_tail_owner``). ``A_PERMUTED``: the
+    activations are stored in the dot order of these steps (``_blockscaled.to_dot_order`` /
+    ``_dot_order_steps``), loaded as they lie."""
     a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BK, EVEN_K, CD, FAST_CVT,
-                   KPERM)
+                   0 if A_PERMUTED else KPERM)
     w = _load_tile(w_e, _w_rows(rows, stride_wn, W_TK, WU), ws_e, rows * stride_wsn, stride_wsk, ki, K, w_ok, W_FMT,
                    BR, BK, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ)
     acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
@@ -464,6 +466,9 @@ def _gemm1_kernel(
     W_TK: tl.constexpr = 0,  # MICRO, FP4 weights: 0 linear values, else the "tiled" layout's piece width (_w_rows)
     W_SWZ: tl.constexpr = False,  # MICRO, FP4 weights: values in the "swizzled" layout (bit-swizzled 16-bit words)
     K_TAIL: tl.constexpr = 0,  # MICRO, not MXDOT: K = n BLOCK_K + K_TAIL, the last K_TAIL-wide step after the loop
+    A_PERMUTED: tl.constexpr = False,  # MICRO, 16-bit A: hidden stored in the dot order of the K steps (no permute)
+    OUT_DOT_BK: tl.constexpr = 0,  # OUT_PLAIN: > 0 stores the intermediate in the dot order of GEMM2's OUT_DOT_BK-wide
+    #                                  K steps (_blockscaled._dot_order_steps; BLOCK_N a multiple of OUT_DOT_BK)
 ):
     """GEMM1 + bias + activation + intermediate rounding/quantization.
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K).
@@ -558,13 +563,13 @@ def _gemm1_kernel(
             acc, _ = _micro_step(acc, acc, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n2, n2, ws_e, stride_wn,
                                  stride_wsn, stride_wsk, w2_ok, ki, K, A_FMT, W_FMT, BLOCK_M, 2 * BLOCK_N, BLOCK_K,
                                  EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB, UPCAST, PRECISION, FAST_ACC,
-                                 False)
+                                 False, A_PERMUTED)
         if K_TAIL > 0:
             if _tail_owner(k_lo, k_hi, K, BLOCK_K, K_TAIL):
                 acc, _ = _micro_step(acc, acc, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n2, n2, ws_e, stride_wn,
                                      stride_wsn, stride_wsk, w2_ok, K // K_TAIL - 1, K, A_FMT, W_FMT, BLOCK_M,
                                      2 * BLOCK_N, K_TAIL, True, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB, UPCAST,
-                                     PRECISION, FAST_ACC, False)
+                                     PRECISION, FAST_ACC, False, A_PERMUTED)
         if SWAP_AB:
             acc_g, acc_u = tl.split(tl.permute(tl.reshape(acc, [2, BLOCK_N, BLOCK_M]), [1, 2, 0]))
         else:
@@ -575,13 +580,13 @@ def _gemm1_kernel(
             acc_g, acc_u = _micro_step(acc_g, acc_u, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n64, N + n64,
                                        ws_e, stride_wn, stride_wsn, stride_wsk, w_ok, ki, K, A_FMT, W_FMT, BLOCK_M,
                                        BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB, UPCAST,
-                                       PRECISION, FAST_ACC, GATED)
+                                       PRECISION, FAST_ACC, GATED, A_PERMUTED)
         if K_TAIL > 0:
             if _tail_owner(k_lo, k_hi, K, BLOCK_K, K_TAIL):
                 acc_g, acc_u = _micro_step(acc_g, acc_u, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n64, N + n64,
                                            ws_e, stride_wn, stride_wsn, stride_wsk, w_ok, K // K_TAIL - 1, K, A_FMT,
                                            W_FMT, BLOCK_M, BLOCK_N, K_TAIL, True, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU,
-                                           SWAP_AB, UPCAST, PRECISION, FAST_ACC, GATED)
+                                           SWAP_AB, UPCAST, PRECISION, FAST_ACC, GATED, A_PERMUTED)
     else:
         for ki in range(k_lo, k_hi):
             k_ok = offs_k < K - ki * BLOCK_K  # used by the masked loads only (not EVEN_K)
@@ -638,6 +643,9 @@ def _gemm1_kernel(
                                    WEIGHT_ON_INPUT, HAS_BIAS)
     # activation in fp32, then rounded to the hidden dtype (also before any re-quantization)
     h = _activation(acc_g, acc_u, ACT, act_alpha, act_beta, act_limit).to(ROUND_DTYPE)
+    if OUT_DOT_BK > 0:
+        tl.static_assert(OUT_Q == OUT_PLAIN and BLOCK_N % OUT_DOT_BK == 0, "dot-order intermediate: 16-bit, whole steps")
+        h = _dot_order_steps(h, BLOCK_M, BLOCK_N, OUT_DOT_BK)
     out_offs = slots.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
     st_mask = row_ok[:, None] & n_ok[None, :]
     if OUT_Q == OUT_PLAIN or OUT_Q == OUT_PLAIN_AMAX:
@@ -695,7 +703,8 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                     FAST_CVT: tl.constexpr, KPERM: tl.constexpr, MXDOT: tl.constexpr, BLOCK_M: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr, EVEN_K: tl.constexpr,
                     EVEN_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr,
-                    W_TK: tl.constexpr = 0, W_SWZ: tl.constexpr = False, K_TAIL: tl.constexpr = 0):
+                    W_TK: tl.constexpr = 0, W_SWZ: tl.constexpr = False, K_TAIL: tl.constexpr = 0,
+                    A_PERMUTED: tl.constexpr = False):
     """GEMM2's K loop over the K-blocks ``[k_lo, k_hi)`` of one tile (rows ``slot64`` of expert
     ``e64``, columns ``offs_n``): the fp32 accumulator, [BLOCK_N, BLOCK_M] when SWAP_AB. K_TAIL: see
     ``_gemm1_kernel`` (the blocks count ``K - K_TAIL``)."""
@@ -731,13 +740,13 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                 acc, _ = _micro_step(acc, acc, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n64, n64, ws_e,
                                      stride_wn, stride_wsn, stride_wsk, w_ok, ki, K, A_FMT, W_FMT, BLOCK_M, BLOCK_N,
                                      BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB, UPCAST, PRECISION,
-                                     FAST_ACC, False)
+                                     FAST_ACC, False, A_PERMUTED)
             if K_TAIL > 0:
                 if _tail_owner(k_lo, k_hi, K, BLOCK_K, K_TAIL):
                     acc, _ = _micro_step(acc, acc, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n64, n64, ws_e,
                                          stride_wn, stride_wsn, stride_wsk, w_ok, K // K_TAIL - 1, K, A_FMT, W_FMT,
                                          BLOCK_M, BLOCK_N, K_TAIL, True, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB,
-                                         UPCAST, PRECISION, FAST_ACC, False)
+                                         UPCAST, PRECISION, FAST_ACC, False, A_PERMUTED)
     else:
         for ki in range(k_lo, k_hi):
             k_ok = offs_k < K - ki * BLOCK_K  # used by the masked loads only (not EVEN_K)
@@ -928,6 +937,7 @@ def _gemm2_kernel(
     W_TK: tl.constexpr = 0,  # MICRO, FP4 weights: 0 linear values, else the "tiled" layout's piece width (_w_rows)
     W_SWZ: tl.constexpr = False,  # MICRO, FP4 weights: values in the "swizzled" layout (bit-swizzled 16-bit words)
     K_TAIL: tl.constexpr = 0,  # MICRO, not MXDOT: as in _gemm1_kernel
+    A_PERMUTED: tl.constexpr = False,  # MICRO, 16-bit A: the intermediate in the dot order (GEMM1's OUT_DOT_BK)
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
@@ -974,7 +984,7 @@ def _gemm2_kernel(
                                   tl.cdiv(K - K_TAIL, BLOCK_K), K, stride_am, stride_we, stride_wn, stride_asm,
                                   stride_wse, stride_wsn, stride_wsk, QUANT, A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT,
                                   BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK,
-                                  W_SWZ, K_TAIL)
+                                  W_SWZ, K_TAIL, A_PERMUTED)
             if SWAP_AB:
                 acc = tl.trans(acc)
             acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr,
@@ -1015,7 +1025,7 @@ def _gemm2_kernel(
     acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, k_lo, k_hi, K,
                           stride_am, stride_we, stride_wn, stride_asm, stride_wse, stride_wsn, stride_wsk, QUANT,
                           A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K,
-                          EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK, W_SWZ, K_TAIL)
+                          EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK, W_SWZ, K_TAIL, A_PERMUTED)
     if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()
     if SWAP_AB:

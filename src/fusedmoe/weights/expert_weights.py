@@ -228,8 +228,8 @@ class ExpertWeights:
         """The same weights with their tiled FP4 values in ``layout``: ``"swizzled"`` (the default:
         bit-swizzled 16-bit words, the cheaper conversion to the bf16 operands of BF16 / FP8 / NVFP4
         activations) or ``"tiled"`` (plain nibbles: the cheaper conversion to E4M3 for MXFP4 weights
-        run with MXFP8 activations -- sm_90 SASS of that decode GEMM1, 627 against 771 instructions a
-        K step). A copy of the values; ``self`` where they are so already, and weights that are not
+        run with MXFP8 activations on the E4M3 path, ``triton_moe.set_mx_e4m3_dot`` -- sm_90 SASS of that
+        decode GEMM1, 627 against 771 instructions a K step). A copy of the values; ``self`` where they are so already, and weights that are not
         FP4 or whose shapes stay linear are returned unchanged. ``FUSEDMOE_FP4_LAYOUT`` sets the
         default for a process instead."""
         if layout not in ("swizzled", "tiled"):
@@ -243,13 +243,18 @@ class ExpertWeights:
 
     def for_activation_format(self, activation_format: Optional[Format]) -> "ExpertWeights":
         """These weights in the FP4 value layout that runs fastest with ``activation_format`` (None: the natural
-        pairing): MXFP4 weights with MXFP8 activations get plain nibbles (``with_fp4_layout("tiled")``: their E4M3
-        conversion is cheaper there; H200 under a CUDA graph, 1.03-1.15x at 8-64 tokens, BENCHMARKS.md section 0,
-        twenty-fourth session). Everything else, and any process with ``FUSEDMOE_FP4_LAYOUT`` set (an A/B run),
-        keeps ``self``. ``fm.FusedMoE`` and the transformers integration call it once per layer."""
+        pairing). MXFP4 weights with MXFP8 activations get plain nibbles (``with_fp4_layout("tiled")``) only where
+        their decode tiles run the E4M3 partial-sum path (``fusedmoe.backends.triton_moe.set_mx_e4m3_dot``, off for
+        MXFP4 by default: its E4M3 conversion is cheaper on plain nibbles, 1.03-1.15x). The default dequantizing path
+        runs fastest on the swizzled words, as with BF16 activations (H200, twenty-fifth session: 1.25-1.82x faster
+        than the E4M3 path on plain nibbles). Everything else, and any process with ``FUSEDMOE_FP4_LAYOUT`` set (an
+        A/B run), keeps ``self``. ``fm.FusedMoE`` and the transformers integration call it once per layer."""
         if (self.format is Format.MXFP4 and activation_format is Format.MXFP8
                 and "FUSEDMOE_FP4_LAYOUT" not in os.environ):
-            return self.with_fp4_layout("tiled")
+            from ..backends.triton_moe import mx_e4m3_dot_formats
+
+            if Format.MXFP4 in mx_e4m3_dot_formats():
+                return self.with_fp4_layout("tiled")
         return self
 
     def slice_experts(self, start: int, count: int) -> "ExpertWeights":
