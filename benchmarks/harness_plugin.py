@@ -13,6 +13,8 @@ programmatic dependent launch always on / off; the default turns it on up to 512
 ``fusedmoe-nofuse`` / ``fusedmoe-fuseall`` (the top-k combine in GEMM2 never / at every token
 count; the default does not fuse it: ``set_fused_combine``); ``fusedmoe-noalq`` (hidden quantized
 by its own kernel at decode too, instead of inside the align launch: ``triton_moe._ALIGN_QUANT``);
+``fusedmoe-alzero`` (split-K counters of a captured call zeroed by the align launch instead of a memset
+node: ``set_align_zero_fill(True)``, opt-in until this A/B);
 ``fusedmoe-nopersist`` (GEMM2 always one program per tile: ``set_persistent_gemm2(False)``);
 ``fusedmoe-notrim`` (each GEMM's pipeline stages as configured even past its K loop's trip count:
 ``set_trim_stages(False)``);
@@ -234,6 +236,7 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-pdl": _with_setting(_PDL, True), "fusedmoe-nopdl": _with_setting(_PDL, False),
          "fusedmoe-nofuse": _with_setting(_FUSE, 0), "fusedmoe-fuseall": _with_setting(_FUSE, 1 << 30),
          "fusedmoe-noalq": _with_setting(_set_align_quant, False),
+         "fusedmoe-alzero": _with_setting("set_align_zero_fill", True),
          "fusedmoe-nopersist": _with_setting("set_persistent_gemm2", False),
          "fusedmoe-notrim": _with_setting("set_trim_stages", False),
          "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),

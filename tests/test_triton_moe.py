@@ -444,6 +444,35 @@ def test_fused_combine_same_bits(wfmt):
 
 
 @interpreter
+@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR], ids=lambda f: f.name)
+def test_align_launch_zeroes_split_k_counters(wfmt, monkeypatch):
+    """``set_align_zero_fill`` (what a call captured in a CUDA graph does with it on): the split-K and fused-combine
+    arrival counters, handed over poisoned (the tests' ``force`` hook fills them with 7), are zeroed by the align
+    launch -- the one-program align (decode; FP8 per tensor: the align launch that also quantizes hidden) and the
+    two-kernel align (T * K above one chunk) -- giving the bits of the default path, within the reference's bound."""
+    from fusedmoe.backends import triton_moe
+
+    dtype, H, I_pad = _FMT_CASES[wfmt]
+    act = Activation.SWIGLU
+    with pytest.raises(TypeError, match="bool"):
+        triton_moe.set_align_zero_fill(1)
+    monkeypatch.setitem(triton_moe._FUSED_COMBINE, "max_tokens", 64)
+    for T, K in ((6, 2), (triton_moe._SINGLE_ALIGN_MAX // 2 + 3, 2)):
+        prob = make_problem(T=T, H=H, I=I_pad, I_pad=I_pad, E=4, K=K, act=act, wfmt=wfmt, dtype=dtype, seed=T)
+        cfg = MoEKernelConfig(KernelConfig(16, 32, 32, split_k=2), KernelConfig(16, 32, 32, split_k=2))
+        plain, ref = run_case(prob, act=act, wfmt=wfmt, config=cfg)
+        monkeypatch.setitem(triton_moe._ALIGN_ZERO, "force", True)
+        try:
+            zeroed, _ = run_case(prob, act=act, wfmt=wfmt, config=cfg)
+        finally:
+            monkeypatch.setitem(triton_moe._ALIGN_ZERO, "force", False)
+        assert torch.equal(zeroed, plain), T
+        mx, rms = _errors(zeroed, ref)
+        bmx, brms = _bounds(wfmt, dtype)
+        assert mx <= bmx and rms <= brms, (T, mx, rms)
+
+
+@interpreter
 @pytest.mark.parametrize("fmt", [Format.FP8_TENSOR, Format.FP8_TOKEN, Format.FP8_BLOCK, Format.MXFP8],
                          ids=lambda f: f.name)
 def test_align_launch_quantizes_hidden(fmt):
@@ -1460,7 +1489,8 @@ def test_gpu_fp8_fast_accum_prefill(wfmt, act):
 def test_gpu_split_k_cuda_graph(wfmt):
     """Split-K at one token (DeepSeek-V3 TP8 shape, GEMM1 8 splits, GEMM2 2): within the bound,
     bit-identical eager and in a captured CUDA graph replayed twice and on a second stream (the
-    graph owns its arrival counters: a captured launch never shares the eager cache's buffer)."""
+    graph owns its arrival counters: a captured launch never shares the eager cache's buffer) --
+    with the counters zeroed by a memset node and by the align launch (``set_align_zero_fill``)."""
     prob = make_problem(T=1, H=7168, I=256, I_pad=256, E=256, K=8, act=Activation.SWIGLU, wfmt=wfmt,
                         dtype=torch.bfloat16, seed=5)
     bn = 128 if wfmt is Format.FP8_BLOCK else 64
@@ -1480,16 +1510,23 @@ def test_gpu_split_k_cuda_graph(wfmt):
 
     launch()
     assert torch.equal(out, eager)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        launch()
-    for stream in (torch.cuda.current_stream(), torch.cuda.Stream(), torch.cuda.current_stream()):
-        out.zero_()
-        torch.cuda.synchronize()
-        with torch.cuda.stream(stream):
-            graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(out, eager)
+    from fusedmoe.backends.triton_moe import set_align_zero_fill
+
+    for zero_in_align in (False, True):  # the counters zeroed by a memset node, or by the align launch
+        prev = set_align_zero_fill(zero_in_align)
+        try:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                launch()
+        finally:
+            set_align_zero_fill(prev)
+        for stream in (torch.cuda.current_stream(), torch.cuda.Stream(), torch.cuda.current_stream()):
+            out.zero_()
+            torch.cuda.synchronize()
+            with torch.cuda.stream(stream):
+                graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out, eager), zero_in_align
 
 
 @gpu

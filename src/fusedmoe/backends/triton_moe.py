@@ -587,16 +587,33 @@ def set_ws_padded_handoff(enabled: bool) -> bool:
 _SCRATCH: dict = {}
 
 
-def split_scratch(n_counters: int, n_partials: int, device: torch.device):
+# FUSEDMOE_ALIGN_ZERO=1: under CUDA-graph capture the split-K counters are zeroed by the align launch (opt-in, not
+# yet measured on the H200; see set_align_zero_fill)
+_ALIGN_ZERO = {"enabled": os.environ.get("FUSEDMOE_ALIGN_ZERO", "0") == "1", "force": False}
+
+
+def set_align_zero_fill(enabled: bool) -> bool:
+    """Calls captured in a CUDA graph that split a GEMM's K loop need zeroed arrival counters in fresh buffers
+    (``split_scratch``): by default a ``torch.zeros`` -- a memset node between the align and GEMM1, which also
+    breaks the programmatic dependent launch of GEMM1 on the align. Enabled: the align launch zeroes them itself
+    (``kernels/_align._zero_fill``, after its wait for the prior grid), one graph node fewer per such call. Opt-in
+    until measured (twenty-fifth session: built without device time left). Same bits. Returns the previous
+    setting."""
+    return _swap_bool(_ALIGN_ZERO, enabled)
+
+
+def split_scratch(n_counters: int, n_partials: int, device: torch.device, *, zero_later: bool = False):
     """(``n_counters`` zeroed int32 arrival counters, ``n_partials`` fp32 partial-sum slots) for the
     split-K GEMM launches of one call on the current stream.
 
     Eager: cached per (device, stream) and grown as needed (the kernels leave the counters at zero).
     While a CUDA graph is being captured: fresh buffers, the counters' zero fill captured with the
     launch -- a graph may be replayed on another stream, or next to another graph, so it never
-    shares scratch (one memset node per call that splits)."""
+    shares scratch (one memset node per call that splits). ``zero_later`` (there): the counters are left
+    unwritten for the caller to zero in a kernel of its own (``set_align_zero_fill``)."""
     if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
-        return (torch.zeros(n_counters, dtype=torch.int32, device=device),
+        alloc = torch.empty if zero_later else torch.zeros
+        return (alloc(n_counters, dtype=torch.int32, device=device),
                 torch.empty(n_partials, dtype=torch.float32, device=device))
     key = (device.index if device.index is not None else torch.cuda.current_device(),
            torch.cuda.current_stream(device).cuda_stream)
@@ -633,13 +650,15 @@ def max_padded_rows(num_slots: int, num_groups: int, block_m: int) -> int:
 
 
 def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *, local_expert_offset: int = 0,
-                include_nonlocal: bool = False, tokens: "int | None" = None, quant: "Fp8Plan | None" = None) -> AlignResult:
+                include_nonlocal: bool = False, tokens: "int | None" = None, quant: "Fp8Plan | None" = None,
+                zero: "torch.Tensor | None" = None) -> AlignResult:
     """Group the T*K slots of ``topk_ids [T, K]`` (global ids) by local expert, each group padded to
     ``block_m`` rows (see ``kernels/_align.py``). ``include_nonlocal`` appends one more group (id
     ``num_local_experts``) holding the slots of non-local experts. ``tokens``: the call's token
     count, for the launch options (default ``topk_ids.shape[0]``). ``quant``: an FP8 quantization
     of hidden (``formats.triton_quant.plan_fp8``) run by the same launch (one chunk of slots only:
-    ``T*K <= _SINGLE_ALIGN_MAX``); its result is ``quant.result()`` afterwards."""
+    ``T*K <= _SINGLE_ALIGN_MAX``); its result is ``quant.result()`` afterwards. ``zero``: an int32 tensor the same
+    launch sets to 0 (split-K counters, ``set_align_zero_fill``)."""
     _align, _, _ = _kernels()
     ids = topk_ids.reshape(-1)
     if not ids.is_contiguous():
@@ -663,7 +682,11 @@ def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *,
     if TK == 0:
         ntpp.zero_()
         block_expert.fill_(-1)
+        if zero is not None:
+            zero.zero_()
         return AlignResult(sorted_ids, block_expert, ntpp, block_m, NB)
+    zkw = {} if zero is None else dict(zero_ptr=zero, n_zero=zero.numel(),
+                                       ZERO_BLOCK=max(16, min(1024, next_pow2(zero.numel()))))
     num_bins = max(16, next_pow2(groups))
     chunk = max(16, next_pow2(TK)) if single else _ALIGN_CHUNK
     nc = cdiv(TK, chunk)
@@ -684,13 +707,14 @@ def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *,
         launch(_align._align_scatter_quant_kernel, (1 + quant.programs,),
             ids, sorted_ids, block_expert, ntpp, TK, local_expert_offset, NB, *q_args,
             E_LOC=E, INCLUDE_NONLOCAL=include_nonlocal, NUM_BINS=num_bins, CHUNK=chunk, BLOCK_M=block_m,
-            BLOCKS_PER_ITER=blocks_per_iter, num_warps=max(warps, quant.num_warps), **q_meta, **pdl,
+            BLOCKS_PER_ITER=blocks_per_iter, num_warps=max(warps, quant.num_warps), **q_meta, **pdl, **zkw,
         )
         return AlignResult(sorted_ids, block_expert, ntpp, block_m, NB)
     launch(_align._align_scatter_kernel, (nc,),
         ids, counts, sorted_ids, block_expert, ntpp, TK, local_expert_offset, nc, NB,
         E_LOC=E, INCLUDE_NONLOCAL=include_nonlocal, NUM_BINS=num_bins, CHUNK=chunk, BLOCK_M=block_m,
         SINGLE=single, CHUNKS_PER_ITER=chunks_per_iter, BLOCKS_PER_ITER=blocks_per_iter, num_warps=warps, **pdl,
+        **zkw,
     )
     return AlignResult(sorted_ids, block_expert, ntpp, block_m, NB)
 
@@ -1009,9 +1033,26 @@ def triton_experts(
     # GEMM2 combines (same bits) -- not when persistent, holding its activation tile or warp-specialized
     fuse = (not pers2 and c2.n_tiles == 1 and not c2.warp_specialized and not atomic and not direct_out
             and T <= _FUSED_COMBINE["max_tokens"])
+    # split-K scratch of both GEMMs in one cached pair: GEMM1's counters / partials first, then GEMM2's (sizes from
+    # shapes: taken before the align, which may zero the counters -- set_align_zero_fill)
+    NB = max_padded_rows(TK, E + (1 if direct_out or fuse else 0), BM) // BM
+    tiles1 = NB * cdiv(I_pad, c1.block_n)
+    tiles2 = NB * cdiv(H, c2.block_n)
+    n_part1 = tiles1 * c1.split_k * (2 if gated else 1) * BM * c1.block_n if c1.split_k > 1 else 0
+    n_part2 = tiles2 * c2.split_k * BM * c2.block_n if c2.split_k > 1 else 0
+    n_comb = T * cdiv(H, c2.block_n) if fuse else 0  # GEMM2's (token, column tile) counters
+    zero = None
+    if n_part1 or n_part2 or n_comb:
+        zero_later = _ALIGN_ZERO["force"] or (_ALIGN_ZERO["enabled"] and dev.type == "cuda"
+                                              and torch.cuda.is_current_stream_capturing())
+        counters, partials = split_scratch(tiles1 + tiles2 + n_comb, n_part1 + n_part2, dev, zero_later=zero_later)
+        if zero_later:
+            zero = counters[:tiles1 + tiles2 + n_comb]
+            if _ALIGN_ZERO["force"]:  # tests: poisoned, so that only the align's zeroing makes the call right
+                zero.fill_(7)
     al = align_slots(ids_flat, E, BM, local_expert_offset=local_expert_offset, include_nonlocal=direct_out or fuse,
-                     tokens=T, quant=qplan)
-    NB = al.max_blocks
+                     tokens=T, quant=qplan, zero=zero)
+    assert al.max_blocks == NB
     if qplan is not None:
         qa = qplan.result()
     # 16-bit activations of FP4 prefill tiles in the dot order (A_PERMUTED): hidden copied, the intermediate stored so
@@ -1117,15 +1158,7 @@ def triton_experts(
         c1 = fit_stages(c1, a1.element_size(), w13.data.element_size(), 2 if gated else 1, smem)
     c1 = trim_stages(c1, H)
 
-    tiles1 = NB * cdiv(I_pad, c1.block_n)
-    tiles2 = NB * cdiv(H, c2.block_n)
     grid1 = (tiles1, c1.split_k)
-    # split-K scratch of both GEMMs in one cached pair: GEMM1's counters / partials first, then GEMM2's
-    n_part1 = tiles1 * c1.split_k * (2 if gated else 1) * BM * c1.block_n if c1.split_k > 1 else 0
-    n_part2 = tiles2 * c2.split_k * BM * c2.block_n if c2.split_k > 1 else 0
-    n_comb = T * cdiv(H, c2.block_n) if fuse else 0  # GEMM2's (token, column tile) counters
-    if n_part1 or n_part2 or n_comb:
-        counters, partials = split_scratch(tiles1 + tiles2 + n_comb, n_part1 + n_part2, dev)
     if n_part1:
         ws1, cnt1 = partials[:n_part1], counters[:tiles1]
     else:

@@ -93,10 +93,14 @@ def _align_scatter_kernel(
     CHUNKS_PER_ITER: tl.constexpr,  # rows of the counts matrix reduced per loop iteration
     BLOCKS_PER_ITER: tl.constexpr,  # blocks past the rows in use whose metadata one loop iteration writes
     USE_GDC: tl.constexpr,  # launched with programmatic dependent launch: wait for the prior grid first
+    zero_ptr=None,  # ZERO_BLOCK > 0: int32 [n_zero] set to 0 by program 0 (the GEMMs' split-K counters)
+    n_zero=0,
+    ZERO_BLOCK: tl.constexpr = 0,
 ):
     """grid = (num_chunks,): scatter the slots of one chunk, plus a share of the metadata."""
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
+    _zero_fill(zero_ptr, n_zero, ZERO_BLOCK)
     _align_scatter(tl.program_id(0), topk_ids_ptr, counts_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr,
                    num_slots, expert_offset, num_chunks, max_blocks, E_LOC, INCLUDE_NONLOCAL, NUM_BINS, CHUNK, BLOCK_M,
                    SINGLE, CHUNKS_PER_ITER, BLOCKS_PER_ITER)
@@ -130,6 +134,9 @@ def _align_scatter_quant_kernel(
     BLOCK_C: tl.constexpr,  # rows: columns per step; groups: groups per program (BLOCK_G)
     USE_GDC: tl.constexpr,
     RCP_DIV: tl.constexpr = False,  # the quantizer's x / s by reciprocals (_quant._div_by_scale; same bits)
+    zero_ptr=None,  # as in _align_scatter_kernel
+    n_zero=0,
+    ZERO_BLOCK: tl.constexpr = 0,
 ):
     """Decode (one chunk of slots): the single-program align in program 0 and the FP8
     quantization of hidden in programs 1.. (the programs of ``_fp8_row_kernel`` or
@@ -137,6 +144,7 @@ def _align_scatter_quant_kernel(
     same outputs, bit for bit. grid = (1 + quantizer programs,)."""
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
+    _zero_fill(zero_ptr, n_zero, ZERO_BLOCK)
     pid = tl.program_id(0)
     if pid == 0:
         _align_scatter(0, topk_ids_ptr, sorted_ids_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr,
@@ -148,6 +156,18 @@ def _align_scatter_quant_kernel(
     else:
         _fp8_rows(pid - 1, x_ptr, q_ptr, s_ptr, src_ptr, T, C, stride_x, stride_q, SCALE_MODE, OUT_FP32, BLOCK_T,
                   BLOCK_C, RCP_DIV)
+
+
+@triton.jit
+def _zero_fill(zero_ptr, n_zero, ZERO_BLOCK: tl.constexpr):
+    """Program 0 stores zeros to ``zero_ptr[:n_zero]`` (ZERO_BLOCK > 0): the split-K arrival counters of a call
+    captured in a CUDA graph, fresh buffers, zeroed here instead of by a memset node between the align and GEMM1
+    (``triton_moe.set_align_zero_fill``). After the launch's wait for the prior grid: nothing before it reads them."""
+    if ZERO_BLOCK > 0:
+        if tl.program_id(0) == 0:
+            for i in range(0, n_zero, ZERO_BLOCK):
+                offs = i + tl.arange(0, ZERO_BLOCK)
+                tl.store(zero_ptr + offs, tl.zeros([ZERO_BLOCK], dtype=tl.int32), mask=offs < n_zero)
 
 
 @triton.jit
