@@ -3,7 +3,7 @@
 #   bash benchmarks/device_run.sh [tests] [tests-core] [demo] [quick|full] [tune-fp8] [tune-fp4] [tune-rest]
 #                                  [tune-cover-a] [tune-cover-b] [tune-cover-c] [tune-cover-d] [tune-fp8-prefill] [eager] [bench] [bench-all]
 #                                  [bench-fp4] [bench-fp4-tuned] [ncu] [dist] [tests-rest] [profile] [breakdown]
-#                                  [tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]]]
+#                                  [tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]]] [alzero] [dot-race]
 # $OUT brings back at most 8 files: pack the rest (tar) at the end of a call.
 # tune-cover-*: merged into TUNE_OUT (default: the shipped table), so two GPUs can tune at once
 # (CUDA_VISIBLE_DEVICES=0 / 1, each its own TUNE_OUT; merge the files with merge_into_file).
@@ -198,4 +198,26 @@ fi
 if [[ "$stages" == *" bench "* ]]; then
   python3 -m fusedmoe bench --compare-heuristic --sglang-path .peers/vendor --out "$OUT" --budget-s 300 \
       --no-progress 2>&1 | tee "$OUT/bench.log" | tail -40
+fi
+if [[ "$stages" == *" alzero "* ]]; then
+  # set_align_zero_fill (twenty-fifth session, opt-in, unmeasured): its GPU test, then the FP4 bench at decode with
+  # and without FUSEDMOE_ALIGN_ZERO=1, twice each, in separate processes (the harness peer fusedmoe-alzero does the
+  # same for BF16 / FP8: PEERS=fusedmoe,fusedmoe-alzero PLAN_ARGS="--tokens 1,8,32" with the quick / full stage)
+  timeout 200 python3 -m pytest -q -rfE --tb=short -m gpu -p no:cacheprovider --timeout 180 tests/test_triton_moe.py \
+      -k split_k_cuda_graph 2>&1 | tee "$OUT/alzero_test.log" | tail -5
+  AZ="--preset ${ALZERO_PRESETS:-gpt-oss-120b,nemotron-super,deepseek-v3} --weight-format mxfp4,nvfp4 --tokens 1,8
+      --peers triton --quick-ceilings --no-progress --no-plot --budget-s 60"
+  for r in 1 2; do
+    timeout 90 python3 -m fusedmoe bench $AZ --out "$OUT/az_off$r" > "$OUT/az_off$r.log" 2>&1
+    FUSEDMOE_ALIGN_ZERO=1 timeout 90 python3 -m fusedmoe bench $AZ --out "$OUT/az_on$r" > "$OUT/az_on$r.log" 2>&1
+  done
+  python3 benchmarks/results/h200-2026-12-04-s25/cmp.py "$OUT" az_off1,az_off2 az_on1,az_on2 off on \
+      | tee "$OUT/alzero_ab.txt"
+  (cd "$OUT" && tar czf alzero.tgz az_off? az_on? az_*.log && rm -rf az_off? az_on? az_*.log)  # 8 files come back
+fi
+if [[ "$stages" == *" dot-race "* ]]; then
+  # the dot-order activations' race (twenty-fifth session): bit stability and speed per setting and variant, each
+  # probe in its own process under a timeout; --allow-racy reproduces the swapped 8-warp GEMM1's run-to-run bits
+  timeout 200 python3 benchmarks/dot_order_probe.py --runs 40 --variants 2>&1 | tee "$OUT/dot_probe.txt" | tail -60
+  timeout 120 python3 benchmarks/dot_order_probe.py --runs 40 --allow-racy 2>&1 | tee "$OUT/dot_probe_racy.txt" | tail -30
 fi
