@@ -446,11 +446,19 @@ def test_fused_combine_same_bits(wfmt):
 @interpreter
 @pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR], ids=lambda f: f.name)
 def test_align_launch_zeroes_split_k_counters(wfmt, monkeypatch):
-    """``set_align_zero_fill`` (what a call captured in a CUDA graph does with it on): the split-K and fused-combine
-    arrival counters, handed over poisoned (the tests' ``force`` hook fills them with 7), are zeroed by the align
+    """``set_align_zero_fill`` (what a call captured in a CUDA graph does with it on, made to happen here): the
+    split-K and fused-combine arrival counters, handed over poisoned (filled with 7), are zeroed by the align
     launch -- the one-program align (decode; FP8 per tensor: the align launch that also quantizes hidden) and the
     two-kernel align (T * K above one chunk) -- giving the bits of the default path, within the reference's bound."""
     from fusedmoe.backends import triton_moe
+
+    scratch = triton_moe.split_scratch
+
+    def poisoned_scratch(*args, zero_later=False, **kw):
+        cnt, part = scratch(*args, zero_later=zero_later, **kw)
+        if zero_later:
+            cnt.fill_(7)
+        return cnt, part
 
     dtype, H, I_pad = _FMT_CASES[wfmt]
     act = Activation.SWIGLU
@@ -461,11 +469,10 @@ def test_align_launch_zeroes_split_k_counters(wfmt, monkeypatch):
         prob = make_problem(T=T, H=H, I=I_pad, I_pad=I_pad, E=4, K=K, act=act, wfmt=wfmt, dtype=dtype, seed=T)
         cfg = MoEKernelConfig(KernelConfig(16, 32, 32, split_k=2), KernelConfig(16, 32, 32, split_k=2))
         plain, ref = run_case(prob, act=act, wfmt=wfmt, config=cfg)
-        monkeypatch.setitem(triton_moe._ALIGN_ZERO, "force", True)
-        try:
+        with monkeypatch.context() as mp:
+            mp.setattr(triton_moe, "_align_zeroes_counters", lambda dev: True)
+            mp.setattr(triton_moe, "split_scratch", poisoned_scratch)
             zeroed, _ = run_case(prob, act=act, wfmt=wfmt, config=cfg)
-        finally:
-            monkeypatch.setitem(triton_moe._ALIGN_ZERO, "force", False)
         assert torch.equal(zeroed, plain), T
         mx, rms = _errors(zeroed, ref)
         bmx, brms = _bounds(wfmt, dtype)

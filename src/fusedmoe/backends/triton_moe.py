@@ -589,7 +589,7 @@ _SCRATCH: dict = {}
 
 # FUSEDMOE_ALIGN_ZERO=1: under CUDA-graph capture the split-K counters are zeroed by the align launch (opt-in, not
 # yet measured on the H200; see set_align_zero_fill)
-_ALIGN_ZERO = {"enabled": os.environ.get("FUSEDMOE_ALIGN_ZERO", "0") == "1", "force": False}
+_ALIGN_ZERO = {"enabled": os.environ.get("FUSEDMOE_ALIGN_ZERO", "0") == "1"}
 
 
 def set_align_zero_fill(enabled: bool) -> bool:
@@ -600,6 +600,12 @@ def set_align_zero_fill(enabled: bool) -> bool:
     until measured (twenty-fifth session: built without device time left). Same bits. Returns the previous
     setting."""
     return _swap_bool(_ALIGN_ZERO, enabled)
+
+
+def _align_zeroes_counters(device: torch.device) -> bool:
+    """Whether this call's split-K counters are left to the align launch to zero (``set_align_zero_fill``): only
+    fresh buffers need it, i.e. while a CUDA graph is being captured."""
+    return _ALIGN_ZERO["enabled"] and device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
 def split_scratch(n_counters: int, n_partials: int, device: torch.device, *, zero_later: bool = False):
@@ -1043,13 +1049,10 @@ def triton_experts(
     n_comb = T * cdiv(H, c2.block_n) if fuse else 0  # GEMM2's (token, column tile) counters
     zero = None
     if n_part1 or n_part2 or n_comb:
-        zero_later = _ALIGN_ZERO["force"] or (_ALIGN_ZERO["enabled"] and dev.type == "cuda"
-                                              and torch.cuda.is_current_stream_capturing())
+        zero_later = _align_zeroes_counters(dev)
         counters, partials = split_scratch(tiles1 + tiles2 + n_comb, n_part1 + n_part2, dev, zero_later=zero_later)
         if zero_later:
             zero = counters[:tiles1 + tiles2 + n_comb]
-            if _ALIGN_ZERO["force"]:  # tests: poisoned, so that only the align's zeroing makes the call right
-                zero.fill_(7)
     al = align_slots(ids_flat, E, BM, local_expert_offset=local_expert_offset, include_nonlocal=direct_out or fuse,
                      tokens=T, quant=qplan, zero=zero)
     assert al.max_blocks == NB

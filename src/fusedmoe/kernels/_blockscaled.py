@@ -254,7 +254,8 @@ def _dot_order_steps(x, BR: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     GEMM1's epilogue stores its tile so (``OUT_DOT_BK``) for a GEMM2 of ``BK``-wide K steps that loads without
     permuting (``A_PERMUTED``). A permutation of the tile in registers, then the plain contiguous store: per-element
     addresses held 255 registers and spilled (sm_90). The host's ``to_dot_order`` lays out a tensor the same way."""
-    return tl.reshape(tl.permute(tl.reshape(x, [BR, BN // BK, 4, BK // 32, 2, 2, 2]), [0, 1, 6, 5, 3, 2, 4]), [BR, BN])
+    R: tl.constexpr = BR * (BN // BK)  # each BK-wide run a row of its own
+    return tl.reshape(_dot_order(tl.reshape(x, [R, BK]), R, BK, 3), [BR, BN])
 
 
 def to_dot_order(x, bk: int, tail: int = 0):
