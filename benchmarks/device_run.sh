@@ -200,15 +200,15 @@ if [[ "$stages" == *" bench "* ]]; then
       --no-progress 2>&1 | tee "$OUT/bench.log" | tail -40
 fi
 if [[ "$stages" == *" alzero "* ]]; then
-  # set_align_zero_fill (twenty-fifth session, opt-in, unmeasured): its GPU test, then the FP4 bench at decode with
-  # and without FUSEDMOE_ALIGN_ZERO=1, twice each, in separate processes (the harness peer fusedmoe-alzero does the
-  # same for BF16 / FP8: PEERS=fusedmoe,fusedmoe-alzero PLAN_ARGS="--tokens 1,8,32" with the quick / full stage)
+  # set_align_zero_fill (default since the twenty-sixth session): its GPU test, then the FP4 bench at decode with
+  # it off (FUSEDMOE_ALIGN_ZERO=0) and on, twice each, in separate processes (the harness peers fusedmoe-noalzero /
+  # fusedmoe do the same for BF16 / FP8: PEERS=fusedmoe,fusedmoe-noalzero PLAN_ARGS="--tokens 1,8,32")
   timeout 200 python3 -m pytest -q -rfE --tb=short -m gpu -p no:cacheprovider --timeout 180 tests/test_triton_moe.py \
       -k split_k_cuda_graph 2>&1 | tee "$OUT/alzero_test.log" | tail -5
   AZ="--preset ${ALZERO_PRESETS:-gpt-oss-120b,nemotron-super,deepseek-v3} --weight-format mxfp4,nvfp4 --tokens 1,8
       --peers triton --quick-ceilings --no-progress --no-plot --budget-s 60"
   for r in 1 2; do
-    timeout 90 python3 -m fusedmoe bench $AZ --out "$OUT/az_off$r" > "$OUT/az_off$r.log" 2>&1
+    FUSEDMOE_ALIGN_ZERO=0 timeout 90 python3 -m fusedmoe bench $AZ --out "$OUT/az_off$r" > "$OUT/az_off$r.log" 2>&1
     FUSEDMOE_ALIGN_ZERO=1 timeout 90 python3 -m fusedmoe bench $AZ --out "$OUT/az_on$r" > "$OUT/az_on$r.log" 2>&1
   done
   python3 benchmarks/results/h200-2026-12-04-s25/cmp.py "$OUT" az_off1,az_off2 az_on1,az_on2 off on \

@@ -319,3 +319,49 @@ def test_dot_order_activations_skip_the_register_permutation_for_sm90(tmp_path):
     assert dot["hgmma"] == perm["hgmma"] > 0, got
     assert perm["sts"] - dot["sts"] >= 32, got
     assert dot["loop"] <= 0.9 * perm["loop"], got
+
+
+_PREFETCH = r'''
+def order(k):
+    """(index of the first bulk L2 prefetch, of the first griddepcontrol.wait, of the first launch_dependents, of
+    the first wgmma) in the PTX (-1: absent), the prefetches in the SASS, spills."""
+    ptx, (sass, _) = k.asm["ptx"], sass_of(k)
+    at = lambda s: ptx.find(s)  # noqa: E731
+    return (at("cp.async.bulk.prefetch.L2.global"), at("griddepcontrol.wait"), at("griddepcontrol.launch_dependents"),
+            at("wgmma.mma_async"), len(re.findall(r"\bUBLKPF\b", sass)), len(re.findall(r"\b(?:LDL|STL)\b", sass)))
+
+
+if __name__ == "__main__":
+    for name, k in (
+            ("g2 BF16 decode", gemm8(2, 0, gdc=True, pf=True)),
+            ("g2 FP8 tensor split-K 4", gemm8(2, 1, gdc=True, pf=True, split=4)),
+            ("g2 NVFP4xBF16 swizzled K tail split-K 2", gemm(2, "nvfp4", "plain", swz=True, ktail=64, split=2,
+                                                            gdc=True, pf=True)),
+            ("g2 BF16 decode no prefetch", gemm8(2, 0, gdc=True)),
+            ("g1 BF16 decode early", gemm8(1, 0, gdc=True, early=True)),
+            ("g1 BF16 decode", gemm8(1, 0, gdc=True))):
+        print(name + "|" + "|".join(str(v) for v in order(k)), flush=True)
+'''
+
+
+def test_gemm2_weight_prefetch_precedes_the_grid_wait_for_sm90(tmp_path):
+    """``PREFETCH_W`` (``triton_moe.set_gemm2_prefetch``): GEMM2's bulk L2 prefetch of its weight rows is issued
+    before the program waits for the prior grid (otherwise it would prefetch nothing GEMM1's tail could hide), in
+    BF16, FP8 split-K and NVFP4 swizzled K-tail programs, without spills; without it there is none. GEMM1's
+    ``EARLY_LAUNCH`` releases the next grid before its main loop's first wgmma instead of after it."""
+    head, sep, _ = _SM90_SCRIPT.partition('if __name__ == "__main__":')
+    assert sep, "the fp4 test's script changed shape: update this test"
+    vhead, vsep, _ = _VARIANTS.partition('VARIANTS = {')
+    assert vsep, "this file's variant table changed shape: update this test"
+    rows = {name: [int(v) for v in rest] for name, *rest in run_sm90_script(tmp_path, head + vhead + _PREFETCH)}
+    assert len(rows) == 6, rows
+    for name, (pf, wait, launch, mma, ublkpf, spills) in rows.items():
+        assert spills == 0, (name, rows[name])
+        assert wait >= 0 and launch >= 0 and mma >= 0, (name, rows[name])
+        if name.startswith("g2") and "no prefetch" not in name:
+            assert 0 <= pf < wait, (name, rows[name])
+            assert ublkpf > 0, (name, rows[name])
+        else:
+            assert pf == -1 and ublkpf == 0, (name, rows[name])
+    assert rows["g1 BF16 decode early"][2] < rows["g1 BF16 decode early"][3], rows
+    assert rows["g1 BF16 decode"][2] > rows["g1 BF16 decode"][3], rows

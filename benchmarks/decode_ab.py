@@ -1,0 +1,103 @@
+"""In-process A/B of launch-level settings of the triton backend at decode (H200): one CUDA graph per setting,
+rounds interleaved, the same weights and inputs for every setting.
+
+    PYTHONPATH=src python3 benchmarks/decode_ab.py --preset gpt-oss-120b,qwen3-30b-a3b \
+        --weight-format mxfp4,bf16 --tokens 1,8,64 --settings default,g2pf,g2pf-early [--rounds 3]
+
+Settings (``SETTINGS``): ``g2pf`` / ``g2pf-early`` (``set_gemm2_prefetch("on" / "early")``),
+``g2pf-off`` (no prefetch), ``noalzero`` (``set_align_zero_fill(False)``); ``default`` is the code's defaults and
+the reference of the ratios. Each point prints the median µs per call of
+every setting (``fusedmoe.bench.timing.time_calls``: a graph of rotating input sets whose routings hit different
+experts), the best of the rounds, its ratio to ``default`` and the TB/s of the touched expert bytes. Not a benchmark of
+record (that is ``fusedmoe bench`` / the shared harness): a same-process A/B with less noise between settings.
+"""
+import argparse
+import contextlib
+import statistics
+
+import torch
+
+from fusedmoe.backends import triton_moe
+from fusedmoe.backends.triton import run_weights
+from fusedmoe.bench.presets import BenchCase, calibrate_static_scales, get_preset, make_inputs, make_weights
+from fusedmoe.bench.timing import time_calls
+from fusedmoe.config import Format
+
+
+@contextlib.contextmanager
+def _setting(name: str):
+    """The defaults, with the one change ``name`` makes."""
+    prev_pf = triton_moe.set_gemm2_prefetch({"g2pf": "on", "g2pf-early": "early", "g2pf-off": "off"}.get(
+        name, triton_moe._G2_PREFETCH["mode"]))
+    prev_az = triton_moe.set_align_zero_fill(False) if name == "noalzero" else None
+    try:
+        yield
+    finally:
+        triton_moe.set_gemm2_prefetch(*prev_pf)
+        if prev_az is not None:
+            triton_moe.set_align_zero_fill(prev_az)
+
+
+SETTINGS = ("default", "g2pf", "g2pf-early", "g2pf-off", "noalzero")
+
+
+def _touched_bytes(w, topk, E: int) -> int:
+    """Bytes of the experts hit by one input set (values, scales, biases of both weights)."""
+    hit = torch.unique(topk.ids.reshape(-1)).numel()
+    tensors = [w.w13.data, w.w13.scale, w.w2.data, w.w2.scale, w.w13_bias, w.w2_bias]
+    return hit * sum(t.numel() * t.element_size() for t in tensors if t is not None) // E
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="qwen3-30b-a3b")
+    ap.add_argument("--weight-format", default="bf16")
+    ap.add_argument("--tokens", default="1,8")
+    ap.add_argument("--settings", default="default,g2pf,g2pf-early")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--nsets", type=int, default=8)
+    ap.add_argument("--budget-s", type=float, default=0.5, help="timing budget of one setting in one round")
+    ap.add_argument("--device", default="cuda", help="cpu: a plumbing check (TRITON_INTERPRET=1, --preset tiny)")
+    a = ap.parse_args()
+    settings = a.settings.split(",")
+    for s in settings:
+        if s not in SETTINGS:
+            raise SystemExit(f"unknown setting {s!r}; expected some of {SETTINGS}")
+    if "default" not in settings:
+        settings.insert(0, "default")
+    dev = torch.device(a.device)
+    print(f"{'preset':18s} {'w':6s} {'T':>4s} " + " ".join(f"{s:>11s}" for s in settings) + "   ratios default/x"
+          "   TB/s(default)", flush=True)
+    for pname in a.preset.split(","):
+        p = get_preset(pname)
+        for fname in a.weight_format.split(","):
+            fmt = Format(fname)
+            af = fmt.natural_activation_format()  # as fusedmoe bench: FP8 per tensor with calibrated static scales
+            case = BenchCase(p, fmt, af, p.routing_config())
+            try:
+                w = make_weights(p, fmt, device=dev)
+            except ValueError as exc:  # a format the preset's shapes do not allow
+                print(f"{pname:18s} {fname:6s} skipped: {exc}", flush=True)
+                continue
+            w = calibrate_static_scales(w.for_activation_format(af), case, device=dev)
+            for T in (int(t) for t in a.tokens.split(",")):
+                sets = make_inputs(case, T, device=dev, nsets=a.nsets)
+                calls = [lambda s=s: run_weights(s.x, w, s.topk, activation_format=af) for s in sets]
+                ts = {s: [] for s in settings}
+                for _ in range(a.rounds):
+                    for s in settings:
+                        with _setting(s):
+                            ts[s].append(time_calls(calls, dev, budget_s=a.budget_s).median_s * 1e6)
+                best = {s: min(v) for s, v in ts.items()}
+                med = {s: statistics.median(v) for s, v in ts.items()}
+                nbytes = statistics.mean(_touched_bytes(w, s.topk, p.experts) for s in sets)
+                print(f"{pname:18s} {fname:6s} {T:4d} " + " ".join(f"{med[s]:11.1f}" for s in settings) + "   "
+                      + " ".join(f"{med['default'] / med[s]:5.3f}" for s in settings if s != "default")
+                      + f"   {nbytes / med['default'] / 1e6:5.2f}   (best of rounds: "
+                      + " ".join(f"{best[s]:.1f}" for s in settings) + ")", flush=True)
+            del w
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
