@@ -2,14 +2,14 @@
 rounds interleaved, the same weights and inputs for every setting.
 
     PYTHONPATH=src python3 benchmarks/decode_ab.py --preset gpt-oss-120b,qwen3-30b-a3b \
-        --weight-format mxfp4,bf16 --tokens 1,8,64 --settings default,g2pf,g2pf-early [--rounds 3]
+        --weight-format mxfp4,bf16 --tokens 1,8,64 --settings default,noalzero [--rounds 3]
 
-Settings (``SETTINGS``): ``g2pf`` / ``g2pf-early`` (``set_gemm2_prefetch("on" / "early")``),
-``g2pf-off`` (no prefetch), ``noalzero`` (``set_align_zero_fill(False)``); ``default`` is the code's defaults and
-the reference of the ratios. Each point prints the median µs per call of
-every setting (``fusedmoe.bench.timing.time_calls``: a graph of rotating input sets whose routings hit different
-experts), the best of the rounds, its ratio to ``default`` and the TB/s of the touched expert bytes. Not a benchmark of
-record (that is ``fusedmoe bench`` / the shared harness): a same-process A/B with less noise between settings.
+Settings: ``default`` (the code's defaults, the reference of the ratios) and the names of ``SETTINGS``, each the
+defaults with one switch of ``fusedmoe.backends.triton_moe`` changed (``noalzero``: ``set_align_zero_fill(False)``,
+...). Each point prints the median µs per call of every setting (``fusedmoe.bench.timing.time_calls``: a graph of
+rotating input sets whose routings hit different experts), the best of the rounds, its ratio to ``default`` and the
+TB/s of the touched expert bytes. Not a benchmark of record (that is ``fusedmoe bench`` / the shared harness): a
+same-process A/B with less noise between settings.
 """
 import argparse
 import contextlib
@@ -24,21 +24,22 @@ from fusedmoe.bench.timing import time_calls
 from fusedmoe.config import Format
 
 
+# name -> (setter of fusedmoe.backends.triton_moe, value): each setting is the defaults with that one change
+SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programmatic_dependent_launch", False),
+            "fusecomb": ("set_fused_combine", 1 << 30), "notrim": ("set_trim_stages", False)}
+
+
 @contextlib.contextmanager
 def _setting(name: str):
-    """The defaults, with the one change ``name`` makes."""
-    prev_pf = triton_moe.set_gemm2_prefetch({"g2pf": "on", "g2pf-early": "early", "g2pf-off": "off"}.get(
-        name, triton_moe._G2_PREFETCH["mode"]))
-    prev_az = triton_moe.set_align_zero_fill(False) if name == "noalzero" else None
+    if name == "default":
+        yield
+        return
+    setter, value = SETTINGS[name]
+    prev = getattr(triton_moe, setter)(value)
     try:
         yield
     finally:
-        triton_moe.set_gemm2_prefetch(*prev_pf)
-        if prev_az is not None:
-            triton_moe.set_align_zero_fill(prev_az)
-
-
-SETTINGS = ("default", "g2pf", "g2pf-early", "g2pf-off", "noalzero")
+        getattr(triton_moe, setter)(prev)
 
 
 def _touched_bytes(w, topk, E: int) -> int:
@@ -53,7 +54,7 @@ def main() -> None:
     ap.add_argument("--preset", default="qwen3-30b-a3b")
     ap.add_argument("--weight-format", default="bf16")
     ap.add_argument("--tokens", default="1,8")
-    ap.add_argument("--settings", default="default,g2pf,g2pf-early")
+    ap.add_argument("--settings", default="default,noalzero")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--nsets", type=int, default=8)
     ap.add_argument("--budget-s", type=float, default=0.5, help="timing budget of one setting in one round")
@@ -61,8 +62,8 @@ def main() -> None:
     a = ap.parse_args()
     settings = a.settings.split(",")
     for s in settings:
-        if s not in SETTINGS:
-            raise SystemExit(f"unknown setting {s!r}; expected some of {SETTINGS}")
+        if s != "default" and s not in SETTINGS:
+            raise SystemExit(f"unknown setting {s!r}; expected default or some of {sorted(SETTINGS)}")
     if "default" not in settings:
         settings.insert(0, "default")
     dev = torch.device(a.device)

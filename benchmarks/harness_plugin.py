@@ -14,9 +14,7 @@ programmatic dependent launch always on / off; the default turns it on up to 512
 count; the default does not fuse it: ``set_fused_combine``); ``fusedmoe-noalq`` (hidden quantized
 by its own kernel at decode too, instead of inside the align launch: ``triton_moe._ALIGN_QUANT``);
 ``fusedmoe-alzero`` / ``fusedmoe-noalzero`` (split-K counters of a captured call zeroed by the align launch --
-the default since the twenty-sixth session -- or by a memset node: ``set_align_zero_fill(True / False)``); ``fusedmoe-g2pf`` / ``fusedmoe-g2pf-early`` /
-``fusedmoe-g2pf-off`` (GEMM2's weight rows prefetched into L2 before its wait for GEMM1, GEMM2 released after
-GEMM1's main loop / right after GEMM1's own wait, or not: ``set_gemm2_prefetch``);
+the default since the twenty-sixth session -- or by a memset node: ``set_align_zero_fill(True / False)``);
 ``fusedmoe-nopersist`` (GEMM2 always one program per tile: ``set_persistent_gemm2(False)``);
 ``fusedmoe-notrim`` (each GEMM's pipeline stages as configured even past its K loop's trip count:
 ``set_trim_stages(False)``);
@@ -229,13 +227,6 @@ def _set_pad_garbage(on):
     return prev
 
 
-def _set_g2_prefetch(mode):
-    """``triton_moe.set_gemm2_prefetch(mode)`` (default token limit); returns the previous mode."""
-    from fusedmoe.backends import triton_moe
-
-    return triton_moe.set_gemm2_prefetch(mode)[0]
-
-
 _PDL, _FUSE = "set_programmatic_dependent_launch", "set_fused_combine"
 _WS_DTYPES = ("bf16", "fp8_tensor", "fp8_channel", "fp8_block")
 PEERS = {"fusedmoe": make_fusedmoe,
@@ -247,9 +238,6 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-noalq": _with_setting(_set_align_quant, False),
          "fusedmoe-alzero": _with_setting("set_align_zero_fill", True),
          "fusedmoe-noalzero": _with_setting("set_align_zero_fill", False),
-         "fusedmoe-g2pf": _with_setting(_set_g2_prefetch, "on"),
-         "fusedmoe-g2pf-early": _with_setting(_set_g2_prefetch, "early"),
-         "fusedmoe-g2pf-off": _with_setting(_set_g2_prefetch, "off"),
          "fusedmoe-nopersist": _with_setting("set_persistent_gemm2", False),
          "fusedmoe-notrim": _with_setting("set_trim_stages", False),
          "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),

@@ -931,8 +931,7 @@ def _join(w, micro, swap):
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
          even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, cvt=None, kperm=None, pers=False, nt=1,
-         hk=1, rcp=False, tiled=0, wsk1=False, swz=False, swap=None, ktail=0, aperm=False, odbk=0, pf=False,
-         early=False):
+         hk=1, rcp=False, tiled=0, wsk1=False, swz=False, swap=None, ktail=0, aperm=False, odbk=0):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
     ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py). swap: W @ A^T,
     by default below 64 token rows."""
@@ -956,11 +955,11 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
                      out_scale_ptr={0: "*fp32", 1: "*fp32", 2: "*fp32", 3: "*u8", 4: "*u8", 5: "*i32"}[out_q],
                      out_qscale_ptr="*fp32")
         ce.update(ACT=act, GATED=gated, OUT_Q=out_q, ROUND_DTYPE=tl.bfloat16, Q_AS_FP32=False, WEIGHT_ON_INPUT=False,
-                  SPLIT_K=split, JOIN=_join(w, micro, swap), RCP_DIV=rcp, OUT_DOT_BK=odbk, EARLY_LAUNCH=early)
+                  SPLIT_K=split, JOIN=_join(w, micro, swap), RCP_DIV=rcp, OUT_DOT_BK=odbk)
         return compile_kernel(G._gemm1_kernel, types, ce, nw, ns)
     types = dict(common, out_ptr="*bf16", ws_ptr="*fp32", cnt_ptr="*i32", comb_cnt_ptr="*i32", comb_out_ptr="*bf16")
     ce.update(MUL_ROUTING_WEIGHT=True, OUT_ATOMIC=False, FUSE_COMBINE=fuse, SPLIT_K=split, PERSISTENT=pers, N_TILES=nt,
-              HELD_KB=hk, PREFETCH_W=pf)
+              HELD_KB=hk)
     return compile_kernel(G._gemm2_kernel, types, ce, nw, ns)
 
 
@@ -1310,46 +1309,6 @@ def test_gpu_k_tail_gpt_oss_shapes(T, pair):
     mx, rms = _errors(got, ref)
     bmx, brms = _bounds(c.dtype)
     assert mx <= bmx and rms <= brms, (mx, rms)
-
-
-@gpu
-@pytest.mark.parametrize("pair", [(F.MXFP4, F.BF16), (F.NVFP4, F.BF16), (F.MXFP4, F.MXFP8), (F.NVFP4, F.NVFP4)],
-                         ids=lambda p: f"{p[0].name}x{p[1].name}")
-def test_gpu_gemm2_prefetch_same_bits(pair):
-    """GEMM2's weight rows prefetched into L2 before its wait for GEMM1 (``set_gemm2_prefetch`` "on" / "early") on
-    the FP4 decode path: gpt-oss-20b-sized experts, K = 2880 with the 64-wide K tail, GEMM2 split in two, 8 tokens,
-    swizzled or plain weight words -- the bits of "off", eager and in a CUDA graph, within the bound."""
-    c = Case(pair[0], pair[1], A.SWIGLU_OAI, T=8, H=2880, I=2880, align=64, E=32, K=4, bias=True,
-             dtype=torch.bfloat16, x_scale=4.0, seed=17)
-    cfg = MoEKernelConfig(KernelConfig(16, 64, 128, swap_ab=True, split_k=4, num_stages=4),
-                          KernelConfig(16, 128, 128, swap_ab=True, split_k=2, num_stages=4))
-    hidden, W, topk = make_case(c)
-    W = W.for_activation_format(c.afmt)
-    prev_pdl = triton_moe.set_programmatic_dependent_launch(True)
-    prev = triton_moe.set_gemm2_prefetch("off")
-    try:
-        base = run_triton(hidden, W, topk, c.afmt, config=cfg)
-        mx, rms = _errors(base, run_reference(hidden, W, topk, c.afmt))
-        bmx, brms = _bounds(c.dtype)
-        assert mx <= bmx and rms <= brms, (mx, rms)
-        out = torch.empty_like(base)
-        for mode in ("on", "early"):
-            triton_moe.set_gemm2_prefetch(mode)
-            cap = {}
-            run_triton(hidden, W, topk, c.afmt, config=cfg, out=out, capture=cap)
-            assert cap["g2_prefetch"] == ("off" if W.w2.value_tile_k else mode), cap["g2_prefetch"]
-            assert torch.equal(out, base), mode
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                run_triton(hidden, W, topk, c.afmt, config=cfg, out=out)
-            for _ in range(3):
-                out.zero_()
-                graph.replay()
-                torch.cuda.synchronize()
-                assert torch.equal(out, base), mode
-    finally:
-        triton_moe.set_gemm2_prefetch(*prev)
-        triton_moe.set_programmatic_dependent_launch(prev_pdl)
 
 
 @gpu

@@ -443,36 +443,6 @@ def test_fused_combine_same_bits(wfmt):
         set_fused_combine(prev)
 
 
-def test_gemm2_prefetch_choice():
-    """When a call prefetches GEMM2's weights (``set_gemm2_prefetch``): only with programmatic dependent launch, up
-    to the token limit, one tile a program, linear rows with 16-byte aligned starts; the setter's errors."""
-    from fusedmoe.backends.triton_moe import _gemm2_prefetch_mode, set_gemm2_prefetch
-
-    w = torch.empty((4, 64, 256), dtype=torch.bfloat16)
-    on = {"USE_GDC": True, "launch_pdl": True}
-    prev = set_gemm2_prefetch("early", 16)
-    try:
-        assert prev[0] in ("off", "on", "early")
-        assert _gemm2_prefetch_mode(on, 16, w, 0, True) == "early"
-        assert _gemm2_prefetch_mode({"USE_GDC": False}, 1, w, 0, True) == "off"  # no PDL: nothing to overlap
-        assert _gemm2_prefetch_mode(on, 17, w, 0, True) == "off"  # past the token limit
-        assert _gemm2_prefetch_mode(on, 1, w, 0, False) == "off"  # persistent / held tiles / warp-specialized
-        assert _gemm2_prefetch_mode(on, 1, w, 64, True) == "off"  # FP4 values in 64-row tiles: rows not linear
-        odd = torch.empty((4, 64, 252), dtype=torch.uint8)  # 252-byte rows: starts not 16-byte aligned
-        assert _gemm2_prefetch_mode(on, 1, odd, 0, True) == "off"
-        assert _gemm2_prefetch_mode(on, 1, w.transpose(1, 2), 0, True) == "off"  # K not contiguous
-        assert set_gemm2_prefetch("on") == ("early", 16)
-        assert _gemm2_prefetch_mode(on, 16, w, 0, True) == "on"
-        set_gemm2_prefetch("off")
-        assert _gemm2_prefetch_mode(on, 1, w, 0, True) == "off"
-        with pytest.raises(ValueError, match="mode must be one of"):
-            set_gemm2_prefetch("always")
-        with pytest.raises(TypeError, match="max_tokens"):
-            set_gemm2_prefetch("on", -1)
-    finally:
-        set_gemm2_prefetch(*prev)
-
-
 @interpreter
 @pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR], ids=lambda f: f.name)
 def test_align_launch_zeroes_split_k_counters(wfmt, monkeypatch):
@@ -1564,54 +1534,6 @@ def test_gpu_split_k_cuda_graph(wfmt):
                 graph.replay()
             torch.cuda.synchronize()
             assert torch.equal(out, eager), zero_in_align
-
-
-@gpu
-@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR, Format.FP8_BLOCK], ids=lambda f: f.name)
-@pytest.mark.parametrize("T", [1, 8])
-def test_gpu_gemm2_prefetch_same_bits(wfmt, T):
-    """GEMM2's weight rows prefetched into L2 before its wait for GEMM1 (``set_gemm2_prefetch`` "on" and "early",
-    DeepSeek-V3 TP8 shape, expert parallel with half the experts local, GEMM2 split in two): taken (``_capture``),
-    and the bits of "off", eager and in a CUDA graph replayed three times."""
-    from fusedmoe.backends.triton_moe import set_gemm2_prefetch, set_programmatic_dependent_launch
-
-    prob = make_problem(T=T, H=7168, I=256, I_pad=256, E=128, K=8, act=Activation.SWIGLU, wfmt=wfmt,
-                        dtype=torch.bfloat16, offset=64, E_glob=256, seed=21)
-    bn = 128 if wfmt is Format.FP8_BLOCK else 64
-    cfg = MoEKernelConfig(KernelConfig(16, bn, 128, num_stages=4, swap_ab=True, split_k=4),
-                          KernelConfig(16, 64, 128, num_stages=4, swap_ab=True, split_k=2))
-    out = torch.empty((T, 7168), dtype=torch.bfloat16, device="cuda")
-
-    def launch(cap=None):
-        triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], activation=Activation.SWIGLU,
-                       act_params=None, act_format=ACT_FMT[wfmt], intermediate_size_padded=256, a1_scale=prob["a1"],
-                       a2_scale=prob["a2"], config=cfg, out=out, local_expert_offset=64, _capture=cap)
-
-    prev_pdl = set_programmatic_dependent_launch(True)
-    prev = set_gemm2_prefetch("off")
-    try:
-        base = _run_within_bound(prob, act=Activation.SWIGLU, wfmt=wfmt, dtype=torch.bfloat16, tag="off", offset=64,
-                                 config=cfg).clone()
-        launch()
-        assert torch.equal(out, base)
-        for mode in ("on", "early"):
-            set_gemm2_prefetch(mode)
-            cap = {}
-            out.zero_()
-            launch(cap)
-            assert cap["g2_prefetch"] == mode, cap.get("g2_prefetch")
-            assert torch.equal(out, base), mode
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                launch()
-            for _ in range(3):
-                out.zero_()
-                graph.replay()
-                torch.cuda.synchronize()
-                assert torch.equal(out, base), mode
-    finally:
-        set_gemm2_prefetch(*prev)
-        set_programmatic_dependent_launch(prev_pdl)
 
 
 @gpu

@@ -602,47 +602,6 @@ def set_align_zero_fill(enabled: bool) -> bool:
     return _swap_bool(_ALIGN_ZERO, enabled)
 
 
-# ---- GEMM2's weights prefetched before its wait (decode) ----------------------------------------------
-
-# With programmatic dependent launch GEMM2's programs start before GEMM1 has finished and wait for it at their first
-# instruction; their weight rows do not depend on GEMM1, so PREFETCH_W starts their L2 fetch before that wait
-# ("on"); "early" also lets GEMM1 release GEMM2's launch right after its own wait instead of after its main loop, so
-# the prefetch overlaps GEMM1's stream. FUSEDMOE_G2_PREFETCH = off | on | early; calls of at most max_tokens tokens.
-_G2_PREFETCH = {"mode": os.environ.get("FUSEDMOE_G2_PREFETCH", "off"), "max_tokens": 64}
-_G2_PREFETCH_MODES = ("off", "on", "early")
-if _G2_PREFETCH["mode"] not in _G2_PREFETCH_MODES:
-    raise ValueError(f"FUSEDMOE_G2_PREFETCH must be one of {_G2_PREFETCH_MODES}, got {_G2_PREFETCH['mode']!r}")
-
-
-def set_gemm2_prefetch(mode: str, max_tokens: "int | None" = None) -> tuple:
-    """GEMM2's weight rows prefetched into L2 before it waits for GEMM1 (Hopper, programmatic dependent launch, calls
-    of at most ``max_tokens`` tokens; default 64): ``"off"``, ``"on"`` (GEMM2 launches after GEMM1's main loop, as
-    without it), ``"early"`` (GEMM1 lets GEMM2 launch right after its own wait). A hint only: the same bits.
-    Returns the previous ``(mode, max_tokens)``."""
-    if mode not in _G2_PREFETCH_MODES:
-        raise ValueError(f"mode must be one of {_G2_PREFETCH_MODES}, got {mode!r}")
-    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 0):
-        raise TypeError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
-    prev = (_G2_PREFETCH["mode"], _G2_PREFETCH["max_tokens"])
-    _G2_PREFETCH["mode"] = mode
-    if max_tokens is not None:
-        _G2_PREFETCH["max_tokens"] = max_tokens
-    return prev
-
-
-def _gemm2_prefetch_mode(pdl: dict, tokens: int, w2_data: torch.Tensor, value_tile_k: int, one_tile: bool) -> str:
-    """This call's ``set_gemm2_prefetch`` mode: "off" unless programmatic dependent launch is on, the call is small
-    enough, GEMM2 runs one tile a program and its weight rows are linear with 16-byte aligned starts."""
-    mode = _G2_PREFETCH["mode"]
-    if mode == "off" or not pdl.get("USE_GDC") or tokens > _G2_PREFETCH["max_tokens"] or not one_tile:
-        return "off"
-    esz = w2_data.element_size()
-    if value_tile_k or w2_data.dim() != 3 or w2_data.stride(2) != 1 or (w2_data.stride(1) * esz) % 16 or (
-            w2_data.stride(0) * esz) % 16 or w2_data.data_ptr() % 16:
-        return "off"
-    return mode
-
-
 def _align_zeroes_counters(device: torch.device) -> bool:
     """Whether this call's split-K counters are left to the align launch to zero (``set_align_zero_fill``): only
     fresh buffers need it, i.e. while a CUDA graph is being captured."""
@@ -1212,9 +1171,6 @@ def triton_experts(
     # MXFP4 weights whose block-scale codes allow it: the converter's 2^126 folded into the scale
     cvt1, cvt2 = (_mx_fold_cvt(w, fast_cvt, mxdot) for w in (w13, w2))
     a1_d, w13_d = _nib_view(a1, nib), _nib_view(w13.data, nib)
-    # GEMM2's weights prefetched before its wait (set_gemm2_prefetch); "early": GEMM1 releases its launch at once
-    pf2 = _gemm2_prefetch_mode(pdl, T, w2.data, w2.value_tile_k,
-                               not pers2 and c2.n_tiles == 1 and not c2.warp_specialized)
     if c1.warp_specialized:
         _ws_gemm(c1, a1, a1_s, a1_s_stride, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, tw_flat, q_scale,
                  out_q, al, inter, I_pad, K, TK, E, _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input),
@@ -1238,7 +1194,7 @@ def triton_experts(
             SPLIT_K=c1.split_k, JOIN=micro and join_gate_up(wfmt, c1.swap_ab), **pdl,
             RCP_DIV=_RCP_DIV["enabled"] and not interp,  # the interpreter's fma is not fused
             W_TK=w13.value_tile_k, W_SWZ=w13.value_swizzled, K_TAIL=kt1,
-            A_PERMUTED=dot1, OUT_DOT_BK=c2.block_k if dot2 else 0, EARLY_LAUNCH=pf2 == "early",
+            A_PERMUTED=dot1, OUT_DOT_BK=c2.block_k if dot2 else 0,
             num_warps=c1.num_warps, num_stages=c1.num_stages,
         )
 
@@ -1257,7 +1213,7 @@ def triton_experts(
     if _capture is not None:
         _capture.update(inter=inter, inter_scale=inter_scale, inter_g=inter_g, out_q=out_q, post_quant=post_quant,
                         config=cfg, padded=padded, k_tail=(kt1, kt2), mxdot=mxdot,
-                        dot_order=(dot1, dot2), g2_prefetch=pf2)
+                        dot_order=(dot1, dot2))
 
     # ---- 4. GEMM2 (+ bias + routing weight) ----
     if atomic:
@@ -1322,7 +1278,7 @@ def triton_experts(
             FAST_ACC=c2.fp8_fast_accum,
             SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
             HELD_KB=cdiv(I_pad, c2.block_k) if c2.n_tiles > 1 and wfmt is Format.FP8_BLOCK else 1,
-            W_TK=w2.value_tile_k, W_SWZ=w2.value_swizzled, K_TAIL=kt2, A_PERMUTED=dot2, PREFETCH_W=pf2 != "off",
+            W_TK=w2.value_tile_k, W_SWZ=w2.value_swizzled, K_TAIL=kt2, A_PERMUTED=dot2,
             num_warps=c2.num_warps, num_stages=c2.num_stages,
         )
     if atomic or direct_out or fuse:

@@ -263,46 +263,6 @@ def _tail_owner(k_lo, k_hi, K, BLOCK_K: tl.constexpr, K_TAIL: tl.constexpr):
 
 
 @triton.jit
-def _prefetch_l2(ptrs, nbytes, mask):
-    """One ``cp.async.bulk.prefetch.L2`` (sm_90) of ``nbytes`` bytes (a multiple of 16, > 0) at each 16-byte
-    aligned byte pointer of ``ptrs`` where ``mask``: a hint, fire and forget -- nothing waits for it, and a
-    wrong range costs bandwidth, never a result."""
-    tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.u32 p, $3, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-        "=r,l,r,r", [ptrs, nbytes, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _gemm2_prefetch(w_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_blocks_m, stride_we, stride_wn,
-                    E_LOC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                    GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, K_TAIL: tl.constexpr):
-    """PREFETCH_W: before GEMM2 waits for the prior grid (programmatic dependent launch), start the L2 fetch of
-    this program's weight rows -- the K range ``_split_k_range`` gives it (and the tail), one bulk prefetch per
-    row -- so that they stream while GEMM1 finishes. Weights are inputs of the call; the tile's expert comes from
-    the align, whose grid completed before GEMM1's programs passed their own wait (they let this grid launch only
-    after it: ``gdc_launch_dependents`` follows ``gdc_wait`` in every kernel of the chain). Read through L2 only
-    (``.cg``), and used for the prefetch addresses only: the program reloads them after its wait. Rows are linear
-    (``W_TK`` 0) with a 16-byte multiple row stride (the launcher checks)."""
-    pid = tl.program_id(0)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    pid_m, pid_n = _tile_ids(pid, num_blocks_m, num_pid_n, GROUP_M)
-    in_use = pid_m * BLOCK_M < tl.load(num_post_padded_ptr, cache_modifier=".cg")
-    e = tl.load(block_expert_ptr + pid_m, mask=in_use, other=E_LOC, cache_modifier=".cg")
-    if (e >= 0) & (e < E_LOC):
-        ESZ: tl.constexpr = w_ptr.dtype.element_ty.primitive_bitwidth // 8
-        row_bytes = stride_wn.to(tl.int64) * ESZ  # the row's bytes: K logical columns
-        k_lo, k_hi = _split_k_range(K - K_TAIL, BLOCK_K, SPLIT_K)
-        c_hi = tl.where(k_hi * BLOCK_K >= K - K_TAIL, K, k_hi * BLOCK_K)
-        lo = (k_lo * BLOCK_K * row_bytes // K) // 16 * 16
-        hi = tl.minimum((c_hi * row_bytes // K + 15) // 16 * 16, row_bytes)
-        rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        base = w_ptr.to(tl.pointer_type(tl.int8)) + e.to(tl.int64) * stride_we * ESZ + lo
-        nbytes = (hi - lo).to(tl.int32)
-        _prefetch_l2(base + rows.to(tl.int64) * row_bytes, tl.full([BLOCK_N], 0, tl.int32) + nbytes,
-                     (rows < N) & (nbytes > 0))
-
-
-@triton.jit
 def _micro_step(acc, acc_u, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, rows, rows_u, ws_e, stride_wn, stride_wsn,
                 stride_wsk, w_ok, ki, K, A_FMT: tl.constexpr, W_FMT: tl.constexpr, BLOCK_M: tl.constexpr,
                 BR: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr, CD: tl.constexpr, FAST_CVT: tl.constexpr,
@@ -509,7 +469,6 @@ def _gemm1_kernel(
     A_PERMUTED: tl.constexpr = False,  # MICRO, 16-bit A: hidden stored in the dot order of the K steps (no permute)
     OUT_DOT_BK: tl.constexpr = 0,  # OUT_PLAIN: > 0 stores the intermediate in the dot order of GEMM2's OUT_DOT_BK-wide
     #                                  K steps (_blockscaled._dot_order_steps; BLOCK_N a multiple of OUT_DOT_BK)
-    EARLY_LAUNCH: tl.constexpr = False,  # USE_GDC: let the next grid launch right after the wait, not the main loop
 ):
     """GEMM1 + bias + activation + intermediate rounding/quantization.
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K).
@@ -526,8 +485,6 @@ def _gemm1_kernel(
     MXFP4 GEMM1: 348 per 128 values against 202 per 64), and a masked K tail in every step costs more (425)."""
     if USE_GDC:
         tl.extra.cuda.gdc_wait()  # before the first load: every input may come from the prior grid
-        if EARLY_LAUNCH:  # GEMM2's programs may start (and prefetch their weights: PREFETCH_W) while this one runs
-            tl.extra.cuda.gdc_launch_dependents()
     pid = tl.program_id(0)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _tile_ids(pid, num_blocks_m, num_pid_n, GROUP_M)
@@ -655,7 +612,7 @@ def _gemm1_kernel(
             if GATED:
                 wu_ptrs += BLOCK_K
 
-    if USE_GDC and not EARLY_LAUNCH:
+    if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()  # the next grid may start launching (it waits for our end)
     if SWAP_AB:
         acc_g = tl.trans(acc_g)
@@ -981,7 +938,6 @@ def _gemm2_kernel(
     W_SWZ: tl.constexpr = False,  # MICRO, FP4 weights: values in the "swizzled" layout (bit-swizzled 16-bit words)
     K_TAIL: tl.constexpr = 0,  # MICRO, not MXDOT: as in _gemm1_kernel
     A_PERMUTED: tl.constexpr = False,  # MICRO, 16-bit A: the intermediate in the dot order (GEMM1's OUT_DOT_BK)
-    PREFETCH_W: tl.constexpr = False,  # USE_GDC, one tile a program, linear rows: L2 prefetch before the wait
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
@@ -999,15 +955,8 @@ def _gemm2_kernel(
     tile once and computes N_TILES consecutive column tiles with it, so only the weight tiles
     stream; one program per tile re-reads the activation tile for every column tile (as many bytes
     per MMA as the weight tile). Each tile's arithmetic is that of a one-tile program with the same
-    BLOCK_K: the same bits for any N_TILES.
-
-    PREFETCH_W (decode, ``triton_moe.set_gemm2_prefetch``): the program starts the L2 fetch of its weight rows
-    before its wait for the prior grid (``_gemm2_prefetch``); the results do not change."""
+    BLOCK_K: the same bits for any N_TILES."""
     if USE_GDC:
-        if PREFETCH_W:
-            tl.static_assert(not PERSISTENT and N_TILES == 1 and W_TK == 0, "PREFETCH_W: one linear tile a program")
-            _gemm2_prefetch(w_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_blocks_m, stride_we, stride_wn,
-                            E_LOC, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, K_TAIL)
         tl.extra.cuda.gdc_wait()
     num_pid_n = tl.cdiv(N, BLOCK_N)
     if N_TILES > 1:
