@@ -404,6 +404,48 @@ def test_split_k(wfmt, act):
     assert int(cnt.abs().sum()) == 0 and cnt.numel() == 64 and part.numel() == 100
 
 
+def test_combine_blocks_cover_the_sms_at_decode():
+    """The combine's tiles (``combine_blocks``): [4, 1024] at prefill; at decode they shrink until the grid has a
+    program per SM (or 128-column single rows), with 8 elements a thread (4 in the 128-column tiles)."""
+    from fusedmoe.backends.triton_moe import combine_blocks
+
+    assert combine_blocks(4096, 4096, 132) == (4, 1024, 4)
+    assert combine_blocks(4096, 4096, None) == (4, 1024, 4)  # the interpreter: no SM count
+    assert combine_blocks(1, 4096, 132) == (1, 128, 1)  # 32 programs: the smallest tile
+    assert combine_blocks(8, 4096, 132) == (1, 128, 1)  # 256 programs (8 of 1024 columns: 8 x 8 < 132)
+    assert combine_blocks(64, 4096, 132) == (1, 1024, 4)  # 256 programs
+    assert combine_blocks(64, 2880, 132) == (1, 1024, 4)  # 192 programs
+    assert combine_blocks(8, 7168, 132) == (1, 256, 1)  # 8 x 28 = 224 programs
+    for T, H in ((1, 2880), (8, 4096), (64, 7168), (512, 4096), (3, 200)):
+        bt, bh, w = combine_blocks(T, H, 132)
+        assert bt * bh >= 4 * 32 * w, (T, H, bt, bh, w)
+
+
+@interpreter
+@pytest.mark.parametrize("blocks", [(4, 256, 4), (1, 128, 1), (2, 64, 1)], ids=str)
+def test_combine_kernel_tiles_same_bits(blocks):
+    """The combine kernel with decode-sized tiles (``combine_blocks``) and the prefill ones: the fp32 sum of each
+    token's local slots in k order, cast to the output dtype -- the same bits for any tiles; non-local slots
+    (their rows never written: NaN here) contribute nothing."""
+    from fusedmoe.kernels import _combine
+
+    T, H, K, E, off = 5, 300, 3, 4, 2
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 8, (T, K), generator=g, dtype=torch.int32)
+    y = torch.randn(T * K, H, generator=g).to(torch.float16)
+    local = ((ids >= off) & (ids < off + E)).reshape(-1)
+    y[~local] = float("nan")
+    want = torch.zeros(T, H)
+    for k in range(K):
+        want += torch.where(local.reshape(T, K)[:, k, None], y.reshape(T, K, H)[:, k].float(), 0.0)
+    out = torch.full((T, H), 7.0, dtype=torch.float16)
+    BT, BH, warps = blocks
+    _combine._combine_kernel[(-(-T // BT), -(-H // BH))](
+        y, ids, out, T, H, off, y.stride(0), out.stride(0), E_LOC=E, TOP_K=K, BLOCK_T=BT, BLOCK_H=BH, USE_GDC=False,
+        num_warps=warps)
+    assert torch.equal(out, want.to(torch.float16))
+
+
 @interpreter
 @pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR], ids=lambda f: f.name)
 def test_fused_combine_same_bits(wfmt):

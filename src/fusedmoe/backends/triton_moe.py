@@ -1285,10 +1285,25 @@ def triton_experts(
         return out
 
     # ---- 5. combine ----
-    BH = min(1024, next_pow2(H))
-    BT = max(1, min(next_pow2(T), 4096 // BH))
+    BT, BH, warps = combine_blocks(T, H, num_sms)
     launch(_comb._combine_kernel, (cdiv(T, BT), cdiv(H, BH)),
         y, ids_flat, out, T, H, local_expert_offset, y.stride(0), out.stride(0),
-        E_LOC=E, TOP_K=K, BLOCK_T=BT, BLOCK_H=BH, num_warps=4, **pdl,
+        E_LOC=E, TOP_K=K, BLOCK_T=BT, BLOCK_H=BH, num_warps=warps, **pdl,
     )
     return out
+
+
+def combine_blocks(T: int, H: int, num_sms: "int | None") -> tuple:
+    """(BLOCK_T, BLOCK_H, num_warps) of the combine launch: [<= 4, 1024]-element tiles, 8 a thread; at decode, where
+    that leaves most SMs without a program (8 tokens of H = 4096: 8 programs reading 22 x 8 rows; H200, Nemotron-3-Super
+    FP4: 7-8 us), the tiles shrink -- rows first, then columns down to 128 -- until the grid covers the SMs. Every output
+    element sums its K values in the same order whatever the tiles: the same bits. 8 elements a thread (4 in the
+    128-column tiles)."""
+    BH = min(1024, next_pow2(H))
+    BT = max(1, min(next_pow2(T), 4096 // BH))
+    while num_sms and cdiv(T, BT) * cdiv(H, BH) < num_sms and (BT > 1 or BH > 128):
+        if BT > 1:
+            BT //= 2
+        else:
+            BH //= 2
+    return BT, BH, max(1, min(4, BT * BH // 256))
