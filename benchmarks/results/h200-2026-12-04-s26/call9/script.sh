@@ -1,0 +1,1 @@
+export PYTHONPATH=$PWD/src; for f in bf16 fp8_tensor; do timeout 55 python3 benchmarks/kernel_breakdown.py --preset deepseek-v3-tp8,minimax-m2-tp8,qwen3-30b-a3b --weight-format $f --tokens 1 --calls 20 --gemm2 '{"block_n": 32}' --gemm2 '{"block_n": 32, "num_warps": 2}' > $OUT/bn32_$f.txt 2>&1; done
