@@ -3,7 +3,7 @@
 #   bash benchmarks/device_run.sh [tests] [tests-core] [demo] [quick|full] [tune-fp8] [tune-fp4] [tune-rest]
 #                                  [tune-cover-a] [tune-cover-b] [tune-cover-c] [tune-cover-d] [tune-fp8-prefill] [eager] [bench] [bench-all]
 #                                  [bench-fp4] [bench-fp4-tuned] [ncu] [dist] [tests-rest] [profile] [breakdown]
-#                                  [tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]]] [alzero] [dot-race]
+#                                  [tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]]] [alzero] [dot-race] [dot-repro]
 # $OUT brings back at most 8 files: pack the rest (tar) at the end of a call.
 # tune-cover-*: merged into TUNE_OUT (default: the shipped table), so two GPUs can tune at once
 # (CUDA_VISIBLE_DEVICES=0 / 1, each its own TUNE_OUT; merge the files with merge_into_file).
@@ -214,6 +214,10 @@ if [[ "$stages" == *" alzero "* ]]; then
   python3 benchmarks/results/h200-2026-12-04-s25/cmp.py "$OUT" az_off1,az_off2 az_on1,az_on2 off on \
       | tee "$OUT/alzero_ab.txt"
   (cd "$OUT" && tar czf alzero.tgz az_off? az_on? az_*.log && rm -rf az_off? az_on? az_*.log)  # 8 files come back
+fi
+if [[ "$stages" == *" dot-repro "* ]]; then
+  # the dot-order 8-warp failure without FP4 (twenty-sixth session): bf16 register A x the transposed cp.async tile
+  timeout 120 python3 benchmarks/dot_order_repro.py --runs 20 2>&1 | tee "$OUT/dot_repro.txt" | tail -6
 fi
 if [[ "$stages" == *" dot-race "* ]]; then
   # the dot-order activations' race (twenty-fifth session): bit stability and speed per setting and variant, each

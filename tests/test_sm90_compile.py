@@ -351,3 +351,26 @@ def test_decode_align_does_not_grow_with_the_experts_for_sm90(tmp_path):
         assert spills == 0 and regs <= 64, (name, rows[name])
     small, big = rows["16 32 16"], rows["512 32 16"]
     assert big[2] <= 1.1 * small[2] and big[0] <= small[0] + 8, rows
+
+
+def test_dot_order_repro_keeps_the_failing_structure_for_sm90(tmp_path):
+    """``benchmarks/dot_order_repro.py`` (the next device session's repro of the dot-order activations' 8-warp
+    failure without FP4) compiles for sm_90 into the structure of the failing kernel: register A, the cp.async token
+    tile transposed in place as B, four wgmmas a K step, the two warpgroups splitting M at 8 warps."""
+    import os
+
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
+                         "dot_order_repro.py")
+    head, sep, _ = _SM90_SCRIPT.partition('if __name__ == "__main__":')
+    assert sep, "the fp4 test's script changed shape: update this test"
+    script = head + f'''
+import runpy
+if __name__ == "__main__":
+    mod = runpy.run_path({bench!r})
+    mod["_compile_only"]()
+'''
+    lines = [" ".join(r) for r in run_sm90_script(tmp_path, script)]
+    assert len(lines) == 4, lines
+    assert "warpsPerCTA = [4, 1]" in lines[0] and "warpsPerCTA = [8, 1]" in lines[2], lines
+    for ln in (lines[1], lines[3]):
+        assert "warp_group_dot 4" in ln and "memdesc_trans 1" in ln and "register A True" in ln, lines
