@@ -19,7 +19,8 @@ import torch
 
 from fusedmoe.backends import triton_moe
 from fusedmoe.backends.triton import run_weights
-from fusedmoe.bench.presets import BenchCase, calibrate_static_scales, get_preset, make_inputs, make_weights
+from fusedmoe.bench.presets import (BenchCase, calibrate_static_scales, get_preset, make_inputs, make_weights,
+                                    weights_nbytes)
 from fusedmoe.bench.timing import time_calls
 from fusedmoe.config import Format
 
@@ -43,10 +44,8 @@ def _setting(name: str):
 
 
 def _touched_bytes(w, topk, E: int) -> int:
-    """Bytes of the experts hit by one input set (values, scales, biases of both weights)."""
-    hit = torch.unique(topk.ids.reshape(-1)).numel()
-    tensors = [w.w13.data, w.w13.scale, w.w2.data, w.w2.scale, w.w13_bias, w.w2_bias]
-    return hit * sum(t.numel() * t.element_size() for t in tensors if t is not None) // E
+    """Bytes of the experts hit by one input set (``weights_nbytes`` per expert: values, scales, biases)."""
+    return torch.unique(topk.ids.reshape(-1)).numel() * weights_nbytes(w) // E
 
 
 def main() -> None:

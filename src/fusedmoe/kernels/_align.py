@@ -149,9 +149,8 @@ def _align_scatter_quant_kernel(
     _zero_fill(zero_ptr, n_zero, ZERO_BLOCK)
     pid = tl.program_id(0)
     if pid == 0:
-        _align_scatter(0, topk_ids_ptr, sorted_ids_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr,
-                       num_slots, expert_offset, 1, max_blocks, E_LOC, INCLUDE_NONLOCAL, NUM_BINS, CHUNK, BLOCK_M,
-                       True, 1, BLOCKS_PER_ITER)
+        _align_single(topk_ids_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, num_slots, expert_offset,
+                      max_blocks, E_LOC, INCLUDE_NONLOCAL, NUM_BINS, CHUNK, BLOCK_M, BLOCKS_PER_ITER)
     elif GROUPS:
         _fp8_groups((pid - 1) // num_g, (pid - 1) % num_g, x_ptr, q_ptr, s_ptr, T, C, stride_x, stride_q, stride_s,
                     GROUP, MX, OUT_FP32, BLOCK_T, BLOCK_C, RCP_DIV)
