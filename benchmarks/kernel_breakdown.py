@@ -34,6 +34,9 @@ def main() -> None:
                     help='GEMM2 config keys laid over the chosen one, e.g. \'{"num_warps": 4, "persistent": 2}\' '
                          '(repeatable: each is one more variant of every point; GEMM1 keeps the chosen config '
                          'with the variant\'s block_m)')
+    ap.add_argument("--gemm1", action="append", default=[], metavar="JSON",
+                    help='GEMM1 config keys laid over the chosen one, e.g. \'{"num_warps": 8}\' (repeatable: each is one '
+                         'more variant of every point; GEMM2 keeps the chosen config)')
     ap.add_argument("--no-gemm1-amax", action="store_true",
                     help="dynamic per-tensor intermediate scales by the zero-filled intermediate and an absmax pass "
                          "(triton_moe.set_gemm1_amax(False)) instead of GEMM1's epilogue amax")
@@ -57,7 +60,9 @@ def main() -> None:
                                          p.activation, torch.cuda.get_device_name(),
                                          table=TunedTable() if a.heuristic else None)
                 variants = [(None, base if a.heuristic else None)] + [
-                    (g2, {"gemm2": {**base.gemm2.to_dict(), **json.loads(g2)}}) for g2 in a.gemm2]
+                    (g2, {"gemm2": {**base.gemm2.to_dict(), **json.loads(g2)}}) for g2 in a.gemm2] + [
+                    ("gemm1 " + g1, {"gemm1": {**base.gemm1.to_dict(), **json.loads(g1)}, "gemm2": base.gemm2.to_dict()})
+                    for g1 in a.gemm1]
                 print(f"# {pname} {wf_name} T={T} config: gemm1 {base.gemm1.to_dict()} gemm2 {base.gemm2.to_dict()}")
                 for g2, cfg in variants:
                     _one(a, rows, pname, wf_name, T, w, case, sets, per_expert, p, cfg, g2)
@@ -91,7 +96,7 @@ def _one(a, rows, pname, wf_name, T, w, case, sets, per_expert, p, cfg, g2) -> N
                      tflops=tflops, kernels=kernels))
     print(f"{pname:18s} {wf_name:11s} T={T:<5d} weight-read floor {floor_us:7.1f} us  kernels "
           f"{total:8.1f} us ({100 * floor_us / total:5.1f} %)  {tflops:6.1f} TF/s"
-          + (f"  gemm2 {g2}" if g2 else ""))
+          + (f"  {g2 if g2.startswith('gemm1 ') else 'gemm2 ' + g2}" if g2 else ""))
     for k, v in kernels.items():
         print(f"    {v:8.2f} us  {k[:110]}")
 
