@@ -271,7 +271,7 @@ def test_act_dot_order_prefill_tiles(case, cfg, expect, monkeypatch):
     the intermediate stored so by GEMM1's epilogue, both GEMMs loading without the register permutation): the same
     bits as the register permutation, the intermediate the same values in the dot order, and the reference. (64-row
     tiles here: the 128-row threshold is a speed choice, lowered for the interpreter.)"""
-    monkeypatch.setattr(triton_moe, "_A_DOT_ORDER_MIN_BLOCK_M", 64)
+    monkeypatch.setitem(triton_moe._A_DOT_ORDER, "min_block_m", 64)
     hidden, W, topk = make_case(case)
     runs = {}
     for on in (False, True):
@@ -535,6 +535,71 @@ def test_row_major_and_k_major_scales_same_bits(pair, act):
             object.__setattr__(Wl, name, q)  # bypass ExpertWeights' choice of layout
         outs.append(run_triton(hidden, Wl, topk, afmt, config=cfg))
     assert torch.equal(outs[0], outs[1])
+
+
+@interpreter
+@pytest.mark.parametrize("wfmt,afmt,act,bk", [(F.MXFP4, F.BF16, A.SWIGLU_OAI, 64), (F.MXFP4, F.MXFP8, A.RELU2, 64),
+                                              (F.MXFP8, F.MXFP8, A.SWIGLU, 32)],
+                         ids=["MXFP4xBF16-bk64", "MXFP4xMXFP8-bk64", "MXFP8xMXFP8-bk32"])
+def test_scale_runs_same_bits(wfmt, afmt, act, bk):
+    """MX weight scales read in aligned 4-byte runs (``triton_moe._scale_run``: K steps of 1-2 scale bytes a row,
+    tiles of >= 128 weight rows, ExpertWeights' padded rows) give the bits of the per-step loads: both steps of a run
+    (block_k 64) or all four (block_k 32), GEMM1 joined gate + up rows and GEMM2, at a decode config."""
+    from fusedmoe.backends import triton_moe
+
+    c = Case(wfmt, afmt, act, T=3, H=256, I=128, E=4, K=2, bias=wfmt is F.MXFP4, dtype=torch.float32,
+             params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=29)
+    prev_dot = triton_moe.set_mx_e4m3_dot([])  # MXFP8 weights: the dequantizing path (the E4M3 one reads no runs)
+    try:
+        hidden, W, topk = make_case(c)
+        assert W.w13.scale.stride(1) % 16 == 0 and W.w2.scale.stride(1) % 16 == 0
+        gated = act.is_gated
+        c1 = KernelConfig(16, 64 if gated else 128, bk, swap_ab=True, num_warps=4, num_stages=3)
+        c2 = KernelConfig(16, 128, bk, swap_ab=True, num_warps=4, num_stages=3)
+        rows1 = c1.block_n * (2 if gated and triton_moe.join_gate_up(wfmt, True) else 1)
+        assert triton_moe._scale_run(wfmt, W.w13.scale, c1, rows1, True, False) == 4
+        assert triton_moe._scale_run(wfmt, W.w2.scale, c2, 128, True, False) == 4
+        cfg = MoEKernelConfig(c1, c2)
+        runs = run_triton(hidden, W, topk, afmt, config=cfg)
+        prev = triton_moe.set_scale_runs(False)
+        try:
+            steps = run_triton(hidden, W, topk, afmt, config=cfg)
+        finally:
+            triton_moe.set_scale_runs(prev)
+    finally:
+        triton_moe.set_mx_e4m3_dot(prev_dot)
+    assert torch.equal(runs, steps)
+    ref = run_reference(hidden, W, topk, afmt)
+    assert torch.isfinite(runs).all() and (runs - ref).norm() <= 2e-2 * ref.norm()
+
+
+def test_scale_run_choice():
+    """When ``_scale_run`` reads runs: MX row-major scales in 16-byte rows with room for the run, 1-2 bytes a step,
+    at least a thread per weight row; not for 128-wide steps (4 bytes already), fewer rows than threads, unpadded
+    or K-major scales, NVFP4, the E4M3 partial-sum path or K tails in every step."""
+    from fusedmoe.backends import triton_moe as tm
+
+    q = quantize(torch.randn(2, 128, 2880), F.MXFP4)
+    pad = q.padded_scale_rows().scale
+    assert q.scale.stride(1) == 90 and pad.stride(1) == 96
+    c = KernelConfig(16, 64, 64, swap_ab=True, num_warps=4)
+    assert tm._scale_run(F.MXFP4, pad, c, 128, True, False) == 4
+    assert tm._scale_run(F.MXFP8, pad, KernelConfig(16, 128, 32, swap_ab=True), 128, True, False) == 4
+    assert tm._scale_run(F.MXFP4, q.scale, c, 128, True, False) == 0  # 90-byte rows: no alignment
+    assert tm._scale_run(F.MXFP4, pad, KernelConfig(16, 64, 128, swap_ab=True), 128, True, False) == 0
+    assert tm._scale_run(F.MXFP4, pad, c, 64, True, False) == 0  # 64 rows, 128 threads
+    assert tm._scale_run(F.MXFP4, pad, KernelConfig(16, 64, 64, swap_ab=True, num_warps=8), 128, True, False) == 0
+    assert tm._scale_run(F.MXFP4, pad, c, 128, False, False) == 0
+    assert tm._scale_run(F.MXFP4, pad, c, 128, True, True) == 0
+    assert tm._scale_run(F.NVFP4, pad, c, 128, True, False) == 0
+    assert tm._scale_run(F.MXFP4, pad.transpose(-1, -2).contiguous().transpose(-1, -2), c, 128, True, False) == 0
+    tight = torch.zeros(2 * 128 * 96 - 6, dtype=torch.uint8).as_strided((2, 128, 90), (128 * 96, 96, 1))
+    assert tm._scale_run(F.MXFP4, tight, c, 128, True, False) == 0  # the last row's run would pass the storage
+    prev = tm.set_scale_runs(False)
+    try:
+        assert tm._scale_run(F.MXFP4, pad, c, 128, True, False) == 0
+    finally:
+        tm.set_scale_runs(prev)
 
 
 def test_padded_scale_rows():
@@ -931,7 +996,7 @@ def _join(w, micro, swap):
 
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
          even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, cvt=None, kperm=None, pers=False, nt=1,
-         hk=1, rcp=False, tiled=0, wsk1=False, swz=False, swap=None, ktail=0, aperm=False, odbk=0):
+         hk=1, rcp=False, tiled=0, wsk1=False, swz=False, swap=None, ktail=0, aperm=False, odbk=0, srun=0):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
     ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py). swap: W @ A^T,
     by default below 64 token rows."""
@@ -949,6 +1014,7 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
               USE_GDC=gdc, W_TK=tiled, W_SWZ=swz, K_TAIL=ktail, A_PERMUTED=aperm)
     if wsk1:  # row-major weight block scales: Triton specializes the stride 1 at run time
         ce["stride_wsk"] = 1
+    ce["W_SRUN"] = srun  # > 0: weight block scales read in aligned runs (padded rows)
     if which == 1:
         types = dict(common, ws_ptr="*fp32", cnt_ptr="*i32",
                      out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8", 5: "*bf16"}[out_q],
@@ -1452,6 +1518,30 @@ def test_gpu_padded_scale_rows_same_bits(pair, T):
         object.__setattr__(Wu, name, replace(q, scale=q.scale.contiguous()))  # bypass ExpertWeights' padding
     assert Wu.w13.scale.stride(1) == 90
     assert torch.equal(run_triton(hidden, W, topk, c.afmt), run_triton(hidden, Wu, topk, c.afmt))
+
+
+@gpu
+@pytest.mark.parametrize("T", [1, 8, 64])
+@pytest.mark.parametrize("afmt", [F.BF16, F.MXFP8], ids=lambda f: f.name)
+def test_gpu_scale_runs_same_bits(afmt, T):
+    """gpt-oss-120b's MXFP4 layer (H = I = 2880: 64-wide K steps, 2 scale bytes a row) with the shipped configs: the
+    weight scales read in 4-byte runs (``triton_moe._scale_run``, the default) and per step give the same bits, and
+    the runs are taken (GEMM1's joined 128-row tiles)."""
+    from fusedmoe.backends import kernel_configs
+
+    c = Case(F.MXFP4, afmt, A.SWIGLU_OAI, T=T, H=2880, I=2880, E=32, K=4, bias=True, dtype=torch.bfloat16)
+    hidden, W, topk = make_case(c)
+    cfg = kernel_configs.choose_moe_config(T, 2880, W.padded_intermediate_size, 32, 4, F.MXFP4, A.SWIGLU_OAI,
+                                           torch.cuda.get_device_name())
+    c1 = cfg.gemm1
+    assert triton_moe._scale_run(F.MXFP4, W.w13.scale, c1, 2 * c1.block_n, True, False) == 4, c1
+    runs = run_triton(hidden, W, topk, afmt)
+    prev = triton_moe.set_scale_runs(False)
+    try:
+        steps = run_triton(hidden, W, topk, afmt)
+    finally:
+        triton_moe.set_scale_runs(prev)
+    assert torch.equal(runs, steps)
 
 
 @gpu

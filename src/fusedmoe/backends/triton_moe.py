@@ -173,24 +173,28 @@ def _mx_fold_cvt(w: QuantizedTensor, fast: bool, mxdot: bool = False):
 # a test bypasses that) gave NaN (test_gpu_padded_scale_rows_same_bits).
 _A_DOT_ORDER_ENV = os.environ.get("FUSEDMOE_A_DOT_ORDER", "0")
 _A_DOT_ORDER = {"gemm1": _A_DOT_ORDER_ENV in ("auto", "1", "g1"), "gemm2": _A_DOT_ORDER_ENV in ("auto", "1", "g2"),
-                "formats": frozenset({Format.MXFP4} if _A_DOT_ORDER_ENV == "auto" else {Format.MXFP4, Format.NVFP4})}
-_A_DOT_ORDER_MIN_BLOCK_M = 128
+                "formats": frozenset({Format.MXFP4} if _A_DOT_ORDER_ENV == "auto" else {Format.MXFP4, Format.NVFP4}),
+                "min_block_m": 128}
 
 
-def set_act_dot_order(enabled: bool, gemm2: Optional[bool] = None, formats=None) -> tuple:
+def set_act_dot_order(enabled: bool, gemm2: Optional[bool] = None, formats=None,
+                      min_block_m: Optional[int] = None) -> tuple:
     """FP4 weights x 16-bit activations at prefill tiles (block_m >= 128): hidden is copied once into the dot order
     of GEMM1's K steps (``_blockscaled.to_dot_order``) and GEMM1's epilogue stores the intermediate in the dot order
     of GEMM2's, so that neither GEMM permutes its activation tile in registers (``A_PERMUTED``; same bits: the same
     products added in the same order). Off by default (two wrong results seen with it: the comment above
     ``_A_DOT_ORDER_ENV``); ``set_act_dot_order(True, formats=("mxfp4",))`` is the measured-faster setting.
     ``gemm2``: GEMM2's setting where it differs from GEMM1's; ``formats``: the weight formats (None: unchanged).
-    Swapped GEMMs of more than 4 warps never take it. Returns the previous (gemm1, gemm2, formats), which this
-    function also takes back (``set_act_dot_order(*prev)``)."""
-    prev = (_A_DOT_ORDER["gemm1"], _A_DOT_ORDER["gemm2"], _A_DOT_ORDER["formats"])
+    Swapped GEMMs of more than 4 warps never take it. ``min_block_m``: the smallest token tile that takes it (None:
+    unchanged; default 128, prefill tiles; 16 lets decode tiles take it too -- measured only). Returns the previous
+    (gemm1, gemm2, formats, min_block_m), which this function also takes back (``set_act_dot_order(*prev)``)."""
+    prev = (_A_DOT_ORDER["gemm1"], _A_DOT_ORDER["gemm2"], _A_DOT_ORDER["formats"], _A_DOT_ORDER["min_block_m"])
     _A_DOT_ORDER["gemm1"] = bool(enabled)
     _A_DOT_ORDER["gemm2"] = bool(enabled if gemm2 is None else gemm2)
     if formats is not None:
         _A_DOT_ORDER["formats"] = frozenset(Format(f) for f in formats)
+    if min_block_m is not None:
+        _A_DOT_ORDER["min_block_m"] = int(min_block_m)
     return prev
 
 
@@ -198,7 +202,7 @@ def _dot_order_ok(c: KernelConfig, wfmt: Format, k: int, k_tail: int, gemm: str)
     """Whether a GEMM of the block-scaled family with this config loads 16-bit activations stored in the dot order
     (``A_PERMUTED``): switched on for this format, FP4 weights' KPERM 3 order, a prefill tile, whole K steps (or n
     steps and a tail), and not a swapped tile of two warpgroups (a race, see above)."""
-    return (_A_DOT_ORDER[gemm] and wfmt in _A_DOT_ORDER["formats"] and c.block_m >= _A_DOT_ORDER_MIN_BLOCK_M
+    return (_A_DOT_ORDER[gemm] and wfmt in _A_DOT_ORDER["formats"] and c.block_m >= _A_DOT_ORDER["min_block_m"]
             and _k_order(wfmt, c.block_k) == 3 and (k % c.block_k == 0 or k_tail > 0)
             and not (c.swap_ab and c.num_warps > 4))
 
@@ -420,6 +424,42 @@ def set_trim_stages(enabled: bool) -> bool:
     """``True`` (the default): :func:`trim_stages` caps each GEMM's pipeline stages at its K loop's
     trip count + 1; ``False``: the configs' stages as they are (A/B runs). Returns the previous setting."""
     return _swap_bool(_TRIM_STAGES, enabled)
+
+
+# ---- block scales read in aligned runs -----------------------------------------------------------
+
+_SCALE_RUN = {"enabled": os.environ.get("FUSEDMOE_SCALE_RUN", "1") != "0"}
+_SCALE_RUN_BYTES = 4  # a cp.async of 4 bytes: the smallest Triton's pipeline copies ahead
+
+
+def set_scale_runs(enabled: bool) -> bool:
+    """``True`` (the default): :func:`_scale_run` lets a block-scaled GEMM read its MX weight scales in aligned
+    4-byte runs where a K step's own bytes are too few to be copied ahead; ``False``: every step loads its own bytes
+    (A/B runs; ``FUSEDMOE_SCALE_RUN=0``). Same bits. Returns the previous setting."""
+    return _swap_bool(_SCALE_RUN, enabled)
+
+
+def _scale_run(wfmt: Format, s: torch.Tensor, c: KernelConfig, rows: int, even_k: bool, mxdot: bool) -> int:
+    """``W_SRUN`` of one block-scaled GEMM launch (``_blockscaled._tile_scales``): 4 where the weights' UE8M0 block
+    scales (MXFP4 / MXFP8) are row-major in rows a multiple of 16 bytes apart (``QuantizedTensor.padded_scale_rows``,
+    what ``ExpertWeights`` stores), a K step's own scale bytes of a row are fewer than 4 (``block_k`` 32 or 64) and
+    the tile has at least as many weight ``rows`` as the program has threads -- then each thread copies 4 bytes
+    ahead through Triton's pipeline (cp.async) instead of waiting for 1-2 bytes from memory in every step. 0
+    otherwise. Needs whole K steps (``even_k``) and the storage to hold each row's run (the padding)."""
+    if not _SCALE_RUN["enabled"] or mxdot or not even_k or wfmt not in (Format.MXFP4, Format.MXFP8):
+        return 0
+    per_step = c.block_k // 32
+    run = _SCALE_RUN_BYTES
+    if per_step >= run or run % per_step or rows < 32 * c.num_warps or s.dim() < 2 or s.stride(-1) != 1:
+        return 0
+    lead = [s.stride(d) for d in range(s.dim() - 1)]
+    if any(st % 16 for st in lead) or s.storage_offset() % 16:
+        return 0
+    nb = s.shape[-1]
+    last = s.storage_offset() + sum((n - 1) * st for n, st in zip(s.shape[:-1], lead))
+    if last + cdiv(nb, run) * run > s.untyped_storage().nbytes() // s.element_size():
+        return 0
+    return run
 
 
 # ---- programmatic dependent launch ---------------------------------------------------------------
@@ -1195,6 +1235,8 @@ def triton_experts(
             RCP_DIV=_RCP_DIV["enabled"] and not interp,  # the interpreter's fma is not fused
             W_TK=w13.value_tile_k, W_SWZ=w13.value_swizzled, K_TAIL=kt1,
             A_PERMUTED=dot1, OUT_DOT_BK=c2.block_k if dot2 else 0,
+            W_SRUN=_scale_run(wfmt, w13_s, c1, c1.block_n * (2 if gated and join_gate_up(wfmt, c1.swap_ab) else 1),
+                              H % c1.block_k == 0 or kt1 > 0, mxdot) if micro else 0,
             num_warps=c1.num_warps, num_stages=c1.num_stages,
         )
 
@@ -1279,6 +1321,7 @@ def triton_experts(
             SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
             HELD_KB=cdiv(I_pad, c2.block_k) if c2.n_tiles > 1 and wfmt is Format.FP8_BLOCK else 1,
             W_TK=w2.value_tile_k, W_SWZ=w2.value_swizzled, K_TAIL=kt2, A_PERMUTED=dot2,
+            W_SRUN=_scale_run(wfmt, w2_s, c2, c2.block_n, I_pad % c2.block_k == 0 or kt2 > 0, mxdot) if micro else 0,
             num_warps=c2.num_warps, num_stages=c2.num_stages,
         )
     if atomic or direct_out or fuse:

@@ -334,9 +334,30 @@ def _k_offs(ki, BK: tl.constexpr, TK: tl.constexpr, EPC: tl.constexpr):
 
 @triton.jit
 def _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G: tl.constexpr, BK: tl.constexpr,
-                 EVEN_K: tl.constexpr):
+                 EVEN_K: tl.constexpr, S_RUN: tl.constexpr = 0):
     """The block scales of ``_load_tile``'s ``ki``-th tile as stored ([BR, BK / G]: e4m3 or UE8M0
-    bytes), row-major or K-major (``s_stride_k``); blocks past K (``EVEN_K`` False) read 0."""
+    bytes), row-major or K-major (``s_stride_k``); blocks past K (``EVEN_K`` False) read 0.
+
+    ``S_RUN`` > BK / G (row-major UE8M0 scales in rows padded to 16 bytes, ``EVEN_K``; the launcher's
+    ``triton_moe._scale_run``): each step loads the aligned run of ``S_RUN`` bytes of a row that holds its
+    own BK / G, and keeps those. A decode step's own bytes (e.g. 2 a row at block_k 64) are fewer than the
+    4 a thread that Triton's pipeline needs to copy a load ahead (cp.async): it then waited for them from
+    memory in every step (Nsight Compute, gpt-oss-120b MXFP4 GEMM1 at one token: the top stall). The run
+    is read again by the next steps from L1 / L2; the bytes past the row's blocks are its zero padding."""
+    if S_RUN > BK // G:
+        tl.static_assert(EVEN_K and S_RUN % (BK // G) == 0, "scale runs: whole steps, no K mask")
+        R: tl.constexpr = S_RUN // (BK // G)  # steps per run
+        roffs = (ki // R) * S_RUN + tl.arange(0, S_RUN)
+        run = tl.load(s_ptr + s_row_off[:, None] + roffs[None, :], mask=row_ok[:, None], other=0)
+        tl.static_assert(R == 2 or R == 4, "scale runs: 2 or 4 steps")
+        if R == 2:
+            lo, hi = tl.split(tl.permute(tl.reshape(run, [run.shape[0], 2, BK // G]), [0, 2, 1]))
+            return tl.where(ki % 2 == 0, lo, hi)
+        else:
+            # run byte ((h * 2 + l) * BK/G + b): step h * 2 + l of the run
+            x0, x1 = tl.split(tl.permute(tl.reshape(run, [run.shape[0], 2, 2, BK // G]), [0, 3, 1, 2]))
+            h0, h1 = tl.split(tl.where(ki % 2 == 0, x0, x1))
+            return tl.where((ki // 2) % 2 == 0, h0, h1)
     goffs = ki * (BK // G) + tl.arange(0, BK // G)
     if EVEN_K:
         sm = row_ok[:, None]
@@ -349,7 +370,7 @@ def _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G: tl.constexpr, B
 def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: tl.constexpr,
                BR: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr, CD: tl.constexpr,
                FAST_CVT: tl.constexpr = False, KPERM: tl.constexpr = False, TK: tl.constexpr = 0,
-               SWZ: tl.constexpr = False):
+               SWZ: tl.constexpr = False, S_RUN: tl.constexpr = 0):
     """The ``ki``-th [BR, BK] operand tile along K (elements ``[ki*BK, (ki+1)*BK)``), dequantized
     to ``CD``.
 
@@ -370,12 +391,13 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
     only): 0 for linear values, else the width of the pieces of the "tiled" layout (``_w_rows``
     gave ``row_off``; ``_k_offs`` places the step, within a piece or across two). ``SWZ`` (packed FP4 only): the values' 16-bit words are
     bit-swizzled (value layout "swizzled"): the fast converter reads them as they are, the portable
-    path unswizzles the bytes first.
+    path unswizzles the bytes first. ``S_RUN``: the block scales read in aligned runs of that many bytes a row
+    (``_tile_scales``).
     """
     if FMT == F_NVFP4 or FMT == F_MXFP4:
         G: tl.constexpr = 16 if FMT == F_NVFP4 else 32
         if FAST_CVT and CD == tl.bfloat16:
-            s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K)
+            s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K, S_RUN)
             if FMT == F_NVFP4:  # e4m3 scales
                 s = s.to(tl.bfloat16)
             elif FAST_CVT == MX_FOLD:  # UE8M0 codes in [11, 144]: 2^(e-127) * 2^110 in one integer op
@@ -403,7 +425,7 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
         b = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0)
         if SWZ:
             b = _unswizzle_bytes(b)
-        s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K)
+        s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K, S_RUN)
         if FMT == F_NVFP4:  # e4m3 scales
             s = s.to(tl.float32) * 16384.0
         else:  # UE8M0 bytes
@@ -418,7 +440,7 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
             m = row_ok[:, None] & (offs < K)[None, :]
         x = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0.0)
         if FMT == F_MXFP8:
-            e = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, 32, BK, EVEN_K)
+            e = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, 32, BK, EVEN_K, S_RUN)
             if FAST_CVT and CD == tl.bfloat16:  # e4m3 -> bf16 is exact, so is q * 2^k in bf16
                 v = tl.reshape(x.to(tl.bfloat16), [BR, BK // 32, 32]) * _ue8m0_to_bf16(e.to(tl.int32))[:, :, None]
                 return _dot_order(tl.reshape(v, [BR, BK]), BR, BK, KPERM)

@@ -268,21 +268,22 @@ def _micro_step(acc, acc_u, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, row
                 BR: tl.constexpr, BK: tl.constexpr, EVEN_K: tl.constexpr, CD: tl.constexpr, FAST_CVT: tl.constexpr,
                 KPERM: tl.constexpr, W_TK: tl.constexpr, W_SWZ: tl.constexpr, WU: tl.constexpr,
                 SWAP_AB: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr,
-                TWO: tl.constexpr, A_PERMUTED: tl.constexpr = False):
+                TWO: tl.constexpr, A_PERMUTED: tl.constexpr = False, W_SRUN: tl.constexpr = 0):
     """One K step of the block-scaled (dequantize-in-registers) family: the ``ki``-th [BLOCK_M, BK] activation tile
     times the [BR, BK] weight tile of rows ``rows`` into ``acc``, and with ``TWO`` (a gated GEMM1 whose gate and up
     tiles are multiplied in turn) times the tile of rows ``rows_u`` into ``acc_u`` too. Every K loop of the family
     runs it, with BLOCK_K for the full steps and K_TAIL for a tail step (``_tail_owner``). ``A_PERMUTED``: the
     activations are stored in the dot order of these steps (``_blockscaled.to_dot_order`` /
-    ``_dot_order_steps``), loaded as they lie."""
+    ``_dot_order_steps``), loaded as they lie. ``W_SRUN``: the weights' block scales read in aligned runs of that
+    many bytes a row (``_blockscaled._tile_scales``; full steps only)."""
     a = _load_tile(a_ptr, a_rows, a_scale_ptr, as_rows, 1, ki, K, a_all, A_FMT, BLOCK_M, BK, EVEN_K, CD, FAST_CVT,
                    0 if A_PERMUTED else KPERM)
     w = _load_tile(w_e, _w_rows(rows, stride_wn, W_TK, WU), ws_e, rows * stride_wsn, stride_wsk, ki, K, w_ok, W_FMT,
-                   BR, BK, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ)
+                   BR, BK, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ, W_SRUN)
     acc = _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
     if TWO:
         wu = _load_tile(w_e, _w_rows(rows_u, stride_wn, W_TK, WU), ws_e, rows_u * stride_wsn, stride_wsk, ki, K, w_ok,
-                        W_FMT, BR, BK, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ)
+                        W_FMT, BR, BK, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ, W_SRUN)
         acc_u = _mma(a, wu, acc_u, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
     return acc, acc_u
 
@@ -469,6 +470,8 @@ def _gemm1_kernel(
     A_PERMUTED: tl.constexpr = False,  # MICRO, 16-bit A: hidden stored in the dot order of the K steps (no permute)
     OUT_DOT_BK: tl.constexpr = 0,  # OUT_PLAIN: > 0 stores the intermediate in the dot order of GEMM2's OUT_DOT_BK-wide
     #                                  K steps (_blockscaled._dot_order_steps; BLOCK_N a multiple of OUT_DOT_BK)
+    W_SRUN: tl.constexpr = 0,  # MICRO, not MXDOT: weight block scales read in aligned runs of W_SRUN bytes a row
+    #                            (_blockscaled._tile_scales; launcher: triton_moe._scale_run)
 ):
     """GEMM1 + bias + activation + intermediate rounding/quantization.
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K).
@@ -563,7 +566,7 @@ def _gemm1_kernel(
             acc, _ = _micro_step(acc, acc, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n2, n2, ws_e, stride_wn,
                                  stride_wsn, stride_wsk, w2_ok, ki, K, A_FMT, W_FMT, BLOCK_M, 2 * BLOCK_N, BLOCK_K,
                                  EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB, UPCAST, PRECISION, FAST_ACC,
-                                 False, A_PERMUTED)
+                                 False, A_PERMUTED, W_SRUN)
         if K_TAIL > 0:
             if _tail_owner(k_lo, k_hi, K, BLOCK_K, K_TAIL):
                 acc, _ = _micro_step(acc, acc, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n2, n2, ws_e, stride_wn,
@@ -580,7 +583,7 @@ def _gemm1_kernel(
             acc_g, acc_u = _micro_step(acc_g, acc_u, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n64, N + n64,
                                        ws_e, stride_wn, stride_wsn, stride_wsk, w_ok, ki, K, A_FMT, W_FMT, BLOCK_M,
                                        BLOCK_N, BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB, UPCAST,
-                                       PRECISION, FAST_ACC, GATED, A_PERMUTED)
+                                       PRECISION, FAST_ACC, GATED, A_PERMUTED, W_SRUN)
         if K_TAIL > 0:
             if _tail_owner(k_lo, k_hi, K, BLOCK_K, K_TAIL):
                 acc_g, acc_u = _micro_step(acc_g, acc_u, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n64, N + n64,
@@ -704,7 +707,7 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr, EVEN_K: tl.constexpr,
                     EVEN_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr,
                     W_TK: tl.constexpr = 0, W_SWZ: tl.constexpr = False, K_TAIL: tl.constexpr = 0,
-                    A_PERMUTED: tl.constexpr = False):
+                    A_PERMUTED: tl.constexpr = False, W_SRUN: tl.constexpr = 0):
     """GEMM2's K loop over the K-blocks ``[k_lo, k_hi)`` of one tile (rows ``slot64`` of expert
     ``e64``, columns ``offs_n``): the fp32 accumulator, [BLOCK_N, BLOCK_M] when SWAP_AB. K_TAIL: see
     ``_gemm1_kernel`` (the blocks count ``K - K_TAIL``)."""
@@ -740,7 +743,7 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                 acc, _ = _micro_step(acc, acc, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n64, n64, ws_e,
                                      stride_wn, stride_wsn, stride_wsk, w_ok, ki, K, A_FMT, W_FMT, BLOCK_M, BLOCK_N,
                                      BLOCK_K, EVEN_K, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB, UPCAST, PRECISION,
-                                     FAST_ACC, False, A_PERMUTED)
+                                     FAST_ACC, False, A_PERMUTED, W_SRUN)
             if K_TAIL > 0:
                 if _tail_owner(k_lo, k_hi, K, BLOCK_K, K_TAIL):
                     acc, _ = _micro_step(acc, acc, a_ptr, a_rows, a_scale_ptr, as_rows, a_all, w_e, n64, n64, ws_e,
@@ -938,6 +941,7 @@ def _gemm2_kernel(
     W_SWZ: tl.constexpr = False,  # MICRO, FP4 weights: values in the "swizzled" layout (bit-swizzled 16-bit words)
     K_TAIL: tl.constexpr = 0,  # MICRO, not MXDOT: as in _gemm1_kernel
     A_PERMUTED: tl.constexpr = False,  # MICRO, 16-bit A: the intermediate in the dot order (GEMM1's OUT_DOT_BK)
+    W_SRUN: tl.constexpr = 0,  # MICRO, not MXDOT: as in _gemm1_kernel
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
@@ -984,7 +988,7 @@ def _gemm2_kernel(
                                   tl.cdiv(K - K_TAIL, BLOCK_K), K, stride_am, stride_we, stride_wn, stride_asm,
                                   stride_wse, stride_wsn, stride_wsk, QUANT, A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT,
                                   BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK,
-                                  W_SWZ, K_TAIL, A_PERMUTED)
+                                  W_SWZ, K_TAIL, A_PERMUTED, W_SRUN)
             if SWAP_AB:
                 acc = tl.trans(acc)
             acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr,
@@ -1025,7 +1029,7 @@ def _gemm2_kernel(
     acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, k_lo, k_hi, K,
                           stride_am, stride_we, stride_wn, stride_asm, stride_wse, stride_wsn, stride_wsk, QUANT,
                           A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K,
-                          EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK, W_SWZ, K_TAIL, A_PERMUTED)
+                          EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK, W_SWZ, K_TAIL, A_PERMUTED, W_SRUN)
     if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()
     if SWAP_AB:
