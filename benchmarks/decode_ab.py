@@ -27,7 +27,11 @@ from fusedmoe.config import Format
 
 # name -> (setter of fusedmoe.backends.triton_moe, value): each setting is the defaults with that one change
 SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programmatic_dependent_launch", False),
-            "fusecomb": ("set_fused_combine", 1 << 30), "notrim": ("set_trim_stages", False)}
+            "fusecomb": ("set_fused_combine", 1 << 30), "notrim": ("set_trim_stages", False),
+            "noscalerun": ("set_scale_runs", False),
+            # activations in the dot order at decode tiles too (measured only; prefill-only opt-in in the library)
+            "dot2dec": ("set_act_dot_order", (False, True, ("mxfp4", "nvfp4"), 16)),
+            "dotdec": ("set_act_dot_order", (True, True, ("mxfp4", "nvfp4"), 16))}
 
 
 @contextlib.contextmanager
@@ -36,11 +40,12 @@ def _setting(name: str):
         yield
         return
     setter, value = SETTINGS[name]
-    prev = getattr(triton_moe, setter)(value)
+    fn = getattr(triton_moe, setter)
+    prev = fn(*value) if isinstance(value, tuple) else fn(value)  # a tuple: the setter's arguments
     try:
         yield
     finally:
-        getattr(triton_moe, setter)(prev)
+        fn(*prev) if isinstance(prev, tuple) else fn(prev)
 
 
 def _touched_bytes(w, topk, E: int) -> int:

@@ -6,7 +6,7 @@ times on one input: how many outputs differ from that setting's first run and fr
 ``--variants`` also both at num_stages 2 / 3 and a swapped GEMM1 at 4 warps instead of 8 (the racing class). The
 exclusion of swapped 8-warp GEMMs (``_dot_order_ok``) is lifted with ``--allow-racy`` to reproduce the race.
 
-    python3 benchmarks/dot_order_probe.py --runs 60 [--variants] [--allow-racy]
+    python3 benchmarks/dot_order_probe.py --runs 60 [--variants] [--allow-racy] [--tokens 1 --min-block-m 16]
 """
 import argparse
 import dataclasses
@@ -34,6 +34,8 @@ def main():
     ap.add_argument("--tokens", type=int, default=4096)
     ap.add_argument("--variants", action="store_true")
     ap.add_argument("--allow-racy", action="store_true")
+    ap.add_argument("--min-block-m", type=int, default=None,
+                    help="smallest token tile that takes the dot order (set_act_dot_order's min_block_m; 16: decode)")
     args = ap.parse_args()
     if args.allow_racy:
         ok = triton_moe._dot_order_ok
@@ -62,7 +64,7 @@ def main():
                 finally:
                     triton_moe.set_act_dot_order(*prev)
             ref = offs[c]
-            prev = triton_moe.set_act_dot_order(g1, g2, formats=(fmt,))
+            prev = triton_moe.set_act_dot_order(g1, g2, formats=(fmt,), min_block_m=args.min_block_m)
             try:
                 first = run_weights(s.x, w, s.topk, activation_format=Format.BF16, config=c)
                 n_first = n_off = 0
