@@ -120,3 +120,38 @@ def test_mxfp4_x_mxfp8_layer_runs_plain_nibbles_through_the_op():
         finally:
             triton_moe.set_mx_e4m3_dot(prev)
             torch._dynamo.reset()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run on the H200: pytest -m gpu)")
+@pytest.mark.parametrize("T", [1, 8, 64])
+def test_gpu_mxfp4_x_mxfp8_layer_cuda_graph(T):
+    """fm.FusedMoE with MXFP4 weights (gpt-oss-120b's expert shape, clamped SwiGLU with biases) and MXFP8 activations,
+    routing from logits, captured whole in a CUDA graph: a replay on new inputs gives the eager layer's bits on them
+    (routing, MXFP8 quantization of hidden, both GEMMs and the combine all inside the graph), within the reference
+    bound."""
+    g = torch.Generator().manual_seed(11)
+    E, H, I = 32, 2880, 2880
+    act = A.SWIGLU_OAI
+    w13 = torch.randn(E, 2 * I, H, generator=g) * H ** -0.5
+    w2 = torch.randn(E, H, I, generator=g) * I ** -0.5
+    b13, b2 = torch.randn(E, 2 * I, generator=g) * 0.1, torch.randn(E, H, generator=g) * 0.1
+    w = fm.ExpertWeights.from_float(w13, w2, activation=act, format=F.MXFP4, w13_bias=b13, w2_bias=b2).to("cuda")
+    routing = fm.RoutingConfig(fm.RoutingMethod.RENORMALIZE, top_k=4)
+    moe = fm.FusedMoE(w, routing=routing, activation=act, backend="triton", activation_format=F.MXFP8)
+    xs = [torch.randn(T, H, generator=g).to("cuda", torch.bfloat16) for _ in range(2)]
+    ls = [torch.randn(T, E, generator=g).to("cuda") for _ in range(2)]
+    x, logits = xs[0].clone(), ls[0].clone()
+    moe(x, logits)  # compile / warm up outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = moe(x, logits)
+    x.copy_(xs[1])
+    logits.copy_(ls[1])
+    graph.replay()
+    torch.cuda.synchronize()
+    eager = moe(xs[1], ls[1])
+    assert torch.equal(out, eager)
+    ref = fm.reference_moe(xs[1], moe.weights, fm.route(ls[1], routing), activation=act,
+                           activation_format=F.MXFP8)
+    assert rel(out, ref) < 3e-2

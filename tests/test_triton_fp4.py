@@ -576,7 +576,7 @@ def test_scale_runs_same_bits(wfmt, afmt, act, bk):
 def test_scale_run_choice():
     """When ``_scale_run`` reads runs: MX row-major scales in 16-byte rows with room for the run, 1-2 bytes a step,
     at least a thread per weight row; not for 128-wide steps (4 bytes already), fewer rows than threads, unpadded
-    or K-major scales, NVFP4, the E4M3 partial-sum path or K tails in every step."""
+    or K-major scales, NVFP4, the E4M3 partial-sum path, K tails in every step, prefill tiles or the dot order."""
     from fusedmoe.backends import triton_moe as tm
 
     q = quantize(torch.randn(2, 128, 2880), F.MXFP4)
@@ -591,6 +591,8 @@ def test_scale_run_choice():
     assert tm._scale_run(F.MXFP4, pad, KernelConfig(16, 64, 64, swap_ab=True, num_warps=8), 128, True, False) == 0
     assert tm._scale_run(F.MXFP4, pad, c, 128, False, False) == 0
     assert tm._scale_run(F.MXFP4, pad, c, 128, True, True) == 0
+    assert tm._scale_run(F.MXFP4, pad, c, 128, True, False, a_permuted=True) == 0  # with the dot order: a race
+    assert tm._scale_run(F.MXFP4, pad, KernelConfig(128, 64, 64, swap_ab=True), 128, True, False) == 0  # prefill
     assert tm._scale_run(F.NVFP4, pad, c, 128, True, False) == 0
     assert tm._scale_run(F.MXFP4, pad.transpose(-1, -2).contiguous().transpose(-1, -2), c, 128, True, False) == 0
     tight = torch.zeros(2 * 128 * 96 - 6, dtype=torch.uint8).as_strided((2, 128, 90), (128 * 96, 96, 1))
@@ -1526,7 +1528,7 @@ def test_gpu_padded_scale_rows_same_bits(pair, T):
 def test_gpu_scale_runs_same_bits(afmt, T):
     """gpt-oss-120b's MXFP4 layer (H = I = 2880: 64-wide K steps, 2 scale bytes a row) with the shipped configs: the
     weight scales read in 4-byte runs (``triton_moe._scale_run``, the default) and per step give the same bits, and
-    the runs are taken (GEMM1's joined 128-row tiles)."""
+    the runs are taken (GEMM1's joined 128-row tiles), and the bits do not change from run to run."""
     from fusedmoe.backends import kernel_configs
 
     c = Case(F.MXFP4, afmt, A.SWIGLU_OAI, T=T, H=2880, I=2880, E=32, K=4, bias=True, dtype=torch.bfloat16)
@@ -1536,6 +1538,7 @@ def test_gpu_scale_runs_same_bits(afmt, T):
     c1 = cfg.gemm1
     assert triton_moe._scale_run(F.MXFP4, W.w13.scale, c1, 2 * c1.block_n, True, False) == 4, c1
     runs = run_triton(hidden, W, topk, afmt)
+    assert all(torch.equal(run_triton(hidden, W, topk, afmt), runs) for _ in range(20))  # the same bits run after run
     prev = triton_moe.set_scale_runs(False)
     try:
         steps = run_triton(hidden, W, topk, afmt)

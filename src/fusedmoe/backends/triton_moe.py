@@ -430,6 +430,7 @@ def set_trim_stages(enabled: bool) -> bool:
 
 _SCALE_RUN = {"enabled": os.environ.get("FUSEDMOE_SCALE_RUN", "1") != "0"}
 _SCALE_RUN_BYTES = 4  # a cp.async of 4 bytes: the smallest Triton's pipeline copies ahead
+_SCALE_RUN_MAX_BLOCK_M = 64  # decode tiles
 
 
 def set_scale_runs(enabled: bool) -> bool:
@@ -439,14 +440,19 @@ def set_scale_runs(enabled: bool) -> bool:
     return _swap_bool(_SCALE_RUN, enabled)
 
 
-def _scale_run(wfmt: Format, s: torch.Tensor, c: KernelConfig, rows: int, even_k: bool, mxdot: bool) -> int:
+def _scale_run(wfmt: Format, s: torch.Tensor, c: KernelConfig, rows: int, even_k: bool, mxdot: bool,
+               a_permuted: bool = False) -> int:
     """``W_SRUN`` of one block-scaled GEMM launch (``_blockscaled._tile_scales``): 4 where the weights' UE8M0 block
     scales (MXFP4 / MXFP8) are row-major in rows a multiple of 16 bytes apart (``QuantizedTensor.padded_scale_rows``,
     what ``ExpertWeights`` stores), a K step's own scale bytes of a row are fewer than 4 (``block_k`` 32 or 64) and
     the tile has at least as many weight ``rows`` as the program has threads -- then each thread copies 4 bytes
     ahead through Triton's pipeline (cp.async) instead of waiting for 1-2 bytes from memory in every step. 0
-    otherwise. Needs whole K steps (``even_k``) and the storage to hold each row's run (the padding)."""
-    if not _SCALE_RUN["enabled"] or mxdot or not even_k or wfmt not in (Format.MXFP4, Format.MXFP8):
+    otherwise. Needs whole K steps (``even_k``) and the storage to hold each row's run (the padding). Decode tiles
+    only (``block_m`` <= 64, where it was measured), and never with the dot-order activations (``a_permuted``): with
+    both, a 128-row prefill tile whose wgmma reads the token tile in place from the cp.async buffer gave different
+    bits from run to run on the H200 (``test_gpu_act_dot_order_same_bits``, twenty-seventh session)."""
+    if (not _SCALE_RUN["enabled"] or mxdot or a_permuted or not even_k or c.block_m > _SCALE_RUN_MAX_BLOCK_M
+            or wfmt not in (Format.MXFP4, Format.MXFP8)):
         return 0
     per_step = c.block_k // 32
     run = _SCALE_RUN_BYTES
@@ -1236,7 +1242,7 @@ def triton_experts(
             W_TK=w13.value_tile_k, W_SWZ=w13.value_swizzled, K_TAIL=kt1,
             A_PERMUTED=dot1, OUT_DOT_BK=c2.block_k if dot2 else 0,
             W_SRUN=_scale_run(wfmt, w13_s, c1, c1.block_n * (2 if gated and join_gate_up(wfmt, c1.swap_ab) else 1),
-                              H % c1.block_k == 0 or kt1 > 0, mxdot) if micro else 0,
+                              H % c1.block_k == 0 or kt1 > 0, mxdot, dot1) if micro else 0,
             num_warps=c1.num_warps, num_stages=c1.num_stages,
         )
 
@@ -1321,7 +1327,8 @@ def triton_experts(
             SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
             HELD_KB=cdiv(I_pad, c2.block_k) if c2.n_tiles > 1 and wfmt is Format.FP8_BLOCK else 1,
             W_TK=w2.value_tile_k, W_SWZ=w2.value_swizzled, K_TAIL=kt2, A_PERMUTED=dot2,
-            W_SRUN=_scale_run(wfmt, w2_s, c2, c2.block_n, I_pad % c2.block_k == 0 or kt2 > 0, mxdot) if micro else 0,
+            W_SRUN=_scale_run(wfmt, w2_s, c2, c2.block_n, I_pad % c2.block_k == 0 or kt2 > 0, mxdot,
+                              dot2) if micro else 0,
             num_warps=c2.num_warps, num_stages=c2.num_stages,
         )
     if atomic or direct_out or fuse:
