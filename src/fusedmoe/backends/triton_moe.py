@@ -431,6 +431,7 @@ def set_trim_stages(enabled: bool) -> bool:
 _SCALE_RUN = {"enabled": os.environ.get("FUSEDMOE_SCALE_RUN", "1") != "0"}
 _SCALE_RUN_BYTES = 4  # a cp.async of 4 bytes: the smallest Triton's pipeline copies ahead
 _SCALE_RUN_MAX_BLOCK_M = 64  # decode tiles
+_MX_WEIGHTS = frozenset({Format.MXFP4, Format.MXFP8})  # UE8M0 block scales, row-major in ExpertWeights
 
 
 def set_scale_runs(enabled: bool) -> bool:
@@ -451,21 +452,21 @@ def _scale_run(wfmt: Format, s: torch.Tensor, c: KernelConfig, rows: int, even_k
     only (``block_m`` <= 64, where it was measured), and never with the dot-order activations (``a_permuted``): with
     both, a 128-row prefill tile whose wgmma reads the token tile in place from the cp.async buffer gave different
     bits from run to run on the H200 (``test_gpu_act_dot_order_same_bits``, twenty-seventh session)."""
-    if (not _SCALE_RUN["enabled"] or mxdot or a_permuted or not even_k or c.block_m > _SCALE_RUN_MAX_BLOCK_M
-            or wfmt not in (Format.MXFP4, Format.MXFP8)):
-        return 0
-    per_step = c.block_k // 32
     run = _SCALE_RUN_BYTES
-    if per_step >= run or run % per_step or rows < 32 * c.num_warps or s.dim() < 2 or s.stride(-1) != 1:
+    per_step = c.block_k // 32
+    if (not _SCALE_RUN["enabled"] or mxdot or a_permuted or not even_k or c.block_m > _SCALE_RUN_MAX_BLOCK_M
+            or per_step >= run or run % per_step or rows < 32 * c.num_warps or wfmt not in _MX_WEIGHTS):
         return 0
-    lead = [s.stride(d) for d in range(s.dim() - 1)]
-    if any(st % 16 for st in lead) or s.storage_offset() % 16:
+    # the weights' side (one pass over the strides: this runs for both GEMMs of every eager call)
+    shape, strides, off = s.shape, s.stride(), s.storage_offset()
+    if len(shape) < 2 or strides[-1] != 1 or off % 16:
         return 0
-    nb = s.shape[-1]
-    last = s.storage_offset() + sum((n - 1) * st for n, st in zip(s.shape[:-1], lead))
-    if last + cdiv(nb, run) * run > s.untyped_storage().nbytes() // s.element_size():
-        return 0
-    return run
+    last = off  # the last row's first element
+    for n, st in zip(shape[:-1], strides[:-1]):
+        if st % 16:
+            return 0
+        last += (n - 1) * st
+    return run if last + cdiv(shape[-1], run) * run <= s.untyped_storage().nbytes() // s.element_size() else 0
 
 
 # ---- programmatic dependent launch ---------------------------------------------------------------
