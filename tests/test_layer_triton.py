@@ -130,17 +130,20 @@ def test_gpu_mxfp4_x_mxfp8_layer_cuda_graph(T):
     routing from logits, captured whole in a CUDA graph: a replay on new inputs gives the eager layer's bits on them
     (routing, MXFP8 quantization of hidden, both GEMMs and the combine all inside the graph), within the reference
     bound."""
-    g = torch.Generator().manual_seed(11)
+    # drawn and quantized on the GPU (2 GB of float weights: as tests/test_triton_fp4.py's make_case)
+    g = torch.Generator(device="cuda").manual_seed(11)
+
+    def rn(*shape):
+        return torch.randn(*shape, generator=g, device="cuda")
+
     E, H, I = 32, 2880, 2880
     act = A.SWIGLU_OAI
-    w13 = torch.randn(E, 2 * I, H, generator=g) * H ** -0.5
-    w2 = torch.randn(E, H, I, generator=g) * I ** -0.5
-    b13, b2 = torch.randn(E, 2 * I, generator=g) * 0.1, torch.randn(E, H, generator=g) * 0.1
-    w = fm.ExpertWeights.from_float(w13, w2, activation=act, format=F.MXFP4, w13_bias=b13, w2_bias=b2).to("cuda")
+    w = fm.ExpertWeights.from_float(rn(E, 2 * I, H) * H ** -0.5, rn(E, H, I) * I ** -0.5, activation=act,
+                                    format=F.MXFP4, w13_bias=rn(E, 2 * I) * 0.1, w2_bias=rn(E, H) * 0.1)
     routing = fm.RoutingConfig(fm.RoutingMethod.RENORMALIZE, top_k=4)
     moe = fm.FusedMoE(w, routing=routing, activation=act, backend="triton", activation_format=F.MXFP8)
-    xs = [torch.randn(T, H, generator=g).to("cuda", torch.bfloat16) for _ in range(2)]
-    ls = [torch.randn(T, E, generator=g).to("cuda") for _ in range(2)]
+    xs = [rn(T, H).to(torch.bfloat16) for _ in range(2)]
+    ls = [rn(T, E) for _ in range(2)]
     x, logits = xs[0].clone(), ls[0].clone()
     moe(x, logits)  # compile / warm up outside the capture
     graph = torch.cuda.CUDAGraph()
