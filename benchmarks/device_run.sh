@@ -143,15 +143,16 @@ if [[ "$stages" == *" ncu "* ]]; then
   # Nsight Compute on every kernel of one call at a few points (benchmarks/ncu_profile.py): per point a
   # report, its details page (speed of light, occupancy, scheduler, warp states) and its SASS
   # source page (stall samples per instruction) as CSV, their text summary (benchmarks/ncu_summary.py),
-  # packed into ncu.tgz
+  # packed into ncu.tgz (NCU_GEMM1='{"split_k": 4}': GEMM1 config fields over the chosen ones; NCU_TAG=x:
+  # file names and ncu_x.tgz carry the tag)
   mkdir -p "$OUT/ncu"
   for pt in ${NCU_POINTS:-gpt-oss-120b:mxfp4:1 gpt-oss-120b:mxfp4:64 nemotron-super:nvfp4:64}; do
-    tag="${pt//:/_}"
+    tag="${pt//:/_}${NCU_TAG:+_$NCU_TAG}"
     timeout "${NCU_TIMEOUT_S:-240}" ncu --clock-control none --profile-from-start off \
         --section SpeedOfLight --section LaunchStats --section Occupancy --section SchedulerStats \
         --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
         --section SourceCounters --import-source no -f -o "$OUT/ncu/$tag" \
-        python3 benchmarks/ncu_profile.py --point "$pt" > "$OUT/ncu/$tag.log" 2>&1
+        python3 benchmarks/ncu_profile.py --point "$pt" ${NCU_GEMM1:+--gemm1 "$NCU_GEMM1"} > "$OUT/ncu/$tag.log" 2>&1
     echo "ncu $pt rc=$?"; tail -3 "$OUT/ncu/$tag.log"
     ncu -i "$OUT/ncu/$tag.ncu-rep" --page details --csv > "$OUT/ncu/$tag.details.csv" 2>&1
     ncu -i "$OUT/ncu/$tag.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu/$tag.sass.csv" 2>&1
@@ -161,7 +162,7 @@ if [[ "$stages" == *" ncu "* ]]; then
     done
     ls -la "$OUT/ncu/$tag"*
   done
-  tar czf "$OUT/ncu.tgz" -C "$OUT" ncu && rm -rf "$OUT/ncu"
+  tar czf "$OUT/ncu${NCU_TAG:+_$NCU_TAG}.tgz" -C "$OUT" ncu && rm -rf "$OUT/ncu"
 fi
 # FP4 decode / prefill of the shapes issue 4 names (Nemotron-3 NVFP4 + ReLU2, gpt-oss-120b): bench_fp4 NAME [ARGS]
 bench_fp4() {
