@@ -29,6 +29,9 @@ from fusedmoe.config import Format
 SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programmatic_dependent_launch", False),
             "fusecomb": ("set_fused_combine", 1 << 30), "notrim": ("set_trim_stages", False),
             "noscalerun": ("set_scale_runs", False),
+            # the FP4 warp-specialized prefill GEMMs (MXFP4 x BF16, block_m >= 128): off, or 128- / 256-token tiles
+            "nows4": ("set_ws_fp4", False), "ws4bt128": ("set_ws_fp4", (True, 128)),
+            "ws4bt256": ("set_ws_fp4", (True, 256)),
             # activations in the dot order at decode tiles too (measured only; prefill-only opt-in in the library)
             "dot2dec": ("set_act_dot_order", (False, True, ("mxfp4", "nvfp4"), 16)),
             "dotdec": ("set_act_dot_order", (True, True, ("mxfp4", "nvfp4"), 16))}

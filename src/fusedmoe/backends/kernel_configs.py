@@ -52,6 +52,7 @@ __all__ = [
     "triton_tile",
     "warp_specialized_config",
     "warp_specialized_problem",
+    "ws_fp4_config",
     "warp_specialized_variant",
     "with_block_m",
     "use_tuned_configs",
@@ -747,12 +748,57 @@ def _ws_stage_bytes(weight_format: Format, two_weight_tiles: bool, block_n: int,
     return (128 + (2 if two_weight_tiles else 1) * block_n) * block_k * (2 if weight_format is Format.BF16 else 1)
 
 
+# the warp-specialized MXFP4 x BF16 kernel (kernels/_ws_fp4.py): swap-AB tiles of 64 weight rows per consumer
+# warpgroup (gated GEMM1: 2 x 32 output columns, gate and up rows in one tile; otherwise 2 x 64) and block_m token
+# rows (the wgmma's N), 64-wide K steps
+WS_FP4_FORMATS = (Format.MXFP4,)
+WS_FP4_BLOCK_MS = (128, 256)
+_WS_FP4_TILE_BYTES = 2 * 2 * 64 * 64 * 2  # the two warpgroups' double-buffered BF16 weight tiles
+
+
+def _ws_fp4_stage_bytes(block_m: int) -> int:
+    """One ring stage of the FP4 kernel: the [block_m, 64] BF16 input tile and two 64-row boxes of FP4 values."""
+    return block_m * 64 * 2 + 2 * 64 * 32
+
+
+def ws_fp4_config(gated: bool, gemm: str, block_m: int = 128, num_stages: int = 4) -> KernelConfig:
+    """The FP4 warp-specialized tile of ``gemm`` (block_n: 64 output columns for a gated GEMM1, else 128),
+    ``num_stages`` capped to the shared-memory budget."""
+    if block_m not in WS_FP4_BLOCK_MS:
+        raise ValueError(f"ws_fp4_config: block_m must be one of {WS_FP4_BLOCK_MS}, got {block_m}")
+    st = max(2, min(num_stages, (_WS_SMEM - _WS_FP4_TILE_BYTES) // _ws_fp4_stage_bytes(block_m)))
+    return KernelConfig(block_m, 64 if gated and gemm == "gemm1" else 128, 64, group_m=8, num_warps=4,
+                        num_stages=st, warp_specialized=True)
+
+
+def _ws_fp4_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Optional[str]:
+    bn = 64 if gated and gemm == "gemm1" else 128
+    if cfg.block_m not in WS_FP4_BLOCK_MS or cfg.block_k != 64 or cfg.block_n != bn:
+        why = (f"needs block_m in {WS_FP4_BLOCK_MS}, block_k 64 and block_n {bn} with MXFP4 weights, got "
+               f"{cfg.block_m} / {cfg.block_k} / {cfg.block_n}")
+    elif cfg.num_warps != 4 or not 2 <= cfg.num_stages <= 6:
+        why = (f"needs num_warps 4 (one consumer warpgroup; the kernel adds the others) and num_stages 2-6, got "
+               f"{cfg.num_warps} / {cfg.num_stages}")
+    elif cfg.num_stages * _ws_fp4_stage_bytes(cfg.block_m) + _WS_FP4_TILE_BYTES > _WS_SMEM:
+        why = (f"with {cfg.num_stages} stages of {_ws_fp4_stage_bytes(cfg.block_m) // 1024} KB exceeds the "
+               f"{_WS_SMEM // 1024} KB of shared memory it plans for")
+    elif cfg.split_k != 1 or cfg.swap_ab or cfg.fp8_fast_accum or cfg.n_tiles != 1 or cfg.persistent:
+        why = "does not split K, take swap_ab (its tiles are swapped already), hold tiles or take a persistent setting"
+    elif K % 64:
+        why = f"needs K ({'H' if gemm == 'gemm1' else 'intermediate_size_padded'}) a multiple of 64, got {K}"
+    else:
+        return None
+    return f"{gemm.upper()} warp_specialized {why}"
+
+
 def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str, gated: bool, K: int) -> Optional[str]:
     """None, or why config ``cfg`` of ``gemm`` (contracting over ``K``: H for GEMM1, I_pad for
     GEMM2) with ``warp_specialized`` cannot run (the device -- sm_90, not the interpreter -- and the
     operand dtypes are the launcher's checks)."""
     if not cfg.warp_specialized:
         return None
+    if weight_format in WS_FP4_FORMATS:
+        return _ws_fp4_problem(cfg, gemm, gated, K)
     if weight_format not in WS_FORMATS:
         return f"{gemm.upper()} warp_specialized supports {[f.name for f in WS_FORMATS]} weights, got {weight_format.name}"
     bk, bns = _ws_tile(weight_format, gemm, gated)

@@ -26,6 +26,11 @@ runs between them (static FP8 or 16-bit intermediate; FP8 blocks, quantized over
 ``set_ws_padded_handoff``): GEMM1 then stores in block-padded row order and GEMM2 reads that
 without a gather.
 
+MXFP4 weights x BF16 activations at prefill on sm_90 (the chosen config has block_m >= 128; ``set_ws_fp4``):
+both GEMMs run as the Gluon kernel of ``kernels/_ws_fp4.py`` (a TMA loader warp, two consumer warpgroups that
+dequantize their half of the weight tile into shared memory while the other's wgmma runs; swap-AB tiles of
+128 or 256 token rows), after the same gather; output by slot as above.
+
 Block-scaled weights (NVFP4, MXFP4, MXFP8; Hopper has no FP4 or micro-scaled MMA) are read in
 the linear ``QuantizedTensor`` layout and converted in registers inside both GEMMs
 (``kernels/_blockscaled.py``); activation formats per weight format are
@@ -97,7 +102,8 @@ from ..formats.triton_quant import Fp8Plan, plan_fp8
 from ..kernels import _blockscaled as _bs
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, auto_persistent, choose_moe_config, held_a_problem,
-                             join_gate_up, k_loop_stages, warp_specialized_problem)
+                             join_gate_up, k_loop_stages, warp_specialized_problem, WS_FP4_FORMATS,
+                             WS_FP4_BLOCK_MS, ws_fp4_config)
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
@@ -204,7 +210,7 @@ def _dot_order_ok(c: KernelConfig, wfmt: Format, k: int, k_tail: int, gemm: str)
     steps and a tail), and not a swapped tile of two warpgroups (a race, see above)."""
     return (_A_DOT_ORDER[gemm] and wfmt in _A_DOT_ORDER["formats"] and c.block_m >= _A_DOT_ORDER["min_block_m"]
             and _k_order(wfmt, c.block_k) == 3 and (k % c.block_k == 0 or k_tail > 0)
-            and not (c.swap_ab and c.num_warps > 4))
+            and not (c.swap_ab and c.num_warps > 4) and not c.warp_specialized)
 
 
 def _k_order(wfmt: Format, block_k: int) -> int:
@@ -882,6 +888,112 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         A_PADDED=a_scales_padded, ZERO_PAD=out_padded and _WS_ZERO_PAD_ROWS, num_warps=4)
 
 
+# ---- the warp-specialized MXFP4 x BF16 GEMMs (prefill) ----------------------------------------------
+
+# kernels/_ws_fp4.py: the heuristic's and the tuned table's prefill tiles (block_m >= 128) of MXFP4 weights with
+# BF16 activations run there instead of the Triton kernels on sm_90; 256-token tiles from this many rows per expert
+_WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 0}
+WS_FP4_WIDE_MIN_ROWS_PER_EXPERT = 128
+
+
+def set_ws_fp4(enabled: bool, block_m: int = 0) -> "tuple[bool, int]":
+    """``True`` (the default; ``FUSEDMOE_WS_FP4=0`` turns it off): calls whose chosen config has prefill tiles
+    (block_m >= 128) with MXFP4 weights and BF16 activations on sm_90 run both GEMMs in the warp-specialized
+    Gluon kernel (``kernels/_ws_fp4.py``); ``False``: the Triton kernels. ``block_m``: 128 or 256 token rows a
+    tile for every such call, 0 (the default) 256 from ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT`` rows per expert.
+    A config passed to the call is always taken as it is. Returns the previous ``(enabled, block_m)``."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    if block_m not in (0,) + WS_FP4_BLOCK_MS:
+        raise ValueError(f"set_ws_fp4: block_m must be 0 or one of {WS_FP4_BLOCK_MS}, got {block_m!r}")
+    prev = (_WS_FP4["enabled"], _WS_FP4["block_m"])
+    _WS_FP4["enabled"], _WS_FP4["block_m"] = enabled, block_m
+    return prev
+
+
+def _ws_fp4_problem(w13: QuantizedTensor, w2: QuantizedTensor, act_format: Format, dtype: torch.dtype,
+                    dev: torch.device, interp: bool, H: int, I_pad: int) -> Optional[str]:
+    """None, or why the FP4 warp-specialized kernel cannot take this call: it needs sm_90 (not the interpreter),
+    MXFP4 weights in the tiled layout (tile width a multiple of 64, contiguous, 16-byte aligned) with row-major
+    scales, BF16 activations and hidden states, H and I_pad multiples of 64."""
+    if interp or dev.type != "cuda":
+        return "it is a Gluon kernel for sm_90 GPUs (Triton's interpreter cannot run Gluon)"
+    if w13.fmt not in WS_FP4_FORMATS or act_format is not Format.BF16 or dtype != torch.bfloat16:
+        return (f"it takes MXFP4 weights with BF16 activations and bfloat16 hidden states, got {w13.fmt.name} x "
+                f"{act_format.name}, {dtype}")
+    if H % 64 or I_pad % 64:
+        return f"it needs H and intermediate_size_padded multiples of 64, got {H} and {I_pad}"
+    major = _cuda_major(dev.index if dev.index is not None else torch.cuda.current_device())
+    if major != 9:
+        return f"it needs an sm_90 GPU (wgmma), got compute capability {major}.x"
+    for w in (w13, w2):
+        if (w.value_tile_k % 64 or w.value_tile_k == 0 or not w.data.is_contiguous() or w.data.data_ptr() % 16
+                or w.scale is None or w.scale.dim() != 3 or w.scale.stride(2) != 1):
+            return ("it reads the FP4 values through TMA in ExpertWeights' tiled layout (tiles of 64 or 128 "
+                    "columns, contiguous) with row-major block scales")
+    return None
+
+
+def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor, act_format: Format,
+                dtype: torch.dtype, device: torch.device, tokens: int, top_k: int, activation: Activation,
+                interp: bool = False) -> MoEKernelConfig:
+    """The config a call without an explicit one runs: ``cfg`` (``choose_moe_config``'s), or where it has
+    prefill tiles (block_m >= 128) and the FP4 warp-specialized kernel can take the call (``set_ws_fp4``,
+    ``_ws_fp4_problem``) its tiles for both GEMMs -- 256 token rows from ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT``
+    rows per local expert, else 128. ``fusedmoe bench`` records and passes the same."""
+    if (not _WS_FP4["enabled"] or cfg.block_m < 128 or w13.fmt not in WS_FP4_FORMATS
+            or _ws_fp4_problem(w13, w2, act_format, dtype, device, interp, w13.shape[-1], w2.shape[-1]) is not None):
+        return cfg
+    rows_per_expert = tokens * top_k / max(1, w13.shape[0])
+    bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= WS_FP4_WIDE_MIN_ROWS_PER_EXPERT else 128)
+    gated = activation.is_gated
+    return MoEKernelConfig(ws_fp4_config(gated, "gemm1", bm), ws_fp4_config(False, "gemm2", bm), cfg.atomic_combine)
+
+
+@functools.lru_cache(maxsize=None)
+def _ws_fp4_layouts(block_m: int):
+    from triton.experimental.gluon import language as gl
+
+    return (gl.NVMMASharedLayout.get_default_for([block_m, 64], gl.bfloat16),
+            gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2))
+
+
+def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat, al: "AlignResult",
+                 out: torch.Tensor, N: int, row_div: int, TK: int, E: int, act_code: int, gated: bool, p, round_tl,
+                 weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int) -> None:
+    """One GEMM by ``kernels/_ws_fp4``: its BF16 input rows ``a`` [rows, K] (hidden for GEMM1, ``row_div`` =
+    top_k; the slot-indexed intermediate for GEMM2, ``row_div`` = 1) gathered into block-padded slot order, then
+    the persistent warp-specialized kernel into ``out`` [T*K, N] by slot. ``w``: MXFP4 values in the tiled layout,
+    read through TMA as 16-bit words, 64 rows a box."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from ..kernels import _align as _al
+    from ..kernels import _ws_fp4 as _w4
+
+    Kd = a.shape[1]
+    BM = c.block_m
+    if gated and N % 64:
+        raise ValueError(f"the FP4 warp-specialized GEMM1 needs intermediate_size_padded a multiple of 64, got {N}")
+    rows = torch.empty((al.max_blocks * BM, Kd * 2), dtype=torch.uint8, device=a.device)
+    launch(_al._gather_slot_rows_kernel, (al.max_blocks, cdiv(Kd * 2, 256)),
+           a.view(torch.uint8), rows, al.sorted_ids, al.block_expert, al.num_post_padded, TK, Kd * 2,
+           a.stride(0) * 2, rows.stride(0), TOP_K=row_div, E_LOC=E, BLOCK_M=BM, BLOCK_C=256, num_warps=4)
+    x_layout, w_layout = _ws_fp4_layouts(BM)
+    tk = w.value_tile_k
+    x_desc = TensorDescriptor.from_tensor(rows.view(torch.bfloat16), [BM, 64], x_layout)
+    w_desc = TensorDescriptor.from_tensor(w.data.view(torch.int16).reshape(-1, tk // 4), [64, 16], w_layout)
+    R = w.shape[-2]
+    NC = 64 if gated else 128
+    tiles = al.max_blocks * cdiv(N, NC)
+    _w4._ws_fp4_kernel[(max(1, min(tiles, num_sms or 1)),)](
+        x_desc, w_desc, out, w.scale, bias, tw_flat, al.sorted_ids, al.block_expert, al.num_post_padded,
+        N, Kd, TK, R // 64, Kd // tk, w.scale.stride(0), w.scale.stride(1), out.stride(0),
+        bias.stride(0) if has_bias else 0, float(p.alpha), float(p.beta), float(p.limit),
+        E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
+        MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
+        FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages, GROUP_M=c.group_m, num_warps=4)
+
+
 # ---- the forward -------------------------------------------------------------------------------
 
 
@@ -1019,7 +1131,15 @@ def triton_experts(
     smem = 0 if dev.type != "cuda" else _cuda_smem_per_block(dev.index if dev.index is not None
                                                             else torch.cuda.current_device())
     cfg = choose_moe_config(T, H, I_pad, E, K, wfmt, activation, dev_name, override=config, num_sms=num_sms)
+    if config is None:
+        cfg = auto_ws_fp4(cfg, w13, w2, act_format, hidden.dtype, dev, T, K, activation, interp)
     c1, c2 = cfg.gemm1, cfg.gemm2
+    if wfmt in WS_FP4_FORMATS and (c1.warp_specialized or c2.warp_specialized):
+        why = _ws_fp4_problem(w13, w2, act_format, hidden.dtype, dev, interp, H, I_pad)
+        if why is not None:
+            raise ValueError(f"warp_specialized with {wfmt.name} weights: {why}")
+        if c1.warp_specialized != c2.warp_specialized:
+            raise ValueError(f"warp_specialized with {wfmt.name} weights runs both GEMMs so or neither")
     # MX weights x MXFP8 activations at decode tiles: E4M3 MMAs per 32-block with scaled partial sums (no
     # dequantization; rescaling costs block_m FMAs per weight element per 32-block, so tiles of 64+ rows dequantize
     # to bf16 instead: sm_90 SASS counts in the module docstring)
@@ -1147,6 +1267,7 @@ def triton_experts(
     # per-token scales: the same kernels, but 1.05-1.08x slower layers at 2048 tokens on the H200, also
     # with a pass that skips the padding rows (harness, eighteenth session; BENCHMARKS.md section 0)
     padded = (c1.warp_specialized and c2.warp_specialized and _WS_PADDED_HANDOFF["enabled"]
+              and wfmt not in WS_FP4_FORMATS
               and ((post_quant is None and out_q in (_OUT_PLAIN, _OUT_FP8_STATIC))
                    or (post_quant is Format.FP8_BLOCK and out_q == _OUT_PLAIN)))
     inter_rows = NB * BM if padded else TK
@@ -1218,7 +1339,10 @@ def triton_experts(
     # MXFP4 weights whose block-scale codes allow it: the converter's 2^126 folded into the scale
     cvt1, cvt2 = (_mx_fold_cvt(w, fast_cvt, mxdot) for w in (w13, w2))
     a1_d, w13_d = _nib_view(a1, nib), _nib_view(w13.data, nib)
-    if c1.warp_specialized:
+    if c1.warp_specialized and wfmt in WS_FP4_FORMATS:
+        _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
+                     _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1)
+    elif c1.warp_specialized:
         _ws_gemm(c1, a1, a1_s, a1_s_stride, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, tw_flat, q_scale,
                  out_q, al, inter, I_pad, K, TK, E, _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input),
                  False, num_sms, out_padded=padded)
@@ -1304,7 +1428,13 @@ def triton_experts(
         grid2 = (NB * cdiv(cdiv(H, c2.block_n), c2.n_tiles), 1)
     else:
         grid2 = (tiles2, c2.split_k)
-    if c2.warp_specialized:
+    if c2.warp_specialized and wfmt in WS_FP4_FORMATS:
+        if direct_out:
+            out.zero_()  # the non-local group's rows: its tiles are skipped
+        _ws_fp4_gemm(c2, inter, w2, b2, w2_bias is not None, tw_flat, al, y, H, 1, TK, E,
+                     _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl, False, not weight_on_input,
+                     num_sms, cvt2)
+    elif c2.warp_specialized:
         if direct_out:
             out.zero_()  # the non-local group's rows: its tiles are skipped
         _ws_gemm(c2, inter, a2_s, a2_s_stride, w2, w2_s, wse2, wsn2, b2, w2_bias is not None, tw_flat, tw_flat,

@@ -174,6 +174,7 @@ class TritonPeer(Peer):
         """(MoEKernelConfig, source) for ``tokens`` tokens: source "tuned" when the table has an
         entry for this shape (any bucket), else "heuristic"."""
         from ..backends.kernel_configs import choose_moe_config
+        from ..backends.triton_moe import auto_ws_fp4
 
         table, kind = self._table()
         dev = torch.device(device)
@@ -186,7 +187,10 @@ class TritonPeer(Peer):
         n1 = I_pad * (2 if act.is_gated else 1)
         hit = table.lookup(device=name, weight_format=fmt, activation=act, gemm="gemm1", N=n1, K=H, E=E,
                            tokens=tokens) if kind == "tuned" else None
-        return cfg, ("tuned" if hit is not None else "heuristic")
+        src = "tuned" if hit is not None else "heuristic"
+        # what a call without a config runs: MXFP4 x BF16 prefill tiles in the FP4 warp-specialized kernel
+        ws = auto_ws_fp4(cfg, weights.w13, weights.w2, case.act_format, case.dtype, dev, tokens, K, act)
+        return ws, (src if ws is cfg else src + "+ws_fp4")
 
     def build(self, case: BenchCase, weights: ExpertWeights) -> Runner:
         from ..backends.triton import run_weights

@@ -1,0 +1,258 @@
+"""Warp-specialized grouped GEMMs for MXFP4 weights x BF16 activations at prefill on Hopper, in Gluon
+(private; launched by ``fusedmoe.backends.triton_moe`` when ``KernelConfig.warp_specialized`` is set
+for MXFP4 weights: ``kernel_configs.ws_fp4_problem``).
+
+Why: Hopper has no FP4 tensor cores, so every K step dequantizes its weight tile in registers before
+a BF16 wgmma. In the Triton kernels the whole program passes one barrier a step (the software
+pipeline's), so the conversion and the tensor cores take turns: 34-44 % of the BF16 peak at 4096
+tokens (H200). Here a TMA loader warp fills a ring and two consumer warpgroups each convert their
+half of the weight tile into shared memory and multiply it asynchronously, keeping one wgmma in
+flight (``warpgroup_mma_wait(1)``): a warpgroup converts step k + 1 while its step k multiplies,
+and the two warpgroups interleave. Prototype: ``benchmarks/gluon_fp4_prefill.py`` (H200, twenty-
+eighth session: 443 TF/s with 128-token tiles, 667 TF/s with 256, against ~236 TF/s for the Triton
+GEMM of the same shape).
+
+Swap-AB tiles: the weights are the MMA's M side (64 rows a warpgroup), the tokens its N side.
+
+Data contract (``_moe_gemm`` conventions, ``E_LOC`` local experts):
+
+    x_desc      TMA descriptor, block [BT, BK], over the GEMM's BF16 input rows gathered into
+                block-padded slot order (``_align._gather_slot_rows_kernel``; padding rows zero), BT
+                the align's block_m (128 or 256)
+    w0_desc /   TMA descriptor, block [64, BK / 4] int16, over the weights' FP4 values in the
+    (same)      "tiled" / "swizzled" layout ``[E, R / 64, K / TK, 64, TK / 2]`` bytes viewed as
+                ``[E * R / 64 * K / TK * 64, TK / 4]`` 16-bit words (``QuantizedTensor.value_layout``):
+                a K step of 64 rows is one box. R = 2 N gated (each expert's N gate rows, then its N
+                up rows), N otherwise. Two rings: the tile's first and second 64 weight rows
+    s_ptr       UE8M0 block scales [E, R, >= K / 32] bytes (row stride ``stride_sr``)
+    out         [T*K, N] by slot: GEMM1's intermediate (activation applied, rounded to ``ROUND_DTYPE``)
+                or GEMM2's y (bias, then the routing weight with ``MUL_ROUTING_WEIGHT``)
+
+Tiles: NC output columns (gated 64: warpgroup h computes gate rows n0 + 32 h + [0, 32) and the
+same up rows in one 64-row MMA tile -- gate in its rows 0-31, up in 32-63 -- so its epilogue pairs
+them; non-gated 128: warpgroup h rows n0 + 64 h + [0, 64)) x BT token rows. Persistent
+(``program_id, program_id + num_programs, ...`` over the (M-block, column tile) grid in GROUP_M
+bands), blocks of experts >= E_LOC skipped by all partitions (their rows are the launcher's).
+
+Conversion (``_blockscaled._e2m1x4_bf16_nib``, the library's PTX converter on 16-bit words; SWZ:
+the bit-swizzled words of ExpertWeights' default layout): e2m1 times the block scale exactly in
+BF16; with ``FOLD`` (``ExpertWeights.mx_fold_ok``: codes in [11, 144]) the converter's 2^126 is
+split between the scale (2^110) and the accumulator (2^16), as the Triton kernels do. The sum over K
+runs in fp32 in the wgmma, in K order, 16 at a time.
+
+Limits (``kernel_configs.ws_fp4_problem``): sm_90, MXFP4 weights in the tiled layout with TK a
+multiple of 64, BF16 activations and hidden states, K and (gated) N multiples of 64, block_k 64,
+block_m 128 / 256, no split-K.
+"""
+
+import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
+
+from . import _blockscaled as _bs
+from ._moe_gemm import _activation, _tile_ids
+
+_MX_FOLD_EXP_BIAS = gl.constexpr(110)  # _blockscaled._MX_FOLD_EXP_BIAS
+
+
+@gluon.jit
+def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, block_expert_ptr, num_post_padded_ptr, N, K,
+                R_TILES, K_PIECES, E_LOC: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr,
+                STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr):
+    """TMA producer (one warp): per K step the [BT, BK] input tile and the tile's two 64-row weight boxes (gated:
+    gate rows n0 + [0, 64) and up rows N + n0 + [0, 64); otherwise rows n0 + [0, 128)) into the ring."""
+    BT: gl.constexpr = x_desc.block_type.shape[0]
+    nbytes: gl.constexpr = x_desc.block_type.nbytes + 2 * w0_desc.block_type.nbytes
+    num_m = gl.load(num_post_padded_ptr) // BT
+    num_n = gl.cdiv(N, NC)
+    n_k = K // BK
+    it = 0
+    for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+        pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
+        e = gl.load(block_expert_ptr + pid_m)
+        if e < E_LOC:
+            if GATED:
+                rt0 = pid_n  # NC = 64: one row tile of gate rows, the same of up rows
+                rt1 = N // 64 + pid_n
+            else:
+                rt0 = pid_n * 2
+                rt1 = rt0 + 1
+            base0 = (e * R_TILES + rt0) * K_PIECES
+            base1 = (e * R_TILES + rt1) * K_PIECES
+            for kk in range(n_k):
+                piece = (kk * BK) // TK
+                col = ((kk * BK) % TK) // 4
+                s = it % STAGES
+                mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
+                bar = ready.index(s)
+                mbarrier.expect(bar, nbytes)
+                tma.async_copy_global_to_shared(x_desc, [pid_m * BT, kk * BK], bar, x_bufs.index(s))
+                tma.async_copy_global_to_shared(w0_desc, [(base0 + piece) * 64, col], bar, w0_bufs.index(s))
+                tma.async_copy_global_to_shared(w0_desc, [(base1 + piece) * 64, col], bar, w1_bufs.index(s))
+                it += 1
+
+
+@gluon.jit
+def _fp4_tile(w_buf, row0: gl.constexpr, sc_rows, kk, RW: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr,
+              FOLD: gl.constexpr, wl: gl.constexpr):
+    """Rows ``row0 + [0, RW)`` of one K step's 64-row box (the ring's 16-bit words), dequantized to BF16 [RW, BK]
+    in K order.
+    ``sc_rows``: pointers to the rows' UE8M0 scale of the step's first block, [RW, BK / 16] (a thread's 16
+    values lie in block ``j // 2``)."""
+    BQ: gl.constexpr = BK // 16
+    w = w_buf.reshape([64, BQ, 4]).slice(row0, RW).load(wl)
+    sc = gl.load(sc_rows + kk * (BK // 32)).to(gl.int32)
+    n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(w, not FOLD, SWZ)  # value s of word i: K 4 i + s
+    if FOLD:  # e2m1 * 2^-126 times 2^(e - 17): the accumulator carries the other 2^16
+        f = ((sc + _MX_FOLD_EXP_BIAS) << 7).to(gl.int16).to(gl.bfloat16, bitcast=True)[:, :, None]
+    else:
+        f = _bs._ue8m0_to_bf16(sc)[:, :, None]
+    v = gl.join(gl.join(n0 * f, n1 * f), gl.join(n2 * f, n3 * f))  # [RW, BQ, 4 words, s & 1, s >> 1]
+    return gl.reshape(gl.permute(v, [0, 1, 2, 4, 3]), [RW, BK])
+
+
+@gluon.jit
+def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
+                  sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
+                  stride_om, stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr,
+                  E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
+                  WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
+                  SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+                  GROUP_M: gl.constexpr):
+    """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
+    turn), one asynchronous wgmma with the step's input tile, at most one in flight; then the epilogue."""
+    BQ: gl.constexpr = BK // 16
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BT, 16])
+    # a thread holds 4 consecutive 16-bit words (16 values, inside one 32-wide scale block) of one row
+    wl: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1, 4], threads_per_warp=[8, BQ, 32 // (8 * BQ)],
+                                        warps_per_cta=[4, 1, 1], order=[2, 1, 0])
+    sl: gl.constexpr = gl.SliceLayout(2, wl)
+    RH: gl.constexpr = 32 if GATED else 64  # rows of each weight slice this warpgroup converts
+    num_m = gl.load(num_post_padded_ptr) // BT
+    num_n = gl.cdiv(N, NC)
+    n_k = K // BK
+    r = gl.arange(0, RH, layout=gl.SliceLayout(1, sl))
+    jq = gl.arange(0, BQ, layout=gl.SliceLayout(0, sl)) // 2
+    it = 0
+    for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+        pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
+        e = gl.load(block_expert_ptr + pid_m)
+        if e < E_LOC:
+            s_e = s_ptr + e.to(gl.int64) * stride_se
+            n0 = pid_n * NC
+            if GATED:  # gate rows n0 + 32 HALF + r of ring 0, the same up rows (N + ...) of ring 1
+                rows_a = n0 + HALF * 32 + r
+                rows_b = N + rows_a
+            else:  # rows n0 + 64 HALF + r: ring HALF
+                rows_a = n0 + HALF * 64 + r
+                rows_b = rows_a
+            sc_a = s_e + rows_a.to(gl.int64)[:, None] * stride_sr + jq[None, :]
+            sc_b = s_e + rows_b.to(gl.int64)[:, None] * stride_sr + jq[None, :]
+            acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
+            for kk in range(n_k):
+                s = it % STAGES
+                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                d = d_bufs.index(it % 2)
+                if GATED:
+                    d.slice(0, 32).store(_fp4_tile(w0_bufs.index(s), HALF * 32, sc_a, kk, 32, BK, SWZ, FOLD, wl))
+                    d.slice(32, 32).store(_fp4_tile(w1_bufs.index(s), HALF * 32, sc_b, kk, 32, BK, SWZ, FOLD, wl))
+                elif HALF == 0:
+                    d.store(_fp4_tile(w0_bufs.index(s), 0, sc_a, kk, 64, BK, SWZ, FOLD, wl))
+                else:
+                    d.store(_fp4_tile(w1_bufs.index(s), 0, sc_a, kk, 64, BK, SWZ, FOLD, wl))
+                fence_async_shared()
+                gl.thread_barrier()  # the warpgroup's stores are in before its wgmma reads them
+                acc = warpgroup_mma(d, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
+                acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+                if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
+                    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+                it += 1
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            if FOLD:
+                acc = acc * 65536.0
+            _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
+                          stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
+                          WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+
+
+@gluon.jit
+def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om,
+                  stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr, ACT: gl.constexpr,
+                  GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
+                  MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr):
+    """acc [64 weight rows, BT token rows] -> out[slot, n]: routing weight on input, bias, activation (gated:
+    rows 0-31 gate, 32-63 up), routing weight (GEMM2), rounding; each thread stores runs of 4 columns."""
+    RO: gl.constexpr = 32 if GATED else 64  # output columns of this warpgroup
+    ol: gl.constexpr = gl.BlockedLayout(size_per_thread=[4, 1], threads_per_warp=[RO // 4, 32 // (RO // 4)],
+                                        warps_per_cta=[1, 4], order=[0, 1])
+    if GATED:
+        l3: gl.constexpr = gl.BlockedLayout(size_per_thread=[2, 4, 1], threads_per_warp=[1, 8, 4],
+                                            warps_per_cta=[1, 1, 4], order=[0, 1, 2])
+        a3 = gl.convert_layout(gl.reshape(acc, [2, 32, BT]), l3)
+        g, u = gl.split(gl.permute(a3, [1, 2, 0]))
+        g = gl.convert_layout(g, ol)
+        u = gl.convert_layout(u, ol)
+    else:
+        g = gl.convert_layout(acc, ol)
+        u = g
+    cols = n0 + HALF * RO + gl.arange(0, RO, layout=gl.SliceLayout(1, ol))
+    n_ok = cols < N
+    p = pid_m * BT + gl.arange(0, BT, layout=gl.SliceLayout(0, ol))
+    slots = gl.load(sorted_ids_ptr + p)
+    row_ok = slots < num_slots
+    slots = gl.where(row_ok, slots, 0)
+    if WEIGHT_ON_INPUT:  # Llama4: the routing weight scales the token before GEMM1 (top_k 1)
+        tw = gl.load(topk_w_ptr + slots).to(gl.float32)[None, :]
+        g = g * tw
+        u = u * tw
+    if HAS_BIAS:
+        b_e = bias_ptr + e.to(gl.int64) * stride_be
+        g = g + gl.load(b_e + cols, mask=n_ok, other=0.0).to(gl.float32)[:, None]
+        if GATED:
+            u = u + gl.load(b_e + N + cols, mask=n_ok, other=0.0).to(gl.float32)[:, None]
+    if MUL_ROUTING_WEIGHT:  # GEMM2: after the bias
+        g = g * gl.load(topk_w_ptr + slots).to(gl.float32)[None, :]
+    h = _activation(g, u, ACT, act_alpha, act_beta, act_limit).to(ROUND_DTYPE)
+    offs = slots.to(gl.int64)[None, :] * stride_om + cols[:, None]
+    gl.store(out_ptr + offs, h.to(out_ptr.dtype.element_ty), mask=n_ok[:, None] & row_ok[None, :])
+
+
+@gluon.jit
+def _ws_fp4_kernel(
+    x_desc, w0_desc, out_ptr, s_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr,
+    N, K, num_slots, R_TILES, K_PIECES, stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit,
+    E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
+    WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
+    FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+):
+    """One grouped MXFP4 x BF16 GEMM + its epilogue, warp-specialized (module docstring). Launch with
+    ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
+    ``min(tiles, SMs)`` programs."""
+    BT: gl.constexpr = x_desc.block_type.shape[0]
+    NC: gl.constexpr = 64 if GATED else 128
+    x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
+    w0_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
+    w1_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
+    dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
+    d0 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
+    d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=2)  # both consumer warpgroups release a slot
+    gl.warp_specialize([
+        (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
+                         sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
+                         stride_om, stride_be, act_alpha, act_beta, act_limit, 0, BT, E_LOC, ACT, GATED, HAS_BIAS,
+                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M)),
+        (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
+                         sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
+                         stride_om, stride_be, act_alpha, act_beta, act_limit, 1, BT, E_LOC, ACT, GATED, HAS_BIAS,
+                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M)),
+        (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, block_expert_ptr,
+                       num_post_padded_ptr, N, K, R_TILES, K_PIECES, E_LOC, NC, BK, TK, STAGES, GROUP_M, GATED)),
+    ], [4, 1], [232, 40])

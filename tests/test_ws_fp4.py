@@ -1,0 +1,233 @@
+"""The warp-specialized MXFP4 x BF16 prefill GEMMs (``kernels/_ws_fp4.py``; ``KernelConfig.warp_specialized``
+with MXFP4 weights, chosen automatically for prefill tiles on sm_90).
+
+CPU (CI): every epilogue variant compiles for sm_90 with Triton's bundled ptxas as a warp-specialized kernel
+(12 warps, register reallocation, wgmma, within Hopper's shared memory, no spills in the K loop); the config
+rules; the calls it refuses. GPU (marker ``gpu``): against the reference for gated (SwiGLU, clamped SwiGLU with
+biases) and non-gated (ReLU^2, GELU) activations with expert parallelism, 128- and 256-token tiles, close to the
+Triton kernels of the same call, the MX fold and the restoring converter bit for bit, K = 1 with the weight on
+the input, a CUDA graph, and gpt-oss-120b's expert shape.
+"""
+
+import os
+
+import pytest
+import torch
+
+from test_triton_fp4 import Case, make_case, run_reference, run_sm90_script, run_triton
+from test_triton_moe import gpu
+
+from fusedmoe.backends import triton_moe
+from fusedmoe.backends.kernel_configs import KernelConfig, MoEKernelConfig, warp_specialized_problem, ws_fp4_config
+from fusedmoe.config import Activation, ActivationParams, Format
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+A, F = Activation, Format
+
+
+# ---- CPU: sm_90 compile --------------------------------------------------------------------------
+
+_SCRIPT = r'''
+import os, subprocess, sys, tempfile
+os.environ.pop("TRITON_INTERPRET", None)
+sys.path.insert(0, os.path.join(ROOT, "src"))
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon._runtime import GluonASTSource
+from fusedmoe.kernels import _ws_fp4 as k4
+BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK)
+for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK in (
+        (2, True, True, False, False, 128, 4, True, True, 64),     # gpt-oss GEMM1: clamped SwiGLU, biases
+        (0, True, False, True, False, 256, 4, False, True, 128),   # SwiGLU, weight on input, restoring converter
+        (3, False, False, False, False, 256, 4, True, False, 128),  # ReLU2 on plain tiled nibbles
+        (7, False, True, False, True, 128, 4, True, True, 64),     # GEMM2: bias, routing weight
+        (7, False, False, False, True, 256, 4, True, True, 128)):  # GEMM2, 256-token tiles
+    xl = gl.NVMMASharedLayout.get_default_for([BT, 64], gl.bfloat16)
+    wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
+    sig = {"x_desc": f"tensordesc<bf16[{BT}, 64],{xl}>", "w0_desc": f"tensordesc<i16[64, 16],{wl}>",
+           "out_ptr": "*bf16", "s_ptr": "*u8", "bias_ptr": "*fp32", "topk_w_ptr": "*fp32", "sorted_ids_ptr": "*i32",
+           "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32", "N": "i32", "K": "i32", "num_slots": "i32",
+           "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32", "stride_sr": "i32", "stride_om": "i32",
+           "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
+    cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
+              ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8)
+    sig.update({k: "constexpr" for k in cx})
+    k = triton.compile(GluonASTSource(k4._ws_fp4_kernel, sig, constexprs=cx, attrs={}),
+                       target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(k.asm["cubin"])
+    sass = subprocess.run([os.path.join(BIN, "cuobjdump"), "-sass", f.name], capture_output=True, text=True).stdout
+    os.unlink(f.name)
+    print(ACT, GATED, BT, k.metadata.num_warps, sass.count("HGMMA.64x"), sass.count("USETMAXREG"),
+          sass.count("LDL") + sass.count("STL"), k.metadata.shared, sass.count("UTMALDG"), sep="|", flush=True)
+'''
+
+
+def test_ws_fp4_compiles_for_sm90(tmp_path):
+    """Every variant: 12 warps (two consumer warpgroups and the loader, rounded up), BF16 wgmma with 128 / 256
+    tokens, register reallocation, TMA loads, within Hopper's 227 KB; at most a few local stores (a 256-token GEMM2
+    epilogue: 128 accumulators a thread)."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
+    assert len(rows) == 5, rows
+    for act, gated, bt, warps, gmma, setmaxnreg, spills, smem, tma in rows:
+        where = f"ACT={act} GATED={gated} BT={bt}"
+        assert int(warps) == 12, where
+        assert int(gmma) > 0 and int(setmaxnreg) > 0 and int(tma) > 0, (where, gmma, setmaxnreg, tma)
+        assert int(spills) <= 8, (where, spills)
+        assert int(smem) <= 227 * 1024, (where, smem)
+
+
+# ---- CPU: config rules and refusals ----------------------------------------------------------------
+
+
+def test_ws_fp4_config_rules():
+    """The FP4 tile: 64 output columns for a gated GEMM1, 128 otherwise, 64-wide K steps, 128 / 256 token rows;
+    other shapes, split-K, swap-AB and K not a multiple of 64 are refused with the reason."""
+    for gated, gemm, bn in ((True, "gemm1", 64), (False, "gemm1", 128), (False, "gemm2", 128)):
+        for bm in (128, 256):
+            c = ws_fp4_config(gated, gemm, bm)
+            assert (c.block_m, c.block_n, c.block_k, c.num_warps, c.warp_specialized) == (bm, bn, 64, 4, True)
+            assert warp_specialized_problem(c, F.MXFP4, gemm, gated, 2880) is None
+    c = ws_fp4_config(True, "gemm1")
+    bad = [(KernelConfig(64, 64, 64, num_warps=4, warp_specialized=True), "block_m"),
+           (KernelConfig(128, 64, 128, num_warps=4, warp_specialized=True), "block_k 64"),
+           (KernelConfig(128, 128, 64, num_warps=4, warp_specialized=True), "block_n 64"),
+           (KernelConfig(128, 64, 64, num_warps=8, warp_specialized=True), "num_warps 4"),
+           (KernelConfig(128, 64, 64, num_warps=4, num_stages=7, warp_specialized=True), "num_stages"),
+           (KernelConfig(128, 64, 64, num_warps=4, split_k=2, warp_specialized=True), "split K"),
+           (KernelConfig(128, 64, 64, num_warps=4, swap_ab=True, warp_specialized=True), "swap_ab")]
+    for cfg, why in bad:
+        msg = warp_specialized_problem(cfg, F.MXFP4, "gemm1", True, 2880)
+        assert msg is not None and why in msg, (cfg, msg)
+    assert "multiple of 64" in warp_specialized_problem(c, F.MXFP4, "gemm1", True, 2880 + 32)
+    with pytest.raises(ValueError, match="block_m"):
+        ws_fp4_config(True, "gemm1", 64)
+    prev = triton_moe.set_ws_fp4(True)
+    try:
+        assert triton_moe.set_ws_fp4(False, 256) == prev
+        assert triton_moe.set_ws_fp4(True) == (False, 256)
+        with pytest.raises(ValueError, match="block_m"):
+            triton_moe.set_ws_fp4(True, 64)
+        with pytest.raises(TypeError):
+            triton_moe.set_ws_fp4("yes")
+    finally:
+        triton_moe.set_ws_fp4(*prev)
+
+
+def test_ws_fp4_refused_where_it_cannot_run():
+    """An explicit FP4 warp-specialized config on the CPU (interpreter or not), with MXFP8 activations, or for
+    one GEMM only: a ValueError that says why -- never a silent fallback or a wrong launch."""
+    c = Case(F.MXFP4, F.BF16, A.SWIGLU, T=4, H=128, I=64, E=2, K=1, dtype=torch.bfloat16)
+    hidden, W, topk = make_case(c, device="cpu")
+    ws = MoEKernelConfig(ws_fp4_config(True, "gemm1"), ws_fp4_config(False, "gemm2"))
+    with pytest.raises(ValueError, match="sm_90|Gluon|TRITON_INTERPRET"):
+        run_triton(hidden, W, topk, F.BF16, config=ws)
+    w13, w2 = W.w13, W.w2
+    why = triton_moe._ws_fp4_problem(w13, w2, F.MXFP8, torch.bfloat16, torch.device("cuda"), False, 128, 64)
+    assert why is not None and "BF16 activations" in why
+    why = triton_moe._ws_fp4_problem(w13, w2, F.BF16, torch.bfloat16, torch.device("cuda"), False, 128, 96)
+    assert why is not None and "multiples of 64" in why
+
+
+# ---- GPU ------------------------------------------------------------------------------------------
+
+
+def _ws_call(hidden, W, topk, *, offset=0, woi=False, block_m=0):
+    """The layer with the automatic choice (prefill tiles -> the FP4 kernel), asserting that it was taken."""
+    cap = {}
+    prev = triton_moe.set_ws_fp4(True, block_m)
+    try:
+        out = run_triton(hidden, W, topk, F.BF16, offset=offset, woi=woi, capture=cap)
+    finally:
+        triton_moe.set_ws_fp4(*prev)
+    cfg = cap["config"]
+    assert cfg.gemm1.warp_specialized and cfg.gemm2.warp_specialized, cfg
+    assert block_m == 0 or cfg.block_m == block_m, cfg
+    return out
+
+
+def _triton_call(hidden, W, topk, *, offset=0, woi=False):
+    prev = triton_moe.set_ws_fp4(False)
+    try:
+        return run_triton(hidden, W, topk, F.BF16, offset=offset, woi=woi)
+    finally:
+        triton_moe.set_ws_fp4(*prev)
+
+
+def _rel(a, b):
+    return ((a.float() - b.float()).norm() / b.float().norm()).item()
+
+
+OAI_SMALL = ActivationParams(alpha=1.702, beta=1.0, limit=0.5)  # both clamps reached at test scale
+
+
+@gpu
+@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.SWIGLU, A.RELU2, A.GELU], ids=lambda a: a.name)
+def test_gpu_ws_fp4_matches_reference(act):
+    """MXFP4 x BF16 at prefill (768 tokens, 8 of 12 experts local, 384 rows an expert on average): the FP4
+    warp-specialized GEMMs with 128- and 256-token tiles within 2e-2 of the reference and within 4e-3 RMS of the
+    Triton kernels of the same call; clamped SwiGLU with biases on both GEMMs."""
+    c = Case(F.MXFP4, F.BF16, act, T=768, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
+             dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=11)
+    hidden, W, topk = make_case(c)
+    assert W.w13.value_tile_k == 64 and W.w2.value_tile_k == 128  # H = 576 = 9 x 64, I = 384 = 3 x 128
+    ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
+    base = _triton_call(hidden, W, topk, offset=2)
+    for bm in (128, 256):
+        got = _ws_call(hidden, W, topk, offset=2, block_m=bm)
+        assert torch.isfinite(got).all()
+        assert _rel(got, ref) <= 2e-2, (bm, _rel(got, ref))
+        assert _rel(got, base) <= 4e-3, (bm, _rel(got, base))
+
+
+@gpu
+def test_gpu_ws_fp4_fold_same_bits_and_graph():
+    """The MX fold (the converter's 2^126 moved to the scale and the accumulator) gives the bits of the restoring
+    converter; a CUDA graph of the call replays to the eager bits on new inputs."""
+    c = Case(F.MXFP4, F.BF16, A.SWIGLU, T=512, H=512, I=256, E=4, K=2, dtype=torch.bfloat16, seed=12)
+    hidden, W, topk = make_case(c)
+    assert triton_moe._mx_fold_cvt(W.w13, True) == 2
+    folded = _ws_call(hidden, W, topk)
+    prev = triton_moe.set_mx_fold(False)
+    try:
+        restored = _ws_call(hidden, W, topk)
+    finally:
+        triton_moe.set_mx_fold(prev)
+    assert torch.equal(folded, restored)
+    h2 = torch.randn_like(hidden)
+    static = hidden.clone()
+    _ws_call(static, W, topk)  # compile outside the capture
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = run_triton(static, W, topk, F.BF16)
+    static.copy_(h2)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, _ws_call(h2, W, topk))
+
+
+@gpu
+def test_gpu_ws_fp4_top1_weight_on_input():
+    """K = 1 with the routing weight on the input (Llama4): GEMM2 writes the output directly; within the
+    reference's bound, with non-local tokens (their rows zero)."""
+    c = Case(F.MXFP4, F.BF16, A.SWIGLU, T=640, H=512, I=256, E=4, K=1, offset=1, dtype=torch.bfloat16, seed=13)
+    hidden, W, topk = make_case(c)
+    got = _ws_call(hidden, W, topk, offset=1, woi=True)
+    ref = run_reference(hidden, W, topk, F.BF16, offset=1, E_glob=c.E_glob, woi=True)
+    assert _rel(got, ref) <= 2e-2
+
+
+@gpu
+def test_gpu_ws_fp4_gpt_oss_shape():
+    """gpt-oss-120b's expert shape (H = I = 2880: 64-column value tiles, 45 K steps; clamped SwiGLU with biases),
+    2048 tokens over 32 experts: within the reference's bound and close to the Triton kernels."""
+    c = Case(F.MXFP4, F.BF16, A.SWIGLU_OAI, T=2048, H=2880, I=2880, E=32, K=4, bias=True, dtype=torch.bfloat16,
+             seed=14)
+    hidden, W, topk = make_case(c)
+    got = _ws_call(hidden, W, topk)
+    ref = run_reference(hidden, W, topk, F.BF16)
+    assert _rel(got, ref) <= 2e-2
+    assert _rel(got, _triton_call(hidden, W, topk)) <= 4e-3
