@@ -28,15 +28,12 @@ A, F = Activation, Format
 # ---- CPU: sm_90 compile --------------------------------------------------------------------------
 
 _SCRIPT = r'''
-import os, subprocess, sys, tempfile
+import os, sys
 os.environ.pop("TRITON_INTERPRET", None)
-sys.path.insert(0, os.path.join(ROOT, "src"))
-import triton
-from triton.backends.compiler import GPUTarget
+sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "tests")]
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon._runtime import GluonASTSource
+from gluon_sm90 import compile_sm90
 from fusedmoe.kernels import _ws_fp4 as k4
-BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
 # (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK)
 for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK in (
         (2, True, True, False, False, 128, 4, True, True, 64),     # gpt-oss GEMM1: clamped SwiGLU, biases
@@ -53,13 +50,7 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK in (
            "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
               ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8)
-    sig.update({k: "constexpr" for k in cx})
-    k = triton.compile(GluonASTSource(k4._ws_fp4_kernel, sig, constexprs=cx, attrs={}),
-                       target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
-    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-        f.write(k.asm["cubin"])
-    sass = subprocess.run([os.path.join(BIN, "cuobjdump"), "-sass", f.name], capture_output=True, text=True).stdout
-    os.unlink(f.name)
+    k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
     print(ACT, GATED, BT, k.metadata.num_warps, sass.count("HGMMA.64x"), sass.count("USETMAXREG"),
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, sass.count("UTMALDG"), sep="|", flush=True)
 '''
@@ -130,6 +121,45 @@ def test_ws_fp4_refused_where_it_cannot_run():
     assert why is not None and "BF16 activations" in why
     why = triton_moe._ws_fp4_problem(w13, w2, F.BF16, torch.bfloat16, torch.device("cuda"), False, 128, 96)
     assert why is not None and "multiples of 64" in why
+
+
+def test_auto_ws_fp4_rule(monkeypatch):
+    """What a call without a config runs (``auto_ws_fp4``; ``fusedmoe bench`` records and passes the same): the FP4
+    tiles for both GEMMs where the chosen config has prefill tiles (block_m >= 128), with 256 token rows from 128
+    rows per local expert; the chosen config otherwise -- decode tiles, MXFP8 activations, fp16 hidden states,
+    the interpreter, an atomic combine, another GPU generation, the switch off."""
+    c = Case(F.MXFP4, F.BF16, A.SWIGLU, T=4, H=128, I=64, E=4, K=2, dtype=torch.bfloat16)
+    _, W, _ = make_case(c, device="cpu")
+    cuda = torch.device("cuda", 0)
+    major = {"v": 9}
+    monkeypatch.setattr(triton_moe, "_cuda_major", lambda index: major["v"])
+    pre = MoEKernelConfig(KernelConfig(128, 64, 64, swap_ab=True), KernelConfig(128, 128, 64, swap_ab=True))
+    dec = MoEKernelConfig(KernelConfig(64, 64, 64, swap_ab=True), KernelConfig(64, 128, 64, swap_ab=True))
+
+    def auto(cfg, tokens, act_format=F.BF16, dtype=torch.bfloat16, interp=False, act=A.SWIGLU):
+        return triton_moe.auto_ws_fp4(cfg, W.w13, W.w2, act_format, dtype, cuda, tokens, 2, act, interp)
+
+    prev = triton_moe.set_ws_fp4(True)
+    try:
+        got = auto(pre, 200)  # 100 rows an expert
+        assert got.gemm1 == ws_fp4_config(True, "gemm1", 128) and got.gemm2 == ws_fp4_config(False, "gemm2", 128)
+        assert auto(pre, 256).block_m == 256  # 128 rows an expert
+        assert auto(pre, 256, act=A.RELU2).gemm1 == ws_fp4_config(False, "gemm1", 256)
+        atomic = MoEKernelConfig(pre.gemm1, pre.gemm2, atomic_combine=True)
+        for unchanged in (auto(dec, 4096), auto(pre, 256, act_format=F.MXFP8), auto(pre, 256, dtype=torch.float16),
+                          auto(pre, 256, interp=True), auto(atomic, 256)):
+            assert unchanged in (dec, pre, atomic) and not unchanged.gemm1.warp_specialized
+        assert triton_moe.auto_ws_fp4(pre, W.w13, W.w2, F.BF16, torch.bfloat16, torch.device("cpu"), 256, 2,
+                                      A.SWIGLU) is pre
+        major["v"] = 10
+        assert auto(pre, 256) is pre
+        major["v"] = 9
+        triton_moe.set_ws_fp4(True, 128)
+        assert auto(pre, 4096).block_m == 128
+        triton_moe.set_ws_fp4(False)
+        assert auto(pre, 4096) is pre
+    finally:
+        triton_moe.set_ws_fp4(*prev)
 
 
 # ---- GPU ------------------------------------------------------------------------------------------

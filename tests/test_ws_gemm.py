@@ -47,15 +47,12 @@ def moe_config(gated: bool, *, gemm2=False, **kw) -> MoEKernelConfig:
 # ---- CPU: compile, config rules, gather -----------------------------------------------------------
 
 _SCRIPT = r'''
-import os, subprocess, sys, tempfile
+import os, sys
 os.environ.pop("TRITON_INTERPRET", None)
-sys.path.insert(0, os.path.join(ROOT, "src"))
-import triton
-from triton.backends.compiler import GPUTarget
+sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "tests")]
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon._runtime import GluonASTSource
+from gluon_sm90 import compile_sm90
 from fusedmoe.kernels import _ws_gemm as ws
-BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
 # (ACT, GATED, QUANT, OUT_Q, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, STAGES, out dtype); QUANT 0:
 # 16-bit operands of the out dtype (bf16 / fp16), 64-wide K blocks
 for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, BN, ST, OD in (
@@ -104,13 +101,7 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, BN, ST, OD in (
               SKIP_HALF=not (ACT == 3 and QUANT == 3),  # one variant without the padding-half skip
               RCP_DIV=ACT == 3 and OUT_Q == 1,  # the re-quantization by reciprocals (triton_moe.set_reciprocal_quant)
               OUT_PADDED=OUT_Q == 1 and ACT in (0, 1))  # stores at block-padded rows (triton_moe.set_ws_padded_handoff)
-    sig.update({k: "constexpr" for k in cx})
-    k = triton.compile(GluonASTSource(ws._ws_gemm_kernel, sig, constexprs=cx, attrs={}),
-                       target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
-    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-        f.write(k.asm["cubin"])
-    sass = subprocess.run([os.path.join(BIN, "cuobjdump"), "-sass", f.name], capture_output=True, text=True).stdout
-    os.unlink(f.name)
+    k, sass = compile_sm90(ws._ws_gemm_kernel, sig, cx)
     print(ACT, GATED, QUANT, HB, BN, k.metadata.num_warps, sass.count("QGMMA" if QUANT else "HGMMA"),
           sass.count("USETMAXREG"), sass.count("FCHK"),
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, OUT_Q, sass.count("ATOMG") + sass.count("RED."),

@@ -776,19 +776,30 @@ def _ws_fp4_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Option
     if cfg.block_m not in WS_FP4_BLOCK_MS or cfg.block_k != 64 or cfg.block_n != bn:
         why = (f"needs block_m in {WS_FP4_BLOCK_MS}, block_k 64 and block_n {bn} with MXFP4 weights, got "
                f"{cfg.block_m} / {cfg.block_k} / {cfg.block_n}")
-    elif cfg.num_warps != 4 or not 2 <= cfg.num_stages <= 6:
-        why = (f"needs num_warps 4 (one consumer warpgroup; the kernel adds the others) and num_stages 2-6, got "
-               f"{cfg.num_warps} / {cfg.num_stages}")
-    elif cfg.num_stages * _ws_fp4_stage_bytes(cfg.block_m) + _WS_FP4_TILE_BYTES > _WS_SMEM:
-        why = (f"with {cfg.num_stages} stages of {_ws_fp4_stage_bytes(cfg.block_m) // 1024} KB exceeds the "
-               f"{_WS_SMEM // 1024} KB of shared memory it plans for")
-    elif cfg.split_k != 1 or cfg.swap_ab or cfg.fp8_fast_accum or cfg.n_tiles != 1 or cfg.persistent:
-        why = "does not split K, take swap_ab (its tiles are swapped already), hold tiles or take a persistent setting"
-    elif K % 64:
-        why = f"needs K ({'H' if gemm == 'gemm1' else 'intermediate_size_padded'}) a multiple of 64, got {K}"
     else:
-        return None
-    return f"{gemm.upper()} warp_specialized {why}"
+        stage = _ws_fp4_stage_bytes(cfg.block_m)
+        why = _ws_launch_problem(cfg, gemm, K, 64, "", stage, _WS_FP4_TILE_BYTES,
+                                 "take swap_ab (its tiles are swapped already)")
+    return None if why is None else f"{gemm.upper()} warp_specialized {why}"
+
+
+def _ws_launch_problem(cfg: KernelConfig, gemm: str, K: int, k_multiple: int, k_why: str, stage: int, fixed: int,
+                       swap_why: str) -> Optional[str]:
+    """The launch rules both warp-specialized kernels share: 4 warps (the first warpgroup; the kernel adds the
+    others), 2-6 ``stage``-byte stages within the shared-memory budget (plus ``fixed`` bytes), no split-K /
+    swap-AB / fast accumulation / held tiles / persistent setting, K a multiple of ``k_multiple``."""
+    if cfg.num_warps != 4 or not 2 <= cfg.num_stages <= 6:
+        return (f"needs num_warps 4 (one warpgroup; the kernel adds the others) and num_stages 2-6, got "
+                f"{cfg.num_warps} / {cfg.num_stages}")
+    if cfg.num_stages * stage + fixed > _WS_SMEM:
+        return (f"with {cfg.num_stages} stages of {stage // 1024} KB exceeds the {_WS_SMEM // 1024} KB of shared "
+                f"memory it plans for: use at most {(_WS_SMEM - fixed) // stage} stages")
+    if cfg.split_k != 1 or cfg.swap_ab or cfg.fp8_fast_accum or cfg.n_tiles != 1 or cfg.persistent:
+        return f"does not split K, {swap_why}, accumulate FP8 in the tensor cores, hold tiles or take a persistent setting"
+    if K % k_multiple:
+        return (f"needs K ({'H' if gemm == 'gemm1' else 'intermediate_size_padded'}) a multiple of {k_multiple}"
+                f"{k_why}, got {K}")
+    return None
 
 
 def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str, gated: bool, K: int) -> Optional[str]:
@@ -806,19 +817,9 @@ def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str
     if cfg.block_m != 128 or cfg.block_k != bk or cfg.block_n not in bns:
         why = (f"needs block_m 128, block_k {bk} and block_n in {bns} with {weight_format.name} weights, got "
                f"{cfg.block_m} / {cfg.block_k} / {cfg.block_n}")
-    elif cfg.num_warps != 4 or not 2 <= cfg.num_stages <= 6:
-        why = f"needs num_warps 4 (one MMA warpgroup; the kernel adds the others) and num_stages 2-6, got " \
-              f"{cfg.num_warps} / {cfg.num_stages}"
-    elif cfg.num_stages * stage > _WS_SMEM:
-        why = (f"with {cfg.num_stages} stages of {stage // 1024} KB exceeds the {_WS_SMEM // 1024} KB of shared "
-               f"memory it plans for: use at most {_WS_SMEM // stage} stages")
-    elif cfg.split_k != 1 or cfg.swap_ab or cfg.fp8_fast_accum or cfg.n_tiles != 1 or cfg.persistent:
-        why = "does not split K, swap A and B, accumulate FP8 in the tensor cores, hold tiles or take a persistent setting"
-    elif K % 16:
-        why = f"needs K ({'H' if gemm == 'gemm1' else 'intermediate_size_padded'}) a multiple of 16 (TMA row strides), got {K}"
     else:
-        return None
-    return f"{gemm.upper()} warp_specialized {why}"
+        why = _ws_launch_problem(cfg, gemm, K, 16, " (TMA row strides)", stage, 0, "swap A and B")
+    return None if why is None else f"{gemm.upper()} warp_specialized {why}"
 
 
 def warp_specialized_config(gated: bool, *, num_stages: int = 4, group_m: int = 8,

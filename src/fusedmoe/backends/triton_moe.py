@@ -938,10 +938,10 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
                 dtype: torch.dtype, device: torch.device, tokens: int, top_k: int, activation: Activation,
                 interp: bool = False) -> MoEKernelConfig:
     """The config a call without an explicit one runs: ``cfg`` (``choose_moe_config``'s), or where it has
-    prefill tiles (block_m >= 128) and the FP4 warp-specialized kernel can take the call (``set_ws_fp4``,
+    prefill tiles (block_m >= 128), no atomic combine, and the FP4 warp-specialized kernel can take the call (``set_ws_fp4``,
     ``_ws_fp4_problem``) its tiles for both GEMMs -- 256 token rows from ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT``
     rows per local expert, else 128. ``fusedmoe bench`` records and passes the same."""
-    if (not _WS_FP4["enabled"] or cfg.block_m < 128 or w13.fmt not in WS_FP4_FORMATS
+    if (not _WS_FP4["enabled"] or cfg.block_m < 128 or cfg.atomic_combine or w13.fmt not in WS_FP4_FORMATS
             or _ws_fp4_problem(w13, w2, act_format, dtype, device, interp, w13.shape[-1], w2.shape[-1]) is not None):
         return cfg
     rows_per_expert = tokens * top_k / max(1, w13.shape[0])

@@ -95,15 +95,15 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, block_e
 
 
 @gluon.jit
-def _fp4_tile(w_buf, row0: gl.constexpr, sc_rows, kk, RW: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr,
-              FOLD: gl.constexpr, wl: gl.constexpr):
+def _fp4_tile(w_buf, row0: gl.constexpr, sc_rows, sc_ok, kk, RW: gl.constexpr, BK: gl.constexpr,
+              SWZ: gl.constexpr, FOLD: gl.constexpr, wl: gl.constexpr):
     """Rows ``row0 + [0, RW)`` of one K step's 64-row box (the ring's 16-bit words), dequantized to BF16 [RW, BK]
-    in K order.
+    in K order (``sc_ok``: rows whose scales exist -- a tile's rows past N read code 0, never stored).
     ``sc_rows``: pointers to the rows' UE8M0 scale of the step's first block, [RW, BK / 16] (a thread's 16
     values lie in block ``j // 2``)."""
     BQ: gl.constexpr = BK // 16
     w = w_buf.reshape([64, BQ, 4]).slice(row0, RW).load(wl)
-    sc = gl.load(sc_rows + kk * (BK // 32)).to(gl.int32)
+    sc = gl.load(sc_rows + kk * (BK // 32), mask=sc_ok, other=0).to(gl.int32)
     n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(w, not FOLD, SWZ)  # value s of word i: K 4 i + s
     if FOLD:  # e2m1 * 2^-126 times 2^(e - 17): the accumulator carries the other 2^16
         f = ((sc + _MX_FOLD_EXP_BIAS) << 7).to(gl.int16).to(gl.bfloat16, bitcast=True)[:, :, None]
@@ -150,18 +150,23 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                 rows_b = rows_a
             sc_a = s_e + rows_a.to(gl.int64)[:, None] * stride_sr + jq[None, :]
             sc_b = s_e + rows_b.to(gl.int64)[:, None] * stride_sr + jq[None, :]
+            # a non-gated tile's last 64 rows may lie past N (N = 64 mod 128): no scale reads there (the last
+            # expert's would leave the tensor); gated tiles (N a multiple of 64) are always whole
+            ok_a = (rows_a < N)[:, None] & (jq >= 0)[None, :]
             acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
             for kk in range(n_k):
                 s = it % STAGES
                 mbarrier.wait(ready.index(s), (it // STAGES) & 1)
                 d = d_bufs.index(it % 2)
                 if GATED:
-                    d.slice(0, 32).store(_fp4_tile(w0_bufs.index(s), HALF * 32, sc_a, kk, 32, BK, SWZ, FOLD, wl))
-                    d.slice(32, 32).store(_fp4_tile(w1_bufs.index(s), HALF * 32, sc_b, kk, 32, BK, SWZ, FOLD, wl))
+                    d.slice(0, 32).store(_fp4_tile(w0_bufs.index(s), HALF * 32, sc_a, ok_a, kk, 32, BK, SWZ, FOLD,
+                                                   wl))
+                    d.slice(32, 32).store(_fp4_tile(w1_bufs.index(s), HALF * 32, sc_b, ok_a, kk, 32, BK, SWZ, FOLD,
+                                                    wl))
                 elif HALF == 0:
-                    d.store(_fp4_tile(w0_bufs.index(s), 0, sc_a, kk, 64, BK, SWZ, FOLD, wl))
+                    d.store(_fp4_tile(w0_bufs.index(s), 0, sc_a, ok_a, kk, 64, BK, SWZ, FOLD, wl))
                 else:
-                    d.store(_fp4_tile(w1_bufs.index(s), 0, sc_a, kk, 64, BK, SWZ, FOLD, wl))
+                    d.store(_fp4_tile(w1_bufs.index(s), 0, sc_a, ok_a, kk, 64, BK, SWZ, FOLD, wl))
                 fence_async_shared()
                 gl.thread_barrier()  # the warpgroup's stores are in before its wgmma reads them
                 acc = warpgroup_mma(d, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
