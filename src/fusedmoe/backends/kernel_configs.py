@@ -106,6 +106,10 @@ class KernelConfig:
     128, 128-byte K blocks (block_k 128 FP8, 64 16-bit), block_n 64 (FP8 gated GEMM1) or 64 / 128
     (FP8), 64 / 128 gated or 128 / 256 (16-bit), num_warps 4, num_stages 2-6 within 220 KB, no split-K,
     swap-AB, fast accumulation, n_tiles or persistent setting (:func:`warp_specialized_problem`).
+    With MXFP4 weights (BF16 activations, sm_90): the Gluon kernel of ``kernels/_ws_fp4.py`` for both
+    GEMMs -- consumer warpgroups that dequantize 64 weight rows each into shared memory with one wgmma
+    in flight; block_m 128 / 256 token rows, block_k 64, block_n 64 (gated GEMM1: 2 x 32 columns) or
+    128 (:func:`ws_fp4_config`; ``triton_moe.auto_ws_fp4`` picks it for prefill tiles).
     """
 
     block_m: int
