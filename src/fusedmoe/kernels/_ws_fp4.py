@@ -1,6 +1,7 @@
 """Warp-specialized grouped GEMMs for MXFP4 weights x BF16 activations at prefill on Hopper, in Gluon
 (private; launched by ``fusedmoe.backends.triton_moe`` when ``KernelConfig.warp_specialized`` is set
-for MXFP4 weights: ``kernel_configs.ws_fp4_problem``).
+for MXFP4 weights -- ``triton_moe.auto_ws_fp4`` sets it for prefill tiles; the rules in
+``kernel_configs.warp_specialized_problem`` and ``triton_moe._ws_fp4_problem``).
 
 Why: Hopper has no FP4 tensor cores, so every K step dequantizes its weight tile in registers before
 a BF16 wgmma. In the Triton kernels the whole program passes one barrier a step (the software
@@ -10,7 +11,8 @@ half of the weight tile into shared memory and multiply it asynchronously, keepi
 flight (``warpgroup_mma_wait(1)``): a warpgroup converts step k + 1 while its step k multiplies,
 and the two warpgroups interleave. Prototype: ``benchmarks/gluon_fp4_prefill.py`` (H200, twenty-
 eighth session: 443 TF/s with 128-token tiles, 667 TF/s with 256, against ~236 TF/s for the Triton
-GEMM of the same shape).
+GEMM of the same shape). In the layer, 4096 tokens: gpt-oss-120b 1.19x, Nemotron-3-Nano 1.21x,
+Nemotron-3-Super 1.06x faster than the Triton kernels (BENCHMARKS.md, twenty-eighth session).
 
 Swap-AB tiles: the weights are the MMA's M side (64 rows a warpgroup), the tokens its N side.
 
@@ -40,7 +42,7 @@ BF16; with ``FOLD`` (``ExpertWeights.mx_fold_ok``: codes in [11, 144]) the conve
 split between the scale (2^110) and the accumulator (2^16), as the Triton kernels do. The sum over K
 runs in fp32 in the wgmma, in K order, 16 at a time.
 
-Limits (``kernel_configs.ws_fp4_problem``): sm_90, MXFP4 weights in the tiled layout with TK a
+Limits (``kernel_configs.warp_specialized_problem``, ``triton_moe._ws_fp4_problem``): sm_90, MXFP4 weights in the tiled layout with TK a
 multiple of 64, BF16 activations and hidden states, K and (gated) N multiples of 64, block_k 64,
 block_m 128 / 256, no split-K.
 """
