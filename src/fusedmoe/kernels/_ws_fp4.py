@@ -38,7 +38,7 @@ bands), blocks of experts >= E_LOC skipped by all partitions (their rows are the
 
 Conversion (``_blockscaled._e2m1x4_bf16_nib``, the library's PTX converter on 16-bit words; SWZ:
 the bit-swizzled words of ExpertWeights' default layout): e2m1 times the block scale exactly in
-BF16; with ``FOLD`` (``ExpertWeights.mx_fold_ok``: codes in [11, 144]) the converter's 2^126 is
+BF16; with ``FOLD`` (``triton_moe._mx_fold_cvt``: ``QuantizedTensor.scale_code_range`` in [11, 144]) the converter's 2^126 is
 split between the scale (2^110) and the accumulator (2^16), as the Triton kernels do. The sum over K
 runs in fp32 in the wgmma, in K order, 16 at a time.
 
