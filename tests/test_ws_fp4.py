@@ -34,22 +34,25 @@ sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "tests")]
 from triton.experimental.gluon import language as gl
 from gluon_sm90 import compile_sm90
 from fusedmoe.kernels import _ws_fp4 as k4
-# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK)
-for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK in (
-        (2, True, True, False, False, 128, 4, True, True, 64),     # gpt-oss GEMM1: clamped SwiGLU, biases
-        (0, True, False, True, False, 256, 4, False, True, 128),   # SwiGLU, weight on input, restoring converter
-        (3, False, False, False, False, 256, 4, True, False, 128),  # ReLU2 on plain tiled nibbles
-        (7, False, True, False, True, 128, 4, True, True, 64),     # GEMM2: bias, routing weight
-        (7, False, False, False, True, 256, 4, True, True, 128)):  # GEMM2, 256-token tiles
-    xl = gl.NVMMASharedLayout.get_default_for([BT, 64], gl.bfloat16)
+# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, SKIP_HALF)
+for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, SKIP in (
+        (2, True, True, False, False, 128, 4, True, True, 64, False),     # gpt-oss GEMM1: clamped SwiGLU, biases
+        (0, True, False, True, False, 256, 4, False, True, 128, False),   # SwiGLU, weight on input, restoring cvt
+        (3, False, False, False, False, 256, 4, True, False, 128, False),  # ReLU2 on plain tiled nibbles
+        (7, False, True, False, True, 128, 4, True, True, 64, False),     # GEMM2: bias, routing weight
+        (7, False, False, False, True, 256, 4, True, True, 128, False),   # GEMM2, 256-token tiles
+        (2, True, True, False, False, 256, 4, True, True, 64, True),      # 256-token tiles in two halves (opt-in)
+        (7, False, True, False, True, 256, 4, True, True, 64, True)):
+    XT = BT // 2 if SKIP else BT  # the x box: half a block with SKIP_HALF
+    xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
-    sig = {"x_desc": f"tensordesc<bf16[{BT}, 64],{xl}>", "w0_desc": f"tensordesc<i16[64, 16],{wl}>",
+    sig = {"x_desc": f"tensordesc<bf16[{XT}, 64],{xl}>", "w0_desc": f"tensordesc<i16[64, 16],{wl}>",
            "out_ptr": "*bf16", "s_ptr": "*u8", "bias_ptr": "*fp32", "topk_w_ptr": "*fp32", "sorted_ids_ptr": "*i32",
            "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32", "N": "i32", "K": "i32", "num_slots": "i32",
            "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32", "stride_sr": "i32", "stride_om": "i32",
            "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
-              ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8)
+              ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, SKIP_HALF=SKIP)
     k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
     print(ACT, GATED, BT, k.metadata.num_warps, sass.count("HGMMA.64x"), sass.count("USETMAXREG"),
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, sass.count("UTMALDG"), sep="|", flush=True)
@@ -57,12 +60,12 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK in (
 
 
 def test_ws_fp4_compiles_for_sm90(tmp_path):
-    """Every variant: 12 warps (two consumer warpgroups and the loader, rounded up), BF16 wgmma with 128 / 256
-    tokens, register reallocation, TMA loads, within Hopper's 227 KB; at most a few local stores (a 256-token GEMM2
-    epilogue: 128 accumulators a thread)."""
+    """Every variant, the opt-in two-half 256-token tiles (SKIP_HALF) too: 12 warps (two consumer warpgroups and the
+    loader, rounded up), BF16 wgmma with 128 / 256 tokens, register reallocation, TMA loads, within Hopper's 227 KB;
+    at most a few local stores (a 256-token GEMM2 epilogue: 128 accumulators a thread)."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 5, rows
+    assert len(rows) == 7, rows
     for act, gated, bt, warps, gmma, setmaxnreg, spills, smem, tma in rows:
         where = f"ACT={act} GATED={gated} BT={bt}"
         assert int(warps) == 12, where
@@ -104,6 +107,10 @@ def test_ws_fp4_config_rules():
             triton_moe.set_ws_fp4(True, 64)
         with pytest.raises(TypeError):
             triton_moe.set_ws_fp4("yes")
+        assert triton_moe.set_ws_fp4_skip_half(True) is False  # opt-in
+        assert triton_moe.set_ws_fp4_skip_half(False) is True
+        with pytest.raises(TypeError):
+            triton_moe.set_ws_fp4_skip_half(1)
     finally:
         triton_moe.set_ws_fp4(*prev)
 
@@ -237,6 +244,27 @@ def test_gpu_ws_fp4_fold_same_bits_and_graph():
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, _ws_call(h2, W, topk))
+
+
+@gpu
+@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
+def test_gpu_ws_fp4_skip_half_same_bits(act):
+    """The opt-in two-half 256-token tiles (``set_ws_fp4_skip_half``; an expert's last block whose second half is
+    padding multiplies and loads its first half only) give the bits of the whole tiles: each token row's sum runs
+    over the same K steps in the same order. Uneven experts (distinct top-k over 8 of 12 experts) make such
+    blocks; within the reference's bound."""
+    c = Case(F.MXFP4, F.BF16, act, T=700, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
+             dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=15)
+    hidden, W, topk = make_case(c)
+    whole = _ws_call(hidden, W, topk, offset=2, block_m=256)
+    prev = triton_moe.set_ws_fp4_skip_half(True)
+    try:
+        halves = _ws_call(hidden, W, topk, offset=2, block_m=256)
+    finally:
+        triton_moe.set_ws_fp4_skip_half(prev)
+    assert torch.equal(halves, whole)
+    ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
+    assert _rel(halves, ref) <= 2e-2
 
 
 @gpu

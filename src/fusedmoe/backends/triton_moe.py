@@ -892,8 +892,20 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
 
 # kernels/_ws_fp4.py: the heuristic's and the tuned table's prefill tiles (block_m >= 128) of MXFP4 weights with
 # BF16 activations run there instead of the Triton kernels on sm_90; 256-token tiles from this many rows per expert
-_WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 0}
+_WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 0,
+           "skip_half": os.environ.get("FUSEDMOE_WS_FP4_SKIP_HALF", "0") == "1"}
 WS_FP4_WIDE_MIN_ROWS_PER_EXPERT = 128
+
+
+def set_ws_fp4_skip_half(enabled: bool) -> bool:
+    """OPT-IN, not yet run on a GPU (twenty-eighth session: compiled for sm_90 only; ``False`` is the default,
+    ``FUSEDMOE_WS_FP4_SKIP_HALF=1``): 256-token tiles of the FP4 warp-specialized GEMMs as two 128-token wgmmas,
+    the second (and its input rows) skipped for a block whose second half is all padding -- an expert's last
+    block. Meant for the next measurement; returns the previous setting."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    prev, _WS_FP4["skip_half"] = _WS_FP4["skip_half"], enabled
+    return prev
 
 
 def set_ws_fp4(enabled: bool, block_m: int = 0) -> "tuple[bool, int]":
@@ -978,9 +990,11 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     launch(_al._gather_slot_rows_kernel, (al.max_blocks, cdiv(Kd * 2, 256)),
            a.view(torch.uint8), rows, al.sorted_ids, al.block_expert, al.num_post_padded, TK, Kd * 2,
            a.stride(0) * 2, rows.stride(0), TOP_K=row_div, E_LOC=E, BLOCK_M=BM, BLOCK_C=256, num_warps=4)
-    x_layout, w_layout = _ws_fp4_layouts(BM)
+    skip = _WS_FP4["skip_half"] and BM == 256  # the x box is then half a block
+    XT = BM // 2 if skip else BM
+    x_layout, w_layout = _ws_fp4_layouts(XT)
     tk = w.value_tile_k
-    x_desc = TensorDescriptor.from_tensor(rows.view(torch.bfloat16), [BM, 64], x_layout)
+    x_desc = TensorDescriptor.from_tensor(rows.view(torch.bfloat16), [XT, 64], x_layout)
     w_desc = TensorDescriptor.from_tensor(w.data.view(torch.int16).reshape(-1, tk // 4), [64, 16], w_layout)
     R = w.shape[-2]
     NC = 64 if gated else 128
@@ -991,7 +1005,8 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         bias.stride(0) if has_bias else 0, float(p.alpha), float(p.beta), float(p.limit),
         E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
-        FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages, GROUP_M=c.group_m, num_warps=4)
+        FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages, GROUP_M=c.group_m, SKIP_HALF=skip,
+        num_warps=4)
 
 
 # ---- the forward -------------------------------------------------------------------------------

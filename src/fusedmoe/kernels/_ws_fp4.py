@@ -60,13 +60,17 @@ _MX_FOLD_EXP_BIAS = gl.constexpr(110)  # _blockscaled._MX_FOLD_EXP_BIAS
 
 
 @gluon.jit
-def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, block_expert_ptr, num_post_padded_ptr, N, K,
-                R_TILES, K_PIECES, E_LOC: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr,
-                STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr):
+def _fp4_loader(x_desc, w0_desc, x_bufs, x1_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
+                num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC: gl.constexpr, NC: gl.constexpr,
+                BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
+                SKIP_HALF: gl.constexpr):
     """TMA producer (one warp): per K step the [BT, BK] input tile and the tile's two 64-row weight boxes (gated:
-    gate rows n0 + [0, 64) and up rows N + n0 + [0, 64); otherwise rows n0 + [0, 128)) into the ring."""
-    BT: gl.constexpr = x_desc.block_type.shape[0]
-    nbytes: gl.constexpr = x_desc.block_type.nbytes + 2 * w0_desc.block_type.nbytes
+    gate rows n0 + [0, 64) and up rows N + n0 + [0, 64); otherwise rows n0 + [0, 128)) into the ring. With
+    ``SKIP_HALF`` the input tile is two halves of BT / 2 rows (``x_desc``'s box), the second loaded only where the
+    block's row BT / 2 is a real slot (an expert's last block holds its rows first)."""
+    XT: gl.constexpr = x_desc.block_type.shape[0]
+    BT: gl.constexpr = XT * (2 if SKIP_HALF else 1)
+    nbytes: gl.constexpr = (BT // XT) * x_desc.block_type.nbytes + 2 * w0_desc.block_type.nbytes
     num_m = gl.load(num_post_padded_ptr) // BT
     num_n = gl.cdiv(N, NC)
     n_k = K // BK
@@ -83,13 +87,22 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, block_e
                 rt1 = rt0 + 1
             base0 = (e * R_TILES + rt0) * K_PIECES
             base1 = (e * R_TILES + rt1) * K_PIECES
+            full = pid_m >= 0  # (a tensor: the predicates below take it)
+            if SKIP_HALF:
+                full = gl.load(sorted_ids_ptr + pid_m * BT + XT) < num_slots
             for kk in range(n_k):
                 piece = (kk * BK) // TK
                 col = ((kk * BK) % TK) // 4
                 s = it % STAGES
                 mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
                 bar = ready.index(s)
-                mbarrier.expect(bar, nbytes)
+                if SKIP_HALF:
+                    mbarrier.expect(bar, nbytes, pred=full)
+                    mbarrier.expect(bar, nbytes - x_desc.block_type.nbytes, pred=full == 0)
+                    tma.async_copy_global_to_shared(x_desc, [pid_m * BT + XT, kk * BK], bar, x1_bufs.index(s),
+                                                    pred=full)
+                else:
+                    mbarrier.expect(bar, nbytes)
                 tma.async_copy_global_to_shared(x_desc, [pid_m * BT, kk * BK], bar, x_bufs.index(s))
                 tma.async_copy_global_to_shared(w0_desc, [(base0 + piece) * 64, col], bar, w0_bufs.index(s))
                 tma.async_copy_global_to_shared(w0_desc, [(base1 + piece) * 64, col], bar, w1_bufs.index(s))
@@ -158,19 +171,8 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
             acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
             for kk in range(n_k):
                 s = it % STAGES
-                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-                d = d_bufs.index(it % 2)
-                if GATED:
-                    d.slice(0, 32).store(_fp4_tile(w0_bufs.index(s), HALF * 32, sc_a, ok_a, kk, 32, BK, SWZ, FOLD,
-                                                   wl))
-                    d.slice(32, 32).store(_fp4_tile(w1_bufs.index(s), HALF * 32, sc_b, ok_a, kk, 32, BK, SWZ, FOLD,
-                                                    wl))
-                elif HALF == 0:
-                    d.store(_fp4_tile(w0_bufs.index(s), 0, sc_a, ok_a, kk, 64, BK, SWZ, FOLD, wl))
-                else:
-                    d.store(_fp4_tile(w1_bufs.index(s), 0, sc_a, ok_a, kk, 64, BK, SWZ, FOLD, wl))
-                fence_async_shared()
-                gl.thread_barrier()  # the warpgroup's stores are in before its wgmma reads them
+                d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, HALF, GATED, BK, SWZ, FOLD,
+                              STAGES, wl)
                 acc = warpgroup_mma(d, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
                 acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
                 if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
@@ -183,6 +185,105 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
             _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
                           stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
                           WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+
+
+@gluon.jit
+def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, HALF: gl.constexpr, GATED: gl.constexpr,
+              BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, STAGES: gl.constexpr, wl: gl.constexpr):
+    """One K step's A operand: wait for ring slot ``s``, convert this warpgroup's 64 weight rows into its shared
+    tile ``it % 2`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1), fence it for the wgmma."""
+    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+    d = d_bufs.index(it % 2)
+    if GATED:
+        d.slice(0, 32).store(_fp4_tile(w0_bufs.index(s), HALF * 32, sc_a, ok_a, kk, 32, BK, SWZ, FOLD, wl))
+        d.slice(32, 32).store(_fp4_tile(w1_bufs.index(s), HALF * 32, sc_b, ok_a, kk, 32, BK, SWZ, FOLD, wl))
+    elif HALF == 0:
+        d.store(_fp4_tile(w0_bufs.index(s), 0, sc_a, ok_a, kk, 64, BK, SWZ, FOLD, wl))
+    else:
+        d.store(_fp4_tile(w1_bufs.index(s), 0, sc_a, ok_a, kk, 64, BK, SWZ, FOLD, wl))
+    fence_async_shared()
+    gl.thread_barrier()  # the warpgroup's stores are in before its wgmma reads them
+    return d
+
+
+@gluon.jit
+def _fp4_consumer_halves(x_bufs, x1_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr,
+                         topk_w_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots,
+                         stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit,
+                         HALF: gl.constexpr, BT: gl.constexpr, E_LOC: gl.constexpr, ACT: gl.constexpr,
+                         GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
+                         MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
+                         FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+                         GROUP_M: gl.constexpr):
+    """``_fp4_consumer`` for ``SKIP_HALF`` tiles (OPT-IN, not yet run on a GPU): the block's BT token rows as two
+    wgmmas of BT / 2 into two accumulators; a block whose row BT / 2 is padding (an expert's last block, rows
+    first) runs and stores the first only, and the loader skipped the second half of its input. Same products."""
+    XT: gl.constexpr = BT // 2
+    BQ: gl.constexpr = BK // 16
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, XT, 16])
+    wl: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1, 4], threads_per_warp=[8, BQ, 32 // (8 * BQ)],
+                                        warps_per_cta=[4, 1, 1], order=[2, 1, 0])
+    sl: gl.constexpr = gl.SliceLayout(2, wl)
+    RH: gl.constexpr = 32 if GATED else 64
+    num_m = gl.load(num_post_padded_ptr) // BT
+    num_n = gl.cdiv(N, NC)
+    n_k = K // BK
+    r = gl.arange(0, RH, layout=gl.SliceLayout(1, sl))
+    jq = gl.arange(0, BQ, layout=gl.SliceLayout(0, sl)) // 2
+    it = 0
+    for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+        pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
+        e = gl.load(block_expert_ptr + pid_m)
+        if e < E_LOC:
+            full = gl.load(sorted_ids_ptr + pid_m * BT + XT) < num_slots
+            s_e = s_ptr + e.to(gl.int64) * stride_se
+            n0 = pid_n * NC
+            if GATED:
+                rows_a = n0 + HALF * 32 + r
+                rows_b = N + rows_a
+            else:
+                rows_a = n0 + HALF * 64 + r
+                rows_b = rows_a
+            sc_a = s_e + rows_a.to(gl.int64)[:, None] * stride_sr + jq[None, :]
+            sc_b = s_e + rows_b.to(gl.int64)[:, None] * stride_sr + jq[None, :]
+            ok_a = (rows_a < N)[:, None] & (jq >= 0)[None, :]
+            acc0 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
+            acc1 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
+            if full:
+                for kk in range(n_k):
+                    s = it % STAGES
+                    d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, HALF, GATED, BK, SWZ,
+                                  FOLD, STAGES, wl)
+                    acc0 = warpgroup_mma(d, x_bufs.index(s).permute((1, 0)), acc0, is_async=True)
+                    acc1 = warpgroup_mma(d, x1_bufs.index(s).permute((1, 0)), acc1, is_async=True)
+                    acc0, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc0, acc1))
+                    if kk > 0:
+                        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+                    it += 1
+                acc0, acc1 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1))
+            else:
+                for kk in range(n_k):
+                    s = it % STAGES
+                    d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, HALF, GATED, BK, SWZ,
+                                  FOLD, STAGES, wl)
+                    acc0 = warpgroup_mma(d, x_bufs.index(s).permute((1, 0)), acc0, is_async=True)
+                    acc0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc0,))
+                    if kk > 0:
+                        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+                    it += 1
+                acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            if FOLD:
+                acc0 = acc0 * 65536.0
+                acc1 = acc1 * 65536.0
+            # the halves as two XT-row blocks: rows pid_m * BT + [0, XT) = block 2 pid_m of XT rows, and so on
+            _fp4_epilogue(acc0, e, 2 * pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
+                          stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT, ACT, GATED, HAS_BIAS,
+                          WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+            if full:
+                _fp4_epilogue(acc1, e, 2 * pid_m + 1, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N,
+                              num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT, ACT, GATED,
+                              HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
 
 
 @gluon.jit
@@ -234,13 +335,18 @@ def _ws_fp4_kernel(
     E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
+    SKIP_HALF: gl.constexpr = False,
 ):
     """One grouped MXFP4 x BF16 GEMM + its epilogue, warp-specialized (module docstring). Launch with
     ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
-    ``min(tiles, SMs)`` programs."""
-    BT: gl.constexpr = x_desc.block_type.shape[0]
+    ``min(tiles, SMs)`` programs. ``SKIP_HALF`` (OPT-IN, not yet run on a GPU; ``x_desc``'s box is then half the
+    block's token rows): a block whose second half is all padding multiplies and loads its first half only."""
+    BT: gl.constexpr = x_desc.block_type.shape[0] * (2 if SKIP_HALF else 1)
     NC: gl.constexpr = 64 if GATED else 128
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
+    x1_bufs = x_bufs
+    if SKIP_HALF:
+        x1_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
     w0_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
     w1_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
     dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
@@ -251,15 +357,35 @@ def _ws_fp4_kernel(
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=1)
         mbarrier.init(empty.index(s), count=2)  # both consumer warpgroups release a slot
-    gl.warp_specialize([
-        (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
-                         sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
-                         stride_om, stride_be, act_alpha, act_beta, act_limit, 0, BT, E_LOC, ACT, GATED, HAS_BIAS,
-                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M)),
-        (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
-                         sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
-                         stride_om, stride_be, act_alpha, act_beta, act_limit, 1, BT, E_LOC, ACT, GATED, HAS_BIAS,
-                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M)),
-        (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, block_expert_ptr,
-                       num_post_padded_ptr, N, K, R_TILES, K_PIECES, E_LOC, NC, BK, TK, STAGES, GROUP_M, GATED)),
-    ], [4, 1], [232, 40])
+    if SKIP_HALF:
+        gl.warp_specialize([
+            (_fp4_consumer_halves, (x_bufs, x1_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr,
+                                    topk_w_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
+                                    num_slots, stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta,
+                                    act_limit, 0, BT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
+                                    MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M)),
+            (_fp4_consumer_halves, (x_bufs, x1_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr,
+                                    topk_w_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
+                                    num_slots, stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta,
+                                    act_limit, 1, BT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
+                                    MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M)),
+            (_fp4_loader, (x_desc, w0_desc, x_bufs, x1_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
+                           block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK,
+                           TK, STAGES, GROUP_M, GATED, SKIP_HALF)),
+        ], [4, 1], [232, 40])
+    else:
+        gl.warp_specialize([
+            (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
+                             sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se,
+                             stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit, 0, BT, E_LOC, ACT, GATED,
+                             HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
+                             GROUP_M)),
+            (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
+                             sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se,
+                             stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit, 1, BT, E_LOC, ACT, GATED,
+                             HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
+                             GROUP_M)),
+            (_fp4_loader, (x_desc, w0_desc, x_bufs, x1_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
+                           block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK,
+                           TK, STAGES, GROUP_M, GATED, SKIP_HALF)),
+        ], [4, 1], [232, 40])
