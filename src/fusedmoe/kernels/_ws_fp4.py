@@ -155,19 +155,8 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
         pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
         e = gl.load(block_expert_ptr + pid_m)
         if e < E_LOC:
-            s_e = s_ptr + e.to(gl.int64) * stride_se
             n0 = pid_n * NC
-            if GATED:  # gate rows n0 + 32 HALF + r of ring 0, the same up rows (N + ...) of ring 1
-                rows_a = n0 + HALF * 32 + r
-                rows_b = N + rows_a
-            else:  # rows n0 + 64 HALF + r: ring HALF
-                rows_a = n0 + HALF * 64 + r
-                rows_b = rows_a
-            sc_a = s_e + rows_a.to(gl.int64)[:, None] * stride_sr + jq[None, :]
-            sc_b = s_e + rows_b.to(gl.int64)[:, None] * stride_sr + jq[None, :]
-            # a non-gated tile's last 64 rows may lie past N (N = 64 mod 128): no scale reads there (the last
-            # expert's would leave the tensor); gated tiles (N a multiple of 64) are always whole
-            ok_a = (rows_a < N)[:, None] & (jq >= 0)[None, :]
+            sc_a, sc_b, ok_a = _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF, GATED)
             acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
             for kk in range(n_k):
                 s = it % STAGES
@@ -185,6 +174,25 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
             _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
                           stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
                           WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+
+
+@gluon.jit
+def _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF: gl.constexpr, GATED: gl.constexpr):
+    """This warpgroup's scale pointers for a tile of columns from ``n0``: gated, gate rows n0 + 32 HALF + r (ring
+    0) and the same up rows N + ... (ring 1); otherwise rows n0 + 64 HALF + r (ring HALF). A non-gated tile's last
+    64 rows may lie past N (N = 64 mod 128): ``ok`` masks their scale reads (the last expert's would leave the
+    tensor); gated tiles (N a multiple of 64) are always whole."""
+    s_e = s_ptr + e.to(gl.int64) * stride_se
+    if GATED:
+        rows_a = n0 + HALF * 32 + r
+        rows_b = N + rows_a
+    else:
+        rows_a = n0 + HALF * 64 + r
+        rows_b = rows_a
+    sc_a = s_e + rows_a.to(gl.int64)[:, None] * stride_sr + jq[None, :]
+    sc_b = s_e + rows_b.to(gl.int64)[:, None] * stride_sr + jq[None, :]
+    ok = (rows_a < N)[:, None] & (jq >= 0)[None, :]
+    return sc_a, sc_b, ok
 
 
 @gluon.jit
@@ -236,17 +244,8 @@ def _fp4_consumer_halves(x_bufs, x1_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty
         e = gl.load(block_expert_ptr + pid_m)
         if e < E_LOC:
             full = gl.load(sorted_ids_ptr + pid_m * BT + XT) < num_slots
-            s_e = s_ptr + e.to(gl.int64) * stride_se
             n0 = pid_n * NC
-            if GATED:
-                rows_a = n0 + HALF * 32 + r
-                rows_b = N + rows_a
-            else:
-                rows_a = n0 + HALF * 64 + r
-                rows_b = rows_a
-            sc_a = s_e + rows_a.to(gl.int64)[:, None] * stride_sr + jq[None, :]
-            sc_b = s_e + rows_b.to(gl.int64)[:, None] * stride_sr + jq[None, :]
-            ok_a = (rows_a < N)[:, None] & (jq >= 0)[None, :]
+            sc_a, sc_b, ok_a = _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF, GATED)
             acc0 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
             acc1 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
             if full:
