@@ -835,6 +835,21 @@ def _ws_check(dev: torch.device, interp: bool, w: QuantizedTensor, a_dtype: torc
                          "warp_specialized)")
 
 
+def _gather_slot_rows(a: torch.Tensor, al: "AlignResult", BM: int, row_div: int, TK: int, E: int) -> torch.Tensor:
+    """The warp-specialized GEMMs' input: the rows of ``a`` [rows, K] (hidden, ``row_div`` = top_k; or the
+    slot-indexed intermediate, 1) copied as bytes into block-padded slot order ([max_blocks * BM, K bytes]; padding
+    rows zero) by ``_align._gather_slot_rows_kernel`` -- Hopper's TMA has no row gather."""
+    from ..kernels import _align as _al
+
+    C = a.shape[1] * a.element_size()
+    rows = torch.empty((al.max_blocks * BM, C), dtype=torch.uint8, device=a.device)
+    launch(_al._gather_slot_rows_kernel, (al.max_blocks, cdiv(C, 256)),
+           a.view(torch.uint8), rows, al.sorted_ids, al.block_expert, al.num_post_padded, TK, C,
+           a.stride(0) * a.element_size(), rows.stride(0), TOP_K=row_div, E_LOC=E, BLOCK_M=BM, BLOCK_C=256,
+           num_warps=4)
+    return rows
+
+
 @functools.lru_cache(maxsize=None)
 def _ws_layouts(block_n: int, block_k: int, dtype: torch.dtype):
     from triton.experimental.gluon import language as gl
@@ -858,21 +873,12 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     quantization of the padded intermediate)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    from ..kernels import _align as _al
     from ..kernels import _ws_gemm as _ws
 
     Kd = a.shape[1]
     BM, BK = c.block_m, c.block_k
-    eb = a.element_size()  # the gather moves bytes: C = Kd * eb
-    dt = a.dtype if eb == 2 else _E4M3
-    if a_padded:
-        rows = a.view(dt)
-    else:
-        rows = torch.empty((al.max_blocks * BM, Kd * eb), dtype=torch.uint8, device=a.device)
-        launch(_al._gather_slot_rows_kernel, (al.max_blocks, cdiv(Kd * eb, 256)),
-               a.view(torch.uint8), rows, al.sorted_ids, al.block_expert, al.num_post_padded, TK, Kd * eb,
-               a.stride(0) * eb, rows.stride(0), TOP_K=row_div, E_LOC=E, BLOCK_M=BM, BLOCK_C=256, num_warps=4)
-        rows = rows.view(dt)
+    dt = a.dtype if a.element_size() == 2 else _E4M3
+    rows = a.view(dt) if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E).view(dt)
     a_layout, w_layout = _ws_layouts(c.block_n, BK, dt)
     a_desc = TensorDescriptor.from_tensor(rows, [64, BK], a_layout)
     w_desc = TensorDescriptor.from_tensor(w.data.view(-1, Kd), [c.block_n, BK], w_layout)
@@ -979,17 +985,13 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     read through TMA as 16-bit words, 64 rows a box."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    from ..kernels import _align as _al
     from ..kernels import _ws_fp4 as _w4
 
     Kd = a.shape[1]
     BM = c.block_m
     if gated and N % 64:
         raise ValueError(f"the FP4 warp-specialized GEMM1 needs intermediate_size_padded a multiple of 64, got {N}")
-    rows = torch.empty((al.max_blocks * BM, Kd * 2), dtype=torch.uint8, device=a.device)
-    launch(_al._gather_slot_rows_kernel, (al.max_blocks, cdiv(Kd * 2, 256)),
-           a.view(torch.uint8), rows, al.sorted_ids, al.block_expert, al.num_post_padded, TK, Kd * 2,
-           a.stride(0) * 2, rows.stride(0), TOP_K=row_div, E_LOC=E, BLOCK_M=BM, BLOCK_C=256, num_warps=4)
+    rows = _gather_slot_rows(a, al, BM, row_div, TK, E)
     skip = _WS_FP4["skip_half"] and BM == 256  # the x box is then half a block
     XT = BM // 2 if skip else BM
     x_layout, w_layout = _ws_fp4_layouts(XT)
@@ -1146,10 +1148,10 @@ def triton_experts(
     smem = 0 if dev.type != "cuda" else _cuda_smem_per_block(dev.index if dev.index is not None
                                                             else torch.cuda.current_device())
     cfg = choose_moe_config(T, H, I_pad, E, K, wfmt, activation, dev_name, override=config, num_sms=num_sms)
-    if config is None:
+    if config is None:  # (auto_ws_fp4 only picks the FP4 kernel where _ws_fp4_problem has no objection)
         cfg = auto_ws_fp4(cfg, w13, w2, act_format, hidden.dtype, dev, T, K, activation, interp)
     c1, c2 = cfg.gemm1, cfg.gemm2
-    if wfmt in WS_FP4_FORMATS and (c1.warp_specialized or c2.warp_specialized):
+    if config is not None and wfmt in WS_FP4_FORMATS and (c1.warp_specialized or c2.warp_specialized):
         why = _ws_fp4_problem(w13, w2, act_format, hidden.dtype, dev, interp, H, I_pad)
         if why is not None:
             raise ValueError(f"warp_specialized with {wfmt.name} weights: {why}")
@@ -1354,10 +1356,10 @@ def triton_experts(
     # MXFP4 weights whose block-scale codes allow it: the converter's 2^126 folded into the scale
     cvt1, cvt2 = (_mx_fold_cvt(w, fast_cvt, mxdot) for w in (w13, w2))
     a1_d, w13_d = _nib_view(a1, nib), _nib_view(w13.data, nib)
-    if c1.warp_specialized and wfmt in WS_FP4_FORMATS:
+    if c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (MXFP4 x BF16 prefill)
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
                      _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1)
-    elif c1.warp_specialized:
+    elif c1.warp_specialized:  # kernels/_ws_gemm (FP8, 16-bit)
         _ws_gemm(c1, a1, a1_s, a1_s_stride, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, tw_flat, q_scale,
                  out_q, al, inter, I_pad, K, TK, E, _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input),
                  False, num_sms, out_padded=padded)
@@ -1443,15 +1445,14 @@ def triton_experts(
         grid2 = (NB * cdiv(cdiv(H, c2.block_n), c2.n_tiles), 1)
     else:
         grid2 = (tiles2, c2.split_k)
-    if c2.warp_specialized and wfmt in WS_FP4_FORMATS:
+    if c2.warp_specialized:
         if direct_out:
             out.zero_()  # the non-local group's rows: its tiles are skipped
+    if c2.warp_specialized and wfmt in WS_FP4_FORMATS:
         _ws_fp4_gemm(c2, inter, w2, b2, w2_bias is not None, tw_flat, al, y, H, 1, TK, E,
                      _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl, False, not weight_on_input,
                      num_sms, cvt2)
     elif c2.warp_specialized:
-        if direct_out:
-            out.zero_()  # the non-local group's rows: its tiles are skipped
         _ws_gemm(c2, inter, a2_s, a2_s_stride, w2, w2_s, wse2, wsn2, b2, w2_bias is not None, tw_flat, tw_flat,
                  _OUT_PLAIN, al, y, H, 1, TK, E, _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl,
                  False, not weight_on_input, num_sms, a_padded=padded, a_scales_padded=padded and post_quant is not None)
