@@ -9,7 +9,7 @@ pipeline's), so the conversion and the tensor cores take turns: 34-44 % of the B
 tokens (H200). Here a TMA loader warp fills a ring and two consumer warpgroups each convert their
 half of the weight tile into shared memory and multiply it asynchronously, keeping one wgmma in
 flight (``warpgroup_mma_wait(1)``): a warpgroup converts step k + 1 while its step k multiplies,
-and the two warpgroups interleave. Prototype: ``benchmarks/gluon_fp4_prefill.py`` (H200, twenty-
+and the two warpgroups interleave. Prototype: ``benchmarks/gluon_fp4_prefill.py`` at commit f75857a, removed since (H200, twenty-
 eighth session: 443 TF/s with 128-token tiles, 667 TF/s with 256, against ~236 TF/s for the Triton
 GEMM of the same shape). In the layer, 4096 tokens: gpt-oss-120b 1.19x, Nemotron-3-Nano 1.21x,
 Nemotron-3-Super 1.06x faster than the Triton kernels (BENCHMARKS.md, twenty-eighth session).
@@ -55,6 +55,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 from . import _blockscaled as _bs
 from ._moe_gemm import _activation, _tile_ids
+from ._ws_gemm import _ring_barriers
 
 _MX_FOLD_EXP_BIAS = gl.constexpr(110)  # _blockscaled._MX_FOLD_EXP_BIAS
 
@@ -129,54 +130,6 @@ def _fp4_tile(w_buf, row0: gl.constexpr, sc_rows, sc_ok, kk, RW: gl.constexpr, B
 
 
 @gluon.jit
-def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
-                  sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
-                  stride_om, stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr,
-                  E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
-                  WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
-                  SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                  GROUP_M: gl.constexpr):
-    """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
-    turn), one asynchronous wgmma with the step's input tile, at most one in flight; then the epilogue."""
-    BQ: gl.constexpr = BK // 16
-    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BT, 16])
-    # a thread holds 4 consecutive 16-bit words (16 values, inside one 32-wide scale block) of one row
-    wl: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1, 4], threads_per_warp=[8, BQ, 32 // (8 * BQ)],
-                                        warps_per_cta=[4, 1, 1], order=[2, 1, 0])
-    sl: gl.constexpr = gl.SliceLayout(2, wl)
-    RH: gl.constexpr = 32 if GATED else 64  # rows of each weight slice this warpgroup converts
-    num_m = gl.load(num_post_padded_ptr) // BT
-    num_n = gl.cdiv(N, NC)
-    n_k = K // BK
-    r = gl.arange(0, RH, layout=gl.SliceLayout(1, sl))
-    jq = gl.arange(0, BQ, layout=gl.SliceLayout(0, sl)) // 2
-    it = 0
-    for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
-        pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
-        e = gl.load(block_expert_ptr + pid_m)
-        if e < E_LOC:
-            n0 = pid_n * NC
-            sc_a, sc_b, ok_a = _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF, GATED)
-            acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
-            for kk in range(n_k):
-                s = it % STAGES
-                d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, HALF, GATED, BK, SWZ, FOLD,
-                              STAGES, wl)
-                acc = warpgroup_mma(d, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
-                acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-                if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
-                    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-                it += 1
-            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-            if FOLD:
-                acc = acc * 65536.0
-            _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
-                          stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
-                          WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
-
-
-@gluon.jit
 def _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF: gl.constexpr, GATED: gl.constexpr):
     """This warpgroup's scale pointers for a tile of columns from ``n0``: gated, gate rows n0 + 32 HALF + r (ring
     0) and the same up rows N + ... (ring 1); otherwise rows n0 + 64 HALF + r (ring HALF). A non-gated tile's last
@@ -215,24 +168,26 @@ def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, HALF
 
 
 @gluon.jit
-def _fp4_consumer_halves(x_bufs, x1_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr,
-                         topk_w_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots,
-                         stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit,
-                         HALF: gl.constexpr, BT: gl.constexpr, E_LOC: gl.constexpr, ACT: gl.constexpr,
-                         GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
-                         MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
-                         FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                         GROUP_M: gl.constexpr):
-    """``_fp4_consumer`` for ``SKIP_HALF`` tiles (OPT-IN, not yet run on a GPU): the block's BT token rows as two
-    wgmmas of BT / 2 into two accumulators; a block whose row BT / 2 is padding (an expert's last block, rows
-    first) runs and stores the first only, and the loader skipped the second half of its input. Same products."""
-    XT: gl.constexpr = BT // 2
+def _fp4_consumer(x_bufs, x1_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
+                  sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
+                  stride_om, stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr,
+                  E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
+                  WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
+                  SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+                  GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr):
+    """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
+    turn), one asynchronous wgmma with the step's input tile, at most one in flight; then the epilogue.
+    ``SKIP_HALF`` (OPT-IN, not yet run on a GPU): the block's BT token rows as two wgmmas of BT / 2 (``x_bufs`` /
+    ``x1_bufs``) into two accumulators; a block whose row BT / 2 is padding (an expert's last block, rows first)
+    runs and stores the first only, and the loader skipped the second half of its input. Same products."""
+    XT: gl.constexpr = BT // 2 if SKIP_HALF else BT  # token rows of one wgmma
     BQ: gl.constexpr = BK // 16
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, XT, 16])
+    # a thread holds 4 consecutive 16-bit words (16 values, inside one 32-wide scale block) of one row
     wl: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1, 4], threads_per_warp=[8, BQ, 32 // (8 * BQ)],
                                         warps_per_cta=[4, 1, 1], order=[2, 1, 0])
     sl: gl.constexpr = gl.SliceLayout(2, wl)
-    RH: gl.constexpr = 32 if GATED else 64
+    RH: gl.constexpr = 32 if GATED else 64  # rows of each weight slice this warpgroup converts
     num_m = gl.load(num_post_padded_ptr) // BT
     num_n = gl.cdiv(N, NC)
     n_k = K // BK
@@ -243,46 +198,67 @@ def _fp4_consumer_halves(x_bufs, x1_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty
         pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
         e = gl.load(block_expert_ptr + pid_m)
         if e < E_LOC:
-            full = gl.load(sorted_ids_ptr + pid_m * BT + XT) < num_slots
             n0 = pid_n * NC
             sc_a, sc_b, ok_a = _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF, GATED)
-            acc0 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
-            acc1 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
-            if full:
-                for kk in range(n_k):
-                    s = it % STAGES
-                    d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, HALF, GATED, BK, SWZ,
-                                  FOLD, STAGES, wl)
-                    acc0 = warpgroup_mma(d, x_bufs.index(s).permute((1, 0)), acc0, is_async=True)
-                    acc1 = warpgroup_mma(d, x1_bufs.index(s).permute((1, 0)), acc1, is_async=True)
-                    acc0, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc0, acc1))
-                    if kk > 0:
-                        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-                    it += 1
-                acc0, acc1 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1))
+            acc = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
+            if SKIP_HALF:
+                acc1 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
+                full = gl.load(sorted_ids_ptr + pid_m * BT + XT) < num_slots
+                if full:
+                    for kk in range(n_k):
+                        s = it % STAGES
+                        d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, HALF, GATED, BK,
+                                      SWZ, FOLD, STAGES, wl)
+                        acc = warpgroup_mma(d, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
+                        acc1 = warpgroup_mma(d, x1_bufs.index(s).permute((1, 0)), acc1, is_async=True)
+                        acc, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc, acc1))
+                        if kk > 0:
+                            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+                        it += 1
+                    acc, acc1 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, acc1))
+                    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+                else:
+                    acc, it = _fp4_k_loop(acc, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b, ok_a,
+                                          n_k, HALF, GATED, BK, SWZ, FOLD, STAGES, wl)
+                if FOLD:
+                    acc = acc * 65536.0
+                    acc1 = acc1 * 65536.0
+                # the halves as two XT-row blocks: rows pid_m * BT + [0, XT) are block 2 pid_m of XT rows, and so on
+                _fp4_epilogue(acc, e, 2 * pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
+                              stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT, ACT, GATED, HAS_BIAS,
+                              WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+                if full:
+                    _fp4_epilogue(acc1, e, 2 * pid_m + 1, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N,
+                                  num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT, ACT,
+                                  GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
             else:
-                for kk in range(n_k):
-                    s = it % STAGES
-                    d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, HALF, GATED, BK, SWZ,
-                                  FOLD, STAGES, wl)
-                    acc0 = warpgroup_mma(d, x_bufs.index(s).permute((1, 0)), acc0, is_async=True)
-                    acc0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc0,))
-                    if kk > 0:
-                        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-                    it += 1
-                acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
+                acc, it = _fp4_k_loop(acc, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b, ok_a, n_k,
+                                      HALF, GATED, BK, SWZ, FOLD, STAGES, wl)
+                if FOLD:
+                    acc = acc * 65536.0
+                _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
+                              stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
+                              WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+
+
+@gluon.jit
+def _fp4_k_loop(acc, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b, ok_a, n_k, HALF: gl.constexpr,
+                GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, STAGES: gl.constexpr,
+                wl: gl.constexpr):
+    """One tile's K loop with one wgmma a step (the input tile ``x_bufs``), at most one in flight; each step's ring
+    slot released once the step after it has issued (its tile buffer is then reused). Returns (acc, it)."""
+    for kk in range(n_k):
+        s = it % STAGES
+        d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, HALF, GATED, BK, SWZ, FOLD, STAGES,
+                      wl)
+        acc = warpgroup_mma(d, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
+        if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-            if FOLD:
-                acc0 = acc0 * 65536.0
-                acc1 = acc1 * 65536.0
-            # the halves as two XT-row blocks: rows pid_m * BT + [0, XT) = block 2 pid_m of XT rows, and so on
-            _fp4_epilogue(acc0, e, 2 * pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
-                          stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT, ACT, GATED, HAS_BIAS,
-                          WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
-            if full:
-                _fp4_epilogue(acc1, e, 2 * pid_m + 1, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N,
-                              num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT, ACT, GATED,
-                              HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+        it += 1
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+    return acc, it
 
 
 @gluon.jit
@@ -351,40 +327,19 @@ def _ws_fp4_kernel(
     dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
     d0 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
     d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for s in gl.static_range(STAGES):
-        mbarrier.init(ready.index(s), count=1)
-        mbarrier.init(empty.index(s), count=2)  # both consumer warpgroups release a slot
-    if SKIP_HALF:
-        gl.warp_specialize([
-            (_fp4_consumer_halves, (x_bufs, x1_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr,
-                                    topk_w_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
-                                    num_slots, stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta,
-                                    act_limit, 0, BT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
-                                    MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M)),
-            (_fp4_consumer_halves, (x_bufs, x1_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr,
-                                    topk_w_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
-                                    num_slots, stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta,
-                                    act_limit, 1, BT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
-                                    MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M)),
-            (_fp4_loader, (x_desc, w0_desc, x_bufs, x1_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
-                           block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK,
-                           TK, STAGES, GROUP_M, GATED, SKIP_HALF)),
-        ], [4, 1], [232, 40])
-    else:
-        gl.warp_specialize([
-            (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
-                             sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se,
-                             stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit, 0, BT, E_LOC, ACT, GATED,
-                             HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                             GROUP_M)),
-            (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
-                             sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se,
-                             stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit, 1, BT, E_LOC, ACT, GATED,
-                             HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                             GROUP_M)),
-            (_fp4_loader, (x_desc, w0_desc, x_bufs, x1_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
-                           block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK,
-                           TK, STAGES, GROUP_M, GATED, SKIP_HALF)),
-        ], [4, 1], [232, 40])
+    ready, empty = _ring_barriers(STAGES)  # both consumer warpgroups release a slot
+    gl.warp_specialize([
+        (_fp4_consumer, (x_bufs, x1_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
+                         sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
+                         stride_om, stride_be, act_alpha, act_beta, act_limit, 0, BT, E_LOC, ACT, GATED, HAS_BIAS,
+                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M,
+                         SKIP_HALF)),
+        (_fp4_consumer, (x_bufs, x1_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
+                         sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
+                         stride_om, stride_be, act_alpha, act_beta, act_limit, 1, BT, E_LOC, ACT, GATED, HAS_BIAS,
+                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M,
+                         SKIP_HALF)),
+        (_fp4_loader, (x_desc, w0_desc, x_bufs, x1_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
+                       block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
+                       STAGES, GROUP_M, GATED, SKIP_HALF)),
+    ], [4, 1], [232, 40])

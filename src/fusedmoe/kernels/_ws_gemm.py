@@ -319,6 +319,18 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
 
 
 @gluon.jit
+def _ring_barriers(STAGES: gl.constexpr):
+    """The operand ring's mbarriers: ``ready`` (the loader's expected bytes landed) and ``empty`` (released by
+    both consumer warpgroups), one of each a stage (also ``kernels/_ws_fp4.py``'s)."""
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=2)  # both MMA warpgroups release a slot
+    return ready, empty
+
+
+@gluon.jit
 def _ws_gemm_kernel(
     a_desc, w_desc, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr,
     block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be,
@@ -339,11 +351,7 @@ def _ws_gemm_kernel(
     wu_bufs = wg_bufs  # gated: the up tiles' ring
     if GATED:
         wu_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for s in gl.static_range(STAGES):
-        mbarrier.init(ready.index(s), count=1)
-        mbarrier.init(empty.index(s), count=2)  # both MMA warpgroups release a slot
+    ready, empty = _ring_barriers(STAGES)
     gl.warp_specialize([
         (_ws_consumer, (a0_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
