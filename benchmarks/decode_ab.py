@@ -33,6 +33,7 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "nows4": ("set_ws_fp4", False), "ws4bt128": ("set_ws_fp4", (True, 128)),
             "ws4bt256": ("set_ws_fp4", (True, 256)),
             "ws4skip": ("set_ws_fp4_skip_half", True),  # 256-token tiles skip an all-padding half (opt-in)
+            "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel (opt-in)
             # activations in the dot order at decode tiles too (measured only; prefill-only opt-in in the library)
             "dot2dec": ("set_act_dot_order", (False, True, ("mxfp4", "nvfp4"), 16)),
             "dotdec": ("set_act_dot_order", (True, True, ("mxfp4", "nvfp4"), 16))}

@@ -1,14 +1,17 @@
-"""The warp-specialized MXFP4 x BF16 prefill GEMMs (``kernels/_ws_fp4.py``; ``KernelConfig.warp_specialized``
-with MXFP4 weights, chosen automatically for prefill tiles on sm_90).
+"""The warp-specialized FP4 x BF16 prefill GEMMs (``kernels/_ws_fp4.py``; ``KernelConfig.warp_specialized``
+with MXFP4 or NVFP4 weights, chosen automatically for MXFP4 prefill tiles on sm_90, for NVFP4 ones with the opt-in
+``set_ws_fp4_nvfp4``).
 
-CPU (CI): every epilogue variant compiles for sm_90 with Triton's bundled ptxas as a warp-specialized kernel
-(12 warps, register reallocation, wgmma, within Hopper's shared memory, no spills in the K loop); the config
-rules; the calls it refuses. GPU (marker ``gpu``): against the reference for gated (SwiGLU, clamped SwiGLU with
-biases) and non-gated (ReLU^2, GELU) activations with expert parallelism, 128- and 256-token tiles, close to the
-Triton kernels of the same call, the MX fold and the restoring converter bit for bit, K = 1 with the weight on
-the input, a CUDA graph, and gpt-oss-120b's expert shape.
+CPU (CI): every epilogue variant, MXFP4 and NVFP4, compiles for sm_90 with Triton's bundled ptxas as a
+warp-specialized kernel (12 warps, register reallocation, wgmma, within Hopper's shared memory, no spills in the K
+loop); the config rules; the calls it refuses. GPU (marker ``gpu``): against the reference for gated (SwiGLU,
+clamped SwiGLU with biases) and non-gated (ReLU^2, GELU) activations with expert parallelism, MXFP4 and NVFP4,
+128- and 256-token tiles, close to the Triton kernels of the same call, the MX fold and the restoring converter bit
+for bit, K = 1 with the weight on the input, a CUDA graph, gpt-oss-120b's and Nemotron-3-Nano's (NVFP4 + ReLU^2)
+expert shapes.
 """
 
+import dataclasses
 import os
 
 import pytest
@@ -34,40 +37,45 @@ sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "tests")]
 from triton.experimental.gluon import language as gl
 from gluon_sm90 import compile_sm90
 from fusedmoe.kernels import _ws_fp4 as k4
-# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, SKIP_HALF)
-for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, SKIP in (
-        (2, True, True, False, False, 128, 4, True, True, 64, False),     # gpt-oss GEMM1: clamped SwiGLU, biases
-        (0, True, False, True, False, 256, 4, False, True, 128, False),   # SwiGLU, weight on input, restoring cvt
-        (3, False, False, False, False, 256, 4, True, False, 128, False),  # ReLU2 on plain tiled nibbles
-        (7, False, True, False, True, 128, 4, True, True, 64, False),     # GEMM2: bias, routing weight
-        (7, False, False, False, True, 256, 4, True, True, 128, False),   # GEMM2, 256-token tiles
-        (2, True, True, False, False, 256, 4, True, True, 64, True),      # 256-token tiles in two halves (opt-in)
-        (7, False, True, False, True, 256, 4, True, True, 64, True)):
+# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, SKIP_HALF, NV)
+for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, SKIP, NV in (
+        (2, True, True, False, False, 128, 4, True, True, 64, False, False),     # gpt-oss GEMM1: clamped SwiGLU, biases
+        (0, True, False, True, False, 256, 4, False, True, 128, False, False),   # SwiGLU, weight on input, restoring cvt
+        (3, False, False, False, False, 256, 4, True, False, 128, False, False),  # ReLU2 on plain tiled nibbles
+        (7, False, True, False, True, 128, 4, True, True, 64, False, False),     # GEMM2: bias, routing weight
+        (7, False, False, False, True, 256, 4, True, True, 128, False, False),   # GEMM2, 256-token tiles
+        (2, True, True, False, False, 256, 4, True, True, 64, True, False),      # 256-token tiles in two halves (opt-in)
+        (7, False, True, False, True, 256, 4, True, True, 64, True, False),
+        (3, False, False, False, False, 256, 4, False, True, 128, False, True),  # NVFP4: Nemotron GEMM1, ReLU2
+        (2, True, True, False, False, 128, 4, False, True, 64, False, True),     # NVFP4 clamped SwiGLU, biases
+        (7, False, False, False, True, 256, 4, False, True, 64, False, True)):   # NVFP4 GEMM2
     XT = BT // 2 if SKIP else BT  # the x box: half a block with SKIP_HALF
     xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
     sig = {"x_desc": f"tensordesc<bf16[{XT}, 64],{xl}>", "w0_desc": f"tensordesc<i16[64, 16],{wl}>",
-           "out_ptr": "*bf16", "s_ptr": "*u8", "bias_ptr": "*fp32", "topk_w_ptr": "*fp32", "sorted_ids_ptr": "*i32",
+           "out_ptr": "*bf16", "s_ptr": "*fp8e4nv" if NV else "*u8", "bias_ptr": "*fp32", "topk_w_ptr": "*fp32", "sorted_ids_ptr": "*i32",
            "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32", "N": "i32", "K": "i32", "num_slots": "i32",
            "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32", "stride_sr": "i32", "stride_om": "i32",
-           "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
+           "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32", "gs_ptr": "*fp32",
+           "stride_sk": "i32"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
-              ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, SKIP_HALF=SKIP)
+              ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, SKIP_HALF=SKIP, NV=NV)
     k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
-    print(ACT, GATED, BT, k.metadata.num_warps, sass.count("HGMMA.64x"), sass.count("USETMAXREG"),
+    print(ACT, GATED, BT, NV, k.metadata.num_warps, sass.count("HGMMA.64x"), sass.count("USETMAXREG"),
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, sass.count("UTMALDG"), sep="|", flush=True)
 '''
 
 
 def test_ws_fp4_compiles_for_sm90(tmp_path):
-    """Every variant, the opt-in two-half 256-token tiles (SKIP_HALF) too: 12 warps (two consumer warpgroups and the
-    loader, rounded up), BF16 wgmma with 128 / 256 tokens, register reallocation, TMA loads, within Hopper's 227 KB;
-    at most a few local stores (a 256-token GEMM2 epilogue: 128 accumulators a thread)."""
+    """Every variant, the opt-in two-half 256-token tiles (SKIP_HALF) and NVFP4 weights (NV) too: 12 warps (two
+    consumer warpgroups and the loader, rounded up), BF16 wgmma with 128 / 256 tokens, register reallocation, TMA
+    loads, within Hopper's 227 KB; at most a few local stores (a 256-token GEMM2 epilogue: 128 accumulators a
+    thread)."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 7, rows
-    for act, gated, bt, warps, gmma, setmaxnreg, spills, smem, tma in rows:
-        where = f"ACT={act} GATED={gated} BT={bt}"
+    assert len(rows) == 10, rows
+    for act, gated, bt, nv, warps, gmma, setmaxnreg, spills, smem, tma in rows:
+        where = f"ACT={act} GATED={gated} BT={bt} NV={nv}"
         assert int(warps) == 12, where
         assert int(gmma) > 0 and int(setmaxnreg) > 0 and int(tma) > 0, (where, gmma, setmaxnreg, tma)
         assert int(spills) <= 8, (where, spills)
@@ -85,6 +93,7 @@ def test_ws_fp4_config_rules():
             c = ws_fp4_config(gated, gemm, bm)
             assert (c.block_m, c.block_n, c.block_k, c.num_warps, c.warp_specialized) == (bm, bn, 64, 4, True)
             assert warp_specialized_problem(c, F.MXFP4, gemm, gated, 2880) is None
+            assert warp_specialized_problem(c, F.NVFP4, gemm, gated, 2688) is None
     c = ws_fp4_config(True, "gemm1")
     bad = [(KernelConfig(64, 64, 64, num_warps=4, warp_specialized=True), "block_m"),
            (KernelConfig(128, 64, 128, num_warps=4, warp_specialized=True), "block_k 64"),
@@ -111,6 +120,10 @@ def test_ws_fp4_config_rules():
         assert triton_moe.set_ws_fp4_skip_half(False) is True
         with pytest.raises(TypeError):
             triton_moe.set_ws_fp4_skip_half(1)
+        assert triton_moe.set_ws_fp4_nvfp4(True) is False  # opt-in
+        assert triton_moe.set_ws_fp4_nvfp4(False) is True
+        with pytest.raises(TypeError):
+            triton_moe.set_ws_fp4_nvfp4("on")
     finally:
         triton_moe.set_ws_fp4(*prev)
 
@@ -128,6 +141,28 @@ def test_ws_fp4_refused_where_it_cannot_run():
     assert why is not None and "BF16 activations" in why
     why = triton_moe._ws_fp4_problem(w13, w2, F.BF16, torch.bfloat16, torch.device("cuda"), False, 128, 96)
     assert why is not None and "multiples of 64" in why
+
+
+def test_ws_fp4_scale_layouts(monkeypatch):
+    """The kernel reads MX scales row-major and NVFP4 scales K-major (``ExpertWeights``' layouts); the other layout,
+    or NVFP4 weights with FP8 activations (W4A8), is refused with the reason."""
+    monkeypatch.setattr(triton_moe, "_cuda_major", lambda index: 9)
+    cuda = torch.device("cuda", 0)
+    for fmt, other in ((F.MXFP4, "k_major"), (F.NVFP4, "row_major")):
+        c = Case(fmt, F.BF16, A.SWIGLU, T=4, H=128, I=64, E=2, K=1, dtype=torch.bfloat16)
+        _, W, _ = make_case(c, device="cpu")
+        assert W.w13.value_tile_k == 128 and W.w2.value_tile_k == 64
+        assert triton_moe._ws_fp4_problem(W.w13, W.w2, F.BF16, torch.bfloat16, cuda, False, 128, 64) is None
+        if other == "k_major":
+            w13 = W.w13.k_major_scales()
+        else:
+            s = W.w13.scale.contiguous()
+            assert s.stride(2) == 1
+            w13 = dataclasses.replace(W.w13, scale=s)
+        why = triton_moe._ws_fp4_problem(w13, W.w2, F.BF16, torch.bfloat16, cuda, False, 128, 64)
+        assert why is not None and ("K-major NVFP4" if fmt is F.NVFP4 else "row-major MX") in why, why
+    why = triton_moe._ws_fp4_problem(W.w13, W.w2, F.FP8_TENSOR, torch.bfloat16, cuda, False, 128, 64)
+    assert why is not None and "BF16 activations" in why
 
 
 def test_auto_ws_fp4_rule(monkeypatch):
@@ -165,6 +200,19 @@ def test_auto_ws_fp4_rule(monkeypatch):
         assert auto(pre, 4096).block_m == 128
         triton_moe.set_ws_fp4(False)
         assert auto(pre, 4096) is pre
+        # NVFP4 weights: only with the opt-in switch (not yet run on a GPU)
+        triton_moe.set_ws_fp4(True)
+        _, Wn, _ = make_case(dataclasses.replace(c, wfmt=F.NVFP4), device="cpu")
+        nv_prev = triton_moe.set_ws_fp4_nvfp4(False)
+        try:
+            assert triton_moe.auto_ws_fp4(pre, Wn.w13, Wn.w2, F.BF16, torch.bfloat16, cuda, 256, 2, A.SWIGLU) is pre
+            triton_moe.set_ws_fp4_nvfp4(True)
+            got = triton_moe.auto_ws_fp4(pre, Wn.w13, Wn.w2, F.BF16, torch.bfloat16, cuda, 256, 2, A.SWIGLU)
+            assert got.gemm1 == ws_fp4_config(True, "gemm1", 256)
+            assert triton_moe.auto_ws_fp4(pre, Wn.w13, Wn.w2, F.FP8_TENSOR, torch.bfloat16, cuda, 256, 2,
+                                          A.SWIGLU) is pre  # W4A8: the Triton kernels
+        finally:
+            triton_moe.set_ws_fp4_nvfp4(nv_prev)
     finally:
         triton_moe.set_ws_fp4(*prev)
 
@@ -173,13 +221,16 @@ def test_auto_ws_fp4_rule(monkeypatch):
 
 
 def _ws_call(hidden, W, topk, *, offset=0, woi=False, block_m=0):
-    """The layer with the automatic choice (prefill tiles -> the FP4 kernel), asserting that it was taken."""
+    """The layer with the automatic choice (prefill tiles -> the FP4 kernel; NVFP4 weights with the opt-in switch
+    on), asserting that it was taken."""
     cap = {}
     prev = triton_moe.set_ws_fp4(True, block_m)
+    nv_prev = triton_moe.set_ws_fp4_nvfp4(True)
     try:
         out = run_triton(hidden, W, topk, F.BF16, offset=offset, woi=woi, capture=cap)
     finally:
         triton_moe.set_ws_fp4(*prev)
+        triton_moe.set_ws_fp4_nvfp4(nv_prev)
     cfg = cap["config"]
     assert cfg.gemm1.warp_specialized and cfg.gemm2.warp_specialized, cfg
     assert block_m == 0 or cfg.block_m == block_m, cfg
@@ -202,12 +253,13 @@ OAI_SMALL = ActivationParams(alpha=1.702, beta=1.0, limit=0.5)  # both clamps re
 
 
 @gpu
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
 @pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.SWIGLU, A.RELU2, A.GELU], ids=lambda a: a.name)
-def test_gpu_ws_fp4_matches_reference(act):
-    """MXFP4 x BF16 at prefill (768 tokens, 8 of 12 experts local, 384 rows an expert on average): the FP4
+def test_gpu_ws_fp4_matches_reference(act, fmt):
+    """MXFP4 / NVFP4 x BF16 at prefill (768 tokens, 8 of 12 experts local, 384 rows an expert on average): the FP4
     warp-specialized GEMMs with 128- and 256-token tiles within 2e-2 of the reference and within 4e-3 RMS of the
     Triton kernels of the same call; clamped SwiGLU with biases on both GEMMs."""
-    c = Case(F.MXFP4, F.BF16, act, T=768, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
+    c = Case(fmt, F.BF16, act, T=768, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
              dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=11)
     hidden, W, topk = make_case(c)
     assert W.w13.value_tile_k == 64 and W.w2.value_tile_k == 128  # H = 576 = 9 x 64, I = 384 = 3 x 128
@@ -286,6 +338,21 @@ def test_gpu_ws_fp4_gpt_oss_shape():
              seed=14)
     hidden, W, topk = make_case(c)
     got = _ws_call(hidden, W, topk)
+    ref = run_reference(hidden, W, topk, F.BF16)
+    assert _rel(got, ref) <= 2e-2
+    assert _rel(got, _triton_call(hidden, W, topk)) <= 4e-3
+
+
+@gpu
+def test_gpu_ws_fp4_nemotron_nano_nvfp4_relu2():
+    """Nemotron-3-Nano's NVFP4 + ReLU^2 expert shape (H = 2688, I = 1856 padded to 1920: 128-column value tiles,
+    the padding's scales and values zero), 1536 tokens over 16
+    experts, top 6, with 256-token tiles: within the reference's bound and close to the Triton kernels."""
+    c = Case(F.NVFP4, F.BF16, A.RELU2, T=1536, H=2688, I=1856, E=16, K=6, dtype=torch.bfloat16, seed=16)
+    hidden, W, topk = make_case(c)
+    assert W.padded_intermediate_size == 1920 and W.w13.value_tile_k == W.w2.value_tile_k == 128
+    assert W.w13.scale.stride(1) == 1 and W.w2.scale.stride(1) == 1  # K-major
+    got = _ws_call(hidden, W, topk, block_m=256)
     ref = run_reference(hidden, W, topk, F.BF16)
     assert _rel(got, ref) <= 2e-2
     assert _rel(got, _triton_call(hidden, W, topk)) <= 4e-3

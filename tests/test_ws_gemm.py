@@ -171,7 +171,7 @@ def test_ws_config_rules(tmp_path):
         (bf, Format.FP8_TENSOR, "gemm1", True, 4096, "block_k 128"),
         (dataclasses.replace(bf2, num_stages=5), Format.BF16, "gemm2", False, 2048, "at most 4 stages"),
         (dataclasses.replace(bf, block_n=256), Format.BF16, "gemm1", True, 4096, "block_n"),
-        (ok, Format.NVFP4, "gemm1", True, 4096, "weights"),
+        (ok, Format.MXFP8, "gemm1", True, 4096, "weights"),  # (FP4: the _ws_fp4 tiles, test_ws_fp4.py)
         (ws_config(True, bn=256), Format.FP8_TENSOR, "gemm1", True, 4096, "block_n"),
         (ws_config(False, stages=5, bn=256), Format.FP8_TENSOR, "gemm1", False, 4096, "at most 4 stages"),  # 48 KB
         (dataclasses.replace(ok, block_m=64), Format.FP8_TENSOR, "gemm1", True, 4096, "block_m"),

@@ -106,10 +106,11 @@ class KernelConfig:
     128, 128-byte K blocks (block_k 128 FP8, 64 16-bit), block_n 64 (FP8 gated GEMM1) or 64 / 128
     (FP8), 64 / 128 gated or 128 / 256 (16-bit), num_warps 4, num_stages 2-6 within 220 KB, no split-K,
     swap-AB, fast accumulation, n_tiles or persistent setting (:func:`warp_specialized_problem`).
-    With MXFP4 weights (BF16 activations, sm_90): the Gluon kernel of ``kernels/_ws_fp4.py`` for both
-    GEMMs -- consumer warpgroups that dequantize 64 weight rows each into shared memory with one wgmma
+    With MXFP4 or NVFP4 weights (BF16 activations, sm_90): the Gluon kernel of ``kernels/_ws_fp4.py`` for
+    both GEMMs -- consumer warpgroups that dequantize 64 weight rows each into shared memory with one wgmma
     in flight; block_m 128 / 256 token rows, block_k 64, block_n 64 (gated GEMM1: 2 x 32 columns) or
-    128 (:func:`ws_fp4_config`; ``triton_moe.auto_ws_fp4`` picks it for prefill tiles).
+    128 (:func:`ws_fp4_config`; ``triton_moe.auto_ws_fp4`` picks it for MXFP4 prefill tiles, for NVFP4
+    only with ``set_ws_fp4_nvfp4``).
     """
 
     block_m: int
@@ -752,10 +753,10 @@ def _ws_stage_bytes(weight_format: Format, two_weight_tiles: bool, block_n: int,
     return (128 + (2 if two_weight_tiles else 1) * block_n) * block_k * (2 if weight_format is Format.BF16 else 1)
 
 
-# the warp-specialized MXFP4 x BF16 kernel (kernels/_ws_fp4.py): swap-AB tiles of 64 weight rows per consumer
+# the warp-specialized FP4 (MXFP4 / NVFP4) x BF16 kernel (kernels/_ws_fp4.py): swap-AB tiles of 64 weight rows per consumer
 # warpgroup (gated GEMM1: 2 x 32 output columns, gate and up rows in one tile; otherwise 2 x 64) and block_m token
 # rows (the wgmma's N), 64-wide K steps
-WS_FP4_FORMATS = (Format.MXFP4,)
+WS_FP4_FORMATS = (Format.MXFP4, Format.NVFP4)
 WS_FP4_BLOCK_MS = (128, 256)
 _WS_FP4_TILE_BYTES = 2 * 2 * 64 * 64 * 2  # the two warpgroups' double-buffered BF16 weight tiles
 
@@ -778,7 +779,7 @@ def ws_fp4_config(gated: bool, gemm: str, block_m: int = 128, num_stages: int = 
 def _ws_fp4_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Optional[str]:
     bn = 64 if gated and gemm == "gemm1" else 128
     if cfg.block_m not in WS_FP4_BLOCK_MS or cfg.block_k != 64 or cfg.block_n != bn:
-        why = (f"needs block_m in {WS_FP4_BLOCK_MS}, block_k 64 and block_n {bn} with MXFP4 weights, got "
+        why = (f"needs block_m in {WS_FP4_BLOCK_MS}, block_k 64 and block_n {bn} with FP4 weights, got "
                f"{cfg.block_m} / {cfg.block_k} / {cfg.block_n}")
     else:
         stage = _ws_fp4_stage_bytes(cfg.block_m)

@@ -531,12 +531,12 @@ def set_fused_combine(max_tokens: int) -> int:
     return prev
 
 
-def _swap_bool(store: dict, enabled: bool) -> bool:
-    """``store["enabled"] = enabled`` for the on / off switches below (a bool only); returns the
+def _swap_bool(store: dict, enabled: bool, key: str = "enabled") -> bool:
+    """``store[key] = enabled`` for the on / off switches below (a bool only); returns the
     previous value."""
     if not isinstance(enabled, bool):
         raise TypeError(f"enabled must be a bool, got {enabled!r}")
-    prev, store["enabled"] = store["enabled"], enabled
+    prev, store[key] = store[key], enabled
     return prev
 
 
@@ -899,7 +899,8 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
 # kernels/_ws_fp4.py: the heuristic's and the tuned table's prefill tiles (block_m >= 128) of MXFP4 weights with
 # BF16 activations run there instead of the Triton kernels on sm_90; 256-token tiles from this many rows per expert
 _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 0,
-           "skip_half": os.environ.get("FUSEDMOE_WS_FP4_SKIP_HALF", "0") == "1"}
+           "skip_half": os.environ.get("FUSEDMOE_WS_FP4_SKIP_HALF", "0") == "1",
+           "nvfp4": os.environ.get("FUSEDMOE_WS_NVFP4", "0") == "1"}
 WS_FP4_WIDE_MIN_ROWS_PER_EXPERT = 128
 
 
@@ -908,10 +909,16 @@ def set_ws_fp4_skip_half(enabled: bool) -> bool:
     ``FUSEDMOE_WS_FP4_SKIP_HALF=1``): 256-token tiles of the FP4 warp-specialized GEMMs as two 128-token wgmmas,
     the second (and its input rows) skipped for a block whose second half is all padding -- an expert's last
     block. Meant for the next measurement; returns the previous setting."""
-    if not isinstance(enabled, bool):
-        raise TypeError(f"enabled must be a bool, got {enabled!r}")
-    prev, _WS_FP4["skip_half"] = _WS_FP4["skip_half"], enabled
-    return prev
+    return _swap_bool(_WS_FP4, enabled, "skip_half")
+
+
+def set_ws_fp4_nvfp4(enabled: bool) -> bool:
+    """OPT-IN, not yet run on a GPU (twenty-ninth session: compiled for sm_90 only; ``False`` is the default,
+    ``FUSEDMOE_WS_NVFP4=1``): ``auto_ws_fp4`` also picks the FP4 warp-specialized GEMMs for NVFP4 weights x BF16
+    activations (W4A16; the e4m3 block scales K-major as ``ExpertWeights`` keeps them, the global ``1 / g`` on the
+    accumulator). An explicit warp-specialized config runs them whatever this says. Returns the previous
+    setting."""
+    return _swap_bool(_WS_FP4, enabled, "nvfp4")
 
 
 def set_ws_fp4(enabled: bool, block_m: int = 0) -> "tuple[bool, int]":
@@ -932,23 +939,25 @@ def set_ws_fp4(enabled: bool, block_m: int = 0) -> "tuple[bool, int]":
 def _ws_fp4_problem(w13: QuantizedTensor, w2: QuantizedTensor, act_format: Format, dtype: torch.dtype,
                     dev: torch.device, interp: bool, H: int, I_pad: int) -> Optional[str]:
     """None, or why the FP4 warp-specialized kernel cannot take this call: it needs sm_90 (not the interpreter),
-    MXFP4 weights in the tiled layout (tile width a multiple of 64, contiguous, 16-byte aligned) with row-major
-    scales, BF16 activations and hidden states, H and I_pad multiples of 64."""
+    MXFP4 or NVFP4 weights in the tiled layout (tile width a multiple of 64, contiguous, 16-byte aligned) with
+    row-major MX scales / K-major NVFP4 scales (``ExpertWeights``' layouts), BF16 activations and hidden states, H
+    and I_pad multiples of 64."""
     if interp or dev.type != "cuda":
         return "it is a Gluon kernel for sm_90 GPUs (Triton's interpreter cannot run Gluon)"
     if w13.fmt not in WS_FP4_FORMATS or act_format is not Format.BF16 or dtype != torch.bfloat16:
-        return (f"it takes MXFP4 weights with BF16 activations and bfloat16 hidden states, got {w13.fmt.name} x "
-                f"{act_format.name}, {dtype}")
+        return (f"it takes MXFP4 or NVFP4 weights with BF16 activations and bfloat16 hidden states, got "
+                f"{w13.fmt.name} x {act_format.name}, {dtype}")
     if H % 64 or I_pad % 64:
         return f"it needs H and intermediate_size_padded multiples of 64, got {H} and {I_pad}"
     major = _cuda_major(dev.index if dev.index is not None else torch.cuda.current_device())
     if major != 9:
         return f"it needs an sm_90 GPU (wgmma), got compute capability {major}.x"
+    k_major = w13.fmt is Format.NVFP4
     for w in (w13, w2):
         if (w.value_tile_k % 64 or w.value_tile_k == 0 or not w.data.is_contiguous() or w.data.data_ptr() % 16
-                or w.scale is None or w.scale.dim() != 3 or w.scale.stride(2) != 1):
+                or w.scale is None or w.scale.dim() != 3 or w.scale.stride(1 if k_major else 2) != 1):
             return ("it reads the FP4 values through TMA in ExpertWeights' tiled layout (tiles of 64 or 128 "
-                    "columns, contiguous) with row-major block scales")
+                    f"columns, contiguous) with {'K-major NVFP4' if k_major else 'row-major MX'} block scales")
     return None
 
 
@@ -957,9 +966,10 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
                 interp: bool = False) -> MoEKernelConfig:
     """The config a call without an explicit one runs: ``cfg`` (``choose_moe_config``'s), or where it has
     prefill tiles (block_m >= 128), no atomic combine, and the FP4 warp-specialized kernel can take the call (``set_ws_fp4``,
-    ``_ws_fp4_problem``) its tiles for both GEMMs -- 256 token rows from ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT``
+    ``_ws_fp4_problem``; NVFP4 weights only with ``set_ws_fp4_nvfp4``) its tiles for both GEMMs -- 256 token rows from ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT``
     rows per local expert, else 128. ``fusedmoe bench`` records and passes the same."""
     if (not _WS_FP4["enabled"] or cfg.block_m < 128 or cfg.atomic_combine or w13.fmt not in WS_FP4_FORMATS
+            or (w13.fmt is Format.NVFP4 and not _WS_FP4["nvfp4"])
             or _ws_fp4_problem(w13, w2, act_format, dtype, device, interp, w13.shape[-1], w2.shape[-1]) is not None):
         return cfg
     rows_per_expert = tokens * top_k / max(1, w13.shape[0])
@@ -981,8 +991,8 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
                  weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int) -> None:
     """One GEMM by ``kernels/_ws_fp4``: its BF16 input rows ``a`` [rows, K] (hidden for GEMM1, ``row_div`` =
     top_k; the slot-indexed intermediate for GEMM2, ``row_div`` = 1) gathered into block-padded slot order, then
-    the persistent warp-specialized kernel into ``out`` [T*K, N] by slot. ``w``: MXFP4 values in the tiled layout,
-    read through TMA as 16-bit words, 64 rows a box."""
+    the persistent warp-specialized kernel into ``out`` [T*K, N] by slot. ``w``: MXFP4 / NVFP4 values in the tiled
+    layout, read through TMA as 16-bit words, 64 rows a box; its block scales row-major (MX) / K-major (NVFP4)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from ..kernels import _ws_fp4 as _w4
@@ -1001,14 +1011,15 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     R = w.shape[-2]
     NC = 64 if gated else 128
     tiles = al.max_blocks * cdiv(N, NC)
+    nv = w.fmt is Format.NVFP4
     _w4._ws_fp4_kernel[(max(1, min(tiles, num_sms or 1)),)](
         x_desc, w_desc, out, w.scale, bias, tw_flat, al.sorted_ids, al.block_expert, al.num_post_padded,
         N, Kd, TK, R // 64, Kd // tk, w.scale.stride(0), w.scale.stride(1), out.stride(0),
         bias.stride(0) if has_bias else 0, float(p.alpha), float(p.beta), float(p.limit),
-        E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
+        w.global_scale if nv else tw_flat, w.scale.stride(2), E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
         FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages, GROUP_M=c.group_m, SKIP_HALF=skip,
-        num_warps=4)
+        NV=nv, num_warps=4)
 
 
 # ---- the forward -------------------------------------------------------------------------------
@@ -1356,7 +1367,7 @@ def triton_experts(
     # MXFP4 weights whose block-scale codes allow it: the converter's 2^126 folded into the scale
     cvt1, cvt2 = (_mx_fold_cvt(w, fast_cvt, mxdot) for w in (w13, w2))
     a1_d, w13_d = _nib_view(a1, nib), _nib_view(w13.data, nib)
-    if c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (MXFP4 x BF16 prefill)
+    if c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (MXFP4 / NVFP4 x BF16 prefill)
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
                      _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1)
     elif c1.warp_specialized:  # kernels/_ws_gemm (FP8, 16-bit)

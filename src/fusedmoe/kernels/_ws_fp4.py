@@ -1,7 +1,8 @@
-"""Warp-specialized grouped GEMMs for MXFP4 weights x BF16 activations at prefill on Hopper, in Gluon
+"""Warp-specialized grouped GEMMs for MXFP4 / NVFP4 weights x BF16 activations at prefill on Hopper, in Gluon
 (private; launched by ``fusedmoe.backends.triton_moe`` when ``KernelConfig.warp_specialized`` is set
-for MXFP4 weights -- ``triton_moe.auto_ws_fp4`` sets it for prefill tiles; the rules in
-``kernel_configs.warp_specialized_problem`` and ``triton_moe._ws_fp4_problem``).
+for FP4 weights -- ``triton_moe.auto_ws_fp4`` sets it for MXFP4 prefill tiles, for NVFP4 ones only with
+``set_ws_fp4_nvfp4`` (OPT-IN: the NVFP4 variant, twenty-ninth session, is compiled for sm_90 but not yet run on a
+GPU); the rules in ``kernel_configs.warp_specialized_problem`` and ``triton_moe._ws_fp4_problem``).
 
 Why: Hopper has no FP4 tensor cores, so every K step dequantizes its weight tile in registers before
 a BF16 wgmma. In the Triton kernels the whole program passes one barrier a step (the software
@@ -26,7 +27,9 @@ Data contract (``_moe_gemm`` conventions, ``E_LOC`` local experts):
                 ``[E * R / 64 * K / TK * 64, TK / 4]`` 16-bit words (``QuantizedTensor.value_layout``):
                 a K step of 64 rows is one box. R = 2 N gated (each expert's N gate rows, then its N
                 up rows), N otherwise. Two rings: the tile's first and second 64 weight rows
-    s_ptr       UE8M0 block scales [E, R, >= K / 32] bytes (row stride ``stride_sr``)
+    s_ptr       MX (``NV`` False): UE8M0 block scales [E, R, >= K / 32] bytes (row stride ``stride_sr``);
+                NVFP4 (``NV``): e4m3 block scales [E, R, K / 16] K-major (``stride_sr`` 1, ``stride_sk`` R)
+    gs_ptr      NVFP4: the global scales g [E] fp32 (the values are ``e2m1 * s / g``)
     out         [T*K, N] by slot: GEMM1's intermediate (activation applied, rounded to ``ROUND_DTYPE``)
                 or GEMM2's y (bias, then the routing weight with ``MUL_ROUTING_WEIGHT``)
 
@@ -39,11 +42,12 @@ bands), blocks of experts >= E_LOC skipped by all partitions (their rows are the
 Conversion (``_blockscaled._e2m1x4_bf16_nib``, the library's PTX converter on 16-bit words; SWZ:
 the bit-swizzled words of ExpertWeights' default layout): e2m1 times the block scale exactly in
 BF16; with ``FOLD`` (``triton_moe._mx_fold_cvt``: ``QuantizedTensor.scale_code_range`` in [11, 144]) the converter's 2^126 is
-split between the scale (2^110) and the accumulator (2^16), as the Triton kernels do. The sum over K
-runs in fp32 in the wgmma, in K order, 16 at a time.
+split between the scale (2^110) and the accumulator (2^16), as the Triton kernels do. NVFP4 always so: its
+e4m3 scale times 2^110 in BF16 (exact), and ``2^16 / g`` on the accumulator (one multiply: within an ulp of the
+Triton kernels' division). The sum over K runs in fp32 in the wgmma, in K order, 16 at a time.
 
-Limits (``kernel_configs.warp_specialized_problem``, ``triton_moe._ws_fp4_problem``): sm_90, MXFP4 weights in the tiled layout with TK a
-multiple of 64, BF16 activations and hidden states, K and (gated) N multiples of 64, block_k 64,
+Limits (``kernel_configs.warp_specialized_problem``, ``triton_moe._ws_fp4_problem``): sm_90, MXFP4 / NVFP4 weights in the tiled
+layout with TK a multiple of 64, BF16 activations and hidden states, K and (gated) N multiples of 64, block_k 64,
 block_m 128 / 256, no split-K.
 """
 
@@ -58,6 +62,8 @@ from ._moe_gemm import _activation, _tile_ids
 from ._ws_gemm import _ring_barriers
 
 _MX_FOLD_EXP_BIAS = gl.constexpr(110)  # _blockscaled._MX_FOLD_EXP_BIAS
+_NV_SCALE_BIAS = gl.constexpr(2.0 ** 110)  # _blockscaled._NIB_SCALE_BIAS
+_ACC_FACTOR = gl.constexpr(65536.0)  # _blockscaled._NIB_ACC_FACTOR: the 2^16 the folded tiles are short of
 
 
 @gluon.jit
@@ -111,20 +117,27 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, x1_bufs, w0_bufs, w1_bufs, ready, empty
 
 
 @gluon.jit
-def _fp4_tile(w_buf, row0: gl.constexpr, sc_rows, sc_ok, kk, RW: gl.constexpr, BK: gl.constexpr,
-              SWZ: gl.constexpr, FOLD: gl.constexpr, wl: gl.constexpr):
+def _fp4_tile(w_buf, row0: gl.constexpr, sc_rows, sc_ok, kk, s_step, RW: gl.constexpr, BK: gl.constexpr,
+              SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, wl: gl.constexpr):
     """Rows ``row0 + [0, RW)`` of one K step's 64-row box (the ring's 16-bit words), dequantized to BF16 [RW, BK]
-    in K order (``sc_ok``: rows whose scales exist -- a tile's rows past N read code 0, never stored).
-    ``sc_rows``: pointers to the rows' UE8M0 scale of the step's first block, [RW, BK / 16] (a thread's 16
-    values lie in block ``j // 2``)."""
+    in K order (``sc_ok``: rows whose scales exist -- a tile's rows past N read 0, never stored).
+    ``sc_rows``: pointers to the rows' block scale of the step's first 16 values, [RW, BK / 16] (a thread's 16
+    values: MX block ``j // 2``, NVFP4 block ``j``), ``s_step`` apart from one K step to the next. MX: UE8M0
+    codes, the value ``e2m1 * 2^(e - 127)`` (``FOLD``: ``2^-16`` times it). NVFP4 (``NV``): e4m3 scales, the value
+    ``2^-16 * e2m1 * s`` (the global ``1 / g`` and the 2^16 go to the accumulator), as the Triton kernels do."""
     BQ: gl.constexpr = BK // 16
     w = w_buf.reshape([64, BQ, 4]).slice(row0, RW).load(wl)
-    sc = gl.load(sc_rows + kk * (BK // 32), mask=sc_ok, other=0).to(gl.int32)
-    n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(w, not FOLD, SWZ)  # value s of word i: K 4 i + s
-    if FOLD:  # e2m1 * 2^-126 times 2^(e - 17): the accumulator carries the other 2^16
-        f = ((sc + _MX_FOLD_EXP_BIAS) << 7).to(gl.int16).to(gl.bfloat16, bitcast=True)[:, :, None]
+    if NV:  # e4m3 * 2^110 (exact in bf16) times e2m1 * 2^-126
+        sc = gl.load(sc_rows + kk * s_step, mask=sc_ok, other=0.0).to(gl.float32)
+        f = (sc * _NV_SCALE_BIAS).to(gl.bfloat16)[:, :, None]
+        n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(w, False, SWZ)  # value s of word i: K 4 i + s
     else:
-        f = _bs._ue8m0_to_bf16(sc)[:, :, None]
+        sc = gl.load(sc_rows + kk * (BK // 32), mask=sc_ok, other=0).to(gl.int32)
+        n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(w, not FOLD, SWZ)  # value s of word i: K 4 i + s
+        if FOLD:  # e2m1 * 2^-126 times 2^(e - 17): the accumulator carries the other 2^16
+            f = ((sc + _MX_FOLD_EXP_BIAS) << 7).to(gl.int16).to(gl.bfloat16, bitcast=True)[:, :, None]
+        else:
+            f = _bs._ue8m0_to_bf16(sc)[:, :, None]
     v = gl.join(gl.join(n0 * f, n1 * f), gl.join(n2 * f, n3 * f))  # [RW, BQ, 4 words, s & 1, s >> 1]
     return gl.reshape(gl.permute(v, [0, 1, 2, 4, 3]), [RW, BK])
 
@@ -132,7 +145,8 @@ def _fp4_tile(w_buf, row0: gl.constexpr, sc_rows, sc_ok, kk, RW: gl.constexpr, B
 @gluon.jit
 def _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF: gl.constexpr, GATED: gl.constexpr):
     """This warpgroup's scale pointers for a tile of columns from ``n0``: gated, gate rows n0 + 32 HALF + r (ring
-    0) and the same up rows N + ... (ring 1); otherwise rows n0 + 64 HALF + r (ring HALF). A non-gated tile's last
+    0) and the same up rows N + ... (ring 1); otherwise rows n0 + 64 HALF + r (ring HALF); ``jq``: the K offsets
+    of the step's blocks (MX: ``j // 2``; NVFP4: ``j`` times the scales' K stride). A non-gated tile's last
     64 rows may lie past N (N = 64 mod 128): ``ok`` masks their scale reads (the last expert's would leave the
     tensor); gated tiles (N a multiple of 64) are always whole."""
     s_e = s_ptr + e.to(gl.int64) * stride_se
@@ -149,19 +163,20 @@ def _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF: gl.const
 
 
 @gluon.jit
-def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, HALF: gl.constexpr, GATED: gl.constexpr,
-              BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, STAGES: gl.constexpr, wl: gl.constexpr):
+def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, s_step, HALF: gl.constexpr,
+              GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr,
+              STAGES: gl.constexpr, wl: gl.constexpr):
     """One K step's A operand: wait for ring slot ``s``, convert this warpgroup's 64 weight rows into its shared
     tile ``it % 2`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1), fence it for the wgmma."""
     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
     d = d_bufs.index(it % 2)
     if GATED:
-        d.slice(0, 32).store(_fp4_tile(w0_bufs.index(s), HALF * 32, sc_a, ok_a, kk, 32, BK, SWZ, FOLD, wl))
-        d.slice(32, 32).store(_fp4_tile(w1_bufs.index(s), HALF * 32, sc_b, ok_a, kk, 32, BK, SWZ, FOLD, wl))
+        d.slice(0, 32).store(_fp4_tile(w0_bufs.index(s), HALF * 32, sc_a, ok_a, kk, s_step, 32, BK, SWZ, FOLD, NV, wl))
+        d.slice(32, 32).store(_fp4_tile(w1_bufs.index(s), HALF * 32, sc_b, ok_a, kk, s_step, 32, BK, SWZ, FOLD, NV, wl))
     elif HALF == 0:
-        d.store(_fp4_tile(w0_bufs.index(s), 0, sc_a, ok_a, kk, 64, BK, SWZ, FOLD, wl))
+        d.store(_fp4_tile(w0_bufs.index(s), 0, sc_a, ok_a, kk, s_step, 64, BK, SWZ, FOLD, NV, wl))
     else:
-        d.store(_fp4_tile(w1_bufs.index(s), 0, sc_a, ok_a, kk, 64, BK, SWZ, FOLD, wl))
+        d.store(_fp4_tile(w1_bufs.index(s), 0, sc_a, ok_a, kk, s_step, 64, BK, SWZ, FOLD, NV, wl))
     fence_async_shared()
     gl.thread_barrier()  # the warpgroup's stores are in before its wgmma reads them
     return d
@@ -170,11 +185,11 @@ def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, HALF
 @gluon.jit
 def _fp4_consumer(x_bufs, x1_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                   sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
-                  stride_om, stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr,
-                  E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
-                  WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
-                  SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                  GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr):
+                  stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, HALF: gl.constexpr,
+                  BT: gl.constexpr, E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr,
+                  HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
+                  ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr,
+                  STAGES: gl.constexpr, GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr, NV: gl.constexpr):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
     turn), one asynchronous wgmma with the step's input tile, at most one in flight; then the epilogue.
     ``SKIP_HALF`` (OPT-IN, not yet run on a GPU): the block's BT token rows as two wgmmas of BT / 2 (``x_bufs`` /
@@ -192,7 +207,12 @@ def _fp4_consumer(x_bufs, x1_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_p
     num_n = gl.cdiv(N, NC)
     n_k = K // BK
     r = gl.arange(0, RH, layout=gl.SliceLayout(1, sl))
-    jq = gl.arange(0, BQ, layout=gl.SliceLayout(0, sl)) // 2
+    if NV:  # a thread's 16 values are one NVFP4 block; the scales K-major (ExpertWeights)
+        jq = gl.arange(0, BQ, layout=gl.SliceLayout(0, sl)) * stride_sk
+        s_step = BQ * stride_sk
+    else:  # half of an MX block; row-major scales
+        jq = gl.arange(0, BQ, layout=gl.SliceLayout(0, sl)) // 2
+        s_step = BK // 32
     it = 0
     for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
         pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
@@ -207,8 +227,8 @@ def _fp4_consumer(x_bufs, x1_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_p
                 if full:
                     for kk in range(n_k):
                         s = it % STAGES
-                        d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, HALF, GATED, BK,
-                                      SWZ, FOLD, STAGES, wl)
+                        d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, s_step, HALF,
+                                      GATED, BK, SWZ, FOLD, NV, STAGES, wl)
                         acc = warpgroup_mma(d, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
                         acc1 = warpgroup_mma(d, x1_bufs.index(s).permute((1, 0)), acc1, is_async=True)
                         acc, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc, acc1))
@@ -219,10 +239,9 @@ def _fp4_consumer(x_bufs, x1_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_p
                     mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
                 else:
                     acc, it = _fp4_k_loop(acc, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b, ok_a,
-                                          n_k, HALF, GATED, BK, SWZ, FOLD, STAGES, wl)
-                if FOLD:
-                    acc = acc * 65536.0
-                    acc1 = acc1 * 65536.0
+                                          n_k, s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl)
+                acc = _fp4_acc_factors(acc, gs_ptr, e, FOLD, NV)
+                acc1 = _fp4_acc_factors(acc1, gs_ptr, e, FOLD, NV)
                 # the halves as two XT-row blocks: rows pid_m * BT + [0, XT) are block 2 pid_m of XT rows, and so on
                 _fp4_epilogue(acc, e, 2 * pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
                               stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT, ACT, GATED, HAS_BIAS,
@@ -233,24 +252,23 @@ def _fp4_consumer(x_bufs, x1_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_p
                                   GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
             else:
                 acc, it = _fp4_k_loop(acc, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b, ok_a, n_k,
-                                      HALF, GATED, BK, SWZ, FOLD, STAGES, wl)
-                if FOLD:
-                    acc = acc * 65536.0
+                                      s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl)
+                acc = _fp4_acc_factors(acc, gs_ptr, e, FOLD, NV)
                 _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
                               stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
                               WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
 
 
 @gluon.jit
-def _fp4_k_loop(acc, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b, ok_a, n_k, HALF: gl.constexpr,
-                GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, STAGES: gl.constexpr,
-                wl: gl.constexpr):
+def _fp4_k_loop(acc, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b, ok_a, n_k, s_step,
+                HALF: gl.constexpr, GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr,
+                NV: gl.constexpr, STAGES: gl.constexpr, wl: gl.constexpr):
     """One tile's K loop with one wgmma a step (the input tile ``x_bufs``), at most one in flight; each step's ring
     slot released once the step after it has issued (its tile buffer is then reused). Returns (acc, it)."""
     for kk in range(n_k):
         s = it % STAGES
-        d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, HALF, GATED, BK, SWZ, FOLD, STAGES,
-                      wl)
+        d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, s_step, HALF, GATED, BK, SWZ, FOLD,
+                      NV, STAGES, wl)
         acc = warpgroup_mma(d, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
         acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
         if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
@@ -259,6 +277,19 @@ def _fp4_k_loop(acc, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, s
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
     mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
     return acc, it
+
+
+@gluon.jit
+def _fp4_acc_factors(acc, gs_ptr, e, FOLD: gl.constexpr, NV: gl.constexpr):
+    """The accumulator's per-tensor factors: the 2^16 that folded tiles are short of (MX ``FOLD``), for NVFP4 with
+    its ``1 / g[e]`` as one multiply by ``RN(2^16 / g)`` -- within an ulp of the Triton kernels' IEEE division
+    (``_moe_gemm._micro_global_scales``), whose sums run in another order anyway; a correctly rounded division
+    (Markstein's, ``_quant._div_by_rcp``) cost ~13 instructions a value (sm_90 SASS: the epilogue 1.7x longer)."""
+    if NV:
+        acc = acc * (_ACC_FACTOR / gl.load(gs_ptr + e))
+    elif FOLD:
+        acc = acc * _ACC_FACTOR
+    return acc
 
 
 @gluon.jit
@@ -307,15 +338,17 @@ def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_p
 def _ws_fp4_kernel(
     x_desc, w0_desc, out_ptr, s_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr,
     N, K, num_slots, R_TILES, K_PIECES, stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit,
-    E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
+    gs_ptr, stride_sk, E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
-    SKIP_HALF: gl.constexpr = False,
+    SKIP_HALF: gl.constexpr = False, NV: gl.constexpr = False,
 ):
-    """One grouped MXFP4 x BF16 GEMM + its epilogue, warp-specialized (module docstring). Launch with
-    ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
+    """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
+    Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
     ``min(tiles, SMs)`` programs. ``SKIP_HALF`` (OPT-IN, not yet run on a GPU; ``x_desc``'s box is then half the
-    block's token rows): a block whose second half is all padding multiplies and loads its first half only."""
+    block's token rows): a block whose second half is all padding multiplies and loads its first half only.
+    ``NV`` (OPT-IN, not yet run on a GPU): NVFP4 weights, ``s_ptr`` their e4m3 scales K-major (``stride_sk``
+    apart along K), ``gs_ptr`` their global scales [E]."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * (2 if SKIP_HALF else 1)
     NC: gl.constexpr = 64 if GATED else 128
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
@@ -331,14 +364,14 @@ def _ws_fp4_kernel(
     gl.warp_specialize([
         (_fp4_consumer, (x_bufs, x1_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
-                         stride_om, stride_be, act_alpha, act_beta, act_limit, 0, BT, E_LOC, ACT, GATED, HAS_BIAS,
-                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M,
-                         SKIP_HALF)),
+                         stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
+                         GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
+                         GROUP_M, SKIP_HALF, NV)),
         (_fp4_consumer, (x_bufs, x1_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
-                         stride_om, stride_be, act_alpha, act_beta, act_limit, 1, BT, E_LOC, ACT, GATED, HAS_BIAS,
-                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M,
-                         SKIP_HALF)),
+                         stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
+                         GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
+                         GROUP_M, SKIP_HALF, NV)),
         (_fp4_loader, (x_desc, w0_desc, x_bufs, x1_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
                        STAGES, GROUP_M, GATED, SKIP_HALF)),
