@@ -6,16 +6,16 @@ import subprocess
 import tempfile
 
 
-def compile_sm90(kernel, sig: dict, constexprs: dict, num_warps: int = 4):
+def compile_sm90(kernel, sig: dict, constexprs: dict, num_warps: int = 4, **options):
     """(compiled kernel, its SASS text) of the Gluon ``kernel`` for sm_90 with the argument types ``sig`` and the
-    ``constexprs``."""
+    ``constexprs``; ``options``: more compile options (``maxnreg=...``)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
     sig = dict(sig, **{k: "constexpr" for k in constexprs})
     k = triton.compile(GluonASTSource(kernel, sig, constexprs=constexprs, attrs={}),
-                       target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps))
+                       target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps, **options))
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(k.asm["cubin"])
     try:
