@@ -34,6 +34,8 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "ws4bt256": ("set_ws_fp4", (True, 256)),
             "ws4skip": ("set_ws_fp4_skip_half", True),  # 256-token tiles skip an all-padding half (opt-in)
             "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel (opt-in)
+            "ws4dec": ("set_ws_fp4_decode", True),  # the FP4 decode kernel (opt-in; 3 programs an SM, 8 stages, bk 128)
+            "ws4dec2": ("set_ws_fp4_decode", (True, 2)),  # the same, 2 programs an SM
             # activations in the dot order at decode tiles too (measured only; prefill-only opt-in in the library)
             "dot2dec": ("set_act_dot_order", (False, True, ("mxfp4", "nvfp4"), 16)),
             "dotdec": ("set_act_dot_order", (True, True, ("mxfp4", "nvfp4"), 16))}

@@ -357,37 +357,3 @@ def test_gpu_ws_fp4_nemotron_nano_nvfp4_relu2():
     assert _rel(got, ref) <= 2e-2
     assert _rel(got, _triton_call(hidden, W, topk)) <= 4e-3
 
-
-# ---- the decode prototype (benchmarks/gluon_fp4_decode.py) ----------------------------------------
-
-
-def test_gluon_fp4_decode_prototype_compiles(tmp_path):
-    """The FP4 decode prototype's settings compile for sm_90 with the weights as the wgmma's REGISTER operand (no
-    BF16 tile through shared memory in the K loop), asynchronous wgmmas (ptxas did not serialize them), no spills;
-    its token-row column order is a permutation of each 64-wide K block."""
-    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
-    import subprocess
-    import sys
-
-    script = os.path.join(ROOT, "benchmarks", "gluon_fp4_decode.py")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.path.join(ROOT, "src")
-    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
-    res = subprocess.run([sys.executable, script, "--compile-only"], capture_output=True, text=True, env=env,
-                         timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("XT=")]
-    assert len(lines) == 5, res.stdout
-    for ln in lines:
-        assert "A in registers True" in ln and "serialized waits 0" in ln, ln
-        assert "STS in loop 0" in ln and ln.endswith("spills 0"), ln
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    try:
-        from gluon_fp4_decode import dot_order_cols
-    finally:
-        sys.path.pop(0)
-    perm = dot_order_cols(192)
-    assert sorted(perm.tolist()) == list(range(192))
-    assert all(set(perm[b * 64:(b + 1) * 64].tolist()) == set(range(b * 64, (b + 1) * 64)) for b in range(3))
-    # dot position 16 s + 8 m + 2 c + p holds K 16 c + 8 m + 4 p + s: (s, m, c, p) = (1, 0, 2, 1) -> 36
-    assert perm[16 + 4 + 1].item() == 32 + 4 + 1

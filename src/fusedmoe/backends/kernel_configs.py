@@ -776,10 +776,49 @@ def ws_fp4_config(gated: bool, gemm: str, block_m: int = 128, num_stages: int = 
                         num_stages=st, warp_specialized=True)
 
 
+# the FP4 decode kernel (kernels/_ws_fp4_dec.py; OPT-IN, not yet run on a GPU): 16 token rows a block, 64 weight rows a
+# unit (gated GEMM1: 32 gate + 32 up, so 32 output columns), block_k 64 / 128 (one or two 64-wide blocks a ring step)
+WS_FP4_DEC_BLOCK_M = 16
+
+
+def _ws_fp4_dec_stage_bytes(block_k: int) -> int:
+    """One ring stage of the FP4 decode kernel: per 64-wide K block the [16, 64] BF16 token rows and 64 weight rows."""
+    return block_k // 64 * (WS_FP4_DEC_BLOCK_M * 64 * 2 + 64 * 32)
+
+
+def ws_fp4_dec_config(gated: bool, gemm: str, split_k: int = 1, num_stages: int = 8, block_k: int = 128) -> KernelConfig:
+    """The FP4 decode kernel's tile of ``gemm``: 16 token rows, 32 output columns for a gated GEMM1 (gate and up
+    rows: 64 weight rows), 64 otherwise; ``block_k`` 64 / 128 a ring step, ``split_k`` shares of K."""
+    return KernelConfig(WS_FP4_DEC_BLOCK_M, 32 if gated and gemm == "gemm1" else 64, block_k, group_m=1,
+                        num_warps=4, num_stages=num_stages, split_k=split_k, warp_specialized=True)
+
+
+def _ws_fp4_dec_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Optional[str]:
+    bn = 32 if gated and gemm == "gemm1" else 64
+    if cfg.block_k not in (64, 128) or cfg.block_n != bn:
+        return (f"{gemm.upper()} warp_specialized with decode tiles (block_m {WS_FP4_DEC_BLOCK_M}) and FP4 weights "
+                f"needs block_k 64 / 128 and block_n {bn}, got {cfg.block_k} / {cfg.block_n}")
+    if cfg.num_warps != 4 or not 2 <= cfg.num_stages <= 8:
+        return (f"{gemm.upper()} warp_specialized with decode tiles needs num_warps 4 and num_stages 2-8, got "
+                f"{cfg.num_warps} / {cfg.num_stages}")
+    if cfg.num_stages * _ws_fp4_dec_stage_bytes(cfg.block_k) > _WS_SMEM:
+        return f"{gemm.upper()} warp_specialized with decode tiles: {cfg.num_stages} stages exceed {_WS_SMEM // 1024} KB"
+    if cfg.swap_ab or cfg.fp8_fast_accum or cfg.n_tiles != 1 or cfg.persistent:
+        return (f"{gemm.upper()} warp_specialized with decode tiles does not take swap_ab (its tiles are swapped "
+                "already), fast accumulation, held tiles or a persistent setting")
+    if K % 64:
+        return (f"{gemm.upper()} warp_specialized needs K ({'H' if gemm == 'gemm1' else 'intermediate_size_padded'}) "
+                f"a multiple of 64, got {K}")
+    return None
+
+
 def _ws_fp4_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Optional[str]:
+    if cfg.block_m == WS_FP4_DEC_BLOCK_M:
+        return _ws_fp4_dec_problem(cfg, gemm, gated, K)
     bn = 64 if gated and gemm == "gemm1" else 128
     if cfg.block_m not in WS_FP4_BLOCK_MS or cfg.block_k != 64 or cfg.block_n != bn:
-        why = (f"needs block_m in {WS_FP4_BLOCK_MS}, block_k 64 and block_n {bn} with FP4 weights, got "
+        why = (f"needs block_m in {WS_FP4_BLOCK_MS} (or {WS_FP4_DEC_BLOCK_M}: decode tiles), block_k 64 and block_n "
+               f"{bn} with FP4 weights, got "
                f"{cfg.block_m} / {cfg.block_k} / {cfg.block_n}")
     else:
         stage = _ws_fp4_stage_bytes(cfg.block_m)

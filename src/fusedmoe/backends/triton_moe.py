@@ -103,7 +103,7 @@ from ..kernels import _blockscaled as _bs
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, auto_persistent, choose_moe_config, held_a_problem,
                              join_gate_up, k_loop_stages, warp_specialized_problem, WS_FP4_FORMATS,
-                             WS_FP4_BLOCK_MS, ws_fp4_config)
+                             WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config)
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
@@ -356,7 +356,7 @@ def _fit_tile_k(c: KernelConfig, tile_k: int, k_tail: int = 0) -> KernelConfig:
     values, any block_k): the widest such K tile (``ExpertWeights`` tiles 64 / 128 columns, the
     heuristic's block_k where it divides K; tuned tables may hold 128 for K = 2880, tiled by 64) -- unless the
     GEMM runs a K tail (``k_tail``, :func:`_k_tail`), whose block_k spans two tiles."""
-    if k_tail or not tile_k or tile_k % c.block_k == 0:
+    if k_tail or not tile_k or tile_k % c.block_k == 0 or c.warp_specialized:  # (Gluon kernels place each 64-wide box)
         return c
     return dataclasses.replace(c, block_k=math.gcd(c.block_k, tile_k))
 
@@ -835,18 +835,22 @@ def _ws_check(dev: torch.device, interp: bool, w: QuantizedTensor, a_dtype: torc
                          "warp_specialized)")
 
 
-def _gather_slot_rows(a: torch.Tensor, al: "AlignResult", BM: int, row_div: int, TK: int, E: int) -> torch.Tensor:
+def _gather_slot_rows(a: torch.Tensor, al: "AlignResult", BM: int, row_div: int, TK: int, E: int,
+                      dot64: bool = False) -> torch.Tensor:
     """The warp-specialized GEMMs' input: the rows of ``a`` [rows, K] (hidden, ``row_div`` = top_k; or the
     slot-indexed intermediate, 1) copied as bytes into block-padded slot order ([max_blocks * BM, K bytes]; padding
-    rows zero) by ``_align._gather_slot_rows_kernel`` -- Hopper's TMA has no row gather."""
+    rows zero) by ``_align._gather_slot_rows_kernel`` -- Hopper's TMA has no row gather. ``dot64`` (16-bit ``a``,
+    K a multiple of 64): each 64-wide K block in the FP4 decode kernel's dot order (``kernels/_ws_fp4_dec.py``)."""
     from ..kernels import _align as _al
 
     C = a.shape[1] * a.element_size()
+    if dot64 and (a.element_size() != 2 or C % 128):
+        raise ValueError(f"the dot order permutes 64-element blocks of 16-bit rows, got {a.dtype} rows of {C} bytes")
     rows = torch.empty((al.max_blocks * BM, C), dtype=torch.uint8, device=a.device)
     launch(_al._gather_slot_rows_kernel, (al.max_blocks, cdiv(C, 256)),
            a.view(torch.uint8), rows, al.sorted_ids, al.block_expert, al.num_post_padded, TK, C,
            a.stride(0) * a.element_size(), rows.stride(0), TOP_K=row_div, E_LOC=E, BLOCK_M=BM, BLOCK_C=256,
-           num_warps=4)
+           DOT64=dot64, num_warps=4)
     return rows
 
 
@@ -900,7 +904,38 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
 # BF16 activations run there instead of the Triton kernels on sm_90; 256-token tiles from this many rows per expert
 _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 0,
            "skip_half": os.environ.get("FUSEDMOE_WS_FP4_SKIP_HALF", "0") == "1",
-           "nvfp4": os.environ.get("FUSEDMOE_WS_NVFP4", "0") == "1"}
+           "nvfp4": os.environ.get("FUSEDMOE_WS_NVFP4", "0") == "1",
+           "decode": os.environ.get("FUSEDMOE_WS_FP4_DECODE", "0") == "1"}
+# the FP4 decode kernel (kernels/_ws_fp4_dec.py): programs an SM (each one consumer warpgroup and its loader warp:
+# 8 warps with the padding) and the register cap that lets that many share an SM's 64K registers, ring stages
+_WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128}
+_WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80}
+
+
+def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k: int = 128) -> tuple:
+    """OPT-IN, not yet run on a GPU (twenty-ninth session: compiled for sm_90 only; ``False`` is the default,
+    ``FUSEDMOE_WS_FP4_DECODE=1``): ``auto_ws_fp4`` picks the FP4 decode kernel (``kernels/_ws_fp4_dec.py``;
+    MXFP4 / NVFP4 weights x BF16 activations) for calls whose chosen config has decode tiles (block_m < 128):
+    16 token rows a block, ``ctas`` programs an SM (1-3), ``num_stages`` ring steps of ``block_k`` (64 / 128) K
+    values, split-K from :func:`ws_fp4_dec_split`. Returns the previous ``(enabled, ctas, num_stages, block_k)``."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    if ctas not in _WS_FP4_DEC_MAXNREG or not 2 <= num_stages <= 8 or block_k not in (64, 128):
+        raise ValueError(f"set_ws_fp4_decode: ctas must be 1-3, num_stages 2-8 and block_k 64 / 128, got {ctas}, "
+                         f"{num_stages}, {block_k}")
+    prev = (_WS_FP4["decode"], _WS_FP4_DEC["ctas"], _WS_FP4_DEC["stages"], _WS_FP4_DEC["block_k"])
+    _WS_FP4["decode"] = enabled
+    _WS_FP4_DEC.update(ctas=ctas, stages=num_stages, block_k=block_k)
+    return prev
+
+
+def ws_fp4_dec_split(units: int, k_steps: int, programs: int) -> int:
+    """split_k of an FP4 decode GEMM: the fewest K shares (1, 2, 4, 8) that give its ``units`` (blocks x column
+    tiles) at least one per program, keeping at least two ring steps of ``k_steps`` a share."""
+    s = 1
+    while s < 8 and units * s < programs and k_steps >= 4 * s:
+        s *= 2
+    return s
 WS_FP4_WIDE_MIN_ROWS_PER_EXPERT = 128
 
 
@@ -966,15 +1001,29 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
                 interp: bool = False) -> MoEKernelConfig:
     """The config a call without an explicit one runs: ``cfg`` (``choose_moe_config``'s), or where it has
     prefill tiles (block_m >= 128), no atomic combine, and the FP4 warp-specialized kernel can take the call (``set_ws_fp4``,
-    ``_ws_fp4_problem``; NVFP4 weights only with ``set_ws_fp4_nvfp4``) its tiles for both GEMMs -- 256 token rows from ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT``
+    ``_ws_fp4_problem``; NVFP4 weights only with ``set_ws_fp4_nvfp4``) its tiles for both GEMMs; with decode tiles
+    (block_m <= 16) and the opt-in ``set_ws_fp4_decode``, the FP4 decode kernel's (``ws_fp4_dec_config``,
+    :func:`ws_fp4_dec_split`) -- 256 token rows from ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT``
     rows per local expert, else 128. ``fusedmoe bench`` records and passes the same."""
-    if (not _WS_FP4["enabled"] or cfg.block_m < 128 or cfg.atomic_combine or w13.fmt not in WS_FP4_FORMATS
-            or (w13.fmt is Format.NVFP4 and not _WS_FP4["nvfp4"])
+    decode = cfg.block_m < 128
+    if (not _WS_FP4["enabled"] or (decode and (not _WS_FP4["decode"] or cfg.block_m > WS_FP4_DEC_BLOCK_M))
+            or cfg.atomic_combine
+            or w13.fmt not in WS_FP4_FORMATS or (w13.fmt is Format.NVFP4 and not decode and not _WS_FP4["nvfp4"])
             or _ws_fp4_problem(w13, w2, act_format, dtype, device, interp, w13.shape[-1], w2.shape[-1]) is not None):
         return cfg
+    gated = activation.is_gated
+    if decode:  # the decode kernel (opt-in): split-K from the expected blocks (experts hit), all programs busy
+        H, I_pad = w13.shape[-1], w2.shape[-1]
+        _, sms = _device_info(device)
+        programs = _WS_FP4_DEC["ctas"] * (sms or 132)
+        blocks = min(tokens * top_k, w13.shape[0])
+        st, bk = _WS_FP4_DEC["stages"], _WS_FP4_DEC["block_k"]
+        s1 = ws_fp4_dec_split(blocks * (I_pad // 32 if gated else cdiv(I_pad, 64)), cdiv(H, bk), programs)
+        s2 = ws_fp4_dec_split(blocks * cdiv(H, 64), cdiv(I_pad, bk), programs)
+        return MoEKernelConfig(ws_fp4_dec_config(gated, "gemm1", s1, st, bk), ws_fp4_dec_config(False, "gemm2", s2, st, bk),
+                               cfg.atomic_combine)
     rows_per_expert = tokens * top_k / max(1, w13.shape[0])
     bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= WS_FP4_WIDE_MIN_ROWS_PER_EXPERT else 128)
-    gated = activation.is_gated
     return MoEKernelConfig(ws_fp4_config(gated, "gemm1", bm), ws_fp4_config(False, "gemm2", bm), cfg.atomic_combine)
 
 
@@ -1020,6 +1069,54 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
         FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages, GROUP_M=c.group_m, SKIP_HALF=skip,
         NV=nv, num_warps=4)
+
+
+def _ws_fp4_dec_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat, al: "AlignResult",
+                     out: torch.Tensor, N: int, row_div: int, TK: int, E: int, act_code: int, gated: bool, p, round_tl,
+                     weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part, cnt) -> None:
+    """One GEMM by ``kernels/_ws_fp4_dec`` (decode tiles, OPT-IN): its BF16 input rows ``a`` gathered into
+    block-padded slot order with each 64-wide K block in the kernel's dot order, then :func:`_ws_fp4_dec_launch`."""
+    if N % 64 or a.shape[1] % 64:
+        raise ValueError(f"the FP4 decode GEMM needs N and K multiples of 64, got {N} and {a.shape[1]}")
+    rows = _gather_slot_rows(a, al, c.block_m, row_div, TK, E, dot64=True)
+    _ws_fp4_dec_launch(c, rows.view(torch.bfloat16), w, bias, has_bias, tw_flat, al, out, N, TK, E, act_code, gated,
+                       p, round_tl, weight_on_input, mul_routing_weight, num_sms, fold_cvt, part, cnt)
+
+
+def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,
+                       al: "AlignResult", out: torch.Tensor, N: int, TK: int, E: int, act_code: int, gated: bool, p,
+                       round_tl, weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part,
+                       cnt) -> None:
+    """The FP4 decode kernel on gathered rows (``rows`` [max_blocks * 16, K] bf16 in the dot order): persistent,
+    ``set_ws_fp4_decode``'s programs an SM, into ``out`` [T*K, N] by slot; ``part`` / ``cnt``: the split-K scratch
+    (``c.split_k`` > 1: ``tiles * split_k * 64 * 16`` fp32 and ``tiles`` zeroed int32, tiles = blocks x column
+    tiles)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from ..kernels import _ws_fp4_dec as _wd
+
+    Kd = rows.shape[1]
+    BM = c.block_m
+    x_layout, w_layout = _ws_fp4_layouts(BM)
+    tk = w.value_tile_k
+    x_desc = TensorDescriptor.from_tensor(rows, [BM, 64], x_layout)
+    w_desc = TensorDescriptor.from_tensor(w.data.view(torch.int16).reshape(-1, tk // 4), [32, 16], w_layout)
+    R = w.shape[-2]
+    kb = c.block_k // 64
+    n64 = Kd // 64
+    num_n = N // 32 if gated else cdiv(N, 64)
+    units = al.max_blocks * num_n * c.split_k
+    ctas = _WS_FP4_DEC["ctas"]
+    nv = w.fmt is Format.NVFP4
+    _wd._ws_fp4_dec_kernel[(max(1, min(units, ctas * (num_sms or 1))),)](
+        x_desc, w_desc, out, w.scale, w.global_scale if nv else tw_flat, bias, tw_flat, al.sorted_ids,
+        al.block_expert, al.num_post_padded, part, cnt, N, cdiv(n64, kb), n64, num_n, TK, R // 64, Kd // tk,
+        w.scale.stride(0), w.scale.stride(1), w.scale.stride(2), out.stride(0), bias.stride(0) if has_bias else 0,
+        float(p.alpha), float(p.beta), float(p.limit),
+        E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
+        MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
+        FOLD=fold_cvt == _bs.MX_FOLD.value, NV=nv, TK=tk, STAGES=c.num_stages, SPLIT=c.split_k, KB=kb,
+        num_warps=4, maxnreg=_WS_FP4_DEC_MAXNREG[ctas])
 
 
 # ---- the forward -------------------------------------------------------------------------------
@@ -1367,7 +1464,11 @@ def triton_experts(
     # MXFP4 weights whose block-scale codes allow it: the converter's 2^126 folded into the scale
     cvt1, cvt2 = (_mx_fold_cvt(w, fast_cvt, mxdot) for w in (w13, w2))
     a1_d, w13_d = _nib_view(a1, nib), _nib_view(w13.data, nib)
-    if c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (MXFP4 / NVFP4 x BF16 prefill)
+    if c1.warp_specialized and wfmt in WS_FP4_FORMATS and BM == WS_FP4_DEC_BLOCK_M:  # kernels/_ws_fp4_dec (decode)
+        _ws_fp4_dec_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
+                         _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1, ws1,
+                         cnt1)
+    elif c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (MXFP4 / NVFP4 x BF16 prefill)
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
                      _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1)
     elif c1.warp_specialized:  # kernels/_ws_gemm (FP8, 16-bit)
@@ -1459,7 +1560,11 @@ def triton_experts(
     if c2.warp_specialized:
         if direct_out:
             out.zero_()  # the non-local group's rows: its tiles are skipped
-    if c2.warp_specialized and wfmt in WS_FP4_FORMATS:
+    if c2.warp_specialized and wfmt in WS_FP4_FORMATS and BM == WS_FP4_DEC_BLOCK_M:
+        _ws_fp4_dec_gemm(c2, inter, w2, b2, w2_bias is not None, tw_flat, al, y, H, 1, TK, E,
+                         _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl, False,
+                         not weight_on_input, num_sms, cvt2, ws2, cnt2)
+    elif c2.warp_specialized and wfmt in WS_FP4_FORMATS:
         _ws_fp4_gemm(c2, inter, w2, b2, w2_bias is not None, tw_flat, al, y, H, 1, TK, E,
                      _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl, False, not weight_on_input,
                      num_sms, cvt2)

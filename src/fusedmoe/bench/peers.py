@@ -190,7 +190,7 @@ class TritonPeer(Peer):
         src = "tuned" if hit is not None else "heuristic"
         # what a call without a config runs: MXFP4 x BF16 prefill tiles in the FP4 warp-specialized kernel
         ws = auto_ws_fp4(cfg, weights.w13, weights.w2, case.act_format, case.dtype, dev, tokens, K, act)
-        return ws, (src if ws is cfg else src + "+ws_fp4")
+        return ws, (src if ws is cfg else src + ("+ws_fp4_dec" if ws.block_m == 16 else "+ws_fp4"))
 
     def build(self, case: BenchCase, weights: ExpertWeights) -> Runner:
         from ..backends.triton import run_weights

@@ -324,10 +324,14 @@ def _gather_slot_rows_kernel(
     E_LOC: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_C: tl.constexpr,
+    DOT64: tl.constexpr = False,
 ):
     """The rows of GEMM1's input in block-padded slot order, for the warp-specialized GEMM1
     (``_ws_gemm1``: its TMA loads contiguous rows). grid = (P_max / BLOCK_M, cdiv(C, BLOCK_C));
-    blocks at or past ``num_post_padded`` and of the non-local group are skipped (never read)."""
+    blocks at or past ``num_post_padded`` and of the non-local group are skipped (never read).
+    ``DOT64`` (16-bit elements, C a multiple of 128 bytes): each 64-element block of a row in the FP4
+    decode kernel's dot order (``kernels/_ws_fp4_dec.py``): element ``16 s + 8 m + 2 c + p`` of the
+    block is the source's ``16 c + 8 m + 4 p + s``."""
     pid_m = tl.program_id(0)
     if pid_m * BLOCK_M >= tl.load(num_post_padded_ptr):
         return
@@ -339,5 +343,10 @@ def _gather_slot_rows_kernel(
     tok64 = (slots // TOP_K).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     c_ok = cols < C
-    x = tl.load(src_ptr + tok64[:, None] * stride_src + cols[None, :], mask=ok[:, None] & c_ok[None, :], other=0)
+    src_cols = cols
+    if DOT64:  # byte b of element d = 16 s + 8 m + 2 c + p of a 128-byte block <- byte b of element 16 c + 8 m + 4 p + s
+        d = (cols % 128) // 2
+        n = 16 * ((d // 2) % 4) + 8 * ((d // 8) % 2) + 4 * (d % 2) + d // 16
+        src_cols = cols - cols % 128 + 2 * n + cols % 2
+    x = tl.load(src_ptr + tok64[:, None] * stride_src + src_cols[None, :], mask=ok[:, None] & c_ok[None, :], other=0)
     tl.store(dst_ptr + rows.to(tl.int64)[:, None] * stride_dst + cols[None, :], x, mask=c_ok[None, :])

@@ -1,0 +1,261 @@
+"""Warp-specialized grouped GEMMs for MXFP4 / NVFP4 weights x BF16 activations at DECODE on Hopper, in Gluon
+(private; OPT-IN and not yet run on a GPU -- twenty-ninth session: compiled for sm_90 only. Launched by
+``fusedmoe.backends.triton_moe`` for configs with ``warp_specialized`` and decode tiles, block_m 16:
+``triton_moe.set_ws_fp4_decode`` / ``FUSEDMOE_WS_FP4_DECODE=1`` lets ``auto_ws_fp4`` pick them).
+
+Why: the Triton decode GEMMs stream FP4 weights at 1.1-1.6 TB/s (one token) against a 3.4 TB/s target; Nsight
+showed them latency-bound inside each K step, and a bare Triton stream of the same bytes at that program count
+reaches only ~2.2 TB/s (BENCHMARKS.md, twenty-eighth session). Here each program is persistent with one TMA loader
+warp that runs ``num_stages`` steps ahead of one consumer warpgroup, and 1-3 programs share an SM, so many weight
+bytes are in flight per SM while the consumers convert. Prototype and its measurements:
+``benchmarks/gluon_fp4_decode.py``.
+
+The weights are the wgmma's REGISTER operand: a consumer thread loads its 16-bit words of the step's FP4 box from
+shared memory (4 words = 16 K values of two rows), converts them with the library's PTX E2M1 converter and
+multiplies the block scales in, and the result is already the A fragment -- no BF16 weight tile goes through
+shared memory (stored and read back it would move 8x the FP4 bytes through shared memory each step: at HBM speed
+more than its bandwidth). That needs the token rows in the "dot order" along K: within each 64-wide K block, dot
+position ``16 s + 8 m + 2 c + p`` holds K position ``16 c + 8 m + 4 p + s`` (thread column c, word 2 m + p of its
+four, nibble s of the word: the converter's output register j holds nibble s of two consecutive words, the
+fragment's K pair). ``_align._gather_slot_rows_kernel`` with ``DOT64`` writes them so; the weights keep
+ExpertWeights' layout. Each block's A registers stay live -- a ``deps`` of the next wait -- until its wgmma
+retired (ptxas would otherwise serialize the wgmmas: C7513), one wgmma in flight.
+
+Data contract (``_ws_fp4`` conventions; ``E_LOC`` local experts, BT = 16 token rows a block):
+
+    x_desc      TMA descriptor, block [BT, 64], over the GEMM's BF16 input rows gathered into block-padded slot
+                order, each 64-wide K block in the dot order (padding rows zero)
+    w_desc      TMA descriptor, block [32, 16] int16, over the FP4 values in the "tiled" / "swizzled" layout viewed
+                as 16-bit words (``_ws_fp4``): a step's 64 weight rows are two boxes -- gated: 32 gate rows
+                n0 + [0, 32) and the same up rows N + n0 + ...; otherwise rows n0 + [0, 64)
+    s_ptr       block scales: MX UE8M0 [E, R, >= K / 32] row-major; NVFP4 e4m3 [E, R, K / 16] K-major
+    gs_ptr      NVFP4: global scales [E] fp32
+    out         [T*K, N] by slot (``_ws_fp4._fp4_epilogue``: GEMM1's activated intermediate, GEMM2's y)
+    part_ptr /  SPLIT > 1: fp32 partial sums [tiles * SPLIT, 64, BT] and int32 arrival counters [tiles] (zero,
+    cnt_ptr     left zero): the last of a tile's SPLIT programs adds the partials in split order (the same bits
+                whichever arrives last) and runs the epilogue
+
+Work units: (block of BT slot rows, column tile of NC = 32 gated / 64 output columns, 1 / SPLIT of the K steps),
+walked by ``program_id, program_id + num_programs, ...``; blocks of experts >= E_LOC skipped. A K step is KB
+64-wide blocks (``block_k = 64 KB``); 64-wide blocks past K (K not a multiple of 64 KB) load token rows of zeros
+(TMA's bounds) and multiply whatever finite words follow.
+
+Limits (``kernel_configs.warp_specialized_problem``, ``triton_moe._ws_fp4_problem``): sm_90, MXFP4 / NVFP4 weights
+in the tiled layout, BF16 activations and hidden states, K and N multiples of 64, block_m 16, block_k 64 / 128.
+"""
+
+import torch
+import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+
+from . import _blockscaled as _bs
+from ._ws_fp4 import _MX_FOLD_EXP_BIAS, _NV_SCALE_BIAS, _fp4_acc_factors, _fp4_epilogue
+
+
+def dot64_cols(K: int) -> torch.Tensor:
+    """The dot order as a column permutation: ``x[:, dot64_cols(K)]`` holds at dot position 16 s + 8 m + 2 c + p
+    of each 64-wide block the K position 16 c + 8 m + 4 p + s (``_align._gather_slot_rows_kernel``'s ``DOT64``)."""
+    if K % 64:
+        raise ValueError(f"the dot order permutes 64-wide K blocks, got K = {K}")
+    d = torch.arange(64)
+    s, m, c, p = d // 16, (d // 8) % 2, (d // 2) % 4, d % 2
+    return (torch.arange(0, K, 64)[:, None] + (16 * c + 8 * m + 4 * p + s)[None, :]).reshape(-1)
+
+
+@gluon.jit
+def _dec_unit(u, num_n, SPLIT: gl.constexpr):
+    """(block, column tile, K share) of work unit ``u``."""
+    per_m = num_n * SPLIT
+    rem = u % per_m
+    return u // per_m, rem // SPLIT, rem % SPLIT
+
+
+@gluon.jit
+def _dec_loader(x_desc, w_desc, x_bufs, w_bufs, ready, empty, block_expert_ptr, num_post_padded_ptr, N, R_TILES,
+                K_PIECES, n_k, num_n, E_LOC: gl.constexpr, GATED: gl.constexpr, TK: gl.constexpr,
+                STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr):
+    """TMA producer (one warp): per K step KB [BT, 64] token boxes and KB x 2 [32, 16] weight boxes (the 64 rows
+    of the unit's column tile) into ring slot ``it % STAGES``."""
+    BT: gl.constexpr = x_desc.block_type.shape[0]
+    nbytes: gl.constexpr = KB * (x_desc.block_type.nbytes + 2 * w_desc.block_type.nbytes)
+    num_m = gl.load(num_post_padded_ptr) // BT
+    it = 0
+    for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
+        pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
+        e = gl.load(block_expert_ptr + pid_m)
+        if e < E_LOC:
+            if GATED:  # 32 gate rows, the same 32 up rows (N a multiple of 64: each box within one 64-row tile)
+                r0 = pid_n * 32
+                r1 = N + r0
+            else:
+                r0 = pid_n * 64
+                r1 = r0 + 32
+            base0 = (e * R_TILES + r0 // 64) * K_PIECES
+            base1 = (e * R_TILES + r1 // 64) * K_PIECES
+            k0 = (n_k * ks) // SPLIT
+            k1 = (n_k * (ks + 1)) // SPLIT
+            for kk in range(k0, k1):
+                s = it % STAGES
+                mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
+                bar = ready.index(s)
+                mbarrier.expect(bar, nbytes)
+                for h in gl.static_range(KB):
+                    kq = kk * KB + h  # the 64-wide K block
+                    piece = (kq * 64) // TK
+                    col = ((kq * 64) % TK) // 4
+                    slot = s * KB + h
+                    tma.async_copy_global_to_shared(x_desc, [pid_m * BT, kq * 64], bar, x_bufs.index(slot))
+                    wb = w_bufs.index(slot)
+                    tma.async_copy_global_to_shared(w_desc, [(base0 + piece) * 64 + r0 % 64, col], bar,
+                                                    wb.slice(0, 32))
+                    tma.async_copy_global_to_shared(w_desc, [(base1 + piece) * 64 + r1 % 64, col], bar,
+                                                    wb.slice(32, 32))
+                it += 1
+
+
+@gluon.jit
+def _dec_a_operand(words, sc, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, dot_l: gl.constexpr):
+    """[4 warps, 2 row halves, 8 row groups, 4 columns c, 4 words] int16 of one 64 x 64 block -> the wgmma's
+    register A [64, 64] bf16 in the dot order (module docstring) times the block scales ``sc`` [4, 2, 8, 4] (MX:
+    UE8M0 codes; NVFP4: e4m3): the values as ``_ws_fp4._fp4_tile`` makes them (MX ``FOLD`` and NVFP4: 2^-16 times)."""
+    if NV:
+        f = (sc.to(gl.float32) * _NV_SCALE_BIAS).to(gl.bfloat16)
+        n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(words, False, SWZ)  # nibble s of word j: K 4 j + s
+    else:
+        sc = sc.to(gl.int32)
+        n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(words, not FOLD, SWZ)
+        if FOLD:  # e2m1 * 2^-126 times 2^(e - 17): the accumulator carries the other 2^16
+            f = ((sc + _MX_FOLD_EXP_BIAS) << 7).to(gl.int16).to(gl.bfloat16, bitcast=True)
+        else:
+            f = _bs._ue8m0_to_bf16(sc)
+    f = f[:, :, :, :, None]
+    v = gl.join(gl.join(n0 * f, n1 * f), gl.join(n2 * f, n3 * f))  # [w, h, g, c, word, s & 1, s >> 1]
+    v = gl.reshape(v, [4, 2, 8, 4, 2, 2, 2, 2])  # [w, h, g, c, m, p, s0, s1]
+    v = gl.permute(v, [0, 1, 2, 7, 6, 4, 3, 5])  # row 16 w + 8 h + g, dot k 16 (2 s1 + s0) + 8 m + 2 c + p
+    return gl.convert_layout(gl.reshape(v, [64, 64]), dot_l)  # the same registers: no data movement
+
+
+@gluon.jit
+def _dec_consumer(x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
+                  block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n, num_slots, stride_se,
+                  stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta, act_limit, BT: gl.constexpr,
+                  E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
+                  WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
+                  SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
+                  SPLIT: gl.constexpr, KB: gl.constexpr):
+    """Consumer warpgroup: per unit its K steps, each 64-wide block converted into the register A operand and
+    multiplied with the block's token rows (one wgmma in flight); then the split-K reduction and the epilogue."""
+    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BT, 16])
+    dot_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_l, k_width=2)
+    # a thread: rows 16 w + g and 16 w + 8 + g (g = lane // 4), words 4 c .. 4 c + 3 (c = lane % 4)
+    wl: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 2, 1, 1, 4], threads_per_warp=[1, 1, 8, 4, 1],
+                                        warps_per_cta=[4, 1, 1, 1, 1], order=[4, 3, 2, 1, 0])
+    sl: gl.constexpr = gl.SliceLayout(4, wl)
+    rw = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, sl))))
+    rh = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, sl))))
+    rg = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, sl))))
+    cc = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, sl))))
+    r = rw[:, None, None, None] * 16 + rh[None, :, None, None] * 8 + rg[None, None, :, None]  # row of the tile
+    if NV:  # a thread's 16 values: NVFP4 block c of the 64-wide block; scales K-major
+        jq = cc[None, None, None, :] * stride_sk
+        bstep = 4 * stride_sk
+    else:  # MX block c // 2; scales row-major
+        jq = cc[None, None, None, :] // 2
+        bstep = 2
+    # the partial sums' offsets in a [64, BT] fp32 slot, in the accumulator's layout
+    ar = gl.arange(0, 64, layout=gl.SliceLayout(1, acc_l))
+    at = gl.arange(0, BT, layout=gl.SliceLayout(0, acc_l))
+    p_offs = ar[:, None] * BT + at[None, :]
+    num_m = gl.load(num_post_padded_ptr) // BT
+    it = 0
+    a_prev = gl.zeros((64, 64), gl.bfloat16, layout=dot_l)
+    for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
+        pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
+        e = gl.load(block_expert_ptr + pid_m)
+        if e < E_LOC:
+            if GATED:
+                n0 = pid_n * 32
+                wrow = gl.where(r < 32, n0 + r, N + n0 + r - 32)
+            else:
+                n0 = pid_n * 64
+                wrow = gl.minimum(n0 + r, N - 1)  # rows past N (never stored) read row N - 1's scales
+            sp = s_ptr + e.to(gl.int64) * stride_se + wrow.to(gl.int64) * stride_sr + jq
+            k0 = (n_k * ks) // SPLIT
+            k1 = (n_k * (ks + 1)) // SPLIT
+            # block scales two 64-wide blocks ahead (mostly cache hits); past the unit's last block the last one
+            # again (the index is uniform: a clamp instead of masks)
+            b_last = gl.minimum(k1 * KB, n64) - 1  # (>= k0 KB where the share has a step; clamped below where not)
+            sc = gl.load(sp + gl.minimum(k0 * KB, n64 - 1) * bstep)
+            sc_n = gl.load(sp + gl.maximum(gl.minimum(k0 * KB + 1, b_last), 0) * bstep)
+            acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
+            for kk in range(k0, k1):
+                s = it % STAGES
+                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                for h in gl.static_range(KB):
+                    b = kk * KB + h
+                    sc_nn = gl.load(sp + gl.minimum(b + 2, b_last) * bstep)
+                    words = w_bufs.index(s * KB + h).reshape([4, 2, 8, 4, 4]).load(wl)
+                    a = _dec_a_operand(words, sc, SWZ, FOLD, NV, dot_l)
+                    acc = warpgroup_mma(a, x_bufs.index(s * KB + h).permute((1, 0)), acc, is_async=True)
+                    # the block before retires: its A registers (a dependency of this wait) may be reused
+                    acc, a_prev = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a_prev))
+                    a_prev = a
+                    if h == 0:
+                        if kk > k0:  # the step before's last wgmma retired: its ring slot is free
+                            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+                    sc = sc_n
+                    sc_n = sc_nn
+                it += 1
+            acc, a_prev = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a_prev))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            last = True
+            if SPLIT > 1:
+                tile = pid_m * num_n + pid_n
+                gl.store(part_ptr + (tile * SPLIT + ks).to(gl.int64) * (64 * BT) + p_offs, acc)
+                gl.thread_barrier()  # every thread's partial is stored before the (release) arrival
+                last = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu") == SPLIT - 1
+                if last:
+                    gl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")  # ready for the next call
+                    acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
+                    for sk in gl.static_range(SPLIT):  # in split order: the same bits whichever arrived last
+                        acc += gl.load(part_ptr + (tile * SPLIT + sk).to(gl.int64) * (64 * BT) + p_offs,
+                                       cache_modifier=".cg")
+            if last:
+                acc = _fp4_acc_factors(acc, gs_ptr, e, FOLD, NV)
+                _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
+                              stride_om, stride_be, act_alpha, act_beta, act_limit, 0, BT, ACT, GATED, HAS_BIAS,
+                              WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+
+
+@gluon.jit
+def _ws_fp4_dec_kernel(
+    x_desc, w_desc, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
+    num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n, num_slots, R_TILES, K_PIECES, stride_se, stride_sr,
+    stride_sk, stride_om, stride_be, act_alpha, act_beta, act_limit,
+    E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
+    WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
+    FOLD: gl.constexpr, NV: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
+    KB: gl.constexpr,
+):
+    """One grouped FP4 x BF16 decode GEMM + its epilogue (module docstring). Launch with ``num_warps=4`` (the
+    consumer warpgroup; the loader warp is a worker), persistent, a few programs an SM (``maxnreg`` caps the
+    registers so that they fit)."""
+    BT: gl.constexpr = x_desc.block_type.shape[0]
+    x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)
+    w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES * KB, 64, 16], w_desc.layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=1)
+    gl.warp_specialize([
+        (_dec_consumer, (x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
+                         block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n, num_slots,
+                         stride_se, stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta, act_limit, BT,
+                         E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD,
+                         NV, STAGES, SPLIT, KB)),
+        (_dec_loader, (x_desc, w_desc, x_bufs, w_bufs, ready, empty, block_expert_ptr, num_post_padded_ptr, N,
+                       R_TILES, K_PIECES, n_k, num_n, E_LOC, GATED, TK, STAGES, SPLIT, KB)),
+    ], [1], [40])

@@ -1,0 +1,273 @@
+"""The FP4 decode GEMMs (``kernels/_ws_fp4_dec.py``; OPT-IN: ``set_ws_fp4_decode`` / ``FUSEDMOE_WS_FP4_DECODE=1``,
+twenty-ninth session, compiled for sm_90 only until the GPU tests here have run).
+
+CPU (CI): every variant compiles for sm_90 with the weights as the wgmma's register operand, no BF16 tile through
+shared memory in the K loop, asynchronous wgmmas (ptxas did not serialize them), no spills, three programs within
+an SM's shared memory; the dot-order gather against ``dot64_cols`` (interpreter); the config rules, the split-K
+rule, the switch and the automatic choice. GPU (marker ``gpu``): against the reference and the Triton kernels for
+MXFP4 / NVFP4 x gated (clamped SwiGLU with biases) / non-gated (ReLU^2), split-K 1 / 2 / 4, expert parallelism,
+K = 1 with the weight on the input, the same bits on repeated calls and in a CUDA graph, gpt-oss-120b's and
+Nemotron-3-Nano's shapes at one and eight tokens.
+"""
+
+import os
+
+import pytest
+import torch
+
+from test_triton_fp4 import Case, make_case, run_reference, run_sm90_script, run_triton
+from test_triton_moe import DEV, gpu, interpreter
+
+from fusedmoe.backends import triton_moe
+from fusedmoe.backends.kernel_configs import (KernelConfig, MoEKernelConfig, warp_specialized_problem,
+                                              ws_fp4_dec_config)
+from fusedmoe.config import Activation, ActivationParams, Format
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+A, F = Activation, Format
+
+
+# ---- CPU: sm_90 compile --------------------------------------------------------------------------
+
+_SCRIPT = r'''
+import os, re, sys
+os.environ.pop("TRITON_INTERPRET", None)
+sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "tests")]
+from triton.experimental.gluon import language as gl
+from gluon_sm90 import compile_sm90
+from fusedmoe.kernels import _ws_fp4_dec as kd
+# ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, FOLD, NV, TK, STAGES, SPLIT, KB, maxnreg
+for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr in (
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80),     # gpt-oss GEMM1, split 2, 3 programs an SM
+        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80),  # NVFP4 ReLU2 GEMM1
+        (7, False, True, False, True, True, False, 64, 8, 4, 2, 80),     # GEMM2: bias, routing weight, split 4
+        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128),  # weight on input, restoring cvt, bk 64
+        (7, False, False, False, True, False, True, 64, 8, 2, 2, 80)):   # NVFP4 GEMM2
+    xl = gl.NVMMASharedLayout.get_default_for([16, 64], gl.bfloat16)
+    wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
+    sig = {"x_desc": f"tensordesc<bf16[16, 64],{xl}>", "w_desc": f"tensordesc<i16[32, 16],{wl}>",
+           "out_ptr": "*bf16", "s_ptr": "*fp8e4nv" if NV else "*u8", "gs_ptr": "*fp32", "bias_ptr": "*fp32",
+           "topk_w_ptr": "*fp32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32",
+           "part_ptr": "*fp32", "cnt_ptr": "*i32", "N": "i32", "n_k": "i32", "n64": "i32", "num_n": "i32",
+           "num_slots": "i32", "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32", "stride_sr": "i32",
+           "stride_sk": "i32", "stride_om": "i32", "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32",
+           "act_limit": "fp32"}
+    cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
+              ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=FOLD, NV=NV, TK=TK, STAGES=ST, SPLIT=SPLIT, KB=KB)
+    k, sass = compile_sm90(kd._ws_fp4_dec_kernel, sig, cx, maxnreg=mr)
+    ins = [(int(m.group(1), 16), m.group(2)) for m in
+           (re.match(r"\s*/\*([0-9a-f]{4})\*/\s*(.*?);", line) for line in sass.splitlines()) if m]
+    at = {a: n for n, (a, _) in enumerate(ins)}
+    loops = []  # backward branches around an HGMMA: the K loop is the shortest
+    for n, (a, t) in enumerate(ins):
+        m = re.search(r"BRA (0x[0-9a-f]+)", t)
+        if m and int(m.group(1), 16) < a and int(m.group(1), 16) in at:
+            body = [x for _, x in ins[at[int(m.group(1), 16)]:n + 1]]
+            if any("HGMMA" in x for x in body):
+                loops.append(body)
+    loop = min(loops, key=len)
+    hg = [x for x in loop if "HGMMA" in x]
+    print(ACT, NV, SPLIT, KB, mr, k.metadata.num_warps, k.metadata.shared, len(loop), len(hg),
+          int(all(re.search(r"HGMMA[^,]*, R[0-9]+, gdesc", x) for x in hg)),
+          sum("DEPBAR.LE gsb0, 0x0" in x for x in loop), sum(x.startswith("STS") for x in loop),
+          sum(("LDL" in x) or ("STL" in x) for _, x in ins), sep="|", flush=True)
+'''
+
+
+def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
+    """Every variant: 8 warps (the consumer warpgroup, the loader warp, padding), 4 HGMMAs per 64-wide K block with
+    the A operand in registers, none serialized (no ``DEPBAR.LE gsb0, 0x0`` in the K loop: ptxas keeps them
+    asynchronous only while each block's A registers stay untouched until its wgmma retired), no shared-memory
+    stores in the K loop (no BF16 tile round trip), no spills under the register cap that fits 2-3 programs an SM,
+    and 3 programs' shared memory within an SM's 228 KB at 8 stages."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
+    assert len(rows) == 5, rows
+    for act, nv, split, kb, mr, warps, smem, loop, hgmma, areg, serial, sts, spills in rows:
+        where = f"ACT={act} NV={nv} SPLIT={split} KB={kb}"
+        assert int(warps) == 8, where
+        assert int(hgmma) == 4 * int(kb) and int(areg) == 1, (where, hgmma, areg)
+        assert int(serial) == 0 and int(sts) == 0 and int(spills) == 0, (where, serial, sts, spills)
+        assert int(loop) <= 60 + 100 * int(kb), (where, loop)  # 225-233 at KB 2 (~113 a 64 x 64 block), 155 at KB 1
+        assert int(smem) * (3 if mr == "80" else 2) <= 228 * 1024, (where, smem)
+
+
+# ---- CPU: the dot-order gather, rules ------------------------------------------------------------------
+
+
+@interpreter
+def test_gather_slot_rows_dot64():
+    """``_gather_slot_rows`` with ``dot64``: each row is the slot's token row with its 64-wide K blocks permuted as
+    ``dot64_cols`` says (the decode kernel's dot order: K position 16 c + 8 m + 4 p + s at 16 s + 8 m + 2 c + p);
+    padding rows zero; 16-bit rows of a K not a multiple of 64 are refused."""
+    from fusedmoe.kernels._ws_fp4_dec import dot64_cols
+
+    torch.manual_seed(0)
+    T, K, E, C = 9, 2, 4, 192
+    ids = torch.stack([torch.randperm(E)[:K] for _ in range(T)]).to(torch.int32).to(DEV)
+    al = triton_moe.align_slots(ids.reshape(-1), E, 16, tokens=T)
+    a = torch.randn(T, C, device=DEV).to(torch.bfloat16)
+    rows = triton_moe._gather_slot_rows(a, al, 16, K, T * K, E, dot64=True).view(torch.bfloat16).cpu()
+    sid = al.sorted_ids.cpu().long()
+    used = int(al.num_post_padded.cpu()[0])
+    perm = dot64_cols(C)
+    assert sorted(perm.tolist()) == list(range(C)) and perm[21].item() == 37  # (s, m, c, p) = (1, 0, 2, 1)
+    for r in range(used):
+        exp = a.cpu()[sid[r] // K][perm] if sid[r] < T * K else torch.zeros(C, dtype=torch.bfloat16)
+        assert torch.equal(rows[r], exp), r
+    with pytest.raises(ValueError, match="64-element blocks"):
+        triton_moe._gather_slot_rows(a[:, :160], al, 16, K, T * K, E, dot64=True)
+    with pytest.raises(ValueError, match="64-wide"):
+        dot64_cols(100)
+
+
+def test_ws_fp4_dec_config_rules(monkeypatch):
+    """The decode tile (16 token rows, 32 gated GEMM1 / 64 output columns, block_k 64 / 128, split-K) passes the
+    rules for MXFP4 and NVFP4; other shapes are refused with the reason. The split-K rule fills the programs while
+    keeping two ring steps a share; the switch is opt-in and validated; ``auto_ws_fp4`` picks the decode tiles only
+    with it on, for decode tiles (block_m < 128) only."""
+    for gated, gemm, bn in ((True, "gemm1", 32), (False, "gemm1", 64), (False, "gemm2", 64)):
+        for bk in (64, 128):
+            c = ws_fp4_dec_config(gated, gemm, 2, 8, bk)
+            assert (c.block_m, c.block_n, c.block_k, c.split_k, c.warp_specialized) == (16, bn, bk, 2, True)
+            for fmt in (F.MXFP4, F.NVFP4):
+                assert warp_specialized_problem(c, fmt, gemm, gated, 2880) is None
+    bad = [(KernelConfig(16, 64, 128, num_warps=4, warp_specialized=True), "block_n 32"),
+           (KernelConfig(16, 32, 256, num_warps=4, warp_specialized=True), "block_k 64 / 128"),
+           (KernelConfig(16, 32, 128, num_warps=8, warp_specialized=True), "num_warps 4"),
+           (KernelConfig(16, 32, 128, num_warps=4, swap_ab=True, warp_specialized=True), "swap_ab")]
+    for cfg, why in bad:
+        msg = warp_specialized_problem(cfg, F.MXFP4, "gemm1", True, 2880)
+        assert msg is not None and why in msg, (cfg, msg)
+    assert "multiple of 64" in warp_specialized_problem(ws_fp4_dec_config(False, "gemm2"), F.MXFP4, "gemm2", False, 96)
+    # split-K: 4 experts x 90 column tiles at one token (gpt-oss GEMM1) on 396 programs -> 2; many units -> 1
+    assert triton_moe.ws_fp4_dec_split(360, 23, 396) == 2
+    assert triton_moe.ws_fp4_dec_split(4000, 23, 396) == 1
+    assert triton_moe.ws_fp4_dec_split(10, 23, 396) == 8  # 23 steps: 2.9 a share
+    assert triton_moe.ws_fp4_dec_split(10, 12, 396) == 4  # 12 steps: not 1.5 a share
+    prev = triton_moe.set_ws_fp4_decode(False)
+    try:
+        assert prev[0] is False  # opt-in
+        assert triton_moe.set_ws_fp4_decode(True, 2, 4, 64) == (False,) + prev[1:]
+        with pytest.raises(ValueError, match="ctas"):
+            triton_moe.set_ws_fp4_decode(True, 4)
+        with pytest.raises(TypeError):
+            triton_moe.set_ws_fp4_decode("on")
+        # the automatic choice
+        monkeypatch.setattr(triton_moe, "_cuda_major", lambda index: 9)
+        monkeypatch.setattr(triton_moe, "_device_info", lambda dev: ("NVIDIA H200", 132))
+        cuda = torch.device("cuda", 0)
+        dec = MoEKernelConfig(KernelConfig(16, 64, 128, swap_ab=True, split_k=2), KernelConfig(16, 64, 128))
+        for fmt in (F.MXFP4, F.NVFP4):
+            c = Case(fmt, F.BF16, A.SWIGLU, T=4, H=128, I=64, E=4, K=2, dtype=torch.bfloat16)
+            _, W, _ = make_case(c, device="cpu")
+
+            def auto(cfg, tokens=1):
+                return triton_moe.auto_ws_fp4(cfg, W.w13, W.w2, F.BF16, torch.bfloat16, cuda, tokens, 2, A.SWIGLU)
+
+            triton_moe.set_ws_fp4_decode(False)
+            assert auto(dec) is dec
+            triton_moe.set_ws_fp4_decode(True, 3, 8, 128)
+            got = auto(dec)
+            assert got.gemm1.block_m == 16 and got.gemm1.warp_specialized and got.gemm1.block_n == 32
+            assert got.gemm2.block_n == 64 and got.gemm1.num_stages == 8 and got.gemm1.block_k == 128
+            # 2 blocks x 2 column tiles on 396 programs, K = 128 (one step): no split possible
+            assert got.gemm1.split_k == 1
+    finally:
+        triton_moe.set_ws_fp4_decode(*prev)
+
+
+# ---- GPU ------------------------------------------------------------------------------------------------
+
+
+def _dec_call(hidden, W, topk, *, split=None, offset=0, woi=False, capture=None):
+    """The layer through the decode kernel: the automatic choice with the switch on (``split`` None), or an
+    explicit decode config with that split-K for both GEMMs; asserts that it ran."""
+    cap = {} if capture is None else capture
+    gated = W.activation.is_gated
+    prev = triton_moe.set_ws_fp4_decode(True)
+    try:
+        cfg = None if split is None else MoEKernelConfig(ws_fp4_dec_config(gated, "gemm1", split),
+                                                         ws_fp4_dec_config(False, "gemm2", split))
+        out = run_triton(hidden, W, topk, F.BF16, offset=offset, woi=woi, config=cfg, capture=cap)
+    finally:
+        triton_moe.set_ws_fp4_decode(*prev)
+    c = cap["config"]
+    assert c.block_m == 16 and c.gemm1.warp_specialized and c.gemm2.warp_specialized, c
+    return out
+
+
+def _rel(a, b):
+    return ((a.float() - b.float()).norm() / b.float().norm()).item()
+
+
+OAI_SMALL = ActivationParams(alpha=1.702, beta=1.0, limit=0.5)  # both clamps reached at test scale
+
+
+@gpu
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
+def test_gpu_ws_fp4_dec_matches_reference(act, fmt):
+    """Decode (6 tokens, top 4 over 8 of 12 experts local): the decode kernel with split-K 1, 2 and 4 within 2e-2
+    of the reference and 4e-3 RMS of the Triton kernels; clamped SwiGLU with biases on both GEMMs; the split
+    shares add in split order, so repeated calls give the same bits."""
+    c = Case(fmt, F.BF16, act, T=6, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
+             dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=21)
+    hidden, W, topk = make_case(c)
+    ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
+    base = run_triton(hidden, W, topk, F.BF16, offset=2)
+    for split in (1, 2, 4):
+        got = _dec_call(hidden, W, topk, split=split, offset=2)
+        assert torch.isfinite(got).all()
+        assert _rel(got, ref) <= 2e-2, (split, _rel(got, ref))
+        assert _rel(got, base) <= 4e-3, (split, _rel(got, base))
+        assert torch.equal(got, _dec_call(hidden, W, topk, split=split, offset=2))
+
+
+@gpu
+def test_gpu_ws_fp4_dec_top1_weight_on_input_and_graph():
+    """K = 1 with the routing weight on the input (GEMM2 writes the output directly) within the reference's bound;
+    a CUDA graph of the automatic choice (split-K counters zeroed by the align launch) replays to the eager bits on
+    new inputs."""
+    c = Case(F.MXFP4, F.BF16, A.SWIGLU, T=5, H=512, I=256, E=4, K=1, offset=1, dtype=torch.bfloat16, seed=22)
+    hidden, W, topk = make_case(c)
+    got = _dec_call(hidden, W, topk, offset=1, woi=True)
+    ref = run_reference(hidden, W, topk, F.BF16, offset=1, E_glob=c.E_glob, woi=True)
+    assert _rel(got, ref) <= 2e-2
+    c2 = Case(F.MXFP4, F.BF16, A.SWIGLU_OAI, T=3, H=512, I=256, E=8, K=4, bias=True, dtype=torch.bfloat16, seed=23)
+    hidden, W, topk = make_case(c2)
+    static = hidden.clone()
+    prev = triton_moe.set_ws_fp4_decode(True)
+    try:
+        eager_new = None
+        run_triton(static, W, topk, F.BF16)  # compile outside the capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = run_triton(static, W, topk, F.BF16)
+        h2 = torch.randn_like(hidden)
+        static.copy_(h2)
+        g.replay()
+        torch.cuda.synchronize()
+        eager_new = run_triton(h2, W, topk, F.BF16)
+    finally:
+        triton_moe.set_ws_fp4_decode(*prev)
+    assert torch.equal(out, eager_new)
+
+
+@gpu
+@pytest.mark.parametrize("shape", ["gpt-oss-120b", "nemotron-nano"])
+@pytest.mark.parametrize("T", [1, 8])
+def test_gpu_ws_fp4_dec_model_shapes(shape, T):
+    """gpt-oss-120b's expert shape (MXFP4, clamped SwiGLU with biases, H = I = 2880: 45 64-wide blocks, the last
+    ring step half past K) and Nemotron-3-Nano's (NVFP4 + ReLU^2, H = 2688, I_pad = 1920) at one and eight tokens,
+    32 experts: the automatic decode choice within the reference's bound and close to the Triton kernels."""
+    if shape == "gpt-oss-120b":
+        c = Case(F.MXFP4, F.BF16, A.SWIGLU_OAI, T=T, H=2880, I=2880, E=32, K=4, bias=True, dtype=torch.bfloat16,
+                 seed=24)
+    else:
+        c = Case(F.NVFP4, F.BF16, A.RELU2, T=T, H=2688, I=1856, E=32, K=6, dtype=torch.bfloat16, seed=25)
+    hidden, W, topk = make_case(c)
+    got = _dec_call(hidden, W, topk)
+    ref = run_reference(hidden, W, topk, F.BF16)
+    assert _rel(got, ref) <= 2e-2
+    assert _rel(got, run_triton(hidden, W, topk, F.BF16)) <= 4e-3
