@@ -53,7 +53,8 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr in (
            "stride_sk": "i32", "stride_om": "i32", "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32",
            "act_limit": "fp32"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
-              ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=FOLD, NV=NV, TK=TK, STAGES=ST, SPLIT=SPLIT, KB=KB)
+              ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=FOLD, NV=NV, TK=TK, STAGES=ST, SPLIT=SPLIT, KB=KB,
+              OUT_PADDED_DOT=not MRW)  # GEMM1: stores GEMM2's rows (padded positions, dot order)
     k, sass = compile_sm90(kd._ws_fp4_dec_kernel, sig, cx, maxnreg=mr)
     ins = [(int(m.group(1), 16), m.group(2)) for m in
            (re.match(r"\s*/\*([0-9a-f]{4})\*/\s*(.*?);", line) for line in sass.splitlines()) if m]
@@ -123,9 +124,9 @@ def test_gather_slot_rows_dot64():
 
 def test_ws_fp4_dec_config_rules(monkeypatch):
     """The decode tile (16 token rows, 32 gated GEMM1 / 64 output columns, block_k 64 / 128, split-K) passes the
-    rules for MXFP4 and NVFP4; other shapes are refused with the reason. The split-K rule fills the programs while
-    keeping two ring steps a share; the switch is opt-in and validated; ``auto_ws_fp4`` picks the decode tiles only
-    with it on, for decode tiles (block_m < 128) only."""
+    rules for MXFP4 and NVFP4; other shapes are refused with the reason. The split-K rule takes the fewest shares
+    with the shortest busiest-program work, at least two ring steps a share; the switch is opt-in and validated;
+    ``auto_ws_fp4`` picks the decode tiles only with it on, for decode tiles (block_m <= 16) only."""
     for gated, gemm, bn in ((True, "gemm1", 32), (False, "gemm1", 64), (False, "gemm2", 64)):
         for bk in (64, 128):
             c = ws_fp4_dec_config(gated, gemm, 2, 8, bk)
@@ -140,8 +141,12 @@ def test_ws_fp4_dec_config_rules(monkeypatch):
         msg = warp_specialized_problem(cfg, F.MXFP4, "gemm1", True, 2880)
         assert msg is not None and why in msg, (cfg, msg)
     assert "multiple of 64" in warp_specialized_problem(ws_fp4_dec_config(False, "gemm2"), F.MXFP4, "gemm2", False, 96)
-    # split-K: 4 experts x 90 column tiles at one token (gpt-oss GEMM1) on 396 programs -> 2; many units -> 1
-    assert triton_moe.ws_fp4_dec_split(360, 23, 396) == 2
+    # split-K by makespan: gpt-oss-120b at one token on 396 programs -- GEMM1 (4 experts x 90 column tiles) one
+    # unit each, unsplit; GEMM2 (4 x 45) in two shares; Nemotron-3-Super GEMM1 (22 x 42, 8 steps): 3 units of 8
+    # steps cost as much as 5 of 4, so unsplit
+    assert triton_moe.ws_fp4_dec_split(360, 23, 396) == 1
+    assert triton_moe.ws_fp4_dec_split(180, 23, 396) == 2
+    assert triton_moe.ws_fp4_dec_split(924, 8, 396) == 1
     assert triton_moe.ws_fp4_dec_split(4000, 23, 396) == 1
     assert triton_moe.ws_fp4_dec_split(10, 23, 396) == 8  # 23 steps: 2.9 a share
     assert triton_moe.ws_fp4_dec_split(10, 12, 396) == 4  # 12 steps: not 1.5 a share
@@ -173,6 +178,8 @@ def test_ws_fp4_dec_config_rules(monkeypatch):
             assert got.gemm2.block_n == 64 and got.gemm1.num_stages == 8 and got.gemm1.block_k == 128
             # 2 blocks x 2 column tiles on 396 programs, K = 128 (one step): no split possible
             assert got.gemm1.split_k == 1
+            mid = MoEKernelConfig(KernelConfig(64, 64, 64, swap_ab=True), KernelConfig(64, 128, 64, swap_ab=True))
+            assert auto(mid, 64) is mid  # 64-row tiles: not decode tiles, and not the prefill kernel's either
     finally:
         triton_moe.set_ws_fp4_decode(*prev)
 
@@ -210,18 +217,28 @@ OAI_SMALL = ActivationParams(alpha=1.702, beta=1.0, limit=0.5)  # both clamps re
 def test_gpu_ws_fp4_dec_matches_reference(act, fmt):
     """Decode (6 tokens, top 4 over 8 of 12 experts local): the decode kernel with split-K 1, 2 and 4 within 2e-2
     of the reference and 4e-3 RMS of the Triton kernels; clamped SwiGLU with biases on both GEMMs; the split
-    shares add in split order, so repeated calls give the same bits."""
+    shares add in split order, so repeated calls give the same bits; GEMM1 storing GEMM2's rows itself (padded
+    positions, dot order; ``set_ws_padded_handoff``, the default) gives the bits of the gathered hand-off."""
     c = Case(fmt, F.BF16, act, T=6, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
              dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=21)
     hidden, W, topk = make_case(c)
     ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
     base = run_triton(hidden, W, topk, F.BF16, offset=2)
     for split in (1, 2, 4):
-        got = _dec_call(hidden, W, topk, split=split, offset=2)
+        cap0 = {}
+        got = _dec_call(hidden, W, topk, split=split, offset=2, capture=cap0)
+        assert cap0["padded"]  # GEMM1 stored GEMM2's rows
         assert torch.isfinite(got).all()
         assert _rel(got, ref) <= 2e-2, (split, _rel(got, ref))
         assert _rel(got, base) <= 4e-3, (split, _rel(got, base))
         assert torch.equal(got, _dec_call(hidden, W, topk, split=split, offset=2))
+        cap = {}
+        prev = triton_moe.set_ws_padded_handoff(False)
+        try:
+            gathered = _dec_call(hidden, W, topk, split=split, offset=2, capture=cap)
+        finally:
+            triton_moe.set_ws_padded_handoff(prev)
+        assert not cap["padded"] and torch.equal(got, gathered)
 
 
 @gpu

@@ -929,13 +929,22 @@ def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k
     return prev
 
 
+_WS_FP4_DEC_UNIT_STEPS = 2  # a unit's fixed cost in ring steps (its setup, partial store / reduction, epilogue)
+
+
 def ws_fp4_dec_split(units: int, k_steps: int, programs: int) -> int:
-    """split_k of an FP4 decode GEMM: the fewest K shares (1, 2, 4, 8) that give its ``units`` (blocks x column
-    tiles) at least one per program, keeping at least two ring steps of ``k_steps`` a share."""
-    s = 1
-    while s < 8 and units * s < programs and k_steps >= 4 * s:
-        s *= 2
-    return s
+    """split_k of an FP4 decode GEMM: of 1, 2, 4, 8 K shares (at least two ring steps of ``k_steps`` a share), the
+    fewest with the shortest makespan -- the busiest program's units times a unit's steps plus its fixed cost
+    (``_WS_FP4_DEC_UNIT_STEPS``), ``units`` (blocks x column tiles) spread over ``programs``. gpt-oss-120b GEMM1 at
+    one token, 360 units of 23 steps on 396 programs: 1 (one unit each); 180 units (its GEMM2): 2."""
+    best, best_cost = 1, None
+    for s in (1, 2, 4, 8):
+        if s > 1 and k_steps < 2 * s:
+            break
+        cost = -(-units * s // max(1, programs)) * (k_steps / s + _WS_FP4_DEC_UNIT_STEPS)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = s, cost
+    return best
 WS_FP4_WIDE_MIN_ROWS_PER_EXPERT = 128
 
 
@@ -1073,24 +1082,28 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
 
 def _ws_fp4_dec_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat, al: "AlignResult",
                      out: torch.Tensor, N: int, row_div: int, TK: int, E: int, act_code: int, gated: bool, p, round_tl,
-                     weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part, cnt) -> None:
+                     weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part, cnt, *,
+                     a_padded: bool = False, out_padded: bool = False) -> None:
     """One GEMM by ``kernels/_ws_fp4_dec`` (decode tiles, OPT-IN): its BF16 input rows ``a`` gathered into
-    block-padded slot order with each 64-wide K block in the kernel's dot order, then :func:`_ws_fp4_dec_launch`."""
+    block-padded slot order with each 64-wide K block in the kernel's dot order (``a_padded``: ``a`` is so already,
+    GEMM1's output with ``out_padded``: [max_blocks * 16, N] at the rows' padded positions, in the dot order), then
+    :func:`_ws_fp4_dec_launch`."""
     if N % 64 or a.shape[1] % 64:
         raise ValueError(f"the FP4 decode GEMM needs N and K multiples of 64, got {N} and {a.shape[1]}")
-    rows = _gather_slot_rows(a, al, c.block_m, row_div, TK, E, dot64=True)
-    _ws_fp4_dec_launch(c, rows.view(torch.bfloat16), w, bias, has_bias, tw_flat, al, out, N, TK, E, act_code, gated,
-                       p, round_tl, weight_on_input, mul_routing_weight, num_sms, fold_cvt, part, cnt)
+    rows = a if a_padded else _gather_slot_rows(a, al, c.block_m, row_div, TK, E, dot64=True).view(torch.bfloat16)
+    _ws_fp4_dec_launch(c, rows, w, bias, has_bias, tw_flat, al, out, N, TK, E, act_code, gated, p, round_tl,
+                       weight_on_input, mul_routing_weight, num_sms, fold_cvt, part, cnt, out_padded=out_padded)
 
 
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,
                        al: "AlignResult", out: torch.Tensor, N: int, TK: int, E: int, act_code: int, gated: bool, p,
                        round_tl, weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part,
-                       cnt) -> None:
+                       cnt, *, out_padded: bool = False) -> None:
     """The FP4 decode kernel on gathered rows (``rows`` [max_blocks * 16, K] bf16 in the dot order): persistent,
-    ``set_ws_fp4_decode``'s programs an SM, into ``out`` [T*K, N] by slot; ``part`` / ``cnt``: the split-K scratch
-    (``c.split_k`` > 1: ``tiles * split_k * 64 * 16`` fp32 and ``tiles`` zeroed int32, tiles = blocks x column
-    tiles)."""
+    ``set_ws_fp4_decode``'s programs an SM, into ``out`` [T*K, N] by slot (``out_padded``: [max_blocks * 16, N] at
+    the rows' padded positions, each 64-wide block in the dot order -- the next GEMM's ``rows``); ``part`` / ``cnt``:
+    the split-K scratch (``c.split_k`` > 1: ``tiles * split_k * 64 * 16`` fp32 and ``tiles`` zeroed int32, tiles =
+    blocks x column tiles)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from ..kernels import _ws_fp4_dec as _wd
@@ -1116,7 +1129,7 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
         E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
         FOLD=fold_cvt == _bs.MX_FOLD.value, NV=nv, TK=tk, STAGES=c.num_stages, SPLIT=c.split_k, KB=kb,
-        num_warps=4, maxnreg=_WS_FP4_DEC_MAXNREG[ctas])
+        OUT_PADDED_DOT=out_padded, num_warps=4, maxnreg=_WS_FP4_DEC_MAXNREG[ctas])
 
 
 # ---- the forward -------------------------------------------------------------------------------
@@ -1395,7 +1408,13 @@ def triton_experts(
               and wfmt not in WS_FP4_FORMATS
               and ((post_quant is None and out_q in (_OUT_PLAIN, _OUT_FP8_STATIC))
                    or (post_quant is Format.FP8_BLOCK and out_q == _OUT_PLAIN)))
-    inter_rows = NB * BM if padded else TK
+    # the FP4 decode kernel on both GEMMs: GEMM1 stores its rows at their block-padded positions with each 64-wide K
+    # block in GEMM2's dot order, so GEMM2 reads them without a gather (one launch less; padding rows unwritten:
+    # they only reach GEMM2's padding columns, never stored)
+    padded_dec = (c1.warp_specialized and c2.warp_specialized and _WS_PADDED_HANDOFF["enabled"]
+                  and wfmt in WS_FP4_FORMATS and BM == WS_FP4_DEC_BLOCK_M and out_q == _OUT_PLAIN
+                  and post_quant is None)
+    inter_rows = NB * BM if padded or padded_dec else TK
     # (GEMM1's epilogue permutes its tile: whole GEMM2 K steps per tile, no tail)
     dot2 = (micro and out_q == _OUT_PLAIN and post_quant is None and not padded and kt2 == 0
             and c1.block_n % c2.block_k == 0 and _dot_order_ok(c2, wfmt, I_pad, kt2, "gemm2"))
@@ -1467,7 +1486,7 @@ def triton_experts(
     if c1.warp_specialized and wfmt in WS_FP4_FORMATS and BM == WS_FP4_DEC_BLOCK_M:  # kernels/_ws_fp4_dec (decode)
         _ws_fp4_dec_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
                          _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1, ws1,
-                         cnt1)
+                         cnt1, out_padded=padded_dec)
     elif c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (MXFP4 / NVFP4 x BF16 prefill)
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
                      _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1)
@@ -1514,7 +1533,7 @@ def triton_experts(
         inter_scale = inter_scale.reshape(1)
     if _capture is not None:
         _capture.update(inter=inter, inter_scale=inter_scale, inter_g=inter_g, out_q=out_q, post_quant=post_quant,
-                        config=cfg, padded=padded, k_tail=(kt1, kt2), mxdot=mxdot,
+                        config=cfg, padded=padded or padded_dec, k_tail=(kt1, kt2), mxdot=mxdot,
                         dot_order=(dot1, dot2))
 
     # ---- 4. GEMM2 (+ bias + routing weight) ----
@@ -1563,7 +1582,7 @@ def triton_experts(
     if c2.warp_specialized and wfmt in WS_FP4_FORMATS and BM == WS_FP4_DEC_BLOCK_M:
         _ws_fp4_dec_gemm(c2, inter, w2, b2, w2_bias is not None, tw_flat, al, y, H, 1, TK, E,
                          _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl, False,
-                         not weight_on_input, num_sms, cvt2, ws2, cnt2)
+                         not weight_on_input, num_sms, cvt2, ws2, cnt2, a_padded=padded_dec)
     elif c2.warp_specialized and wfmt in WS_FP4_FORMATS:
         _ws_fp4_gemm(c2, inter, w2, b2, w2_bias is not None, tw_flat, al, y, H, 1, TK, E,
                      _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl, False, not weight_on_input,

@@ -296,9 +296,12 @@ def _fp4_acc_factors(acc, gs_ptr, e, FOLD: gl.constexpr, NV: gl.constexpr):
 def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om,
                   stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr, ACT: gl.constexpr,
                   GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
-                  MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr):
+                  MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False):
     """acc [64 weight rows, BT token rows] -> out[slot, n]: routing weight on input, bias, activation (gated:
-    rows 0-31 gate, 32-63 up), routing weight (GEMM2), rounding; each thread stores runs of 4 columns."""
+    rows 0-31 gate, 32-63 up), routing weight (GEMM2), rounding; each thread stores runs of 4 columns.
+    ``OUT_PADDED_DOT`` (the FP4 decode kernel's GEMM1, ``kernels/_ws_fp4_dec.py``): out[p, d] at the rows' padded
+    positions p, column n at its dot position d within its 64-wide block (n = 16 c + 8 m + 4 q + s -> d = 16 s +
+    8 m + 2 c + q) -- GEMM2's input as its gather would write it; padding rows are not written."""
     RO: gl.constexpr = 32 if GATED else 64  # output columns of this warpgroup
     ol: gl.constexpr = gl.BlockedLayout(size_per_thread=[4, 1], threads_per_warp=[RO // 4, 32 // (RO // 4)],
                                         warps_per_cta=[1, 4], order=[0, 1])
@@ -330,7 +333,12 @@ def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_p
     if MUL_ROUTING_WEIGHT:  # GEMM2: after the bias
         g = g * gl.load(topk_w_ptr + slots).to(gl.float32)[None, :]
     h = _activation(g, u, ACT, act_alpha, act_beta, act_limit).to(ROUND_DTYPE)
-    offs = slots.to(gl.int64)[None, :] * stride_om + cols[:, None]
+    if OUT_PADDED_DOT:
+        n = cols % 64
+        dcol = cols - n + 16 * (n % 4) + 8 * ((n // 8) % 2) + 2 * (n // 16) + (n // 4) % 2
+        offs = p.to(gl.int64)[None, :] * stride_om + dcol[:, None]
+    else:
+        offs = slots.to(gl.int64)[None, :] * stride_om + cols[:, None]
     gl.store(out_ptr + offs, h.to(out_ptr.dtype.element_ty), mask=n_ok[:, None] & row_ok[None, :])
 
 

@@ -30,7 +30,9 @@ Data contract (``_ws_fp4`` conventions; ``E_LOC`` local experts, BT = 16 token r
                 n0 + [0, 32) and the same up rows N + n0 + ...; otherwise rows n0 + [0, 64)
     s_ptr       block scales: MX UE8M0 [E, R, >= K / 32] row-major; NVFP4 e4m3 [E, R, K / 16] K-major
     gs_ptr      NVFP4: global scales [E] fp32
-    out         [T*K, N] by slot (``_ws_fp4._fp4_epilogue``: GEMM1's activated intermediate, GEMM2's y)
+    out         [T*K, N] by slot (``_ws_fp4._fp4_epilogue``: GEMM1's activated intermediate, GEMM2's y); with
+                ``OUT_PADDED_DOT`` (GEMM1 before this kernel's GEMM2) [blocks * BT, N] at the rows' padded
+                positions, each 64-wide block in the dot order: GEMM2's ``x_desc`` rows without a gather
     part_ptr /  SPLIT > 1: fp32 partial sums [tiles * SPLIT, 64, BT] and int32 arrival counters [tiles] (zero,
     cnt_ptr     left zero): the last of a tile's SPLIT programs adds the partials in split order (the same bits
                 whichever arrives last) and runs the epilogue
@@ -144,7 +146,7 @@ def _dec_consumer(x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr
                   E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
                   WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                   SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
-                  SPLIT: gl.constexpr, KB: gl.constexpr):
+                  SPLIT: gl.constexpr, KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr):
     """Consumer warpgroup: per unit its K steps, each 64-wide block converted into the register A operand and
     multiplied with the block's token rows (one wgmma in flight); then the split-K reduction and the epilogue."""
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BT, 16])
@@ -226,7 +228,7 @@ def _dec_consumer(x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr
                 acc = _fp4_acc_factors(acc, gs_ptr, e, FOLD, NV)
                 _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
                               stride_om, stride_be, act_alpha, act_beta, act_limit, 0, BT, ACT, GATED, HAS_BIAS,
-                              WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+                              WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED_DOT)
 
 
 @gluon.jit
@@ -237,7 +239,7 @@ def _ws_fp4_dec_kernel(
     E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, NV: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
-    KB: gl.constexpr,
+    KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False,
 ):
     """One grouped FP4 x BF16 decode GEMM + its epilogue (module docstring). Launch with ``num_warps=4`` (the
     consumer warpgroup; the loader warp is a worker), persistent, a few programs an SM (``maxnreg`` caps the
@@ -255,7 +257,7 @@ def _ws_fp4_dec_kernel(
                          block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n, num_slots,
                          stride_se, stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta, act_limit, BT,
                          E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD,
-                         NV, STAGES, SPLIT, KB)),
+                         NV, STAGES, SPLIT, KB, OUT_PADDED_DOT)),
         (_dec_loader, (x_desc, w_desc, x_bufs, w_bufs, ready, empty, block_expert_ptr, num_post_padded_ptr, N,
                        R_TILES, K_PIECES, n_k, num_n, E_LOC, GATED, TK, STAGES, SPLIT, KB)),
     ], [1], [40])
