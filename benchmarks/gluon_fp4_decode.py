@@ -18,26 +18,12 @@ import argparse
 import json
 
 import torch
+from fp4_stream_probe import _time  # (benchmarks/: median µs after an L2 flush)
 
 from fusedmoe.backends import triton_moe as tm
 from fusedmoe.backends.kernel_configs import ws_fp4_dec_config
 from fusedmoe.bench.presets import get_preset, make_weights
 from fusedmoe.config import ActivationParams, Format
-
-
-def _time(fn, reps: int, flush: torch.Tensor) -> float:
-    """Median µs of ``reps`` launches, each after an L2 flush (CUDA events)."""
-    fn()
-    ts = []
-    for _ in range(reps):
-        flush.zero_()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3)
-    return sorted(ts)[len(ts) // 2]
 
 
 def _routing(T: int, K: int, E: int, g: torch.Generator):

@@ -5,6 +5,16 @@ import os
 import subprocess
 import tempfile
 
+# the head of a compile script run by ``test_triton_fp4.run_sm90_script`` (``ROOT`` defined before it): the JIT
+# instead of the interpreter, the repository's sources, Gluon's language and this module's ``compile_sm90``
+SCRIPT_HEAD = r'''
+import os, re, sys
+os.environ.pop("TRITON_INTERPRET", None)
+sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "tests")]
+from triton.experimental.gluon import language as gl
+from gluon_sm90 import compile_sm90
+'''
+
 
 def compile_sm90(kernel, sig: dict, constexprs: dict, num_warps: int = 4, **options):
     """(compiled kernel, its SASS text) of the Gluon ``kernel`` for sm_90 with the argument types ``sig`` and the

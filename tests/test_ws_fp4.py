@@ -17,6 +17,7 @@ import os
 import pytest
 import torch
 
+from gluon_sm90 import SCRIPT_HEAD
 from test_triton_fp4 import Case, make_case, run_reference, run_sm90_script, run_triton
 from test_triton_moe import gpu
 
@@ -30,12 +31,7 @@ A, F = Activation, Format
 
 # ---- CPU: sm_90 compile --------------------------------------------------------------------------
 
-_SCRIPT = r'''
-import os, sys
-os.environ.pop("TRITON_INTERPRET", None)
-sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "tests")]
-from triton.experimental.gluon import language as gl
-from gluon_sm90 import compile_sm90
+_SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4 as k4
 # (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, SKIP_HALF, NV)
 for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, SKIP, NV in (

@@ -15,6 +15,7 @@ import os
 import pytest
 import torch
 
+from gluon_sm90 import SCRIPT_HEAD
 from test_triton_fp4 import Case, make_case, run_reference, run_sm90_script, run_triton
 from test_triton_moe import DEV, gpu, interpreter
 
@@ -29,12 +30,7 @@ A, F = Activation, Format
 
 # ---- CPU: sm_90 compile --------------------------------------------------------------------------
 
-_SCRIPT = r'''
-import os, re, sys
-os.environ.pop("TRITON_INTERPRET", None)
-sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "tests")]
-from triton.experimental.gluon import language as gl
-from gluon_sm90 import compile_sm90
+_SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4_dec as kd
 # ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, FOLD, NV, TK, STAGES, SPLIT, KB, maxnreg
 for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr in (
