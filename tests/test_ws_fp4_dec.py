@@ -41,7 +41,8 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr in (
         (7, False, False, False, True, False, True, 64, 8, 2, 2, 80)):   # NVFP4 GEMM2
     xl = gl.NVMMASharedLayout.get_default_for([16, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
-    sig = {"x_desc": f"tensordesc<bf16[16, 64],{xl}>", "w_desc": f"tensordesc<i16[32, 16],{wl}>",
+    sig = {"x_desc": f"tensordesc<bf16[16, 64],{xl}>", "x8_desc": f"tensordesc<bf16[8, 64],{xl}>",
+           "w_desc": f"tensordesc<i16[32, 16],{wl}>",
            "out_ptr": "*bf16", "s_ptr": "*fp8e4nv" if NV else "*u8", "gs_ptr": "*fp32", "bias_ptr": "*fp32",
            "topk_w_ptr": "*fp32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32",
            "part_ptr": "*fp32", "cnt_ptr": "*i32", "N": "i32", "n_k": "i32", "n64": "i32", "num_n": "i32",

@@ -1112,7 +1112,8 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
     BM = c.block_m
     x_layout, w_layout = _ws_fp4_layouts(BM)
     tk = w.value_tile_k
-    x_desc = TensorDescriptor.from_tensor(rows, [BM, 64], x_layout)
+    # the token rows in boxes of all BM rows and of 8 (for blocks with at most 8 real rows)
+    x_descs = [TensorDescriptor.from_tensor(rows, [h, 64], x_layout) for h in (BM, 8)]
     w_desc = TensorDescriptor.from_tensor(w.data.view(torch.int16).reshape(-1, tk // 4), [32, 16], w_layout)
     R = w.shape[-2]
     kb = c.block_k // 64
@@ -1122,7 +1123,7 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
     ctas = _WS_FP4_DEC["ctas"]
     nv = w.fmt is Format.NVFP4
     _wd._ws_fp4_dec_kernel[(max(1, min(units, ctas * (num_sms or 1))),)](
-        x_desc, w_desc, out, w.scale, w.global_scale if nv else tw_flat, bias, tw_flat, al.sorted_ids,
+        *x_descs, w_desc, out, w.scale, w.global_scale if nv else tw_flat, bias, tw_flat, al.sorted_ids,
         al.block_expert, al.num_post_padded, part, cnt, N, cdiv(n64, kb), n64, num_n, TK, R // 64, Kd // tk,
         w.scale.stride(0), w.scale.stride(1), w.scale.stride(2), out.stride(0), bias.stride(0) if has_bias else 0,
         float(p.alpha), float(p.beta), float(p.limit),

@@ -24,7 +24,8 @@ retired (ptxas would otherwise serialize the wgmmas: C7513), one wgmma in flight
 Data contract (``_ws_fp4`` conventions; ``E_LOC`` local experts, BT = 16 token rows a block):
 
     x_desc      TMA descriptor, block [BT, 64], over the GEMM's BF16 input rows gathered into block-padded slot
-                order, each 64-wide K block in the dot order (padding rows zero)
+                order, each 64-wide K block in the dot order; ``x8_desc``: the same rows in blocks of 8 (the same
+                layout), for blocks with at most 8 real rows
     w_desc      TMA descriptor, block [32, 16] int16, over the FP4 values in the "tiled" / "swizzled" layout viewed
                 as 16-bit words (``_ws_fp4``): a step's 64 weight rows are two boxes -- gated: 32 gate rows
                 n0 + [0, 32) and the same up rows N + n0 + ...; otherwise rows n0 + [0, 64)
@@ -75,19 +76,32 @@ def _dec_unit(u, num_n, SPLIT: gl.constexpr):
 
 
 @gluon.jit
-def _dec_loader(x_desc, w_desc, x_bufs, w_bufs, ready, empty, block_expert_ptr, num_post_padded_ptr, N, R_TILES,
-                K_PIECES, n_k, num_n, E_LOC: gl.constexpr, GATED: gl.constexpr, TK: gl.constexpr,
-                STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr):
-    """TMA producer (one warp): per K step KB [BT, 64] token boxes and KB x 2 [32, 16] weight boxes (the 64 rows
-    of the unit's column tile) into ring slot ``it % STAGES``."""
+def _dec_block_rows(sorted_ids_ptr, pid_m, num_slots, BT: gl.constexpr):
+    """The real rows of block ``pid_m`` (an expert's rows come first in its blocks, padding after them)."""
+    rl: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
+    ids = gl.load(sorted_ids_ptr + pid_m * BT + gl.arange(0, BT, layout=rl))
+    return gl.sum((ids < num_slots).to(gl.int32), axis=0)
+
+
+@gluon.jit
+def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
+                num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, num_n, num_slots, E_LOC: gl.constexpr,
+                GATED: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr):
+    """TMA producer (one warp): per K step KB token boxes and KB x 2 [32, 16] weight boxes (the 64 rows of the
+    unit's column tile) into ring slot ``it % STAGES``. Where a block has at most 8 real rows (at one token an
+    expert's block holds one), the token box is its first 8 rows (``x8_desc``): BT rows for every 64 weight rows
+    move as many bytes through L2 as the weights. (Fewer than 8 rows would split the 128-byte swizzle's 8-row
+    atom, which Gluon does not slice.) The rows left out keep whatever the slot held: they only reach the wgmma's
+    padding columns, never stored."""
     BT: gl.constexpr = x_desc.block_type.shape[0]
-    nbytes: gl.constexpr = KB * (x_desc.block_type.nbytes + 2 * w_desc.block_type.nbytes)
+    wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
     num_m = gl.load(num_post_padded_ptr) // BT
     it = 0
     for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
         pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
         e = gl.load(block_expert_ptr + pid_m)
         if e < E_LOC:
+            n_real = _dec_block_rows(sorted_ids_ptr, pid_m, num_slots, BT)
             if GATED:  # 32 gate rows, the same 32 up rows (N a multiple of 64: each box within one 64-row tile)
                 r0 = pid_n * 32
                 r1 = N + r0
@@ -102,13 +116,18 @@ def _dec_loader(x_desc, w_desc, x_bufs, w_bufs, ready, empty, block_expert_ptr, 
                 s = it % STAGES
                 mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
                 bar = ready.index(s)
-                mbarrier.expect(bar, nbytes)
+                # one of the two (arrive + expected bytes)
+                mbarrier.expect(bar, wbytes + KB * x8_desc.block_type.nbytes, pred=n_real <= 8)
+                mbarrier.expect(bar, wbytes + KB * x_desc.block_type.nbytes, pred=n_real > 8)
                 for h in gl.static_range(KB):
                     kq = kk * KB + h  # the 64-wide K block
                     piece = (kq * 64) // TK
                     col = ((kq * 64) % TK) // 4
                     slot = s * KB + h
-                    tma.async_copy_global_to_shared(x_desc, [pid_m * BT, kq * 64], bar, x_bufs.index(slot))
+                    xb = x_bufs.index(slot)
+                    tma.async_copy_global_to_shared(x8_desc, [pid_m * BT, kq * 64], bar, xb.slice(0, 8),
+                                                    pred=n_real <= 8)
+                    tma.async_copy_global_to_shared(x_desc, [pid_m * BT, kq * 64], bar, xb, pred=n_real > 8)
                     wb = w_bufs.index(slot)
                     tma.async_copy_global_to_shared(w_desc, [(base0 + piece) * 64 + r0 % 64, col], bar,
                                                     wb.slice(0, 32))
@@ -233,7 +252,7 @@ def _dec_consumer(x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr
 
 @gluon.jit
 def _ws_fp4_dec_kernel(
-    x_desc, w_desc, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
+    x_desc, x8_desc, w_desc, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
     num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n, num_slots, R_TILES, K_PIECES, stride_se, stride_sr,
     stride_sk, stride_om, stride_be, act_alpha, act_beta, act_limit,
     E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
@@ -258,6 +277,7 @@ def _ws_fp4_dec_kernel(
                          stride_se, stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta, act_limit, BT,
                          E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD,
                          NV, STAGES, SPLIT, KB, OUT_PADDED_DOT)),
-        (_dec_loader, (x_desc, w_desc, x_bufs, w_bufs, ready, empty, block_expert_ptr, num_post_padded_ptr, N,
-                       R_TILES, K_PIECES, n_k, num_n, E_LOC, GATED, TK, STAGES, SPLIT, KB)),
+        (_dec_loader, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, sorted_ids_ptr,
+                       block_expert_ptr, num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, num_n, num_slots, E_LOC,
+                       GATED, TK, STAGES, SPLIT, KB)),
     ], [1], [40])
