@@ -6,6 +6,7 @@ shared memory in the K loop, asynchronous wgmmas (ptxas did not serialize them),
 an SM's shared memory; the dot-order gather against ``dot64_cols`` (interpreter); the config rules, the split-K
 rule, the switch and the automatic choice. GPU (marker ``gpu``): against the reference and the Triton kernels for
 MXFP4 / NVFP4 x gated (clamped SwiGLU with biases) / non-gated (ReLU^2), split-K 1 / 2 / 4, expert parallelism,
+blocks of more and fewer than 8 real rows (the loader's two token boxes),
 K = 1 with the weight on the input, the same bits on repeated calls and in a CUDA graph, gpt-oss-120b's and
 Nemotron-3-Nano's shapes at one and eight tokens.
 """
@@ -236,6 +237,21 @@ def test_gpu_ws_fp4_dec_matches_reference(act, fmt):
         finally:
             triton_moe.set_ws_padded_handoff(prev)
         assert not cap["padded"] and torch.equal(got, gathered)
+
+
+@gpu
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
+def test_gpu_ws_fp4_dec_full_blocks(fmt):
+    """Blocks with more than 8 real rows (40 tokens, top 2 over 4 experts: ~20 rows an expert, so a full 16-row
+    block and a partial one each): the loader's 16-row token boxes next to its 8-row ones; within the reference's
+    bound and close to the Triton kernels, split-K 1 and 2."""
+    c = Case(fmt, F.BF16, A.SWIGLU, T=40, H=512, I=256, E=4, K=2, dtype=torch.bfloat16, seed=26)
+    hidden, W, topk = make_case(c)
+    ref = run_reference(hidden, W, topk, F.BF16)
+    base = run_triton(hidden, W, topk, F.BF16)
+    for split in (1, 2):
+        got = _dec_call(hidden, W, topk, split=split)
+        assert _rel(got, ref) <= 2e-2 and _rel(got, base) <= 4e-3, (split, _rel(got, ref), _rel(got, base))
 
 
 @gpu
