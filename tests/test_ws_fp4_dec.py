@@ -3,8 +3,9 @@ twenty-ninth session, compiled for sm_90 only until the GPU tests here have run)
 
 CPU (CI): every variant compiles for sm_90 with the weights as the wgmma's register operand, no BF16 tile through
 shared memory in the K loop, asynchronous wgmmas (ptxas did not serialize them), no spills, three programs within
-an SM's shared memory; the dot-order gather against ``dot64_cols`` (interpreter); the config rules, the split-K
-rule, the switch and the automatic choice. GPU (marker ``gpu``): against the reference and the Triton kernels for
+an SM's shared memory; the dot-order gather against ``dot64_cols`` (interpreter); the kernel's index math mirrored
+in torch on ExpertWeights' layouts (mutations of the mirror's dot order or scale index fail it); the config rules,
+the split-K rule, the switch and the automatic choice. GPU (marker ``gpu``): against the reference and the Triton kernels for
 MXFP4 / NVFP4 x gated (clamped SwiGLU with biases) / non-gated (ReLU^2), split-K 1 / 2 / 4, expert parallelism,
 blocks of more and fewer than 8 real rows (the loader's two token boxes),
 K = 1 with the weight on the input, the same bits on repeated calls and in a CUDA graph, gpt-oss-120b's and
@@ -180,6 +181,155 @@ def test_ws_fp4_dec_config_rules(monkeypatch):
             assert auto(mid, 64) is mid  # 64-row tiles: not decode tiles, and not the prefill kernel's either
     finally:
         triton_moe.set_ws_fp4_decode(*prev)
+
+
+# ---- CPU: the kernel's index math, emulated ---------------------------------------------------------------
+
+
+def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots):
+    """A torch mirror of ``_ws_fp4_dec``'s loader and consumer index math (the unit walk, the K shares, the TMA box
+    coordinates in the tiled layout's 16-bit view -- out-of-range boxes zero as TMA leaves them --, the 8-row token
+    boxes with the rows left out as NaN, the scale indices with their clamp, the A operand built from the words in
+    the dot order, split-K in order) on the dot-order token rows ``rows`` that the real gather wrote. Returns {(pid_m,
+    n0): acc [64, 16] float64} for the local blocks (rows 0-31 gate / 32-63 up when gated)."""
+    from fusedmoe.formats.reference import e2m1_to_float
+    from fusedmoe.formats.tensor import swizzle_fp4_words
+
+    E, R, K = w.shape
+    tk = w.value_tile_k
+    data = swizzle_fp4_words(w.data, inverse=True) if w.value_swizzled else w.data
+    w2d = data.view(torch.int16).reshape(-1, tk // 4)
+    R_TILES, K_PIECES, n64 = R // 64, K // tk, K // 64
+    n_k = -(-n64 // kb)
+    BT = 16
+    num_m = int(al.num_post_padded[0]) // BT
+    num_n = N // 32 if gated else -(-N // 64)
+    nv = w.fmt is F.NVFP4
+    sids, bexp = al.sorted_ids.long(), al.block_expert.long()
+    c = torch.arange(4)
+    out = {}
+    for u in range(num_m * num_n * split):
+        per_m = num_n * split
+        pid_m, pid_n, ks = u // per_m, (u % per_m) // split, (u % per_m) % split
+        e = int(bexp[pid_m])
+        if e >= E:
+            continue
+        n_real = int((sids[pid_m * BT:(pid_m + 1) * BT] < num_slots).sum())
+        if gated:
+            n0 = pid_n * 32
+            r0, r1 = n0, N + n0
+            wrow = torch.cat([n0 + torch.arange(32), N + n0 + torch.arange(32)])
+        else:
+            n0 = pid_n * 64
+            r0, r1 = n0, n0 + 32
+            wrow = torch.clamp(n0 + torch.arange(64), max=N - 1)
+        base0 = (e * R_TILES + r0 // 64) * K_PIECES
+        base1 = (e * R_TILES + r1 // 64) * K_PIECES
+        k0, k1 = (n_k * ks) // split, (n_k * (ks + 1)) // split
+        b_last = min(k1 * kb, n64) - 1
+        acc = torch.zeros(64, BT, dtype=torch.float64)
+        for kk in range(k0, k1):
+            for h in range(kb):
+                kq = kk * kb + h
+                piece, col = (kq * 64) // tk, ((kq * 64) % tk) // 4
+
+                def box(row):
+                    b = torch.zeros(32, 16, dtype=torch.int16)
+                    if row < w2d.shape[0]:
+                        part = w2d[row:row + 32, col:col + 16]
+                        b[:part.shape[0]] = part
+                    return b
+
+                words = torch.cat([box((base0 + piece) * 64 + r0 % 64), box((base1 + piece) * 64 + r1 % 64)])
+                x = torch.zeros(BT, 64, dtype=torch.float64)
+                if kq < n64:
+                    x = rows[pid_m * BT:(pid_m + 1) * BT, kq * 64:(kq + 1) * 64].double()
+                if n_real <= 8:
+                    x = x.clone()
+                    x[8:] = float("nan")  # the rows the 8-row box leaves: whatever the slot held
+                bi = min(kq, b_last)  # the scale index's clamp
+                if nv:
+                    sc = w.scale[e][wrow][:, 4 * bi + c].float().double()  # [64, 4]: thread column c's block
+                else:
+                    sc = torch.exp2(w.scale[e][wrow][:, 2 * bi + c // 2].double() - 127)
+                wi = words.to(torch.int32) & 0xFFFF
+                a = torch.empty(64, 64, dtype=torch.float64)
+                for cc in range(4):
+                    for m in range(2):
+                        for p in range(2):
+                            word = wi[:, 4 * cc + 2 * m + p]
+                            for sn in range(4):
+                                v = e2m1_to_float(((word >> (4 * sn)) & 0xF).to(torch.uint8)).double()
+                                a[:, 16 * sn + 8 * m + 2 * cc + p] = v * sc[:, cc]
+                acc_h = a @ x.T
+                acc += acc_h
+        if nv:
+            acc = acc / w.global_scale[e].double()
+        key = (pid_m, n0)
+        out[key] = out.get(key, torch.zeros(64, BT, dtype=torch.float64)) + acc  # (the shares in split order)
+    return out
+
+
+@interpreter
+@pytest.mark.parametrize("fmt,H,gated,split,kb", [(F.MXFP4, 192, True, 2, 2), (F.NVFP4, 256, False, 1, 2),
+                                                  (F.MXFP4, 256, False, 3, 1), (F.NVFP4, 192, True, 2, 2)],
+                         ids=["mx-gated-tail", "nv-relu2", "mx-kb1-split3", "nv-gated-tail"])
+def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb):
+    """The decode kernel's addressing, mirrored in torch (``_emulate_dec``) on the tiled / swizzled FP4 values and
+    the MX row-major / NVFP4 K-major scales that ExpertWeights stores, with the real dot-order gather (interpreter):
+    every stored output (real slot rows) equals the slot's token row times the dequantized weight rows in fp64 (MX:
+    the products are exact, only the sums' order differs; NVFP4 within the reference's fp32 rounding of ``s / g``), the NaN rows left by 8-row token boxes reach only padding
+    columns, a K tail (H = 192: three 64-wide blocks in steps of two) adds nothing; and GEMM1's padded dot-order
+    store (``_ws_fp4._fp4_epilogue``'s ``OUT_PADDED_DOT`` column map) equals the gather of its slot-ordered rows."""
+    from fusedmoe.formats import dequantize
+
+    act = A.SWIGLU if gated else A.RELU2
+    T, Kt, E = 11, 2, 3
+    c = Case(fmt, F.BF16, act, T=T, H=H, I=128, E=E, K=Kt, dtype=torch.bfloat16, seed=31)
+    hidden, W, topk = make_case(c, device="cpu")
+    w = W.w13
+    N = W.padded_intermediate_size
+    assert w.value_tile_k == (64 if H == 192 else 128) and w.value_layout != "linear"
+    assert (w.scale.stride(1) == 1) == (fmt is F.NVFP4)  # K-major NVFP4, row-major MX
+    ids = topk.ids.reshape(-1).to(torch.int32)
+    al = triton_moe.align_slots(ids, E, 16, tokens=T)
+    rows = triton_moe._gather_slot_rows(hidden, al, 16, Kt, T * Kt, E, dot64=True).view(torch.bfloat16)
+    got = _emulate_dec(w, rows, al, N, gated, split, kb, T * Kt)
+    wd = dequantize(w).double()  # [E, R, H]
+    sids = al.sorted_ids.long()
+    assert got
+    y_slot = torch.zeros(T * Kt, 2 * N if gated else N, dtype=torch.float64)  # GEMM1's pre-activation rows, by slot
+    for (pid_m, n0), acc in got.items():
+        e = int(al.block_expert[pid_m])
+        for t in range(16):
+            slot = int(sids[pid_m * 16 + t])
+            if slot >= T * Kt:
+                continue
+            x = hidden[slot // Kt].double()
+            if gated:
+                ref = torch.cat([wd[e, n0:n0 + 32] @ x, wd[e, N + n0:N + n0 + 32] @ x])
+                y_slot[slot, n0:n0 + 32] = acc[:32, t]
+                y_slot[slot, N + n0:N + n0 + 32] = acc[32:, t]
+            else:
+                ref = wd[e, n0:n0 + 64] @ x
+                y_slot[slot, n0:n0 + 64] = acc[:, t]
+            assert torch.isfinite(acc[:, t]).all(), (pid_m, n0, t)
+            # (NVFP4: the reference dequantizes e2m1 * s / g in fp32, one rounding a weight; MX values are exact)
+            tol = 1e-5 if fmt is F.NVFP4 else 1e-9
+            torch.testing.assert_close(acc[:, t], ref, rtol=tol, atol=tol)
+    # GEMM1's padded dot-order store: column n of a padded row p at d = 16 (n % 4) + 8 ((n // 8) % 2) + 2 (n // 16)
+    # + (n // 4) % 2 of its 64-wide block -- what the gather of the slot-ordered rows writes
+    y_bf = y_slot.to(torch.bfloat16)
+    Nc = y_bf.shape[1]
+    n = torch.arange(Nc)
+    nb = n % 64
+    dcol = n - nb + 16 * (nb % 4) + 8 * ((nb // 8) % 2) + 2 * (nb // 16) + (nb // 4) % 2
+    used = int(al.num_post_padded[0])
+    real = sids[:used] < T * Kt
+    pad = torch.zeros(used, Nc, dtype=torch.bfloat16)
+    pad[:, dcol] = y_bf[sids[:used].clamp(max=T * Kt - 1)]
+    gathered = triton_moe._gather_slot_rows(y_bf, al, 16, 1, T * Kt, E, dot64=True).view(torch.bfloat16)
+    assert real.any() and torch.equal(pad[real], gathered[:used][real])
 
 
 # ---- GPU ------------------------------------------------------------------------------------------------
