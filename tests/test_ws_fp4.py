@@ -33,19 +33,21 @@ A, F = Activation, Format
 
 _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4 as k4
-# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, SKIP_HALF, NV)
-for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, SKIP, NV in (
-        (2, True, True, False, False, 128, 4, True, True, 64, False, False),     # gpt-oss GEMM1: clamped SwiGLU, biases
-        (0, True, False, True, False, 256, 4, False, True, 128, False, False),   # SwiGLU, weight on input, restoring cvt
-        (3, False, False, False, False, 256, 4, True, False, 128, False, False),  # ReLU2 on plain tiled nibbles
-        (7, False, True, False, True, 128, 4, True, True, 64, False, False),     # GEMM2: bias, routing weight
-        (7, False, False, False, True, 256, 4, True, True, 128, False, False),   # GEMM2, 256-token tiles
-        (2, True, True, False, False, 256, 4, True, True, 64, True, False),      # 256-token tiles in two halves (opt-in)
-        (7, False, True, False, True, 256, 4, True, True, 64, True, False),
-        (3, False, False, False, False, 256, 4, False, True, 128, False, True),  # NVFP4: Nemotron GEMM1, ReLU2
-        (2, True, True, False, False, 128, 4, False, True, 64, False, True),     # NVFP4 clamped SwiGLU, biases
-        (7, False, False, False, True, 256, 4, False, True, 64, False, True)):   # NVFP4 GEMM2
-    XT = BT // 2 if SKIP else BT  # the x box: half a block with SKIP_HALF
+# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, CHUNKS, NV)
+for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV in (
+        (2, True, True, False, False, 128, 4, True, True, 64, 1, False),     # gpt-oss GEMM1: clamped SwiGLU, biases
+        (0, True, False, True, False, 256, 4, False, True, 128, 1, False),   # SwiGLU, weight on input, restoring cvt
+        (3, False, False, False, False, 256, 4, True, False, 128, 1, False),  # ReLU2 on plain tiled nibbles
+        (7, False, True, False, True, 128, 4, True, True, 64, 1, False),     # GEMM2: bias, routing weight
+        (7, False, False, False, True, 256, 4, True, True, 128, 1, False),   # GEMM2, 256-token tiles
+        (2, True, True, False, False, 256, 4, True, True, 64, 2, False),      # 256-token tiles in two halves (opt-in)
+        (7, False, True, False, True, 256, 4, True, True, 64, 2, False),
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False),      # 64-row chunks (opt-in)
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True),
+        (3, False, False, False, False, 256, 4, False, True, 128, 1, True),  # NVFP4: Nemotron GEMM1, ReLU2
+        (2, True, True, False, False, 128, 4, False, True, 64, 1, True),     # NVFP4 clamped SwiGLU, biases
+        (7, False, False, False, True, 256, 4, False, True, 64, 1, True)):   # NVFP4 GEMM2
+    XT = BT // CH  # the x box: a chunk
     xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
     sig = {"x_desc": f"tensordesc<bf16[{XT}, 64],{xl}>", "w0_desc": f"tensordesc<i16[64, 16],{wl}>",
@@ -55,27 +57,30 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, SKIP, NV in (
            "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32", "gs_ptr": "*fp32",
            "stride_sk": "i32"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
-              ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, SKIP_HALF=SKIP, NV=NV)
+              ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, CHUNKS=CH, NV=NV)
     k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
-    print(ACT, GATED, BT, NV, k.metadata.num_warps, sass.count("HGMMA.64x"), sass.count("USETMAXREG"),
-          sass.count("LDL") + sass.count("STL"), k.metadata.shared, sass.count("UTMALDG"), sep="|", flush=True)
+    print(ACT, GATED, BT, NV, CH, k.metadata.num_warps, sass.count("HGMMA.64x"), sass.count("USETMAXREG"),
+          sass.count("LDL") + sass.count("STL"), k.metadata.shared, sass.count("UTMALDG"),
+          sass.count("DEPBAR.LE gsb0, 0x0"), sep="|", flush=True)
 '''
 
 
 def test_ws_fp4_compiles_for_sm90(tmp_path):
-    """Every variant, the opt-in two-half 256-token tiles (SKIP_HALF) and NVFP4 weights (NV) too: 12 warps (two
-    consumer warpgroups and the loader, rounded up), BF16 wgmma with 128 / 256 tokens, register reallocation, TMA
+    """Every variant, the opt-in 256-token tiles in 2 / 4 chunks (CHUNKS) and NVFP4 weights (NV) too: 12 warps (two
+    consumer warpgroups and the loader, rounded up), BF16 wgmma with 64 to 256 tokens, register reallocation, TMA
     loads, within Hopper's 227 KB; at most a few local stores (a 256-token GEMM2 epilogue: 128 accumulators a
-    thread)."""
+    thread); the wgmmas asynchronous -- a full wait (``DEPBAR.LE gsb0, 0x0``) only at the end of a K loop, not
+    after every wgmma as where ptxas serializes them (C7515: accumulators of unused chunks kept live did that)."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 10, rows
-    for act, gated, bt, nv, warps, gmma, setmaxnreg, spills, smem, tma in rows:
-        where = f"ACT={act} GATED={gated} BT={bt} NV={nv}"
+    assert len(rows) == 12, rows
+    for act, gated, bt, nv, ch, warps, gmma, setmaxnreg, spills, smem, tma, full_waits in rows:
+        where = f"ACT={act} GATED={gated} BT={bt} NV={nv} CHUNKS={ch}"
         assert int(warps) == 12, where
         assert int(gmma) > 0 and int(setmaxnreg) > 0 and int(tma) > 0, (where, gmma, setmaxnreg, tma)
         assert int(spills) <= 8, (where, spills)
         assert int(smem) <= 227 * 1024, (where, smem)
+        assert 4 * int(full_waits) <= int(gmma), (where, full_waits, gmma)  # serialized: one a wgmma
 
 
 # ---- CPU: config rules and refusals ----------------------------------------------------------------
@@ -116,6 +121,11 @@ def test_ws_fp4_config_rules():
         assert triton_moe.set_ws_fp4_skip_half(False) is True
         with pytest.raises(TypeError):
             triton_moe.set_ws_fp4_skip_half(1)
+        assert triton_moe.set_ws_fp4_chunks(4) == 1  # opt-in
+        assert triton_moe.set_ws_fp4_skip_half(False) is True and triton_moe.set_ws_fp4_chunks(1) == 1
+        for bad in (3, 8, True):
+            with pytest.raises(ValueError, match="chunks"):
+                triton_moe.set_ws_fp4_chunks(bad)
         assert triton_moe.set_ws_fp4_nvfp4(True) is False  # opt-in
         assert triton_moe.set_ws_fp4_nvfp4(False) is True
         with pytest.raises(TypeError):
@@ -295,24 +305,26 @@ def test_gpu_ws_fp4_fold_same_bits_and_graph():
 
 
 @gpu
+@pytest.mark.parametrize("chunks", [2, 4])
 @pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
-def test_gpu_ws_fp4_skip_half_same_bits(act):
-    """The opt-in two-half 256-token tiles (``set_ws_fp4_skip_half``; an expert's last block whose second half is
-    padding multiplies and loads its first half only) give the bits of the whole tiles: each token row's sum runs
-    over the same K steps in the same order. Uneven experts (distinct top-k over 8 of 12 experts) make such
-    blocks; within the reference's bound."""
-    c = Case(F.MXFP4, F.BF16, act, T=700, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
-             dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=15)
-    hidden, W, topk = make_case(c)
-    whole = _ws_call(hidden, W, topk, offset=2, block_m=256)
-    prev = triton_moe.set_ws_fp4_skip_half(True)
-    try:
-        halves = _ws_call(hidden, W, topk, offset=2, block_m=256)
-    finally:
-        triton_moe.set_ws_fp4_skip_half(prev)
-    assert torch.equal(halves, whole)
-    ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
-    assert _rel(halves, ref) <= 2e-2
+def test_gpu_ws_fp4_chunks_same_bits(act, chunks):
+    """The opt-in 256-token tiles in 2 / 4 chunks (``set_ws_fp4_chunks``; a block multiplies and loads only the
+    chunks that hold real rows) give the bits of the whole tiles: each token row's sum runs over the same K steps in
+    the same order. 130 / 300 / 560 / 700 tokens (top 4 over 8 of 12 experts: ~43 / 100 / 187 / 233 rows an
+    expert) make blocks of one to four 64-row chunks; within the reference's bound."""
+    for T in (130, 300, 560, 700):
+        c = Case(F.MXFP4, F.BF16, act, T=T, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
+                 dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=15)
+        hidden, W, topk = make_case(c)
+        whole = _ws_call(hidden, W, topk, offset=2, block_m=256)
+        prev = triton_moe.set_ws_fp4_chunks(chunks)
+        try:
+            chunked = _ws_call(hidden, W, topk, offset=2, block_m=256)
+        finally:
+            triton_moe.set_ws_fp4_chunks(prev)
+        assert torch.equal(chunked, whole), T
+        ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
+        assert _rel(chunked, ref) <= 2e-2, T
 
 
 @gpu

@@ -903,7 +903,9 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
 # kernels/_ws_fp4.py: the heuristic's and the tuned table's prefill tiles (block_m >= 128) of MXFP4 weights with
 # BF16 activations run there instead of the Triton kernels on sm_90; 256-token tiles from this many rows per expert
 _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 0,
-           "skip_half": os.environ.get("FUSEDMOE_WS_FP4_SKIP_HALF", "0") == "1",
+           # 256-token tiles as this many chunks, only those with real rows multiplied (1: whole tiles)
+           "chunks": int(os.environ.get("FUSEDMOE_WS_FP4_CHUNKS",
+                                        "2" if os.environ.get("FUSEDMOE_WS_FP4_SKIP_HALF", "0") == "1" else "1")),
            "nvfp4": os.environ.get("FUSEDMOE_WS_NVFP4", "0") == "1",
            "decode": os.environ.get("FUSEDMOE_WS_FP4_DECODE", "0") == "1"}
 # the FP4 decode kernel (kernels/_ws_fp4_dec.py): programs an SM (each one consumer warpgroup and its loader warp:
@@ -948,12 +950,24 @@ def ws_fp4_dec_split(units: int, k_steps: int, programs: int) -> int:
 WS_FP4_WIDE_MIN_ROWS_PER_EXPERT = 128
 
 
+def set_ws_fp4_chunks(chunks: int) -> int:
+    """OPT-IN, not yet run on a GPU (twenty-ninth session: compiled for sm_90 only; 1 is the default,
+    ``FUSEDMOE_WS_FP4_CHUNKS``): 256-token tiles of the FP4 warp-specialized GEMMs as ``chunks`` (2 or 4) wgmmas of
+    128 / 64 token rows into as many accumulators, a block multiplying and loading only the chunks that hold real
+    rows -- an expert's last block is partly padding, and at 100-200 rows an expert that is half the MMA work.
+    Same products in the same order: the same bits. Returns the previous setting."""
+    if chunks not in (1, 2, 4) or isinstance(chunks, bool):
+        raise ValueError(f"set_ws_fp4_chunks: chunks must be 1, 2 or 4, got {chunks!r}")
+    prev, _WS_FP4["chunks"] = _WS_FP4["chunks"], chunks
+    return prev
+
+
 def set_ws_fp4_skip_half(enabled: bool) -> bool:
-    """OPT-IN, not yet run on a GPU (twenty-eighth session: compiled for sm_90 only; ``False`` is the default,
-    ``FUSEDMOE_WS_FP4_SKIP_HALF=1``): 256-token tiles of the FP4 warp-specialized GEMMs as two 128-token wgmmas,
-    the second (and its input rows) skipped for a block whose second half is all padding -- an expert's last
-    block. Meant for the next measurement; returns the previous setting."""
-    return _swap_bool(_WS_FP4, enabled, "skip_half")
+    """``set_ws_fp4_chunks(2 if enabled else 1)`` (the twenty-eighth session's name: an expert's all-padding half of a
+    256-token block skipped; ``FUSEDMOE_WS_FP4_SKIP_HALF=1``). Returns whether chunks were on before."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    return set_ws_fp4_chunks(2 if enabled else 1) > 1
 
 
 def set_ws_fp4_nvfp4(enabled: bool) -> bool:
@@ -1060,8 +1074,8 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     if gated and N % 64:
         raise ValueError(f"the FP4 warp-specialized GEMM1 needs intermediate_size_padded a multiple of 64, got {N}")
     rows = _gather_slot_rows(a, al, BM, row_div, TK, E)
-    skip = _WS_FP4["skip_half"] and BM == 256  # the x box is then half a block
-    XT = BM // 2 if skip else BM
+    chunks = _WS_FP4["chunks"] if BM == 256 else 1  # the x box is then that fraction of a block
+    XT = BM // chunks
     x_layout, w_layout = _ws_fp4_layouts(XT)
     tk = w.value_tile_k
     x_desc = TensorDescriptor.from_tensor(rows.view(torch.bfloat16), [XT, 64], x_layout)
@@ -1076,7 +1090,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         bias.stride(0) if has_bias else 0, float(p.alpha), float(p.beta), float(p.limit),
         w.global_scale if nv else tw_flat, w.scale.stride(2), E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
-        FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages, GROUP_M=c.group_m, SKIP_HALF=skip,
+        FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages, GROUP_M=c.group_m, CHUNKS=chunks,
         NV=nv, num_warps=4)
 
 

@@ -67,17 +67,28 @@ _ACC_FACTOR = gl.constexpr(65536.0)  # _blockscaled._NIB_ACC_FACTOR: the 2^16 th
 
 
 @gluon.jit
-def _fp4_loader(x_desc, w0_desc, x_bufs, x1_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
+def _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT: gl.constexpr, CHUNKS: gl.constexpr):
+    """The ``XT``-row chunks of block ``pid_m`` that hold real rows (an expert's rows come first in its blocks):
+    1 .. CHUNKS."""
+    n = 1
+    for c in gl.static_range(1, CHUNKS):
+        n += (gl.load(sorted_ids_ptr + pid_m * (XT * CHUNKS) + c * XT) < num_slots).to(gl.int32)
+    return n
+
+
+@gluon.jit
+def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
                 num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC: gl.constexpr, NC: gl.constexpr,
                 BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
-                SKIP_HALF: gl.constexpr):
+                CHUNKS: gl.constexpr):
     """TMA producer (one warp): per K step the [BT, BK] input tile and the tile's two 64-row weight boxes (gated:
     gate rows n0 + [0, 64) and up rows N + n0 + [0, 64); otherwise rows n0 + [0, 128)) into the ring. With
-    ``SKIP_HALF`` the input tile is two halves of BT / 2 rows (``x_desc``'s box), the second loaded only where the
-    block's row BT / 2 is a real slot (an expert's last block holds its rows first)."""
+    ``CHUNKS`` > 1 the input tile is that many chunks of BT / CHUNKS rows (``x_desc``'s box), only the chunks that
+    hold real rows loaded (an expert's last block holds its rows first)."""
     XT: gl.constexpr = x_desc.block_type.shape[0]
-    BT: gl.constexpr = XT * (2 if SKIP_HALF else 1)
-    nbytes: gl.constexpr = (BT // XT) * x_desc.block_type.nbytes + 2 * w0_desc.block_type.nbytes
+    BT: gl.constexpr = XT * CHUNKS
+    wbytes: gl.constexpr = 2 * w0_desc.block_type.nbytes
+    xbytes: gl.constexpr = x_desc.block_type.nbytes
     num_m = gl.load(num_post_padded_ptr) // BT
     num_n = gl.cdiv(N, NC)
     n_k = K // BK
@@ -94,23 +105,24 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, x1_bufs, w0_bufs, w1_bufs, ready, empty
                 rt1 = rt0 + 1
             base0 = (e * R_TILES + rt0) * K_PIECES
             base1 = (e * R_TILES + rt1) * K_PIECES
-            full = pid_m >= 0  # (a tensor: the predicates below take it)
-            if SKIP_HALF:
-                full = gl.load(sorted_ids_ptr + pid_m * BT + XT) < num_slots
+            n_ch = 1
+            if CHUNKS > 1:
+                n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS)
             for kk in range(n_k):
                 piece = (kk * BK) // TK
                 col = ((kk * BK) % TK) // 4
                 s = it % STAGES
                 mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
                 bar = ready.index(s)
-                if SKIP_HALF:
-                    mbarrier.expect(bar, nbytes, pred=full)
-                    mbarrier.expect(bar, nbytes - x_desc.block_type.nbytes, pred=full == 0)
-                    tma.async_copy_global_to_shared(x_desc, [pid_m * BT + XT, kk * BK], bar, x1_bufs.index(s),
-                                                    pred=full)
+                if CHUNKS > 1:
+                    for c in gl.static_range(1, CHUNKS + 1):  # one of them: arrive + the step's bytes
+                        mbarrier.expect(bar, wbytes + c * xbytes, pred=n_ch == c)
+                    for c in gl.static_range(CHUNKS):
+                        tma.async_copy_global_to_shared(x_desc, [pid_m * BT + c * XT, kk * BK], bar,
+                                                        x_bufs.index(s * CHUNKS + c), pred=c < n_ch)
                 else:
-                    mbarrier.expect(bar, nbytes)
-                tma.async_copy_global_to_shared(x_desc, [pid_m * BT, kk * BK], bar, x_bufs.index(s))
+                    mbarrier.expect(bar, wbytes + xbytes)
+                    tma.async_copy_global_to_shared(x_desc, [pid_m * BT, kk * BK], bar, x_bufs.index(s))
                 tma.async_copy_global_to_shared(w0_desc, [(base0 + piece) * 64, col], bar, w0_bufs.index(s))
                 tma.async_copy_global_to_shared(w0_desc, [(base1 + piece) * 64, col], bar, w1_bufs.index(s))
                 it += 1
@@ -183,19 +195,19 @@ def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, s_st
 
 
 @gluon.jit
-def _fp4_consumer(x_bufs, x1_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
+def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                   sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                   stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, HALF: gl.constexpr,
                   BT: gl.constexpr, E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr,
                   HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
                   ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr,
-                  STAGES: gl.constexpr, GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr, NV: gl.constexpr):
+                  STAGES: gl.constexpr, GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
-    turn), one asynchronous wgmma with the step's input tile, at most one in flight; then the epilogue.
-    ``SKIP_HALF`` (OPT-IN, not yet run on a GPU): the block's BT token rows as two wgmmas of BT / 2 (``x_bufs`` /
-    ``x1_bufs``) into two accumulators; a block whose row BT / 2 is padding (an expert's last block, rows first)
-    runs and stores the first only, and the loader skipped the second half of its input. Same products."""
-    XT: gl.constexpr = BT // 2 if SKIP_HALF else BT  # token rows of one wgmma
+    turn), one asynchronous wgmma with the step's input tile, at most one step in flight; then the epilogue.
+    ``CHUNKS`` > 1 (OPT-IN, not yet run on a GPU): the block's BT token rows as that many wgmmas of BT / CHUNKS rows
+    into as many accumulators, only the chunks that hold real rows multiplied and stored (an expert's last block
+    holds its rows first; the loader skipped the others' input). Same products, same order: the same bits."""
+    XT: gl.constexpr = BT // CHUNKS  # token rows of one wgmma
     BQ: gl.constexpr = BK // 16
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, XT, 16])
     # a thread holds 4 consecutive 16-bit words (16 values, inside one 32-wide scale block) of one row
@@ -221,35 +233,37 @@ def _fp4_consumer(x_bufs, x1_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_p
             n0 = pid_n * NC
             sc_a, sc_b, ok_a = _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF, GATED)
             acc = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
-            if SKIP_HALF:
-                acc1 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
-                full = gl.load(sorted_ids_ptr + pid_m * BT + XT) < num_slots
-                if full:
-                    for kk in range(n_k):
-                        s = it % STAGES
-                        d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, s_step, HALF,
-                                      GATED, BK, SWZ, FOLD, NV, STAGES, wl)
-                        acc = warpgroup_mma(d, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
-                        acc1 = warpgroup_mma(d, x1_bufs.index(s).permute((1, 0)), acc1, is_async=True)
-                        acc, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc, acc1))
-                        if kk > 0:
-                            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-                        it += 1
-                    acc, acc1 = warpgroup_mma_wait(num_outstanding=0, deps=(acc, acc1))
-                    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-                else:
-                    acc, it = _fp4_k_loop(acc, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b, ok_a,
-                                          n_k, s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl)
-                acc = _fp4_acc_factors(acc, gs_ptr, e, FOLD, NV)
-                acc1 = _fp4_acc_factors(acc1, gs_ptr, e, FOLD, NV)
-                # the halves as two XT-row blocks: rows pid_m * BT + [0, XT) are block 2 pid_m of XT rows, and so on
-                _fp4_epilogue(acc, e, 2 * pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
-                              stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT, ACT, GATED, HAS_BIAS,
-                              WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
-                if full:
-                    _fp4_epilogue(acc1, e, 2 * pid_m + 1, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N,
-                                  num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT, ACT,
-                                  GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+            if CHUNKS > 1:
+                # one instance a chunk count, each with only its accumulators live (zeros kept live for unused
+                # chunks made ptxas move them inside the wgmma pipeline and serialize it, C7515)
+                n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS)
+                if n_ch == 1:
+                    it = _fp4_chunk_tile(1, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a,
+                                         sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr,
+                                         N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
+                                         CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
+                                         ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l)
+                elif n_ch == 2:
+                    it = _fp4_chunk_tile(2, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a,
+                                         sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr,
+                                         N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
+                                         CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
+                                         ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l)
+                if CHUNKS == 4:
+                    if n_ch == 3:
+                        it = _fp4_chunk_tile(3, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it,
+                                             sc_a, sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr,
+                                             sorted_ids_ptr, gs_ptr, N, num_slots, stride_om, stride_be, act_alpha,
+                                             act_beta, act_limit, HALF, XT, CHUNKS, ACT, GATED, HAS_BIAS,
+                                             WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, BK, SWZ, FOLD, NV,
+                                             STAGES, wl, acc_l)
+                    elif n_ch == 4:
+                        it = _fp4_chunk_tile(4, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it,
+                                             sc_a, sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr,
+                                             sorted_ids_ptr, gs_ptr, N, num_slots, stride_om, stride_be, act_alpha,
+                                             act_beta, act_limit, HALF, XT, CHUNKS, ACT, GATED, HAS_BIAS,
+                                             WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, BK, SWZ, FOLD, NV,
+                                             STAGES, wl, acc_l)
             else:
                 acc, it = _fp4_k_loop(acc, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b, ok_a, n_k,
                                       s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl)
@@ -257,6 +271,73 @@ def _fp4_consumer(x_bufs, x1_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_p
                 _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
                               stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
                               WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+
+
+@gluon.jit
+def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b,
+                    ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr, N, num_slots, stride_om,
+                    stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, XT: gl.constexpr,
+                    CHUNKS: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
+                    WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
+                    BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
+                    wl: gl.constexpr, acc_l: gl.constexpr):
+    """One tile over its first ``NCH`` chunks (input chunk c of ring slot s: ``x_bufs[s * CHUNKS + c]``): per K step
+    one wgmma a chunk, the step's wgmmas in flight while the next step converts (the wait retires the step before:
+    its ring slot is released and its tile buffer reused; only the accumulators in use are its dependencies); then
+    each chunk's epilogue as the XT-row block ``CHUNKS pid_m + c``. Returns ``it``."""
+    acc0 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
+    if NCH > 1:
+        acc1 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
+    if NCH > 2:
+        acc2 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
+    if NCH > 3:
+        acc3 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
+    for kk in range(n_k):
+        s = it % STAGES
+        d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, s_step, HALF, GATED, BK, SWZ, FOLD,
+                      NV, STAGES, wl)
+        acc0 = warpgroup_mma(d, x_bufs.index(s * CHUNKS).permute((1, 0)), acc0, is_async=True)
+        if NCH == 1:
+            acc0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc0,))
+        if NCH > 1:
+            acc1 = warpgroup_mma(d, x_bufs.index(s * CHUNKS + 1).permute((1, 0)), acc1, is_async=True)
+        if NCH == 2:
+            acc0, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc0, acc1))
+        if NCH > 2:
+            acc2 = warpgroup_mma(d, x_bufs.index(s * CHUNKS + 2).permute((1, 0)), acc2, is_async=True)
+        if NCH == 3:
+            acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=3, deps=(acc0, acc1, acc2))
+        if NCH > 3:
+            acc3 = warpgroup_mma(d, x_bufs.index(s * CHUNKS + 3).permute((1, 0)), acc3, is_async=True)
+            acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=4, deps=(acc0, acc1, acc2, acc3))
+        if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+        it += 1
+    if NCH == 1:
+        acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
+    if NCH == 2:
+        acc0, acc1 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1))
+    if NCH == 3:
+        acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2))
+    if NCH == 4:
+        acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
+    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+    _fp4_epilogue(_fp4_acc_factors(acc0, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m, n0, out_ptr, bias_ptr, topk_w_ptr,
+                  sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT, ACT,
+                  GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+    if NCH > 1:
+        _fp4_epilogue(_fp4_acc_factors(acc1, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + 1, n0, out_ptr, bias_ptr,
+                      topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
+                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+    if NCH > 2:
+        _fp4_epilogue(_fp4_acc_factors(acc2, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + 2, n0, out_ptr, bias_ptr,
+                      topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
+                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+    if NCH > 3:
+        _fp4_epilogue(_fp4_acc_factors(acc3, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + 3, n0, out_ptr, bias_ptr,
+                      topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
+                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+    return it
 
 
 @gluon.jit
@@ -349,20 +430,17 @@ def _ws_fp4_kernel(
     gs_ptr, stride_sk, E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
-    SKIP_HALF: gl.constexpr = False, NV: gl.constexpr = False,
+    CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
-    ``min(tiles, SMs)`` programs. ``SKIP_HALF`` (OPT-IN, not yet run on a GPU; ``x_desc``'s box is then half the
-    block's token rows): a block whose second half is all padding multiplies and loads its first half only.
+    ``min(tiles, SMs)`` programs. ``CHUNKS`` 2 / 4 (OPT-IN, not yet run on a GPU; ``x_desc``'s box is then that
+    fraction of the block's token rows): a block multiplies and loads only its chunks that hold real rows.
     ``NV`` (OPT-IN, not yet run on a GPU): NVFP4 weights, ``s_ptr`` their e4m3 scales K-major (``stride_sk``
     apart along K), ``gs_ptr`` their global scales [E]."""
-    BT: gl.constexpr = x_desc.block_type.shape[0] * (2 if SKIP_HALF else 1)
+    BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
-    x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
-    x1_bufs = x_bufs
-    if SKIP_HALF:
-        x1_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES] + x_desc.block_type.shape, x_desc.layout)
+    x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CHUNKS] + x_desc.block_type.shape, x_desc.layout)
     w0_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
     w1_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
     dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
@@ -370,17 +448,17 @@ def _ws_fp4_kernel(
     d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
     ready, empty = _ring_barriers(STAGES)  # both consumer warpgroups release a slot
     gl.warp_specialize([
-        (_fp4_consumer, (x_bufs, x1_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
+        (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, SKIP_HALF, NV)),
-        (_fp4_consumer, (x_bufs, x1_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
+                         GROUP_M, CHUNKS, NV)),
+        (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, SKIP_HALF, NV)),
-        (_fp4_loader, (x_desc, w0_desc, x_bufs, x1_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
+                         GROUP_M, CHUNKS, NV)),
+        (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
-                       STAGES, GROUP_M, GATED, SKIP_HALF)),
+                       STAGES, GROUP_M, GATED, CHUNKS)),
     ], [4, 1], [232, 40])
