@@ -237,28 +237,9 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                 # one instance a chunk count, each with only its accumulators live (zeros kept live for unused
                 # chunks made ptxas move them inside the wgmma pipeline and serialize it, C7515)
                 n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS)
-                if n_ch == 1:
-                    it = _fp4_chunk_tile(1, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a,
-                                         sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr,
-                                         N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
-                                         CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                                         ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l)
-                elif n_ch == 2:
-                    it = _fp4_chunk_tile(2, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a,
-                                         sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr,
-                                         N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
-                                         CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                                         ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l)
-                if CHUNKS == 4:
-                    if n_ch == 3:
-                        it = _fp4_chunk_tile(3, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it,
-                                             sc_a, sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr,
-                                             sorted_ids_ptr, gs_ptr, N, num_slots, stride_om, stride_be, act_alpha,
-                                             act_beta, act_limit, HALF, XT, CHUNKS, ACT, GATED, HAS_BIAS,
-                                             WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, BK, SWZ, FOLD, NV,
-                                             STAGES, wl, acc_l)
-                    elif n_ch == 4:
-                        it = _fp4_chunk_tile(4, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it,
+                for nch in gl.static_range(1, CHUNKS + 1):
+                    if n_ch == nch:
+                        it = _fp4_chunk_tile(nch, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it,
                                              sc_a, sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr,
                                              sorted_ids_ptr, gs_ptr, N, num_slots, stride_om, stride_be, act_alpha,
                                              act_beta, act_limit, HALF, XT, CHUNKS, ACT, GATED, HAS_BIAS,
