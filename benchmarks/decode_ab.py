@@ -33,6 +33,7 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "nows4": ("set_ws_fp4", False), "ws4bt128": ("set_ws_fp4", (True, 128)),
             "ws4bt256": ("set_ws_fp4", (True, 256)),
             "ws4skip": ("set_ws_fp4_skip_half", True),  # 256-token tiles skip an all-padding half (opt-in)
+            "ws4pad": ("set_ws_fp4_padded", True),  # the prefill GEMMs' padded hand-off (opt-in)
             "ws4ch4": ("set_ws_fp4_chunks", 4),  # 256-token tiles in 64-row chunks, only those with real rows (opt-in)
             "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel (opt-in)
             "ws4dec": ("set_ws_fp4_decode", True),  # the FP4 decode kernel (opt-in; 3 programs an SM, 8 stages, bk 128)

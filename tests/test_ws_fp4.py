@@ -121,6 +121,8 @@ def test_ws_fp4_config_rules():
         assert triton_moe.set_ws_fp4_skip_half(False) is True
         with pytest.raises(TypeError):
             triton_moe.set_ws_fp4_skip_half(1)
+        assert triton_moe.set_ws_fp4_padded(True) is False  # opt-in
+        assert triton_moe.set_ws_fp4_padded(False) is True
         assert triton_moe.set_ws_fp4_chunks(4) == 1  # opt-in
         assert triton_moe.set_ws_fp4_skip_half(False) is True and triton_moe.set_ws_fp4_chunks(1) == 1
         for bad in (3, 8, True):
@@ -226,10 +228,10 @@ def test_auto_ws_fp4_rule(monkeypatch):
 # ---- GPU ------------------------------------------------------------------------------------------
 
 
-def _ws_call(hidden, W, topk, *, offset=0, woi=False, block_m=0):
+def _ws_call(hidden, W, topk, *, offset=0, woi=False, block_m=0, cap=None):
     """The layer with the automatic choice (prefill tiles -> the FP4 kernel; NVFP4 weights with the opt-in switch
     on), asserting that it was taken."""
-    cap = {}
+    cap = {} if cap is None else cap
     prev = triton_moe.set_ws_fp4(True, block_m)
     nv_prev = triton_moe.set_ws_fp4_nvfp4(True)
     try:
@@ -325,6 +327,38 @@ def test_gpu_ws_fp4_chunks_same_bits(act, chunks):
         assert torch.equal(chunked, whole), T
         ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
         assert _rel(chunked, ref) <= 2e-2, T
+
+
+@gpu
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
+def test_gpu_ws_fp4_padded_handoff_same_bits(fmt):
+    """GEMM1 storing its rows at their block-padded positions and GEMM2 reading them without a gather (the opt-in
+    ``set_ws_fp4_padded``, under ``set_ws_padded_handoff``) gives the bits of the gathered hand-off, with whole
+    256-token tiles and in 64-row chunks (the chunks past a block's real rows never written nor read)."""
+    c = Case(fmt, F.BF16, A.SWIGLU_OAI, T=560, H=576, I=384, E=8, K=4, offset=2, bias=True, dtype=torch.bfloat16,
+             params=OAI_SMALL, seed=17)
+    hidden, W, topk = make_case(c)
+    prev_pad = triton_moe.set_ws_fp4_padded(True)
+    for chunks in (1, 4):
+        prev_ch = triton_moe.set_ws_fp4_chunks(chunks)
+        try:
+            cap = {}
+            padded = _ws_call(hidden, W, topk, offset=2, block_m=256, cap=cap)
+            assert cap["padded"]
+            prev = triton_moe.set_ws_padded_handoff(False)
+            try:
+                cap = {}
+                gathered = _ws_call(hidden, W, topk, offset=2, block_m=256, cap=cap)
+                assert not cap["padded"]
+            finally:
+                triton_moe.set_ws_padded_handoff(prev)
+        finally:
+            triton_moe.set_ws_fp4_chunks(prev_ch)
+        assert torch.equal(padded, gathered), chunks
+    triton_moe.set_ws_fp4_padded(prev_pad)
+    cap = {}
+    _ws_call(hidden, W, topk, offset=2, block_m=256, cap=cap)
+    assert not cap["padded"]  # opt-in
 
 
 @gpu

@@ -627,8 +627,11 @@ def set_ws_padded_handoff(enabled: bool) -> bool:
     GEMM1 stores each row at its block-padded position -- the row GEMM2's TMA loads -- so GEMM2 needs
     no gather of its input (one write and one read of P x I elements less; the padding rows -- stored
     as zeros, or unwritten where a block's second half is all padding and skipped -- reach only
-    GEMM2's padding rows, never stored). ``False``: GEMM1 stores by slot and GEMM2 gathers. Same bits
-    either way. Returns the previous setting."""
+    GEMM2's padding rows, never stored). The FP4 warp-specialized kernels (BF16 activations) too: their
+    padding rows are left unwritten and reach only GEMM2's padding columns; the decode kernel stores the rows in
+    its dot order (twenty-ninth session, not yet run on a GPU: the prefill kernel only with the opt-in
+    ``set_ws_fp4_padded``, the decode kernel -- opt-in itself -- always). ``False``:
+    GEMM1 stores by slot and GEMM2 gathers. Same bits either way. Returns the previous setting."""
     return _swap_bool(_WS_PADDED_HANDOFF, enabled)
 
 
@@ -907,7 +910,10 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            "chunks": int(os.environ.get("FUSEDMOE_WS_FP4_CHUNKS",
                                         "2" if os.environ.get("FUSEDMOE_WS_FP4_SKIP_HALF", "0") == "1" else "1")),
            "nvfp4": os.environ.get("FUSEDMOE_WS_NVFP4", "0") == "1",
-           "decode": os.environ.get("FUSEDMOE_WS_FP4_DECODE", "0") == "1"}
+           "decode": os.environ.get("FUSEDMOE_WS_FP4_DECODE", "0") == "1",
+           # the padded hand-off between the prefill kernel's GEMMs (opt-in until run on a GPU; the decode kernel,
+           # opt-in itself, always takes it under set_ws_padded_handoff)
+           "padded": os.environ.get("FUSEDMOE_WS_FP4_PADDED", "0") == "1"}
 # the FP4 decode kernel (kernels/_ws_fp4_dec.py): programs an SM (each one consumer warpgroup and its loader warp:
 # 8 warps with the padding) and the register cap that lets that many share an SM's 64K registers, ring stages
 _WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128}
@@ -948,6 +954,14 @@ def ws_fp4_dec_split(units: int, k_steps: int, programs: int) -> int:
             best, best_cost = s, cost
     return best
 WS_FP4_WIDE_MIN_ROWS_PER_EXPERT = 128
+
+
+def set_ws_fp4_padded(enabled: bool) -> bool:
+    """OPT-IN, not yet run on a GPU (twenty-ninth session; ``False`` is the default, ``FUSEDMOE_WS_FP4_PADDED=1``):
+    with both prefill GEMMs in the FP4 warp-specialized kernel, GEMM1 stores its rows at their block-padded positions
+    and GEMM2 reads them without a gather (one launch and one write and read of the rows less; under
+    ``set_ws_padded_handoff``). Returns the previous setting."""
+    return _swap_bool(_WS_FP4, enabled, "padded")
 
 
 def set_ws_fp4_chunks(chunks: int) -> int:
@@ -1060,10 +1074,12 @@ def _ws_fp4_layouts(block_m: int):
 
 def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat, al: "AlignResult",
                  out: torch.Tensor, N: int, row_div: int, TK: int, E: int, act_code: int, gated: bool, p, round_tl,
-                 weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int) -> None:
+                 weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, *, a_padded: bool = False,
+                 out_padded: bool = False) -> None:
     """One GEMM by ``kernels/_ws_fp4``: its BF16 input rows ``a`` [rows, K] (hidden for GEMM1, ``row_div`` =
     top_k; the slot-indexed intermediate for GEMM2, ``row_div`` = 1) gathered into block-padded slot order, then
-    the persistent warp-specialized kernel into ``out`` [T*K, N] by slot. ``w``: MXFP4 / NVFP4 values in the tiled
+    the persistent warp-specialized kernel into ``out`` [T*K, N] by slot. ``out_padded``: ``out`` is [max_blocks *
+    BM, N] at the rows' padded positions; ``a_padded``: ``a`` is such a GEMM1 output already (no gather). ``w``: MXFP4 / NVFP4 values in the tiled
     layout, read through TMA as 16-bit words, 64 rows a box; its block scales row-major (MX) / K-major (NVFP4)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -1073,7 +1089,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     BM = c.block_m
     if gated and N % 64:
         raise ValueError(f"the FP4 warp-specialized GEMM1 needs intermediate_size_padded a multiple of 64, got {N}")
-    rows = _gather_slot_rows(a, al, BM, row_div, TK, E)
+    rows = a if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E)
     chunks = _WS_FP4["chunks"] if BM == 256 else 1  # the x box is then that fraction of a block
     XT = BM // chunks
     x_layout, w_layout = _ws_fp4_layouts(XT)
@@ -1091,7 +1107,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         w.global_scale if nv else tw_flat, w.scale.stride(2), E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
         FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages, GROUP_M=c.group_m, CHUNKS=chunks,
-        NV=nv, num_warps=4)
+        NV=nv, OUT_PADDED=out_padded, num_warps=4)
 
 
 def _ws_fp4_dec_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat, al: "AlignResult",
@@ -1423,13 +1439,15 @@ def triton_experts(
               and wfmt not in WS_FP4_FORMATS
               and ((post_quant is None and out_q in (_OUT_PLAIN, _OUT_FP8_STATIC))
                    or (post_quant is Format.FP8_BLOCK and out_q == _OUT_PLAIN)))
-    # the FP4 decode kernel on both GEMMs: GEMM1 stores its rows at their block-padded positions with each 64-wide K
-    # block in GEMM2's dot order, so GEMM2 reads them without a gather (one launch less; padding rows unwritten:
-    # they only reach GEMM2's padding columns, never stored)
-    padded_dec = (c1.warp_specialized and c2.warp_specialized and _WS_PADDED_HANDOFF["enabled"]
-                  and wfmt in WS_FP4_FORMATS and BM == WS_FP4_DEC_BLOCK_M and out_q == _OUT_PLAIN
-                  and post_quant is None)
-    inter_rows = NB * BM if padded or padded_dec else TK
+    # the FP4 warp-specialized kernels on both GEMMs: GEMM1 stores its rows at their block-padded positions (the
+    # decode kernel with each 64-wide K block in GEMM2's dot order), so GEMM2 reads them without a gather (one
+    # launch and a write and read of the rows less; padding rows unwritten: they only reach GEMM2's padding
+    # columns, never stored)
+    padded_fp4 = (c1.warp_specialized and c2.warp_specialized and _WS_PADDED_HANDOFF["enabled"]
+                  and wfmt in WS_FP4_FORMATS and out_q == _OUT_PLAIN and post_quant is None
+                  and (BM == WS_FP4_DEC_BLOCK_M or _WS_FP4["padded"]))
+    padded_dec = padded_fp4 and BM == WS_FP4_DEC_BLOCK_M
+    inter_rows = NB * BM if padded or padded_fp4 else TK
     # (GEMM1's epilogue permutes its tile: whole GEMM2 K steps per tile, no tail)
     dot2 = (micro and out_q == _OUT_PLAIN and post_quant is None and not padded and kt2 == 0
             and c1.block_n % c2.block_k == 0 and _dot_order_ok(c2, wfmt, I_pad, kt2, "gemm2"))
@@ -1504,7 +1522,8 @@ def triton_experts(
                          cnt1, out_padded=padded_dec)
     elif c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (MXFP4 / NVFP4 x BF16 prefill)
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
-                     _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1)
+                     _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1,
+                     out_padded=padded_fp4)
     elif c1.warp_specialized:  # kernels/_ws_gemm (FP8, 16-bit)
         _ws_gemm(c1, a1, a1_s, a1_s_stride, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, tw_flat, q_scale,
                  out_q, al, inter, I_pad, K, TK, E, _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input),
@@ -1548,7 +1567,7 @@ def triton_experts(
         inter_scale = inter_scale.reshape(1)
     if _capture is not None:
         _capture.update(inter=inter, inter_scale=inter_scale, inter_g=inter_g, out_q=out_q, post_quant=post_quant,
-                        config=cfg, padded=padded or padded_dec, k_tail=(kt1, kt2), mxdot=mxdot,
+                        config=cfg, padded=padded or padded_fp4, k_tail=(kt1, kt2), mxdot=mxdot,
                         dot_order=(dot1, dot2))
 
     # ---- 4. GEMM2 (+ bias + routing weight) ----
@@ -1601,7 +1620,7 @@ def triton_experts(
     elif c2.warp_specialized and wfmt in WS_FP4_FORMATS:
         _ws_fp4_gemm(c2, inter, w2, b2, w2_bias is not None, tw_flat, al, y, H, 1, TK, E,
                      _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl, False, not weight_on_input,
-                     num_sms, cvt2)
+                     num_sms, cvt2, a_padded=padded_fp4)
     elif c2.warp_specialized:
         _ws_gemm(c2, inter, a2_s, a2_s_stride, w2, w2_s, wse2, wsn2, b2, w2_bias is not None, tw_flat, tw_flat,
                  _OUT_PLAIN, al, y, H, 1, TK, E, _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl,

@@ -201,7 +201,8 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                   BT: gl.constexpr, E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr,
                   HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
                   ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr,
-                  STAGES: gl.constexpr, GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr):
+                  STAGES: gl.constexpr, GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr,
+                  OUT_PADDED: gl.constexpr):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
     turn), one asynchronous wgmma with the step's input tile, at most one step in flight; then the epilogue.
     ``CHUNKS`` > 1 (OPT-IN, not yet run on a GPU): the block's BT token rows as that many wgmmas of BT / CHUNKS rows
@@ -244,14 +245,14 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                                              sorted_ids_ptr, gs_ptr, N, num_slots, stride_om, stride_be, act_alpha,
                                              act_beta, act_limit, HALF, XT, CHUNKS, ACT, GATED, HAS_BIAS,
                                              WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, BK, SWZ, FOLD, NV,
-                                             STAGES, wl, acc_l)
+                                             STAGES, wl, acc_l, OUT_PADDED)
             else:
                 acc, it = _fp4_k_loop(acc, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b, ok_a, n_k,
                                       s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl)
                 acc = _fp4_acc_factors(acc, gs_ptr, e, FOLD, NV)
                 _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
                               stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
-                              WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+                              WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False, OUT_PADDED)
 
 
 @gluon.jit
@@ -261,7 +262,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
                     CHUNKS: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
                     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                     BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
-                    wl: gl.constexpr, acc_l: gl.constexpr):
+                    wl: gl.constexpr, acc_l: gl.constexpr, OUT_PADDED: gl.constexpr):
     """One tile over its first ``NCH`` chunks (input chunk c of ring slot s: ``x_bufs[s * CHUNKS + c]``): per K step
     one wgmma a chunk, the step's wgmmas in flight while the next step converts (the wait retires the step before:
     its ring slot is released and its tile buffer reused; only the accumulators in use are its dependencies); then
@@ -305,19 +306,22 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
     _fp4_epilogue(_fp4_acc_factors(acc0, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m, n0, out_ptr, bias_ptr, topk_w_ptr,
                   sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT, ACT,
-                  GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+                  GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False, OUT_PADDED)
     if NCH > 1:
         _fp4_epilogue(_fp4_acc_factors(acc1, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + 1, n0, out_ptr, bias_ptr,
                       topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
-                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
+                      OUT_PADDED)
     if NCH > 2:
         _fp4_epilogue(_fp4_acc_factors(acc2, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + 2, n0, out_ptr, bias_ptr,
                       topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
-                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
+                      OUT_PADDED)
     if NCH > 3:
         _fp4_epilogue(_fp4_acc_factors(acc3, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + 3, n0, out_ptr, bias_ptr,
                       topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
-                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE)
+                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
+                      OUT_PADDED)
     return it
 
 
@@ -358,12 +362,14 @@ def _fp4_acc_factors(acc, gs_ptr, e, FOLD: gl.constexpr, NV: gl.constexpr):
 def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om,
                   stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr, ACT: gl.constexpr,
                   GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
-                  MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False):
+                  MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False,
+                  OUT_PADDED: gl.constexpr = False):
     """acc [64 weight rows, BT token rows] -> out[slot, n]: routing weight on input, bias, activation (gated:
     rows 0-31 gate, 32-63 up), routing weight (GEMM2), rounding; each thread stores runs of 4 columns.
     ``OUT_PADDED_DOT`` (the FP4 decode kernel's GEMM1, ``kernels/_ws_fp4_dec.py``): out[p, d] at the rows' padded
     positions p, column n at its dot position d within its 64-wide block (n = 16 c + 8 m + 4 q + s -> d = 16 s +
-    8 m + 2 c + q) -- GEMM2's input as its gather would write it; padding rows are not written."""
+    8 m + 2 c + q) -- GEMM2's input as its gather would write it; padding rows are not written. ``OUT_PADDED``
+    (GEMM1 before this kernel's GEMM2): out[p, n] at the padded positions, columns in order."""
     RO: gl.constexpr = 32 if GATED else 64  # output columns of this warpgroup
     ol: gl.constexpr = gl.BlockedLayout(size_per_thread=[4, 1], threads_per_warp=[RO // 4, 32 // (RO // 4)],
                                         warps_per_cta=[1, 4], order=[0, 1])
@@ -399,6 +405,8 @@ def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_p
         n = cols % 64
         dcol = cols - n + 16 * (n % 4) + 8 * ((n // 8) % 2) + 2 * (n // 16) + (n // 4) % 2
         offs = p.to(gl.int64)[None, :] * stride_om + dcol[:, None]
+    elif OUT_PADDED:
+        offs = p.to(gl.int64)[None, :] * stride_om + cols[:, None]
     else:
         offs = slots.to(gl.int64)[None, :] * stride_om + cols[:, None]
     gl.store(out_ptr + offs, h.to(out_ptr.dtype.element_ty), mask=n_ok[:, None] & row_ok[None, :])
@@ -411,14 +419,15 @@ def _ws_fp4_kernel(
     gs_ptr, stride_sk, E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
-    CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False,
+    CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
     ``min(tiles, SMs)`` programs. ``CHUNKS`` 2 / 4 (OPT-IN, not yet run on a GPU; ``x_desc``'s box is then that
     fraction of the block's token rows): a block multiplies and loads only its chunks that hold real rows.
     ``NV`` (OPT-IN, not yet run on a GPU): NVFP4 weights, ``s_ptr`` their e4m3 scales K-major (``stride_sk``
-    apart along K), ``gs_ptr`` their global scales [E]."""
+    apart along K), ``gs_ptr`` their global scales [E]. ``OUT_PADDED`` (GEMM1 before this kernel's GEMM2): ``out``
+    is [blocks * BT, N], the rows at their block-padded positions -- GEMM2's input without a gather."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CHUNKS] + x_desc.block_type.shape, x_desc.layout)
@@ -433,12 +442,12 @@ def _ws_fp4_kernel(
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED)),
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED)),
         (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
                        STAGES, GROUP_M, GATED, CHUNKS)),
