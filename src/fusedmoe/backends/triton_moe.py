@@ -923,7 +923,7 @@ _WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80}
 def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k: int = 128) -> tuple:
     """OPT-IN, not yet run on a GPU (twenty-ninth session: compiled for sm_90 only; ``False`` is the default,
     ``FUSEDMOE_WS_FP4_DECODE=1``): ``auto_ws_fp4`` picks the FP4 decode kernel (``kernels/_ws_fp4_dec.py``;
-    MXFP4 / NVFP4 weights x BF16 activations) for calls whose chosen config has decode tiles (block_m < 128):
+    MXFP4 / NVFP4 weights x BF16 activations) for calls whose chosen config has decode tiles (block_m <= 16):
     16 token rows a block, ``ctas`` programs an SM (1-3), ``num_stages`` ring steps of ``block_k`` (64 / 128) K
     values, split-K from :func:`ws_fp4_dec_split`. Returns the previous ``(enabled, ctas, num_stages, block_k)``."""
     if not isinstance(enabled, bool):
@@ -1037,11 +1037,11 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
                 dtype: torch.dtype, device: torch.device, tokens: int, top_k: int, activation: Activation,
                 interp: bool = False) -> MoEKernelConfig:
     """The config a call without an explicit one runs: ``cfg`` (``choose_moe_config``'s), or where it has
-    prefill tiles (block_m >= 128), no atomic combine, and the FP4 warp-specialized kernel can take the call (``set_ws_fp4``,
-    ``_ws_fp4_problem``; NVFP4 weights only with ``set_ws_fp4_nvfp4``) its tiles for both GEMMs; with decode tiles
+    prefill tiles (block_m >= 128), no atomic combine, and the FP4 warp-specialized kernel can take the call
+    (``set_ws_fp4``, ``_ws_fp4_problem``; NVFP4 weights only with ``set_ws_fp4_nvfp4``) its tiles for both GEMMs --
+    256 token rows from ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT`` rows per local expert, else 128; with decode tiles
     (block_m <= 16) and the opt-in ``set_ws_fp4_decode``, the FP4 decode kernel's (``ws_fp4_dec_config``,
-    :func:`ws_fp4_dec_split`) -- 256 token rows from ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT``
-    rows per local expert, else 128. ``fusedmoe bench`` records and passes the same."""
+    :func:`ws_fp4_dec_split`). ``fusedmoe bench`` records and passes the same."""
     decode = cfg.block_m < 128
     if (not _WS_FP4["enabled"] or (decode and (not _WS_FP4["decode"] or cfg.block_m > WS_FP4_DEC_BLOCK_M))
             or cfg.atomic_combine
@@ -1057,8 +1057,8 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
         st, bk = _WS_FP4_DEC["stages"], _WS_FP4_DEC["block_k"]
         s1 = ws_fp4_dec_split(blocks * (I_pad // 32 if gated else cdiv(I_pad, 64)), cdiv(H, bk), programs)
         s2 = ws_fp4_dec_split(blocks * cdiv(H, 64), cdiv(I_pad, bk), programs)
-        return MoEKernelConfig(ws_fp4_dec_config(gated, "gemm1", s1, st, bk), ws_fp4_dec_config(False, "gemm2", s2, st, bk),
-                               cfg.atomic_combine)
+        return MoEKernelConfig(ws_fp4_dec_config(gated, "gemm1", s1, st, bk),
+                               ws_fp4_dec_config(False, "gemm2", s2, st, bk), cfg.atomic_combine)
     rows_per_expert = tokens * top_k / max(1, w13.shape[0])
     bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= WS_FP4_WIDE_MIN_ROWS_PER_EXPERT else 128)
     return MoEKernelConfig(ws_fp4_config(gated, "gemm1", bm), ws_fp4_config(False, "gemm2", bm), cfg.atomic_combine)
@@ -1079,8 +1079,9 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     """One GEMM by ``kernels/_ws_fp4``: its BF16 input rows ``a`` [rows, K] (hidden for GEMM1, ``row_div`` =
     top_k; the slot-indexed intermediate for GEMM2, ``row_div`` = 1) gathered into block-padded slot order, then
     the persistent warp-specialized kernel into ``out`` [T*K, N] by slot. ``out_padded``: ``out`` is [max_blocks *
-    BM, N] at the rows' padded positions; ``a_padded``: ``a`` is such a GEMM1 output already (no gather). ``w``: MXFP4 / NVFP4 values in the tiled
-    layout, read through TMA as 16-bit words, 64 rows a box; its block scales row-major (MX) / K-major (NVFP4)."""
+    BM, N] at the rows' padded positions; ``a_padded``: ``a`` is such a GEMM1 output already (no gather). ``w``:
+    MXFP4 / NVFP4 values in the tiled layout, read through TMA as 16-bit words, 64 rows a box; its block scales
+    row-major (MX) / K-major (NVFP4)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from ..kernels import _ws_fp4 as _w4
@@ -1104,8 +1105,9 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         x_desc, w_desc, out, w.scale, bias, tw_flat, al.sorted_ids, al.block_expert, al.num_post_padded,
         N, Kd, TK, R // 64, Kd // tk, w.scale.stride(0), w.scale.stride(1), out.stride(0),
         bias.stride(0) if has_bias else 0, float(p.alpha), float(p.beta), float(p.limit),
-        w.global_scale if nv else tw_flat, w.scale.stride(2), E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
-        MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
+        w.global_scale if nv else tw_flat, w.scale.stride(2), E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias,
+        WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
+        SWZ=w.value_swizzled,
         FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages, GROUP_M=c.group_m, CHUNKS=chunks,
         NV=nv, OUT_PADDED=out_padded, num_warps=4)
 
