@@ -904,7 +904,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
 # ---- the warp-specialized MXFP4 x BF16 GEMMs (prefill) ----------------------------------------------
 
 # kernels/_ws_fp4.py: the heuristic's and the tuned table's prefill tiles (block_m >= 128) of MXFP4 weights with
-# BF16 activations run there instead of the Triton kernels on sm_90; 256-token tiles from this many rows per expert
+# BF16 activations run there instead of the Triton kernels on sm_90
 _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 0,
            # 256-token tiles as this many chunks, only those with real rows multiplied (1: whole tiles)
            "chunks": int(os.environ.get("FUSEDMOE_WS_FP4_CHUNKS",
@@ -953,7 +953,9 @@ def ws_fp4_dec_split(units: int, k_steps: int, programs: int) -> int:
         if best_cost is None or cost < best_cost:
             best, best_cost = s, cost
     return best
-WS_FP4_WIDE_MIN_ROWS_PER_EXPERT = 128
+
+
+WS_FP4_WIDE_MIN_ROWS_PER_EXPERT = 128  # the prefill kernel's 256-token tiles from this many rows per local expert
 
 
 def set_ws_fp4_padded(enabled: bool) -> bool:
@@ -1074,28 +1076,37 @@ def _ws_fp4_layouts(block_m: int):
 
 def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat, al: "AlignResult",
                  out: torch.Tensor, N: int, row_div: int, TK: int, E: int, act_code: int, gated: bool, p, round_tl,
-                 weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, *, a_padded: bool = False,
-                 out_padded: bool = False) -> None:
-    """One GEMM by ``kernels/_ws_fp4``: its BF16 input rows ``a`` [rows, K] (hidden for GEMM1, ``row_div`` =
-    top_k; the slot-indexed intermediate for GEMM2, ``row_div`` = 1) gathered into block-padded slot order, then
-    the persistent warp-specialized kernel into ``out`` [T*K, N] by slot. ``out_padded``: ``out`` is [max_blocks *
-    BM, N] at the rows' padded positions; ``a_padded``: ``a`` is such a GEMM1 output already (no gather). ``w``:
-    MXFP4 / NVFP4 values in the tiled layout, read through TMA as 16-bit words, 64 rows a box; its block scales
-    row-major (MX) / K-major (NVFP4)."""
+                 weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part, cnt, *,
+                 a_padded: bool = False, out_padded: bool = False) -> None:
+    """One GEMM by the FP4 warp-specialized kernels: its BF16 input rows ``a`` [rows, K] (hidden for GEMM1,
+    ``row_div`` = top_k; the slot-indexed intermediate for GEMM2, ``row_div`` = 1) gathered into block-padded slot
+    order, then ``kernels/_ws_fp4`` (prefill tiles) or, for decode tiles (block_m 16, OPT-IN), ``kernels/_ws_fp4_dec``
+    (:func:`_ws_fp4_dec_launch`: the rows in its dot order; ``part`` / ``cnt`` its split-K scratch) into ``out``
+    [T*K, N] by slot. ``out_padded``: ``out`` is [max_blocks * BM, N] at the rows' padded positions (the decode
+    kernel's in its dot order); ``a_padded``: ``a`` is such a GEMM1 output already (no gather). ``w``: MXFP4 /
+    NVFP4 values in the tiled layout, read through TMA as 16-bit words; its block scales row-major (MX) / K-major
+    (NVFP4)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from ..kernels import _ws_fp4 as _w4
 
     Kd = a.shape[1]
     BM = c.block_m
-    if gated and N % 64:
-        raise ValueError(f"the FP4 warp-specialized GEMM1 needs intermediate_size_padded a multiple of 64, got {N}")
-    rows = a if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E)
+    decode = BM == WS_FP4_DEC_BLOCK_M
+    if ((gated or decode) and N % 64) or (decode and Kd % 64):  # (_ws_fp4_problem checks both for the layer)
+        raise ValueError(f"the FP4 warp-specialized GEMM needs N (gated or decode) and K (decode) multiples of 64, "
+                         f"got {N} and {Kd}")
+    rows = a if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E, dot64=decode)
+    rows = rows.view(torch.bfloat16)
+    if decode:
+        _ws_fp4_dec_launch(c, rows, w, bias, has_bias, tw_flat, al, out, N, TK, E, act_code, gated, p, round_tl,
+                           weight_on_input, mul_routing_weight, num_sms, fold_cvt, part, cnt, out_padded=out_padded)
+        return
     chunks = _WS_FP4["chunks"] if BM == 256 else 1  # the x box is then that fraction of a block
     XT = BM // chunks
     x_layout, w_layout = _ws_fp4_layouts(XT)
     tk = w.value_tile_k
-    x_desc = TensorDescriptor.from_tensor(rows.view(torch.bfloat16), [XT, 64], x_layout)
+    x_desc = TensorDescriptor.from_tensor(rows, [XT, 64], x_layout)
     w_desc = TensorDescriptor.from_tensor(w.data.view(torch.int16).reshape(-1, tk // 4), [64, 16], w_layout)
     R = w.shape[-2]
     NC = 64 if gated else 128
@@ -1107,24 +1118,8 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         bias.stride(0) if has_bias else 0, float(p.alpha), float(p.beta), float(p.limit),
         w.global_scale if nv else tw_flat, w.scale.stride(2), E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias,
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
-        SWZ=w.value_swizzled,
-        FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages, GROUP_M=c.group_m, CHUNKS=chunks,
-        NV=nv, OUT_PADDED=out_padded, num_warps=4)
-
-
-def _ws_fp4_dec_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat, al: "AlignResult",
-                     out: torch.Tensor, N: int, row_div: int, TK: int, E: int, act_code: int, gated: bool, p, round_tl,
-                     weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part, cnt, *,
-                     a_padded: bool = False, out_padded: bool = False) -> None:
-    """One GEMM by ``kernels/_ws_fp4_dec`` (decode tiles, OPT-IN): its BF16 input rows ``a`` gathered into
-    block-padded slot order with each 64-wide K block in the kernel's dot order (``a_padded``: ``a`` is so already,
-    GEMM1's output with ``out_padded``: [max_blocks * 16, N] at the rows' padded positions, in the dot order), then
-    :func:`_ws_fp4_dec_launch`."""
-    if N % 64 or a.shape[1] % 64:
-        raise ValueError(f"the FP4 decode GEMM needs N and K multiples of 64, got {N} and {a.shape[1]}")
-    rows = a if a_padded else _gather_slot_rows(a, al, c.block_m, row_div, TK, E, dot64=True).view(torch.bfloat16)
-    _ws_fp4_dec_launch(c, rows, w, bias, has_bias, tw_flat, al, out, N, TK, E, act_code, gated, p, round_tl,
-                       weight_on_input, mul_routing_weight, num_sms, fold_cvt, part, cnt, out_padded=out_padded)
+        SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
+        GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, num_warps=4)
 
 
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,
@@ -1448,7 +1443,6 @@ def triton_experts(
     padded_fp4 = (c1.warp_specialized and c2.warp_specialized and _WS_PADDED_HANDOFF["enabled"]
                   and wfmt in WS_FP4_FORMATS and out_q == _OUT_PLAIN and post_quant is None
                   and (BM == WS_FP4_DEC_BLOCK_M or _WS_FP4["padded"]))
-    padded_dec = padded_fp4 and BM == WS_FP4_DEC_BLOCK_M
     inter_rows = NB * BM if padded or padded_fp4 else TK
     # (GEMM1's epilogue permutes its tile: whole GEMM2 K steps per tile, no tail)
     dot2 = (micro and out_q == _OUT_PLAIN and post_quant is None and not padded and kt2 == 0
@@ -1518,13 +1512,9 @@ def triton_experts(
     # MXFP4 weights whose block-scale codes allow it: the converter's 2^126 folded into the scale
     cvt1, cvt2 = (_mx_fold_cvt(w, fast_cvt, mxdot) for w in (w13, w2))
     a1_d, w13_d = _nib_view(a1, nib), _nib_view(w13.data, nib)
-    if c1.warp_specialized and wfmt in WS_FP4_FORMATS and BM == WS_FP4_DEC_BLOCK_M:  # kernels/_ws_fp4_dec (decode)
-        _ws_fp4_dec_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
-                         _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1, ws1,
-                         cnt1, out_padded=padded_dec)
-    elif c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (MXFP4 / NVFP4 x BF16 prefill)
+    if c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (prefill), _ws_fp4_dec (decode, opt-in)
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
-                     _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1,
+                     _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1, ws1, cnt1,
                      out_padded=padded_fp4)
     elif c1.warp_specialized:  # kernels/_ws_gemm (FP8, 16-bit)
         _ws_gemm(c1, a1, a1_s, a1_s_stride, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, tw_flat, q_scale,
@@ -1615,14 +1605,10 @@ def triton_experts(
     if c2.warp_specialized:
         if direct_out:
             out.zero_()  # the non-local group's rows: its tiles are skipped
-    if c2.warp_specialized and wfmt in WS_FP4_FORMATS and BM == WS_FP4_DEC_BLOCK_M:
-        _ws_fp4_dec_gemm(c2, inter, w2, b2, w2_bias is not None, tw_flat, al, y, H, 1, TK, E,
-                         _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl, False,
-                         not weight_on_input, num_sms, cvt2, ws2, cnt2, a_padded=padded_dec)
-    elif c2.warp_specialized and wfmt in WS_FP4_FORMATS:
+    if c2.warp_specialized and wfmt in WS_FP4_FORMATS:
         _ws_fp4_gemm(c2, inter, w2, b2, w2_bias is not None, tw_flat, al, y, H, 1, TK, E,
                      _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl, False, not weight_on_input,
-                     num_sms, cvt2, a_padded=padded_fp4)
+                     num_sms, cvt2, ws2, cnt2, a_padded=padded_fp4)
     elif c2.warp_specialized:
         _ws_gemm(c2, inter, a2_s, a2_s_stride, w2, w2_s, wse2, wsn2, b2, w2_bias is not None, tw_flat, tw_flat,
                  _OUT_PLAIN, al, y, H, 1, TK, E, _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl,
