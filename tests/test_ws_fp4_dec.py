@@ -214,7 +214,7 @@ def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots):
         e = int(bexp[pid_m])
         if e >= E:
             continue
-        n_real = int((sids[pid_m * BT:(pid_m + 1) * BT] < num_slots).sum())
+        n8 = 1 + int(sids[pid_m * BT + 8] < num_slots)  # 8-row chunks with real rows (rows come first)
         if gated:
             n0 = pid_n * 32
             r0, r1 = n0, N + n0
@@ -244,7 +244,7 @@ def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots):
                 x = torch.zeros(BT, 64, dtype=torch.float64)
                 if kq < n64:
                     x = rows[pid_m * BT:(pid_m + 1) * BT, kq * 64:(kq + 1) * 64].double()
-                if n_real <= 8:
+                if n8 == 1:
                     x = x.clone()
                     x[8:] = float("nan")  # the rows the 8-row box leaves: whatever the slot held
                 bi = min(kq, b_last)  # the scale index's clamp

@@ -129,6 +129,21 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_
 
 
 @gluon.jit
+def _fp4_scale_factor(sc, FOLD: gl.constexpr, NV: gl.constexpr):
+    """Block scales as loaded (NVFP4: e4m3; MX: UE8M0 codes) -> the BF16 factor of ``_e2m1x4_bf16_nib``'s values:
+    NVFP4 ``s * 2^110`` and MX with ``FOLD`` ``2^(e - 17)`` (exact in BF16; the values ``e2m1 * 2^-126`` from the
+    non-restoring converter, the accumulator carries the other 2^16), otherwise ``2^(e - 127)`` (the converter
+    restores). Also the decode kernel's (``_ws_fp4_dec``)."""
+    if NV:  # e4m3 * 2^110 (exact in bf16)
+        f = (sc.to(gl.float32) * _NV_SCALE_BIAS).to(gl.bfloat16)
+    elif FOLD:
+        f = ((sc.to(gl.int32) + _MX_FOLD_EXP_BIAS) << 7).to(gl.int16).to(gl.bfloat16, bitcast=True)
+    else:
+        f = _bs._ue8m0_to_bf16(sc.to(gl.int32))
+    return f
+
+
+@gluon.jit
 def _fp4_tile(w_buf, row0: gl.constexpr, sc_rows, sc_ok, kk, s_step, RW: gl.constexpr, BK: gl.constexpr,
               SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, wl: gl.constexpr):
     """Rows ``row0 + [0, RW)`` of one K step's 64-row box (the ring's 16-bit words), dequantized to BF16 [RW, BK]
@@ -139,17 +154,12 @@ def _fp4_tile(w_buf, row0: gl.constexpr, sc_rows, sc_ok, kk, s_step, RW: gl.cons
     ``2^-16 * e2m1 * s`` (the global ``1 / g`` and the 2^16 go to the accumulator), as the Triton kernels do."""
     BQ: gl.constexpr = BK // 16
     w = w_buf.reshape([64, BQ, 4]).slice(row0, RW).load(wl)
-    if NV:  # e4m3 * 2^110 (exact in bf16) times e2m1 * 2^-126
-        sc = gl.load(sc_rows + kk * s_step, mask=sc_ok, other=0.0).to(gl.float32)
-        f = (sc * _NV_SCALE_BIAS).to(gl.bfloat16)[:, :, None]
-        n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(w, False, SWZ)  # value s of word i: K 4 i + s
+    if NV:
+        sc = gl.load(sc_rows + kk * s_step, mask=sc_ok, other=0.0)
     else:
-        sc = gl.load(sc_rows + kk * (BK // 32), mask=sc_ok, other=0).to(gl.int32)
-        n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(w, not FOLD, SWZ)  # value s of word i: K 4 i + s
-        if FOLD:  # e2m1 * 2^-126 times 2^(e - 17): the accumulator carries the other 2^16
-            f = ((sc + _MX_FOLD_EXP_BIAS) << 7).to(gl.int16).to(gl.bfloat16, bitcast=True)[:, :, None]
-        else:
-            f = _bs._ue8m0_to_bf16(sc)[:, :, None]
+        sc = gl.load(sc_rows + kk * (BK // 32), mask=sc_ok, other=0)
+    f = _fp4_scale_factor(sc, FOLD, NV)[:, :, None]
+    n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(w, not (FOLD or NV), SWZ)  # value s of word i: K 4 i + s
     v = gl.join(gl.join(n0 * f, n1 * f), gl.join(n2 * f, n3 * f))  # [RW, BQ, 4 words, s & 1, s >> 1]
     return gl.reshape(gl.permute(v, [0, 1, 2, 4, 3]), [RW, BK])
 

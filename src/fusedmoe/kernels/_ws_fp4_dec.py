@@ -54,7 +54,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 from . import _blockscaled as _bs
-from ._ws_fp4 import _MX_FOLD_EXP_BIAS, _NV_SCALE_BIAS, _fp4_acc_factors, _fp4_epilogue
+from ._ws_fp4 import _fp4_acc_factors, _fp4_chunk_count, _fp4_epilogue, _fp4_scale_factor
 
 
 def dot64_cols(K: int) -> torch.Tensor:
@@ -76,14 +76,6 @@ def _dec_unit(u, num_n, SPLIT: gl.constexpr):
 
 
 @gluon.jit
-def _dec_block_rows(sorted_ids_ptr, pid_m, num_slots, BT: gl.constexpr):
-    """The real rows of block ``pid_m`` (an expert's rows come first in its blocks, padding after them)."""
-    rl: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
-    ids = gl.load(sorted_ids_ptr + pid_m * BT + gl.arange(0, BT, layout=rl))
-    return gl.sum((ids < num_slots).to(gl.int32), axis=0)
-
-
-@gluon.jit
 def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
                 num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, num_n, num_slots, E_LOC: gl.constexpr,
                 GATED: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr):
@@ -101,7 +93,7 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, sorted_id
         pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
         e = gl.load(block_expert_ptr + pid_m)
         if e < E_LOC:
-            n_real = _dec_block_rows(sorted_ids_ptr, pid_m, num_slots, BT)
+            n8 = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8)  # 8-row chunks with real rows
             if GATED:  # 32 gate rows, the same 32 up rows (N a multiple of 64: each box within one 64-row tile)
                 r0 = pid_n * 32
                 r1 = N + r0
@@ -117,8 +109,8 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, sorted_id
                 mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
                 bar = ready.index(s)
                 # one of the two (arrive + expected bytes)
-                mbarrier.expect(bar, wbytes + KB * x8_desc.block_type.nbytes, pred=n_real <= 8)
-                mbarrier.expect(bar, wbytes + KB * x_desc.block_type.nbytes, pred=n_real > 8)
+                mbarrier.expect(bar, wbytes + KB * x8_desc.block_type.nbytes, pred=n8 == 1)
+                mbarrier.expect(bar, wbytes + KB * x_desc.block_type.nbytes, pred=n8 > 1)
                 for h in gl.static_range(KB):
                     kq = kk * KB + h  # the 64-wide K block
                     piece = (kq * 64) // TK
@@ -126,8 +118,8 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, sorted_id
                     slot = s * KB + h
                     xb = x_bufs.index(slot)
                     tma.async_copy_global_to_shared(x8_desc, [pid_m * BT, kq * 64], bar, xb.slice(0, 8),
-                                                    pred=n_real <= 8)
-                    tma.async_copy_global_to_shared(x_desc, [pid_m * BT, kq * 64], bar, xb, pred=n_real > 8)
+                                                    pred=n8 == 1)
+                    tma.async_copy_global_to_shared(x_desc, [pid_m * BT, kq * 64], bar, xb, pred=n8 > 1)
                     wb = w_bufs.index(slot)
                     tma.async_copy_global_to_shared(w_desc, [(base0 + piece) * 64 + r0 % 64, col], bar,
                                                     wb.slice(0, 32))
@@ -141,17 +133,8 @@ def _dec_a_operand(words, sc, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.cons
     """[4 warps, 2 row halves, 8 row groups, 4 columns c, 4 words] int16 of one 64 x 64 block -> the wgmma's
     register A [64, 64] bf16 in the dot order (module docstring) times the block scales ``sc`` [4, 2, 8, 4] (MX:
     UE8M0 codes; NVFP4: e4m3): the values as ``_ws_fp4._fp4_tile`` makes them (MX ``FOLD`` and NVFP4: 2^-16 times)."""
-    if NV:
-        f = (sc.to(gl.float32) * _NV_SCALE_BIAS).to(gl.bfloat16)
-        n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(words, False, SWZ)  # nibble s of word j: K 4 j + s
-    else:
-        sc = sc.to(gl.int32)
-        n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(words, not FOLD, SWZ)
-        if FOLD:  # e2m1 * 2^-126 times 2^(e - 17): the accumulator carries the other 2^16
-            f = ((sc + _MX_FOLD_EXP_BIAS) << 7).to(gl.int16).to(gl.bfloat16, bitcast=True)
-        else:
-            f = _bs._ue8m0_to_bf16(sc)
-    f = f[:, :, :, :, None]
+    f = _fp4_scale_factor(sc, FOLD, NV)[:, :, :, :, None]
+    n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(words, not (FOLD or NV), SWZ)  # nibble s of word j: K 4 j + s
     v = gl.join(gl.join(n0 * f, n1 * f), gl.join(n2 * f, n3 * f))  # [w, h, g, c, word, s & 1, s >> 1]
     v = gl.reshape(v, [4, 2, 8, 4, 2, 2, 2, 2])  # [w, h, g, c, m, p, s0, s1]
     v = gl.permute(v, [0, 1, 2, 7, 6, 4, 3, 5])  # row 16 w + 8 h + g, dot k 16 (2 s1 + s0) + 8 m + 2 c + p
