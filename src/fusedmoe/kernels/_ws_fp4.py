@@ -114,15 +114,11 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_
                 s = it % STAGES
                 mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
                 bar = ready.index(s)
-                if CHUNKS > 1:
-                    for c in gl.static_range(1, CHUNKS + 1):  # one of them: arrive + the step's bytes
-                        mbarrier.expect(bar, wbytes + c * xbytes, pred=n_ch == c)
-                    for c in gl.static_range(CHUNKS):
-                        tma.async_copy_global_to_shared(x_desc, [pid_m * BT + c * XT, kk * BK], bar,
-                                                        x_bufs.index(s * CHUNKS + c), pred=c < n_ch)
-                else:
-                    mbarrier.expect(bar, wbytes + xbytes)
-                    tma.async_copy_global_to_shared(x_desc, [pid_m * BT, kk * BK], bar, x_bufs.index(s))
+                for c in gl.static_range(1, CHUNKS + 1):  # one of them: arrive + the step's bytes
+                    mbarrier.expect(bar, wbytes + c * xbytes, pred=n_ch == c)
+                for c in gl.static_range(CHUNKS):
+                    tma.async_copy_global_to_shared(x_desc, [pid_m * BT + c * XT, kk * BK], bar,
+                                                    x_bufs.index(s * CHUNKS + c), pred=c < n_ch)
                 tma.async_copy_global_to_shared(w0_desc, [(base0 + piece) * 64, col], bar, w0_bufs.index(s))
                 tma.async_copy_global_to_shared(w0_desc, [(base1 + piece) * 64, col], bar, w1_bufs.index(s))
                 it += 1
@@ -243,26 +239,18 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
         if e < E_LOC:
             n0 = pid_n * NC
             sc_a, sc_b, ok_a = _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF, GATED)
-            acc = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
+            n_ch = 1  # (whole tiles: a constant, the loop below one direct call)
             if CHUNKS > 1:
-                # one instance a chunk count, each with only its accumulators live (zeros kept live for unused
-                # chunks made ptxas move them inside the wgmma pipeline and serialize it, C7515)
                 n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS)
-                for nch in gl.static_range(1, CHUNKS + 1):
-                    if n_ch == nch:
-                        it = _fp4_chunk_tile(nch, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it,
-                                             sc_a, sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr,
-                                             sorted_ids_ptr, gs_ptr, N, num_slots, stride_om, stride_be, act_alpha,
-                                             act_beta, act_limit, HALF, XT, CHUNKS, ACT, GATED, HAS_BIAS,
-                                             WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, BK, SWZ, FOLD, NV,
-                                             STAGES, wl, acc_l, OUT_PADDED)
-            else:
-                acc, it = _fp4_k_loop(acc, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b, ok_a, n_k,
-                                      s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl)
-                acc = _fp4_acc_factors(acc, gs_ptr, e, FOLD, NV)
-                _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
-                              stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
-                              WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False, OUT_PADDED)
+            # one instance a chunk count, each with only its accumulators live (zeros kept live for unused chunks
+            # made ptxas move them inside the wgmma pipeline and serialize it, C7515)
+            for nch in gl.static_range(1, CHUNKS + 1):
+                if n_ch == nch:
+                    it = _fp4_chunk_tile(nch, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a,
+                                         sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr,
+                                         N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
+                                         CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
+                                         ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED)
 
 
 @gluon.jit
@@ -333,26 +321,6 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
                       HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
                       OUT_PADDED)
     return it
-
-
-@gluon.jit
-def _fp4_k_loop(acc, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b, ok_a, n_k, s_step,
-                HALF: gl.constexpr, GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr,
-                NV: gl.constexpr, STAGES: gl.constexpr, wl: gl.constexpr):
-    """One tile's K loop with one wgmma a step (the input tile ``x_bufs``), at most one in flight; each step's ring
-    slot released once the step after it has issued (its tile buffer is then reused). Returns (acc, it)."""
-    for kk in range(n_k):
-        s = it % STAGES
-        d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, s_step, HALF, GATED, BK, SWZ, FOLD,
-                      NV, STAGES, wl)
-        acc = warpgroup_mma(d, x_bufs.index(s).permute((1, 0)), acc, is_async=True)
-        acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-        if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-        it += 1
-    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-    return acc, it
 
 
 @gluon.jit
