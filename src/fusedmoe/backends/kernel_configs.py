@@ -796,20 +796,12 @@ def ws_fp4_dec_config(gated: bool, gemm: str, split_k: int = 1, num_stages: int 
 def _ws_fp4_dec_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Optional[str]:
     bn = 32 if gated and gemm == "gemm1" else 64
     if cfg.block_k not in (64, 128) or cfg.block_n != bn:
-        return (f"{gemm.upper()} warp_specialized with decode tiles (block_m {WS_FP4_DEC_BLOCK_M}) and FP4 weights "
-                f"needs block_k 64 / 128 and block_n {bn}, got {cfg.block_k} / {cfg.block_n}")
-    if cfg.num_warps != 4 or not 2 <= cfg.num_stages <= 8:
-        return (f"{gemm.upper()} warp_specialized with decode tiles needs num_warps 4 and num_stages 2-8, got "
-                f"{cfg.num_warps} / {cfg.num_stages}")
-    if cfg.num_stages * _ws_fp4_dec_stage_bytes(cfg.block_k) > _WS_SMEM:
-        return f"{gemm.upper()} warp_specialized with decode tiles: {cfg.num_stages} stages exceed {_WS_SMEM // 1024} KB"
-    if cfg.swap_ab or cfg.fp8_fast_accum or cfg.n_tiles != 1 or cfg.persistent:
-        return (f"{gemm.upper()} warp_specialized with decode tiles does not take swap_ab (its tiles are swapped "
-                "already), fast accumulation, held tiles or a persistent setting")
-    if K % 64:
-        return (f"{gemm.upper()} warp_specialized needs K ({'H' if gemm == 'gemm1' else 'intermediate_size_padded'}) "
-                f"a multiple of 64, got {K}")
-    return None
+        why = (f"with decode tiles (block_m {WS_FP4_DEC_BLOCK_M}) and FP4 weights needs block_k 64 / 128 and block_n "
+               f"{bn}, got {cfg.block_k} / {cfg.block_n}")
+    else:
+        why = _ws_launch_problem(cfg, gemm, K, 64, "", _ws_fp4_dec_stage_bytes(cfg.block_k), 0,
+                                 "take swap_ab (its tiles are swapped already)", max_stages=8, split_ok=True)
+    return None if why is None else f"{gemm.upper()} warp_specialized {why}"
 
 
 def _ws_fp4_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Optional[str]:
@@ -828,18 +820,21 @@ def _ws_fp4_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Option
 
 
 def _ws_launch_problem(cfg: KernelConfig, gemm: str, K: int, k_multiple: int, k_why: str, stage: int, fixed: int,
-                       swap_why: str) -> Optional[str]:
-    """The launch rules both warp-specialized kernels share: 4 warps (the first warpgroup; the kernel adds the
-    others), 2-6 ``stage``-byte stages within the shared-memory budget (plus ``fixed`` bytes), no split-K /
-    swap-AB / fast accumulation / held tiles / persistent setting, K a multiple of ``k_multiple``."""
-    if cfg.num_warps != 4 or not 2 <= cfg.num_stages <= 6:
-        return (f"needs num_warps 4 (one warpgroup; the kernel adds the others) and num_stages 2-6, got "
+                       swap_why: str, max_stages: int = 6, split_ok: bool = False) -> Optional[str]:
+    """The launch rules the warp-specialized kernels share: 4 warps (the first warpgroup; the kernel adds the
+    others), 2-``max_stages`` ``stage``-byte stages within the shared-memory budget (plus ``fixed`` bytes), no
+    split-K (unless ``split_ok``: the FP4 decode kernel) / swap-AB / fast accumulation / held tiles / persistent
+    setting, K a multiple of ``k_multiple``."""
+    if cfg.num_warps != 4 or not 2 <= cfg.num_stages <= max_stages:
+        return (f"needs num_warps 4 (one warpgroup; the kernel adds the others) and num_stages 2-{max_stages}, got "
                 f"{cfg.num_warps} / {cfg.num_stages}")
     if cfg.num_stages * stage + fixed > _WS_SMEM:
         return (f"with {cfg.num_stages} stages of {stage // 1024} KB exceeds the {_WS_SMEM // 1024} KB of shared "
                 f"memory it plans for: use at most {(_WS_SMEM - fixed) // stage} stages")
-    if cfg.split_k != 1 or cfg.swap_ab or cfg.fp8_fast_accum or cfg.n_tiles != 1 or cfg.persistent:
-        return f"does not split K, {swap_why}, accumulate FP8 in the tensor cores, hold tiles or take a persistent setting"
+    if ((cfg.split_k != 1 and not split_ok) or cfg.swap_ab or cfg.fp8_fast_accum or cfg.n_tiles != 1
+            or cfg.persistent):
+        return (f"does not {'' if split_ok else 'split K, '}{swap_why}, accumulate FP8 in the tensor cores, hold "
+                "tiles or take a persistent setting")
     if K % k_multiple:
         return (f"needs K ({'H' if gemm == 'gemm1' else 'intermediate_size_padded'}) a multiple of {k_multiple}"
                 f"{k_why}, got {K}")
