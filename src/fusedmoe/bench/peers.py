@@ -174,6 +174,7 @@ class TritonPeer(Peer):
         """(MoEKernelConfig, source) for ``tokens`` tokens: source "tuned" when the table has an
         entry for this shape (any bucket), else "heuristic"."""
         from ..backends.kernel_configs import choose_moe_config
+        from ..backends.kernel_configs import WS_FP4_DEC_BLOCK_M
         from ..backends.triton_moe import auto_ws_fp4
 
         table, kind = self._table()
@@ -190,7 +191,7 @@ class TritonPeer(Peer):
         src = "tuned" if hit is not None else "heuristic"
         # what a call without a config runs: MXFP4 x BF16 prefill tiles in the FP4 warp-specialized kernel
         ws = auto_ws_fp4(cfg, weights.w13, weights.w2, case.act_format, case.dtype, dev, tokens, K, act)
-        return ws, (src if ws is cfg else src + ("+ws_fp4_dec" if ws.block_m == 16 else "+ws_fp4"))
+        return ws, (src if ws is cfg else src + ("+ws_fp4_dec" if ws.block_m == WS_FP4_DEC_BLOCK_M else "+ws_fp4"))
 
     def build(self, case: BenchCase, weights: ExpertWeights) -> Runner:
         from ..backends.triton import run_weights

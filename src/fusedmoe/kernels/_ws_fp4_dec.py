@@ -55,6 +55,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 
 from . import _blockscaled as _bs
 from ._ws_fp4 import _fp4_acc_factors, _fp4_chunk_count, _fp4_epilogue, _fp4_scale_factor
+from ._ws_gemm import _ring_barriers
 
 
 def dot64_cols(K: int) -> torch.Tensor:
@@ -249,11 +250,7 @@ def _ws_fp4_dec_kernel(
     BT: gl.constexpr = x_desc.block_type.shape[0]
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES * KB, 64, 16], w_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for s in gl.static_range(STAGES):
-        mbarrier.init(ready.index(s), count=1)
-        mbarrier.init(empty.index(s), count=1)
+    ready, empty = _ring_barriers(STAGES, 1)  # one consumer warpgroup releases a slot
     gl.warp_specialize([
         (_dec_consumer, (x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
                          block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n, num_slots,
