@@ -20,11 +20,12 @@ import torch
 from gluon_sm90 import SCRIPT_HEAD
 from test_triton_fp4 import Case, make_case, run_reference, run_sm90_script, run_triton
 from test_triton_moe import DEV, gpu, interpreter
+from test_ws_fp4 import OAI_SMALL, _rel
 
 from fusedmoe.backends import triton_moe
 from fusedmoe.backends.kernel_configs import (KernelConfig, MoEKernelConfig, warp_specialized_problem,
                                               ws_fp4_dec_config)
-from fusedmoe.config import Activation, ActivationParams, Format
+from fusedmoe.config import Activation, Format
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 A, F = Activation, Format
@@ -350,13 +351,6 @@ def _dec_call(hidden, W, topk, *, split=None, offset=0, woi=False, capture=None)
     c = cap["config"]
     assert c.block_m == 16 and c.gemm1.warp_specialized and c.gemm2.warp_specialized, c
     return out
-
-
-def _rel(a, b):
-    return ((a.float() - b.float()).norm() / b.float().norm()).item()
-
-
-OAI_SMALL = ActivationParams(alpha=1.702, beta=1.0, limit=0.5)  # both clamps reached at test scale
 
 
 @gpu
