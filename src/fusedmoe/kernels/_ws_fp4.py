@@ -125,6 +125,17 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_
 
 
 @gluon.jit
+def _fp4_scale_cols(j, stride_sk, NV: gl.constexpr):
+    """A thread's 16 values ``j`` of a 64-wide K block -> (the offset of their block scale along K, a 64-wide block's
+    step): NVFP4 block ``j`` of the K-major scales (``stride_sk`` apart); MX block ``j // 2`` of the row-major ones.
+    Both FP4 kernels'."""
+    if NV:
+        return j * stride_sk, 4 * stride_sk
+    else:
+        return j // 2, 2
+
+
+@gluon.jit
 def _fp4_scale_factor(sc, FOLD: gl.constexpr, NV: gl.constexpr):
     """Block scales as loaded (NVFP4: e4m3; MX: UE8M0 codes) -> the BF16 factor of ``_e2m1x4_bf16_nib``'s values:
     NVFP4 ``s * 2^110`` and MX with ``FOLD`` ``2^(e - 17)`` (exact in BF16; the values ``e2m1 * 2^-126`` from the
@@ -150,10 +161,10 @@ def _fp4_tile(w_buf, row0: gl.constexpr, sc_rows, sc_ok, kk, s_step, RW: gl.cons
     ``2^-16 * e2m1 * s`` (the global ``1 / g`` and the 2^16 go to the accumulator), as the Triton kernels do."""
     BQ: gl.constexpr = BK // 16
     w = w_buf.reshape([64, BQ, 4]).slice(row0, RW).load(wl)
-    if NV:
+    if NV:  # (e4m3 scales: a float fill)
         sc = gl.load(sc_rows + kk * s_step, mask=sc_ok, other=0.0)
     else:
-        sc = gl.load(sc_rows + kk * (BK // 32), mask=sc_ok, other=0)
+        sc = gl.load(sc_rows + kk * s_step, mask=sc_ok, other=0)
     f = _fp4_scale_factor(sc, FOLD, NV)[:, :, None]
     n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(w, not (FOLD or NV), SWZ)  # value s of word i: K 4 i + s
     v = gl.join(gl.join(n0 * f, n1 * f), gl.join(n2 * f, n3 * f))  # [RW, BQ, 4 words, s & 1, s >> 1]
@@ -226,12 +237,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
     num_n = gl.cdiv(N, NC)
     n_k = K // BK
     r = gl.arange(0, RH, layout=gl.SliceLayout(1, sl))
-    if NV:  # a thread's 16 values are one NVFP4 block; the scales K-major (ExpertWeights)
-        jq = gl.arange(0, BQ, layout=gl.SliceLayout(0, sl)) * stride_sk
-        s_step = BQ * stride_sk
-    else:  # half of an MX block; row-major scales
-        jq = gl.arange(0, BQ, layout=gl.SliceLayout(0, sl)) // 2
-        s_step = BK // 32
+    jq, s_step = _fp4_scale_cols(gl.arange(0, BQ, layout=gl.SliceLayout(0, sl)), stride_sk, NV)  # (BK 64: BQ 4)
     it = 0
     for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
         pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)

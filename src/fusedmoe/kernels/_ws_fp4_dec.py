@@ -54,7 +54,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 from . import _blockscaled as _bs
-from ._ws_fp4 import _fp4_acc_factors, _fp4_chunk_count, _fp4_epilogue, _fp4_scale_factor
+from ._ws_fp4 import _fp4_acc_factors, _fp4_chunk_count, _fp4_epilogue, _fp4_scale_cols, _fp4_scale_factor
 from ._ws_gemm import _ring_barriers
 
 
@@ -163,12 +163,7 @@ def _dec_consumer(x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr
     rg = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, sl))))
     cc = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, sl))))
     r = rw[:, None, None, None] * 16 + rh[None, :, None, None] * 8 + rg[None, None, :, None]  # row of the tile
-    if NV:  # a thread's 16 values: NVFP4 block c of the 64-wide block; scales K-major
-        jq = cc[None, None, None, :] * stride_sk
-        bstep = 4 * stride_sk
-    else:  # MX block c // 2; scales row-major
-        jq = cc[None, None, None, :] // 2
-        bstep = 2
+    jq, bstep = _fp4_scale_cols(cc[None, None, None, :], stride_sk, NV)  # thread column c's block scale
     # the partial sums' offsets in a [64, BT] fp32 slot, in the accumulator's layout
     ar = gl.arange(0, 64, layout=gl.SliceLayout(1, acc_l))
     at = gl.arange(0, BT, layout=gl.SliceLayout(0, acc_l))
