@@ -28,7 +28,9 @@ IEEE divisions, ``set_reciprocal_quant(False)``; the default divides by reciproc
 ``fusedmoe-g16`` / ``fusedmoe-g32`` (the chosen configs with GROUP_M 16 / 32 on the warp-specialized
 GEMMs: more M-blocks per column sweep); ``fusedmoe-wswide`` (the FP8 warp-specialized GEMMs at 2 x 128 / 256
 columns with one promoted partial set: half the L2 bytes of A per FLOP); ``fusedmoe-nohandoff`` (GEMM1 stores
-by slot and the warp-specialized GEMM2 gathers its input again: ``set_ws_padded_handoff(False)``).
+by slot and the warp-specialized GEMM2 gathers its input again: ``set_ws_padded_handoff(False)``);
+``fusedmoe-wsdec`` (the opt-in 16-bit / FP8 decode kernel, ``kernels/_ws_dec.py``, for decode tiles:
+``set_ws_decode(True)``).
 """
 
 import torch
@@ -227,6 +229,14 @@ def _set_pad_garbage(on):
     return prev
 
 
+def _set_ws_decode(on):
+    """``triton_moe.set_ws_decode`` from a bool or the tuple it returned (the 16-bit / FP8 decode kernel, opt-in);
+    returns the previous tuple."""
+    from fusedmoe.backends import triton_moe
+
+    return triton_moe.set_ws_decode(*on) if isinstance(on, tuple) else triton_moe.set_ws_decode(on)
+
+
 _PDL, _FUSE = "set_programmatic_dependent_launch", "set_fused_combine"
 _WS_DTYPES = ("bf16", "fp8_tensor", "fp8_channel", "fp8_block")
 PEERS = {"fusedmoe": make_fusedmoe,
@@ -243,6 +253,7 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),
          "fusedmoe-divq": _with_setting("set_reciprocal_quant", False),
          "fusedmoe-nohandoff": _with_setting("set_ws_padded_handoff", False),
+         "fusedmoe-wsdec": _with_setting(_set_ws_decode, True),
          "fusedmoe-rowchunks": _with_setting(_set_chunked_rows, True),
          "fusedmoe-padgarbage": _with_setting(_set_pad_garbage, True),
          "fusedmoe-s17": _with_setting(_set_chunked_rows, True, _with_setting("set_ws_padded_handoff", False)),

@@ -819,6 +819,49 @@ def _ws_fp4_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Option
     return None if why is None else f"{gemm.upper()} warp_specialized {why}"
 
 
+# the 16-bit / FP8 decode kernel (kernels/_ws_dec.py; OPT-IN, not yet run on a GPU): the FP4 decode kernel's tile --
+# 16 token rows a block, 64 weight rows a unit (gated GEMM1: 32 gate + 32 up), 128 bytes of K a block (64 16-bit /
+# 128 FP8 values), one or two blocks a ring step
+WS_DEC_BLOCK_M = WS_FP4_DEC_BLOCK_M
+
+
+def ws_dec_block_k(weight_format: Format) -> int:
+    """K values in one 128-byte block of the 16-bit / FP8 decode kernel: 64 (BF16 / FP16 weights) or 128 (FP8)."""
+    return 64 if weight_format is Format.BF16 else 128
+
+
+def ws_dec_stage_bytes(block_k: int, weight_format: Format) -> int:
+    """One ring stage of the 16-bit / FP8 decode kernel: per 128-byte K block the [16, .] token rows and the 64
+    weight rows."""
+    return block_k // ws_dec_block_k(weight_format) * (WS_DEC_BLOCK_M + 64) * 128
+
+
+def ws_dec_config(gated: bool, gemm: str, weight_format: Format, split_k: int = 1, num_stages: int = 6,
+                  blocks: int = 1) -> KernelConfig:
+    """The 16-bit / FP8 decode kernel's tile of ``gemm``: 16 token rows, 32 output columns for a gated GEMM1 (gate and
+    up rows: 64 weight rows), 64 otherwise; ``blocks`` (1 / 2) 128-byte K blocks a ring step, ``split_k`` shares of
+    K."""
+    if weight_format not in WS_FORMATS:
+        raise ValueError(f"ws_dec_config: the decode kernel takes {[f.name for f in WS_FORMATS]} weights, got "
+                         f"{weight_format.name}")
+    if blocks not in (1, 2):
+        raise ValueError(f"ws_dec_config: blocks must be 1 or 2, got {blocks!r}")
+    return KernelConfig(WS_DEC_BLOCK_M, 32 if gated and gemm == "gemm1" else 64, blocks * ws_dec_block_k(weight_format),
+                        group_m=1, num_warps=4, num_stages=num_stages, split_k=split_k, warp_specialized=True)
+
+
+def _ws_dec_problem(cfg: KernelConfig, weight_format: Format, gemm: str, gated: bool, K: int) -> Optional[str]:
+    bn = 32 if gated and gemm == "gemm1" else 64
+    bke = ws_dec_block_k(weight_format)
+    if cfg.block_k not in (bke, 2 * bke) or cfg.block_n != bn:
+        why = (f"with decode tiles (block_m {WS_DEC_BLOCK_M}) and {weight_format.name} weights needs block_k {bke} / "
+               f"{2 * bke} and block_n {bn}, got {cfg.block_k} / {cfg.block_n}")
+    else:
+        why = _ws_launch_problem(cfg, gemm, K, 16, " (TMA row strides)", ws_dec_stage_bytes(cfg.block_k, weight_format),
+                                 0, "take swap_ab (its tiles are swapped already)", max_stages=8, split_ok=True)
+    return None if why is None else f"{gemm.upper()} warp_specialized {why}"
+
+
 def _ws_launch_problem(cfg: KernelConfig, gemm: str, K: int, k_multiple: int, k_why: str, stage: int, fixed: int,
                        swap_why: str, max_stages: int = 6, split_ok: bool = False) -> Optional[str]:
     """The launch rules the warp-specialized kernels share: 4 warps (the first warpgroup; the kernel adds the
@@ -851,10 +894,13 @@ def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str
         return _ws_fp4_problem(cfg, gemm, gated, K)
     if weight_format not in WS_FORMATS:
         return f"{gemm.upper()} warp_specialized supports {[f.name for f in WS_FORMATS]} weights, got {weight_format.name}"
+    if cfg.block_m == WS_DEC_BLOCK_M:
+        return _ws_dec_problem(cfg, weight_format, gemm, gated, K)
     bk, bns = _ws_tile(weight_format, gemm, gated)
     stage = _ws_stage_bytes(weight_format, gated and gemm == "gemm1", cfg.block_n, cfg.block_k)
     if cfg.block_m != 128 or cfg.block_k != bk or cfg.block_n not in bns:
-        why = (f"needs block_m 128, block_k {bk} and block_n in {bns} with {weight_format.name} weights, got "
+        why = (f"needs block_m 128 (or {WS_DEC_BLOCK_M}: decode tiles), block_k {bk} and block_n in {bns} with "
+               f"{weight_format.name} weights, got "
                f"{cfg.block_m} / {cfg.block_k} / {cfg.block_n}")
     else:
         why = _ws_launch_problem(cfg, gemm, K, 16, " (TMA row strides)", stage, 0, "swap A and B")

@@ -103,7 +103,8 @@ from ..kernels import _blockscaled as _bs
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, auto_persistent, choose_moe_config, held_a_problem,
                              join_gate_up, k_loop_stages, warp_specialized_problem, WS_FP4_FORMATS,
-                             WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config)
+                             WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
+                             WS_DEC_BLOCK_M, WS_FORMATS, ws_dec_block_k, ws_dec_config, ws_dec_stage_bytes)
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
@@ -869,11 +870,13 @@ def _ws_layouts(block_n: int, block_k: int, dtype: torch.dtype):
 def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTensor, w_s, wse, wsn, bias, has_bias,
              tw_flat, q_scale, out_q, al: "AlignResult", out: torch.Tensor, N: int, row_div: int, TK: int, E: int,
              act_code: int, gated: bool, p, round_tl, weight_on_input: bool, mul_routing_weight: bool,
-             num_sms, *, a_padded: bool = False, out_padded: bool = False, a_scales_padded: bool = False) -> None:
+             num_sms, *, a_padded: bool = False, out_padded: bool = False, a_scales_padded: bool = False,
+             part=None, cnt=None) -> None:
     """One GEMM by ``kernels/_ws_gemm``: its input rows ``a`` [rows, K] e4m3 or 16-bit (hidden or
     its quantization for GEMM1, ``row_div`` = top_k; the slot-indexed intermediate for GEMM2,
     ``row_div`` = 1) gathered into block-padded slot order (one extra write and read of P x K
-    elements), then the persistent warp-specialized kernel into ``out`` [T*K, N] by slot.
+    elements), then the persistent warp-specialized kernel into ``out`` [T*K, N] by slot -- for decode tiles
+    (block_m 16, OPT-IN) ``kernels/_ws_dec`` (:func:`_ws_dec_launch`; ``part`` / ``cnt`` its split-K scratch).
     ``a_padded``: ``a`` already holds the rows in block-padded order (GEMM2 after GEMM1 with
     ``out_padded``, which stores at the rows' padded positions into ``out`` [P_max, N]): no gather;
     ``a_scales_padded``: its per-row scales ``a_s`` are in that order too (the 1 x 128 group
@@ -886,6 +889,11 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     BM, BK = c.block_m, c.block_k
     dt = a.dtype if a.element_size() == 2 else _E4M3
     rows = a.view(dt) if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E).view(dt)
+    if BM == WS_DEC_BLOCK_M:
+        _ws_dec_launch(c, rows, a_s, a_s_stride, w, w_s, wse, wsn, bias, has_bias, tw_flat, q_scale, out_q, al, out, N,
+                       row_div, TK, E, act_code, gated, p, round_tl, weight_on_input, mul_routing_weight, num_sms, part,
+                       cnt, out_padded=out_padded, a_scales_padded=a_scales_padded)
+        return
     a_layout, w_layout = _ws_layouts(c.block_n, BK, dt)
     a_desc = TensorDescriptor.from_tensor(rows, [64, BK], a_layout)
     w_desc = TensorDescriptor.from_tensor(w.data.view(-1, Kd), [c.block_n, BK], w_layout)
@@ -899,6 +907,146 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
         SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], OUT_PADDED=out_padded,
         A_PADDED=a_scales_padded, ZERO_PAD=out_padded and _WS_ZERO_PAD_ROWS, num_warps=4)
+
+
+# ---- the warp-specialized 16-bit / FP8 GEMMs at decode (opt-in) -----------------------------------------------
+
+# kernels/_ws_dec.py: programs an SM (each one consumer warpgroup and its loader warp; registers capped as for the FP4
+# decode kernel, _WS_FP4_DEC_MAXNREG), ring stages (0: as many as fit that many programs an SM), 128-byte K blocks a
+# ring step
+_WS_DEC = {"enabled": os.environ.get("FUSEDMOE_WS_DECODE", "0") == "1", "ctas": 2, "stages": 0, "blocks": 1}
+_SM90_SMEM_PER_SM = 228 * 1024
+# a program's shared memory besides the ring: barriers and the epilogue's layout conversions (sm_90 compile: 4228 B),
+# and the 1 KB the runtime reserves
+_WS_DEC_FIXED_SMEM = (4 + 1) * 1024 + 256
+
+
+def set_ws_decode(enabled: bool, ctas: int = 2, num_stages: int = 0, blocks: int = 1) -> tuple:
+    """OPT-IN, not yet run on a GPU (thirtieth session: compiled for sm_90 only; ``False`` is the default,
+    ``FUSEDMOE_WS_DECODE=1``): calls without a config whose chosen config has decode tiles (block_m <= 16) with
+    BF16 / FP16 or FP8 (per tensor, per channel, 128 x 128 blocks) weights run both GEMMs in the warp-specialized
+    decode kernel (``kernels/_ws_dec.py``, :func:`auto_ws_decode`): ``ctas`` programs an SM (1-3), ``num_stages``
+    ring steps (2-8; 0: as many as fit), ``blocks`` 128-byte K blocks a step (1 / 2), split-K by
+    :func:`ws_fp4_dec_split`'s makespan rule. Returns the previous ``(enabled, ctas, num_stages, blocks)``."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    if ctas not in _WS_FP4_DEC_MAXNREG or num_stages not in (0,) + tuple(range(2, 9)) or blocks not in (1, 2):
+        raise ValueError(f"set_ws_decode: ctas must be 1-3, num_stages 0 or 2-8 and blocks 1 / 2, got {ctas}, "
+                         f"{num_stages}, {blocks}")
+    prev = (_WS_DEC["enabled"], _WS_DEC["ctas"], _WS_DEC["stages"], _WS_DEC["blocks"])
+    _WS_DEC.update(enabled=enabled, ctas=ctas, stages=num_stages, blocks=blocks)
+    return prev
+
+
+def ws_dec_stages(weight_format: Format, blocks: int, ctas: int, num_stages: int = 0) -> int:
+    """Ring stages of the 16-bit / FP8 decode kernel: ``num_stages``, or (0) as many as let ``ctas`` programs share an
+    SM's 228 KB of shared memory, 2-8 (one 128-byte block a step: 8 for 1-2 programs, 7 for 3)."""
+    if num_stages:
+        return num_stages
+    stage = ws_dec_stage_bytes(blocks * ws_dec_block_k(weight_format), weight_format)
+    return max(2, min(8, (_SM90_SMEM_PER_SM // ctas - _WS_DEC_FIXED_SMEM) // stage))
+
+
+def _ws_dec_layer_problem(w13: QuantizedTensor, w2: QuantizedTensor, dtype: torch.dtype, dev: torch.device,
+                          interp: bool, H: int, I_pad: int) -> Optional[str]:
+    """None, or why the 16-bit / FP8 decode kernel cannot take this layer: an sm_90 GPU (not the interpreter),
+    weights in ``WS_FORMATS`` (16-bit ones in hidden's dtype), contiguous and 16-byte aligned, H and I_pad
+    multiples of 16 (TMA row strides)."""
+    if interp or dev.type != "cuda":
+        return "it is a Gluon kernel for sm_90 GPUs (Triton's interpreter cannot run Gluon)"
+    if w13.fmt not in WS_FORMATS:
+        return f"it takes {[f.name for f in WS_FORMATS]} weights, got {w13.fmt.name}"
+    if w13.fmt is Format.BF16 and (w13.data.dtype != dtype or w2.data.dtype != dtype):
+        return f"its 16-bit weights must be in hidden's dtype {dtype}, got {w13.data.dtype}"
+    if H % 16 or I_pad % 16:
+        return f"it needs H and intermediate_size_padded multiples of 16 (TMA row strides), got {H} and {I_pad}"
+    major = _cuda_major(dev.index if dev.index is not None else torch.cuda.current_device())
+    if major != 9:
+        return f"it needs an sm_90 GPU (wgmma), got compute capability {major}.x"
+    for w in (w13, w2):
+        if not w.data.is_contiguous() or w.data.data_ptr() % 16:
+            return "it reads the weights through TMA: their data must be contiguous and 16-byte aligned"
+    return None
+
+
+def auto_ws_decode(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor, act_format: Format,
+                   dtype: torch.dtype, device: torch.device, tokens: int, top_k: int, activation: Activation,
+                   interp: bool = False) -> MoEKernelConfig:
+    """The config a call without an explicit one runs for 16-bit / FP8 weights: ``cfg``, or with the opt-in
+    :func:`set_ws_decode`, decode tiles (block_m <= 16), no atomic combine and a layer the kernel can take, the
+    decode kernel's tiles for both GEMMs (``ws_dec_config``; split-K from the expected blocks -- experts hit -- by
+    :func:`ws_fp4_dec_split`, all programs busy)."""
+    if (not _WS_DEC["enabled"] or cfg.block_m > WS_DEC_BLOCK_M or cfg.atomic_combine
+            or _ws_dec_layer_problem(w13, w2, dtype, device, interp, w13.shape[-1], w2.shape[-1]) is not None):
+        return cfg
+    fmt, gated = w13.fmt, activation.is_gated
+    H, I_pad = w13.shape[-1], w2.shape[-1]
+    _, sms = _device_info(device)
+    ctas, kb = _WS_DEC["ctas"], _WS_DEC["blocks"]
+    st = ws_dec_stages(fmt, kb, ctas, _WS_DEC["stages"])
+    bk = kb * ws_dec_block_k(fmt)
+    blocks = min(tokens * top_k, w13.shape[0])
+    programs = ctas * (sms or 132)
+    s1 = ws_fp4_dec_split(blocks * (cdiv(I_pad, 32) if gated else cdiv(I_pad, 64)), cdiv(H, bk), programs)
+    s2 = ws_fp4_dec_split(blocks * cdiv(H, 64), cdiv(I_pad, bk), programs)
+    return MoEKernelConfig(ws_dec_config(gated, "gemm1", fmt, s1, st, kb),
+                           ws_dec_config(False, "gemm2", fmt, s2, st, kb), cfg.atomic_combine)
+
+
+def auto_ws(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor, act_format: Format, dtype: torch.dtype,
+            device: torch.device, tokens: int, top_k: int, activation: Activation,
+            interp: bool = False) -> MoEKernelConfig:
+    """What a call without a config runs: :func:`auto_ws_fp4` for FP4 weights, :func:`auto_ws_decode` for 16-bit /
+    FP8 ones (``fusedmoe bench`` records and passes the same)."""
+    if w13.fmt in WS_FP4_FORMATS:
+        return auto_ws_fp4(cfg, w13, w2, act_format, dtype, device, tokens, top_k, activation, interp)
+    return auto_ws_decode(cfg, w13, w2, act_format, dtype, device, tokens, top_k, activation, interp)
+
+
+@functools.lru_cache(maxsize=None)
+def _ws_dec_layout(rows: int, block_k: int, dtype: torch.dtype):
+    from triton.experimental.gluon import language as gl
+
+    gdt = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}.get(dtype, gl.float8e4nv)
+    return gl.NVMMASharedLayout.get_default_for([rows, block_k], gdt)
+
+
+def _ws_dec_launch(c: KernelConfig, rows: torch.Tensor, a_s, a_s_stride, w: QuantizedTensor, w_s, wse, wsn, bias,
+                   has_bias, tw_flat, q_scale, out_q, al: "AlignResult", out: torch.Tensor, N: int, row_div: int,
+                   TK: int, E: int, act_code: int, gated: bool, p, round_tl, weight_on_input: bool,
+                   mul_routing_weight: bool, num_sms, part, cnt, *, out_padded: bool = False,
+                   a_scales_padded: bool = False) -> None:
+    """The 16-bit / FP8 decode kernel on gathered rows (``rows`` [max_blocks * 16, K] in the weights' operand dtype):
+    persistent, ``set_ws_decode``'s programs an SM, into ``out`` [T*K, N] by slot (``out_padded``: [max_blocks * 16,
+    N] at the rows' padded positions -- the next GEMM's ``rows``); ``part`` / ``cnt``: the split-K scratch
+    (``c.split_k`` > 1: ``tiles * split_k * 64 * 16`` fp32 and ``tiles`` zeroed int32, tiles = blocks x column
+    tiles)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from ..kernels import _ws_dec as _wd
+
+    Kd = rows.shape[1]
+    BM = c.block_m
+    bke = ws_dec_block_k(w.fmt)
+    kb = c.block_k // bke
+    if c.split_k > 1 and (part is None or cnt is None):
+        raise ValueError("the decode kernel's split-K needs its partial-sum and counter scratch")
+    # the token rows in boxes of all BM rows and of 8 (for blocks with at most 8 real rows)
+    x_descs = [TensorDescriptor.from_tensor(rows, [h, bke], _ws_dec_layout(h, bke, rows.dtype)) for h in (BM, 8)]
+    w_desc = TensorDescriptor.from_tensor(w.data.view(-1, Kd), [32, bke], _ws_dec_layout(32, bke, rows.dtype))
+    num_n = cdiv(N, 32) if gated else cdiv(N, 64)
+    units = al.max_blocks * num_n * c.split_k
+    ctas = _WS_DEC["ctas"]
+    blockwise = w.fmt is Format.FP8_BLOCK
+    _wd._ws_dec_kernel[(max(1, min(units, ctas * (num_sms or 1))),)](
+        *x_descs, w_desc, out, a_s, w_s, bias, tw_flat, q_scale, al.sorted_ids, al.block_expert, al.num_post_padded,
+        tw_flat if part is None else part, tw_flat if cnt is None else cnt, N, w.shape[-2], cdiv(cdiv(Kd, bke), kb),
+        cdiv(Kd, 128), num_n, TK, out.stride(0), a_s_stride, wse, wsn,
+        w_s.stride(2) if blockwise else 0, bias.stride(0) if has_bias else 0, float(p.alpha), float(p.beta),
+        float(p.limit), TOP_K=row_div, E_LOC=E, ACT=act_code, GATED=gated, QUANT=_QUANT_CODE[w.fmt], OUT_Q=out_q,
+        ROUND_DTYPE=round_tl, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
+        MUL_ROUTING_WEIGHT=mul_routing_weight, RCP_DIV=_RCP_DIV["enabled"], STAGES=c.num_stages, SPLIT=c.split_k,
+        KB=kb, OUT_PADDED=out_padded, A_PADDED=a_scales_padded, num_warps=4, maxnreg=_WS_FP4_DEC_MAXNREG[ctas])
 
 
 # ---- the warp-specialized MXFP4 x BF16 GEMMs (prefill) ----------------------------------------------
@@ -1297,8 +1445,8 @@ def triton_experts(
     smem = 0 if dev.type != "cuda" else _cuda_smem_per_block(dev.index if dev.index is not None
                                                             else torch.cuda.current_device())
     cfg = choose_moe_config(T, H, I_pad, E, K, wfmt, activation, dev_name, override=config, num_sms=num_sms)
-    if config is None:  # (auto_ws_fp4 only picks the FP4 kernel where _ws_fp4_problem has no objection)
-        cfg = auto_ws_fp4(cfg, w13, w2, act_format, hidden.dtype, dev, T, K, activation, interp)
+    if config is None:  # (auto_ws only picks a Gluon kernel where its layer rules have no objection)
+        cfg = auto_ws(cfg, w13, w2, act_format, hidden.dtype, dev, T, K, activation, interp)
     c1, c2 = cfg.gemm1, cfg.gemm2
     if config is not None and wfmt in WS_FP4_FORMATS and (c1.warp_specialized or c2.warp_specialized):
         why = _ws_fp4_problem(w13, w2, act_format, hidden.dtype, dev, interp, H, I_pad)
@@ -1519,7 +1667,7 @@ def triton_experts(
     elif c1.warp_specialized:  # kernels/_ws_gemm (FP8, 16-bit)
         _ws_gemm(c1, a1, a1_s, a1_s_stride, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, tw_flat, q_scale,
                  out_q, al, inter, I_pad, K, TK, E, _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input),
-                 False, num_sms, out_padded=padded)
+                 False, num_sms, out_padded=padded, part=ws1, cnt=cnt1)
     else:
         launch(_gemm._gemm1_kernel, grid1,
             a1_d, a1_s, w13_d, w13_s, b13, tw_flat,
@@ -1612,7 +1760,8 @@ def triton_experts(
     elif c2.warp_specialized:
         _ws_gemm(c2, inter, a2_s, a2_s_stride, w2, w2_s, wse2, wsn2, b2, w2_bias is not None, tw_flat, tw_flat,
                  _OUT_PLAIN, al, y, H, 1, TK, E, _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl,
-                 False, not weight_on_input, num_sms, a_padded=padded, a_scales_padded=padded and post_quant is not None)
+                 False, not weight_on_input, num_sms, a_padded=padded,
+                 a_scales_padded=padded and post_quant is not None, part=ws2, cnt=cnt2)
     else:
         launch(_gemm._gemm2_kernel, grid2,
             inter_d, a2_s, w2_d, w2_s, b2, tw_flat,

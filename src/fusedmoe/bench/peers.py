@@ -174,8 +174,8 @@ class TritonPeer(Peer):
         """(MoEKernelConfig, source) for ``tokens`` tokens: source "tuned" when the table has an
         entry for this shape (any bucket), else "heuristic"."""
         from ..backends.kernel_configs import choose_moe_config
-        from ..backends.kernel_configs import WS_FP4_DEC_BLOCK_M
-        from ..backends.triton_moe import auto_ws_fp4
+        from ..backends.kernel_configs import WS_FP4_DEC_BLOCK_M, WS_FP4_FORMATS
+        from ..backends.triton_moe import auto_ws
 
         table, kind = self._table()
         dev = torch.device(device)
@@ -189,9 +189,11 @@ class TritonPeer(Peer):
         hit = table.lookup(device=name, weight_format=fmt, activation=act, gemm="gemm1", N=n1, K=H, E=E,
                            tokens=tokens) if kind == "tuned" else None
         src = "tuned" if hit is not None else "heuristic"
-        # what a call without a config runs: MXFP4 x BF16 prefill tiles in the FP4 warp-specialized kernel
-        ws = auto_ws_fp4(cfg, weights.w13, weights.w2, case.act_format, case.dtype, dev, tokens, K, act)
-        return ws, (src if ws is cfg else src + ("+ws_fp4_dec" if ws.block_m == WS_FP4_DEC_BLOCK_M else "+ws_fp4"))
+        # what a call without a config runs: MXFP4 x BF16 prefill tiles in the FP4 warp-specialized kernel, and the
+        # opt-in decode kernels (FP4: set_ws_fp4_decode; 16-bit / FP8: set_ws_decode)
+        ws = auto_ws(cfg, weights.w13, weights.w2, case.act_format, case.dtype, dev, tokens, K, act)
+        tag = "+ws_fp4" if fmt in WS_FP4_FORMATS else "+ws"
+        return ws, (src if ws is cfg else src + tag + ("_dec" if ws.block_m == WS_FP4_DEC_BLOCK_M else ""))
 
     def build(self, case: BenchCase, weights: ExpertWeights) -> Runner:
         from ..backends.triton import run_weights

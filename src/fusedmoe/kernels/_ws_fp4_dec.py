@@ -77,6 +77,27 @@ def _dec_unit(u, num_n, SPLIT: gl.constexpr):
 
 
 @gluon.jit
+def _dec_split_sum(acc, part_ptr, cnt_ptr, tile, ks, SPLIT: gl.constexpr, acc_l: gl.constexpr):
+    """Split-K of a decode unit's [64, BT] fp32 ``acc`` (layout ``acc_l``; share ``ks`` of ``tile``): stored as the
+    tile's partial ``ks``; the last of the SPLIT programs to arrive (an acq_rel counter, left zero for the next call)
+    gets ``(sum of the partials in split order -- the same bits whichever arrived last, True)``, the others ``(acc,
+    False)`` (also ``kernels/_ws_dec.py``'s)."""
+    BT: gl.constexpr = acc.shape[1]
+    ar = gl.arange(0, 64, layout=gl.SliceLayout(1, acc_l))
+    at = gl.arange(0, BT, layout=gl.SliceLayout(0, acc_l))
+    p_offs = ar[:, None] * BT + at[None, :]  # the partial's offsets in a [64, BT] fp32 slot
+    gl.store(part_ptr + (tile * SPLIT + ks).to(gl.int64) * (64 * BT) + p_offs, acc)
+    gl.thread_barrier()  # every thread's partial is stored before the (release) arrival
+    last = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu") == SPLIT - 1
+    if last:
+        gl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")  # ready for the next call
+        acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
+        for sk in gl.static_range(SPLIT):  # in split order
+            acc += gl.load(part_ptr + (tile * SPLIT + sk).to(gl.int64) * (64 * BT) + p_offs, cache_modifier=".cg")
+    return acc, last
+
+
+@gluon.jit
 def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
                 num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, num_n, num_slots, E_LOC: gl.constexpr,
                 GATED: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr):
@@ -164,10 +185,6 @@ def _dec_consumer(x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr
     cc = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, sl))))
     r = rw[:, None, None, None] * 16 + rh[None, :, None, None] * 8 + rg[None, None, :, None]  # row of the tile
     jq, bstep = _fp4_scale_cols(cc[None, None, None, :], stride_sk, NV)  # thread column c's block scale
-    # the partial sums' offsets in a [64, BT] fp32 slot, in the accumulator's layout
-    ar = gl.arange(0, 64, layout=gl.SliceLayout(1, acc_l))
-    at = gl.arange(0, BT, layout=gl.SliceLayout(0, acc_l))
-    p_offs = ar[:, None] * BT + at[None, :]
     num_m = gl.load(num_post_padded_ptr) // BT
     it = 0
     a_prev = gl.zeros((64, 64), gl.bfloat16, layout=dot_l)
@@ -212,16 +229,7 @@ def _dec_consumer(x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
             last = True
             if SPLIT > 1:
-                tile = pid_m * num_n + pid_n
-                gl.store(part_ptr + (tile * SPLIT + ks).to(gl.int64) * (64 * BT) + p_offs, acc)
-                gl.thread_barrier()  # every thread's partial is stored before the (release) arrival
-                last = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu") == SPLIT - 1
-                if last:
-                    gl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")  # ready for the next call
-                    acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
-                    for sk in gl.static_range(SPLIT):  # in split order: the same bits whichever arrived last
-                        acc += gl.load(part_ptr + (tile * SPLIT + sk).to(gl.int64) * (64 * BT) + p_offs,
-                                       cache_modifier=".cg")
+                acc, last = _dec_split_sum(acc, part_ptr, cnt_ptr, pid_m * num_n + pid_n, ks, SPLIT, acc_l)
             if last:
                 acc = _fp4_acc_factors(acc, gs_ptr, e, FOLD, NV)
                 _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,

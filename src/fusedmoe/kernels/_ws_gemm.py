@@ -154,27 +154,41 @@ def _ws_epilogue(acc_g, acc_u, e, pid_m, col0, out_ptr, a_scale_ptr, w_scale_ptr
                  HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
                  NC: gl.constexpr, RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr, A_PADDED: gl.constexpr,
                  ZERO_PAD: gl.constexpr, layout: gl.constexpr):
-    """The ``NC`` output columns from ``col0`` of this warpgroup's rows: scales, routing weight on
-    input, bias, routing weight (GEMM2), activation, rounding, re-quantization, store by slot (or, with
-    ``OUT_PADDED``, at the rows' block-padded positions)."""
-    e64 = e.to(gl.int64)
+    """The ``NC`` output columns from ``col0`` of this warpgroup's rows (:func:`_ws_store`; with ``OUT_PADDED``
+    stored at the rows' block-padded positions)."""
     slots, row_ok, tok64, cols, n_ok, rows = _ws_rows(sorted_ids_ptr, pid_m, col0, num_slots, N, HALF, HALF_M, TOP_K,
                                                       NC, A_PADDED, layout)
+    _ws_store(acc_g, acc_u, e, slots, row_ok, tok64, rows if OUT_PADDED else slots, cols, n_ok, out_ptr, a_scale_ptr,
+              w_scale_ptr, bias_ptr, topk_w_ptr, out_qscale_ptr, N, stride_om, stride_asm, stride_wse, stride_wsn,
+              stride_be, act_alpha, act_beta, act_limit, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
+              WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, RCP_DIV, ZERO_PAD)
+
+
+@gluon.jit
+def _ws_store(acc_g, acc_u, e, slots, row_ok, tok64, out_rows, cols, n_ok, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
+              topk_w_ptr, out_qscale_ptr, N, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha,
+              act_beta, act_limit, ACT: gl.constexpr, GATED: gl.constexpr, QUANT: gl.constexpr, OUT_Q: gl.constexpr,
+              ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
+              MUL_ROUTING_WEIGHT: gl.constexpr, RCP_DIV: gl.constexpr, ZERO_PAD: gl.constexpr):
+    """A [rows, columns] tile of fp32 gate / up accumulators (``acc_u`` unused unless GATED) -> the output: scales,
+    routing weight on input, bias, routing weight (GEMM2), activation, rounding, re-quantization, stored at
+    ``out_rows`` (the slots, or block-padded positions) where the slot is real (``row_ok``) and the column inside N
+    (also ``kernels/_ws_dec.py``'s epilogue). ``tok64``: the rows of the input's per-row scales."""
+    e64 = e.to(gl.int64)
     acc_g, acc_u = _gemm1_epilogue(acc_g, acc_u, e64, tok64, slots, cols, n_ok, N, a_scale_ptr, w_scale_ptr,
                                    bias_ptr, topk_w_ptr, stride_asm, stride_wse, stride_wsn, stride_be, QUANT,
                                    GATED, WEIGHT_ON_INPUT, HAS_BIAS)
     if MUL_ROUTING_WEIGHT:  # GEMM2: after the bias
         acc_g = acc_g * gl.load(topk_w_ptr + slots).to(gl.float32)[:, None]
     h = _activation(acc_g, acc_u, ACT, act_alpha, act_beta, act_limit).to(ROUND_DTYPE)
-    out_rows = rows if OUT_PADDED else slots  # OUT_PADDED: GEMM2's input rows where its TMA reads them
     offs = out_rows.to(gl.int64)[:, None] * stride_om + cols[None, :]
     if OUT_Q == OUT_FP8_STATIC:  # e4m3(clamp(h / a2)), a2 the static scale of GEMM2's input
         q = _div_by_scale(h.to(gl.float32), gl.load(out_qscale_ptr), RCP_DIV)
         h = gl.minimum(gl.maximum(q, -FP8_MAX), FP8_MAX)
     st_mask = row_ok[:, None] & n_ok[None, :]
-    if ZERO_PAD:  # OUT_PADDED: the block's padding rows stored as zeros (what GEMM2's gather would give)
+    if ZERO_PAD:  # out_rows block-padded: the block's padding rows stored as zeros (what GEMM2's gather would give)
         h = gl.where(row_ok[:, None], h, gl.zeros_like(h))
-        st_mask = (rows >= 0)[:, None] & n_ok[None, :]
+        st_mask = (out_rows >= 0)[:, None] & n_ok[None, :]
     hv = h.to(out_ptr.dtype.element_ty)
     gl.store(out_ptr + offs, hv, mask=st_mask)
     if OUT_Q == OUT_PLAIN_AMAX:  # max |h| of the stored tile into the int32 amax (out_qscale_ptr)
