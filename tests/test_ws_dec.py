@@ -21,7 +21,7 @@ import torch
 from gluon_sm90 import SCRIPT_HEAD
 from test_triton_fp4 import run_sm90_script
 from test_triton_moe import (ACT_FMT, DEV, _errors, _graph_replay_matches, _params, _run_within_bound, gpu,
-                             make_problem, run_case)
+                             interpreter, make_problem, run_case)
 
 from fusedmoe.backends import triton_moe
 from fusedmoe.backends.kernel_configs import (KernelConfig, MoEKernelConfig, warp_specialized_problem,
@@ -185,6 +185,130 @@ def test_ws_dec_config_rules(monkeypatch):
         triton_moe.set_ws_decode(*prev)
 
 
+# ---- CPU: the kernel's index math, emulated ---------------------------------------------------------------
+
+
+def _box(t: torch.Tensor, r: int, c: int, nr: int, nc: int) -> torch.Tensor:
+    """A TMA box of ``t`` [rows, cols] at (r, c): zeros where it reaches past the tensor."""
+    out = torch.zeros(nr, nc, dtype=t.dtype)
+    rr, cc = max(0, min(nr, t.shape[0] - r)), max(0, min(nc, t.shape[1] - c))
+    out[:rr, :cc] = t[r:r + rr, c:c + cc]
+    return out
+
+
+def _emulate_ws_dec(W, rows, al, N, gated, split, kb, bke, num_slots, E_loc, scales=None):
+    """A torch mirror of ``_ws_dec``'s loader and consumer index math: the unit walk (``_dec_unit``), the K shares, the
+    TMA boxes over the weights viewed [E * R, K] and the gathered rows (zeros past either tensor), the 8-row token
+    boxes with the rows they leave out as NaN, FP8 blocks' scales per 128-wide K block (the index clamped past K),
+    split-K summed in split order. Returns {(pid_m, pid_n): acc [64, 16] float64}."""
+    E, R, K = W.shape
+    Wf = W.reshape(E * R, K)
+    sid, be = al.sorted_ids.cpu().long(), al.block_expert.cpu().long()
+    num_m = int(al.num_post_padded.cpu()[0]) // 16
+    num_n = -(-N // 32) if gated else -(-N // 64)
+    n_k = -(-(-(-K // bke)) // kb)
+    n_kb = -(-K // 128)
+    parts = {}
+    for u in range(num_m * num_n * split):
+        per_m = num_n * split
+        pid_m, pid_n, ks = u // per_m, (u % per_m) // split, (u % per_m) % split
+        e = int(be[pid_m])
+        if e >= E_loc:
+            continue
+        n8 = 1 + int(sid[pid_m * 16 + 8] < num_slots)
+        r0, r1 = (32 * pid_n, N + 32 * pid_n) if gated else (64 * pid_n, 64 * pid_n + 32)
+        acc = torch.zeros(64, 16, dtype=torch.float64)
+        for kk in range(n_k * ks // split, n_k * (ks + 1) // split):
+            for h in range(kb):
+                kc = (kk * kb + h) * bke
+                xt = torch.full((16, bke), float("nan"), dtype=torch.float64)
+                nr = 8 if n8 == 1 else 16
+                xt[:nr] = _box(rows, pid_m * 16, kc, nr, bke)
+                wt = torch.cat([_box(Wf, e * R + r0, kc, 32, bke), _box(Wf, e * R + r1, kc, 32, bke)])
+                part = wt @ xt.T
+                if scales is not None:  # FP8 blocks: a_s [tokens, K / 128], w_s [E, R / 128, K / 128]
+                    a_s, w_s, top_k = scales
+                    kbi = min(kk * kb + h, n_kb - 1)
+                    r = torch.arange(64)
+                    wr = torch.where(r < 32, r0 + r, r1 + r - 32).clamp(max=R - 1)
+                    sl = sid[pid_m * 16:pid_m * 16 + 16]
+                    tok = torch.where(sl < num_slots, sl, 0) // top_k
+                    part = part * (w_s[e, wr // 128, kbi][:, None] * a_s[tok, kbi][None, :])
+                acc += part
+        parts[(pid_m, pid_n, ks)] = acc
+    return {(m, n): sum(parts[(m, n, s)] for s in range(split)) for (m, n, s) in parts if s == 0}
+
+
+@interpreter
+@pytest.mark.parametrize("gated,N,K,split,kb,bke,blockwise", [
+    (True, 208, 704, 2, 2, 64, False),   # BF16: a column tail (the last gate box reaches into the up rows), K tail
+    (False, 200, 704, 4, 1, 128, False),  # FP8: 128-wide blocks, the last one half past K, 4 shares
+    (True, 256, 768, 1, 2, 128, True),   # FP8 blocks: two blocks a step, the last step past K (scale index clamped)
+    (False, 128, 256, 2, 1, 128, True)])
+def test_ws_dec_index_math_emulated(gated, N, K, split, kb, bke, blockwise):
+    """The mirror of ``_ws_dec``'s index math (``_emulate_ws_dec``) on the real align (16-row blocks, expert
+    parallelism: 6 of 9 experts local) and the real slot-order gather: every stored (slot, column) of every unit --
+    the epilogue's mapping: token row j of block pid_m is slot ``sorted_ids[16 pid_m + j]``, accumulator row r is gate
+    column 32 pid_n + r / up column 32 pid_n + r - 32 (gated) or column 64 pid_n + r -- equals the float64 product of
+    the slot's token row with the expert's weight row (FP8 blocks: each 128-wide K block scaled by its token's and its
+    row block's scales), no NaN from the rows an 8-row box leaves out reaches a stored value, and the stored pairs
+    are exactly the local slots x the N columns. Mutations of the mirror (the up rows' offset, a K step dropped from
+    each share, 8-row token boxes for full blocks) fail it."""
+    torch.manual_seed(3)
+    T, TOPK, E_loc, off = 10, 3, 6, 2
+    R = 2 * N if gated else N
+    W = torch.randn(E_loc, R, K, dtype=torch.float64)
+    x = torch.randn(T, K, dtype=torch.float64)
+    others = torch.tensor([g for g in range(E_loc + 3) if g != off])
+    # every token's first choice the first local expert: a block of 10 real rows (16-row token boxes) next to blocks of
+    # 1-8 (8-row boxes); the others random over the 9 global experts (3 of them not local)
+    ids = torch.stack([torch.cat([torch.tensor([off]), others[torch.randperm(len(others))[:TOPK - 1]]])
+                       for _ in range(T)]).to(torch.int32)
+    al = triton_moe.align_slots(ids.reshape(-1).to(DEV), E_loc, 16, local_expert_offset=off, tokens=T)
+    sid = al.sorted_ids.cpu().long()
+    used = int(al.num_post_padded.cpu()[0])
+    rows = torch.zeros(used, K, dtype=torch.float64)
+    for p in range(used):
+        if sid[p] < T * TOPK:
+            rows[p] = x[sid[p] // TOPK]
+    scales = None
+    if blockwise:
+        a_s = torch.rand(T, -(-K // 128), dtype=torch.float64) + 0.5
+        w_s = torch.rand(E_loc, -(-R // 128), -(-K // 128), dtype=torch.float64) + 0.5
+        scales = (a_s, w_s, TOPK)
+    accs = _emulate_ws_dec(W, rows, al, N, gated, split, kb, bke, T * TOPK, E_loc, scales)
+    flat = ids.reshape(-1).long() - off
+    seen = set()
+    for (pid_m, pid_n), acc in accs.items():
+        e = int(al.block_expert.cpu()[pid_m])
+        for j in range(16):
+            s = int(sid[pid_m * 16 + j])
+            if s >= T * TOPK:
+                continue
+            assert int(flat[s]) == e
+            t = s // TOPK
+            for r in range(64):
+                if gated:
+                    n = 32 * pid_n + r % 32
+                    wrow = n if r < 32 else N + n
+                else:
+                    n = wrow = 64 * pid_n + r
+                if n >= N:
+                    continue
+                if scales is None:
+                    exp = (W[e, wrow] * x[t]).sum()
+                else:
+                    kbs = torch.arange(K) // 128
+                    exp = (W[e, wrow] * x[t] * a_s[t, kbs] * w_s[e, wrow // 128, kbs]).sum()
+                assert torch.isfinite(acc[r, j]) and abs(acc[r, j] - exp) <= 1e-9 * (1 + abs(exp)), (pid_m, j, r)
+                key = (s, n, r < 32 or not gated)
+                assert key not in seen
+                seen.add(key)
+    local = [s for s in range(T * TOPK) if 0 <= int(flat[s]) < E_loc]
+    want = {(s, n, g) for s in local for n in range(N) for g in ((True, False) if gated else (True,))}
+    assert seen == want
+
+
 # ---- GPU ------------------------------------------------------------------------------------------
 
 
@@ -299,3 +423,4 @@ def test_gpu_ws_dec_model_shapes(shape, wfmt, T):
     bmx, brms = (2e-2, 4e-3) if wfmt is F.BF16 else (6e-2, 1.2e-2)
     assert mx <= bmx and rms <= brms, (mx, rms)
     assert _errors(got, base)[1] <= 4e-3
+

@@ -277,10 +277,11 @@ def test_ws_refused_where_it_cannot_run():
 
 
 @interpreter
-@pytest.mark.parametrize("offset,nonlocal_", [(0, False), (3, True)])
-def test_gather_slot_rows(offset, nonlocal_):
+@pytest.mark.parametrize("offset,nonlocal_,real_only", [(0, False, False), (3, True, False), (3, False, True)])
+def test_gather_slot_rows(offset, nonlocal_, real_only):
     """``_gather_slot_rows_kernel``: row r of the output is the input row of slot sorted_ids[r]'s
-    token, padding rows are zero, blocks of the non-local group and past num_post_padded untouched."""
+    token, padding rows are zero (``REAL_ONLY``, the decode kernels': left untouched), blocks of the
+    non-local group and past num_post_padded untouched."""
     from fusedmoe.kernels import _align as _al
     from fusedmoe.kernels._host import launch
 
@@ -291,14 +292,18 @@ def test_gather_slot_rows(offset, nonlocal_):
     src = torch.randint(0, 256, (T, C), dtype=torch.uint8, device=DEV)
     dst = torch.full((al.max_blocks * BM, C), 7, dtype=torch.uint8, device=DEV)
     launch(_al._gather_slot_rows_kernel, (al.max_blocks, -(-C // 64)), src, dst, al.sorted_ids, al.block_expert,
-           al.num_post_padded, T * K, C, src.stride(0), dst.stride(0), TOP_K=K, E_LOC=E, BLOCK_M=BM, BLOCK_C=64)
+           al.num_post_padded, T * K, C, src.stride(0), dst.stride(0), TOP_K=K, E_LOC=E, BLOCK_M=BM, BLOCK_C=64,
+           REAL_ONLY=real_only)
     sid, be = al.sorted_ids.cpu().long(), al.block_expert.cpu().long()
     used = int(al.num_post_padded.cpu()[0])
     exp = torch.full_like(dst.cpu(), 7)
     for r in range(used):
         if be[r // BM] >= E:
             continue  # the non-local group: never read by GEMM1
-        exp[r] = src.cpu()[sid[r] // K] if sid[r] < T * K else 0
+        if sid[r] < T * K:
+            exp[r] = src.cpu()[sid[r] // K]
+        elif not real_only:
+            exp[r] = 0
     assert torch.equal(dst.cpu(), exp)
     assert nonlocal_ == bool((be[: used // BM] >= E).any())
 

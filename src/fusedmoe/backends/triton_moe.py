@@ -840,11 +840,13 @@ def _ws_check(dev: torch.device, interp: bool, w: QuantizedTensor, a_dtype: torc
 
 
 def _gather_slot_rows(a: torch.Tensor, al: "AlignResult", BM: int, row_div: int, TK: int, E: int,
-                      dot64: bool = False) -> torch.Tensor:
+                      dot64: bool = False, real_only: bool = False) -> torch.Tensor:
     """The warp-specialized GEMMs' input: the rows of ``a`` [rows, K] (hidden, ``row_div`` = top_k; or the
     slot-indexed intermediate, 1) copied as bytes into block-padded slot order ([max_blocks * BM, K bytes]; padding
     rows zero) by ``_align._gather_slot_rows_kernel`` -- Hopper's TMA has no row gather. ``dot64`` (16-bit ``a``,
-    K a multiple of 64): each 64-wide K block in the FP4 decode kernel's dot order (``kernels/_ws_fp4_dec.py``)."""
+    K a multiple of 64): each 64-wide K block in the FP4 decode kernel's dot order (``kernels/_ws_fp4_dec.py``).
+    ``real_only`` (the decode kernels): padding rows left unwritten (whatever the buffer held: they only reach
+    output columns that are never stored)."""
     from ..kernels import _align as _al
 
     C = a.shape[1] * a.element_size()
@@ -854,7 +856,7 @@ def _gather_slot_rows(a: torch.Tensor, al: "AlignResult", BM: int, row_div: int,
     launch(_al._gather_slot_rows_kernel, (al.max_blocks, cdiv(C, 256)),
            a.view(torch.uint8), rows, al.sorted_ids, al.block_expert, al.num_post_padded, TK, C,
            a.stride(0) * a.element_size(), rows.stride(0), TOP_K=row_div, E_LOC=E, BLOCK_M=BM, BLOCK_C=256,
-           DOT64=dot64, num_warps=4)
+           DOT64=dot64, REAL_ONLY=real_only, num_warps=4)
     return rows
 
 
@@ -888,8 +890,9 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     Kd = a.shape[1]
     BM, BK = c.block_m, c.block_k
     dt = a.dtype if a.element_size() == 2 else _E4M3
-    rows = a.view(dt) if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E).view(dt)
-    if BM == WS_DEC_BLOCK_M:
+    decode = BM == WS_DEC_BLOCK_M
+    rows = a.view(dt) if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E, real_only=decode).view(dt)
+    if decode:
         _ws_dec_launch(c, rows, a_s, a_s_stride, w, w_s, wse, wsn, bias, has_bias, tw_flat, q_scale, out_q, al, out, N,
                        row_div, TK, E, act_code, gated, p, round_tl, weight_on_input, mul_routing_weight, num_sms, part,
                        cnt, out_padded=out_padded, a_scales_padded=a_scales_padded)
@@ -1004,11 +1007,13 @@ def auto_ws(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor, act
 
 
 @functools.lru_cache(maxsize=None)
-def _ws_dec_layout(rows: int, block_k: int, dtype: torch.dtype):
+def _ws_dec_layout(block_k: int, dtype: torch.dtype):
+    """The shared-memory layout of every box of the decode kernel (16 / 8 token rows, 32 weight rows): 128-byte rows,
+    128-byte swizzle -- one layout, so that the 8-row boxes land in the 16-row buffers as the wgmma reads them."""
     from triton.experimental.gluon import language as gl
 
     gdt = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}.get(dtype, gl.float8e4nv)
-    return gl.NVMMASharedLayout.get_default_for([rows, block_k], gdt)
+    return gl.NVMMASharedLayout.get_default_for([WS_DEC_BLOCK_M, block_k], gdt)
 
 
 def _ws_dec_launch(c: KernelConfig, rows: torch.Tensor, a_s, a_s_stride, w: QuantizedTensor, w_s, wse, wsn, bias,
@@ -1032,8 +1037,9 @@ def _ws_dec_launch(c: KernelConfig, rows: torch.Tensor, a_s, a_s_stride, w: Quan
     if c.split_k > 1 and (part is None or cnt is None):
         raise ValueError("the decode kernel's split-K needs its partial-sum and counter scratch")
     # the token rows in boxes of all BM rows and of 8 (for blocks with at most 8 real rows)
-    x_descs = [TensorDescriptor.from_tensor(rows, [h, bke], _ws_dec_layout(h, bke, rows.dtype)) for h in (BM, 8)]
-    w_desc = TensorDescriptor.from_tensor(w.data.view(-1, Kd), [32, bke], _ws_dec_layout(32, bke, rows.dtype))
+    layout = _ws_dec_layout(bke, rows.dtype)
+    x_descs = [TensorDescriptor.from_tensor(rows, [h, bke], layout) for h in (BM, 8)]
+    w_desc = TensorDescriptor.from_tensor(w.data.view(-1, Kd), [32, bke], layout)
     num_n = cdiv(N, 32) if gated else cdiv(N, 64)
     units = al.max_blocks * num_n * c.split_k
     ctas = _WS_DEC["ctas"]
@@ -1244,7 +1250,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     if ((gated or decode) and N % 64) or (decode and Kd % 64):  # (_ws_fp4_problem checks both for the layer)
         raise ValueError(f"the FP4 warp-specialized GEMM needs N (gated or decode) and K (decode) multiples of 64, "
                          f"got {N} and {Kd}")
-    rows = a if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E, dot64=decode)
+    rows = a if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E, dot64=decode, real_only=decode)
     rows = rows.view(torch.bfloat16)
     if decode:
         _ws_fp4_dec_launch(c, rows, w, bias, has_bias, tw_flat, al, out, N, TK, E, act_code, gated, p, round_tl,

@@ -325,13 +325,16 @@ def _gather_slot_rows_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_C: tl.constexpr,
     DOT64: tl.constexpr = False,
+    REAL_ONLY: tl.constexpr = False,
 ):
     """The rows of GEMM1's input in block-padded slot order, for the warp-specialized GEMM1
     (``_ws_gemm1``: its TMA loads contiguous rows). grid = (P_max / BLOCK_M, cdiv(C, BLOCK_C));
     blocks at or past ``num_post_padded`` and of the non-local group are skipped (never read).
     ``DOT64`` (16-bit elements, C a multiple of 128 bytes): each 64-element block of a row in the FP4
     decode kernel's dot order (``kernels/_ws_fp4_dec.py``): element ``16 s + 8 m + 2 c + p`` of the
-    block is the source's ``16 c + 8 m + 4 p + s``."""
+    block is the source's ``16 c + 8 m + 4 p + s``. ``REAL_ONLY`` (the decode kernels, whose token rows are
+    the wgmma's N side: a padding row only reaches its own output column, never stored): padding rows are
+    left as they are instead of zeroed -- at one token 1 of a block's 16 rows is written."""
     pid_m = tl.program_id(0)
     if pid_m * BLOCK_M >= tl.load(num_post_padded_ptr):
         return
@@ -349,4 +352,5 @@ def _gather_slot_rows_kernel(
         n = 16 * ((d // 2) % 4) + 8 * ((d // 8) % 2) + 4 * (d % 2) + d // 16
         src_cols = cols - cols % 128 + 2 * n + cols % 2
     x = tl.load(src_ptr + tok64[:, None] * stride_src + src_cols[None, :], mask=ok[:, None] & c_ok[None, :], other=0)
-    tl.store(dst_ptr + rows.to(tl.int64)[:, None] * stride_dst + cols[None, :], x, mask=c_ok[None, :])
+    tl.store(dst_ptr + rows.to(tl.int64)[:, None] * stride_dst + cols[None, :], x,
+             mask=(ok[:, None] & c_ok[None, :]) if REAL_ONLY else c_ok[None, :])
