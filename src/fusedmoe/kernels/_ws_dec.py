@@ -56,22 +56,9 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 from ._moe_gemm import Q_BLOCK, Q_NONE, _scale_block
-from ._ws_fp4 import _fp4_chunk_count
-from ._ws_fp4_dec import _dec_split_sum, _dec_unit
+from ._ws_fp4 import _fp4_chunk_count, _split_gate_up
+from ._ws_fp4_dec import _dec_rows, _dec_slot, _dec_split_sum, _dec_token_box, _dec_unit
 from ._ws_gemm import _ring_barriers, _ws_store
-
-
-@gluon.jit
-def _wd_rows(pid_n, N, GATED: gl.constexpr):
-    """The first weight rows of a unit's two 32-row boxes (within the expert): gated, gate rows ``32 pid_n`` and the
-    same up rows ``N + 32 pid_n``; otherwise rows ``64 pid_n`` and ``64 pid_n + 32``."""
-    if GATED:
-        r0 = pid_n * 32
-        r1 = N + r0
-    else:
-        r0 = pid_n * 64
-        r1 = r0 + 32
-    return r0, r1
 
 
 @gluon.jit
@@ -90,24 +77,17 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, sorted_ids
         e = gl.load(block_expert_ptr + pid_m)
         if e < E_LOC:
             n8 = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8)  # 8-row chunks with real rows
-            r0, r1 = _wd_rows(pid_n, N, GATED)
+            r0, r1 = _dec_rows(pid_n, N, GATED)
             row0 = e * R + r0
             row1 = e * R + r1
             k0 = (n_k * ks) // SPLIT
             k1 = (n_k * (ks + 1)) // SPLIT
             for kk in range(k0, k1):
-                s = it % STAGES
-                mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
-                bar = ready.index(s)
-                # one of the two (arrive + expected bytes)
-                mbarrier.expect(bar, wbytes + KB * x8_desc.block_type.nbytes, pred=n8 == 1)
-                mbarrier.expect(bar, wbytes + KB * x_desc.block_type.nbytes, pred=n8 > 1)
+                s, bar = _dec_slot(x_desc, x8_desc, ready, empty, it, n8, wbytes, STAGES, KB)
                 for h in gl.static_range(KB):
                     kc = (kk * KB + h) * BKE
                     slot = s * KB + h
-                    xb = x_bufs.index(slot)
-                    tma.async_copy_global_to_shared(x8_desc, [pid_m * BT, kc], bar, xb.slice(0, 8), pred=n8 == 1)
-                    tma.async_copy_global_to_shared(x_desc, [pid_m * BT, kc], bar, xb, pred=n8 > 1)
+                    _dec_token_box(x_desc, x8_desc, pid_m * BT, kc, bar, x_bufs.index(slot), n8)
                     wb = w_bufs.index(slot)
                     tma.async_copy_global_to_shared(w_desc, [row0, kc], bar, wb.slice(0, 32))
                     tma.async_copy_global_to_shared(w_desc, [row1, kc], bar, wb.slice(32, 32))
@@ -128,10 +108,7 @@ def _wd_epilogue(acc, e, pid_m, n0, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
     ol: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 4], threads_per_warp=[32 // (NC // 4), NC // 4],
                                         warps_per_cta=[4, 1], order=[1, 0])
     if GATED:
-        l3: gl.constexpr = gl.BlockedLayout(size_per_thread=[2, 4, 1], threads_per_warp=[1, 8, 4],
-                                            warps_per_cta=[1, 1, 4], order=[0, 1, 2])
-        a3 = gl.convert_layout(gl.reshape(acc, [2, 32, BT]), l3)
-        g, u = gl.split(gl.permute(a3, [1, 2, 0]))
+        g, u = _split_gate_up(acc, BT)
         g = gl.convert_layout(gl.permute(g, [1, 0]), ol)
         u = gl.convert_layout(gl.permute(u, [1, 0]), ol)
     else:
@@ -174,7 +151,7 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
             k1 = (n_k * (ks + 1)) // SPLIT
             acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
             if QUANT == Q_BLOCK:  # a weight row's 128-row scale block, a token column's activation scales
-                r0, r1 = _wd_rows(pid_n, N, GATED)
+                r0, r1 = _dec_rows(pid_n, N, GATED)
                 r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc_l))
                 wr = gl.minimum(gl.where(r < 32, r0 + r, r1 + r - 32), R - 1)  # (rows past R: never stored)
                 ws_rows = w_scale_ptr + e.to(gl.int64) * stride_wse + (wr // 128) * stride_wsn

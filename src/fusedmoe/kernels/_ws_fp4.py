@@ -343,6 +343,16 @@ def _fp4_acc_factors(acc, gs_ptr, e, FOLD: gl.constexpr, NV: gl.constexpr):
 
 
 @gluon.jit
+def _split_gate_up(acc, BT: gl.constexpr):
+    """A swapped gated tile's accumulator [64, BT] (rows 0-31 gate, 32-63 the same up columns) -> (gate, up), [32, BT]
+    each (also ``kernels/_ws_dec.py``'s epilogue)."""
+    l3: gl.constexpr = gl.BlockedLayout(size_per_thread=[2, 4, 1], threads_per_warp=[1, 8, 4], warps_per_cta=[1, 1, 4],
+                                        order=[0, 1, 2])
+    a3 = gl.convert_layout(gl.reshape(acc, [2, 32, BT]), l3)
+    return gl.split(gl.permute(a3, [1, 2, 0]))
+
+
+@gluon.jit
 def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om,
                   stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr, ACT: gl.constexpr,
                   GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
@@ -358,10 +368,7 @@ def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_p
     ol: gl.constexpr = gl.BlockedLayout(size_per_thread=[4, 1], threads_per_warp=[RO // 4, 32 // (RO // 4)],
                                         warps_per_cta=[1, 4], order=[0, 1])
     if GATED:
-        l3: gl.constexpr = gl.BlockedLayout(size_per_thread=[2, 4, 1], threads_per_warp=[1, 8, 4],
-                                            warps_per_cta=[1, 1, 4], order=[0, 1, 2])
-        a3 = gl.convert_layout(gl.reshape(acc, [2, 32, BT]), l3)
-        g, u = gl.split(gl.permute(a3, [1, 2, 0]))
+        g, u = _split_gate_up(acc, BT)
         g = gl.convert_layout(g, ol)
         u = gl.convert_layout(u, ol)
     else:

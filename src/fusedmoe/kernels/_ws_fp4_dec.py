@@ -98,6 +98,41 @@ def _dec_split_sum(acc, part_ptr, cnt_ptr, tile, ks, SPLIT: gl.constexpr, acc_l:
 
 
 @gluon.jit
+def _dec_rows(pid_n, N, GATED: gl.constexpr):
+    """The first weight rows (within the expert) of a decode unit's two 32-row boxes: gated, gate rows ``32 pid_n``
+    and the same up rows ``N + 32 pid_n``; otherwise rows ``64 pid_n`` and ``64 pid_n + 32`` (also
+    ``kernels/_ws_dec.py``'s)."""
+    if GATED:
+        r0 = pid_n * 32
+        r1 = N + r0
+    else:
+        r0 = pid_n * 64
+        r1 = r0 + 32
+    return r0, r1
+
+
+@gluon.jit
+def _dec_slot(x_desc, x8_desc, ready, empty, it, n8, wbytes: gl.constexpr, STAGES: gl.constexpr, KB: gl.constexpr):
+    """The loader's next ring slot: waits until the consumer released it (a fresh slot passes at once) and arms its
+    ``ready`` barrier with the step's bytes -- the weights' ``wbytes`` and KB token boxes of 8 rows (``n8`` == 1: the
+    block has at most 8 real rows) or of all its rows; one of the two arrive-and-expects. Returns (slot, barrier)."""
+    s = it % STAGES
+    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+    bar = ready.index(s)
+    mbarrier.expect(bar, wbytes + KB * x8_desc.block_type.nbytes, pred=n8 == 1)
+    mbarrier.expect(bar, wbytes + KB * x_desc.block_type.nbytes, pred=n8 > 1)
+    return s, bar
+
+
+@gluon.jit
+def _dec_token_box(x_desc, x8_desc, row, kc, bar, xb, n8):
+    """TMA of a block's token rows at K column ``kc`` into ``xb``: its first 8 rows where it has at most 8 real ones
+    (``n8`` == 1), else all."""
+    tma.async_copy_global_to_shared(x8_desc, [row, kc], bar, xb.slice(0, 8), pred=n8 == 1)
+    tma.async_copy_global_to_shared(x_desc, [row, kc], bar, xb, pred=n8 > 1)
+
+
+@gluon.jit
 def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
                 num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, num_n, num_slots, E_LOC: gl.constexpr,
                 GATED: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr):
@@ -116,32 +151,19 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, sorted_id
         e = gl.load(block_expert_ptr + pid_m)
         if e < E_LOC:
             n8 = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8)  # 8-row chunks with real rows
-            if GATED:  # 32 gate rows, the same 32 up rows (N a multiple of 64: each box within one 64-row tile)
-                r0 = pid_n * 32
-                r1 = N + r0
-            else:
-                r0 = pid_n * 64
-                r1 = r0 + 32
+            r0, r1 = _dec_rows(pid_n, N, GATED)  # (N a multiple of 64: each box within one 64-row tile)
             base0 = (e * R_TILES + r0 // 64) * K_PIECES
             base1 = (e * R_TILES + r1 // 64) * K_PIECES
             k0 = (n_k * ks) // SPLIT
             k1 = (n_k * (ks + 1)) // SPLIT
             for kk in range(k0, k1):
-                s = it % STAGES
-                mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
-                bar = ready.index(s)
-                # one of the two (arrive + expected bytes)
-                mbarrier.expect(bar, wbytes + KB * x8_desc.block_type.nbytes, pred=n8 == 1)
-                mbarrier.expect(bar, wbytes + KB * x_desc.block_type.nbytes, pred=n8 > 1)
+                s, bar = _dec_slot(x_desc, x8_desc, ready, empty, it, n8, wbytes, STAGES, KB)
                 for h in gl.static_range(KB):
                     kq = kk * KB + h  # the 64-wide K block
                     piece = (kq * 64) // TK
                     col = ((kq * 64) % TK) // 4
                     slot = s * KB + h
-                    xb = x_bufs.index(slot)
-                    tma.async_copy_global_to_shared(x8_desc, [pid_m * BT, kq * 64], bar, xb.slice(0, 8),
-                                                    pred=n8 == 1)
-                    tma.async_copy_global_to_shared(x_desc, [pid_m * BT, kq * 64], bar, xb, pred=n8 > 1)
+                    _dec_token_box(x_desc, x8_desc, pid_m * BT, kq * 64, bar, x_bufs.index(slot), n8)
                     wb = w_bufs.index(slot)
                     tma.async_copy_global_to_shared(w_desc, [(base0 + piece) * 64 + r0 % 64, col], bar,
                                                     wb.slice(0, 32))
