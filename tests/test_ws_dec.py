@@ -309,6 +309,26 @@ def test_ws_dec_index_math_emulated(gated, N, K, split, kb, bke, blockwise):
     assert seen == want
 
 
+@interpreter
+def test_smoke_script_plumbing():
+    """``benchmarks/smoke_gluon.py`` (the first GPU call's triage of the opt-in Gluon kernels) builds its layers and
+    runs them through the library on the CPU at tiny sizes: no Gluon kernel can run there, so every variant reports
+    ``not_taken`` with the Triton kernels' output on both sides; an unknown variant is refused."""
+    import sys
+
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import smoke_gluon
+    finally:
+        sys.path.pop(0)
+    for name in ("wsdec-fp8b-t8-2blocks", "ws4dec-mxfp4-oai-t1", "wsdec-bf16-oai-3cta"):
+        rec = smoke_gluon.run_one(name, "cpu", tiny=True)
+        assert rec["status"] == "not_taken" and rec["finite"] and rec["same_bits"], rec
+        assert rec["rms_triton"] == 0.0 and "triton" in rec["config"], rec
+    with pytest.raises(KeyError):
+        smoke_gluon.run_one("no-such-variant", "cpu", tiny=True)
+
+
 # ---- GPU ------------------------------------------------------------------------------------------
 
 
