@@ -36,6 +36,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VARIANTS = {
     # the 16-bit / FP8 decode kernel (kernels/_ws_dec.py)
     "wsdec-bf16-swiglu-t1": (("set_ws_decode", (True,)), "bf16", "swiglu", 1, 2048, 768, 32, 8, False, False),
+    "wsdec-bf16-swiglu-t1-tma": (("set_ws_decode", (True, 2, 0, 1, False)), "bf16", "swiglu", 1, 2048, 768, 32, 8,
+                                 False, False),  # the token rows through a gather launch and TMA boxes
     "wsdec-bf16-relu2-t8": (("set_ws_decode", (True,)), "bf16", "relu2", 8, 2688, 1856, 32, 6, False, False),
     "wsdec-bf16-oai-3cta": (("set_ws_decode", (True, 3)), "bf16", "swiglu_oai", 4, 1024, 512, 16, 4, True, False),
     "wsdec-fp8t-static-t1": (("set_ws_decode", (True,)), "fp8_tensor", "swiglu", 1, 7168, 256, 32, 8, False, True),

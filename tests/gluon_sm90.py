@@ -16,15 +16,17 @@ from gluon_sm90 import compile_sm90
 '''
 
 
-def compile_sm90(kernel, sig: dict, constexprs: dict, num_warps: int = 4, **options):
+def compile_sm90(kernel, sig: dict, constexprs: dict, num_warps: int = 4, aligned=(), **options):
     """(compiled kernel, its SASS text) of the Gluon ``kernel`` for sm_90 with the argument types ``sig`` and the
-    ``constexprs``; ``options``: more compile options (``maxnreg=...``)."""
+    ``constexprs``; ``aligned``: names of arguments specialized as the JIT does for 16-byte aligned pointers and
+    integers divisible by 16 (``tt.divisibility``); ``options``: more compile options (``maxnreg=...``)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
     sig = dict(sig, **{k: "constexpr" for k in constexprs})
-    k = triton.compile(GluonASTSource(kernel, sig, constexprs=constexprs, attrs={}),
+    attrs = {(kernel.arg_names.index(n),): [["tt.divisibility", 16]] for n in aligned}
+    k = triton.compile(GluonASTSource(kernel, sig, constexprs=constexprs, attrs=attrs),
                        target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps, **options))
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(k.asm["cubin"])

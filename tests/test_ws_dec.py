@@ -13,6 +13,7 @@ gathered one bit for bit, the same bits on repeated calls and in a CUDA graph, a
 Nemotron's expert shapes at one and eight tokens.
 """
 
+import contextlib
 import os
 
 import pytest
@@ -38,18 +39,19 @@ FMTS = [F.BF16, F.FP8_TENSOR, F.FP8_CHANNEL, F.FP8_BLOCK]
 
 _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_dec as kd
-# ACT, GATED, QUANT, OUT_Q, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, dtype, STAGES, SPLIT, KB, maxnreg, OUT_PADDED
-for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, DT, ST, SPLIT, KB, mr, OP in (
-        (0, True, 0, 0, False, False, False, "bf16", 8, 1, 1, 128, True),     # BF16 SwiGLU GEMM1, padded hand-off
-        (3, False, 0, 0, False, False, False, "bf16", 8, 2, 2, None, False),  # BF16 ReLU2, split 2, 2 blocks a step
-        (7, False, 0, 0, True, False, True, "bf16", 6, 4, 1, 80, False),      # BF16 GEMM2: bias, routing weight
-        (0, True, 1, 1, False, False, False, "fp8e4nv", 8, 1, 1, 128, True),  # FP8 tensor, static FP8 intermediate
-        (3, False, 2, 0, False, False, False, "fp8e4nv", 6, 2, 1, 80, False),  # FP8 channel ReLU2
-        (7, False, 2, 0, False, False, True, "fp8e4nv", 4, 2, 2, 128, False),  # FP8 channel GEMM2, 2 blocks a step
-        (0, True, 3, 0, False, False, False, "fp8e4nv", 8, 1, 1, 128, True),  # FP8 blocks SwiGLU, padded hand-off
-        (7, False, 3, 0, False, False, True, "fp8e4nv", 6, 4, 1, 80, False),  # FP8 blocks GEMM2 (padded scales)
-        (2, True, 2, 5, True, True, False, "fp8e4nv", 4, 1, 2, 128, False),   # clamped SwiGLU, biases, woi, amax
-        (0, True, 0, 0, False, False, False, "fp16", 6, 1, 1, 80, False)):    # fp16
+# ACT, GATED, QUANT, OUT_Q, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, dtype, STAGES, SPLIT, KB, maxnreg, OUT_PADDED,
+# X_GATHER (the token rows by cp.async instead of TMA boxes of gathered rows)
+for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, DT, ST, SPLIT, KB, mr, OP, XG in (
+        (0, True, 0, 0, False, False, False, "bf16", 8, 1, 1, 128, True, True),     # BF16 SwiGLU GEMM1, padded hand-off
+        (3, False, 0, 0, False, False, False, "bf16", 8, 2, 2, None, False, False),  # BF16 ReLU2, split 2, 2 blocks
+        (7, False, 0, 0, True, False, True, "bf16", 6, 4, 1, 80, False, True),      # BF16 GEMM2: bias, routing weight
+        (0, True, 1, 1, False, False, False, "fp8e4nv", 8, 1, 1, 128, True, True),  # FP8 tensor, static FP8 out
+        (3, False, 2, 0, False, False, False, "fp8e4nv", 6, 2, 1, 80, False, False),  # FP8 channel ReLU2
+        (7, False, 2, 0, False, False, True, "fp8e4nv", 4, 2, 2, 128, False, True),  # FP8 channel GEMM2, 2 blocks
+        (0, True, 3, 0, False, False, False, "fp8e4nv", 8, 1, 1, 128, True, False),  # FP8 blocks SwiGLU, padded
+        (7, False, 3, 0, False, False, True, "fp8e4nv", 6, 4, 1, 80, False, False),  # FP8 blocks GEMM2 (padded scales)
+        (2, True, 2, 5, True, True, False, "fp8e4nv", 4, 1, 2, 128, False, True),   # clamped SwiGLU, biases, woi, amax
+        (0, True, 0, 0, False, False, False, "fp16", 6, 1, 1, 80, False, False)):    # fp16
     gdt = {"bf16": gl.bfloat16, "fp16": gl.float16, "fp8e4nv": gl.float8e4nv}[DT]
     BKE = 128 if DT == "fp8e4nv" else 64
     xl = gl.NVMMASharedLayout.get_default_for([16, BKE], gdt)
@@ -59,15 +61,17 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, DT, ST, SPLIT, KB, mr, OP in (
            "w_desc": f"tensordesc<{DT}[32, {BKE}],{wl}>", "out_ptr": f"*{OD}", "a_scale_ptr": "*fp32",
            "w_scale_ptr": "*fp32", "bias_ptr": "*fp32", "topk_w_ptr": "*fp32",
            "out_qscale_ptr": "*i32" if OUT_Q == 5 else "*fp32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32",
-           "num_post_padded_ptr": "*i32", "part_ptr": "*fp32", "cnt_ptr": "*i32", "N": "i32", "R": "i32",
-           "n_k": "i32", "n_kb": "i32", "num_n": "i32", "num_slots": "i32", "stride_om": "i32", "stride_asm": "i32",
-           "stride_wse": "i32", "stride_wsn": "i32", "stride_wsk": "i32", "stride_be": "i32",
-           "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
+           "num_post_padded_ptr": "*i32", "part_ptr": "*fp32", "cnt_ptr": "*i32", "x_ptr": f"*{DT}", "N": "i32",
+           "R": "i32", "K": "i32", "n_k": "i32", "n_kb": "i32", "num_n": "i32", "num_slots": "i32", "stride_om": "i32",
+           "stride_asm": "i32", "stride_wse": "i32", "stride_wsn": "i32", "stride_wsk": "i32", "stride_be": "i32",
+           "stride_x": "i32", "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
     cx = dict(TOP_K=8, E_LOC=32, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q=OUT_Q,
               ROUND_DTYPE=gl.float16 if DT == "fp16" else gl.bfloat16, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI,
               MUL_ROUTING_WEIGHT=MRW, RCP_DIV=OUT_Q == 1, STAGES=ST, SPLIT=SPLIT, KB=KB, OUT_PADDED=OP,
-              A_PADDED=QUANT == 3 and MRW)
-    k, sass = compile_sm90(kd._ws_dec_kernel, sig, cx, **({} if mr is None else {"maxnreg": mr}))
+              A_PADDED=QUANT == 3 and MRW, X_GATHER=XG)
+    # (the JIT specializes the cp.async source, its row stride and K as 16-byte aligned: the launcher checks they are)
+    k, sass = compile_sm90(kd._ws_dec_kernel, sig, cx, aligned=("x_ptr", "stride_x", "K"),
+                           **({} if mr is None else {"maxnreg": mr}))
     ins = [(int(m.group(1), 16), m.group(2)) for m in
            (re.match(r"\s*/\*([0-9a-f]{4})\*/\s*(.*?);", line) for line in sass.splitlines()) if m]
     at = {a: n for n, (a, _) in enumerate(ins)}
@@ -81,7 +85,9 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, DT, ST, SPLIT, KB, mr, OP in (
     loop = min(loops, key=len)
     print(QUANT, DT, SPLIT, KB, mr, ST, k.metadata.num_warps, k.metadata.shared, len(loop),
           sum(("HGMMA" in x) or ("QGMMA" in x) for x in loop), sum("DEPBAR.LE gsb0, 0x0" in x for x in loop),
-          sum(("LDL" in x) or ("STL" in x) for _, x in ins), sep="|", flush=True)
+          sum(("LDL" in x) or ("STL" in x) for _, x in ins), int(XG), sum("LDGSTS" in x for _, x in ins),
+          sum("ARRIVES.LDGSTSBAR" in x for _, x in ins), sum("FENCE.VIEW.ASYNC.S" in x for x in loop), sep="|",
+          flush=True)
 '''
 
 
@@ -93,8 +99,11 @@ def test_ws_dec_compiles_for_sm90(tmp_path):
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
     assert len(rows) == 10, rows
-    for quant, dt, split, kb, mr, st, warps, smem, loop, mma, serial, spills in rows:
-        where = f"QUANT={quant} {dt} SPLIT={split} KB={kb} STAGES={st}"
+    for quant, dt, split, kb, mr, st, warps, smem, loop, mma, serial, spills, xg, ldgsts, arrives, fences in rows:
+        where = f"QUANT={quant} {dt} SPLIT={split} KB={kb} STAGES={st} X_GATHER={xg}"
+        # X_GATHER: the loader's cp.async copies (16 bytes each) and their barrier arrival, the consumer's proxy fence
+        assert (int(ldgsts) > 0, int(arrives) > 0, int(fences) > 0) == (xg == "1",) * 3, (where, ldgsts, arrives,
+                                                                                        fences)
         kb = int(kb)
         assert int(warps) == 8, where
         assert int(mma) == 4 * kb and int(loop) <= 40 + 50 * kb, (where, mma, loop)
@@ -196,11 +205,13 @@ def _box(t: torch.Tensor, r: int, c: int, nr: int, nc: int) -> torch.Tensor:
     return out
 
 
-def _emulate_ws_dec(W, rows, al, N, gated, split, kb, bke, num_slots, E_loc, scales=None):
+def _emulate_ws_dec(W, rows, al, N, gated, split, kb, bke, num_slots, E_loc, scales=None, x_src=None):
     """A torch mirror of ``_ws_dec``'s loader and consumer index math: the unit walk (``_dec_unit``), the K shares, the
     TMA boxes over the weights viewed [E * R, K] and the gathered rows (zeros past either tensor), the 8-row token
-    boxes with the rows they leave out as NaN, FP8 blocks' scales per 128-wide K block (the index clamped past K),
-    split-K summed in split order. Returns {(pid_m, pid_n): acc [64, 16] float64}."""
+    boxes with the rows they leave out as NaN -- or with ``x_src = (x, top_k)`` (``X_GATHER``) the block's real rows
+    copied from ``x`` (row ``slot // top_k``), the others and K past the end zero --, FP8 blocks' scales per 128-wide K
+    block (the index clamped past K), split-K summed in split order. Returns {(pid_m, pid_n): acc [64, 16]
+    float64}."""
     E, R, K = W.shape
     Wf = W.reshape(E * R, K)
     sid, be = al.sorted_ids.cpu().long(), al.block_expert.cpu().long()
@@ -221,9 +232,15 @@ def _emulate_ws_dec(W, rows, al, N, gated, split, kb, bke, num_slots, E_loc, sca
         for kk in range(n_k * ks // split, n_k * (ks + 1) // split):
             for h in range(kb):
                 kc = (kk * kb + h) * bke
-                xt = torch.full((16, bke), float("nan"), dtype=torch.float64)
-                nr = 8 if n8 == 1 else 16
-                xt[:nr] = _box(rows, pid_m * 16, kc, nr, bke)
+                if x_src is None:
+                    xt = torch.full((16, bke), float("nan"), dtype=torch.float64)
+                    nr = 8 if n8 == 1 else 16
+                    xt[:nr] = _box(rows, pid_m * 16, kc, nr, bke)
+                else:
+                    xt = torch.zeros(16, bke, dtype=torch.float64)
+                    for j in range(16):
+                        if sid[pid_m * 16 + j] < num_slots:
+                            xt[j] = _box(x_src[0], int(sid[pid_m * 16 + j]) // x_src[1], kc, 1, bke)[0]
                 wt = torch.cat([_box(Wf, e * R + r0, kc, 32, bke), _box(Wf, e * R + r1, kc, 32, bke)])
                 part = wt @ xt.T
                 if scales is not None:  # FP8 blocks: a_s [tokens, K / 128], w_s [E, R / 128, K / 128]
@@ -240,18 +257,20 @@ def _emulate_ws_dec(W, rows, al, N, gated, split, kb, bke, num_slots, E_loc, sca
 
 
 @interpreter
-@pytest.mark.parametrize("gated,N,K,split,kb,bke,blockwise", [
-    (True, 208, 704, 2, 2, 64, False),   # BF16: a column tail (the last gate box reaches into the up rows), K tail
-    (False, 200, 704, 4, 1, 128, False),  # FP8: 128-wide blocks, the last one half past K, 4 shares
-    (True, 256, 768, 1, 2, 128, True),   # FP8 blocks: two blocks a step, the last step past K (scale index clamped)
-    (False, 128, 256, 2, 1, 128, True)])
-def test_ws_dec_index_math_emulated(gated, N, K, split, kb, bke, blockwise):
+@pytest.mark.parametrize("gated,N,K,split,kb,bke,blockwise,x_gather", [
+    (True, 208, 704, 2, 2, 64, False, False),  # BF16: a column tail (the last gate box reaches into the up rows), K tail
+    (True, 208, 704, 2, 2, 64, False, True),   # the same, the token rows by cp.async
+    (False, 200, 704, 4, 1, 128, False, True),  # FP8: 128-wide blocks, the last one half past K, 4 shares
+    (True, 256, 768, 1, 2, 128, True, False),  # FP8 blocks: two blocks a step, the last step past K (scale index clamped)
+    (False, 128, 256, 2, 1, 128, True, True)])
+def test_ws_dec_index_math_emulated(gated, N, K, split, kb, bke, blockwise, x_gather):
     """The mirror of ``_ws_dec``'s index math (``_emulate_ws_dec``) on the real align (16-row blocks, expert
     parallelism: 6 of 9 experts local) and the real slot-order gather: every stored (slot, column) of every unit --
     the epilogue's mapping: token row j of block pid_m is slot ``sorted_ids[16 pid_m + j]``, accumulator row r is gate
     column 32 pid_n + r / up column 32 pid_n + r - 32 (gated) or column 64 pid_n + r -- equals the float64 product of
     the slot's token row with the expert's weight row (FP8 blocks: each 128-wide K block scaled by its token's and its
-    row block's scales), no NaN from the rows an 8-row box leaves out reaches a stored value, and the stored pairs
+    row block's scales), whether the token rows come as TMA boxes of the gathered rows or by cp.async from the
+    unsorted ones; no NaN from the rows an 8-row box leaves out reaches a stored value, and the stored pairs
     are exactly the local slots x the N columns. Mutations of the mirror (the up rows' offset, a K step dropped from
     each share, 8-row token boxes for full blocks) fail it."""
     torch.manual_seed(3)
@@ -276,7 +295,8 @@ def test_ws_dec_index_math_emulated(gated, N, K, split, kb, bke, blockwise):
         a_s = torch.rand(T, -(-K // 128), dtype=torch.float64) + 0.5
         w_s = torch.rand(E_loc, -(-R // 128), -(-K // 128), dtype=torch.float64) + 0.5
         scales = (a_s, w_s, TOPK)
-    accs = _emulate_ws_dec(W, rows, al, N, gated, split, kb, bke, T * TOPK, E_loc, scales)
+    accs = _emulate_ws_dec(W, rows, al, N, gated, split, kb, bke, T * TOPK, E_loc, scales,
+                           (x, TOPK) if x_gather else None)
     flat = ids.reshape(-1).long() - off
     seen = set()
     for (pid_m, pid_n), acc in accs.items():
@@ -337,6 +357,17 @@ def _dec_config(gated: bool, fmt: Format, split: int = 1, stages: int = 6, block
                            ws_dec_config(False, "gemm2", fmt, split, stages, blocks))
 
 
+@contextlib.contextmanager
+def _x_gather(on: bool):
+    """The decode kernel's token rows by cp.async (``on``, the default) or through a gather launch and TMA boxes."""
+    prev = triton_moe.set_ws_decode(triton_moe._WS_DEC["enabled"], triton_moe._WS_DEC["ctas"],
+                                    triton_moe._WS_DEC["stages"], triton_moe._WS_DEC["blocks"], on)
+    try:
+        yield
+    finally:
+        triton_moe.set_ws_decode(*prev)
+
+
 def _auto_call(prob, *, act, wfmt, params=None, offset=0, static=True):
     """The layer with the switch on and no config: asserts that the decode kernel ran; returns (out, capture)."""
     cap = {}
@@ -362,7 +393,8 @@ def test_gpu_ws_dec_matches_reference(act, wfmt):
     whose gate box reaches into the up rows; FP8 blocks H = 768, I = 256): the decode kernel with split-K 1, 2 and
     4, one and two blocks a step, within the reference's bound and 4e-3 RMS of the Triton kernels; the split shares
     add in split order, so repeated calls give the same bits; biases with the clamped SwiGLU; FP8 per tensor also
-    with dynamic scales; the automatic choice; and the padded hand-off against the gathered one bit for bit."""
+    with dynamic scales; the automatic choice; the padded hand-off against the gathered one, and the token rows by
+    cp.async (the default) against a gather launch and TMA boxes, bit for bit."""
     params = _params(act)
     H, I = (768, 256) if wfmt is F.FP8_BLOCK else (704, 208)
     prob = make_problem(T=6, H=H, I=I, I_pad=I, E=8, K=4, act=act, wfmt=wfmt, dtype=torch.bfloat16,
@@ -370,20 +402,21 @@ def test_gpu_ws_dec_matches_reference(act, wfmt):
     kw = dict(act=act, wfmt=wfmt, dtype=torch.bfloat16, params=params, offset=2)
     base = _run_within_bound(prob, tag="triton", **kw)  # the Triton kernels (the switch is off by default)
     for split, blocks in ((1, 1), (2, 1), (4, 2)):
-        got = _run_within_bound(prob, tag=(split, blocks), config=_dec_config(act.is_gated, wfmt, split, 6, blocks),
-                                **kw)
+        cfg = _dec_config(act.is_gated, wfmt, split, 6, blocks)
+        got = _run_within_bound(prob, tag=(split, blocks), config=cfg, **kw)
         mx, rms = _errors(got, base)
         assert rms <= 4e-3, (split, blocks, mx, rms)
-        again, _ = run_case(prob, act=act, wfmt=wfmt, params=params, offset=2,
-                            config=_dec_config(act.is_gated, wfmt, split, 6, blocks))
+        again, _ = run_case(prob, act=act, wfmt=wfmt, params=params, offset=2, config=cfg)
         assert torch.equal(got, again)
         prev = triton_moe.set_ws_padded_handoff(False)
         try:
-            gathered, _ = run_case(prob, act=act, wfmt=wfmt, params=params, offset=2,
-                                   config=_dec_config(act.is_gated, wfmt, split, 6, blocks))
+            gathered, _ = run_case(prob, act=act, wfmt=wfmt, params=params, offset=2, config=cfg)
         finally:
             triton_moe.set_ws_padded_handoff(prev)
         assert torch.equal(got, gathered), (split, blocks)
+        with _x_gather(False):  # the token rows gathered by a launch and loaded by TMA: only padding rows differ
+            tma_rows, _ = run_case(prob, act=act, wfmt=wfmt, params=params, offset=2, config=cfg)
+        assert torch.equal(got, tma_rows), (split, blocks)
     if wfmt is F.FP8_TENSOR:
         _run_within_bound(prob, tag="dynamic", config=_dec_config(act.is_gated, wfmt, 2), static=False, **kw)
     out, _ = _auto_call(prob, act=act, wfmt=wfmt, params=params, offset=2)

@@ -891,11 +891,15 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     BM, BK = c.block_m, c.block_k
     dt = a.dtype if a.element_size() == 2 else _E4M3
     decode = BM == WS_DEC_BLOCK_M
-    rows = a.view(dt) if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E, real_only=decode).view(dt)
+    # the decode kernel's loader copies the rows itself (cp.async) where they are 16-byte aligned
+    x_gather = (decode and not a_padded and _WS_DEC["x_gather"] and a.data_ptr() % 16 == 0
+                and (a.stride(0) * a.element_size()) % 16 == 0 and Kd % 16 == 0)
+    rows = a.view(dt) if a_padded or x_gather else _gather_slot_rows(a, al, BM, row_div, TK, E,
+                                                                     real_only=decode).view(dt)
     if decode:
         _ws_dec_launch(c, rows, a_s, a_s_stride, w, w_s, wse, wsn, bias, has_bias, tw_flat, q_scale, out_q, al, out, N,
                        row_div, TK, E, act_code, gated, p, round_tl, weight_on_input, mul_routing_weight, num_sms, part,
-                       cnt, out_padded=out_padded, a_scales_padded=a_scales_padded)
+                       cnt, out_padded=out_padded, a_scales_padded=a_scales_padded, x_gather=x_gather)
         return
     a_layout, w_layout = _ws_layouts(c.block_n, BK, dt)
     a_desc = TensorDescriptor.from_tensor(rows, [64, BK], a_layout)
@@ -917,27 +921,33 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
 # kernels/_ws_dec.py: programs an SM (each one consumer warpgroup and its loader warp; registers capped as for the FP4
 # decode kernel, _WS_FP4_DEC_MAXNREG), ring stages (0: as many as fit that many programs an SM), 128-byte K blocks a
 # ring step
-_WS_DEC = {"enabled": os.environ.get("FUSEDMOE_WS_DECODE", "0") == "1", "ctas": 2, "stages": 0, "blocks": 1}
+_WS_DEC = {"enabled": os.environ.get("FUSEDMOE_WS_DECODE", "0") == "1", "ctas": 2, "stages": 0, "blocks": 1,
+           # the token rows by cp.async from the unsorted rows (no gather launch; where they are 16-byte aligned)
+           "x_gather": os.environ.get("FUSEDMOE_WS_DECODE_CPASYNC", "1") != "0"}
 _SM90_SMEM_PER_SM = 228 * 1024
 # a program's shared memory besides the ring: barriers and the epilogue's layout conversions (sm_90 compile: 4228 B),
 # and the 1 KB the runtime reserves
 _WS_DEC_FIXED_SMEM = (4 + 1) * 1024 + 256
 
 
-def set_ws_decode(enabled: bool, ctas: int = 2, num_stages: int = 0, blocks: int = 1) -> tuple:
+def set_ws_decode(enabled: bool, ctas: int = 2, num_stages: int = 0, blocks: int = 1,
+                  x_gather: bool = True) -> tuple:
     """OPT-IN, not yet run on a GPU (thirtieth session: compiled for sm_90 only; ``False`` is the default,
     ``FUSEDMOE_WS_DECODE=1``): calls without a config whose chosen config has decode tiles (block_m <= 16) with
     BF16 / FP16 or FP8 (per tensor, per channel, 128 x 128 blocks) weights run both GEMMs in the warp-specialized
     decode kernel (``kernels/_ws_dec.py``, :func:`auto_ws_decode`): ``ctas`` programs an SM (1-3), ``num_stages``
     ring steps (2-8; 0: as many as fit), ``blocks`` 128-byte K blocks a step (1 / 2), split-K by
-    :func:`ws_fp4_dec_split`'s makespan rule. Returns the previous ``(enabled, ctas, num_stages, blocks)``."""
-    if not isinstance(enabled, bool):
-        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    :func:`ws_fp4_dec_split`'s makespan rule; ``x_gather`` (``FUSEDMOE_WS_DECODE_CPASYNC``, default on): the loader
+    copies a block's token rows by cp.async from the unsorted rows where they are 16-byte aligned, instead of a
+    gather launch into slot order and TMA boxes. Returns the previous ``(enabled, ctas, num_stages, blocks,
+    x_gather)``."""
+    if not isinstance(enabled, bool) or not isinstance(x_gather, bool):
+        raise TypeError(f"enabled and x_gather must be bools, got {enabled!r}, {x_gather!r}")
     if ctas not in _WS_FP4_DEC_MAXNREG or num_stages not in (0,) + tuple(range(2, 9)) or blocks not in (1, 2):
         raise ValueError(f"set_ws_decode: ctas must be 1-3, num_stages 0 or 2-8 and blocks 1 / 2, got {ctas}, "
                          f"{num_stages}, {blocks}")
-    prev = (_WS_DEC["enabled"], _WS_DEC["ctas"], _WS_DEC["stages"], _WS_DEC["blocks"])
-    _WS_DEC.update(enabled=enabled, ctas=ctas, stages=num_stages, blocks=blocks)
+    prev = (_WS_DEC["enabled"], _WS_DEC["ctas"], _WS_DEC["stages"], _WS_DEC["blocks"], _WS_DEC["x_gather"])
+    _WS_DEC.update(enabled=enabled, ctas=ctas, stages=num_stages, blocks=blocks, x_gather=x_gather)
     return prev
 
 
@@ -1020,8 +1030,9 @@ def _ws_dec_launch(c: KernelConfig, rows: torch.Tensor, a_s, a_s_stride, w: Quan
                    has_bias, tw_flat, q_scale, out_q, al: "AlignResult", out: torch.Tensor, N: int, row_div: int,
                    TK: int, E: int, act_code: int, gated: bool, p, round_tl, weight_on_input: bool,
                    mul_routing_weight: bool, num_sms, part, cnt, *, out_padded: bool = False,
-                   a_scales_padded: bool = False) -> None:
-    """The 16-bit / FP8 decode kernel on gathered rows (``rows`` [max_blocks * 16, K] in the weights' operand dtype):
+                   a_scales_padded: bool = False, x_gather: bool = False) -> None:
+    """The 16-bit / FP8 decode kernel on gathered rows (``rows`` [max_blocks * 16, K] in the weights' operand dtype;
+    ``x_gather``: the unsorted rows [rows, K], row ``slot // row_div``, 16-byte aligned, copied by the loader):
     persistent, ``set_ws_decode``'s programs an SM, into ``out`` [T*K, N] by slot (``out_padded``: [max_blocks * 16,
     N] at the rows' padded positions -- the next GEMM's ``rows``); ``part`` / ``cnt``: the split-K scratch
     (``c.split_k`` > 1: ``tiles * split_k * 64 * 16`` fp32 and ``tiles`` zeroed int32, tiles = blocks x column
@@ -1046,13 +1057,15 @@ def _ws_dec_launch(c: KernelConfig, rows: torch.Tensor, a_s, a_s_stride, w: Quan
     blockwise = w.fmt is Format.FP8_BLOCK
     _wd._ws_dec_kernel[(max(1, min(units, ctas * (num_sms or 1))),)](
         *x_descs, w_desc, out, a_s, w_s, bias, tw_flat, q_scale, al.sorted_ids, al.block_expert, al.num_post_padded,
-        tw_flat if part is None else part, tw_flat if cnt is None else cnt, N, w.shape[-2], cdiv(cdiv(Kd, bke), kb),
-        cdiv(Kd, 128), num_n, TK, out.stride(0), a_s_stride, wse, wsn,
-        w_s.stride(2) if blockwise else 0, bias.stride(0) if has_bias else 0, float(p.alpha), float(p.beta),
-        float(p.limit), TOP_K=row_div, E_LOC=E, ACT=act_code, GATED=gated, QUANT=_QUANT_CODE[w.fmt], OUT_Q=out_q,
+        tw_flat if part is None else part, tw_flat if cnt is None else cnt, rows, N, w.shape[-2], Kd,
+        cdiv(cdiv(Kd, bke), kb), cdiv(Kd, 128), num_n, TK, out.stride(0), a_s_stride, wse, wsn,
+        w_s.stride(2) if blockwise else 0, bias.stride(0) if has_bias else 0, rows.stride(0), float(p.alpha),
+        float(p.beta), float(p.limit), TOP_K=row_div, E_LOC=E, ACT=act_code, GATED=gated, QUANT=_QUANT_CODE[w.fmt],
+        OUT_Q=out_q,
         ROUND_DTYPE=round_tl, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, RCP_DIV=_RCP_DIV["enabled"], STAGES=c.num_stages, SPLIT=c.split_k,
-        KB=kb, OUT_PADDED=out_padded, A_PADDED=a_scales_padded, num_warps=4, maxnreg=_WS_FP4_DEC_MAXNREG[ctas])
+        KB=kb, OUT_PADDED=out_padded, A_PADDED=a_scales_padded, X_GATHER=x_gather, num_warps=4,
+        maxnreg=_WS_FP4_DEC_MAXNREG[ctas])
 
 
 # ---- the warp-specialized MXFP4 x BF16 GEMMs (prefill) ----------------------------------------------

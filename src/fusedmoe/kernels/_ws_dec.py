@@ -53,7 +53,9 @@ blocks, block_m 16, block_n 32 (gated GEMM1) / 64, block_k KB x BKE, K a multipl
 import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
 
 from ._moe_gemm import Q_BLOCK, Q_NONE, _scale_block
 from ._ws_fp4 import _fp4_chunk_count, _split_gate_up
@@ -62,14 +64,24 @@ from ._ws_gemm import _ring_barriers, _ws_store
 
 
 @gluon.jit
-def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
-               num_post_padded_ptr, N, R, n_k, num_n, num_slots, E_LOC: gl.constexpr, GATED: gl.constexpr,
-               STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr):
-    """TMA producer (one warp): per K step KB token boxes (8 rows where the block has at most 8 real ones) and KB x 2
-    [32, BKE] weight boxes into ring slot ``it % STAGES``."""
+def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sorted_ids_ptr, block_expert_ptr,
+               num_post_padded_ptr, N, R, K, n_k, num_n, num_slots, stride_x, TOP_K: gl.constexpr,
+               E_LOC: gl.constexpr, GATED: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr,
+               X_GATHER: gl.constexpr):
+    """Producer (one warp): per K step KB token tiles and KB x 2 [32, BKE] weight boxes (TMA) into ring slot
+    ``it % STAGES``. Token tiles: TMA boxes of the gathered rows (8 rows where the block has at most 8 real ones),
+    or with ``X_GATHER`` the block's real rows straight from ``x_ptr`` [rows, K] (row ``slot // TOP_K``) by cp.async,
+    16 bytes a copy, padding rows and K past the end zero-filled -- no gather launch before the GEMM. The copies are
+    tracked by the slot's ``ready`` barrier (``cp.async.mbarrier.arrive``: each thread's pending copies hold the phase
+    open) next to the weights' expected bytes."""
     BT: gl.constexpr = x_desc.block_type.shape[0]
     BKE: gl.constexpr = x_desc.block_type.shape[1]
     wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
+    VEC: gl.constexpr = 128 // x_desc.dtype.primitive_bitwidth  # elements of a 16-byte copy
+    lw: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, VEC], threads_per_warp=[32 // (BKE // VEC), BKE // VEC],
+                                        warps_per_cta=[1, 1], order=[1, 0])
+    rr = gl.arange(0, BT, layout=gl.SliceLayout(1, lw))
+    cc = gl.arange(0, BKE, layout=gl.SliceLayout(0, lw))
     num_m = gl.load(num_post_padded_ptr) // BT
     it = 0
     for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
@@ -77,17 +89,33 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, sorted_ids
         e = gl.load(block_expert_ptr + pid_m)
         if e < E_LOC:
             n8 = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8)  # 8-row chunks with real rows
+            if X_GATHER:
+                sl = gl.load(sorted_ids_ptr + pid_m * BT + rr)
+                ok = sl < num_slots
+                xrow = x_ptr + (gl.where(ok, sl, 0) // TOP_K).to(gl.int64)[:, None] * stride_x
             r0, r1 = _dec_rows(pid_n, N, GATED)
             row0 = e * R + r0
             row1 = e * R + r1
             k0 = (n_k * ks) // SPLIT
             k1 = (n_k * (ks + 1)) // SPLIT
             for kk in range(k0, k1):
-                s, bar = _dec_slot(x_desc, x8_desc, ready, empty, it, n8, wbytes, STAGES, KB)
+                if X_GATHER:
+                    s = it % STAGES
+                    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
+                    bar = ready.index(s)
+                    for h in gl.static_range(KB):
+                        cols = (kk * KB + h) * BKE + cc
+                        async_copy.async_copy_global_to_shared(x_bufs.index(s * KB + h), xrow + cols[None, :],
+                                                               mask=ok[:, None] & (cols < K)[None, :])
+                    async_copy.mbarrier_arrive(bar)  # (before the expect: the phase stays open for the copies)
+                    mbarrier.expect(bar, wbytes)
+                else:
+                    s, bar = _dec_slot(x_desc, x8_desc, ready, empty, it, n8, wbytes, STAGES, KB)
                 for h in gl.static_range(KB):
                     kc = (kk * KB + h) * BKE
                     slot = s * KB + h
-                    _dec_token_box(x_desc, x8_desc, pid_m * BT, kc, bar, x_bufs.index(slot), n8)
+                    if not X_GATHER:
+                        _dec_token_box(x_desc, x8_desc, pid_m * BT, kc, bar, x_bufs.index(slot), n8)
                     wb = w_bufs.index(slot)
                     tma.async_copy_global_to_shared(w_desc, [row0, kc], bar, wb.slice(0, 32))
                     tma.async_copy_global_to_shared(w_desc, [row1, kc], bar, wb.slice(32, 32))
@@ -134,7 +162,7 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                  GATED: gl.constexpr, QUANT: gl.constexpr, OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                  HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
                  RCP_DIV: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr,
-                 OUT_PADDED: gl.constexpr, A_PADDED: gl.constexpr):
+                 OUT_PADDED: gl.constexpr, A_PADDED: gl.constexpr, X_GATHER: gl.constexpr):
     """Consumer warpgroup: per unit its K steps (16-bit: one accumulator chain, one wgmma in flight; FP8: a fresh
     accumulator a 128-wide block, added -- Q_BLOCK: scaled -- to the fp32 sum), then split-K and the epilogue."""
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
@@ -166,6 +194,8 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                 for kk in range(k0, k1):
                     s = it % STAGES
                     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                    if X_GATHER:  # the token tile came by cp.async (generic proxy): fence before the wgmma
+                        fence_async_shared()
                     for h in gl.static_range(KB):
                         acc = warpgroup_mma(w_bufs.index(s * KB + h), x_bufs.index(s * KB + h).permute((1, 0)), acc,
                                             is_async=True)
@@ -181,6 +211,8 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                 for kk in range(k0, k1):
                     s = it % STAGES
                     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                    if X_GATHER:  # the token tile came by cp.async (generic proxy): fence before the wgmma
+                        fence_async_shared()
                     for h in gl.static_range(KB):
                         part = warpgroup_mma(w_bufs.index(s * KB + h), x_bufs.index(s * KB + h).permute((1, 0)),
                                              part, use_acc=False, is_async=True)
@@ -209,18 +241,20 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
 @gluon.jit
 def _ws_dec_kernel(
     x_desc, x8_desc, w_desc, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr,
-    block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, R, n_k, n_kb, num_n, num_slots, stride_om,
-    stride_asm, stride_wse, stride_wsn, stride_wsk, stride_be, act_alpha, act_beta, act_limit,
+    block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, x_ptr, N, R, K, n_k, n_kb, num_n, num_slots, stride_om,
+    stride_asm, stride_wse, stride_wsn, stride_wsk, stride_be, stride_x, act_alpha, act_beta, act_limit,
     TOP_K: gl.constexpr, E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, QUANT: gl.constexpr,
     OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
     MUL_ROUTING_WEIGHT: gl.constexpr, RCP_DIV: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
-    KB: gl.constexpr, OUT_PADDED: gl.constexpr = False, A_PADDED: gl.constexpr = False,
+    KB: gl.constexpr, OUT_PADDED: gl.constexpr = False, A_PADDED: gl.constexpr = False, X_GATHER: gl.constexpr = False,
 ):
     """One grouped 16-bit / FP8 decode GEMM + its epilogue (module docstring). Launch with ``num_warps=4`` (the
     consumer warpgroup; the loader warp is a worker), persistent, a few programs an SM (``maxnreg`` caps the registers
     so that they fit). ``n_k``: K steps (of KB x BKE values), ``n_kb``: 128-wide K blocks (Q_BLOCK's scale columns).
     ``OUT_PADDED``: GEMM1 stores at the rows' block-padded positions (GEMM2's input without a gather); ``A_PADDED``:
-    GEMM2's input scales are in that order too (the 1 x 128 group quantization of a padded intermediate)."""
+    GEMM2's input scales are in that order too (the 1 x 128 group quantization of a padded intermediate).
+    ``X_GATHER``: the token rows come from ``x_ptr`` [rows, K] (row stride ``stride_x``, 16-byte aligned) by cp.async
+    (``_wd_loader``) instead of the TMA descriptors, which then only give the tiles' shapes and layout."""
     BT: gl.constexpr = x_desc.block_type.shape[0]
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES * KB, 64, w_desc.block_type.shape[1]], w_desc.layout)
@@ -231,7 +265,8 @@ def _ws_dec_kernel(
                         n_k, n_kb, num_n, num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_wsk,
                         stride_be, act_alpha, act_beta, act_limit, BT, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q,
                         ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, RCP_DIV, STAGES, SPLIT, KB,
-                        OUT_PADDED, A_PADDED)),
-        (_wd_loader, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
-                      num_post_padded_ptr, N, R, n_k, num_n, num_slots, E_LOC, GATED, STAGES, SPLIT, KB)),
+                        OUT_PADDED, A_PADDED, X_GATHER)),
+        (_wd_loader, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sorted_ids_ptr, block_expert_ptr,
+                      num_post_padded_ptr, N, R, K, n_k, num_n, num_slots, stride_x, TOP_K, E_LOC, GATED, STAGES,
+                      SPLIT, KB, X_GATHER)),
     ], [1], [40])
