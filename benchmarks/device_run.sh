@@ -4,6 +4,7 @@
 #                                  [tune-cover-a] [tune-cover-b] [tune-cover-c] [tune-cover-d] [tune-fp8-prefill] [eager] [bench] [bench-all]
 #                                  [bench-fp4] [bench-fp4-tuned] [ncu] [dist] [tests-rest] [profile] [breakdown]
 #                                  [tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]]] [alzero] [dot-race] [dot-repro]
+#                                  [smoke] [ab-optin]
 # $OUT brings back at most 8 files: pack the rest (tar) at the end of a call.
 # tune-cover-*: merged into TUNE_OUT (default: the shipped table), so two GPUs can tune at once
 # (CUDA_VISIBLE_DEVICES=0 / 1, each its own TUNE_OUT; merge the files with merge_into_file).
@@ -36,6 +37,28 @@ if [[ "$stages" == *" tests-rest "* ]]; then
   timeout "${TESTS_REST_TIMEOUT_S:-300}" python3 -m pytest -q -rfE --tb=short -m gpu -n 3 -p no:cacheprovider --timeout 240 \
       --ignore tests/test_triton_moe.py --ignore tests/test_triton_fp4.py --ignore tests/test_distributed.py tests \
       2>&1 | tee "$OUT/gpu_tests_rest.log" | tail -25
+fi
+if [[ "$stages" == *" smoke "* ]]; then
+  # the opt-in Gluon kernels that have not run on a GPU (twenty-ninth / thirtieth sessions): a triage with every
+  # variant in its own process and a time limit (one hang does not hide the rest), then their tests with short
+  # per-test limits (a wrong barrier phase or byte count hangs rather than fails)
+  timeout "${SMOKE_TIMEOUT_S:-420}" python3 benchmarks/smoke_gluon.py --jobs 3 --timeout 150 --json "$OUT/smoke.json" \
+      2>&1 | tee "$OUT/smoke.txt" | tail -20
+  timeout "${OPTIN_TESTS_TIMEOUT_S:-300}" python3 -m pytest -q -rfE --tb=short -m gpu -n 4 -p no:cacheprovider \
+      --timeout 90 tests/test_ws_dec.py tests/test_ws_fp4_dec.py tests/test_ws_fp4.py 2>&1 | tee "$OUT/optin_tests.txt" \
+      | tail -25
+fi
+if [[ "$stages" == *" ab-optin "* ]]; then
+  # the opt-in kernels against the defaults, in-process (CUDA graphs, rounds interleaved)
+  timeout 200 python3 benchmarks/decode_ab.py --preset deepseek-v3-tp8,qwen3-30b-a3b,nemotron-nano,minimax-m2 \
+      --weight-format bf16,fp8_tensor,fp8_channel,fp8_block --tokens 1,8 \
+      --settings default,wsdec,wsdec3,wsdec2b,wsdectma --rounds 2 2>&1 | tee "$OUT/ab_wsdec.txt" | tail -40
+  timeout 150 python3 benchmarks/decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano \
+      --weight-format mxfp4,nvfp4 --tokens 1,8,64 --settings default,ws4dec,ws4dec2 --rounds 2 \
+      2>&1 | tee "$OUT/ab_ws4dec.txt" | tail -20
+  timeout 150 python3 benchmarks/decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano --weight-format mxfp4 \
+      --tokens 2048,4096,8192 --settings default,ws4skip,ws4ch4,ws4pad,nows4 --rounds 2 2>&1 | tee "$OUT/ab_ws4pre.txt" \
+      | tail -12
 fi
 if [[ "$stages" == *" demo "* ]]; then
   python3 -m fusedmoe demo 2>&1 | tee "$OUT/demo.log" | tail -20
