@@ -36,3 +36,14 @@ def compile_sm90(kernel, sig: dict, constexprs: dict, num_warps: int = 4, aligne
     finally:
         os.unlink(f.name)
     return k, sass
+
+
+class LaunchCapture:
+    """Stands in for a Gluon kernel in the launcher tests: ``kernel[grid](*args, **kw)`` records ``(grid, args, kw)``
+    in ``calls`` (the launchers' positional arguments are then bound to the real kernel's signature)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kw: self.calls.append((grid, args, kw))

@@ -19,7 +19,7 @@ import os
 import pytest
 import torch
 
-from gluon_sm90 import SCRIPT_HEAD
+from gluon_sm90 import SCRIPT_HEAD, LaunchCapture
 from test_triton_fp4 import run_sm90_script
 from test_triton_moe import (ACT_FMT, DEV, _errors, _graph_replay_matches, _params, _run_within_bound, gpu,
                              interpreter, make_problem, run_case)
@@ -192,6 +192,69 @@ def test_ws_dec_config_rules(monkeypatch):
         assert triton_moe.auto_ws(dec, prob["q13"], prob["q2"], F.BF16, torch.bfloat16, cuda, 1, 2, A.SWIGLU) is dec
     finally:
         triton_moe.set_ws_decode(*prev)
+
+
+# ---- CPU: the launcher's arguments ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wfmt,gated,x_gather", [(F.BF16, True, True), (F.FP8_BLOCK, False, False),
+                                                 (F.FP8_CHANNEL, True, False)])
+def test_ws_dec_launch_binds_every_argument(monkeypatch, wfmt, gated, x_gather):
+    """``triton_moe._ws_dec_launch`` passes ~50 positional arguments: bound to the kernel's signature (a count or
+    order slip fails ``Signature.bind`` or a value check), each lands where its meaning says -- the shapes and strides
+    of the rows, weights, scales, output and split-K scratch, the K steps, the TMA boxes (16 / 8 token rows, 32 weight
+    rows of 128 bytes) over the right tensors, the constexprs, the persistent grid."""
+    import inspect
+
+    from fusedmoe.kernels import _ws_dec as kd
+
+    sig = inspect.signature(kd._ws_dec_kernel.fn)
+    cap = LaunchCapture()
+    monkeypatch.setattr(kd, "_ws_dec_kernel", cap)
+    H, I, E, T, K = 768, 256, 4, 3, 2
+    R = 2 * I if gated else I
+    prob = make_problem(T=T, H=H, I=I, I_pad=I, E=E, K=K, act=A.SWIGLU if gated else A.RELU2, wfmt=wfmt,
+                        dtype=torch.bfloat16, seed=2, device="cpu")
+    w = prob["q13"]
+    dt = torch.bfloat16 if wfmt is F.BF16 else torch.float8_e4m3fn
+    NB, TK = 5, T * K
+    rows = torch.zeros(T if x_gather else NB * 16, H, dtype=dt)
+    al = triton_moe.AlignResult(torch.zeros(NB * 16, dtype=torch.int32), torch.zeros(NB, dtype=torch.int32),
+                                torch.zeros(1, dtype=torch.int32), 16, NB)
+    out = torch.empty(TK, I, dtype=torch.bfloat16)
+    a_s = torch.ones(T, H // 128) if wfmt is F.FP8_BLOCK else torch.ones(T)
+    w_s = w.scale if w.scale is not None else torch.ones(1)
+    bias, tw = torch.zeros(E, R), torch.ones(TK)
+    part, cnt = torch.zeros(1 << 16), torch.zeros(64, dtype=torch.int32)
+    c = ws_dec_config(gated, "gemm1", wfmt, 2, 6, 2)
+    p = triton_moe._DEFAULT_ACT_PARAMS
+    triton_moe._ws_dec_launch(c, rows, a_s, a_s.stride(0), w, w_s, w_s.stride(0) if w.scale is not None else 0,
+                              w_s.stride(1) if w_s.dim() >= 2 else 0, bias, True, tw, tw, 0, al, out, I, K, TK, E, 0,
+                              gated, p, None, False, False, 132, part, cnt, out_padded=False, a_scales_padded=False,
+                              x_gather=x_gather)
+    (grid, args, kw), = cap.calls
+    kw = dict(kw)
+    assert kw.pop("num_warps") == 4 and kw.pop("maxnreg") == triton_moe._WS_FP4_DEC_MAXNREG[triton_moe._WS_DEC["ctas"]]
+    b = sig.bind(*args, **kw).arguments
+    bke = 64 if wfmt is F.BF16 else 128
+    num_n = I // 32 if gated else I // 64
+    assert grid == (min(NB * num_n * 2, triton_moe._WS_DEC["ctas"] * 132),)
+    assert [b[n].block_shape for n in ("x_desc", "x8_desc", "w_desc")] == [[16, bke], [8, bke], [32, bke]]
+    assert b["x_desc"].base is rows and b["w_desc"].base.data_ptr() == w.data.data_ptr()
+    assert tuple(b["w_desc"].shape) == (E * R, H)
+    assert b["x_ptr"] is rows and b["stride_x"] == rows.stride(0) == H and b["K"] == H
+    assert (b["out_ptr"], b["part_ptr"], b["cnt_ptr"], b["bias_ptr"]) == (out, part, cnt, bias)
+    assert b["a_scale_ptr"] is a_s and b["w_scale_ptr"] is w_s and b["topk_w_ptr"] is tw
+    assert (b["sorted_ids_ptr"], b["block_expert_ptr"], b["num_post_padded_ptr"]) == (al.sorted_ids, al.block_expert,
+                                                                                      al.num_post_padded)
+    assert (b["N"], b["R"], b["num_n"], b["num_slots"]) == (I, R, num_n, TK)
+    assert (b["n_k"], b["n_kb"]) == (-(-(H // bke) // 2), H // 128)
+    assert (b["stride_om"], b["stride_asm"], b["stride_be"]) == (I, a_s.stride(0), R)
+    assert b["stride_wsk"] == (w_s.stride(2) if wfmt is F.FP8_BLOCK else 0)
+    assert (b["act_alpha"], b["act_beta"], b["act_limit"]) == (float(p.alpha), float(p.beta), float(p.limit))
+    assert (b["TOP_K"], b["E_LOC"], b["GATED"], b["KB"], b["STAGES"], b["SPLIT"]) == (K, E, gated, 2, 6, 2)
+    assert b["QUANT"] == triton_moe._QUANT_CODE[wfmt] and b["X_GATHER"] is x_gather
+    assert b["OUT_PADDED"] is False and b["A_PADDED"] is False and b["HAS_BIAS"] is True
 
 
 # ---- CPU: the kernel's index math, emulated ---------------------------------------------------------------

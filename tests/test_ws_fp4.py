@@ -17,7 +17,7 @@ import os
 import pytest
 import torch
 
-from gluon_sm90 import SCRIPT_HEAD
+from gluon_sm90 import SCRIPT_HEAD, LaunchCapture
 from test_triton_fp4 import Case, make_case, run_reference, run_sm90_script, run_triton
 from test_triton_moe import gpu
 
@@ -259,6 +259,54 @@ def _rel(a, b):
 
 OAI_SMALL = ActivationParams(alpha=1.702, beta=1.0, limit=0.5)  # both clamps reached at test scale
 
+
+
+@pytest.mark.parametrize("fmt,gated,chunks,padded", [(Format.MXFP4, True, 1, False), (Format.NVFP4, False, 4, True)])
+def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, padded):
+    """``triton_moe._ws_fp4_gemm``'s prefill launch (GEMM2 reading GEMM1's padded rows: no gather) bound to the
+    kernel's signature: the TMA boxes (a chunk's token rows of 64, 64 weight rows of 16 words), the scale strides
+    (MX row-major, NVFP4 K-major) and NVFP4's global scales, the constexprs (CHUNKS, NV, OUT_PADDED) and the
+    persistent grid -- a count or order slip fails."""
+    import inspect
+
+    from fusedmoe.kernels import _ws_fp4 as k4
+
+    sig = inspect.signature(k4._ws_fp4_kernel.fn)
+    cap = LaunchCapture()
+    monkeypatch.setattr(k4, "_ws_fp4_kernel", cap)
+    c = Case(fmt, Format.BF16, Activation.SWIGLU if gated else Activation.RELU2, T=3, H=512, I=256, E=4, K=2,
+             dtype=torch.bfloat16)
+    _, W, _ = make_case(c, device="cpu")
+    w = W.w2
+    NB, TK, BM = 3, 6, 256
+    N, Kd = 512, W.padded_intermediate_size
+    rows = torch.zeros(NB * BM, Kd, dtype=torch.bfloat16)
+    al = triton_moe.AlignResult(torch.zeros(NB * BM, dtype=torch.int32), torch.zeros(NB, dtype=torch.int32),
+                                torch.zeros(1, dtype=torch.int32), BM, NB)
+    out = torch.empty(NB * BM if padded else TK, N, dtype=torch.bfloat16)
+    tw = torch.ones(TK)
+    cfg = ws_fp4_config(False, "gemm2", BM)
+    prev = triton_moe.set_ws_fp4_chunks(chunks)
+    try:
+        triton_moe._ws_fp4_gemm(cfg, rows, w, tw, False, tw, al, out, N, 1, TK, 4, 7, False,
+                                triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw, a_padded=True,
+                                out_padded=padded)
+    finally:
+        triton_moe.set_ws_fp4_chunks(prev)
+    (grid, args, kw), = cap.calls
+    assert kw.pop("num_warps") == 4
+    b = sig.bind(*args, **kw).arguments
+    tk = w.value_tile_k
+    assert grid == (min(NB * (N // 128), 132),)
+    assert [b[n].block_shape for n in ("x_desc", "w0_desc")] == [[BM // chunks, 64], [64, 16]]
+    assert b["x_desc"].base.data_ptr() == rows.data_ptr() and b["w0_desc"].base.data_ptr() == w.data.data_ptr()
+    assert (b["out_ptr"], b["s_ptr"], b["topk_w_ptr"]) == (out, w.scale, tw)
+    assert b["gs_ptr"] is (w.global_scale if fmt is Format.NVFP4 else tw)
+    assert (b["N"], b["K"], b["num_slots"], b["R_TILES"], b["K_PIECES"]) == (N, Kd, TK, w.shape[-2] // 64, Kd // tk)
+    assert (b["stride_se"], b["stride_sr"], b["stride_sk"]) == tuple(w.scale.stride())
+    assert (b["stride_om"], b["stride_be"]) == (N, 0)
+    assert (b["CHUNKS"], b["NV"], b["OUT_PADDED"], b["MUL_ROUTING_WEIGHT"], b["TK"]) == (chunks, fmt is Format.NVFP4,
+                                                                                        padded, True, tk)
 
 @gpu
 @pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)

@@ -17,7 +17,7 @@ import os
 import pytest
 import torch
 
-from gluon_sm90 import SCRIPT_HEAD
+from gluon_sm90 import SCRIPT_HEAD, LaunchCapture
 from test_triton_fp4 import Case, make_case, run_reference, run_sm90_script, run_triton
 from test_triton_moe import DEV, gpu, interpreter
 from test_ws_fp4 import OAI_SMALL, _rel
@@ -182,6 +182,53 @@ def test_ws_fp4_dec_config_rules(monkeypatch):
             assert auto(mid, 64) is mid  # 64-row tiles: not decode tiles, and not the prefill kernel's either
     finally:
         triton_moe.set_ws_fp4_decode(*prev)
+
+
+@pytest.mark.parametrize("fmt,gated", [(F.MXFP4, True), (F.NVFP4, False)])
+def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated):
+    """``triton_moe._ws_fp4_dec_launch``'s positional arguments bound to the kernel's signature: the rows and the
+    tiled FP4 words' TMA boxes (16 / 8 token rows of 64, 32 weight rows of 16 words), the scale strides (MX row-major,
+    NVFP4 K-major), the K steps, the constexprs and the persistent grid -- a count or order slip fails."""
+    import inspect
+
+    from fusedmoe.kernels import _ws_fp4_dec as kd
+
+    sig = inspect.signature(kd._ws_fp4_dec_kernel.fn)
+    cap = LaunchCapture()
+    monkeypatch.setattr(kd, "_ws_fp4_dec_kernel", cap)
+    c = Case(fmt, F.BF16, A.SWIGLU if gated else A.RELU2, T=3, H=512, I=256, E=4, K=2, dtype=torch.bfloat16)
+    _, W, _ = make_case(c, device="cpu")
+    w = W.w13
+    NB, TK = 5, 6
+    rows = torch.zeros(NB * 16, 512, dtype=torch.bfloat16)
+    al = triton_moe.AlignResult(torch.zeros(NB * 16, dtype=torch.int32), torch.zeros(NB, dtype=torch.int32),
+                                torch.zeros(1, dtype=torch.int32), 16, NB)
+    N = W.padded_intermediate_size
+    out = torch.empty(TK, N, dtype=torch.bfloat16)
+    tw = torch.ones(TK)
+    part, cnt = torch.zeros(1 << 16), torch.zeros(64, dtype=torch.int32)
+    cfg = ws_fp4_dec_config(gated, "gemm1", 2, 8, 128)
+    p = triton_moe._DEFAULT_ACT_PARAMS
+    triton_moe._ws_fp4_dec_launch(cfg, rows, w, tw, False, tw, al, out, N, TK, 4, 0, gated, p, None, False, False,
+                                  132, 0, part, cnt, out_padded=True)
+    (grid, args, kw), = cap.calls
+    kw = dict(kw)
+    ctas = triton_moe._WS_FP4_DEC["ctas"]
+    assert kw.pop("num_warps") == 4 and kw.pop("maxnreg") == triton_moe._WS_FP4_DEC_MAXNREG[ctas]
+    b = sig.bind(*args, **kw).arguments
+    tk = w.value_tile_k
+    num_n = N // 32 if gated else -(-N // 64)
+    assert grid == (min(NB * num_n * 2, ctas * 132),)
+    assert [b[n].block_shape for n in ("x_desc", "x8_desc", "w_desc")] == [[16, 64], [8, 64], [32, 16]]
+    assert b["x_desc"].base is rows and b["w_desc"].base.data_ptr() == w.data.data_ptr()
+    assert (b["out_ptr"], b["s_ptr"], b["part_ptr"], b["cnt_ptr"], b["topk_w_ptr"]) == (out, w.scale, part, cnt, tw)
+    assert b["gs_ptr"] is (w.global_scale if fmt is F.NVFP4 else tw)
+    assert (b["N"], b["n_k"], b["n64"], b["num_n"], b["num_slots"]) == (N, 4, 8, num_n, TK)
+    assert (b["R_TILES"], b["K_PIECES"]) == (w.shape[-2] // 64, 512 // tk)
+    assert (b["stride_se"], b["stride_sr"], b["stride_sk"]) == tuple(w.scale.stride())
+    assert (b["stride_om"], b["stride_be"]) == (N, 0)
+    assert (b["TK"], b["SPLIT"], b["KB"], b["STAGES"], b["GATED"], b["NV"]) == (tk, 2, 2, 8, gated, fmt is F.NVFP4)
+    assert b["OUT_PADDED_DOT"] is True and b["E_LOC"] == 4 and b["SWZ"] == w.value_swizzled
 
 
 # ---- CPU: the kernel's index math, emulated ---------------------------------------------------------------
