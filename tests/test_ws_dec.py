@@ -68,7 +68,7 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, DT, ST, SPLIT, KB, mr, OP, XG in (
     cx = dict(TOP_K=8, E_LOC=32, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q=OUT_Q,
               ROUND_DTYPE=gl.float16 if DT == "fp16" else gl.bfloat16, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI,
               MUL_ROUTING_WEIGHT=MRW, RCP_DIV=OUT_Q == 1, STAGES=ST, SPLIT=SPLIT, KB=KB, OUT_PADDED=OP,
-              A_PADDED=QUANT == 3 and MRW, X_GATHER=XG)
+              A_PADDED=QUANT == 3 and MRW, X_GATHER=XG, USE_GDC=SPLIT == 2)
     # (the JIT specializes the cp.async source, its row stride and K as 16-byte aligned: the launcher checks they are)
     k, sass = compile_sm90(kd._ws_dec_kernel, sig, cx, aligned=("x_ptr", "stride_x", "K"),
                            **({} if mr is None else {"maxnreg": mr}))
@@ -86,8 +86,8 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, DT, ST, SPLIT, KB, mr, OP, XG in (
     print(QUANT, DT, SPLIT, KB, mr, ST, k.metadata.num_warps, k.metadata.shared, len(loop),
           sum(("HGMMA" in x) or ("QGMMA" in x) for x in loop), sum("DEPBAR.LE gsb0, 0x0" in x for x in loop),
           sum(("LDL" in x) or ("STL" in x) for _, x in ins), int(XG), sum("LDGSTS" in x for _, x in ins),
-          sum("ARRIVES.LDGSTSBAR" in x for _, x in ins), sum("FENCE.VIEW.ASYNC.S" in x for x in loop), sep="|",
-          flush=True)
+          sum("ARRIVES.LDGSTSBAR" in x for _, x in ins), sum("FENCE.VIEW.ASYNC.S" in x for x in loop),
+          int(SPLIT == 2), sum(("ACQBULK" in x) or ("PREEXIT" in x) for _, x in ins), sep="|", flush=True)
 '''
 
 
@@ -95,11 +95,13 @@ def test_ws_dec_compiles_for_sm90(tmp_path):
     """Every variant: 8 warps (the consumer warpgroup, the loader warp, padding), 4 wgmmas per 128-byte K block in a
     short K loop, the 16-bit ones asynchronous (no ``DEPBAR.LE gsb0, 0x0`` in the loop) and FP8 waiting once a block
     (its promoted accumulation), no spills, and as many programs' shared memory in an SM as the register cap lets
-    share it (80 registers: 3, 128: 2) at the stage count ``triton_moe.ws_dec_stages`` gives."""
+    share it (80 registers: 3, 128: 2) at the stage count ``triton_moe.ws_dec_stages`` gives; with ``USE_GDC`` the
+    programmatic-dependent-launch wait and trigger."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
     assert len(rows) == 10, rows
-    for quant, dt, split, kb, mr, st, warps, smem, loop, mma, serial, spills, xg, ldgsts, arrives, fences in rows:
+    for (quant, dt, split, kb, mr, st, warps, smem, loop, mma, serial, spills, xg, ldgsts, arrives, fences, gdc,
+         gdc_ops) in rows:
         where = f"QUANT={quant} {dt} SPLIT={split} KB={kb} STAGES={st} X_GATHER={xg}"
         # X_GATHER: the loader's cp.async copies (16 bytes each) and their barrier arrival, the consumer's proxy fence
         assert (int(ldgsts) > 0, int(arrives) > 0, int(fences) > 0) == (xg == "1",) * 3, (where, ldgsts, arrives,
@@ -109,6 +111,7 @@ def test_ws_dec_compiles_for_sm90(tmp_path):
         assert int(mma) == 4 * kb and int(loop) <= 40 + 50 * kb, (where, mma, loop)
         assert int(serial) == (0 if quant == "0" else kb), (where, serial)
         assert int(spills) == 0, where
+        assert int(gdc_ops) == (2 if gdc == "1" else 0), (where, gdc_ops)  # griddepcontrol.wait / launch_dependents
         ctas = {"80": 3, "128": 2, "None": 1}[mr]
         fmt = F.BF16 if quant == "0" else F.FP8_TENSOR
         assert triton_moe.ws_dec_stages(fmt, kb, ctas) >= int(st), where  # the rule would allow this many stages
@@ -231,10 +234,11 @@ def test_ws_dec_launch_binds_every_argument(monkeypatch, wfmt, gated, x_gather):
     triton_moe._ws_dec_launch(c, rows, a_s, a_s.stride(0), w, w_s, w_s.stride(0) if w.scale is not None else 0,
                               w_s.stride(1) if w_s.dim() >= 2 else 0, bias, True, tw, tw, 0, al, out, I, K, TK, E, 0,
                               gated, p, None, False, False, 132, part, cnt, out_padded=False, a_scales_padded=False,
-                              x_gather=x_gather)
+                              x_gather=x_gather, pdl={"USE_GDC": x_gather, "launch_pdl": True} if x_gather else None)
     (grid, args, kw), = cap.calls
     kw = dict(kw)
     assert kw.pop("num_warps") == 4 and kw.pop("maxnreg") == triton_moe._WS_FP4_DEC_MAXNREG[triton_moe._WS_DEC["ctas"]]
+    assert kw.pop("launch_pdl", False) is x_gather  # the programmatic-dependent-launch keywords pass through
     b = sig.bind(*args, **kw).arguments
     bke = 64 if wfmt is F.BF16 else 128
     num_n = I // 32 if gated else I // 64
@@ -255,6 +259,7 @@ def test_ws_dec_launch_binds_every_argument(monkeypatch, wfmt, gated, x_gather):
     assert (b["TOP_K"], b["E_LOC"], b["GATED"], b["KB"], b["STAGES"], b["SPLIT"]) == (K, E, gated, 2, 6, 2)
     assert b["QUANT"] == triton_moe._QUANT_CODE[wfmt] and b["X_GATHER"] is x_gather
     assert b["OUT_PADDED"] is False and b["A_PADDED"] is False and b["HAS_BIAS"] is True
+    assert b.get("USE_GDC", False) is x_gather
 
 
 # ---- CPU: the kernel's index math, emulated ---------------------------------------------------------------

@@ -54,7 +54,8 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr in (
            "act_limit": "fp32"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
               ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=FOLD, NV=NV, TK=TK, STAGES=ST, SPLIT=SPLIT, KB=KB,
-              OUT_PADDED_DOT=not MRW)  # GEMM1: stores GEMM2's rows (padded positions, dot order)
+              OUT_PADDED_DOT=not MRW,  # GEMM1: stores GEMM2's rows (padded positions, dot order)
+              USE_GDC=SPLIT == 4)  # programmatic dependent launch
     k, sass = compile_sm90(kd._ws_fp4_dec_kernel, sig, cx, maxnreg=mr)
     ins = [(int(m.group(1), 16), m.group(2)) for m in
            (re.match(r"\s*/\*([0-9a-f]{4})\*/\s*(.*?);", line) for line in sass.splitlines()) if m]
@@ -71,7 +72,8 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr in (
     print(ACT, NV, SPLIT, KB, mr, k.metadata.num_warps, k.metadata.shared, len(loop), len(hg),
           int(all(re.search(r"HGMMA[^,]*, R[0-9]+, gdesc", x) for x in hg)),
           sum("DEPBAR.LE gsb0, 0x0" in x for x in loop), sum(x.startswith("STS") for x in loop),
-          sum(("LDL" in x) or ("STL" in x) for _, x in ins), sep="|", flush=True)
+          sum(("LDL" in x) or ("STL" in x) for _, x in ins), int(SPLIT == 4),
+          sum(("ACQBULK" in x) or ("PREEXIT" in x) for _, x in ins), sep="|", flush=True)
 '''
 
 
@@ -84,13 +86,14 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
     assert len(rows) == 5, rows
-    for act, nv, split, kb, mr, warps, smem, loop, hgmma, areg, serial, sts, spills in rows:
+    for act, nv, split, kb, mr, warps, smem, loop, hgmma, areg, serial, sts, spills, gdc, gdc_ops in rows:
         where = f"ACT={act} NV={nv} SPLIT={split} KB={kb}"
         assert int(warps) == 8, where
         assert int(hgmma) == 4 * int(kb) and int(areg) == 1, (where, hgmma, areg)
         assert int(serial) == 0 and int(sts) == 0 and int(spills) == 0, (where, serial, sts, spills)
         assert int(loop) <= 60 + 100 * int(kb), (where, loop)  # 225-233 at KB 2 (~113 a 64 x 64 block), 155 at KB 1
         assert int(smem) * (3 if mr == "80" else 2) <= 228 * 1024, (where, smem)
+        assert int(gdc_ops) == (2 if gdc == "1" else 0), (where, gdc_ops)  # griddepcontrol.wait / launch_dependents
 
 
 # ---- CPU: the dot-order gather, rules ------------------------------------------------------------------
@@ -210,9 +213,10 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated):
     cfg = ws_fp4_dec_config(gated, "gemm1", 2, 8, 128)
     p = triton_moe._DEFAULT_ACT_PARAMS
     triton_moe._ws_fp4_dec_launch(cfg, rows, w, tw, False, tw, al, out, N, TK, 4, 0, gated, p, None, False, False,
-                                  132, 0, part, cnt, out_padded=True)
+                                  132, 0, part, cnt, out_padded=True, pdl={"USE_GDC": True, "launch_pdl": True})
     (grid, args, kw), = cap.calls
     kw = dict(kw)
+    assert kw.pop("launch_pdl") is True
     ctas = triton_moe._WS_FP4_DEC["ctas"]
     assert kw.pop("num_warps") == 4 and kw.pop("maxnreg") == triton_moe._WS_FP4_DEC_MAXNREG[ctas]
     b = sig.bind(*args, **kw).arguments
@@ -228,7 +232,7 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated):
     assert (b["stride_se"], b["stride_sr"], b["stride_sk"]) == tuple(w.scale.stride())
     assert (b["stride_om"], b["stride_be"]) == (N, 0)
     assert (b["TK"], b["SPLIT"], b["KB"], b["STAGES"], b["GATED"], b["NV"]) == (tk, 2, 2, 8, gated, fmt is F.NVFP4)
-    assert b["OUT_PADDED_DOT"] is True and b["E_LOC"] == 4 and b["SWZ"] == w.value_swizzled
+    assert b["OUT_PADDED_DOT"] is True and b["E_LOC"] == 4 and b["SWZ"] == w.value_swizzled and b["USE_GDC"] is True
 
 
 # ---- CPU: the kernel's index math, emulated ---------------------------------------------------------------

@@ -873,12 +873,13 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
              tw_flat, q_scale, out_q, al: "AlignResult", out: torch.Tensor, N: int, row_div: int, TK: int, E: int,
              act_code: int, gated: bool, p, round_tl, weight_on_input: bool, mul_routing_weight: bool,
              num_sms, *, a_padded: bool = False, out_padded: bool = False, a_scales_padded: bool = False,
-             part=None, cnt=None) -> None:
+             part=None, cnt=None, pdl=None) -> None:
     """One GEMM by ``kernels/_ws_gemm``: its input rows ``a`` [rows, K] e4m3 or 16-bit (hidden or
     its quantization for GEMM1, ``row_div`` = top_k; the slot-indexed intermediate for GEMM2,
     ``row_div`` = 1) gathered into block-padded slot order (one extra write and read of P x K
     elements), then the persistent warp-specialized kernel into ``out`` [T*K, N] by slot -- for decode tiles
-    (block_m 16, OPT-IN) ``kernels/_ws_dec`` (:func:`_ws_dec_launch`; ``part`` / ``cnt`` its split-K scratch).
+    (block_m 16, OPT-IN) ``kernels/_ws_dec`` (:func:`_ws_dec_launch`; ``part`` / ``cnt`` its split-K scratch,
+    ``pdl`` its programmatic-dependent-launch keywords, :func:`_pdl_args`).
     ``a_padded``: ``a`` already holds the rows in block-padded order (GEMM2 after GEMM1 with
     ``out_padded``, which stores at the rows' padded positions into ``out`` [P_max, N]): no gather;
     ``a_scales_padded``: its per-row scales ``a_s`` are in that order too (the 1 x 128 group
@@ -899,7 +900,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     if decode:
         _ws_dec_launch(c, rows, a_s, a_s_stride, w, w_s, wse, wsn, bias, has_bias, tw_flat, q_scale, out_q, al, out, N,
                        row_div, TK, E, act_code, gated, p, round_tl, weight_on_input, mul_routing_weight, num_sms, part,
-                       cnt, out_padded=out_padded, a_scales_padded=a_scales_padded, x_gather=x_gather)
+                       cnt, out_padded=out_padded, a_scales_padded=a_scales_padded, x_gather=x_gather, pdl=pdl)
         return
     a_layout, w_layout = _ws_layouts(c.block_n, BK, dt)
     a_desc = TensorDescriptor.from_tensor(rows, [64, BK], a_layout)
@@ -1030,7 +1031,7 @@ def _ws_dec_launch(c: KernelConfig, rows: torch.Tensor, a_s, a_s_stride, w: Quan
                    has_bias, tw_flat, q_scale, out_q, al: "AlignResult", out: torch.Tensor, N: int, row_div: int,
                    TK: int, E: int, act_code: int, gated: bool, p, round_tl, weight_on_input: bool,
                    mul_routing_weight: bool, num_sms, part, cnt, *, out_padded: bool = False,
-                   a_scales_padded: bool = False, x_gather: bool = False) -> None:
+                   a_scales_padded: bool = False, x_gather: bool = False, pdl=None) -> None:
     """The 16-bit / FP8 decode kernel on gathered rows (``rows`` [max_blocks * 16, K] in the weights' operand dtype;
     ``x_gather``: the unsorted rows [rows, K], row ``slot // row_div``, 16-byte aligned, copied by the loader):
     persistent, ``set_ws_decode``'s programs an SM, into ``out`` [T*K, N] by slot (``out_padded``: [max_blocks * 16,
@@ -1065,7 +1066,7 @@ def _ws_dec_launch(c: KernelConfig, rows: torch.Tensor, a_s, a_s_stride, w: Quan
         ROUND_DTYPE=round_tl, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, RCP_DIV=_RCP_DIV["enabled"], STAGES=c.num_stages, SPLIT=c.split_k,
         KB=kb, OUT_PADDED=out_padded, A_PADDED=a_scales_padded, X_GATHER=x_gather, num_warps=4,
-        maxnreg=_WS_FP4_DEC_MAXNREG[ctas])
+        maxnreg=_WS_FP4_DEC_MAXNREG[ctas], **(pdl or {}))
 
 
 # ---- the warp-specialized MXFP4 x BF16 GEMMs (prefill) ----------------------------------------------
@@ -1244,7 +1245,7 @@ def _ws_fp4_layouts(block_m: int):
 def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat, al: "AlignResult",
                  out: torch.Tensor, N: int, row_div: int, TK: int, E: int, act_code: int, gated: bool, p, round_tl,
                  weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part, cnt, *,
-                 a_padded: bool = False, out_padded: bool = False) -> None:
+                 a_padded: bool = False, out_padded: bool = False, pdl=None) -> None:
     """One GEMM by the FP4 warp-specialized kernels: its BF16 input rows ``a`` [rows, K] (hidden for GEMM1,
     ``row_div`` = top_k; the slot-indexed intermediate for GEMM2, ``row_div`` = 1) gathered into block-padded slot
     order, then ``kernels/_ws_fp4`` (prefill tiles) or, for decode tiles (block_m 16, OPT-IN), ``kernels/_ws_fp4_dec``
@@ -1267,7 +1268,8 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     rows = rows.view(torch.bfloat16)
     if decode:
         _ws_fp4_dec_launch(c, rows, w, bias, has_bias, tw_flat, al, out, N, TK, E, act_code, gated, p, round_tl,
-                           weight_on_input, mul_routing_weight, num_sms, fold_cvt, part, cnt, out_padded=out_padded)
+                           weight_on_input, mul_routing_weight, num_sms, fold_cvt, part, cnt, out_padded=out_padded,
+                           pdl=pdl)
         return
     chunks = _WS_FP4["chunks"] if BM == 256 else 1  # the x box is then that fraction of a block
     XT = BM // chunks
@@ -1292,7 +1294,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,
                        al: "AlignResult", out: torch.Tensor, N: int, TK: int, E: int, act_code: int, gated: bool, p,
                        round_tl, weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part,
-                       cnt, *, out_padded: bool = False) -> None:
+                       cnt, *, out_padded: bool = False, pdl=None) -> None:
     """The FP4 decode kernel on gathered rows (``rows`` [max_blocks * 16, K] bf16 in the dot order): persistent,
     ``set_ws_fp4_decode``'s programs an SM, into ``out`` [T*K, N] by slot (``out_padded``: [max_blocks * 16, N] at
     the rows' padded positions, each 64-wide block in the dot order -- the next GEMM's ``rows``); ``part`` / ``cnt``:
@@ -1324,7 +1326,7 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
         E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
         FOLD=fold_cvt == _bs.MX_FOLD.value, NV=nv, TK=tk, STAGES=c.num_stages, SPLIT=c.split_k, KB=kb,
-        OUT_PADDED_DOT=out_padded, num_warps=4, maxnreg=_WS_FP4_DEC_MAXNREG[ctas])
+        OUT_PADDED_DOT=out_padded, num_warps=4, maxnreg=_WS_FP4_DEC_MAXNREG[ctas], **(pdl or {}))
 
 
 # ---- the forward -------------------------------------------------------------------------------
@@ -1682,11 +1684,11 @@ def triton_experts(
     if c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (prefill), _ws_fp4_dec (decode, opt-in)
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
                      _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1, ws1, cnt1,
-                     out_padded=padded_fp4)
+                     out_padded=padded_fp4, pdl=pdl)
     elif c1.warp_specialized:  # kernels/_ws_gemm (FP8, 16-bit)
         _ws_gemm(c1, a1, a1_s, a1_s_stride, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, tw_flat, q_scale,
                  out_q, al, inter, I_pad, K, TK, E, _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input),
-                 False, num_sms, out_padded=padded, part=ws1, cnt=cnt1)
+                 False, num_sms, out_padded=padded, part=ws1, cnt=cnt1, pdl=pdl)
     else:
         launch(_gemm._gemm1_kernel, grid1,
             a1_d, a1_s, w13_d, w13_s, b13, tw_flat,
@@ -1775,12 +1777,12 @@ def triton_experts(
     if c2.warp_specialized and wfmt in WS_FP4_FORMATS:
         _ws_fp4_gemm(c2, inter, w2, b2, w2_bias is not None, tw_flat, al, y, H, 1, TK, E,
                      _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl, False, not weight_on_input,
-                     num_sms, cvt2, ws2, cnt2, a_padded=padded_fp4)
+                     num_sms, cvt2, ws2, cnt2, a_padded=padded_fp4, pdl=pdl)
     elif c2.warp_specialized:
         _ws_gemm(c2, inter, a2_s, a2_s_stride, w2, w2_s, wse2, wsn2, b2, w2_bias is not None, tw_flat, tw_flat,
                  _OUT_PLAIN, al, y, H, 1, TK, E, _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl,
                  False, not weight_on_input, num_sms, a_padded=padded,
-                 a_scales_padded=padded and post_quant is not None, part=ws2, cnt=cnt2)
+                 a_scales_padded=padded and post_quant is not None, part=ws2, cnt=cnt2, pdl=pdl)
     else:
         launch(_gemm._gemm2_kernel, grid2,
             inter_d, a2_s, w2_d, w2_s, b2, tw_flat,

@@ -59,7 +59,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 from ._moe_gemm import Q_BLOCK, Q_NONE, _scale_block
 from ._ws_fp4 import _fp4_chunk_count, _split_gate_up
-from ._ws_fp4_dec import _dec_rows, _dec_slot, _dec_split_sum, _dec_token_box, _dec_unit
+from ._ws_fp4_dec import _dec_gdc, _dec_rows, _dec_slot, _dec_split_sum, _dec_token_box, _dec_unit
 from ._ws_gemm import _ring_barriers, _ws_store
 
 
@@ -247,6 +247,7 @@ def _ws_dec_kernel(
     OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
     MUL_ROUTING_WEIGHT: gl.constexpr, RCP_DIV: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
     KB: gl.constexpr, OUT_PADDED: gl.constexpr = False, A_PADDED: gl.constexpr = False, X_GATHER: gl.constexpr = False,
+    USE_GDC: gl.constexpr = False,
 ):
     """One grouped 16-bit / FP8 decode GEMM + its epilogue (module docstring). Launch with ``num_warps=4`` (the
     consumer warpgroup; the loader warp is a worker), persistent, a few programs an SM (``maxnreg`` caps the registers
@@ -254,7 +255,9 @@ def _ws_dec_kernel(
     ``OUT_PADDED``: GEMM1 stores at the rows' block-padded positions (GEMM2's input without a gather); ``A_PADDED``:
     GEMM2's input scales are in that order too (the 1 x 128 group quantization of a padded intermediate).
     ``X_GATHER``: the token rows come from ``x_ptr`` [rows, K] (row stride ``stride_x``, 16-byte aligned) by cp.async
-    (``_wd_loader``) instead of the TMA descriptors, which then only give the tiles' shapes and layout."""
+    (``_wd_loader``) instead of the TMA descriptors, which then only give the tiles' shapes and layout. ``USE_GDC``:
+    launched with programmatic dependent launch (``_ws_fp4_dec._dec_gdc``)."""
+    _dec_gdc(USE_GDC)
     BT: gl.constexpr = x_desc.block_type.shape[0]
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES * KB, 64, w_desc.block_type.shape[1]], w_desc.layout)

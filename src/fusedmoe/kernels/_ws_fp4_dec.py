@@ -98,6 +98,17 @@ def _dec_split_sum(acc, part_ptr, cnt_ptr, tile, ks, SPLIT: gl.constexpr, acc_l:
 
 
 @gluon.jit
+def _dec_gdc(USE_GDC: gl.constexpr):
+    """Programmatic dependent launch (``USE_GDC``, the Triton kernels' convention): wait for the prior grid before
+    anything is read, then let the next grid launch (it waits for this one's end itself). Also
+    ``kernels/_ws_dec.py``'s."""
+    if USE_GDC:
+        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+        gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [], dtype=gl.int32,
+                                  is_pure=False, pack=1)
+
+
+@gluon.jit
 def _dec_rows(pid_n, N, GATED: gl.constexpr):
     """The first weight rows (within the expert) of a decode unit's two 32-row boxes: gated, gate rows ``32 pid_n``
     and the same up rows ``N + 32 pid_n``; otherwise rows ``64 pid_n`` and ``64 pid_n + 32`` (also
@@ -267,11 +278,12 @@ def _ws_fp4_dec_kernel(
     E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, NV: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
-    KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False,
+    KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False, USE_GDC: gl.constexpr = False,
 ):
     """One grouped FP4 x BF16 decode GEMM + its epilogue (module docstring). Launch with ``num_warps=4`` (the
     consumer warpgroup; the loader warp is a worker), persistent, a few programs an SM (``maxnreg`` caps the
-    registers so that they fit)."""
+    registers so that they fit). ``USE_GDC``: launched with programmatic dependent launch."""
+    _dec_gdc(USE_GDC)
     BT: gl.constexpr = x_desc.block_type.shape[0]
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES * KB, 64, 16], w_desc.layout)
