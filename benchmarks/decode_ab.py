@@ -42,6 +42,7 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "wsdec": ("set_ws_decode", True), "wsdec1": ("set_ws_decode", (True, 1)),
             "wsdec3": ("set_ws_decode", (True, 3)), "wsdec2b": ("set_ws_decode", (True, 2, 0, 2)),
             "wsdectma": ("set_ws_decode", (True, 2, 0, 1, False)),  # its token rows by a gather launch and TMA
+            "wsdecfused": ("set_ws_decode", (True, 2, 0, 1, True, True)),  # both GEMMs in one launch
             # activations in the dot order at decode tiles too (measured only; prefill-only opt-in in the library)
             "dot2dec": ("set_act_dot_order", (False, True, ("mxfp4", "nvfp4"), 16)),
             "dotdec": ("set_act_dot_order", (True, True, ("mxfp4", "nvfp4"), 16))}

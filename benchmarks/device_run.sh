@@ -52,7 +52,7 @@ if [[ "$stages" == *" ab-optin "* ]]; then
   # the opt-in kernels against the defaults, in-process (CUDA graphs, rounds interleaved)
   timeout 200 python3 benchmarks/decode_ab.py --preset deepseek-v3-tp8,qwen3-30b-a3b,nemotron-nano,minimax-m2 \
       --weight-format bf16,fp8_tensor,fp8_channel,fp8_block --tokens 1,8 \
-      --settings default,wsdec,wsdec3,wsdec2b,wsdectma --rounds 2 2>&1 | tee "$OUT/ab_wsdec.txt" | tail -40
+      --settings default,wsdec,wsdec3,wsdec2b,wsdectma,wsdecfused --rounds 2 2>&1 | tee "$OUT/ab_wsdec.txt" | tail -40
   timeout 150 python3 benchmarks/decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano \
       --weight-format mxfp4,nvfp4 --tokens 1,8,64 --settings default,ws4dec,ws4dec2 --rounds 2 \
       2>&1 | tee "$OUT/ab_ws4dec.txt" | tail -20

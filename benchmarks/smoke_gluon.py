@@ -45,6 +45,11 @@ VARIANTS = {
     "wsdec-fp8c-t1": (("set_ws_decode", (True,)), "fp8_channel", "swiglu", 1, 2048, 768, 32, 8, False, False),
     "wsdec-fp8b-t8-2blocks": (("set_ws_decode", (True, 2, 0, 2)), "fp8_block", "swiglu", 8, 7168, 256, 32, 8, False,
                               False),
+    # both decode GEMMs in one launch (kernels/_ws_dec.py _ws_dec_fused_kernel)
+    "wsdec-fused-bf16-t1": (("set_ws_decode", (True, 2, 0, 1, True, True)), "bf16", "swiglu", 1, 2048, 768, 32, 8,
+                            False, False),
+    "wsdec-fused-fp8t-static-t8": (("set_ws_decode", (True, 2, 0, 1, True, True)), "fp8_tensor", "relu2", 8, 2688,
+                                   1856, 32, 6, False, True),
     # the FP4 decode kernel (kernels/_ws_fp4_dec.py)
     "ws4dec-mxfp4-oai-t1": (("set_ws_fp4_decode", (True,)), "mxfp4", "swiglu_oai", 1, 2880, 2880, 32, 4, True, False),
     "ws4dec-nvfp4-relu2-t8": (("set_ws_fp4_decode", (True,)), "nvfp4", "relu2", 8, 2688, 1856, 32, 6, False, False),

@@ -39,8 +39,8 @@ FMTS = [F.BF16, F.FP8_TENSOR, F.FP8_CHANNEL, F.FP8_BLOCK]
 
 _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_dec as kd
-# ACT, GATED, QUANT, OUT_Q, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, dtype, STAGES, SPLIT, KB, maxnreg, OUT_PADDED,
-# X_GATHER (the token rows by cp.async instead of TMA boxes of gathered rows)
+# ACT, GATED, QUANT, OUT_Q, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, dtype, STAGES, SPLIT, KB, maxnreg,
+# OUT_PADDED, X_GATHER (the token rows by cp.async instead of TMA boxes of gathered rows)
 for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, DT, ST, SPLIT, KB, mr, OP, XG in (
         (0, True, 0, 0, False, False, False, "bf16", 8, 1, 1, 128, True, True),     # BF16 SwiGLU GEMM1, padded hand-off
         (3, False, 0, 0, False, False, False, "bf16", 8, 2, 2, None, False, False),  # BF16 ReLU2, split 2, 2 blocks
@@ -116,6 +116,57 @@ def test_ws_dec_compiles_for_sm90(tmp_path):
         fmt = F.BF16 if quant == "0" else F.FP8_TENSOR
         assert triton_moe.ws_dec_stages(fmt, kb, ctas) >= int(st), where  # the rule would allow this many stages
         assert int(smem) * ctas <= 228 * 1024 - ctas * 1024, (where, smem)
+
+
+_FUSED_SCRIPT = SCRIPT_HEAD + r'''
+from fusedmoe.kernels import _ws_dec as kd
+# ACT, GATED, QUANT, OUT_Q1, HAS_BIAS, WEIGHT_ON_INPUT, dtype, STAGES, SPLIT1, SPLIT2, KB, maxnreg
+for ACT, GATED, QUANT, OUT_Q1, HB, WOI, DT, ST, S1, S2, KB, mr in (
+        (0, True, 0, 0, False, False, "bf16", 8, 2, 1, 1, 128),        # BF16 SwiGLU, GEMM1 split 2
+        (3, False, 1, 1, True, False, "fp8e4nv", 6, 1, 2, 1, 80),      # FP8 tensor ReLU2, static FP8 intermediate
+        (2, True, 0, 0, True, True, "bf16", 4, 1, 1, 2, 128)):         # clamped SwiGLU, biases, weight on input
+    gdt = {"bf16": gl.bfloat16, "fp8e4nv": gl.float8e4nv}[DT]
+    BKE = 128 if DT == "fp8e4nv" else 64
+    xl = gl.NVMMASharedLayout.get_default_for([16, BKE], gdt)
+    IT = "fp8e4nv" if OUT_Q1 == 1 else "bf16"
+    sig = {"x_desc": f"tensordesc<{DT}[16, {BKE}],{xl}>", "x8_desc": f"tensordesc<{DT}[8, {BKE}],{xl}>",
+           "w1_desc": f"tensordesc<{DT}[32, {BKE}],{xl}>", "w2_desc": f"tensordesc<{DT}[32, {BKE}],{xl}>",
+           "hidden_ptr": f"*{DT}", "inter_ptr": f"*{IT}", "y_ptr": "*bf16", "a1_scale_ptr": "*fp32",
+           "w1_scale_ptr": "*fp32", "b1_ptr": "*fp32", "a2_scale_ptr": "*fp32", "w2_scale_ptr": "*fp32",
+           "b2_ptr": "*fp32", "topk_w_ptr": "*fp32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32",
+           "num_post_padded_ptr": "*i32", "part1_ptr": "*fp32", "cnt1_ptr": "*i32", "part2_ptr": "*fp32",
+           "cnt2_ptr": "*i32", "dep_ptr": "*i32", "I": "i32", "H": "i32", "R1": "i32", "n_k1": "i32", "n_k2": "i32",
+           "num_n1": "i32", "num_n2": "i32", "num_slots": "i32", "stride_h": "i32", "stride_i": "i32",
+           "stride_y": "i32", "stride_w1se": "i32", "stride_w1sn": "i32", "stride_w2se": "i32", "stride_w2sn": "i32",
+           "stride_b1": "i32", "stride_b2": "i32", "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
+    cx = dict(TOP_K=8, E_LOC=32, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q1=OUT_Q1, ROUND_DTYPE=gl.bfloat16,
+              HAS_BIAS1=HB, HAS_BIAS2=HB, WEIGHT_ON_INPUT=WOI, RCP_DIV=OUT_Q1 == 1, STAGES=ST, SPLIT1=S1, SPLIT2=S2,
+              KB=KB, USE_GDC=True)
+    k, sass = compile_sm90(kd._ws_dec_fused_kernel, sig, cx, maxnreg=mr,
+                           aligned=("hidden_ptr", "inter_ptr", "stride_h", "stride_i", "I", "H"))
+    lines = sass.splitlines()
+    print(QUANT, DT, mr, k.metadata.num_warps, k.metadata.shared, sass.count("LDL") + sass.count("STL"),
+          sum(("HGMMA" in x) or ("QGMMA" in x) for x in lines), int("LDGSTS" in sass),
+          sum("ATOMG.E.ADD.STRONG.GPU" in x for x in lines), int("CCTL.IVALL" in sass),
+          sum("REDG.E.ADD.STRONG.GPU" in x for x in lines), int("MEMBAR.ALL.GPU" in sass), sep="|", flush=True)
+'''
+
+
+def test_ws_dec_fused_compiles_for_sm90(tmp_path):
+    """The fused kernel (both decode GEMMs in one launch): 8 warps, both phases' wgmmas, the cp.async token rows, no
+    spills, two programs' shared memory in an SM; GEMM2's dependency wait is an acquire at GPU scope (atomic read and
+    L1 invalidation) and GEMM1's signal a release (GPU fence, then the add) -- with split-K, the split counters'
+    atomics next to them."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _FUSED_SCRIPT)
+    assert len(rows) == 3, rows
+    for quant, dt, mr, warps, smem, spills, mma, ldgsts, acquires, inval, releases, fence in rows:
+        where = f"QUANT={quant} {dt}"
+        assert int(warps) == 8 and int(spills) == 0 and int(ldgsts) == 1, where
+        assert int(mma) >= 8, (where, mma)  # both phases' K loops
+        assert int(acquires) >= 1 and int(inval) == 1 and int(releases) >= 1 and int(fence) == 1, (where, acquires,
+                                                                                                    releases)
+        assert int(smem) * (3 if mr == "80" else 2) <= 228 * 1024 - 3 * 1024, (where, smem)
 
 
 # ---- CPU: rules, the switch, the automatic choice ----------------------------------------------------
@@ -262,6 +313,81 @@ def test_ws_dec_launch_binds_every_argument(monkeypatch, wfmt, gated, x_gather):
     assert b.get("USE_GDC", False) is x_gather
 
 
+@pytest.mark.parametrize("wfmt,gated", [(F.BF16, True), (F.FP8_TENSOR, False)])
+def test_ws_dec_fused_launch_binds_every_argument(monkeypatch, wfmt, gated):
+    """``triton_moe._ws_dec_fused_launch``'s positional arguments bound to the fused kernel's signature and checked by
+    meaning (both GEMMs' weights, scales, strides, K steps and column tiles, the intermediate, y, both split-K
+    scratches, the dependency counters, the grid at most the programs that fit the SMs); and ``_ws_dec_fuses``: only
+    with the switch, decode tiles of one ring, 16-bit weights or FP8 per tensor with a static intermediate scale,
+    16-byte aligned 16-bit rows."""
+    import inspect
+
+    from fusedmoe.kernels import _ws_dec as kd
+
+    sig = inspect.signature(kd._ws_dec_fused_kernel.fn)
+    cap = LaunchCapture()
+    monkeypatch.setattr(kd, "_ws_dec_fused_kernel", cap)
+    H, I, E, T, K = 768, 256, 4, 3, 2
+    R1 = 2 * I if gated else I
+    prob = make_problem(T=T, H=H, I=I, I_pad=I, E=E, K=K, act=A.SWIGLU if gated else A.RELU2, wfmt=wfmt,
+                        dtype=torch.bfloat16, seed=2, device="cpu")
+    w13, w2 = prob["q13"], prob["q2"]
+    dt = torch.bfloat16 if wfmt is F.BF16 else torch.float8_e4m3fn
+    NB, TK = 5, T * K
+    a1 = torch.zeros(T, H, dtype=dt)
+    al = triton_moe.AlignResult(torch.zeros(NB * 16, dtype=torch.int32), torch.zeros(NB, dtype=torch.int32),
+                                torch.zeros(1, dtype=torch.int32), 16, NB)
+    inter = torch.empty(NB * 16, I, dtype=dt)
+    y = torch.empty(TK, H, dtype=torch.bfloat16)
+    ones = torch.ones(1)
+    w13_s = w13.scale if w13.scale is not None else ones
+    w2_s = w2.scale if w2.scale is not None else ones
+    b13, b2, tw = torch.zeros(E, R1), torch.zeros(E, H), torch.ones(TK)
+    part1, cnt1, part2, cnt2, dep = torch.zeros(8), torch.zeros(8, dtype=torch.int32), torch.zeros(8), \
+        torch.zeros(8, dtype=torch.int32), torch.zeros(NB, dtype=torch.int32)
+    c1, c2 = ws_dec_config(gated, "gemm1", wfmt, 2, 6), ws_dec_config(False, "gemm2", wfmt, 1, 6)
+    p = triton_moe._DEFAULT_ACT_PARAMS
+    prev = triton_moe.set_ws_decode(True, 2, 0, 1, True, True)
+    try:
+        assert triton_moe._ws_dec_fuses(c1, c2, wfmt, ones, a1) is True
+        assert triton_moe._ws_dec_fuses(c1, c2, F.FP8_TENSOR, None, a1) is False  # a dynamic intermediate scale
+        assert triton_moe._ws_dec_fuses(c1, c2, F.FP8_CHANNEL, ones, a1) is False  # per-token: a pass in between
+        c2b = ws_dec_config(False, "gemm2", wfmt, 1, 6, 2)
+        assert triton_moe._ws_dec_fuses(c1, c2b, wfmt, ones, a1) is False  # one ring: the same K blocks a step
+        if wfmt is F.BF16:
+            assert triton_moe._ws_dec_fuses(c1, c2, wfmt, ones, torch.zeros(T, H + 1, dtype=dt)[:, 1:]) is False
+        triton_moe._ws_dec_fused_launch(c1, c2, a1, ones, w13, w13_s, w13_s.stride(0) if w13.scale is not None else 0,
+                                        0, b13, True, w2, w2_s, w2_s.stride(0) if w2.scale is not None else 0, 0, b2,
+                                        True, tw, ones, 1, al, inter, y, K, TK, E, 0, gated, p, None, False, 132,
+                                        part1, cnt1, part2, cnt2, dep, pdl={"USE_GDC": True, "launch_pdl": True})
+        triton_moe.set_ws_decode(True, 2, 0, 1, True, False)
+        assert triton_moe._ws_dec_fuses(c1, c2, wfmt, ones, a1) is False  # the switch
+    finally:
+        triton_moe.set_ws_decode(*prev)
+    (grid, args, kw), = cap.calls
+    kw = dict(kw)
+    assert kw.pop("num_warps") == 4 and kw.pop("launch_pdl") is True
+    assert kw.pop("maxnreg") == triton_moe._WS_FP4_DEC_MAXNREG[2]
+    b = sig.bind(*args, **kw).arguments
+    bke = 64 if wfmt is F.BF16 else 128
+    num_n1, num_n2 = (I // 32 if gated else I // 64), H // 64
+    assert grid == (min(NB * max(num_n1 * 2, num_n2), 2 * 132),)
+    assert [b[n].block_shape for n in ("x_desc", "x8_desc", "w1_desc", "w2_desc")] == [[16, bke], [8, bke],
+                                                                                      [32, bke], [32, bke]]
+    assert tuple(b["w1_desc"].shape) == (E * R1, H) and tuple(b["w2_desc"].shape) == (E * H, I)
+    assert (b["hidden_ptr"], b["inter_ptr"], b["y_ptr"], b["dep_ptr"]) == (a1, inter, y, dep)
+    assert (b["part1_ptr"], b["cnt1_ptr"], b["part2_ptr"], b["cnt2_ptr"]) == (part1, cnt1, part2, cnt2)
+    assert (b["w1_scale_ptr"], b["w2_scale_ptr"], b["b1_ptr"], b["b2_ptr"]) == (w13_s, w2_s, b13, b2)
+    assert b["a1_scale_ptr"] is ones and b["a2_scale_ptr"] is ones and b["topk_w_ptr"] is tw
+    assert (b["I"], b["H"], b["R1"], b["num_n1"], b["num_n2"], b["num_slots"]) == (I, H, R1, num_n1, num_n2, TK)
+    assert (b["n_k1"], b["n_k2"]) == (H // bke, I // bke)
+    assert (b["stride_h"], b["stride_i"], b["stride_y"], b["stride_b1"], b["stride_b2"]) == (H, I, H, R1, H)
+    assert (b["TOP_K"], b["E_LOC"], b["GATED"], b["SPLIT1"], b["SPLIT2"], b["KB"], b["STAGES"]) == (K, E, gated, 2, 1,
+                                                                                                  1, 6)
+    assert b["QUANT"] == triton_moe._QUANT_CODE[wfmt] and b["OUT_Q1"] == 1 and b["USE_GDC"] is True
+    assert b["HAS_BIAS1"] is True and b["HAS_BIAS2"] is True and b["WEIGHT_ON_INPUT"] is False
+
+
 # ---- CPU: the kernel's index math, emulated ---------------------------------------------------------------
 
 
@@ -326,10 +452,10 @@ def _emulate_ws_dec(W, rows, al, N, gated, split, kb, bke, num_slots, E_loc, sca
 
 @interpreter
 @pytest.mark.parametrize("gated,N,K,split,kb,bke,blockwise,x_gather", [
-    (True, 208, 704, 2, 2, 64, False, False),  # BF16: a column tail (the last gate box reaches into the up rows), K tail
+    (True, 208, 704, 2, 2, 64, False, False),  # BF16: a column tail (the last gate box reaches the up rows), K tail
     (True, 208, 704, 2, 2, 64, False, True),   # the same, the token rows by cp.async
     (False, 200, 704, 4, 1, 128, False, True),  # FP8: 128-wide blocks, the last one half past K, 4 shares
-    (True, 256, 768, 1, 2, 128, True, False),  # FP8 blocks: two blocks a step, the last step past K (scale index clamped)
+    (True, 256, 768, 1, 2, 128, True, False),  # FP8 blocks: two blocks a step, the last past K (scale index clamped)
     (False, 128, 256, 2, 1, 128, True, True)])
 def test_ws_dec_index_math_emulated(gated, N, K, split, kb, bke, blockwise, x_gather):
     """The mirror of ``_ws_dec``'s index math (``_emulate_ws_dec``) on the real align (16-row blocks, expert
@@ -524,6 +650,49 @@ def test_gpu_ws_dec_cuda_graph(wfmt):
         _graph_replay_matches(prob, wfmt, 256, eager, replays=2)
     finally:
         triton_moe.set_ws_decode(*prev)
+
+
+@contextlib.contextmanager
+def _fused(on: bool):
+    """Both decode GEMMs in one launch (``on``) or two; the other settings as they are."""
+    d = triton_moe._WS_DEC
+    prev = triton_moe.set_ws_decode(d["enabled"], d["ctas"], d["stages"], d["blocks"], d["x_gather"], on)
+    try:
+        yield
+    finally:
+        triton_moe.set_ws_decode(*prev)
+
+
+@gpu
+@pytest.mark.parametrize("wfmt,act", [(F.BF16, A.SWIGLU), (F.BF16, A.SWIGLU_OAI), (F.FP8_TENSOR, A.RELU2),
+                                      (F.FP8_TENSOR, A.SWIGLU)], ids=lambda v: v.name)
+def test_gpu_ws_dec_fused_same_bits(wfmt, act):
+    """Both decode GEMMs in one launch (GEMM2's loader waiting per block for GEMM1's stored column tiles) give the two
+    launches' bits -- the same products, epilogues and orders -- with split-K 1 / 2 / 4, at 6 tokens (blocks of 1-8
+    rows) and 40 (full 16-row blocks), expert parallelism, biases with the clamped SwiGLU, FP8 per tensor with its
+    static intermediate scale; within the reference's bound; and a CUDA graph of the automatic choice replays to the
+    eager bits."""
+    params = _params(act)
+    for T, K in ((6, 4), (40, 2)):
+        prob = make_problem(T=T, H=704, I=208, I_pad=208, E=8, K=K, act=act, wfmt=wfmt, dtype=torch.bfloat16,
+                            bias=act is A.SWIGLU_OAI, offset=2, E_glob=12, seed=36)
+        kw = dict(act=act, wfmt=wfmt, params=params, offset=2)
+        for split in (1, 2, 4):
+            cfg = _dec_config(act.is_gated, wfmt, split)
+            with _fused(False):
+                two, _ = run_case(prob, config=cfg, **kw)
+            with _fused(True):
+                one = _run_within_bound(prob, dtype=torch.bfloat16, tag=(T, split), config=cfg, **kw)
+            assert torch.equal(one, two), (T, split)
+    if act is A.SWIGLU:
+        prob = make_problem(T=3, H=1024, I=256, I_pad=256, E=8, K=4, act=act, wfmt=wfmt, dtype=torch.bfloat16, seed=37)
+        with _fused(True):
+            eager, cap = _auto_call(prob, act=act, wfmt=wfmt)
+            prev = triton_moe.set_ws_decode(True, 2, 0, 1, True, True)
+            try:
+                _graph_replay_matches(prob, wfmt, 256, eager, replays=2)
+            finally:
+                triton_moe.set_ws_decode(*prev)
 
 
 @gpu

@@ -924,15 +924,17 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
 # ring step
 _WS_DEC = {"enabled": os.environ.get("FUSEDMOE_WS_DECODE", "0") == "1", "ctas": 2, "stages": 0, "blocks": 1,
            # the token rows by cp.async from the unsorted rows (no gather launch; where they are 16-byte aligned)
-           "x_gather": os.environ.get("FUSEDMOE_WS_DECODE_CPASYNC", "1") != "0"}
+           "x_gather": os.environ.get("FUSEDMOE_WS_DECODE_CPASYNC", "1") != "0",
+           # both GEMMs in one launch (_ws_dec_fused_kernel), where nothing runs between them
+           "fused": os.environ.get("FUSEDMOE_WS_DECODE_FUSED", "0") == "1"}
 _SM90_SMEM_PER_SM = 228 * 1024
 # a program's shared memory besides the ring: barriers and the epilogue's layout conversions (sm_90 compile: 4228 B),
 # and the 1 KB the runtime reserves
 _WS_DEC_FIXED_SMEM = (4 + 1) * 1024 + 256
 
 
-def set_ws_decode(enabled: bool, ctas: int = 2, num_stages: int = 0, blocks: int = 1,
-                  x_gather: bool = True) -> tuple:
+def set_ws_decode(enabled: bool, ctas: int = 2, num_stages: int = 0, blocks: int = 1, x_gather: bool = True,
+                  fused: bool = False) -> tuple:
     """OPT-IN, not yet run on a GPU (thirtieth session: compiled for sm_90 only; ``False`` is the default,
     ``FUSEDMOE_WS_DECODE=1``): calls without a config whose chosen config has decode tiles (block_m <= 16) with
     BF16 / FP16 or FP8 (per tensor, per channel, 128 x 128 blocks) weights run both GEMMs in the warp-specialized
@@ -940,15 +942,18 @@ def set_ws_decode(enabled: bool, ctas: int = 2, num_stages: int = 0, blocks: int
     ring steps (2-8; 0: as many as fit), ``blocks`` 128-byte K blocks a step (1 / 2), split-K by
     :func:`ws_fp4_dec_split`'s makespan rule; ``x_gather`` (``FUSEDMOE_WS_DECODE_CPASYNC``, default on): the loader
     copies a block's token rows by cp.async from the unsorted rows where they are 16-byte aligned, instead of a
-    gather launch into slot order and TMA boxes. Returns the previous ``(enabled, ctas, num_stages, blocks,
-    x_gather)``."""
-    if not isinstance(enabled, bool) or not isinstance(x_gather, bool):
-        raise TypeError(f"enabled and x_gather must be bools, got {enabled!r}, {x_gather!r}")
+    gather launch into slot order and TMA boxes; ``fused`` (``FUSEDMOE_WS_DECODE_FUSED=1``, default off): both GEMMs
+    in one persistent launch where nothing runs between them (16-bit weights, FP8 per tensor with a static
+    intermediate scale; ``kernels/_ws_dec._ws_dec_fused_kernel``). Returns the previous ``(enabled, ctas,
+    num_stages, blocks, x_gather, fused)``."""
+    if not all(isinstance(v, bool) for v in (enabled, x_gather, fused)):
+        raise TypeError(f"enabled, x_gather and fused must be bools, got {enabled!r}, {x_gather!r}, {fused!r}")
     if ctas not in _WS_FP4_DEC_MAXNREG or num_stages not in (0,) + tuple(range(2, 9)) or blocks not in (1, 2):
         raise ValueError(f"set_ws_decode: ctas must be 1-3, num_stages 0 or 2-8 and blocks 1 / 2, got {ctas}, "
                          f"{num_stages}, {blocks}")
-    prev = (_WS_DEC["enabled"], _WS_DEC["ctas"], _WS_DEC["stages"], _WS_DEC["blocks"], _WS_DEC["x_gather"])
-    _WS_DEC.update(enabled=enabled, ctas=ctas, stages=num_stages, blocks=blocks, x_gather=x_gather)
+    prev = (_WS_DEC["enabled"], _WS_DEC["ctas"], _WS_DEC["stages"], _WS_DEC["blocks"], _WS_DEC["x_gather"],
+            _WS_DEC["fused"])
+    _WS_DEC.update(enabled=enabled, ctas=ctas, stages=num_stages, blocks=blocks, x_gather=x_gather, fused=fused)
     return prev
 
 
@@ -1067,6 +1072,57 @@ def _ws_dec_launch(c: KernelConfig, rows: torch.Tensor, a_s, a_s_stride, w: Quan
         MUL_ROUTING_WEIGHT=mul_routing_weight, RCP_DIV=_RCP_DIV["enabled"], STAGES=c.num_stages, SPLIT=c.split_k,
         KB=kb, OUT_PADDED=out_padded, A_PADDED=a_scales_padded, X_GATHER=x_gather, num_warps=4,
         maxnreg=_WS_FP4_DEC_MAXNREG[ctas], **(pdl or {}))
+
+
+def _ws_dec_fuses(c1: KernelConfig, c2: KernelConfig, wfmt: Format, a2_scale, hidden: torch.Tensor) -> bool:
+    """Whether a call runs both decode GEMMs in one launch (``set_ws_decode(..., fused=True)``): both configs decode
+    tiles of the 16-bit / FP8 decode kernel with the same ring, 16-bit weights or FP8 per tensor with a static
+    intermediate scale (nothing to run between the GEMMs), the padded hand-off on, GEMM1's input rows 16-byte
+    aligned for cp.async (16-bit: ``hidden`` itself; FP8: its quantization, a fresh tensor)."""
+    aligned = wfmt is not Format.BF16 or (hidden.data_ptr() % 16 == 0
+                                          and (hidden.stride(0) * hidden.element_size()) % 16 == 0)
+    return (_WS_DEC["fused"] and c1.warp_specialized and c2.warp_specialized and c1.block_m == WS_DEC_BLOCK_M
+            and c2.block_m == WS_DEC_BLOCK_M and c1.block_k == c2.block_k and c1.num_stages == c2.num_stages
+            and (wfmt is Format.BF16 or (wfmt is Format.FP8_TENSOR and a2_scale is not None))
+            and _WS_PADDED_HANDOFF["enabled"] and aligned)
+
+
+def _ws_dec_fused_launch(c1: KernelConfig, c2: KernelConfig, a1: torch.Tensor, a1_s, w13: QuantizedTensor, w13_s,
+                         wse1, wsn1, b13, has_b13, w2: QuantizedTensor, w2_s, wse2, wsn2, b2, has_b2, tw_flat, q_scale,
+                         out_q, al: "AlignResult", inter: torch.Tensor, y: torch.Tensor, K: int, TK: int, E: int,
+                         act_code: int, gated: bool, p, round_tl, weight_on_input: bool, num_sms, part1, cnt1, part2,
+                         cnt2, dep, *, pdl=None) -> None:
+    """Both decode GEMMs in one persistent launch (``kernels/_ws_dec._ws_dec_fused_kernel``): GEMM1 from ``a1`` [T, H]
+    (hidden or its e4m3 quantization, rows by cp.async) into ``inter`` [max_blocks * 16, I_pad] at the rows' padded
+    positions, GEMM2 from there into ``y`` [T*K, H] by slot; ``dep`` [max_blocks] int32 zeroed (the align's zero
+    fill), the per-block count of GEMM1's stored column tiles that GEMM2's loader waits for. The grid is at most the
+    programs that fit the SMs at once (``set_ws_decode``'s programs an SM): every program may wait for any other's
+    GEMM1 units."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from ..kernels import _ws_dec as _wd
+
+    H, I_pad = a1.shape[1], inter.shape[1]
+    dt = a1.dtype
+    bke = ws_dec_block_k(w13.fmt)
+    kb = c1.block_k // bke
+    layout = _ws_dec_layout(bke, dt)
+    x_descs = [TensorDescriptor.from_tensor(a1, [h, bke], layout) for h in (WS_DEC_BLOCK_M, 8)]
+    w1_desc = TensorDescriptor.from_tensor(w13.data.view(-1, H), [32, bke], layout)
+    w2_desc = TensorDescriptor.from_tensor(w2.data.view(-1, I_pad), [32, bke], layout)
+    num_n1 = cdiv(I_pad, 32) if gated else cdiv(I_pad, 64)
+    num_n2 = cdiv(H, 64)
+    units = al.max_blocks * max(num_n1 * c1.split_k, num_n2 * c2.split_k)
+    ctas = _WS_DEC["ctas"]
+    _wd._ws_dec_fused_kernel[(max(1, min(units, ctas * (num_sms or 1))),)](
+        *x_descs, w1_desc, w2_desc, a1, inter, y, a1_s, w13_s, b13, q_scale, w2_s, b2, tw_flat, al.sorted_ids,
+        al.block_expert, al.num_post_padded, part1, cnt1, part2, cnt2, dep, I_pad, H, w13.shape[-2],
+        cdiv(cdiv(H, bke), kb), cdiv(cdiv(I_pad, bke), kb), num_n1, num_n2, TK, a1.stride(0), inter.stride(0),
+        y.stride(0), wse1, wsn1, wse2, wsn2, b13.stride(0) if has_b13 else 0, b2.stride(0) if has_b2 else 0,
+        float(p.alpha), float(p.beta), float(p.limit), TOP_K=K, E_LOC=E, ACT=act_code, GATED=gated,
+        QUANT=_QUANT_CODE[w13.fmt], OUT_Q1=out_q, ROUND_DTYPE=round_tl, HAS_BIAS1=has_b13, HAS_BIAS2=has_b2,
+        WEIGHT_ON_INPUT=weight_on_input, RCP_DIV=_RCP_DIV["enabled"], STAGES=c1.num_stages, SPLIT1=c1.split_k,
+        SPLIT2=c2.split_k, KB=kb, num_warps=4, maxnreg=_WS_FP4_DEC_MAXNREG[ctas], **(pdl or {}))
 
 
 # ---- the warp-specialized MXFP4 x BF16 GEMMs (prefill) ----------------------------------------------
@@ -1549,12 +1605,16 @@ def triton_experts(
     n_part1 = tiles1 * c1.split_k * (2 if gated else 1) * BM * c1.block_n if c1.split_k > 1 else 0
     n_part2 = tiles2 * c2.split_k * BM * c2.block_n if c2.split_k > 1 else 0
     n_comb = T * cdiv(H, c2.block_n) if fuse else 0  # GEMM2's (token, column tile) counters
+    # both decode GEMMs in one launch (opt-in): GEMM2's per-block wait for GEMM1's column tiles
+    fused_dec = _ws_dec_fuses(c1, c2, wfmt, a2_scale, hidden)
+    n_dep = NB if fused_dec else 0
     zero = None
-    if n_part1 or n_part2 or n_comb:
+    if n_part1 or n_part2 or n_comb or n_dep:
         zero_later = _align_zeroes_counters(dev)
-        counters, partials = split_scratch(tiles1 + tiles2 + n_comb, n_part1 + n_part2, dev, zero_later=zero_later)
+        counters, partials = split_scratch(tiles1 + tiles2 + n_comb + n_dep, n_part1 + n_part2, dev,
+                                           zero_later=zero_later)
         if zero_later:
-            zero = counters[:tiles1 + tiles2 + n_comb]
+            zero = counters[:tiles1 + tiles2 + n_comb + n_dep]
     al = align_slots(ids_flat, E, BM, local_expert_offset=local_expert_offset, include_nonlocal=direct_out or fuse,
                      tokens=T, quant=qplan, zero=zero)
     assert al.max_blocks == NB
@@ -1685,6 +1745,8 @@ def triton_experts(
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
                      _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1, ws1, cnt1,
                      out_padded=padded_fp4, pdl=pdl)
+    elif fused_dec:
+        pass  # both GEMMs in one launch, at GEMM2's place below
     elif c1.warp_specialized:  # kernels/_ws_gemm (FP8, 16-bit)
         _ws_gemm(c1, a1, a1_s, a1_s_stride, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, tw_flat, q_scale,
                  out_q, al, inter, I_pad, K, TK, E, _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input),
@@ -1778,6 +1840,11 @@ def triton_experts(
         _ws_fp4_gemm(c2, inter, w2, b2, w2_bias is not None, tw_flat, al, y, H, 1, TK, E,
                      _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl, False, not weight_on_input,
                      num_sms, cvt2, ws2, cnt2, a_padded=padded_fp4, pdl=pdl)
+    elif fused_dec:  # kernels/_ws_dec, both GEMMs in one launch (opt-in)
+        _ws_dec_fused_launch(c1, c2, a1, a1_s, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, w2, w2_s, wse2, wsn2,
+                             b2, w2_bias is not None, tw_flat, q_scale, out_q, al, inter, y, K, TK, E,
+                             _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), num_sms, ws1, cnt1, ws2,
+                             cnt2, counters[tiles1 + tiles2 + n_comb:tiles1 + tiles2 + n_comb + n_dep], pdl=pdl)
     elif c2.warp_specialized:
         _ws_gemm(c2, inter, a2_s, a2_s_stride, w2, w2_s, wse2, wsn2, b2, w2_bias is not None, tw_flat, tw_flat,
                  _OUT_PLAIN, al, y, H, 1, TK, E, _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl,

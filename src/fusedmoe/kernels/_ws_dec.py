@@ -57,7 +57,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-from ._moe_gemm import Q_BLOCK, Q_NONE, _scale_block
+from ._moe_gemm import ACT_IDENTITY, OUT_PLAIN, Q_BLOCK, Q_NONE, _scale_block
 from ._ws_fp4 import _fp4_chunk_count, _split_gate_up
 from ._ws_fp4_dec import _dec_gdc, _dec_rows, _dec_slot, _dec_split_sum, _dec_token_box, _dec_unit
 from ._ws_gemm import _ring_barriers, _ws_store
@@ -67,13 +67,20 @@ from ._ws_gemm import _ring_barriers, _ws_store
 def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sorted_ids_ptr, block_expert_ptr,
                num_post_padded_ptr, N, R, K, n_k, num_n, num_slots, stride_x, TOP_K: gl.constexpr,
                E_LOC: gl.constexpr, GATED: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr,
-               X_GATHER: gl.constexpr):
+               X_GATHER: gl.constexpr, it=0, dep_ptr=None, dep_target=0, FUSED: gl.constexpr = 0):
     """Producer (one warp): per K step KB token tiles and KB x 2 [32, BKE] weight boxes (TMA) into ring slot
     ``it % STAGES``. Token tiles: TMA boxes of the gathered rows (8 rows where the block has at most 8 real ones),
     or with ``X_GATHER`` the block's real rows straight from ``x_ptr`` [rows, K] (row ``slot // TOP_K``) by cp.async,
     16 bytes a copy, padding rows and K past the end zero-filled -- no gather launch before the GEMM. The copies are
     tracked by the slot's ``ready`` barrier (``cp.async.mbarrier.arrive``: each thread's pending copies hold the phase
-    open) next to the weights' expected bytes."""
+    open) next to the weights' expected bytes.
+
+    ``FUSED`` (``_ws_dec_fused_kernel``; 1: its GEMM1 phase, 2: its GEMM2 phase): the copies arrive without raising
+    the barrier's count (``.noinc``: the ring's ready barriers expect 1 + 32 arrivals), so the weights' boxes are
+    issued first; in phase 2 the token rows are the intermediate's rows at their block-padded positions, copied once
+    all ``dep_target`` column tiles of GEMM1 have stored the block (``dep_ptr[block]``, read with acquire by every
+    thread) -- the weights of a unit stream in while it waits. Returns the ring position ``it`` for the next
+    phase."""
     BT: gl.constexpr = x_desc.block_type.shape[0]
     BKE: gl.constexpr = x_desc.block_type.shape[1]
     wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
@@ -83,7 +90,7 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
     rr = gl.arange(0, BT, layout=gl.SliceLayout(1, lw))
     cc = gl.arange(0, BKE, layout=gl.SliceLayout(0, lw))
     num_m = gl.load(num_post_padded_ptr) // BT
-    it = 0
+    it = it + 0 * gl.program_id(0)  # (a tensor: the ring position is loop-carried)
     for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
         pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
         e = gl.load(block_expert_ptr + pid_m)
@@ -92,14 +99,38 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
             if X_GATHER:
                 sl = gl.load(sorted_ids_ptr + pid_m * BT + rr)
                 ok = sl < num_slots
-                xrow = x_ptr + (gl.where(ok, sl, 0) // TOP_K).to(gl.int64)[:, None] * stride_x
+                if FUSED == 2:  # the intermediate's rows at their block-padded positions
+                    xrow = x_ptr + (pid_m * BT + rr).to(gl.int64)[:, None] * stride_x
+                else:
+                    xrow = x_ptr + (gl.where(ok, sl, 0) // TOP_K).to(gl.int64)[:, None] * stride_x
             r0, r1 = _dec_rows(pid_n, N, GATED)
             row0 = e * R + r0
             row1 = e * R + r1
             k0 = (n_k * ks) // SPLIT
             k1 = (n_k * (ks + 1)) // SPLIT
             for kk in range(k0, k1):
-                if X_GATHER:
+                if FUSED:
+                    s = it % STAGES
+                    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
+                    bar = ready.index(s)
+                    mbarrier.expect(bar, wbytes)
+                    for h in gl.static_range(KB):
+                        kc = (kk * KB + h) * BKE
+                        wb = w_bufs.index(s * KB + h)
+                        tma.async_copy_global_to_shared(w_desc, [row0, kc], bar, wb.slice(0, 32))
+                        tma.async_copy_global_to_shared(w_desc, [row1, kc], bar, wb.slice(32, 32))
+                    if FUSED == 2:
+                        if kk == k0:  # GEMM1 has stored every column tile of this block: each thread acquires
+                            z = gl.zeros([32], gl.int32, layout=gl.BlockedLayout([1], [32], [1], [0]))
+                            while gl.min(gl.atomic_add(dep_ptr + pid_m + z, z, sem="acquire", scope="gpu"),
+                                         axis=0) < dep_target:
+                                pass
+                    for h in gl.static_range(KB):
+                        cols = (kk * KB + h) * BKE + cc
+                        async_copy.async_copy_global_to_shared(x_bufs.index(s * KB + h), xrow + cols[None, :],
+                                                               mask=ok[:, None] & (cols < K)[None, :])
+                    async_copy.mbarrier_arrive(bar, increment_count=False)  # one of the phase's 32 + 1 arrivals
+                elif X_GATHER:
                     s = it % STAGES
                     mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
                     bar = ready.index(s)
@@ -111,15 +142,17 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
                     mbarrier.expect(bar, wbytes)
                 else:
                     s, bar = _dec_slot(x_desc, x8_desc, ready, empty, it, n8, wbytes, STAGES, KB)
-                for h in gl.static_range(KB):
-                    kc = (kk * KB + h) * BKE
-                    slot = s * KB + h
-                    if not X_GATHER:
-                        _dec_token_box(x_desc, x8_desc, pid_m * BT, kc, bar, x_bufs.index(slot), n8)
-                    wb = w_bufs.index(slot)
-                    tma.async_copy_global_to_shared(w_desc, [row0, kc], bar, wb.slice(0, 32))
-                    tma.async_copy_global_to_shared(w_desc, [row1, kc], bar, wb.slice(32, 32))
+                if not FUSED:
+                    for h in gl.static_range(KB):
+                        kc = (kk * KB + h) * BKE
+                        slot = s * KB + h
+                        if not X_GATHER:
+                            _dec_token_box(x_desc, x8_desc, pid_m * BT, kc, bar, x_bufs.index(slot), n8)
+                        wb = w_bufs.index(slot)
+                        tma.async_copy_global_to_shared(w_desc, [row0, kc], bar, wb.slice(0, 32))
+                        tma.async_copy_global_to_shared(w_desc, [row1, kc], bar, wb.slice(32, 32))
                 it += 1
+    return it
 
 
 @gluon.jit
@@ -162,14 +195,17 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                  GATED: gl.constexpr, QUANT: gl.constexpr, OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                  HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
                  RCP_DIV: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr,
-                 OUT_PADDED: gl.constexpr, A_PADDED: gl.constexpr, X_GATHER: gl.constexpr):
+                 OUT_PADDED: gl.constexpr, A_PADDED: gl.constexpr, X_GATHER: gl.constexpr, it=0, dep_ptr=None,
+                 DEP_SIGNAL: gl.constexpr = False):
     """Consumer warpgroup: per unit its K steps (16-bit: one accumulator chain, one wgmma in flight; FP8: a fresh
-    accumulator a 128-wide block, added -- Q_BLOCK: scaled -- to the fp32 sum), then split-K and the epilogue."""
+    accumulator a 128-wide block, added -- Q_BLOCK: scaled -- to the fp32 sum), then split-K and the epilogue.
+    ``DEP_SIGNAL`` (the fused kernel's GEMM1 phase): once a column tile of a block is stored, ``dep_ptr[block]`` is
+    raised by one (release, after every thread's stores). Returns the ring position ``it`` for the next phase."""
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                     instr_shape=[16, BT, INSTR_K])
     num_m = gl.load(num_post_padded_ptr) // BT
-    it = 0
+    it = it + 0 * gl.program_id(0)  # (a tensor: the ring position is loop-carried)
     part = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
     for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
         pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
@@ -236,6 +272,39 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                              stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, TOP_K,
                              ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
                              RCP_DIV, OUT_PADDED, A_PADDED)
+                if DEP_SIGNAL:  # the block's rows of this column tile are stored: GEMM2 may read them
+                    gl.thread_barrier()
+                    gl.atomic_add(dep_ptr + pid_m, 1, sem="release", scope="gpu")
+    return it
+
+
+@gluon.jit
+def _wd_consumer_only(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
+                      out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, R,
+                      n_k, n_kb, num_n, num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_wsk,
+                      stride_be, act_alpha, act_beta, act_limit, BT: gl.constexpr, TOP_K: gl.constexpr,
+                      E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, QUANT: gl.constexpr,
+                      OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr,
+                      WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, RCP_DIV: gl.constexpr,
+                      STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr, OUT_PADDED: gl.constexpr,
+                      A_PADDED: gl.constexpr, X_GATHER: gl.constexpr):
+    """``_wd_consumer`` as a partition of its own (a partition returns nothing)."""
+    _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
+                 out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, R, n_k,
+                 n_kb, num_n, num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_wsk, stride_be,
+                 act_alpha, act_beta, act_limit, BT, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
+                 WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, RCP_DIV, STAGES, SPLIT, KB, OUT_PADDED, A_PADDED, X_GATHER)
+
+
+@gluon.jit
+def _wd_loader_only(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sorted_ids_ptr, block_expert_ptr,
+                    num_post_padded_ptr, N, R, K, n_k, num_n, num_slots, stride_x, TOP_K: gl.constexpr,
+                    E_LOC: gl.constexpr, GATED: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
+                    KB: gl.constexpr, X_GATHER: gl.constexpr):
+    """``_wd_loader`` as a partition of its own (a partition returns nothing)."""
+    _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sorted_ids_ptr, block_expert_ptr,
+               num_post_padded_ptr, N, R, K, n_k, num_n, num_slots, stride_x, TOP_K, E_LOC, GATED, STAGES, SPLIT, KB,
+               X_GATHER)
 
 
 @gluon.jit
@@ -263,13 +332,96 @@ def _ws_dec_kernel(
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES * KB, 64, w_desc.block_type.shape[1]], w_desc.layout)
     ready, empty = _ring_barriers(STAGES, 1)  # one consumer warpgroup releases a slot
     gl.warp_specialize([
-        (_wd_consumer, (x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
-                        out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, R,
-                        n_k, n_kb, num_n, num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_wsk,
-                        stride_be, act_alpha, act_beta, act_limit, BT, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q,
-                        ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, RCP_DIV, STAGES, SPLIT, KB,
-                        OUT_PADDED, A_PADDED, X_GATHER)),
-        (_wd_loader, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sorted_ids_ptr, block_expert_ptr,
-                      num_post_padded_ptr, N, R, K, n_k, num_n, num_slots, stride_x, TOP_K, E_LOC, GATED, STAGES,
-                      SPLIT, KB, X_GATHER)),
+        (_wd_consumer_only, (x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
+                             out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr,
+                             N, R, n_k, n_kb, num_n, num_slots, stride_om, stride_asm, stride_wse, stride_wsn,
+                             stride_wsk, stride_be, act_alpha, act_beta, act_limit, BT, TOP_K, E_LOC, ACT, GATED,
+                             QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, RCP_DIV, STAGES,
+                             SPLIT, KB, OUT_PADDED, A_PADDED, X_GATHER)),
+        (_wd_loader_only, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sorted_ids_ptr,
+                           block_expert_ptr, num_post_padded_ptr, N, R, K, n_k, num_n, num_slots, stride_x, TOP_K,
+                           E_LOC, GATED, STAGES, SPLIT, KB, X_GATHER)),
+    ], [1], [40])
+
+
+@gluon.jit
+def _wd_fused_loader(x_desc, x8_desc, w1_desc, w2_desc, x_bufs, w_bufs, ready, empty, hidden_ptr, inter_ptr,
+                     sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, dep_ptr, I, H, R1, n_k1, n_k2, num_n1,
+                     num_n2, num_slots, stride_h, stride_i, TOP_K: gl.constexpr, E_LOC: gl.constexpr,
+                     GATED: gl.constexpr, STAGES: gl.constexpr, SPLIT1: gl.constexpr, SPLIT2: gl.constexpr,
+                     KB: gl.constexpr):
+    """The fused kernel's producer: GEMM1's units (token rows from hidden), then GEMM2's (the intermediate's padded
+    rows, each block once GEMM1 stored it), one ring."""
+    it = _wd_loader(x_desc, x8_desc, w1_desc, x_bufs, w_bufs, ready, empty, hidden_ptr, sorted_ids_ptr,
+                    block_expert_ptr, num_post_padded_ptr, I, R1, H, n_k1, num_n1, num_slots, stride_h, TOP_K, E_LOC,
+                    GATED, STAGES, SPLIT1, KB, True, 0, dep_ptr, 0, 1)
+    _wd_loader(x_desc, x8_desc, w2_desc, x_bufs, w_bufs, ready, empty, inter_ptr, sorted_ids_ptr, block_expert_ptr,
+               num_post_padded_ptr, H, H, I, n_k2, num_n2, num_slots, stride_i, 1, E_LOC, False, STAGES, SPLIT2, KB,
+               True, it, dep_ptr, num_n1, 2)
+
+
+@gluon.jit
+def _wd_fused_consumer(x_bufs, w_bufs, ready, empty, inter_ptr, y_ptr, a1_scale_ptr, w1_scale_ptr, b1_ptr,
+                       a2_scale_ptr, w2_scale_ptr, b2_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
+                       num_post_padded_ptr, part1_ptr, cnt1_ptr, part2_ptr, cnt2_ptr, dep_ptr, I, H, R1, n_k1, n_k2,
+                       num_n1, num_n2, num_slots, stride_i, stride_y, stride_w1se, stride_w1sn, stride_w2se,
+                       stride_w2sn, stride_b1, stride_b2, act_alpha, act_beta, act_limit, BT: gl.constexpr,
+                       TOP_K: gl.constexpr, E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr,
+                       QUANT: gl.constexpr, OUT_Q1: gl.constexpr, ROUND_DTYPE: gl.constexpr, HAS_BIAS1: gl.constexpr,
+                       HAS_BIAS2: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, RCP_DIV: gl.constexpr,
+                       STAGES: gl.constexpr, SPLIT1: gl.constexpr, SPLIT2: gl.constexpr, KB: gl.constexpr):
+    """The fused kernel's consumer: GEMM1's units into the intermediate at the rows' padded positions (each stored
+    column tile raises its block's dependency counter), then GEMM2's units into y by slot."""
+    it = _wd_consumer(x_bufs, w_bufs, ready, empty, inter_ptr, a1_scale_ptr, w1_scale_ptr, b1_ptr, topk_w_ptr,
+                      a2_scale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part1_ptr, cnt1_ptr, I, R1,
+                      n_k1, 1, num_n1, num_slots, stride_i, 0, stride_w1se, stride_w1sn, 0, stride_b1, act_alpha,
+                      act_beta, act_limit, BT, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q1, ROUND_DTYPE, HAS_BIAS1,
+                      WEIGHT_ON_INPUT, False, RCP_DIV, STAGES, SPLIT1, KB, True, False, True, 0, dep_ptr, True)
+    _wd_consumer(x_bufs, w_bufs, ready, empty, y_ptr, a2_scale_ptr, w2_scale_ptr, b2_ptr, topk_w_ptr, a2_scale_ptr,
+                 sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part2_ptr, cnt2_ptr, H, H, n_k2, 1, num_n2,
+                 num_slots, stride_y, 0, stride_w2se, stride_w2sn, 0, stride_b2, act_alpha, act_beta, act_limit, BT, 1,
+                 E_LOC, ACT_IDENTITY, False, QUANT, OUT_PLAIN, ROUND_DTYPE, HAS_BIAS2, False, not WEIGHT_ON_INPUT,
+                 RCP_DIV, STAGES, SPLIT2, KB, False, False, True, it, dep_ptr, False)
+
+
+@gluon.jit
+def _ws_dec_fused_kernel(
+    x_desc, x8_desc, w1_desc, w2_desc, hidden_ptr, inter_ptr, y_ptr, a1_scale_ptr, w1_scale_ptr, b1_ptr, a2_scale_ptr,
+    w2_scale_ptr, b2_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part1_ptr, cnt1_ptr,
+    part2_ptr, cnt2_ptr, dep_ptr, I, H, R1, n_k1, n_k2, num_n1, num_n2, num_slots, stride_h, stride_i, stride_y,
+    stride_w1se, stride_w1sn, stride_w2se, stride_w2sn, stride_b1, stride_b2, act_alpha, act_beta, act_limit,
+    TOP_K: gl.constexpr, E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, QUANT: gl.constexpr,
+    OUT_Q1: gl.constexpr, ROUND_DTYPE: gl.constexpr, HAS_BIAS1: gl.constexpr, HAS_BIAS2: gl.constexpr,
+    WEIGHT_ON_INPUT: gl.constexpr, RCP_DIV: gl.constexpr, STAGES: gl.constexpr, SPLIT1: gl.constexpr,
+    SPLIT2: gl.constexpr, KB: gl.constexpr, USE_GDC: gl.constexpr = False,
+):
+    """Both decode GEMMs in ONE persistent launch (OPT-IN within the opt-in kernel, ``set_ws_decode(...,
+    fused=True)``; 16-bit weights, or FP8 per tensor with a static intermediate scale: nothing runs between the
+    GEMMs). Every program walks GEMM1's units, then GEMM2's, through one ring: GEMM1's epilogue stores the
+    intermediate at the rows' block-padded positions (``inter_ptr`` [blocks * 16, I], hidden's dtype or e4m3 by
+    ``OUT_Q1``) and raises ``dep_ptr[block]`` (int32, zero at the launch: the align zeroes it) once a column tile is
+    stored; GEMM2's loader streams a unit's weights, waits until all ``num_n1`` column tiles of its block are stored,
+    then copies the block's rows. No kernel boundary between the GEMMs: the second GEMM's weights stream while the
+    first one's last units finish. Programs only wait for units earlier in every program's walk, and the grid is at
+    most the programs that fit the SMs at once (the launcher's), so all of them run together: no deadlock.
+    ``hidden_ptr`` [T, H] (GEMM1's input, or its e4m3 quantization; 16-byte aligned rows), ``y_ptr`` [T*K, H] by slot;
+    the scales as ``_ws_dec_kernel``'s (Q_TENSOR: GEMM2's activation scale is the static intermediate scale); split-K
+    scratch per GEMM."""
+    _dec_gdc(USE_GDC)
+    BT: gl.constexpr = x_desc.block_type.shape[0]
+    x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)
+    w_bufs = gl.allocate_shared_memory(w1_desc.dtype, [STAGES * KB, 64, w1_desc.block_type.shape[1]], w1_desc.layout)
+    ready, empty = _ring_barriers(STAGES, 1, 33)  # the weights' expect + the loader warp's 32 cp.async arrivals
+    gl.warp_specialize([
+        (_wd_fused_consumer, (x_bufs, w_bufs, ready, empty, inter_ptr, y_ptr, a1_scale_ptr, w1_scale_ptr, b1_ptr,
+                              a2_scale_ptr, w2_scale_ptr, b2_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
+                              num_post_padded_ptr, part1_ptr, cnt1_ptr, part2_ptr, cnt2_ptr, dep_ptr, I, H, R1, n_k1,
+                              n_k2, num_n1, num_n2, num_slots, stride_i, stride_y, stride_w1se, stride_w1sn,
+                              stride_w2se, stride_w2sn, stride_b1, stride_b2, act_alpha, act_beta, act_limit, BT,
+                              TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q1, ROUND_DTYPE, HAS_BIAS1, HAS_BIAS2,
+                              WEIGHT_ON_INPUT, RCP_DIV, STAGES, SPLIT1, SPLIT2, KB)),
+        (_wd_fused_loader, (x_desc, x8_desc, w1_desc, w2_desc, x_bufs, w_bufs, ready, empty, hidden_ptr, inter_ptr,
+                            sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, dep_ptr, I, H, R1, n_k1, n_k2,
+                            num_n1, num_n2, num_slots, stride_h, stride_i, TOP_K, E_LOC, GATED, STAGES, SPLIT1, SPLIT2,
+                            KB)),
     ], [1], [40])

@@ -333,14 +333,14 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
 
 
 @gluon.jit
-def _ring_barriers(STAGES: gl.constexpr, CONSUMERS: gl.constexpr = 2):
-    """The operand ring's mbarriers: ``ready`` (the loader's expected bytes landed) and ``empty`` (released by
-    each of the ``CONSUMERS`` warpgroups), one of each a stage (also ``kernels/_ws_fp4.py``'s and, with one
-    consumer, ``kernels/_ws_fp4_dec.py``'s)."""
+def _ring_barriers(STAGES: gl.constexpr, CONSUMERS: gl.constexpr = 2, READY: gl.constexpr = 1):
+    """The operand ring's mbarriers: ``ready`` (the loader's expected bytes landed; ``READY`` arrivals a phase) and
+    ``empty`` (released by each of the ``CONSUMERS`` warpgroups), one of each a stage (also ``kernels/_ws_fp4.py``'s
+    and, with one consumer, ``kernels/_ws_fp4_dec.py``'s and ``kernels/_ws_dec.py``'s)."""
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for s in gl.static_range(STAGES):
-        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(ready.index(s), count=READY)
         mbarrier.init(empty.index(s), count=CONSUMERS)  # every consumer warpgroup releases a slot
     return ready, empty
 
