@@ -1615,6 +1615,8 @@ def triton_experts(
                                            zero_later=zero_later)
         if zero_later:
             zero = counters[:tiles1 + tiles2 + n_comb + n_dep]
+        elif n_dep:  # the split-K counters are left zero by their kernels, the dependency counters are not
+            counters[tiles1 + tiles2 + n_comb:tiles1 + tiles2 + n_comb + n_dep].zero_()
     al = align_slots(ids_flat, E, BM, local_expert_offset=local_expert_offset, include_nonlocal=direct_out or fuse,
                      tokens=T, quant=qplan, zero=zero)
     assert al.max_blocks == NB
@@ -1745,8 +1747,8 @@ def triton_experts(
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
                      _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1, ws1, cnt1,
                      out_padded=padded_fp4, pdl=pdl)
-    elif fused_dec:
-        pass  # both GEMMs in one launch, at GEMM2's place below
+    elif fused_dec:  # both GEMMs in one launch, at GEMM2's place below
+        assert padded, "the fused decode launch reads GEMM1's rows at their block-padded positions"
     elif c1.warp_specialized:  # kernels/_ws_gemm (FP8, 16-bit)
         _ws_gemm(c1, a1, a1_s, a1_s_stride, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, tw_flat, q_scale,
                  out_q, al, inter, I_pad, K, TK, E, _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input),

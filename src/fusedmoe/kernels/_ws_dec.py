@@ -399,8 +399,8 @@ def _ws_dec_fused_kernel(
     fused=True)``; 16-bit weights, or FP8 per tensor with a static intermediate scale: nothing runs between the
     GEMMs). Every program walks GEMM1's units, then GEMM2's, through one ring: GEMM1's epilogue stores the
     intermediate at the rows' block-padded positions (``inter_ptr`` [blocks * 16, I], hidden's dtype or e4m3 by
-    ``OUT_Q1``) and raises ``dep_ptr[block]`` (int32, zero at the launch: the align zeroes it) once a column tile is
-    stored; GEMM2's loader streams a unit's weights, waits until all ``num_n1`` column tiles of its block are stored,
+    ``OUT_Q1``) and raises ``dep_ptr[block]`` (int32, zero at the launch -- the align zeroes it in a CUDA graph, a
+    memset eagerly; this kernel leaves it raised) once a column tile is stored; GEMM2's loader streams a unit's weights, waits until all ``num_n1`` column tiles of its block are stored,
     then copies the block's rows. No kernel boundary between the GEMMs: the second GEMM's weights stream while the
     first one's last units finish. Programs only wait for units earlier in every program's walk, and the grid is at
     most the programs that fit the SMs at once (the launcher's), so all of them run together: no deadlock.
