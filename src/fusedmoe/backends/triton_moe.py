@@ -1053,10 +1053,13 @@ def _ws_dec_launch(c: KernelConfig, rows: torch.Tensor, a_s, a_s_stride, w: Quan
     kb = c.block_k // bke
     if c.split_k > 1 and (part is None or cnt is None):
         raise ValueError("the decode kernel's split-K needs its partial-sum and counter scratch")
-    # the token rows in boxes of all BM rows and of 8 (for blocks with at most 8 real rows)
+    # the token rows in boxes of all BM rows and of 8 (for blocks with at most 8 real rows); with x_gather the loader
+    # copies the rows itself and the descriptors only carry the tiles' shape and layout: over the weights (at least
+    # 32 rows of the operand dtype), not over a source that may have a single row
     layout = _ws_dec_layout(bke, rows.dtype)
-    x_descs = [TensorDescriptor.from_tensor(rows, [h, bke], layout) for h in (BM, 8)]
-    w_desc = TensorDescriptor.from_tensor(w.data.view(-1, Kd), [32, bke], layout)
+    w_view = w.data.view(-1, Kd)
+    x_descs = [TensorDescriptor.from_tensor(w_view if x_gather else rows, [h, bke], layout) for h in (BM, 8)]
+    w_desc = TensorDescriptor.from_tensor(w_view, [32, bke], layout)
     num_n = cdiv(N, 32) if gated else cdiv(N, 64)
     units = al.max_blocks * num_n * c.split_k
     ctas = _WS_DEC["ctas"]
@@ -1107,8 +1110,10 @@ def _ws_dec_fused_launch(c1: KernelConfig, c2: KernelConfig, a1: torch.Tensor, a
     bke = ws_dec_block_k(w13.fmt)
     kb = c1.block_k // bke
     layout = _ws_dec_layout(bke, dt)
-    x_descs = [TensorDescriptor.from_tensor(a1, [h, bke], layout) for h in (WS_DEC_BLOCK_M, 8)]
-    w1_desc = TensorDescriptor.from_tensor(w13.data.view(-1, H), [32, bke], layout)
+    w1_view = w13.data.view(-1, H)
+    # (the loader copies the token rows itself: the x descriptors only carry the tiles' shape and layout)
+    x_descs = [TensorDescriptor.from_tensor(w1_view, [h, bke], layout) for h in (WS_DEC_BLOCK_M, 8)]
+    w1_desc = TensorDescriptor.from_tensor(w1_view, [32, bke], layout)
     w2_desc = TensorDescriptor.from_tensor(w2.data.view(-1, I_pad), [32, bke], layout)
     num_n1 = cdiv(I_pad, 32) if gated else cdiv(I_pad, 64)
     num_n2 = cdiv(H, 64)
