@@ -42,7 +42,7 @@ if [[ "$stages" == *" smoke "* ]]; then
   # the opt-in Gluon kernels that have not run on a GPU (twenty-ninth / thirtieth sessions): a triage with every
   # variant in its own process and a time limit (one hang does not hide the rest), then their tests with short
   # per-test limits (a wrong barrier phase or byte count hangs rather than fails)
-  timeout "${SMOKE_TIMEOUT_S:-420}" python3 benchmarks/smoke_gluon.py --jobs 3 --timeout 150 --json "$OUT/smoke.json" \
+  timeout "${SMOKE_TIMEOUT_S:-480}" python3 benchmarks/smoke_gluon.py --jobs 4 --timeout 150 --json "$OUT/smoke.json" \
       2>&1 | tee "$OUT/smoke.txt" | tail -20
   timeout "${OPTIN_TESTS_TIMEOUT_S:-300}" python3 -m pytest -q -rfE --tb=short -m gpu -n 4 -p no:cacheprovider \
       --timeout 90 tests/test_ws_dec.py tests/test_ws_fp4_dec.py tests/test_ws_fp4.py 2>&1 | tee "$OUT/optin_tests.txt" \
