@@ -4,7 +4,7 @@
 #                                  [tune-cover-a] [tune-cover-b] [tune-cover-c] [tune-cover-d] [tune-fp8-prefill] [eager] [bench] [bench-all]
 #                                  [bench-fp4] [bench-fp4-tuned] [ncu] [dist] [tests-rest] [profile] [breakdown]
 #                                  [tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]]] [alzero] [dot-race] [dot-repro]
-#                                  [smoke] [ab-optin]
+#                                  [smoke] [optin-tests] [ab-optin]
 # $OUT brings back at most 8 files: pack the rest (tar) at the end of a call.
 # tune-cover-*: merged into TUNE_OUT (default: the shipped table), so two GPUs can tune at once
 # (CUDA_VISIBLE_DEVICES=0 / 1, each its own TUNE_OUT; merge the files with merge_into_file).
@@ -40,13 +40,16 @@ if [[ "$stages" == *" tests-rest "* ]]; then
 fi
 if [[ "$stages" == *" smoke "* ]]; then
   # the opt-in Gluon kernels that have not run on a GPU (twenty-ninth / thirtieth sessions): a triage with every
-  # variant in its own process and a time limit (one hang does not hide the rest), then their tests with short
-  # per-test limits (a wrong barrier phase or byte count hangs rather than fails)
+  # variant in its own process and a time limit (one hang does not hide the rest); ~6-8 minutes: a call of its own
   timeout "${SMOKE_TIMEOUT_S:-480}" python3 benchmarks/smoke_gluon.py --jobs 4 --timeout 150 --json "$OUT/smoke.json" \
-      2>&1 | tee "$OUT/smoke.txt" | tail -20
-  timeout "${OPTIN_TESTS_TIMEOUT_S:-300}" python3 -m pytest -q -rfE --tb=short -m gpu -n 4 -p no:cacheprovider \
-      --timeout 90 tests/test_ws_dec.py tests/test_ws_fp4_dec.py tests/test_ws_fp4.py 2>&1 | tee "$OUT/optin_tests.txt" \
-      | tail -25
+      2>&1 | tee "$OUT/smoke.txt" | tail -22
+fi
+if [[ "$stages" == *" optin-tests "* ]]; then
+  # their tests; the per-test limit covers the first compiles of a test's variants (~10-30 s each) and still ends a
+  # hang (a wrong barrier phase or byte count hangs rather than fails)
+  timeout "${OPTIN_TESTS_TIMEOUT_S:-540}" python3 -m pytest -q -rfE --tb=short -m gpu -n 4 -p no:cacheprovider \
+      --timeout 240 tests/test_ws_dec.py tests/test_ws_fp4_dec.py tests/test_ws_fp4.py 2>&1 \
+      | tee "$OUT/optin_tests.txt" | tail -25
 fi
 if [[ "$stages" == *" ab-optin "* ]]; then
   # the opt-in kernels against the defaults, in-process (CUDA graphs, rounds interleaved)
