@@ -251,6 +251,22 @@ def test_ws_dec_config_rules(monkeypatch):
 # ---- CPU: the launcher's arguments ----------------------------------------------------------------
 
 
+def _stand_in(monkeypatch, kernel: str, wfmt, gated):
+    """The launcher tests' setup: ``kernels/_ws_dec.<kernel>``'s signature, a ``LaunchCapture`` in its place, and a small
+    layer's weights on the CPU (H = 768, I = 256, 4 experts, 3 tokens, top 2)."""
+    import inspect
+
+    from fusedmoe.kernels import _ws_dec as kd
+
+    sig = inspect.signature(getattr(kd, kernel).fn)
+    cap = LaunchCapture()
+    monkeypatch.setattr(kd, kernel, cap)
+    H, I, E, T, K = 768, 256, 4, 3, 2
+    prob = make_problem(T=T, H=H, I=I, I_pad=I, E=E, K=K, act=A.SWIGLU if gated else A.RELU2, wfmt=wfmt,
+                        dtype=torch.bfloat16, seed=2, device="cpu")
+    return sig, cap, prob, (H, I, E, T, K)
+
+
 @pytest.mark.parametrize("wfmt,gated,x_gather", [(F.BF16, True, True), (F.FP8_BLOCK, False, False),
                                                  (F.FP8_CHANNEL, True, False)])
 def test_ws_dec_launch_binds_every_argument(monkeypatch, wfmt, gated, x_gather):
@@ -258,17 +274,8 @@ def test_ws_dec_launch_binds_every_argument(monkeypatch, wfmt, gated, x_gather):
     order slip fails ``Signature.bind`` or a value check), each lands where its meaning says -- the shapes and strides
     of the rows, weights, scales, output and split-K scratch, the K steps, the TMA boxes (16 / 8 token rows, 32 weight
     rows of 128 bytes) over the right tensors, the constexprs, the persistent grid."""
-    import inspect
-
-    from fusedmoe.kernels import _ws_dec as kd
-
-    sig = inspect.signature(kd._ws_dec_kernel.fn)
-    cap = LaunchCapture()
-    monkeypatch.setattr(kd, "_ws_dec_kernel", cap)
-    H, I, E, T, K = 768, 256, 4, 3, 2
+    sig, cap, prob, (H, I, E, T, K) = _stand_in(monkeypatch, "_ws_dec_kernel", wfmt, gated)
     R = 2 * I if gated else I
-    prob = make_problem(T=T, H=H, I=I, I_pad=I, E=E, K=K, act=A.SWIGLU if gated else A.RELU2, wfmt=wfmt,
-                        dtype=torch.bfloat16, seed=2, device="cpu")
     w = prob["q13"]
     dt = torch.bfloat16 if wfmt is F.BF16 else torch.float8_e4m3fn
     NB, TK = 5, T * K
@@ -322,17 +329,8 @@ def test_ws_dec_fused_launch_binds_every_argument(monkeypatch, wfmt, gated):
     scratches, the dependency counters, the grid at most the programs that fit the SMs); and ``_ws_dec_fuses``: only
     with the switch, decode tiles of one ring, 16-bit weights or FP8 per tensor with a static intermediate scale,
     16-byte aligned 16-bit rows."""
-    import inspect
-
-    from fusedmoe.kernels import _ws_dec as kd
-
-    sig = inspect.signature(kd._ws_dec_fused_kernel.fn)
-    cap = LaunchCapture()
-    monkeypatch.setattr(kd, "_ws_dec_fused_kernel", cap)
-    H, I, E, T, K = 768, 256, 4, 3, 2
+    sig, cap, prob, (H, I, E, T, K) = _stand_in(monkeypatch, "_ws_dec_fused_kernel", wfmt, gated)
     R1 = 2 * I if gated else I
-    prob = make_problem(T=T, H=H, I=I, I_pad=I, E=E, K=K, act=A.SWIGLU if gated else A.RELU2, wfmt=wfmt,
-                        dtype=torch.bfloat16, seed=2, device="cpu")
     w13, w2 = prob["q13"], prob["q2"]
     dt = torch.bfloat16 if wfmt is F.BF16 else torch.float8_e4m3fn
     NB, TK = 5, T * K

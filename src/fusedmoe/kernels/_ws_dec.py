@@ -188,6 +188,17 @@ def _wd_epilogue(acc, e, pid_m, n0, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
 
 
 @gluon.jit
+def _wd_ready(ready, it, STAGES: gl.constexpr, X_GATHER: gl.constexpr):
+    """The consumer's next ring slot once its operands landed; with ``X_GATHER`` the token tile came by cp.async (the
+    generic proxy): a proxy fence before the wgmma reads it. Returns the slot."""
+    s = it % STAGES
+    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+    if X_GATHER:
+        fence_async_shared()
+    return s
+
+
+@gluon.jit
 def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, out_qscale_ptr,
                  sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, R, n_k, n_kb, num_n,
                  num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_wsk, stride_be, act_alpha, act_beta,
@@ -228,10 +239,7 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                     as_cols = a_scale_ptr + (sl // TOP_K).to(gl.int64) * stride_asm
             if QUANT == Q_NONE:
                 for kk in range(k0, k1):
-                    s = it % STAGES
-                    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-                    if X_GATHER:  # the token tile came by cp.async (generic proxy): fence before the wgmma
-                        fence_async_shared()
+                    s = _wd_ready(ready, it, STAGES, X_GATHER)
                     for h in gl.static_range(KB):
                         acc = warpgroup_mma(w_bufs.index(s * KB + h), x_bufs.index(s * KB + h).permute((1, 0)), acc,
                                             is_async=True)
@@ -245,10 +253,7 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                     mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
             else:
                 for kk in range(k0, k1):
-                    s = it % STAGES
-                    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-                    if X_GATHER:  # the token tile came by cp.async (generic proxy): fence before the wgmma
-                        fence_async_shared()
+                    s = _wd_ready(ready, it, STAGES, X_GATHER)
                     for h in gl.static_range(KB):
                         part = warpgroup_mma(w_bufs.index(s * KB + h), x_bufs.index(s * KB + h).permute((1, 0)),
                                              part, use_acc=False, is_async=True)
