@@ -195,6 +195,10 @@ def test_ws_dec_config_rules(monkeypatch):
         assert msg is not None and why in msg, (cfg, msg)
     assert "multiple of 16" in warp_specialized_problem(ws_dec_config(False, "gemm2", F.BF16), F.BF16, "gemm2",
                                                         False, 200)
+    # every K share has a step (the fused kernel's per-block counters count every GEMM2 unit past its wait)
+    assert "at most its 4 steps" in warp_specialized_problem(ws_dec_config(False, "gemm2", F.BF16, 8), F.BF16,
+                                                             "gemm2", False, 256)
+    assert warp_specialized_problem(ws_dec_config(False, "gemm2", F.BF16, 4), F.BF16, "gemm2", False, 256) is None
     with pytest.raises(ValueError, match="weights"):
         ws_dec_config(True, "gemm1", F.MXFP4)
     with pytest.raises(ValueError, match="blocks"):

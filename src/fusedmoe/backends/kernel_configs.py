@@ -866,8 +866,8 @@ def _ws_launch_problem(cfg: KernelConfig, gemm: str, K: int, k_multiple: int, k_
                        swap_why: str, max_stages: int = 6, split_ok: bool = False) -> Optional[str]:
     """The launch rules the warp-specialized kernels share: 4 warps (the first warpgroup; the kernel adds the
     others), 2-``max_stages`` ``stage``-byte stages within the shared-memory budget (plus ``fixed`` bytes), no
-    split-K (unless ``split_ok``: the FP4 decode kernel) / swap-AB / fast accumulation / held tiles / persistent
-    setting, K a multiple of ``k_multiple``."""
+    split-K (unless ``split_ok``: the decode kernels, at most one share a K step) / swap-AB / fast accumulation /
+    held tiles / persistent setting, K a multiple of ``k_multiple``."""
     if cfg.num_warps != 4 or not 2 <= cfg.num_stages <= max_stages:
         return (f"needs num_warps 4 (one warpgroup; the kernel adds the others) and num_stages 2-{max_stages}, got "
                 f"{cfg.num_warps} / {cfg.num_stages}")
@@ -881,6 +881,8 @@ def _ws_launch_problem(cfg: KernelConfig, gemm: str, K: int, k_multiple: int, k_
     if K % k_multiple:
         return (f"needs K ({'H' if gemm == 'gemm1' else 'intermediate_size_padded'}) a multiple of {k_multiple}"
                 f"{k_why}, got {K}")
+    if split_ok and cfg.split_k > -(-K // cfg.block_k):  # every share has a K step (its ring slots and counters)
+        return f"splits K in at most its {-(-K // cfg.block_k)} steps of block_k {cfg.block_k}, got split_k {cfg.split_k}"
     return None
 
 

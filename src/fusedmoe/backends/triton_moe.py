@@ -1620,8 +1620,6 @@ def triton_experts(
                                            zero_later=zero_later)
         if zero_later:
             zero = counters[:tiles1 + tiles2 + n_comb + n_dep]
-        elif n_dep:  # the split-K counters are left zero by their kernels, the dependency counters are not
-            counters[tiles1 + tiles2 + n_comb:tiles1 + tiles2 + n_comb + n_dep].zero_()
     al = align_slots(ids_flat, E, BM, local_expert_offset=local_expert_offset, include_nonlocal=direct_out or fuse,
                      tokens=T, quant=qplan, zero=zero)
     assert al.max_blocks == NB

@@ -79,8 +79,9 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
     the barrier's count (``.noinc``: the ring's ready barriers expect 1 + 32 arrivals), so the weights' boxes are
     issued first; in phase 2 the token rows are the intermediate's rows at their block-padded positions, copied once
     all ``dep_target`` column tiles of GEMM1 have stored the block (``dep_ptr[block]``, read with acquire by every
-    thread) -- the weights of a unit stream in while it waits. Returns the ring position ``it`` for the next
-    phase."""
+    thread) -- the weights of a unit stream in while it waits; each unit then counts itself past the wait, and the
+    block's last one sets the counter back to zero for the next call. Every unit has a K step (the rule: split_k at
+    most the K steps). Returns the ring position ``it`` for the next phase."""
     BT: gl.constexpr = x_desc.block_type.shape[0]
     BKE: gl.constexpr = x_desc.block_type.shape[1]
     wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
@@ -125,6 +126,12 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
                             while gl.min(gl.atomic_add(dep_ptr + pid_m + z, z, sem="acquire", scope="gpu"),
                                          axis=0) < dep_target:
                                 pass
+                            # this unit has passed: the block's last GEMM2 unit to pass leaves the counter at zero
+                            # for the next call, as the split-K counters are (split_scratch's contract)
+                            waiters = num_n * SPLIT
+                            passed = gl.atomic_add(dep_ptr + pid_m, 1, sem="relaxed", scope="gpu")
+                            if passed == dep_target + waiters - 1:
+                                gl.atomic_xchg(dep_ptr + pid_m, 0, sem="relaxed", scope="gpu")
                     for h in gl.static_range(KB):
                         cols = (kk * KB + h) * BKE + cc
                         async_copy.async_copy_global_to_shared(x_bufs.index(s * KB + h), xrow + cols[None, :],
@@ -404,10 +411,10 @@ def _ws_dec_fused_kernel(
     fused=True)``; 16-bit weights, or FP8 per tensor with a static intermediate scale: nothing runs between the
     GEMMs). Every program walks GEMM1's units, then GEMM2's, through one ring: GEMM1's epilogue stores the
     intermediate at the rows' block-padded positions (``inter_ptr`` [blocks * 16, I], hidden's dtype or e4m3 by
-    ``OUT_Q1``) and raises ``dep_ptr[block]`` (int32, zero at the launch -- the align zeroes it in a CUDA graph, a
-    memset eagerly; this kernel leaves it raised) once a column tile is stored; GEMM2's loader streams a unit's weights, waits until all ``num_n1`` column tiles of its block are stored,
-    then copies the block's rows. No kernel boundary between the GEMMs: the second GEMM's weights stream while the
-    first one's last units finish. Programs only wait for units earlier in every program's walk, and the grid is at
+    ``OUT_Q1``) and raises ``dep_ptr[block]`` (int32, zero at the launch; the block's last GEMM2 unit to pass its
+    wait leaves it at zero again, as the split-K counters are) once a column tile is stored; GEMM2's loader streams a
+    unit's weights, waits until all ``num_n1`` column tiles of its block are stored, then copies the block's rows.
+    No kernel boundary between the GEMMs: the second GEMM's weights stream while the first one's last units finish. Programs only wait for units earlier in every program's walk, and the grid is at
     most the programs that fit the SMs at once (the launcher's), so all of them run together: no deadlock.
     ``hidden_ptr`` [T, H] (GEMM1's input, or its e4m3 quantization; 16-byte aligned rows), ``y_ptr`` [T*K, H] by slot;
     the scales as ``_ws_dec_kernel``'s (Q_TENSOR: GEMM2's activation scale is the static intermediate scale); split-K
