@@ -999,15 +999,9 @@ def auto_ws_decode(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTens
             or _ws_dec_layer_problem(w13, w2, dtype, device, interp, w13.shape[-1], w2.shape[-1]) is not None):
         return cfg
     fmt, gated = w13.fmt, activation.is_gated
-    H, I_pad = w13.shape[-1], w2.shape[-1]
-    _, sms = _device_info(device)
     ctas, kb = _WS_DEC["ctas"], _WS_DEC["blocks"]
     st = ws_dec_stages(fmt, kb, ctas, _WS_DEC["stages"])
-    bk = kb * ws_dec_block_k(fmt)
-    blocks = min(tokens * top_k, w13.shape[0])
-    programs = ctas * (sms or 132)
-    s1 = ws_fp4_dec_split(blocks * (cdiv(I_pad, 32) if gated else cdiv(I_pad, 64)), cdiv(H, bk), programs)
-    s2 = ws_fp4_dec_split(blocks * cdiv(H, 64), cdiv(I_pad, bk), programs)
+    s1, s2 = _dec_splits(w13, w2, tokens, top_k, gated, kb * ws_dec_block_k(fmt), ctas, device)
     return MoEKernelConfig(ws_dec_config(gated, "gemm1", fmt, s1, st, kb),
                            ws_dec_config(False, "gemm2", fmt, s2, st, kb), cfg.atomic_combine)
 
@@ -1082,12 +1076,12 @@ def _ws_dec_fuses(c1: KernelConfig, c2: KernelConfig, wfmt: Format, a2_scale, hi
     tiles of the 16-bit / FP8 decode kernel with the same ring, 16-bit weights or FP8 per tensor with a static
     intermediate scale (nothing to run between the GEMMs), the padded hand-off on, GEMM1's input rows 16-byte
     aligned for cp.async (16-bit: ``hidden`` itself; FP8: its quantization, a fresh tensor)."""
-    aligned = wfmt is not Format.BF16 or (hidden.data_ptr() % 16 == 0
-                                          and (hidden.stride(0) * hidden.element_size()) % 16 == 0)
     return (_WS_DEC["fused"] and c1.warp_specialized and c2.warp_specialized and c1.block_m == WS_DEC_BLOCK_M
             and c2.block_m == WS_DEC_BLOCK_M and c1.block_k == c2.block_k and c1.num_stages == c2.num_stages
             and (wfmt is Format.BF16 or (wfmt is Format.FP8_TENSOR and a2_scale is not None))
-            and _WS_PADDED_HANDOFF["enabled"] and aligned)
+            and _WS_PADDED_HANDOFF["enabled"]
+            and (wfmt is not Format.BF16 or (hidden.data_ptr() % 16 == 0
+                                             and (hidden.stride(0) * hidden.element_size()) % 16 == 0)))
 
 
 def _ws_dec_fused_launch(c1: KernelConfig, c2: KernelConfig, a1: torch.Tensor, a1_s, w13: QuantizedTensor, w13_s,
@@ -1182,6 +1176,19 @@ def ws_fp4_dec_split(units: int, k_steps: int, programs: int) -> int:
         if best_cost is None or cost < best_cost:
             best, best_cost = s, cost
     return best
+
+
+def _dec_splits(w13: QuantizedTensor, w2: QuantizedTensor, tokens: int, top_k: int, gated: bool, block_k: int,
+                ctas: int, device: torch.device) -> "tuple[int, int]":
+    """split_k of GEMM1 and GEMM2 for the decode kernels (FP4 and 16-bit / FP8 alike: 16 token rows a block, 32 gated /
+    64 output columns a unit): :func:`ws_fp4_dec_split` over the expected blocks (one an expert hit) and ``ctas``
+    programs an SM."""
+    H, I_pad = w13.shape[-1], w2.shape[-1]
+    _, sms = _device_info(device)
+    programs = ctas * (sms or 132)
+    blocks = min(tokens * top_k, w13.shape[0])
+    return (ws_fp4_dec_split(blocks * (cdiv(I_pad, 32) if gated else cdiv(I_pad, 64)), cdiv(H, block_k), programs),
+            ws_fp4_dec_split(blocks * cdiv(H, 64), cdiv(I_pad, block_k), programs))
 
 
 WS_FP4_WIDE_MIN_ROWS_PER_EXPERT = 128  # the prefill kernel's 256-token tiles from this many rows per local expert
@@ -1281,13 +1288,8 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
         return cfg
     gated = activation.is_gated
     if decode:  # the decode kernel (opt-in): split-K from the expected blocks (experts hit), all programs busy
-        H, I_pad = w13.shape[-1], w2.shape[-1]
-        _, sms = _device_info(device)
-        programs = _WS_FP4_DEC["ctas"] * (sms or 132)
-        blocks = min(tokens * top_k, w13.shape[0])
         st, bk = _WS_FP4_DEC["stages"], _WS_FP4_DEC["block_k"]
-        s1 = ws_fp4_dec_split(blocks * (I_pad // 32 if gated else cdiv(I_pad, 64)), cdiv(H, bk), programs)
-        s2 = ws_fp4_dec_split(blocks * cdiv(H, 64), cdiv(I_pad, bk), programs)
+        s1, s2 = _dec_splits(w13, w2, tokens, top_k, gated, bk, _WS_FP4_DEC["ctas"], device)
         return MoEKernelConfig(ws_fp4_dec_config(gated, "gemm1", s1, st, bk),
                                ws_fp4_dec_config(False, "gemm2", s2, st, bk), cfg.atomic_combine)
     rows_per_expert = tokens * top_k / max(1, w13.shape[0])
