@@ -12,7 +12,7 @@ import os, re, sys
 os.environ.pop("TRITON_INTERPRET", None)
 sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "tests")]
 from triton.experimental.gluon import language as gl
-from gluon_sm90 import compile_sm90
+from gluon_sm90 import compile_sm90, k_loop, sass_instructions
 '''
 
 
@@ -37,6 +37,30 @@ def compile_sm90(kernel, sig: dict, constexprs: dict, num_warps: int = 4, aligne
         os.unlink(f.name)
     return k, sass
 
+
+
+def sass_instructions(sass: str) -> list:
+    """(address, instruction text) of every instruction in ``sass`` (cuobjdump's listing)."""
+    import re
+
+    return [(int(m.group(1), 16), m.group(2)) for m in
+            (re.match(r"\s*/\*([0-9a-f]{4})\*/\s*(.*?);", line) for line in sass.splitlines()) if m]
+
+
+def k_loop(ins: list, mma: str = "GMMA") -> list:
+    """The instructions of the shortest loop (a backward branch's range) that holds an ``mma`` instruction: a
+    warp-specialized kernel's K loop. ``ins``: :func:`sass_instructions`."""
+    import re
+
+    at = {a: n for n, (a, _) in enumerate(ins)}
+    loops = []
+    for n, (a, t) in enumerate(ins):
+        m = re.search(r"BRA (0x[0-9a-f]+)", t)
+        if m and int(m.group(1), 16) < a and int(m.group(1), 16) in at:
+            body = [x for _, x in ins[at[int(m.group(1), 16)]:n + 1]]
+            if any(mma in x for x in body):
+                loops.append(body)
+    return min(loops, key=len)
 
 class LaunchCapture:
     """Stands in for a Gluon kernel in the launcher tests: ``kernel[grid](*args, **kw)`` records ``(grid, args, kw)``

@@ -72,17 +72,8 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, DT, ST, SPLIT, KB, mr, OP, XG in (
     # (the JIT specializes the cp.async source, its row stride and K as 16-byte aligned: the launcher checks they are)
     k, sass = compile_sm90(kd._ws_dec_kernel, sig, cx, aligned=("x_ptr", "stride_x", "K"),
                            **({} if mr is None else {"maxnreg": mr}))
-    ins = [(int(m.group(1), 16), m.group(2)) for m in
-           (re.match(r"\s*/\*([0-9a-f]{4})\*/\s*(.*?);", line) for line in sass.splitlines()) if m]
-    at = {a: n for n, (a, _) in enumerate(ins)}
-    loops = []  # backward branches around a wgmma: the K loop is the shortest
-    for n, (a, t) in enumerate(ins):
-        m = re.search(r"BRA (0x[0-9a-f]+)", t)
-        if m and int(m.group(1), 16) < a and int(m.group(1), 16) in at:
-            body = [x for _, x in ins[at[int(m.group(1), 16)]:n + 1]]
-            if any("GMMA" in x for x in body):
-                loops.append(body)
-    loop = min(loops, key=len)
+    ins = sass_instructions(sass)
+    loop = k_loop(ins)  # the K loop
     print(QUANT, DT, SPLIT, KB, mr, ST, k.metadata.num_warps, k.metadata.shared, len(loop),
           sum(("HGMMA" in x) or ("QGMMA" in x) for x in loop), sum("DEPBAR.LE gsb0, 0x0" in x for x in loop),
           sum(("LDL" in x) or ("STL" in x) for _, x in ins), int(XG), sum("LDGSTS" in x for _, x in ins),

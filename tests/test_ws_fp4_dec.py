@@ -57,17 +57,8 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr in (
               OUT_PADDED_DOT=not MRW,  # GEMM1: stores GEMM2's rows (padded positions, dot order)
               USE_GDC=SPLIT == 4)  # programmatic dependent launch
     k, sass = compile_sm90(kd._ws_fp4_dec_kernel, sig, cx, maxnreg=mr)
-    ins = [(int(m.group(1), 16), m.group(2)) for m in
-           (re.match(r"\s*/\*([0-9a-f]{4})\*/\s*(.*?);", line) for line in sass.splitlines()) if m]
-    at = {a: n for n, (a, _) in enumerate(ins)}
-    loops = []  # backward branches around an HGMMA: the K loop is the shortest
-    for n, (a, t) in enumerate(ins):
-        m = re.search(r"BRA (0x[0-9a-f]+)", t)
-        if m and int(m.group(1), 16) < a and int(m.group(1), 16) in at:
-            body = [x for _, x in ins[at[int(m.group(1), 16)]:n + 1]]
-            if any("HGMMA" in x for x in body):
-                loops.append(body)
-    loop = min(loops, key=len)
+    ins = sass_instructions(sass)
+    loop = k_loop(ins, "HGMMA")  # the K loop
     hg = [x for x in loop if "HGMMA" in x]
     print(ACT, NV, SPLIT, KB, mr, k.metadata.num_warps, k.metadata.shared, len(loop), len(hg),
           int(all(re.search(r"HGMMA[^,]*, R[0-9]+, gdesc", x) for x in hg)),
