@@ -67,21 +67,21 @@ from ._ws_gemm import _ring_barriers, _ws_store
 def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sorted_ids_ptr, block_expert_ptr,
                num_post_padded_ptr, N, R, K, n_k, num_n, num_slots, stride_x, TOP_K: gl.constexpr,
                E_LOC: gl.constexpr, GATED: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr,
-               X_GATHER: gl.constexpr, it=0, dep_ptr=None, dep_target=0, FUSED: gl.constexpr = 0):
+               X_GATHER: gl.constexpr, it=0, dep_ptr=None, dep_target=0, DEP_WAIT: gl.constexpr = False):
     """Producer (one warp): per K step KB token tiles and KB x 2 [32, BKE] weight boxes (TMA) into ring slot
     ``it % STAGES``. Token tiles: TMA boxes of the gathered rows (8 rows where the block has at most 8 real ones),
     or with ``X_GATHER`` the block's real rows straight from ``x_ptr`` [rows, K] (row ``slot // TOP_K``) by cp.async,
     16 bytes a copy, padding rows and K past the end zero-filled -- no gather launch before the GEMM. The copies are
-    tracked by the slot's ``ready`` barrier (``cp.async.mbarrier.arrive``: each thread's pending copies hold the phase
-    open) next to the weights' expected bytes.
+    tracked by the slot's ``ready`` barrier next to the weights' expected bytes: each loader thread's
+    ``cp.async.mbarrier.arrive.noinc`` is one of the phase's arrivals (the ring's ready barriers expect 1 + 32 with
+    ``X_GATHER``), so the weights' boxes go out first.
 
-    ``FUSED`` (``_ws_dec_fused_kernel``; 1: its GEMM1 phase, 2: its GEMM2 phase): the copies arrive without raising
-    the barrier's count (``.noinc``: the ring's ready barriers expect 1 + 32 arrivals), so the weights' boxes are
-    issued first; in phase 2 the token rows are the intermediate's rows at their block-padded positions, copied once
-    all ``dep_target`` column tiles of GEMM1 have stored the block (``dep_ptr[block]``, read with acquire by every
-    thread) -- the weights of a unit stream in while it waits; each unit then counts itself past the wait, and the
-    block's last one sets the counter back to zero for the next call. Every unit has a K step (the rule: split_k at
-    most the K steps). Returns the ring position ``it`` for the next phase."""
+    ``DEP_WAIT`` (``_ws_dec_fused_kernel``'s GEMM2 phase): the token rows are the intermediate's rows at their
+    block-padded positions, copied once all ``dep_target`` column tiles of GEMM1 have stored the block
+    (``dep_ptr[block]``, read with acquire by every thread) -- the weights of a unit stream in while it waits; each
+    unit then counts itself past the wait, and the block's last one sets the counter back to zero for the next call.
+    Every unit has a K step (the rule: split_k at most the K steps). Returns the ring position ``it`` for the next
+    phase."""
     BT: gl.constexpr = x_desc.block_type.shape[0]
     BKE: gl.constexpr = x_desc.block_type.shape[1]
     wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
@@ -100,7 +100,7 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
             if X_GATHER:
                 sl = gl.load(sorted_ids_ptr + pid_m * BT + rr)
                 ok = sl < num_slots
-                if FUSED == 2:  # the intermediate's rows at their block-padded positions
+                if DEP_WAIT:  # the intermediate's rows at their block-padded positions
                     xrow = x_ptr + (pid_m * BT + rr).to(gl.int64)[:, None] * stride_x
                 else:
                     xrow = x_ptr + (gl.where(ok, sl, 0) // TOP_K).to(gl.int64)[:, None] * stride_x
@@ -110,17 +110,23 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
             k0 = (n_k * ks) // SPLIT
             k1 = (n_k * (ks + 1)) // SPLIT
             for kk in range(k0, k1):
-                if FUSED:
+                if X_GATHER:  # the weights first: the copies' 32 .noinc arrivals hold the phase open (33 in all)
                     s = it % STAGES
                     mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
                     bar = ready.index(s)
                     mbarrier.expect(bar, wbytes)
-                    for h in gl.static_range(KB):
-                        kc = (kk * KB + h) * BKE
-                        wb = w_bufs.index(s * KB + h)
-                        tma.async_copy_global_to_shared(w_desc, [row0, kc], bar, wb.slice(0, 32))
-                        tma.async_copy_global_to_shared(w_desc, [row1, kc], bar, wb.slice(32, 32))
-                    if FUSED == 2:
+                else:
+                    s, bar = _dec_slot(x_desc, x8_desc, ready, empty, it, n8, wbytes, STAGES, KB)
+                for h in gl.static_range(KB):
+                    kc = (kk * KB + h) * BKE
+                    slot = s * KB + h
+                    if not X_GATHER:
+                        _dec_token_box(x_desc, x8_desc, pid_m * BT, kc, bar, x_bufs.index(slot), n8)
+                    wb = w_bufs.index(slot)
+                    tma.async_copy_global_to_shared(w_desc, [row0, kc], bar, wb.slice(0, 32))
+                    tma.async_copy_global_to_shared(w_desc, [row1, kc], bar, wb.slice(32, 32))
+                if X_GATHER:
+                    if DEP_WAIT:
                         if kk == k0:  # GEMM1 has stored every column tile of this block: each thread acquires
                             z = gl.zeros([32], gl.int32, layout=gl.BlockedLayout([1], [32], [1], [0]))
                             while gl.min(gl.atomic_add(dep_ptr + pid_m + z, z, sem="acquire", scope="gpu"),
@@ -128,36 +134,14 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
                                 pass
                             # this unit has passed: the block's last GEMM2 unit to pass leaves the counter at zero
                             # for the next call, as the split-K counters are (split_scratch's contract)
-                            waiters = num_n * SPLIT
                             passed = gl.atomic_add(dep_ptr + pid_m, 1, sem="relaxed", scope="gpu")
-                            if passed == dep_target + waiters - 1:
+                            if passed == dep_target + num_n * SPLIT - 1:
                                 gl.atomic_xchg(dep_ptr + pid_m, 0, sem="relaxed", scope="gpu")
                     for h in gl.static_range(KB):
                         cols = (kk * KB + h) * BKE + cc
                         async_copy.async_copy_global_to_shared(x_bufs.index(s * KB + h), xrow + cols[None, :],
                                                                mask=ok[:, None] & (cols < K)[None, :])
                     async_copy.mbarrier_arrive(bar, increment_count=False)  # one of the phase's 32 + 1 arrivals
-                elif X_GATHER:
-                    s = it % STAGES
-                    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
-                    bar = ready.index(s)
-                    for h in gl.static_range(KB):
-                        cols = (kk * KB + h) * BKE + cc
-                        async_copy.async_copy_global_to_shared(x_bufs.index(s * KB + h), xrow + cols[None, :],
-                                                               mask=ok[:, None] & (cols < K)[None, :])
-                    async_copy.mbarrier_arrive(bar)  # (before the expect: the phase stays open for the copies)
-                    mbarrier.expect(bar, wbytes)
-                else:
-                    s, bar = _dec_slot(x_desc, x8_desc, ready, empty, it, n8, wbytes, STAGES, KB)
-                if not FUSED:
-                    for h in gl.static_range(KB):
-                        kc = (kk * KB + h) * BKE
-                        slot = s * KB + h
-                        if not X_GATHER:
-                            _dec_token_box(x_desc, x8_desc, pid_m * BT, kc, bar, x_bufs.index(slot), n8)
-                        wb = w_bufs.index(slot)
-                        tma.async_copy_global_to_shared(w_desc, [row0, kc], bar, wb.slice(0, 32))
-                        tma.async_copy_global_to_shared(w_desc, [row1, kc], bar, wb.slice(32, 32))
                 it += 1
     return it
 
@@ -342,7 +326,8 @@ def _ws_dec_kernel(
     BT: gl.constexpr = x_desc.block_type.shape[0]
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES * KB, 64, w_desc.block_type.shape[1]], w_desc.layout)
-    ready, empty = _ring_barriers(STAGES, 1)  # one consumer warpgroup releases a slot
+    # one consumer warpgroup releases a slot; cp.async token rows: the weights' expect + the loader warp's 32 arrivals
+    ready, empty = _ring_barriers(STAGES, 1, 33 if X_GATHER else 1)
     gl.warp_specialize([
         (_wd_consumer_only, (x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
                              out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr,
@@ -366,10 +351,10 @@ def _wd_fused_loader(x_desc, x8_desc, w1_desc, w2_desc, x_bufs, w_bufs, ready, e
     rows, each block once GEMM1 stored it), one ring."""
     it = _wd_loader(x_desc, x8_desc, w1_desc, x_bufs, w_bufs, ready, empty, hidden_ptr, sorted_ids_ptr,
                     block_expert_ptr, num_post_padded_ptr, I, R1, H, n_k1, num_n1, num_slots, stride_h, TOP_K, E_LOC,
-                    GATED, STAGES, SPLIT1, KB, True, 0, dep_ptr, 0, 1)
+                    GATED, STAGES, SPLIT1, KB, True, 0, dep_ptr, 0, False)
     _wd_loader(x_desc, x8_desc, w2_desc, x_bufs, w_bufs, ready, empty, inter_ptr, sorted_ids_ptr, block_expert_ptr,
                num_post_padded_ptr, H, H, I, n_k2, num_n2, num_slots, stride_i, 1, E_LOC, False, STAGES, SPLIT2, KB,
-               True, it, dep_ptr, num_n1, 2)
+               True, it, dep_ptr, num_n1, True)
 
 
 @gluon.jit
