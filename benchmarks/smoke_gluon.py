@@ -129,7 +129,10 @@ def run_one(name: str, device: str = "cuda", tiny: bool = False) -> dict:
     taken = c1.warp_specialized and c2.warp_specialized
     if setter in ("set_ws_decode", "set_ws_fp4_decode"):
         taken = taken and c1.block_m == 16
-    ok = rec["finite"] and mx <= bmx and rms <= brms and rms_t <= 4e-3 and rec["same_bits"]
+    # against the Triton kernels: FP8 re-quantizes the intermediate (e4m3: a 2^-4 step), so different accumulation
+    # orders flip some values by a step (tests/test_ws_dec.py::_vs_triton)
+    ok = rec["finite"] and mx <= bmx and rms <= brms and rms_t <= (4e-3 if af is fm.Format.BF16 else 1.2e-2)
+    ok = ok and rec["same_bits"]
     rec["status"] = "not_taken" if not taken else ("ok" if ok else "mismatch")
     return rec
 

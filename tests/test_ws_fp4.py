@@ -208,7 +208,7 @@ def test_auto_ws_fp4_rule(monkeypatch):
         assert auto(pre, 4096).block_m == 128
         triton_moe.set_ws_fp4(False)
         assert auto(pre, 4096) is pre
-        # NVFP4 weights: only with the opt-in switch (not yet run on a GPU)
+        # NVFP4 weights: only with the opt-in switch (speed not yet measured)
         triton_moe.set_ws_fp4(True)
         _, Wn, _ = make_case(dataclasses.replace(c, wfmt=F.NVFP4), device="cpu")
         nv_prev = triton_moe.set_ws_fp4_nvfp4(False)

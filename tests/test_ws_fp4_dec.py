@@ -385,8 +385,10 @@ def _dec_call(hidden, W, topk, *, split=None, offset=0, woi=False, capture=None)
     gated = W.activation.is_gated
     prev = triton_moe.set_ws_fp4_decode(True)
     try:
-        cfg = None if split is None else MoEKernelConfig(ws_fp4_dec_config(gated, "gemm1", split),
-                                                         ws_fp4_dec_config(False, "gemm2", split))
+        # (each GEMM's split-K at most its 128-wide K steps: the rule that every share has a step)
+        cfg = None if split is None else MoEKernelConfig(
+            ws_fp4_dec_config(gated, "gemm1", min(split, -(-hidden.shape[-1] // 128))),
+            ws_fp4_dec_config(False, "gemm2", min(split, -(-W.padded_intermediate_size // 128))))
         out = run_triton(hidden, W, topk, F.BF16, offset=offset, woi=woi, config=cfg, capture=cap)
     finally:
         triton_moe.set_ws_fp4_decode(*prev)

@@ -776,8 +776,9 @@ def ws_fp4_config(gated: bool, gemm: str, block_m: int = 128, num_stages: int = 
                         num_stages=st, warp_specialized=True)
 
 
-# the FP4 decode kernel (kernels/_ws_fp4_dec.py; OPT-IN, not yet run on a GPU): 16 token rows a block, 64 weight rows a
-# unit (gated GEMM1: 32 gate + 32 up, so 32 output columns), block_k 64 / 128 (one or two 64-wide blocks a ring step)
+# the FP4 decode kernel (kernels/_ws_fp4_dec.py; OPT-IN: correct on the H200, slower than the Triton GEMMs): 16 token
+# rows a block, 64 weight rows a unit (gated GEMM1: 32 gate + 32 up, so 32 output columns), block_k 64 / 128 (one or
+# two 64-wide blocks a ring step)
 WS_FP4_DEC_BLOCK_M = 16
 
 
@@ -819,8 +820,8 @@ def _ws_fp4_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Option
     return None if why is None else f"{gemm.upper()} warp_specialized {why}"
 
 
-# the 16-bit / FP8 decode kernel (kernels/_ws_dec.py; OPT-IN, not yet run on a GPU): the FP4 decode kernel's tile --
-# 16 token rows a block, 64 weight rows a unit (gated GEMM1: 32 gate + 32 up), 128 bytes of K a block (64 16-bit /
+# the 16-bit / FP8 decode kernel (kernels/_ws_dec.py; OPT-IN: correct on the H200, not faster): the FP4 decode kernel's
+# tile -- 16 token rows a block, 64 weight rows a unit (gated GEMM1: 32 gate + 32 up), 128 bytes of K a block (64 16-bit /
 # 128 FP8 values), one or two blocks a ring step
 WS_DEC_BLOCK_M = WS_FP4_DEC_BLOCK_M
 

@@ -630,7 +630,8 @@ def set_ws_padded_handoff(enabled: bool) -> bool:
     as zeros, or unwritten where a block's second half is all padding and skipped -- reach only
     GEMM2's padding rows, never stored). The FP4 warp-specialized kernels (BF16 activations) too: their
     padding rows are left unwritten and reach only GEMM2's padding columns; the decode kernel stores the rows in
-    its dot order (twenty-ninth session, not yet run on a GPU: the prefill kernel only with the opt-in
+    its dot order (twenty-ninth session; correct in the thirty-first session's H200 triage: the prefill kernel only with
+    the opt-in
     ``set_ws_fp4_padded``, the decode kernel -- opt-in itself -- always). ``False``:
     GEMM1 stores by slot and GEMM2 gathers. Same bits either way. Returns the previous setting."""
     return _swap_bool(_WS_PADDED_HANDOFF, enabled)
@@ -935,7 +936,8 @@ _WS_DEC_FIXED_SMEM = (4 + 1) * 1024 + 256
 
 def set_ws_decode(enabled: bool, ctas: int = 2, num_stages: int = 0, blocks: int = 1, x_gather: bool = True,
                   fused: bool = False) -> tuple:
-    """OPT-IN, not yet run on a GPU (thirtieth session: compiled for sm_90 only; ``False`` is the default,
+    """OPT-IN (thirtieth session; on the H200 correct but not faster than the Triton decode GEMMs, 0.77-1.11x at one
+    token -- thirty-first session, BENCHMARKS.md; ``False`` is the default,
     ``FUSEDMOE_WS_DECODE=1``): calls without a config whose chosen config has decode tiles (block_m <= 16) with
     BF16 / FP16 or FP8 (per tensor, per channel, 128 x 128 blocks) weights run both GEMMs in the warp-specialized
     decode kernel (``kernels/_ws_dec.py``, :func:`auto_ws_decode`): ``ctas`` programs an SM (1-3), ``num_stages``
@@ -999,7 +1001,8 @@ def auto_ws_decode(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTens
             or _ws_dec_layer_problem(w13, w2, dtype, device, interp, w13.shape[-1], w2.shape[-1]) is not None):
         return cfg
     fmt, gated = w13.fmt, activation.is_gated
-    ctas, kb = _WS_DEC["ctas"], _WS_DEC["blocks"]
+    ctas = _WS_DEC["ctas"]
+    kb = 1 if fmt is Format.FP8_BLOCK else _WS_DEC["blocks"]  # (FP8 blocks: one 128-wide scale block a step)
     st = ws_dec_stages(fmt, kb, ctas, _WS_DEC["stages"])
     s1, s2 = _dec_splits(w13, w2, tokens, top_k, gated, kb * ws_dec_block_k(fmt), ctas, device)
     return MoEKernelConfig(ws_dec_config(gated, "gemm1", fmt, s1, st, kb),
@@ -1144,8 +1147,9 @@ _WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80}
 
 
 def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k: int = 128) -> tuple:
-    """OPT-IN, not yet run on a GPU (twenty-ninth session: compiled for sm_90 only; ``False`` is the default,
-    ``FUSEDMOE_WS_FP4_DECODE=1``): ``auto_ws_fp4`` picks the FP4 decode kernel (``kernels/_ws_fp4_dec.py``;
+    """OPT-IN (twenty-ninth session; on the H200 correct but slower than the Triton decode GEMMs, 0.47-0.97x --
+    thirty-first session, BENCHMARKS.md; ``False`` is the default, ``FUSEDMOE_WS_FP4_DECODE=1``): ``auto_ws_fp4`` picks
+    the FP4 decode kernel (``kernels/_ws_fp4_dec.py``;
     MXFP4 / NVFP4 weights x BF16 activations) for calls whose chosen config has decode tiles (block_m <= 16):
     16 token rows a block, ``ctas`` programs an SM (1-3), ``num_stages`` ring steps of ``block_k`` (64 / 128) K
     values, split-K from :func:`ws_fp4_dec_split`. Returns the previous ``(enabled, ctas, num_stages, block_k)``."""
@@ -1195,7 +1199,8 @@ WS_FP4_WIDE_MIN_ROWS_PER_EXPERT = 128  # the prefill kernel's 256-token tiles fr
 
 
 def set_ws_fp4_padded(enabled: bool) -> bool:
-    """OPT-IN, not yet run on a GPU (twenty-ninth session; ``False`` is the default, ``FUSEDMOE_WS_FP4_PADDED=1``):
+    """OPT-IN (twenty-ninth session; correct in the thirty-first session's H200 triage, speed not yet measured;
+    ``False`` is the default, ``FUSEDMOE_WS_FP4_PADDED=1``):
     with both prefill GEMMs in the FP4 warp-specialized kernel, GEMM1 stores its rows at their block-padded positions
     and GEMM2 reads them without a gather (one launch and one write and read of the rows less; under
     ``set_ws_padded_handoff``). Returns the previous setting."""
@@ -1203,7 +1208,8 @@ def set_ws_fp4_padded(enabled: bool) -> bool:
 
 
 def set_ws_fp4_chunks(chunks: int) -> int:
-    """OPT-IN, not yet run on a GPU (twenty-ninth session: compiled for sm_90 only; 1 is the default,
+    """OPT-IN (twenty-ninth session; correct in the thirty-first session's H200 triage, speed not yet measured; 1 is the
+    default,
     ``FUSEDMOE_WS_FP4_CHUNKS``): 256-token tiles of the FP4 warp-specialized GEMMs as ``chunks`` (2 or 4) wgmmas of
     128 / 64 token rows into as many accumulators, a block multiplying and loading only the chunks that hold real
     rows -- an expert's last block is partly padding, and at 100-200 rows an expert that is half the MMA work.
@@ -1223,7 +1229,8 @@ def set_ws_fp4_skip_half(enabled: bool) -> bool:
 
 
 def set_ws_fp4_nvfp4(enabled: bool) -> bool:
-    """OPT-IN, not yet run on a GPU (twenty-ninth session: compiled for sm_90 only; ``False`` is the default,
+    """OPT-IN (twenty-ninth session; correct in the thirty-first session's H200 triage, speed not yet measured;
+    ``False`` is the default,
     ``FUSEDMOE_WS_NVFP4=1``): ``auto_ws_fp4`` also picks the FP4 warp-specialized GEMMs for NVFP4 weights x BF16
     activations (W4A16; the e4m3 block scales K-major as ``ExpertWeights`` keeps them, the global ``1 / g`` on the
     accumulator). An explicit warp-specialized config runs them whatever this says. Returns the previous

@@ -1,5 +1,7 @@
 """Warp-specialized grouped GEMMs for 16-bit and FP8 (per tensor / per channel / 128 x 128 blocks) weights at DECODE on
-Hopper, in Gluon (private; OPT-IN and not yet run on a GPU -- thirtieth session: compiled for sm_90 only. Launched by
+Hopper, in Gluon (private; OPT-IN -- thirtieth session; first run on the H200 in the thirty-first: correct, its GPU
+tests pass, but not faster than the Triton decode GEMMs, 0.77-1.11x at one token depending on the shape and the
+programs an SM (BENCHMARKS.md), so it stays off by default. Launched by
 ``fusedmoe.backends.triton_moe._ws_gemm`` for warp-specialized configs with decode tiles, block_m 16:
 ``triton_moe.set_ws_decode`` / ``FUSEDMOE_WS_DECODE=1`` lets ``auto_ws_decode`` pick them).
 

@@ -1,5 +1,7 @@
 """Warp-specialized grouped GEMMs for MXFP4 / NVFP4 weights x BF16 activations at DECODE on Hopper, in Gluon
-(private; OPT-IN and not yet run on a GPU -- twenty-ninth session: compiled for sm_90 only. Launched by
+(private; OPT-IN -- twenty-ninth session; first run on the H200 in the thirty-first: correct, its GPU tests pass, but
+SLOWER than the Triton decode GEMMs, 0.47-0.97x at 1-64 tokens, NVFP4 the worst (BENCHMARKS.md), so it stays off by
+default. Launched by
 ``fusedmoe.backends.triton_moe`` for configs with ``warp_specialized`` and decode tiles, block_m 16:
 ``triton_moe.set_ws_fp4_decode`` / ``FUSEDMOE_WS_FP4_DECODE=1`` lets ``auto_ws_fp4`` pick them).
 
