@@ -725,3 +725,37 @@ def test_gpu_ws_dec_model_shapes(shape, wfmt, T):
     assert mx <= bmx and rms <= max(brms, 1.15 * _errors(base, ref)[1]), (mx, rms, _errors(base, ref))
     assert _errors(got, base)[1] <= _vs_triton(wfmt), _errors(got, base)
 
+
+
+def test_ws_dec_tuner_candidates():
+    """The tuner offers the decode kernel on Hopper at 1-8 tokens for 16-bit and FP8 weights (one and two K blocks a
+    step; FP8 blocks one), as ``ws_decode_config`` gives it -- the same config ``auto_ws_decode`` runs with the switch
+    on -- valid by the decode kernel's rules; never at 64 tokens, off Hopper or for FP4 weights."""
+    from fusedmoe.backends.kernel_configs import choose_moe_config
+    from fusedmoe.bench.tune import search_space
+    from fusedmoe.backends.triton_moe import ws_decode_config
+
+    def dec(T, fmt, device="NVIDIA H200", H=7168, I=256):
+        return [c.config for c in search_space(T, H, I, 256, 8, fmt, Activation.SWIGLU, device, num_sms=132)
+                if c.varies == "ws_decode"]
+
+    for fmt in FMTS:
+        for T in (1, 8):
+            got = dec(T, fmt)
+            assert len(got) == (1 if fmt is F.FP8_BLOCK else 2), (fmt, T, got)
+            for cfg in got:
+                for gemm, c, K in (("gemm1", cfg.gemm1, 7168), ("gemm2", cfg.gemm2, 256)):
+                    assert c.block_m == 16 and c.warp_specialized, c
+                    assert warp_specialized_problem(c, fmt, gemm, gemm == "gemm1", K) is None, (fmt, gemm, c)
+            want = ws_decode_config(T, 7168, 256, 256, 8, fmt, True, 1, 132)
+            assert (got[0].gemm1, got[0].gemm2) == (want.gemm1, want.gemm2)
+            assert {c.gemm1.block_k for c in got} == ({128} if fmt is F.FP8_BLOCK else
+                                                      {want.gemm1.block_k, 2 * want.gemm1.block_k})
+        assert not dec(64, fmt)
+        assert not dec(1, fmt, "NVIDIA A100-SXM4-80GB")
+    assert not dec(1, F.NVFP4) and not dec(1, F.MXFP4)
+    # the split rule: one token of DeepSeek-V3 TP8 hits 8 experts -- 8 blocks x 16 gated column tiles on 264 programs
+    # (2 an SM): GEMM1's 56 K steps split
+    c = ws_decode_config(1, 7168, 256, 256, 8, F.BF16, True, 1, 132)
+    assert c.gemm1.split_k > 1 and c.gemm1.block_m == 16
+    assert choose_moe_config(1, 7168, 256, 256, 8, F.BF16, Activation.SWIGLU, "NVIDIA H200").block_m <= 16

@@ -1000,13 +1000,27 @@ def auto_ws_decode(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTens
     if (not _WS_DEC["enabled"] or cfg.block_m > WS_DEC_BLOCK_M or cfg.atomic_combine
             or _ws_dec_layer_problem(w13, w2, dtype, device, interp, w13.shape[-1], w2.shape[-1]) is not None):
         return cfg
-    fmt, gated = w13.fmt, activation.is_gated
+    _, sms = _device_info(device)
+    c = ws_decode_config(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation.is_gated,
+                         _WS_DEC["blocks"], sms)
+    return MoEKernelConfig(c.gemm1, c.gemm2, cfg.atomic_combine)
+
+
+def ws_decode_config(tokens: int, hidden: int, intermediate_padded: int, experts: int, top_k: int,
+                     weight_format: Format, gated: bool, blocks: int = 1, num_sms: Optional[int] = None
+                     ) -> MoEKernelConfig:
+    """The 16-bit / FP8 decode kernel's config for a layer shape at ``tokens``, as :func:`set_ws_decode`'s settings
+    (programs an SM, stages) run it: ``blocks`` 128-byte K blocks a ring step (FP8 128 x 128 blocks: always one, a
+    scale block a step), split-K of each GEMM by :func:`ws_fp4_dec_split` over the expected blocks (one an expert
+    hit) on ``num_sms`` (default 132) SMs. What :func:`auto_ws_decode` picks with the switch on, and the tuner's
+    candidates (``fusedmoe.bench.tune.search_space``)."""
     ctas = _WS_DEC["ctas"]
-    kb = 1 if fmt is Format.FP8_BLOCK else _WS_DEC["blocks"]  # (FP8 blocks: one 128-wide scale block a step)
-    st = ws_dec_stages(fmt, kb, ctas, _WS_DEC["stages"])
-    s1, s2 = _dec_splits(w13, w2, tokens, top_k, gated, kb * ws_dec_block_k(fmt), ctas, device)
-    return MoEKernelConfig(ws_dec_config(gated, "gemm1", fmt, s1, st, kb),
-                           ws_dec_config(False, "gemm2", fmt, s2, st, kb), cfg.atomic_combine)
+    kb = 1 if weight_format is Format.FP8_BLOCK else blocks
+    st = ws_dec_stages(weight_format, kb, ctas, _WS_DEC["stages"])
+    s1, s2 = _dec_splits(hidden, intermediate_padded, experts, tokens, top_k, gated,
+                         kb * ws_dec_block_k(weight_format), ctas * (num_sms or 132))
+    return MoEKernelConfig(ws_dec_config(gated, "gemm1", weight_format, s1, st, kb),
+                           ws_dec_config(False, "gemm2", weight_format, s2, st, kb))
 
 
 def auto_ws(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor, act_format: Format, dtype: torch.dtype,
@@ -1182,15 +1196,12 @@ def ws_fp4_dec_split(units: int, k_steps: int, programs: int) -> int:
     return best
 
 
-def _dec_splits(w13: QuantizedTensor, w2: QuantizedTensor, tokens: int, top_k: int, gated: bool, block_k: int,
-                ctas: int, device: torch.device) -> "tuple[int, int]":
+def _dec_splits(H: int, I_pad: int, experts: int, tokens: int, top_k: int, gated: bool, block_k: int,
+                programs: int) -> "tuple[int, int]":
     """split_k of GEMM1 and GEMM2 for the decode kernels (FP4 and 16-bit / FP8 alike: 16 token rows a block, 32 gated /
-    64 output columns a unit): :func:`ws_fp4_dec_split` over the expected blocks (one an expert hit) and ``ctas``
-    programs an SM."""
-    H, I_pad = w13.shape[-1], w2.shape[-1]
-    _, sms = _device_info(device)
-    programs = ctas * (sms or 132)
-    blocks = min(tokens * top_k, w13.shape[0])
+    64 output columns a unit): :func:`ws_fp4_dec_split` over the expected blocks (one an expert hit) and
+    ``programs``."""
+    blocks = min(tokens * top_k, experts)
     return (ws_fp4_dec_split(blocks * (cdiv(I_pad, 32) if gated else cdiv(I_pad, 64)), cdiv(H, block_k), programs),
             ws_fp4_dec_split(blocks * cdiv(H, 64), cdiv(I_pad, block_k), programs))
 
@@ -1296,7 +1307,9 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
     gated = activation.is_gated
     if decode:  # the decode kernel (opt-in): split-K from the expected blocks (experts hit), all programs busy
         st, bk = _WS_FP4_DEC["stages"], _WS_FP4_DEC["block_k"]
-        s1, s2 = _dec_splits(w13, w2, tokens, top_k, gated, bk, _WS_FP4_DEC["ctas"], device)
+        _, sms = _device_info(device)
+        s1, s2 = _dec_splits(w13.shape[-1], w2.shape[-1], w13.shape[0], tokens, top_k, gated, bk,
+                             _WS_FP4_DEC["ctas"] * (sms or 132))
         return MoEKernelConfig(ws_fp4_dec_config(gated, "gemm1", s1, st, bk),
                                ws_fp4_dec_config(False, "gemm2", s2, st, bk), cfg.atomic_combine)
     rows_per_expert = tokens * top_k / max(1, w13.shape[0])

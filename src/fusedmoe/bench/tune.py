@@ -7,7 +7,9 @@ stages +-1, group_m, swap_ab), the same for GEMM2, and block_m (shared by both G
 align's padding unit) halved and doubled, and each GEMM's split_k halved / doubled at decode tile
 sizes. Right after the heuristic come the config the active table serves the point now (so a
 re-tune never ends slower than the table it replaces; for FP8 per tensor / channel also the other
-one's entry), where K = I_pad <= 256 (TP shards) of the 16-bit and FP8 formats GEMM2 holding its
+one's entry), on Hopper at 1-8 tokens of the 16-bit and FP8 formats the Gluon decode kernel
+(``triton_moe.ws_decode_config``, one and two K blocks a ring step: faster than the Triton GEMMs on some
+shapes only, so the table decides), where K = I_pad <= 256 (TP shards) of the 16-bit and FP8 formats GEMM2 holding its
 activation tile across column tiles (``KernelConfig.n_tiles``) at 64- and 128-row tiles, and, at
 prefill tiles of the 16-bit / FP8 formats, GEMM2 run persistent (``KernelConfig.persistent`` = 2
 programs per SM, at 4 warps with at most 64 accumulators per thread and at the base's warps) or,
@@ -44,7 +46,8 @@ from ..backends.kernel_configs import (HELD_A_FORMATS, HELD_A_MAX_K, KernelConfi
                                        auto_persistent, choose_moe_config, compile_problem, fp8_fast_accum_variant,
                                        held_a_config, held_a_problem, load_tuned_configs, save_tuned_configs,
                                        token_bucket, triton_tile, warp_specialized_config, warp_specialized_problem,
-                                       warp_specialized_variant, with_block_m, ws_wide_config, _device_traits)
+                                       warp_specialized_variant, with_block_m, ws_wide_config, WS_DEC_BLOCK_M,
+                                       WS_FORMATS, _device_traits)
 from ..config import Activation, Format
 
 __all__ = [
@@ -81,7 +84,7 @@ SMEM_LIMIT = 200 * 1024
 
 @dataclass(frozen=True)
 class Candidate:
-    """One config to try; ``varies`` says which part moved from the base ("base", "gemm1",
+    """One config to try; ``varies`` says which part moved from the base ("base", "ws_decode", "gemm1",
     "gemm2", "block_m", "fast_accum", "grid", "combined")."""
 
     config: MoEKernelConfig
@@ -185,6 +188,9 @@ def _swap_prefill_tiles(base: KernelConfig, gated: bool) -> List[KernelConfig]:
     return out
 
 
+WS_DEC_TUNE_MAX_TOKENS = 8  # the decode kernel is a candidate up to this many tokens (it lost at 8 on most shapes)
+
+
 def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: int, top_k: int,
                  weight_format: Format, activation: Activation, device_name: str, *, exhaustive: bool = False,
                  fp8_fast_accum: bool = False,
@@ -239,6 +245,16 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         sib = choose_moe_config(tokens, hidden, intermediate_padded, experts, top_k, _FP8_SIBLING[weight_format],
                                 activation, device_name, num_sms=num_sms)
         add(sib.gemm1, sib.gemm2, "table")
+    if (weight_format in WS_FORMATS and tokens <= WS_DEC_TUNE_MAX_TOKENS and heur.block_m <= WS_DEC_BLOCK_M
+            and _device_traits(device_name).hopper):
+        # the Gluon decode kernel (kernels/_ws_dec.py), one and two K blocks a ring step: on the H200 it was 0.77-1.11x
+        # the Triton GEMMs at one token depending on the shape (thirty-first session), so the table, not a rule,
+        # takes it where it measures faster
+        from ..backends.triton_moe import ws_decode_config
+        for kb in (1, 2):
+            d = ws_decode_config(tokens, hidden, intermediate_padded, experts, top_k, weight_format, gated, kb,
+                                 num_sms)
+            add(d.gemm1, d.gemm2, "ws_decode")
     if weight_format in WS_TUNE_FORMATS and tokens >= WS_MIN_TOKENS and _device_traits(device_name).hopper:
         # the warp-specialized Gluon kernels (KernelConfig.warp_specialized) at 4 and 5 stages (16-bit: 3, 4): both
         # GEMMs, and GEMM1 alone with each base's GEMM2 at 128 rows (on short K also the
