@@ -116,6 +116,19 @@ def test_gather_slot_rows_dot64():
         dot64_cols(100)
 
 
+def assert_decode_tiles_refused(fmt, K: int, wrong_block_k: int, k_why: str) -> None:
+    """The decode kernels' tile rules (FP4 here, 16-bit / FP8 in ``test_ws_dec``) refuse a gated GEMM1 of ``fmt``
+    weights over ``K`` with 64 output columns, a ``wrong_block_k`` (the reason naming ``k_why``), 8 warps and swap-AB,
+    each with its reason."""
+    bad = [(KernelConfig(16, 64, 128, num_warps=4, warp_specialized=True), "block_n 32"),
+           (KernelConfig(16, 32, wrong_block_k, num_warps=4, warp_specialized=True), k_why),
+           (KernelConfig(16, 32, 128, num_warps=8, warp_specialized=True), "num_warps 4"),
+           (KernelConfig(16, 32, 128, num_warps=4, swap_ab=True, warp_specialized=True), "swap_ab")]
+    for cfg, why in bad:
+        msg = warp_specialized_problem(cfg, fmt, "gemm1", True, K)
+        assert msg is not None and why in msg, (cfg, msg)
+
+
 def test_ws_fp4_dec_config_rules(monkeypatch):
     """The decode tile (16 token rows, 32 gated GEMM1 / 64 output columns, block_k 64 / 128, split-K) passes the
     rules for MXFP4 and NVFP4; other shapes are refused with the reason. The split-K rule takes the fewest shares
@@ -127,13 +140,7 @@ def test_ws_fp4_dec_config_rules(monkeypatch):
             assert (c.block_m, c.block_n, c.block_k, c.split_k, c.warp_specialized) == (16, bn, bk, 2, True)
             for fmt in (F.MXFP4, F.NVFP4):
                 assert warp_specialized_problem(c, fmt, gemm, gated, 2880) is None
-    bad = [(KernelConfig(16, 64, 128, num_warps=4, warp_specialized=True), "block_n 32"),
-           (KernelConfig(16, 32, 256, num_warps=4, warp_specialized=True), "block_k 64 / 128"),
-           (KernelConfig(16, 32, 128, num_warps=8, warp_specialized=True), "num_warps 4"),
-           (KernelConfig(16, 32, 128, num_warps=4, swap_ab=True, warp_specialized=True), "swap_ab")]
-    for cfg, why in bad:
-        msg = warp_specialized_problem(cfg, F.MXFP4, "gemm1", True, 2880)
-        assert msg is not None and why in msg, (cfg, msg)
+    assert_decode_tiles_refused(F.MXFP4, 2880, 256, "block_k 64 / 128")
     assert "multiple of 64" in warp_specialized_problem(ws_fp4_dec_config(False, "gemm2"), F.MXFP4, "gemm2", False, 96)
     # split-K by makespan: gpt-oss-120b at one token on 396 programs -- GEMM1 (4 experts x 90 column tiles) one
     # unit each, unsplit; GEMM2 (4 x 45) in two shares; Nemotron-3-Super GEMM1 (22 x 42, 8 steps): 3 units of 8

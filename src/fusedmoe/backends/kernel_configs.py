@@ -831,6 +831,12 @@ def ws_dec_block_k(weight_format: Format) -> int:
     return 64 if weight_format is Format.BF16 else 128
 
 
+def ws_dec_max_blocks(weight_format: Format) -> int:
+    """128-byte K blocks a ring step the 16-bit / FP8 decode kernel takes: 2, FP8 128 x 128 blocks 1 (the layer's
+    FP8-block rule: one scale block a K step)."""
+    return 1 if weight_format is Format.FP8_BLOCK else 2
+
+
 def ws_dec_stage_bytes(block_k: int, weight_format: Format) -> int:
     """One ring stage of the 16-bit / FP8 decode kernel: per 128-byte K block the [16, .] token rows and the 64
     weight rows."""
@@ -853,10 +859,10 @@ def ws_dec_config(gated: bool, gemm: str, weight_format: Format, split_k: int = 
 
 def _ws_dec_problem(cfg: KernelConfig, weight_format: Format, gemm: str, gated: bool, K: int) -> Optional[str]:
     bn = 32 if gated and gemm == "gemm1" else 64
-    bke = ws_dec_block_k(weight_format)
-    if cfg.block_k not in (bke, 2 * bke) or cfg.block_n != bn:
-        why = (f"with decode tiles (block_m {WS_DEC_BLOCK_M}) and {weight_format.name} weights needs block_k {bke} / "
-               f"{2 * bke} and block_n {bn}, got {cfg.block_k} / {cfg.block_n}")
+    bks = [b * ws_dec_block_k(weight_format) for b in range(1, ws_dec_max_blocks(weight_format) + 1)]
+    if cfg.block_k not in bks or cfg.block_n != bn:
+        why = (f"with decode tiles (block_m {WS_DEC_BLOCK_M}) and {weight_format.name} weights needs block_k "
+               f"{' / '.join(map(str, bks))} and block_n {bn}, got {cfg.block_k} / {cfg.block_n}")
     else:
         why = _ws_launch_problem(cfg, gemm, K, 16, " (TMA row strides)", ws_dec_stage_bytes(cfg.block_k, weight_format),
                                  0, "take swap_ab (its tiles are swapped already)", max_stages=8, split_ok=True)

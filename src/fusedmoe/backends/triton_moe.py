@@ -104,7 +104,8 @@ from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, auto_persistent, choose_moe_config, held_a_problem,
                              join_gate_up, k_loop_stages, warp_specialized_problem, WS_FP4_FORMATS,
                              WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
-                             WS_DEC_BLOCK_M, WS_FORMATS, ws_dec_block_k, ws_dec_config, ws_dec_stage_bytes)
+                             WS_DEC_BLOCK_M, WS_FORMATS, ws_dec_block_k, ws_dec_config, ws_dec_max_blocks,
+                             ws_dec_stage_bytes)
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
@@ -630,9 +631,8 @@ def set_ws_padded_handoff(enabled: bool) -> bool:
     as zeros, or unwritten where a block's second half is all padding and skipped -- reach only
     GEMM2's padding rows, never stored). The FP4 warp-specialized kernels (BF16 activations) too: their
     padding rows are left unwritten and reach only GEMM2's padding columns; the decode kernel stores the rows in
-    its dot order (twenty-ninth session; correct in the thirty-first session's H200 triage: the prefill kernel only with
-    the opt-in
-    ``set_ws_fp4_padded``, the decode kernel -- opt-in itself -- always). ``False``:
+    its dot order (twenty-ninth session; correct in the thirty-first session's H200 triage: the prefill kernel only
+    with the opt-in ``set_ws_fp4_padded``, the decode kernel -- opt-in itself -- always). ``False``:
     GEMM1 stores by slot and GEMM2 gathers. Same bits either way. Returns the previous setting."""
     return _swap_bool(_WS_PADDED_HANDOFF, enabled)
 
@@ -937,17 +937,17 @@ _WS_DEC_FIXED_SMEM = (4 + 1) * 1024 + 256
 def set_ws_decode(enabled: bool, ctas: int = 2, num_stages: int = 0, blocks: int = 1, x_gather: bool = True,
                   fused: bool = False) -> tuple:
     """OPT-IN (thirtieth session; on the H200 correct but not faster than the Triton decode GEMMs, 0.77-1.11x at one
-    token -- thirty-first session, BENCHMARKS.md; ``False`` is the default,
-    ``FUSEDMOE_WS_DECODE=1``): calls without a config whose chosen config has decode tiles (block_m <= 16) with
-    BF16 / FP16 or FP8 (per tensor, per channel, 128 x 128 blocks) weights run both GEMMs in the warp-specialized
-    decode kernel (``kernels/_ws_dec.py``, :func:`auto_ws_decode`): ``ctas`` programs an SM (1-3), ``num_stages``
-    ring steps (2-8; 0: as many as fit), ``blocks`` 128-byte K blocks a step (1 / 2), split-K by
-    :func:`ws_fp4_dec_split`'s makespan rule; ``x_gather`` (``FUSEDMOE_WS_DECODE_CPASYNC``, default on): the loader
-    copies a block's token rows by cp.async from the unsorted rows where they are 16-byte aligned, instead of a
-    gather launch into slot order and TMA boxes; ``fused`` (``FUSEDMOE_WS_DECODE_FUSED=1``, default off): both GEMMs
-    in one persistent launch where nothing runs between them (16-bit weights, FP8 per tensor with a static
-    intermediate scale; ``kernels/_ws_dec._ws_dec_fused_kernel``). Returns the previous ``(enabled, ctas,
-    num_stages, blocks, x_gather, fused)``."""
+    token -- thirty-first session, BENCHMARKS.md; ``False`` is the default, ``FUSEDMOE_WS_DECODE=1``): calls without
+    a config whose chosen config has decode tiles (block_m <= 16) with BF16 / FP16 or FP8 (per tensor, per channel,
+    128 x 128 blocks) weights run both GEMMs in the warp-specialized decode kernel (``kernels/_ws_dec.py``,
+    :func:`auto_ws_decode`): ``ctas`` programs an SM (1-3), ``num_stages`` ring steps (2-8; 0: as many as fit),
+    ``blocks`` 128-byte K blocks a step (1 / 2), split-K by :func:`ws_fp4_dec_split`'s makespan rule; ``x_gather``
+    (``FUSEDMOE_WS_DECODE_CPASYNC``, default on): the loader copies a block's token rows by cp.async from the
+    unsorted rows where they are 16-byte aligned, instead of a gather launch into slot order and TMA boxes;
+    ``fused`` (``FUSEDMOE_WS_DECODE_FUSED=1``, default off): both GEMMs in one persistent launch where nothing runs
+    between them (16-bit weights, FP8 per tensor with a static intermediate scale;
+    ``kernels/_ws_dec._ws_dec_fused_kernel``). Returns the previous ``(enabled, ctas, num_stages, blocks, x_gather,
+    fused)``."""
     if not all(isinstance(v, bool) for v in (enabled, x_gather, fused)):
         raise TypeError(f"enabled, x_gather and fused must be bools, got {enabled!r}, {x_gather!r}, {fused!r}")
     if ctas not in _WS_FP4_DEC_MAXNREG or num_stages not in (0,) + tuple(range(2, 9)) or blocks not in (1, 2):
@@ -1015,7 +1015,7 @@ def ws_decode_config(tokens: int, hidden: int, intermediate_padded: int, experts
     hit) on ``num_sms`` (default 132) SMs. What :func:`auto_ws_decode` picks with the switch on, and the tuner's
     candidates (``fusedmoe.bench.tune.search_space``)."""
     ctas = _WS_DEC["ctas"]
-    kb = 1 if weight_format is Format.FP8_BLOCK else blocks
+    kb = min(blocks, ws_dec_max_blocks(weight_format))
     st = ws_dec_stages(weight_format, kb, ctas, _WS_DEC["stages"])
     s1, s2 = _dec_splits(hidden, intermediate_padded, experts, tokens, top_k, gated,
                          kb * ws_dec_block_k(weight_format), ctas * (num_sms or 132))
@@ -1043,6 +1043,23 @@ def _ws_dec_layout(block_k: int, dtype: torch.dtype):
     return gl.NVMMASharedLayout.get_default_for([WS_DEC_BLOCK_M, block_k], gdt)
 
 
+def _ws_dec_boxes(x_src: torch.Tensor, w_views, bke: int) -> list:
+    """The decode kernels' TMA descriptors (one layout, ``_ws_dec_layout``): the token rows of ``x_src`` in boxes of
+    16 and of 8 rows, then a [32, bke] weight box over each of ``w_views``."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    layout = _ws_dec_layout(bke, x_src.dtype)
+    return ([TensorDescriptor.from_tensor(x_src, [h, bke], layout) for h in (WS_DEC_BLOCK_M, 8)]
+            + [TensorDescriptor.from_tensor(v, [32, bke], layout) for v in w_views])
+
+
+def _ws_dec_grid(units: int, num_sms) -> "tuple[tuple, Optional[int]]":
+    """The decode kernels' persistent grid (``set_ws_decode``'s programs an SM, at most one a unit) and its register
+    cap."""
+    ctas = _WS_DEC["ctas"]
+    return (max(1, min(units, ctas * (num_sms or 1))),), _WS_FP4_DEC_MAXNREG[ctas]
+
+
 def _ws_dec_launch(c: KernelConfig, rows: torch.Tensor, a_s, a_s_stride, w: QuantizedTensor, w_s, wse, wsn, bias,
                    has_bias, tw_flat, q_scale, out_q, al: "AlignResult", out: torch.Tensor, N: int, row_div: int,
                    TK: int, E: int, act_code: int, gated: bool, p, round_tl, weight_on_input: bool,
@@ -1054,29 +1071,23 @@ def _ws_dec_launch(c: KernelConfig, rows: torch.Tensor, a_s, a_s_stride, w: Quan
     N] at the rows' padded positions -- the next GEMM's ``rows``); ``part`` / ``cnt``: the split-K scratch
     (``c.split_k`` > 1: ``tiles * split_k * 64 * 16`` fp32 and ``tiles`` zeroed int32, tiles = blocks x column
     tiles)."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
     from ..kernels import _ws_dec as _wd
 
     Kd = rows.shape[1]
-    BM = c.block_m
     bke = ws_dec_block_k(w.fmt)
     kb = c.block_k // bke
     if c.split_k > 1 and (part is None or cnt is None):
         raise ValueError("the decode kernel's split-K needs its partial-sum and counter scratch")
-    # the token rows in boxes of all BM rows and of 8 (for blocks with at most 8 real rows); with x_gather the loader
+    # the token rows in boxes of 16 rows and of 8 (for blocks with at most 8 real rows); with x_gather the loader
     # copies the rows itself and the descriptors only carry the tiles' shape and layout: over the weights (at least
     # 32 rows of the operand dtype), not over a source that may have a single row
-    layout = _ws_dec_layout(bke, rows.dtype)
     w_view = w.data.view(-1, Kd)
-    x_descs = [TensorDescriptor.from_tensor(w_view if x_gather else rows, [h, bke], layout) for h in (BM, 8)]
-    w_desc = TensorDescriptor.from_tensor(w_view, [32, bke], layout)
+    descs = _ws_dec_boxes(w_view if x_gather else rows, [w_view], bke)
     num_n = cdiv(N, 32) if gated else cdiv(N, 64)
-    units = al.max_blocks * num_n * c.split_k
-    ctas = _WS_DEC["ctas"]
+    grid, maxnreg = _ws_dec_grid(al.max_blocks * num_n * c.split_k, num_sms)
     blockwise = w.fmt is Format.FP8_BLOCK
-    _wd._ws_dec_kernel[(max(1, min(units, ctas * (num_sms or 1))),)](
-        *x_descs, w_desc, out, a_s, w_s, bias, tw_flat, q_scale, al.sorted_ids, al.block_expert, al.num_post_padded,
+    _wd._ws_dec_kernel[grid](
+        *descs, out, a_s, w_s, bias, tw_flat, q_scale, al.sorted_ids, al.block_expert, al.num_post_padded,
         tw_flat if part is None else part, tw_flat if cnt is None else cnt, rows, N, w.shape[-2], Kd,
         cdiv(cdiv(Kd, bke), kb), cdiv(Kd, 128), num_n, TK, out.stride(0), a_s_stride, wse, wsn,
         w_s.stride(2) if blockwise else 0, bias.stride(0) if has_bias else 0, rows.stride(0), float(p.alpha),
@@ -1085,7 +1096,7 @@ def _ws_dec_launch(c: KernelConfig, rows: torch.Tensor, a_s, a_s_stride, w: Quan
         ROUND_DTYPE=round_tl, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, RCP_DIV=_RCP_DIV["enabled"], STAGES=c.num_stages, SPLIT=c.split_k,
         KB=kb, OUT_PADDED=out_padded, A_PADDED=a_scales_padded, X_GATHER=x_gather, num_warps=4,
-        maxnreg=_WS_FP4_DEC_MAXNREG[ctas], **(pdl or {}))
+        maxnreg=maxnreg, **(pdl or {}))
 
 
 def _ws_dec_fuses(c1: KernelConfig, c2: KernelConfig, wfmt: Format, a2_scale, hidden: torch.Tensor) -> bool:
@@ -1112,33 +1123,26 @@ def _ws_dec_fused_launch(c1: KernelConfig, c2: KernelConfig, a1: torch.Tensor, a
     fill), the per-block count of GEMM1's stored column tiles that GEMM2's loader waits for. The grid is at most the
     programs that fit the SMs at once (``set_ws_decode``'s programs an SM): every program may wait for any other's
     GEMM1 units."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
     from ..kernels import _ws_dec as _wd
 
     H, I_pad = a1.shape[1], inter.shape[1]
-    dt = a1.dtype
     bke = ws_dec_block_k(w13.fmt)
     kb = c1.block_k // bke
-    layout = _ws_dec_layout(bke, dt)
     w1_view = w13.data.view(-1, H)
     # (the loader copies the token rows itself: the x descriptors only carry the tiles' shape and layout)
-    x_descs = [TensorDescriptor.from_tensor(w1_view, [h, bke], layout) for h in (WS_DEC_BLOCK_M, 8)]
-    w1_desc = TensorDescriptor.from_tensor(w1_view, [32, bke], layout)
-    w2_desc = TensorDescriptor.from_tensor(w2.data.view(-1, I_pad), [32, bke], layout)
+    descs = _ws_dec_boxes(w1_view, [w1_view, w2.data.view(-1, I_pad)], bke)
     num_n1 = cdiv(I_pad, 32) if gated else cdiv(I_pad, 64)
     num_n2 = cdiv(H, 64)
-    units = al.max_blocks * max(num_n1 * c1.split_k, num_n2 * c2.split_k)
-    ctas = _WS_DEC["ctas"]
-    _wd._ws_dec_fused_kernel[(max(1, min(units, ctas * (num_sms or 1))),)](
-        *x_descs, w1_desc, w2_desc, a1, inter, y, a1_s, w13_s, b13, q_scale, w2_s, b2, tw_flat, al.sorted_ids,
+    grid, maxnreg = _ws_dec_grid(al.max_blocks * max(num_n1 * c1.split_k, num_n2 * c2.split_k), num_sms)
+    _wd._ws_dec_fused_kernel[grid](
+        *descs, a1, inter, y, a1_s, w13_s, b13, q_scale, w2_s, b2, tw_flat, al.sorted_ids,
         al.block_expert, al.num_post_padded, part1, cnt1, part2, cnt2, dep, I_pad, H, w13.shape[-2],
         cdiv(cdiv(H, bke), kb), cdiv(cdiv(I_pad, bke), kb), num_n1, num_n2, TK, a1.stride(0), inter.stride(0),
         y.stride(0), wse1, wsn1, wse2, wsn2, b13.stride(0) if has_b13 else 0, b2.stride(0) if has_b2 else 0,
         float(p.alpha), float(p.beta), float(p.limit), TOP_K=K, E_LOC=E, ACT=act_code, GATED=gated,
         QUANT=_QUANT_CODE[w13.fmt], OUT_Q1=out_q, ROUND_DTYPE=round_tl, HAS_BIAS1=has_b13, HAS_BIAS2=has_b2,
         WEIGHT_ON_INPUT=weight_on_input, RCP_DIV=_RCP_DIV["enabled"], STAGES=c1.num_stages, SPLIT1=c1.split_k,
-        SPLIT2=c2.split_k, KB=kb, num_warps=4, maxnreg=_WS_FP4_DEC_MAXNREG[ctas], **(pdl or {}))
+        SPLIT2=c2.split_k, KB=kb, num_warps=4, maxnreg=maxnreg, **(pdl or {}))
 
 
 # ---- the warp-specialized MXFP4 x BF16 GEMMs (prefill) ----------------------------------------------
@@ -1162,11 +1166,11 @@ _WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80}
 
 def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k: int = 128) -> tuple:
     """OPT-IN (twenty-ninth session; on the H200 correct but slower than the Triton decode GEMMs, 0.47-0.97x --
-    thirty-first session, BENCHMARKS.md; ``False`` is the default, ``FUSEDMOE_WS_FP4_DECODE=1``): ``auto_ws_fp4`` picks
-    the FP4 decode kernel (``kernels/_ws_fp4_dec.py``;
-    MXFP4 / NVFP4 weights x BF16 activations) for calls whose chosen config has decode tiles (block_m <= 16):
-    16 token rows a block, ``ctas`` programs an SM (1-3), ``num_stages`` ring steps of ``block_k`` (64 / 128) K
-    values, split-K from :func:`ws_fp4_dec_split`. Returns the previous ``(enabled, ctas, num_stages, block_k)``."""
+    thirty-first session, BENCHMARKS.md; ``False`` is the default, ``FUSEDMOE_WS_FP4_DECODE=1``): ``auto_ws_fp4``
+    picks the FP4 decode kernel (``kernels/_ws_fp4_dec.py``; MXFP4 / NVFP4 weights x BF16 activations) for calls
+    whose chosen config has decode tiles (block_m <= 16): 16 token rows a block, ``ctas`` programs an SM (1-3),
+    ``num_stages`` ring steps of ``block_k`` (64 / 128) K values, split-K from :func:`ws_fp4_dec_split`. Returns the
+    previous ``(enabled, ctas, num_stages, block_k)``."""
     if not isinstance(enabled, bool):
         raise TypeError(f"enabled must be a bool, got {enabled!r}")
     if ctas not in _WS_FP4_DEC_MAXNREG or not 2 <= num_stages <= 8 or block_k not in (64, 128):
@@ -1211,20 +1215,18 @@ WS_FP4_WIDE_MIN_ROWS_PER_EXPERT = 128  # the prefill kernel's 256-token tiles fr
 
 def set_ws_fp4_padded(enabled: bool) -> bool:
     """OPT-IN (twenty-ninth session; correct in the thirty-first session's H200 triage, speed not yet measured;
-    ``False`` is the default, ``FUSEDMOE_WS_FP4_PADDED=1``):
-    with both prefill GEMMs in the FP4 warp-specialized kernel, GEMM1 stores its rows at their block-padded positions
-    and GEMM2 reads them without a gather (one launch and one write and read of the rows less; under
-    ``set_ws_padded_handoff``). Returns the previous setting."""
+    ``False`` is the default, ``FUSEDMOE_WS_FP4_PADDED=1``): with both prefill GEMMs in the FP4 warp-specialized
+    kernel, GEMM1 stores its rows at their block-padded positions and GEMM2 reads them without a gather (one launch
+    and one write and read of the rows less; under ``set_ws_padded_handoff``). Returns the previous setting."""
     return _swap_bool(_WS_FP4, enabled, "padded")
 
 
 def set_ws_fp4_chunks(chunks: int) -> int:
     """OPT-IN (twenty-ninth session; correct in the thirty-first session's H200 triage, speed not yet measured; 1 is the
-    default,
-    ``FUSEDMOE_WS_FP4_CHUNKS``): 256-token tiles of the FP4 warp-specialized GEMMs as ``chunks`` (2 or 4) wgmmas of
-    128 / 64 token rows into as many accumulators, a block multiplying and loading only the chunks that hold real
-    rows -- an expert's last block is partly padding, and at 100-200 rows an expert that is half the MMA work.
-    Same products in the same order: the same bits. Returns the previous setting."""
+    default, ``FUSEDMOE_WS_FP4_CHUNKS``): 256-token tiles of the FP4 warp-specialized GEMMs as ``chunks`` (2 or 4)
+    wgmmas of 128 / 64 token rows into as many accumulators, a block multiplying and loading only the chunks that
+    hold real rows -- an expert's last block is partly padding, and at 100-200 rows an expert that is half the MMA
+    work. Same products in the same order: the same bits. Returns the previous setting."""
     if chunks not in (1, 2, 4) or isinstance(chunks, bool):
         raise ValueError(f"set_ws_fp4_chunks: chunks must be 1, 2 or 4, got {chunks!r}")
     prev, _WS_FP4["chunks"] = _WS_FP4["chunks"], chunks
@@ -1241,11 +1243,10 @@ def set_ws_fp4_skip_half(enabled: bool) -> bool:
 
 def set_ws_fp4_nvfp4(enabled: bool) -> bool:
     """OPT-IN (twenty-ninth session; correct in the thirty-first session's H200 triage, speed not yet measured;
-    ``False`` is the default,
-    ``FUSEDMOE_WS_NVFP4=1``): ``auto_ws_fp4`` also picks the FP4 warp-specialized GEMMs for NVFP4 weights x BF16
-    activations (W4A16; the e4m3 block scales K-major as ``ExpertWeights`` keeps them, the global ``1 / g`` on the
-    accumulator). An explicit warp-specialized config runs them whatever this says. Returns the previous
-    setting."""
+    ``False`` is the default, ``FUSEDMOE_WS_NVFP4=1``): ``auto_ws_fp4`` also picks the FP4 warp-specialized GEMMs
+    for NVFP4 weights x BF16 activations (W4A16; the e4m3 block scales K-major as ``ExpertWeights`` keeps them, the
+    global ``1 / g`` on the accumulator). An explicit warp-specialized config runs them whatever this says. Returns
+    the previous setting."""
     return _swap_bool(_WS_FP4, enabled, "nvfp4")
 
 

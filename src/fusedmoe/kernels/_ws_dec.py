@@ -394,18 +394,18 @@ def _ws_dec_fused_kernel(
     WEIGHT_ON_INPUT: gl.constexpr, RCP_DIV: gl.constexpr, STAGES: gl.constexpr, SPLIT1: gl.constexpr,
     SPLIT2: gl.constexpr, KB: gl.constexpr, USE_GDC: gl.constexpr = False,
 ):
-    """Both decode GEMMs in ONE persistent launch (OPT-IN within the opt-in kernel, ``set_ws_decode(...,
-    fused=True)``; 16-bit weights, or FP8 per tensor with a static intermediate scale: nothing runs between the
-    GEMMs). Every program walks GEMM1's units, then GEMM2's, through one ring: GEMM1's epilogue stores the
-    intermediate at the rows' block-padded positions (``inter_ptr`` [blocks * 16, I], hidden's dtype or e4m3 by
-    ``OUT_Q1``) and raises ``dep_ptr[block]`` (int32, zero at the launch; the block's last GEMM2 unit to pass its
-    wait leaves it at zero again, as the split-K counters are) once a column tile is stored; GEMM2's loader streams a
-    unit's weights, waits until all ``num_n1`` column tiles of its block are stored, then copies the block's rows.
-    No kernel boundary between the GEMMs: the second GEMM's weights stream while the first one's last units finish. Programs only wait for units earlier in every program's walk, and the grid is at
-    most the programs that fit the SMs at once (the launcher's), so all of them run together: no deadlock.
-    ``hidden_ptr`` [T, H] (GEMM1's input, or its e4m3 quantization; 16-byte aligned rows), ``y_ptr`` [T*K, H] by slot;
-    the scales as ``_ws_dec_kernel``'s (Q_TENSOR: GEMM2's activation scale is the static intermediate scale); split-K
-    scratch per GEMM."""
+    """Both decode GEMMs in ONE persistent launch (OPT-IN within the opt-in kernel, ``set_ws_decode(..., fused=True)``;
+    16-bit weights, or FP8 per tensor with a static intermediate scale: nothing runs between the GEMMs). Every
+    program walks GEMM1's units, then GEMM2's, through one ring: GEMM1's epilogue stores the intermediate at the
+    rows' block-padded positions (``inter_ptr`` [blocks * 16, I], hidden's dtype or e4m3 by ``OUT_Q1``) and raises
+    ``dep_ptr[block]`` (int32, zero at the launch; the block's last GEMM2 unit to pass its wait leaves it at zero
+    again, as the split-K counters are) once a column tile is stored; GEMM2's loader streams a unit's weights, waits
+    until all ``num_n1`` column tiles of its block are stored, then copies the block's rows. No kernel boundary
+    between the GEMMs: the second GEMM's weights stream while the first one's last units finish. Programs only wait
+    for units earlier in every program's walk, and the grid is at most the programs that fit the SMs at once (the
+    launcher's), so all of them run together: no deadlock. ``hidden_ptr`` [T, H] (GEMM1's input, or its e4m3
+    quantization; 16-byte aligned rows), ``y_ptr`` [T*K, H] by slot; the scales as ``_ws_dec_kernel``'s (Q_TENSOR:
+    GEMM2's activation scale is the static intermediate scale); split-K scratch per GEMM."""
     _dec_gdc(USE_GDC)
     BT: gl.constexpr = x_desc.block_type.shape[0]
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)

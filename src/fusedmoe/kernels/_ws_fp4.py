@@ -416,11 +416,9 @@ def _ws_fp4_kernel(
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
     ``min(tiles, SMs)`` programs. ``CHUNKS`` 2 / 4 (OPT-IN; correct in the thirty-first session's H200 triage, speed not
-    yet measured; ``x_desc``'s box is then that
-    fraction of the block's token rows): a block multiplies and loads only its chunks that hold real rows.
-    ``NV`` (OPT-IN; correct in the thirty-first session's H200 triage, speed not yet measured): NVFP4 weights, ``s_ptr``
-    their e4m3 scales K-major (``stride_sk``
-    apart along K), ``gs_ptr`` their global scales [E]. ``OUT_PADDED`` (GEMM1 before this kernel's GEMM2): ``out``
+    yet measured; ``x_desc``'s box is then that fraction of the block's token rows): a block multiplies and loads only
+    its chunks that hold real rows. ``NV`` (OPT-IN; likewise): NVFP4 weights, ``s_ptr`` their e4m3 scales K-major
+    (``stride_sk`` apart along K), ``gs_ptr`` their global scales [E]. ``OUT_PADDED`` (GEMM1 before this kernel's GEMM2): ``out``
     is [blocks * BT, N], the rows at their block-padded positions -- GEMM2's input without a gather."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
