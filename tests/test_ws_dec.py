@@ -14,6 +14,7 @@ Nemotron's expert shapes at one and eight tokens.
 """
 
 import contextlib
+import dataclasses
 import os
 
 import pytest
@@ -189,6 +190,16 @@ def test_ws_dec_config_rules(monkeypatch):
     assert "at most its 4 steps" in warp_specialized_problem(ws_dec_config(False, "gemm2", F.BF16, 8), F.BF16,
                                                              "gemm2", False, 256)
     assert warp_specialized_problem(ws_dec_config(False, "gemm2", F.BF16, 4), F.BF16, "gemm2", False, 256) is None
+    # programs an SM in the config (persistent, split-K allowed on decode tiles): 1-3, the ring within a program's
+    # share of the SM's shared memory (3 programs: 228 KB / 3 - 5.25 KB fixed = 7 stages of 10 KB)
+    ok = ws_dec_config(False, "gemm2", F.BF16, 4, 7, 1, ctas=3)
+    assert ok.persistent == 3 and warp_specialized_problem(ok, F.BF16, "gemm2", False, 256) is None
+    assert "at most 7 stages" in warp_specialized_problem(ws_dec_config(False, "gemm2", F.BF16, 4, 8, 1, 3), F.BF16,
+                                                          "gemm2", False, 256)
+    assert "1 / 2 / 3 programs an SM" in warp_specialized_problem(
+        KernelConfig(16, 64, 64, split_k=2, persistent=4, warp_specialized=True), F.BF16, "gemm2", False, 256)
+    with pytest.raises(ValueError, match="needs split_k 1"):  # elsewhere a persistent GEMM2 does not split K
+        KernelConfig(16, 64, 64, split_k=2, persistent=2)
     with pytest.raises(ValueError, match="weights"):
         ws_dec_config(True, "gemm1", F.MXFP4)
     with pytest.raises(ValueError, match="blocks"):
@@ -281,7 +292,9 @@ def test_ws_dec_launch_binds_every_argument(monkeypatch, wfmt, gated, x_gather):
     w_s = w.scale if w.scale is not None else torch.ones(1)
     bias, tw = torch.zeros(E, R), torch.ones(TK)
     part, cnt = torch.zeros(1 << 16), torch.zeros(64, dtype=torch.int32)
-    c = ws_dec_config(gated, "gemm1", wfmt, 2, 6, 2)
+    ctas = 3 if wfmt is F.FP8_CHANNEL else None  # the config's programs an SM, else set_ws_decode's
+    c = ws_dec_config(gated, "gemm1", wfmt, 2, 6, 2, ctas)
+    n_sm = ctas or triton_moe._WS_DEC["ctas"]
     p = triton_moe._DEFAULT_ACT_PARAMS
     triton_moe._ws_dec_launch(c, rows, a_s, a_s.stride(0), w, w_s, w_s.stride(0) if w.scale is not None else 0,
                               w_s.stride(1) if w_s.dim() >= 2 else 0, bias, True, tw, tw, 0, al, out, I, K, TK, E, 0,
@@ -289,12 +302,12 @@ def test_ws_dec_launch_binds_every_argument(monkeypatch, wfmt, gated, x_gather):
                               x_gather=x_gather, pdl={"USE_GDC": x_gather, "launch_pdl": True} if x_gather else None)
     (grid, args, kw), = cap.calls
     kw = dict(kw)
-    assert kw.pop("num_warps") == 4 and kw.pop("maxnreg") == triton_moe._WS_FP4_DEC_MAXNREG[triton_moe._WS_DEC["ctas"]]
+    assert kw.pop("num_warps") == 4 and kw.pop("maxnreg") == triton_moe._WS_FP4_DEC_MAXNREG[n_sm]
     assert kw.pop("launch_pdl", False) is x_gather  # the programmatic-dependent-launch keywords pass through
     b = sig.bind(*args, **kw).arguments
     bke = 64 if wfmt is F.BF16 else 128
     num_n = I // 32 if gated else I // 64
-    assert grid == (min(NB * num_n * 2, triton_moe._WS_DEC["ctas"] * 132),)
+    assert grid == (min(NB * num_n * 2, n_sm * 132),)
     assert [b[n].block_shape for n in ("x_desc", "x8_desc", "w_desc")] == [[16, bke], [8, bke], [32, bke]]
     # (x_gather: the x descriptors only carry the tile's shape and layout -- over the weights, at least 32 rows)
     assert (b["x_desc"].base.data_ptr() == w.data.data_ptr()) if x_gather else (b["x_desc"].base is rows)
@@ -728,8 +741,9 @@ def test_gpu_ws_dec_model_shapes(shape, wfmt, T):
 
 def test_ws_dec_tuner_candidates():
     """The tuner offers the decode kernel on Hopper at 1-8 tokens for 16-bit and FP8 weights (one and two K blocks a
-    step; FP8 blocks one), as ``ws_decode_config`` gives it -- the same config ``auto_ws_decode`` runs with the switch
-    on -- valid by the decode kernel's rules; never at 64 tokens, off Hopper or for FP4 weights."""
+    step -- FP8 blocks one -- at 2 and 3 programs an SM), as ``ws_decode_config`` gives it -- at the switch's 2
+    programs an SM the config ``auto_ws_decode`` runs with the switch on -- valid by the decode kernel's rules; never
+    at 64 tokens, off Hopper or for FP4 weights."""
     from fusedmoe.backends.kernel_configs import choose_moe_config
     from fusedmoe.bench.tune import search_space
     from fusedmoe.backends.triton_moe import ws_decode_config
@@ -741,13 +755,16 @@ def test_ws_dec_tuner_candidates():
     for fmt in FMTS:
         for T in (1, 8):
             got = dec(T, fmt)
-            assert len(got) == (1 if fmt is F.FP8_BLOCK else 2), (fmt, T, got)
+            assert len(got) == (2 if fmt is F.FP8_BLOCK else 4), (fmt, T, got)
+            assert {c.gemm1.persistent for c in got} == {c.gemm2.persistent for c in got} == {2, 3}
             for cfg in got:
                 for gemm, c, K in (("gemm1", cfg.gemm1, 7168), ("gemm2", cfg.gemm2, 256)):
                     assert c.block_m == 16 and c.warp_specialized, c
                     assert warp_specialized_problem(c, fmt, gemm, gemm == "gemm1", K) is None, (fmt, gemm, c)
-            want = ws_decode_config(T, 7168, 256, 256, 8, fmt, True, 1, 132)
+            want = ws_decode_config(T, 7168, 256, 256, 8, fmt, True, 1, 132, 2)
             assert (got[0].gemm1, got[0].gemm2) == (want.gemm1, want.gemm2)
+            auto = ws_decode_config(T, 7168, 256, 256, 8, fmt, True, 1, 132)  # the switch's ctas, left to the launch
+            assert auto.gemm1 == dataclasses.replace(want.gemm1, persistent=None)
             assert {c.gemm1.block_k for c in got} == ({128} if fmt is F.FP8_BLOCK else
                                                       {want.gemm1.block_k, 2 * want.gemm1.block_k})
         assert not dec(64, fmt)

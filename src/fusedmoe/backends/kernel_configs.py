@@ -93,6 +93,9 @@ class KernelConfig:
     tiles in one flattened (tile, K-block) loop, so that the next tile's loads overlap this one's
     epilogue (same bits as one program per tile). 0: one program per tile; None (the default, and
     what tuned entries without the key mean): :func:`auto_persistent` decides. Needs split_k 1.
+    With the warp-specialized decode tiles (block_m 16, both GEMMs; split-K allowed): the decode
+    kernel's programs an SM, 1-3 (None: the switch's setting, ``set_ws_decode`` / ``set_ws_fp4_decode``);
+    the ring's stages must then fit an SM's shared memory shared by that many programs.
     n_tiles (GEMM2 only; GEMM1 ignores it): column tiles per program. Above 1 a program loads its
     activation tile once -- the whole K in one block, so block_k >= K (``intermediate_size_padded``)
     -- and computes n_tiles column tiles with it: on short K (TP shards) only the weight tiles are
@@ -151,7 +154,7 @@ class KernelConfig:
                 raise TypeError(f"KernelConfig.persistent must be None or an int, got {self.persistent!r}")
             if not 0 <= self.persistent <= 8:
                 raise ValueError(f"KernelConfig.persistent must be in [0, 8] programs per SM, got {self.persistent}")
-            if self.persistent and self.split_k > 1:
+            if self.persistent and self.split_k > 1 and not (self.warp_specialized and self.block_m == 16):
                 raise ValueError(f"KernelConfig.persistent ({self.persistent}) needs split_k 1, got {self.split_k}")
         if not 1 <= self.n_tiles <= 256:
             raise ValueError(f"KernelConfig.n_tiles must be in [1, 256], got {self.n_tiles}")
@@ -721,6 +724,12 @@ WS_MIN_INTERMEDIATE = 512
 WS_MIN_ROWS_PER_EXPERT = 64  # T * top_k / E_loc: below, 64-row tiles (heuristic_block_m) stay on the Triton kernel
 WS_WIDE_MIN_ROWS_PER_EXPERT = 256  # FP8 per tensor / channel GEMM1: the wide tile (_heuristic) from here
 _WS_SMEM = 220 * 1024  # the operand ring's budget (Hopper: 227 KB a block, barriers and the epilogue's scratch)
+SM90_SMEM_PER_SM = 228 * 1024
+# a decode-kernel program's shared memory besides the ring: barriers and the epilogue's layout conversions (sm_90
+# compile: 4228 B), and the 1 KB the runtime reserves
+WS_DEC_FIXED_SMEM = (4 + 1) * 1024 + 256
+# the decode kernels' programs an SM (KernelConfig.persistent on decode tiles; set_ws_decode's ctas)
+WS_DEC_CTAS = (1, 2, 3)
 
 
 def _ws_tile(weight_format: Format, gemm: str, gated: bool):
@@ -844,17 +853,18 @@ def ws_dec_stage_bytes(block_k: int, weight_format: Format) -> int:
 
 
 def ws_dec_config(gated: bool, gemm: str, weight_format: Format, split_k: int = 1, num_stages: int = 6,
-                  blocks: int = 1) -> KernelConfig:
+                  blocks: int = 1, ctas: Optional[int] = None) -> KernelConfig:
     """The 16-bit / FP8 decode kernel's tile of ``gemm``: 16 token rows, 32 output columns for a gated GEMM1 (gate and
     up rows: 64 weight rows), 64 otherwise; ``blocks`` (1 / 2) 128-byte K blocks a ring step, ``split_k`` shares of
-    K."""
+    K, ``ctas`` programs an SM (``persistent``; None: ``set_ws_decode``'s)."""
     if weight_format not in WS_FORMATS:
         raise ValueError(f"ws_dec_config: the decode kernel takes {[f.name for f in WS_FORMATS]} weights, got "
                          f"{weight_format.name}")
     if blocks not in (1, 2):
         raise ValueError(f"ws_dec_config: blocks must be 1 or 2, got {blocks!r}")
     return KernelConfig(WS_DEC_BLOCK_M, 32 if gated and gemm == "gemm1" else 64, blocks * ws_dec_block_k(weight_format),
-                        group_m=1, num_warps=4, num_stages=num_stages, split_k=split_k, warp_specialized=True)
+                        group_m=1, num_warps=4, num_stages=num_stages, split_k=split_k, persistent=ctas,
+                        warp_specialized=True)
 
 
 def _ws_dec_problem(cfg: KernelConfig, weight_format: Format, gemm: str, gated: bool, K: int) -> Optional[str]:
@@ -882,9 +892,16 @@ def _ws_launch_problem(cfg: KernelConfig, gemm: str, K: int, k_multiple: int, k_
         return (f"with {cfg.num_stages} stages of {stage // 1024} KB exceeds the {_WS_SMEM // 1024} KB of shared "
                 f"memory it plans for: use at most {(_WS_SMEM - fixed) // stage} stages")
     if ((cfg.split_k != 1 and not split_ok) or cfg.swap_ab or cfg.fp8_fast_accum or cfg.n_tiles != 1
-            or cfg.persistent):
+            or (cfg.persistent and not split_ok)):
         return (f"does not {'' if split_ok else 'split K, '}{swap_why}, accumulate FP8 in the tensor cores, hold "
-                "tiles or take a persistent setting")
+                f"tiles or take a persistent setting{' other than its programs an SM' if split_ok else ''}")
+    if split_ok and cfg.persistent is not None:  # the decode kernels: programs an SM sharing its shared memory
+        if cfg.persistent not in WS_DEC_CTAS:
+            return f"runs {' / '.join(map(str, WS_DEC_CTAS))} programs an SM (persistent), got {cfg.persistent}"
+        share = SM90_SMEM_PER_SM // cfg.persistent - WS_DEC_FIXED_SMEM
+        if cfg.num_stages * stage > share:
+            return (f"with {cfg.persistent} programs an SM fits at most {share // stage} stages of {stage} B in a "
+                    f"program's share of the shared memory, got {cfg.num_stages}")
     if K % k_multiple:
         return (f"needs K ({'H' if gemm == 'gemm1' else 'intermediate_size_padded'}) a multiple of {k_multiple}"
                 f"{k_why}, got {K}")

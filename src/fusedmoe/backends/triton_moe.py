@@ -105,7 +105,7 @@ from .kernel_configs import (KernelConfig, MoEKernelConfig, auto_persistent, cho
                              join_gate_up, k_loop_stages, warp_specialized_problem, WS_FP4_FORMATS,
                              WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
                              WS_DEC_BLOCK_M, WS_FORMATS, ws_dec_block_k, ws_dec_config, ws_dec_max_blocks,
-                             ws_dec_stage_bytes)
+                             ws_dec_stage_bytes, SM90_SMEM_PER_SM, WS_DEC_CTAS, WS_DEC_FIXED_SMEM)
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
@@ -928,10 +928,6 @@ _WS_DEC = {"enabled": os.environ.get("FUSEDMOE_WS_DECODE", "0") == "1", "ctas": 
            "x_gather": os.environ.get("FUSEDMOE_WS_DECODE_CPASYNC", "1") != "0",
            # both GEMMs in one launch (_ws_dec_fused_kernel), where nothing runs between them
            "fused": os.environ.get("FUSEDMOE_WS_DECODE_FUSED", "0") == "1"}
-_SM90_SMEM_PER_SM = 228 * 1024
-# a program's shared memory besides the ring: barriers and the epilogue's layout conversions (sm_90 compile: 4228 B),
-# and the 1 KB the runtime reserves
-_WS_DEC_FIXED_SMEM = (4 + 1) * 1024 + 256
 
 
 def set_ws_decode(enabled: bool, ctas: int = 2, num_stages: int = 0, blocks: int = 1, x_gather: bool = True,
@@ -965,7 +961,7 @@ def ws_dec_stages(weight_format: Format, blocks: int, ctas: int, num_stages: int
     if num_stages:
         return num_stages
     stage = ws_dec_stage_bytes(blocks * ws_dec_block_k(weight_format), weight_format)
-    return max(2, min(8, (_SM90_SMEM_PER_SM // ctas - _WS_DEC_FIXED_SMEM) // stage))
+    return max(2, min(8, (SM90_SMEM_PER_SM // ctas - WS_DEC_FIXED_SMEM) // stage))
 
 
 def _ws_dec_layer_problem(w13: QuantizedTensor, w2: QuantizedTensor, dtype: torch.dtype, dev: torch.device,
@@ -1007,20 +1003,24 @@ def auto_ws_decode(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTens
 
 
 def ws_decode_config(tokens: int, hidden: int, intermediate_padded: int, experts: int, top_k: int,
-                     weight_format: Format, gated: bool, blocks: int = 1, num_sms: Optional[int] = None
-                     ) -> MoEKernelConfig:
+                     weight_format: Format, gated: bool, blocks: int = 1, num_sms: Optional[int] = None,
+                     ctas: Optional[int] = None) -> MoEKernelConfig:
     """The 16-bit / FP8 decode kernel's config for a layer shape at ``tokens``, as :func:`set_ws_decode`'s settings
     (programs an SM, stages) run it: ``blocks`` 128-byte K blocks a ring step (FP8 128 x 128 blocks: always one, a
     scale block a step), split-K of each GEMM by :func:`ws_fp4_dec_split` over the expected blocks (one an expert
     hit) on ``num_sms`` (default 132) SMs. What :func:`auto_ws_decode` picks with the switch on, and the tuner's
-    candidates (``fusedmoe.bench.tune.search_space``)."""
-    ctas = _WS_DEC["ctas"]
+    candidates (``fusedmoe.bench.tune.search_space``). ``ctas``: programs an SM, recorded in the configs
+    (``persistent``; the ring's stages then as many as fit, unless ``set_ws_decode`` fixed them); None: the
+    switch's, left to the launch."""
+    if ctas is not None and ctas not in WS_DEC_CTAS:
+        raise ValueError(f"ws_decode_config: ctas must be None or one of {WS_DEC_CTAS}, got {ctas!r}")
+    n = ctas or _WS_DEC["ctas"]
     kb = min(blocks, ws_dec_max_blocks(weight_format))
-    st = ws_dec_stages(weight_format, kb, ctas, _WS_DEC["stages"])
+    st = ws_dec_stages(weight_format, kb, n, _WS_DEC["stages"])
     s1, s2 = _dec_splits(hidden, intermediate_padded, experts, tokens, top_k, gated,
-                         kb * ws_dec_block_k(weight_format), ctas * (num_sms or 132))
-    return MoEKernelConfig(ws_dec_config(gated, "gemm1", weight_format, s1, st, kb),
-                           ws_dec_config(False, "gemm2", weight_format, s2, st, kb))
+                         kb * ws_dec_block_k(weight_format), n * (num_sms or 132))
+    return MoEKernelConfig(ws_dec_config(gated, "gemm1", weight_format, s1, st, kb, ctas),
+                           ws_dec_config(False, "gemm2", weight_format, s2, st, kb, ctas))
 
 
 def auto_ws(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor, act_format: Format, dtype: torch.dtype,
@@ -1053,10 +1053,10 @@ def _ws_dec_boxes(x_src: torch.Tensor, w_views, bke: int) -> list:
             + [TensorDescriptor.from_tensor(v, [32, bke], layout) for v in w_views])
 
 
-def _ws_dec_grid(units: int, num_sms) -> "tuple[tuple, Optional[int]]":
-    """The decode kernels' persistent grid (``set_ws_decode``'s programs an SM, at most one a unit) and its register
-    cap."""
-    ctas = _WS_DEC["ctas"]
+def _ws_dec_grid(c: KernelConfig, units: int, num_sms, default_ctas: int) -> "tuple[tuple, Optional[int]]":
+    """The decode kernels' persistent grid (the config's programs an SM, ``persistent``, else ``default_ctas``: the
+    switch's; at most one program a unit) and its register cap."""
+    ctas = c.persistent or default_ctas
     return (max(1, min(units, ctas * (num_sms or 1))),), _WS_FP4_DEC_MAXNREG[ctas]
 
 
@@ -1084,7 +1084,7 @@ def _ws_dec_launch(c: KernelConfig, rows: torch.Tensor, a_s, a_s_stride, w: Quan
     w_view = w.data.view(-1, Kd)
     descs = _ws_dec_boxes(w_view if x_gather else rows, [w_view], bke)
     num_n = cdiv(N, 32) if gated else cdiv(N, 64)
-    grid, maxnreg = _ws_dec_grid(al.max_blocks * num_n * c.split_k, num_sms)
+    grid, maxnreg = _ws_dec_grid(c, al.max_blocks * num_n * c.split_k, num_sms, _WS_DEC["ctas"])
     blockwise = w.fmt is Format.FP8_BLOCK
     _wd._ws_dec_kernel[grid](
         *descs, out, a_s, w_s, bias, tw_flat, q_scale, al.sorted_ids, al.block_expert, al.num_post_padded,
@@ -1106,6 +1106,7 @@ def _ws_dec_fuses(c1: KernelConfig, c2: KernelConfig, wfmt: Format, a2_scale, hi
     aligned for cp.async (16-bit: ``hidden`` itself; FP8: its quantization, a fresh tensor)."""
     return (_WS_DEC["fused"] and c1.warp_specialized and c2.warp_specialized and c1.block_m == WS_DEC_BLOCK_M
             and c2.block_m == WS_DEC_BLOCK_M and c1.block_k == c2.block_k and c1.num_stages == c2.num_stages
+            and c1.persistent == c2.persistent
             and (wfmt is Format.BF16 or (wfmt is Format.FP8_TENSOR and a2_scale is not None))
             and _WS_PADDED_HANDOFF["enabled"]
             and (wfmt is not Format.BF16 or (hidden.data_ptr() % 16 == 0
@@ -1133,7 +1134,8 @@ def _ws_dec_fused_launch(c1: KernelConfig, c2: KernelConfig, a1: torch.Tensor, a
     descs = _ws_dec_boxes(w1_view, [w1_view, w2.data.view(-1, I_pad)], bke)
     num_n1 = cdiv(I_pad, 32) if gated else cdiv(I_pad, 64)
     num_n2 = cdiv(H, 64)
-    grid, maxnreg = _ws_dec_grid(al.max_blocks * max(num_n1 * c1.split_k, num_n2 * c2.split_k), num_sms)
+    grid, maxnreg = _ws_dec_grid(c1, al.max_blocks * max(num_n1 * c1.split_k, num_n2 * c2.split_k), num_sms,
+                                 _WS_DEC["ctas"])
     _wd._ws_dec_fused_kernel[grid](
         *descs, a1, inter, y, a1_s, w13_s, b13, q_scale, w2_s, b2, tw_flat, al.sorted_ids,
         al.block_expert, al.num_post_padded, part1, cnt1, part2, cnt2, dep, I_pad, H, w13.shape[-2],
@@ -1399,10 +1401,9 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
     kb = c.block_k // 64
     n64 = Kd // 64
     num_n = N // 32 if gated else cdiv(N, 64)
-    units = al.max_blocks * num_n * c.split_k
-    ctas = _WS_FP4_DEC["ctas"]
+    grid, maxnreg = _ws_dec_grid(c, al.max_blocks * num_n * c.split_k, num_sms, _WS_FP4_DEC["ctas"])
     nv = w.fmt is Format.NVFP4
-    _wd._ws_fp4_dec_kernel[(max(1, min(units, ctas * (num_sms or 1))),)](
+    _wd._ws_fp4_dec_kernel[grid](
         *x_descs, w_desc, out, w.scale, w.global_scale if nv else tw_flat, bias, tw_flat, al.sorted_ids,
         al.block_expert, al.num_post_padded, part, cnt, N, cdiv(n64, kb), n64, num_n, TK, R // 64, Kd // tk,
         w.scale.stride(0), w.scale.stride(1), w.scale.stride(2), out.stride(0), bias.stride(0) if has_bias else 0,
@@ -1410,7 +1411,7 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
         E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
         FOLD=fold_cvt == _bs.MX_FOLD.value, NV=nv, TK=tk, STAGES=c.num_stages, SPLIT=c.split_k, KB=kb,
-        OUT_PADDED_DOT=out_padded, num_warps=4, maxnreg=_WS_FP4_DEC_MAXNREG[ctas], **(pdl or {}))
+        OUT_PADDED_DOT=out_padded, num_warps=4, maxnreg=maxnreg, **(pdl or {}))
 
 
 # ---- the forward -------------------------------------------------------------------------------

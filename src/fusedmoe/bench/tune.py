@@ -8,7 +8,8 @@ align's padding unit) halved and doubled, and each GEMM's split_k halved / doubl
 sizes. Right after the heuristic come the config the active table serves the point now (so a
 re-tune never ends slower than the table it replaces; for FP8 per tensor / channel also the other
 one's entry), on Hopper at 1-8 tokens of the 16-bit and FP8 formats the Gluon decode kernel
-(``triton_moe.ws_decode_config``, one and two K blocks a ring step: faster than the Triton GEMMs on some
+(``triton_moe.ws_decode_config``, one and two K blocks a ring step at 2 and 3 programs an SM -- the configs'
+``persistent`` -- faster than the Triton GEMMs on some
 shapes only, so the table decides), where K = I_pad <= 256 (TP shards) of the 16-bit and FP8 formats GEMM2 holding its
 activation tile across column tiles (``KernelConfig.n_tiles``) at 64- and 128-row tiles, and, at
 prefill tiles of the 16-bit / FP8 formats, GEMM2 run persistent (``KernelConfig.persistent`` = 2
@@ -247,14 +248,16 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         add(sib.gemm1, sib.gemm2, "table")
     if (weight_format in WS_FORMATS and tokens <= WS_DEC_TUNE_MAX_TOKENS and heur.block_m <= WS_DEC_BLOCK_M
             and _device_traits(device_name).hopper):
-        # the Gluon decode kernel (kernels/_ws_dec.py), one and two K blocks a ring step: on the H200 it was 0.77-1.11x
-        # the Triton GEMMs at one token depending on the shape (thirty-first session), so the table, not a rule,
-        # takes it where it measures faster
+        # the Gluon decode kernel (kernels/_ws_dec.py), one and two K blocks a ring step, 2 and 3 programs an SM: on
+        # the H200 it was 0.77-1.11x the Triton GEMMs at one token depending on the shape (thirty-first session; the
+        # best, DeepSeek-V3 TP8 BF16, with 3 programs an SM), so the table, not a rule, takes it where it measures
+        # faster
         from ..backends.triton_moe import ws_decode_config
-        for kb in (1, 2):
-            d = ws_decode_config(tokens, hidden, intermediate_padded, experts, top_k, weight_format, gated, kb,
-                                 num_sms)
-            add(d.gemm1, d.gemm2, "ws_decode")
+        for ctas in (2, 3):
+            for kb in (1, 2):
+                d = ws_decode_config(tokens, hidden, intermediate_padded, experts, top_k, weight_format, gated, kb,
+                                     num_sms, ctas)
+                add(d.gemm1, d.gemm2, "ws_decode")
     if weight_format in WS_TUNE_FORMATS and tokens >= WS_MIN_TOKENS and _device_traits(device_name).hopper:
         # the warp-specialized Gluon kernels (KernelConfig.warp_specialized) at 4 and 5 stages (16-bit: 3, 4): both
         # GEMMs, and GEMM1 alone with each base's GEMM2 at 128 rows (on short K also the
