@@ -312,9 +312,11 @@ def test_search_space(fmt, T):
     assert all((g.persistent == 2 and g.block_m * g.block_n <= 64 * 128) or g.persistent == 0 for g in pers)
     assert not pers or any(g.num_warps == 4 for g in pers)
     # elsewhere GEMM2 keeps the rule's setting (None), except the shipped table's entry and the
-    # warp-specialized variants' 128-row GEMM2 (with_block_m turns persistence off there: 0)
+    # warp-specialized variants' 128-row GEMM2 (with_block_m turns persistence off there: 0) and the decode kernel's
+    # programs an SM (2 / 3)
     assert all(c.config.gemm2.persistent is None for c in cands if c.varies not in ("persistent", "table",
-                                                                                    "warp_specialized"))
+                                                                                    "warp_specialized", "ws_decode"))
+    assert all(c.config.gemm2.persistent in (2, 3) for c in cands if c.varies == "ws_decode")
     assert all(c.config.gemm2.persistent in (None, 0) for c in cands if c.varies == "warp_specialized")
     # what the shipped table serves the point now is a candidate (when it is not the heuristic)
     cur = choose_moe_config(T, 2048, 768, 128, 8, fmt, Activation.SWIGLU, "NVIDIA H200")
