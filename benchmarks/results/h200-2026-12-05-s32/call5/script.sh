@@ -1,0 +1,2 @@
+# s32 call 5 (typed inline): fusedmoe bench of the re-tuned decode buckets
+export PYTHONPATH=$PWD/src; (cd .peers && timeout 60 python3 run_peers.py --help 2>&1 | head -40 > $OUT/run_peers_help.txt); timeout 300 python3 -m fusedmoe bench --preset deepseek-v3-tp8,qwen3-30b-a3b,nemotron-nano,minimax-m2 --weight-format bf16,fp8_tensor,fp8_channel --tokens 1,8 --peers triton --quick-ceilings --no-progress --no-plot --out $OUT/bench_dec 2>&1 | tee $OUT/bench_dec.log | tail -40
