@@ -101,8 +101,8 @@ from ..formats import QuantizedTensor, quantize_act
 from ..formats.triton_quant import Fp8Plan, plan_fp8
 from ..kernels import _blockscaled as _bs
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
-from .kernel_configs import (KernelConfig, MoEKernelConfig, auto_persistent, choose_moe_config, held_a_problem,
-                             join_gate_up, k_loop_stages, warp_specialized_problem, WS_FP4_FORMATS,
+from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_persistent, choose_moe_config,
+                             held_a_problem, join_gate_up, k_loop_stages, warp_specialized_problem, WS_FP4_FORMATS,
                              WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
                              WS_DEC_BLOCK_M, WS_FORMATS, ws_dec_block_k, ws_dec_config, ws_dec_max_blocks,
                              ws_dec_stage_bytes, SM90_SMEM_PER_SM, WS_DEC_CTAS, WS_DEC_FIXED_SMEM)
@@ -992,9 +992,14 @@ def auto_ws_decode(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTens
     """The config a call without an explicit one runs for 16-bit / FP8 weights: ``cfg``, or with the opt-in
     :func:`set_ws_decode`, decode tiles (block_m <= 16), no atomic combine and a layer the kernel can take, the
     decode kernel's tiles for both GEMMs (``ws_dec_config``; split-K from the expected blocks -- experts hit -- by
-    :func:`ws_fp4_dec_split`, all programs busy)."""
-    if (not _WS_DEC["enabled"] or cfg.block_m > WS_DEC_BLOCK_M or cfg.atomic_combine
-            or _ws_dec_layer_problem(w13, w2, dtype, device, interp, w13.shape[-1], w2.shape[-1]) is not None):
+    :func:`ws_fp4_dec_split`, all programs busy). Where the tuned table chose the decode kernel for a layer it
+    cannot take (16-bit weights in another dtype than hidden, unaligned weights), the heuristic's Triton config."""
+    why = _ws_dec_layer_problem(w13, w2, dtype, device, interp, w13.shape[-1], w2.shape[-1])
+    if why is not None and cfg.gemm1.warp_specialized and cfg.block_m == WS_DEC_BLOCK_M:
+        dev_name, sms = _device_info(device)
+        return choose_moe_config(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation,
+                                 dev_name, table=TunedTable(), num_sms=sms)
+    if not _WS_DEC["enabled"] or cfg.block_m > WS_DEC_BLOCK_M or cfg.atomic_combine or why is not None:
         return cfg
     _, sms = _device_info(device)
     c = ws_decode_config(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation.is_gated,
