@@ -32,10 +32,16 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             # the FP4 warp-specialized prefill GEMMs (MXFP4 x BF16, block_m >= 128): off, or 128- / 256-token tiles
             "nows4": ("set_ws_fp4", False), "ws4bt128": ("set_ws_fp4", (True, 128)),
             "ws4bt256": ("set_ws_fp4", (True, 256)),
-            "ws4skip": ("set_ws_fp4_skip_half", True),  # 256-token tiles skip an all-padding half (opt-in)
-            "ws4pad": ("set_ws_fp4_padded", True),  # the prefill GEMMs' padded hand-off (opt-in)
-            "ws4ch4": ("set_ws_fp4_chunks", 4),  # 256-token tiles in 64-row chunks, only those with real rows (opt-in)
-            "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel (opt-in)
+            # (thirty-second session: chunks by format -- MXFP4 2, NVFP4 1 --, the padded hand-off and NVFP4 from 64
+            # rows an expert are the defaults)
+            "ws4skip": ("set_ws_fp4_skip_half", True),  # 256-token tiles skip an all-padding half (MXFP4's default)
+            "ws4whole": ("set_ws_fp4_chunks", 1),  # whole 256-token tiles
+            "ws4pad": ("set_ws_fp4_padded", True),  # the prefill GEMMs' padded hand-off (the default)
+            "nows4pad": ("set_ws_fp4_padded", False),  # ... off: GEMM2's rows by a gather
+            "ws4ch4": ("set_ws_fp4_chunks", 4),  # 256-token tiles in 64-row chunks, only those with real rows
+            "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel from 64 rows an expert (default)
+            "ws4nvall": ("set_ws_fp4_nvfp4", (True, 0)),  # ... at any rows an expert
+            "nows4nv": ("set_ws_fp4_nvfp4", False),  # NVFP4 weights in the Triton GEMMs
             "ws4dec": ("set_ws_fp4_decode", True),  # the FP4 decode kernel (opt-in; 3 programs an SM, 8 stages, bk 128)
             "ws4dec2": ("set_ws_fp4_decode", (True, 2)),  # the same, 2 programs an SM
             # the 16-bit / FP8 decode kernel (opt-in): 2 programs an SM, stages that fit; 1 / 3 programs; 2 blocks a step

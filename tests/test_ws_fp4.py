@@ -1,6 +1,6 @@
 """The warp-specialized FP4 x BF16 prefill GEMMs (``kernels/_ws_fp4.py``; ``KernelConfig.warp_specialized``
-with MXFP4 or NVFP4 weights, chosen automatically for MXFP4 prefill tiles on sm_90, for NVFP4 ones with the opt-in
-``set_ws_fp4_nvfp4``).
+with MXFP4 or NVFP4 weights, chosen automatically for MXFP4 prefill tiles on sm_90, for NVFP4 ones from 64 rows an
+expert (``set_ws_fp4_nvfp4``).
 
 CPU (CI): every epilogue variant, MXFP4 and NVFP4, compiles for sm_90 with Triton's bundled ptxas as a
 warp-specialized kernel (12 warps, register reallocation, wgmma, within Hopper's shared memory, no spills in the K
@@ -66,7 +66,7 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV in (
 
 
 def test_ws_fp4_compiles_for_sm90(tmp_path):
-    """Every variant, the opt-in 256-token tiles in 2 / 4 chunks (CHUNKS) and NVFP4 weights (NV) too: 12 warps (two
+    """Every variant, the 256-token tiles in 2 / 4 chunks (CHUNKS) and NVFP4 weights (NV) too: 12 warps (two
     consumer warpgroups and the loader, rounded up), BF16 wgmma with 64 to 256 tokens, register reallocation, TMA
     loads, within Hopper's 227 KB; at most a few local stores (a 256-token GEMM2 epilogue: 128 accumulators a
     thread); the wgmmas asynchronous -- a full wait (``DEPBAR.LE gsb0, 0x0``) only at the end of a K loop, not
@@ -117,21 +117,28 @@ def test_ws_fp4_config_rules():
             triton_moe.set_ws_fp4(True, 64)
         with pytest.raises(TypeError):
             triton_moe.set_ws_fp4("yes")
-        assert triton_moe.set_ws_fp4_skip_half(True) is False  # opt-in
+        # defaults since the thirty-second session: chunks by format (0), the padded hand-off, NVFP4 from 64 rows
+        assert triton_moe._WS_FP4["chunks"] == 0 and triton_moe.WS_FP4_AUTO_CHUNKS == {F.MXFP4: 2, F.NVFP4: 1}
+        assert triton_moe.set_ws_fp4_skip_half(True) is True  # (0, by format, counts as set)
         assert triton_moe.set_ws_fp4_skip_half(False) is True
+        assert triton_moe.set_ws_fp4_skip_half(False) is False
         with pytest.raises(TypeError):
             triton_moe.set_ws_fp4_skip_half(1)
-        assert triton_moe.set_ws_fp4_padded(True) is False  # opt-in
         assert triton_moe.set_ws_fp4_padded(False) is True
-        assert triton_moe.set_ws_fp4_chunks(4) == 1  # opt-in
-        assert triton_moe.set_ws_fp4_skip_half(False) is True and triton_moe.set_ws_fp4_chunks(1) == 1
-        for bad in (3, 8, True):
+        assert triton_moe.set_ws_fp4_padded(True) is False
+        assert triton_moe.set_ws_fp4_chunks(4) == 1
+        assert triton_moe.set_ws_fp4_skip_half(False) is True and triton_moe.set_ws_fp4_chunks(0) == 1
+        for bad in (3, 8, -1, True):
             with pytest.raises(ValueError, match="chunks"):
                 triton_moe.set_ws_fp4_chunks(bad)
-        assert triton_moe.set_ws_fp4_nvfp4(True) is False  # opt-in
+        assert triton_moe._WS_FP4["nvfp4_min_rows"] == triton_moe.WS_NVFP4_MIN_ROWS_PER_EXPERT == 64
         assert triton_moe.set_ws_fp4_nvfp4(False) is True
+        assert triton_moe.set_ws_fp4_nvfp4(True, 0) is False and triton_moe._WS_FP4["nvfp4_min_rows"] == 0
+        assert triton_moe.set_ws_fp4_nvfp4(True) is True and triton_moe._WS_FP4["nvfp4_min_rows"] == 64
         with pytest.raises(TypeError):
             triton_moe.set_ws_fp4_nvfp4("on")
+        with pytest.raises(ValueError, match="min_rows"):
+            triton_moe.set_ws_fp4_nvfp4(True, -1)
     finally:
         triton_moe.set_ws_fp4(*prev)
 
@@ -208,15 +215,20 @@ def test_auto_ws_fp4_rule(monkeypatch):
         assert auto(pre, 4096).block_m == 128
         triton_moe.set_ws_fp4(False)
         assert auto(pre, 4096) is pre
-        # NVFP4 weights: only with the opt-in switch (speed not yet measured)
+        # NVFP4 weights: under the switch (on by default), from 64 rows per local expert
         triton_moe.set_ws_fp4(True)
         _, Wn, _ = make_case(dataclasses.replace(c, wfmt=F.NVFP4), device="cpu")
         nv_prev = triton_moe.set_ws_fp4_nvfp4(False)
         try:
             assert triton_moe.auto_ws_fp4(pre, Wn.w13, Wn.w2, F.BF16, torch.bfloat16, cuda, 256, 2, A.SWIGLU) is pre
             triton_moe.set_ws_fp4_nvfp4(True)
+            E = Wn.w13.shape[0]
             got = triton_moe.auto_ws_fp4(pre, Wn.w13, Wn.w2, F.BF16, torch.bfloat16, cuda, 256, 2, A.SWIGLU)
-            assert got.gemm1 == ws_fp4_config(True, "gemm1", 256)
+            assert 256 * 2 / E >= 64 and got.gemm1 == ws_fp4_config(True, "gemm1", 256)
+            few = 64 * E // 2 - 1  # one row an expert short of the threshold
+            assert triton_moe.auto_ws_fp4(pre, Wn.w13, Wn.w2, F.BF16, torch.bfloat16, cuda, few, 2, A.SWIGLU) is pre
+            assert triton_moe.auto_ws_fp4(pre, Wn.w13, Wn.w2, F.BF16, torch.bfloat16, cuda, few + 1, 2,
+                                          A.SWIGLU).gemm1.warp_specialized
             assert triton_moe.auto_ws_fp4(pre, Wn.w13, Wn.w2, F.FP8_TENSOR, torch.bfloat16, cuda, 256, 2,
                                           A.SWIGLU) is pre  # W4A8: the Triton kernels
         finally:
@@ -229,11 +241,11 @@ def test_auto_ws_fp4_rule(monkeypatch):
 
 
 def _ws_call(hidden, W, topk, *, offset=0, woi=False, block_m=0, cap=None):
-    """The layer with the automatic choice (prefill tiles -> the FP4 kernel; NVFP4 weights with the opt-in switch
-    on), asserting that it was taken."""
+    """The layer with the automatic choice (prefill tiles -> the FP4 kernel; NVFP4 weights at any rows an expert),
+    asserting that it was taken."""
     cap = {} if cap is None else cap
     prev = triton_moe.set_ws_fp4(True, block_m)
-    nv_prev = triton_moe.set_ws_fp4_nvfp4(True)
+    nv_prev = triton_moe.set_ws_fp4_nvfp4(True, 0)
     try:
         out = run_triton(hidden, W, topk, F.BF16, offset=offset, woi=woi, capture=cap)
     finally:
@@ -358,7 +370,8 @@ def test_gpu_ws_fp4_fold_same_bits_and_graph():
 @pytest.mark.parametrize("chunks", [2, 4])
 @pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
 def test_gpu_ws_fp4_chunks_same_bits(act, chunks):
-    """The opt-in 256-token tiles in 2 / 4 chunks (``set_ws_fp4_chunks``; a block multiplies and loads only the
+    """The 256-token tiles in 2 / 4 chunks (``set_ws_fp4_chunks``; MXFP4's default 2; a block multiplies and loads
+    only the
     chunks that hold real rows) give the bits of the whole tiles: each token row's sum runs over the same K steps in
     the same order. 130 / 300 / 560 / 700 tokens (top 4 over 8 of 12 experts: ~43 / 100 / 187 / 233 rows an
     expert) make blocks of one to four 64-row chunks; within the reference's bound."""
@@ -366,9 +379,10 @@ def test_gpu_ws_fp4_chunks_same_bits(act, chunks):
         c = Case(F.MXFP4, F.BF16, act, T=T, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
                  dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=15)
         hidden, W, topk = make_case(c)
-        whole = _ws_call(hidden, W, topk, offset=2, block_m=256)
-        prev = triton_moe.set_ws_fp4_chunks(chunks)
+        prev = triton_moe.set_ws_fp4_chunks(1)
         try:
+            whole = _ws_call(hidden, W, topk, offset=2, block_m=256)
+            triton_moe.set_ws_fp4_chunks(chunks)
             chunked = _ws_call(hidden, W, topk, offset=2, block_m=256)
         finally:
             triton_moe.set_ws_fp4_chunks(prev)
@@ -380,7 +394,7 @@ def test_gpu_ws_fp4_chunks_same_bits(act, chunks):
 @gpu
 @pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
 def test_gpu_ws_fp4_padded_handoff_same_bits(fmt):
-    """GEMM1 storing its rows at their block-padded positions and GEMM2 reading them without a gather (the opt-in
+    """GEMM1 storing its rows at their block-padded positions and GEMM2 reading them without a gather (the default
     ``set_ws_fp4_padded``, under ``set_ws_padded_handoff``) gives the bits of the gathered hand-off, with whole
     256-token tiles and in 64-row chunks (the chunks past a block's real rows never written nor read)."""
     c = Case(fmt, F.BF16, A.SWIGLU_OAI, T=560, H=576, I=384, E=8, K=4, offset=2, bias=True, dtype=torch.bfloat16,
@@ -403,10 +417,16 @@ def test_gpu_ws_fp4_padded_handoff_same_bits(fmt):
         finally:
             triton_moe.set_ws_fp4_chunks(prev_ch)
         assert torch.equal(padded, gathered), chunks
-    triton_moe.set_ws_fp4_padded(prev_pad)
+    triton_moe.set_ws_fp4_padded(False)
+    try:
+        cap = {}
+        _ws_call(hidden, W, topk, offset=2, block_m=256, cap=cap)
+        assert not cap["padded"]  # the switch turns it off
+    finally:
+        triton_moe.set_ws_fp4_padded(prev_pad)
     cap = {}
     _ws_call(hidden, W, topk, offset=2, block_m=256, cap=cap)
-    assert not cap["padded"]  # opt-in
+    assert cap["padded"]  # the default
 
 
 @gpu

@@ -113,7 +113,7 @@ class KernelConfig:
     both GEMMs -- consumer warpgroups that dequantize 64 weight rows each into shared memory with one wgmma
     in flight; block_m 128 / 256 token rows, block_k 64, block_n 64 (gated GEMM1: 2 x 32 columns) or
     128 (:func:`ws_fp4_config`; ``triton_moe.auto_ws_fp4`` picks it for MXFP4 prefill tiles, for NVFP4
-    only with ``set_ws_fp4_nvfp4``).
+    ones from 64 rows an expert, ``set_ws_fp4_nvfp4``).
     """
 
     block_m: int

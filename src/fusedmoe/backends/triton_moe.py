@@ -943,7 +943,8 @@ def set_ws_decode(enabled: bool, ctas: int = 2, num_stages: int = 0, blocks: int
     ``fused`` (``FUSEDMOE_WS_DECODE_FUSED=1``, default off): both GEMMs in one persistent launch where nothing runs
     between them (16-bit weights, FP8 per tensor with a static intermediate scale;
     ``kernels/_ws_dec._ws_dec_fused_kernel``). Returns the previous ``(enabled, ctas, num_stages, blocks, x_gather,
-    fused)``."""
+    fused)``. (The tuned table may choose the kernel for a shape whatever this switch says: thirty-second session, 20
+    of 32 re-tuned decode points.)"""
     if not all(isinstance(v, bool) for v in (enabled, x_gather, fused)):
         raise TypeError(f"enabled, x_gather and fused must be bools, got {enabled!r}, {x_gather!r}, {fused!r}")
     if ctas not in _WS_FP4_DEC_MAXNREG or num_stages not in (0,) + tuple(range(2, 9)) or blocks not in (1, 2):
@@ -1157,14 +1158,24 @@ def _ws_dec_fused_launch(c1: KernelConfig, c2: KernelConfig, a1: torch.Tensor, a
 # kernels/_ws_fp4.py: the heuristic's and the tuned table's prefill tiles (block_m >= 128) of MXFP4 weights with
 # BF16 activations run there instead of the Triton kernels on sm_90
 _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 0,
-           # 256-token tiles as this many chunks, only those with real rows multiplied (1: whole tiles)
+           # 256-token tiles as this many chunks, only those with real rows multiplied (1: whole tiles; 0: by format,
+           # WS_FP4_AUTO_CHUNKS)
            "chunks": int(os.environ.get("FUSEDMOE_WS_FP4_CHUNKS",
-                                        "2" if os.environ.get("FUSEDMOE_WS_FP4_SKIP_HALF", "0") == "1" else "1")),
-           "nvfp4": os.environ.get("FUSEDMOE_WS_NVFP4", "0") == "1",
+                                        {"1": "2", "0": "1"}.get(os.environ.get("FUSEDMOE_WS_FP4_SKIP_HALF", ""),
+                                                                 "0"))),
+           "nvfp4": os.environ.get("FUSEDMOE_WS_NVFP4", "1") == "1",
            "decode": os.environ.get("FUSEDMOE_WS_FP4_DECODE", "0") == "1",
-           # the padded hand-off between the prefill kernel's GEMMs (opt-in until run on a GPU; the decode kernel,
-           # opt-in itself, always takes it under set_ws_padded_handoff)
-           "padded": os.environ.get("FUSEDMOE_WS_FP4_PADDED", "0") == "1"}
+           # the padded hand-off between the prefill kernel's GEMMs (the decode kernel, opt-in itself, always takes
+           # it under set_ws_padded_handoff)
+           "padded": os.environ.get("FUSEDMOE_WS_FP4_PADDED", "1") == "1"}
+# the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
+# thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
+# MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
+WS_FP4_AUTO_CHUNKS = {Format.MXFP4: 2, Format.NVFP4: 1}
+# NVFP4 prefill in the warp-specialized kernel from this many rows per local expert (H200, same session: 1.05-1.17x
+# the Triton GEMMs at 128-192 rows, 0.97x at 32 -- gpt-oss-120b at 1024 tokens -- and 1.00x at 44-48)
+WS_NVFP4_MIN_ROWS_PER_EXPERT = 64
+_WS_FP4["nvfp4_min_rows"] = WS_NVFP4_MIN_ROWS_PER_EXPERT
 # the FP4 decode kernel (kernels/_ws_fp4_dec.py): programs an SM (each one consumer warpgroup and its loader warp:
 # 8 warps with the padding) and the register cap that lets that many share an SM's 64K registers, ring stages
 _WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128}
@@ -1221,40 +1232,48 @@ WS_FP4_WIDE_MIN_ROWS_PER_EXPERT = 128  # the prefill kernel's 256-token tiles fr
 
 
 def set_ws_fp4_padded(enabled: bool) -> bool:
-    """OPT-IN (twenty-ninth session; correct in the thirty-first session's H200 triage, speed not yet measured;
-    ``False`` is the default, ``FUSEDMOE_WS_FP4_PADDED=1``): with both prefill GEMMs in the FP4 warp-specialized
-    kernel, GEMM1 stores its rows at their block-padded positions and GEMM2 reads them without a gather (one launch
-    and one write and read of the rows less; under ``set_ws_padded_handoff``). Returns the previous setting."""
+    """``True`` (the default since the thirty-second session: 1.002-1.13x on the H200 at 2048-8192 MXFP4 tokens of
+    gpt-oss-120b and Nemotron-3-Super / Nano; ``FUSEDMOE_WS_FP4_PADDED=0`` turns it off): with both prefill GEMMs in
+    the FP4 warp-specialized kernel, GEMM1 stores its rows at their block-padded positions and GEMM2 reads them
+    without a gather (one launch and one write and read of the rows less; under ``set_ws_padded_handoff``). Returns
+    the previous setting."""
     return _swap_bool(_WS_FP4, enabled, "padded")
 
 
 def set_ws_fp4_chunks(chunks: int) -> int:
-    """OPT-IN (twenty-ninth session; correct in the thirty-first session's H200 triage, speed not yet measured; 1 is the
-    default, ``FUSEDMOE_WS_FP4_CHUNKS``): 256-token tiles of the FP4 warp-specialized GEMMs as ``chunks`` (2 or 4)
-    wgmmas of 128 / 64 token rows into as many accumulators, a block multiplying and loading only the chunks that
-    hold real rows -- an expert's last block is partly padding, and at 100-200 rows an expert that is half the MMA
-    work. Same products in the same order: the same bits. Returns the previous setting."""
-    if chunks not in (1, 2, 4) or isinstance(chunks, bool):
-        raise ValueError(f"set_ws_fp4_chunks: chunks must be 1, 2 or 4, got {chunks!r}")
+    """256-token tiles of the FP4 warp-specialized GEMMs as ``chunks`` (2 or 4) wgmmas of 128 / 64 token rows into as
+    many accumulators, a block multiplying and loading only the chunks that hold real rows -- an expert's last block
+    is partly padding, and at 100-200 rows an expert that is half the MMA work; 1: whole tiles; 0 (the default,
+    ``FUSEDMOE_WS_FP4_CHUNKS``): by weight format, ``WS_FP4_AUTO_CHUNKS`` (MXFP4 2, NVFP4 1: the thirty-second
+    session's H200 A/B). Same products in the same order: the same bits. Returns the previous setting."""
+    if chunks not in (0, 1, 2, 4) or isinstance(chunks, bool):
+        raise ValueError(f"set_ws_fp4_chunks: chunks must be 0 (by format), 1, 2 or 4, got {chunks!r}")
     prev, _WS_FP4["chunks"] = _WS_FP4["chunks"], chunks
     return prev
 
 
 def set_ws_fp4_skip_half(enabled: bool) -> bool:
     """``set_ws_fp4_chunks(2 if enabled else 1)`` (the twenty-eighth session's name: an expert's all-padding half of a
-    256-token block skipped; ``FUSEDMOE_WS_FP4_SKIP_HALF=1``). Returns whether chunks were on before."""
+    256-token block skipped; ``FUSEDMOE_WS_FP4_SKIP_HALF=1``). Returns whether chunks were set before (0, by format,
+    counts as set)."""
     if not isinstance(enabled, bool):
         raise TypeError(f"enabled must be a bool, got {enabled!r}")
-    return set_ws_fp4_chunks(2 if enabled else 1) > 1
+    return set_ws_fp4_chunks(2 if enabled else 1) != 1
 
 
-def set_ws_fp4_nvfp4(enabled: bool) -> bool:
-    """OPT-IN (twenty-ninth session; correct in the thirty-first session's H200 triage, speed not yet measured;
-    ``False`` is the default, ``FUSEDMOE_WS_NVFP4=1``): ``auto_ws_fp4`` also picks the FP4 warp-specialized GEMMs
-    for NVFP4 weights x BF16 activations (W4A16; the e4m3 block scales K-major as ``ExpertWeights`` keeps them, the
-    global ``1 / g`` on the accumulator). An explicit warp-specialized config runs them whatever this says. Returns
-    the previous setting."""
-    return _swap_bool(_WS_FP4, enabled, "nvfp4")
+def set_ws_fp4_nvfp4(enabled: bool, min_rows_per_expert: Optional[int] = None) -> bool:
+    """``True`` (the default since the thirty-second session; ``FUSEDMOE_WS_NVFP4=0`` turns it off): ``auto_ws_fp4``
+    also picks the FP4 warp-specialized GEMMs for NVFP4 weights x BF16 activations (W4A16; the e4m3 block scales
+    K-major as ``ExpertWeights`` keeps them, the global ``1 / g`` on the accumulator) at prefill tiles from
+    ``WS_NVFP4_MIN_ROWS_PER_EXPERT`` rows per local expert (on the H200 1.05-1.17x the Triton GEMMs at 128-192 rows,
+    0.97-1.00x at 32-48; ``min_rows_per_expert`` sets another threshold, None restores that one). An explicit
+    warp-specialized config runs them whatever this says. Returns the previous setting (on / off)."""
+    rows = WS_NVFP4_MIN_ROWS_PER_EXPERT if min_rows_per_expert is None else min_rows_per_expert
+    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
+        raise ValueError(f"set_ws_fp4_nvfp4: min_rows_per_expert must be an int >= 0, got {min_rows_per_expert!r}")
+    prev = _swap_bool(_WS_FP4, enabled, "nvfp4")
+    _WS_FP4["nvfp4_min_rows"] = rows
+    return prev
 
 
 def set_ws_fp4(enabled: bool, block_m: int = 0) -> "tuple[bool, int]":
@@ -1302,14 +1321,17 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
                 interp: bool = False) -> MoEKernelConfig:
     """The config a call without an explicit one runs: ``cfg`` (``choose_moe_config``'s), or where it has
     prefill tiles (block_m >= 128), no atomic combine, and the FP4 warp-specialized kernel can take the call
-    (``set_ws_fp4``, ``_ws_fp4_problem``; NVFP4 weights only with ``set_ws_fp4_nvfp4``) its tiles for both GEMMs --
+    (``set_ws_fp4``, ``_ws_fp4_problem``; NVFP4 weights under ``set_ws_fp4_nvfp4`` from
+    ``WS_NVFP4_MIN_ROWS_PER_EXPERT`` rows per local expert) its tiles for both GEMMs --
     256 token rows from ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT`` rows per local expert, else 128; with decode tiles
     (block_m <= 16) and the opt-in ``set_ws_fp4_decode``, the FP4 decode kernel's (``ws_fp4_dec_config``,
     :func:`ws_fp4_dec_split`). ``fusedmoe bench`` records and passes the same."""
     decode = cfg.block_m < 128
+    rows_per_expert = tokens * top_k / max(1, w13.shape[0])
+    nv_off = w13.fmt is Format.NVFP4 and not decode and (not _WS_FP4["nvfp4"]
+                                                          or rows_per_expert < _WS_FP4["nvfp4_min_rows"])
     if (not _WS_FP4["enabled"] or (decode and (not _WS_FP4["decode"] or cfg.block_m > WS_FP4_DEC_BLOCK_M))
-            or cfg.atomic_combine
-            or w13.fmt not in WS_FP4_FORMATS or (w13.fmt is Format.NVFP4 and not decode and not _WS_FP4["nvfp4"])
+            or cfg.atomic_combine or w13.fmt not in WS_FP4_FORMATS or nv_off
             or _ws_fp4_problem(w13, w2, act_format, dtype, device, interp, w13.shape[-1], w2.shape[-1]) is not None):
         return cfg
     gated = activation.is_gated
@@ -1320,7 +1342,6 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
                              _WS_FP4_DEC["ctas"] * (sms or 132))
         return MoEKernelConfig(ws_fp4_dec_config(gated, "gemm1", s1, st, bk),
                                ws_fp4_dec_config(False, "gemm2", s2, st, bk), cfg.atomic_combine)
-    rows_per_expert = tokens * top_k / max(1, w13.shape[0])
     bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= WS_FP4_WIDE_MIN_ROWS_PER_EXPERT else 128)
     return MoEKernelConfig(ws_fp4_config(gated, "gemm1", bm), ws_fp4_config(False, "gemm2", bm), cfg.atomic_combine)
 
@@ -1362,7 +1383,8 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
                            weight_on_input, mul_routing_weight, num_sms, fold_cvt, part, cnt, out_padded=out_padded,
                            pdl=pdl)
         return
-    chunks = _WS_FP4["chunks"] if BM == 256 else 1  # the x box is then that fraction of a block
+    # (the x box is then that fraction of a block)
+    chunks = (_WS_FP4["chunks"] or WS_FP4_AUTO_CHUNKS[w.fmt]) if BM == 256 else 1
     XT = BM // chunks
     x_layout, w_layout = _ws_fp4_layouts(XT)
     tk = w.value_tile_k
