@@ -593,6 +593,16 @@ def _x_gather(on: bool):
         triton_moe.set_ws_decode(*prev)
 
 
+def _triton_config(prob, act, wfmt) -> MoEKernelConfig:
+    """The Triton kernels' config for ``prob`` on this GPU: the heuristic's (the tuned table may choose the decode
+    kernel itself)."""
+    T, H = prob["hidden"].shape
+    cfg = choose_moe_config(T, H, prob["I_pad"], prob["q13"].shape[0], prob["ids"].shape[1], wfmt, act,
+                            torch.cuda.get_device_name(), table=TunedTable())
+    assert not cfg.gemm1.warp_specialized, cfg
+    return cfg
+
+
 def _auto_call(prob, *, act, wfmt, params=None, offset=0, static=True):
     """The layer with the switch on and no config: asserts that the decode kernel ran; returns (out, capture)."""
     cap = {}
@@ -625,7 +635,7 @@ def test_gpu_ws_dec_matches_reference(act, wfmt):
     prob = make_problem(T=6, H=H, I=I, I_pad=I, E=8, K=4, act=act, wfmt=wfmt, dtype=torch.bfloat16,
                         bias=act is A.SWIGLU_OAI, offset=2, E_glob=12, seed=31)
     kw = dict(act=act, wfmt=wfmt, dtype=torch.bfloat16, params=params, offset=2)
-    base = _run_within_bound(prob, tag="triton", **kw)  # the Triton kernels (the switch is off by default)
+    base = _run_within_bound(prob, tag="triton", config=_triton_config(prob, act, wfmt), **kw)
     for split, blocks in ((1, 1), (2, 1), (4, 2)):
         cfg = _dec_config(act.is_gated, wfmt, split, 6, blocks, H, I)
         got = _run_within_bound(prob, tag=(split, blocks), config=cfg, **kw)
@@ -739,7 +749,7 @@ def test_gpu_ws_dec_model_shapes(shape, wfmt, T):
     I_pad = -(-I // 128) * 128 if wfmt is F.FP8_BLOCK else I
     prob = make_problem(T=T, H=H, I=I, I_pad=I_pad, E=32, K=K, act=act, wfmt=wfmt, dtype=torch.bfloat16, seed=35)
     got, _ = _auto_call(prob, act=act, wfmt=wfmt)
-    base, ref = run_case(prob, act=act, wfmt=wfmt)
+    base, ref = run_case(prob, act=act, wfmt=wfmt, config=_triton_config(prob, act, wfmt))
     mx, rms = _errors(got, ref)
     bmx, brms = (2e-2, 4e-3) if wfmt is F.BF16 else (6e-2, 1.2e-2)
     # (at most the bound, or 15 % above the Triton kernels' own error where that is already near it)
