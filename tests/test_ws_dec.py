@@ -28,8 +28,8 @@ from test_triton_moe import (ACT_FMT, DEV, _errors, _graph_replay_matches, _para
 
 from fusedmoe.backends import triton_moe
 from fusedmoe.backends.kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, choose_moe_config,
-                                              warp_specialized_problem, ws_dec_block_k, ws_dec_config,
-                                              ws_dec_max_blocks, ws_dec_stage_bytes)
+                                              triton_tile, warp_specialized_config, warp_specialized_problem,
+                                              ws_dec_block_k, ws_dec_config, ws_dec_max_blocks, ws_dec_stage_bytes)
 from fusedmoe.backends.triton_moe import triton_experts
 from fusedmoe.config import Activation, Format
 
@@ -260,6 +260,42 @@ def test_ws_dec_config_rules(monkeypatch):
                                             num_sms=132)
     finally:
         triton_moe.set_ws_decode(*prev)
+
+
+def test_gluon_kernels_need_triton_3_6(monkeypatch):
+    """With a Triton older than 3.6 (whose Gluon API the kernels are not written for) a call without a config never
+    runs a Gluon kernel -- where the tuned table or the heuristic chose one, the heuristic's Triton config runs --
+    and an explicit warp-specialized config raises NotImplementedError saying why."""
+    assert triton_moe._triton_version("3.6.0+git1a2b") == (3, 6) and triton_moe._triton_version("3.10.0rc1") == (3, 10)
+    assert triton_moe._triton_version("4") == (4, 0)
+    assert triton_moe.gluon_problem("3.6.0") is None and triton_moe.gluon_problem("3.7.1") is None
+    why = triton_moe.gluon_problem("3.5.1")
+    assert why is not None and ">= 3.6" in why and "3.5.1" in why
+    monkeypatch.setattr(triton_moe, "gluon_problem", lambda version=None: why)
+    monkeypatch.setattr(triton_moe, "_cuda_major", lambda index: 9)
+    monkeypatch.setattr(triton_moe, "_device_info", lambda dev: ("NVIDIA H200", 132))
+    cuda = torch.device("cuda", 0)
+    prob = make_problem(T=2, H=256, I=128, I_pad=128, E=4, K=2, act=A.SWIGLU, wfmt=F.FP8_TENSOR,
+                        dtype=torch.bfloat16, seed=1, device="cpu")
+    heur = choose_moe_config(1, 256, 128, 4, 2, F.FP8_TENSOR, A.SWIGLU, "NVIDIA H200", table=TunedTable(), num_sms=132)
+    prev = triton_moe.set_ws_decode(True)
+    try:
+        for cfg in (triton_moe.ws_decode_config(1, 256, 128, 4, 2, F.FP8_TENSOR, True, 1, 132, 3), heur):
+            got = triton_moe.auto_ws(cfg, prob["q13"], prob["q2"], F.FP8_TENSOR, torch.bfloat16, cuda, 1, 2, A.SWIGLU)
+            assert not got.gemm1.warp_specialized and not got.gemm2.warp_specialized, got
+            assert got == heur  # (the switch is on: with Triton 3.6 the decode kernel would take heur's place)
+    finally:
+        triton_moe.set_ws_decode(*prev)
+    # a warp-specialized prefill choice: the Triton tile it replaced
+    pre = MoEKernelConfig(warp_specialized_config(True, weight_format=F.FP8_TENSOR),
+                          warp_specialized_config(False, weight_format=F.FP8_TENSOR))
+    got = triton_moe.auto_ws(pre, prob["q13"], prob["q2"], F.FP8_TENSOR, torch.bfloat16, cuda, 4096, 2, A.SWIGLU)
+    want = choose_moe_config(4096, 256, 128, 4, 2, F.FP8_TENSOR, A.SWIGLU, "NVIDIA H200", table=TunedTable(),
+                             num_sms=132)
+    assert got == MoEKernelConfig(triton_tile(want.gemm1), triton_tile(want.gemm2))
+    assert not got.gemm1.warp_specialized and not got.gemm2.warp_specialized
+    with pytest.raises(NotImplementedError, match=r"Triton >= 3\.6"):
+        triton_moe._ws_check(cuda, False, prob["q13"], torch.bfloat16)
 
 
 # ---- CPU: the launcher's arguments ----------------------------------------------------------------

@@ -102,7 +102,8 @@ from ..formats.triton_quant import Fp8Plan, plan_fp8
 from ..kernels import _blockscaled as _bs
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_persistent, choose_moe_config,
-                             held_a_problem, join_gate_up, k_loop_stages, warp_specialized_problem, WS_FP4_FORMATS,
+                             held_a_problem, join_gate_up, k_loop_stages, triton_tile, warp_specialized_problem,
+                             WS_FP4_FORMATS,
                              WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
                              WS_DEC_BLOCK_M, WS_FORMATS, ws_dec_block_k, ws_dec_config, ws_dec_max_blocks,
                              ws_dec_stage_bytes, SM90_SMEM_PER_SM, WS_DEC_CTAS, WS_DEC_FIXED_SMEM)
@@ -821,10 +822,46 @@ def _scalar_ptr(name: str, s, device) -> torch.Tensor:
 # ---- warp-specialized GEMMs (Gluon, sm_90) ---------------------------------------------------------
 
 
+# the Gluon kernels (kernels/_ws_*.py) are written against Triton 3.6's experimental Gluon API (warp_specialize,
+# the NVMMA layouts, the Hopper TMA descriptors), which changed from release to release before it
+GLUON_MIN_TRITON = (3, 6)
+
+
+def _triton_version(version: Optional[str] = None) -> "tuple[int, int]":
+    """(major, minor) of ``version`` (default: the installed Triton's), e.g. "3.6.0+git1234" -> (3, 6)."""
+    import triton
+
+    parts = (version or triton.__version__).split("+")[0].split(".")
+    return tuple(int("".join(ch for ch in p if ch.isdigit()) or 0) for p in (parts + ["0"])[:2])
+
+
+@functools.lru_cache(maxsize=None)
+def gluon_problem(version: Optional[str] = None) -> Optional[str]:
+    """None, or why this Triton (``version``: the installed one) does not run the Gluon kernels."""
+    if _triton_version(version) < GLUON_MIN_TRITON:
+        import triton
+
+        return (f"the warp-specialized Gluon kernels need Triton >= {'.'.join(map(str, GLUON_MIN_TRITON))} (their "
+                f"experimental API changed before it), got {version or triton.__version__}")
+    return None
+
+
+def _without_gluon(T: int, H: int, I_pad: int, E: int, K: int, wfmt: Format, activation: Activation, dev_name: str,
+                   num_sms, atomic: bool) -> MoEKernelConfig:
+    """What a call without a config runs where the Gluon kernels cannot (``gluon_problem``): the heuristic's config
+    (no tuned table: its entries may name the Gluon decode kernel) with a warp-specialized prefill GEMM as the Triton
+    tile it replaced (``kernel_configs.triton_tile``)."""
+    h = choose_moe_config(T, H, I_pad, E, K, wfmt, activation, dev_name, table=TunedTable(), num_sms=num_sms)
+    return MoEKernelConfig(triton_tile(h.gemm1), triton_tile(h.gemm2), atomic)
+
+
 def _ws_check(dev: torch.device, interp: bool, w: QuantizedTensor, a_dtype: torch.dtype) -> None:
     """Where ``KernelConfig.warp_specialized`` can run: a CUDA device of capability 9.x (wgmma and
-    TMA; Blackwell has no wgmma), not the interpreter, the weights contiguous and 16-byte aligned;
-    16-bit weights with the GEMM's input in the same dtype (wgmma takes one operand type)."""
+    TMA; Blackwell has no wgmma), not the interpreter, Triton >= 3.6 (``gluon_problem``), the weights contiguous and
+    16-byte aligned; 16-bit weights with the GEMM's input in the same dtype (wgmma takes one operand type)."""
+    why = gluon_problem()
+    if why is not None:
+        raise NotImplementedError(f"warp_specialized: {why}; use a config without warp_specialized")
     if interp or dev.type != "cuda":
         raise NotImplementedError("warp_specialized is a Gluon kernel for sm_90: Triton's interpreter cannot run "
                                   "Gluon; use a config without warp_specialized")
@@ -1033,7 +1070,15 @@ def auto_ws(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor, act
             device: torch.device, tokens: int, top_k: int, activation: Activation,
             interp: bool = False) -> MoEKernelConfig:
     """What a call without a config runs: :func:`auto_ws_fp4` for FP4 weights, :func:`auto_ws_decode` for 16-bit /
-    FP8 ones (``fusedmoe bench`` records and passes the same)."""
+    FP8 ones (``fusedmoe bench`` records and passes the same); with a Triton the Gluon kernels do not run on
+    (:func:`gluon_problem`), ``cfg`` -- or, where the table or the heuristic chose a Gluon kernel, the Triton
+    kernels' config (``_without_gluon``)."""
+    if gluon_problem() is not None:
+        if cfg.gemm1.warp_specialized or cfg.gemm2.warp_specialized:
+            dev_name, sms = _device_info(device)
+            return _without_gluon(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation,
+                                  dev_name, sms, cfg.atomic_combine)
+        return cfg
     if w13.fmt in WS_FP4_FORMATS:
         return auto_ws_fp4(cfg, w13, w2, act_format, dtype, device, tokens, top_k, activation, interp)
     return auto_ws_decode(cfg, w13, w2, act_format, dtype, device, tokens, top_k, activation, interp)
