@@ -273,7 +273,8 @@ OAI_SMALL = ActivationParams(alpha=1.702, beta=1.0, limit=0.5)  # both clamps re
 
 
 
-@pytest.mark.parametrize("fmt,gated,chunks,padded", [(Format.MXFP4, True, 1, False), (Format.NVFP4, False, 4, True)])
+@pytest.mark.parametrize("fmt,gated,chunks,padded", [(Format.MXFP4, True, 1, False), (Format.NVFP4, False, 4, True),
+                                                     (Format.MXFP4, False, 0, True), (Format.NVFP4, True, 0, False)])
 def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, padded):
     """``triton_moe._ws_fp4_gemm``'s prefill launch (GEMM2 reading GEMM1's padded rows: no gather) bound to the
     kernel's signature: the TMA boxes (a chunk's token rows of 64, 64 weight rows of 16 words), the scale strides
@@ -309,6 +310,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     assert kw.pop("num_warps") == 4
     b = sig.bind(*args, **kw).arguments
     tk = w.value_tile_k
+    chunks = chunks or triton_moe.WS_FP4_AUTO_CHUNKS[fmt]  # 0: by format (the default)
     assert grid == (min(NB * (N // 128), 132),)
     assert [b[n].block_shape for n in ("x_desc", "w0_desc")] == [[BM // chunks, 64], [64, 16]]
     assert b["x_desc"].base.data_ptr() == rows.data_ptr() and b["w0_desc"].base.data_ptr() == w.data.data_ptr()
