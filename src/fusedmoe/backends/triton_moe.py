@@ -1030,10 +1030,13 @@ def auto_ws_decode(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTens
     """The config a call without an explicit one runs for 16-bit / FP8 weights: ``cfg``, or with the opt-in
     :func:`set_ws_decode`, decode tiles (block_m <= 16), no atomic combine and a layer the kernel can take, the
     decode kernel's tiles for both GEMMs (``ws_dec_config``; split-K from the expected blocks -- experts hit -- by
-    :func:`ws_fp4_dec_split`, all programs busy). Where the tuned table chose the decode kernel for a layer it
-    cannot take (16-bit weights in another dtype than hidden, unaligned weights), the heuristic's Triton config."""
+    :func:`ws_fp4_dec_split`, all programs busy). Where the tuned table chose the decode kernel, its config as it is
+    (switch on or off) -- or, for a layer the kernel cannot take (16-bit weights in another dtype than hidden,
+    unaligned weights), the heuristic's Triton config."""
     why = _ws_dec_layer_problem(w13, w2, dtype, device, interp, w13.shape[-1], w2.shape[-1])
-    if why is not None and cfg.gemm1.warp_specialized and cfg.block_m == WS_DEC_BLOCK_M:
+    if cfg.gemm1.warp_specialized and cfg.block_m == WS_DEC_BLOCK_M:  # the tuned table's choice
+        if why is None:
+            return cfg
         dev_name, sms = _device_info(device)
         return choose_moe_config(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation,
                                  dev_name, table=TunedTable(), num_sms=sms)
