@@ -154,7 +154,8 @@ class KernelConfig:
                 raise TypeError(f"KernelConfig.persistent must be None or an int, got {self.persistent!r}")
             if not 0 <= self.persistent <= 8:
                 raise ValueError(f"KernelConfig.persistent must be in [0, 8] programs per SM, got {self.persistent}")
-            if self.persistent and self.split_k > 1 and not (self.warp_specialized and self.block_m == 16):
+            if self.persistent and self.split_k > 1 and not (self.warp_specialized
+                                                             and self.block_m == WS_FP4_DEC_BLOCK_M):
                 raise ValueError(f"KernelConfig.persistent ({self.persistent}) needs split_k 1, got {self.split_k}")
         if not 1 <= self.n_tiles <= 256:
             raise ValueError(f"KernelConfig.n_tiles must be in [1, 256], got {self.n_tiles}")
@@ -829,9 +830,9 @@ def _ws_fp4_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Option
     return None if why is None else f"{gemm.upper()} warp_specialized {why}"
 
 
-# the 16-bit / FP8 decode kernel (kernels/_ws_dec.py; OPT-IN: correct on the H200, not faster): the FP4 decode kernel's
-# tile -- 16 token rows a block, 64 weight rows a unit (gated GEMM1: 32 gate + 32 up), 128 bytes of K a block (64 16-bit /
-# 128 FP8 values), one or two blocks a ring step
+# the 16-bit / FP8 decode kernel (kernels/_ws_dec.py; chosen by the tuned table where it measured faster, else the
+# opt-in set_ws_decode): the FP4 decode kernel's tile -- 16 token rows a block, 64 weight rows a unit (gated GEMM1:
+# 32 gate + 32 up), 128 bytes of K a block (64 16-bit / 128 FP8 values), one or two blocks a ring step
 WS_DEC_BLOCK_M = WS_FP4_DEC_BLOCK_M
 
 

@@ -846,11 +846,13 @@ def gluon_problem(version: Optional[str] = None) -> Optional[str]:
     return None
 
 
-def _without_gluon(T: int, H: int, I_pad: int, E: int, K: int, wfmt: Format, activation: Activation, dev_name: str,
-                   num_sms, atomic: bool) -> MoEKernelConfig:
-    """What a call without a config runs where the Gluon kernels cannot (``gluon_problem``): the heuristic's config
-    (no tuned table: its entries may name the Gluon decode kernel) with a warp-specialized prefill GEMM as the Triton
-    tile it replaced (``kernel_configs.triton_tile``)."""
+@functools.lru_cache(maxsize=1024)
+def _triton_fallback(T: int, H: int, I_pad: int, E: int, K: int, wfmt: Format, activation: Activation, dev_name: str,
+                     num_sms, atomic: bool) -> MoEKernelConfig:
+    """What a call without a config runs where the tuned table or the heuristic chose a Gluon kernel that cannot run
+    (an older Triton, ``gluon_problem``; a layer the decode kernel cannot take): the heuristic's config (no tuned
+    table: its entries may name the Gluon decode kernel) with a warp-specialized prefill GEMM as the Triton tile it
+    replaced (``kernel_configs.triton_tile``). Cached: the per-call path of such layers."""
     h = choose_moe_config(T, H, I_pad, E, K, wfmt, activation, dev_name, table=TunedTable(), num_sms=num_sms)
     return MoEKernelConfig(triton_tile(h.gemm1), triton_tile(h.gemm2), atomic)
 
@@ -984,7 +986,7 @@ def set_ws_decode(enabled: bool, ctas: int = 2, num_stages: int = 0, blocks: int
     of 32 re-tuned decode points.)"""
     if not all(isinstance(v, bool) for v in (enabled, x_gather, fused)):
         raise TypeError(f"enabled, x_gather and fused must be bools, got {enabled!r}, {x_gather!r}, {fused!r}")
-    if ctas not in _WS_FP4_DEC_MAXNREG or num_stages not in (0,) + tuple(range(2, 9)) or blocks not in (1, 2):
+    if ctas not in WS_DEC_CTAS or num_stages not in (0,) + tuple(range(2, 9)) or blocks not in (1, 2):
         raise ValueError(f"set_ws_decode: ctas must be 1-3, num_stages 0 or 2-8 and blocks 1 / 2, got {ctas}, "
                          f"{num_stages}, {blocks}")
     prev = (_WS_DEC["enabled"], _WS_DEC["ctas"], _WS_DEC["stages"], _WS_DEC["blocks"], _WS_DEC["x_gather"],
@@ -1038,8 +1040,8 @@ def auto_ws_decode(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTens
         if why is None:
             return cfg
         dev_name, sms = _device_info(device)
-        return choose_moe_config(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation,
-                                 dev_name, table=TunedTable(), num_sms=sms)
+        return _triton_fallback(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation,
+                                dev_name, sms, cfg.atomic_combine)
     if not _WS_DEC["enabled"] or cfg.block_m > WS_DEC_BLOCK_M or cfg.atomic_combine or why is not None:
         return cfg
     _, sms = _device_info(device)
@@ -1075,12 +1077,12 @@ def auto_ws(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor, act
     """What a call without a config runs: :func:`auto_ws_fp4` for FP4 weights, :func:`auto_ws_decode` for 16-bit /
     FP8 ones (``fusedmoe bench`` records and passes the same); with a Triton the Gluon kernels do not run on
     (:func:`gluon_problem`), ``cfg`` -- or, where the table or the heuristic chose a Gluon kernel, the Triton
-    kernels' config (``_without_gluon``)."""
+    kernels' config (``_triton_fallback``)."""
     if gluon_problem() is not None:
         if cfg.gemm1.warp_specialized or cfg.gemm2.warp_specialized:
             dev_name, sms = _device_info(device)
-            return _without_gluon(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation,
-                                  dev_name, sms, cfg.atomic_combine)
+            return _triton_fallback(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation,
+                                    dev_name, sms, cfg.atomic_combine)
         return cfg
     if w13.fmt in WS_FP4_FORMATS:
         return auto_ws_fp4(cfg, w13, w2, act_format, dtype, device, tokens, top_k, activation, interp)
@@ -1239,7 +1241,7 @@ def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k
     previous ``(enabled, ctas, num_stages, block_k)``."""
     if not isinstance(enabled, bool):
         raise TypeError(f"enabled must be a bool, got {enabled!r}")
-    if ctas not in _WS_FP4_DEC_MAXNREG or not 2 <= num_stages <= 8 or block_k not in (64, 128):
+    if ctas not in WS_DEC_CTAS or not 2 <= num_stages <= 8 or block_k not in (64, 128):
         raise ValueError(f"set_ws_fp4_decode: ctas must be 1-3, num_stages 2-8 and block_k 64 / 128, got {ctas}, "
                          f"{num_stages}, {block_k}")
     prev = (_WS_FP4["decode"], _WS_FP4_DEC["ctas"], _WS_FP4_DEC["stages"], _WS_FP4_DEC["block_k"])

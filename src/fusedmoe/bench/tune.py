@@ -9,10 +9,9 @@ sizes. Right after the heuristic come the config the active table serves the poi
 re-tune never ends slower than the table it replaces; for FP8 per tensor / channel also the other
 one's entry), on Hopper at 1-8 tokens of the 16-bit and FP8 formats the Gluon decode kernel
 (``triton_moe.ws_decode_config``, one and two K blocks a ring step at 2 and 3 programs an SM -- the configs'
-``persistent`` -- faster than the Triton GEMMs on some
-shapes only, so the table decides), where K = I_pad <= 256 (TP shards) of the 16-bit and FP8 formats GEMM2 holding its
-activation tile across column tiles (``KernelConfig.n_tiles``) at 64- and 128-row tiles, and, at
-prefill tiles of the 16-bit / FP8 formats, GEMM2 run persistent (``KernelConfig.persistent`` = 2
+``persistent`` -- faster than the Triton GEMMs on some shapes only, so the table decides), where K = I_pad <= 256
+(TP shards) of the 16-bit and FP8 formats GEMM2 holding its activation tile across column tiles
+(``KernelConfig.n_tiles``) at 64- and 128-row tiles, and, at prefill tiles of the 16-bit / FP8 formats, GEMM2 run persistent (``KernelConfig.persistent`` = 2
 programs per SM, at 4 warps with at most 64 accumulators per thread and at the base's warps) or,
 where the auto rule would run it persistent, explicitly not. ``fp8_fast_accum=True`` (CLI
 ``--fp8-fast-accum``) also tries, for FP8 per-tensor / per-channel weights, FP8 accumulation in

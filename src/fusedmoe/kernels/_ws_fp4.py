@@ -1,8 +1,8 @@
 """Warp-specialized grouped GEMMs for MXFP4 / NVFP4 weights x BF16 activations at prefill on Hopper, in Gluon
 (private; launched by ``fusedmoe.backends.triton_moe`` when ``KernelConfig.warp_specialized`` is set
 for FP4 weights -- ``triton_moe.auto_ws_fp4`` sets it for MXFP4 prefill tiles, for NVFP4 ones from 64 rows an
-expert under ``set_ws_fp4_nvfp4`` (on by default since the thirty-second session); the rules in ``kernel_configs.warp_specialized_problem`` and
-``triton_moe._ws_fp4_problem``).
+expert under ``set_ws_fp4_nvfp4`` (on by default since the thirty-second session); the rules in
+``kernel_configs.warp_specialized_problem`` and ``triton_moe._ws_fp4_problem``).
 
 Why: Hopper has no FP4 tensor cores, so every K step dequantizes its weight tile in registers before
 a BF16 wgmma. In the Triton kernels the whole program passes one barrier a step (the software
@@ -222,8 +222,9 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                   OUT_PADDED: gl.constexpr):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
     turn), one asynchronous wgmma with the step's input tile, at most one step in flight; then the epilogue.
-    ``CHUNKS`` > 1 (OPT-IN; correct in the thirty-first session's H200 triage, speed not yet measured): the block's BT
-    token rows as that many wgmmas of BT / CHUNKS rows into as many accumulators, only the chunks that hold real rows multiplied and stored (an expert's last block
+    ``CHUNKS`` > 1 (``set_ws_fp4_chunks``; MXFP4's default 2 since the thirty-second session): the block's BT token
+    rows as that many wgmmas of BT / CHUNKS rows into as many accumulators, only the chunks that hold real rows
+    multiplied and stored (an expert's last block
     holds its rows first; the loader skipped the others' input). Same products, same order: the same bits."""
     XT: gl.constexpr = BT // CHUNKS  # token rows of one wgmma
     BQ: gl.constexpr = BK // 16
@@ -414,10 +415,10 @@ def _ws_fp4_kernel(
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
-    ``min(tiles, SMs)`` programs. ``CHUNKS`` 2 / 4 (OPT-IN; correct in the thirty-first session's H200 triage, speed not
-    yet measured; ``x_desc``'s box is then that fraction of the block's token rows): a block multiplies and loads only
-    its chunks that hold real rows. ``NV`` (OPT-IN; likewise): NVFP4 weights, ``s_ptr`` their e4m3 scales K-major
-    (``stride_sk`` apart along K), ``gs_ptr`` their global scales [E]. ``OUT_PADDED`` (GEMM1 before this kernel's GEMM2): ``out``
+    ``min(tiles, SMs)`` programs. ``CHUNKS`` 2 / 4 (``x_desc``'s box is then that fraction of the block's token
+    rows): a block multiplies and loads only its chunks that hold real rows. ``NV``: NVFP4 weights, ``s_ptr`` their
+    e4m3 scales K-major (``stride_sk`` apart along K), ``gs_ptr`` their global scales [E]. ``OUT_PADDED`` (GEMM1
+    before this kernel's GEMM2): ``out``
     is [blocks * BT, N], the rows at their block-padded positions -- GEMM2's input without a gather."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
