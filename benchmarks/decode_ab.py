@@ -44,6 +44,9 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "nows4nv": ("set_ws_fp4_nvfp4", False),  # NVFP4 weights in the Triton GEMMs
             "ws4dec": ("set_ws_fp4_decode", True),  # the FP4 decode kernel (opt-in; 3 programs an SM, 8 stages, bk 128)
             "ws4dec2": ("set_ws_fp4_decode", (True, 2)),  # the same, 2 programs an SM
+            # ... GEMM1's token rows by a gather launch and TMA boxes (the default: cp.async from the align launch's
+            # dot-order copy of hidden, thirty-third session)
+            "ws4dectma": ("set_ws_fp4_decode", (True, 3, 8, 128, False)),
             # the 16-bit / FP8 decode kernel (opt-in): 2 programs an SM, stages that fit; 1 / 3 programs; 2 blocks a step
             "wsdec": ("set_ws_decode", True), "wsdec1": ("set_ws_decode", (True, 1)),
             "wsdec3": ("set_ws_decode", (True, 3)), "wsdec2b": ("set_ws_decode", (True, 2, 0, 2)),

@@ -54,6 +54,8 @@ VARIANTS = {
     "ws4dec-mxfp4-oai-t1": (("set_ws_fp4_decode", (True,)), "mxfp4", "swiglu_oai", 1, 2880, 2880, 32, 4, True, False),
     "ws4dec-nvfp4-relu2-t8": (("set_ws_fp4_decode", (True,)), "nvfp4", "relu2", 8, 2688, 1856, 32, 6, False, False),
     "ws4dec-mxfp4-2cta-t8": (("set_ws_fp4_decode", (True, 2)), "mxfp4", "swiglu", 8, 2048, 768, 32, 8, False, False),
+    "ws4dec-mxfp4-oai-t1-tma": (("set_ws_fp4_decode", (True, 3, 8, 128, False)), "mxfp4", "swiglu_oai", 1, 2880, 2880,
+                                32, 4, True, False),  # GEMM1's token rows through a gather launch and TMA boxes
     # the FP4 prefill kernel's opt-in variants (kernels/_ws_fp4.py)
     "ws4nv-prefill": (("set_ws_fp4_nvfp4", (True,)), "nvfp4", "swiglu", 1024, 2048, 768, 32, 8, False, False),
     "ws4ch2-prefill": (("set_ws_fp4_chunks", (2,)), "mxfp4", "swiglu", 2048, 2048, 768, 32, 8, False, False),

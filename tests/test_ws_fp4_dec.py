@@ -1,15 +1,18 @@
 """The FP4 decode GEMMs (``kernels/_ws_fp4_dec.py``; OPT-IN: ``set_ws_fp4_decode`` / ``FUSEDMOE_WS_FP4_DECODE=1``,
-twenty-ninth session, compiled for sm_90 only until the GPU tests here have run).
+twenty-ninth session; run on the H200 since the thirty-first. GEMM1's token rows by cp.async from the align
+launch's dot-order copy of hidden: thirty-third session, compiled for sm_90 only until the GPU tests here run).
 
 CPU (CI): every variant compiles for sm_90 with the weights as the wgmma's register operand, no BF16 tile through
 shared memory in the K loop, asynchronous wgmmas (ptxas did not serialize them), no spills, three programs within
-an SM's shared memory; the dot-order gather against ``dot64_cols`` (interpreter); the kernel's index math mirrored
-in torch on ExpertWeights' layouts (mutations of the mirror's dot order or scale index fail it); the config rules,
-the split-K rule, the switch and the automatic choice. GPU (marker ``gpu``): against the reference and the Triton kernels for
+an SM's shared memory, the token rows by TMA or by cp.async (with its barrier arrival and proxy fence); the
+dot-order gather and the align launch's dot-order copy against ``dot64_cols`` (interpreter); the kernel's index
+math mirrored in torch on ExpertWeights' layouts, for both token-row sources (mutations of the mirror's dot order,
+scale index or cp.async row fail it); the config rules, the split-K rule, the switch, the automatic choice and the
+forward's hand-over of the dot-order rows. GPU (marker ``gpu``): against the reference and the Triton kernels for
 MXFP4 / NVFP4 x gated (clamped SwiGLU with biases) / non-gated (ReLU^2), split-K 1 / 2 / 4, expert parallelism,
-blocks of more and fewer than 8 real rows (the loader's two token boxes),
-K = 1 with the weight on the input, the same bits on repeated calls and in a CUDA graph, gpt-oss-120b's and
-Nemotron-3-Nano's shapes at one and eight tokens.
+blocks of more and fewer than 8 real rows (the loader's two token boxes), the same bits with the token rows by
+cp.async and by the gather launch, K = 1 with the weight on the input, the same bits on repeated calls and in a
+CUDA graph, gpt-oss-120b's and Nemotron-3-Nano's shapes at one and eight tokens.
 """
 
 import os
@@ -35,28 +38,34 @@ A, F = Activation, Format
 
 _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4_dec as kd
-# ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, FOLD, NV, TK, STAGES, SPLIT, KB, maxnreg
-for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr in (
-        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80),     # gpt-oss GEMM1, split 2, 3 programs an SM
-        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80),  # NVFP4 ReLU2 GEMM1
-        (7, False, True, False, True, True, False, 64, 8, 4, 2, 80),     # GEMM2: bias, routing weight, split 4
-        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128),  # weight on input, restoring cvt, bk 64
-        (7, False, False, False, True, False, True, 64, 8, 2, 2, 80)):   # NVFP4 GEMM2
+# ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, FOLD, NV, TK, STAGES, SPLIT, KB, maxnreg, X_GATHER
+for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG in (
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 0),     # gpt-oss GEMM1, split 2, 3 programs an SM
+        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 0),  # NVFP4 ReLU2 GEMM1
+        (7, False, True, False, True, True, False, 64, 8, 4, 2, 80, 0),     # GEMM2: bias, routing weight, split 4
+        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 0),  # weight on input, restoring cvt, bk 64
+        (7, False, False, False, True, False, True, 64, 8, 2, 2, 80, 0),    # NVFP4 GEMM2
+        # GEMM1's token rows by cp.async from the align launch's dot-order copy of hidden (no gather launch)
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4),     # gpt-oss GEMM1, top_k 4
+        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 22), # Nemotron-3-Super NVFP4 ReLU2 GEMM1
+        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 1)): # top 1, weight on input, bk 64
     xl = gl.NVMMASharedLayout.get_default_for([16, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
     sig = {"x_desc": f"tensordesc<bf16[16, 64],{xl}>", "x8_desc": f"tensordesc<bf16[8, 64],{xl}>",
            "w_desc": f"tensordesc<i16[32, 16],{wl}>",
            "out_ptr": "*bf16", "s_ptr": "*fp8e4nv" if NV else "*u8", "gs_ptr": "*fp32", "bias_ptr": "*fp32",
            "topk_w_ptr": "*fp32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32",
-           "part_ptr": "*fp32", "cnt_ptr": "*i32", "N": "i32", "n_k": "i32", "n64": "i32", "num_n": "i32",
-           "num_slots": "i32", "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32", "stride_sr": "i32",
-           "stride_sk": "i32", "stride_om": "i32", "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32",
-           "act_limit": "fp32"}
+           "part_ptr": "*fp32", "cnt_ptr": "*i32", "x_ptr": "*bf16", "N": "i32", "n_k": "i32", "n64": "i32",
+           "num_n": "i32", "num_slots": "i32", "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32",
+           "stride_sr": "i32", "stride_sk": "i32", "stride_om": "i32", "stride_be": "i32", "stride_x": "i32",
+           "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
               ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=FOLD, NV=NV, TK=TK, STAGES=ST, SPLIT=SPLIT, KB=KB,
               OUT_PADDED_DOT=not MRW,  # GEMM1: stores GEMM2's rows (padded positions, dot order)
-              USE_GDC=SPLIT == 4)  # programmatic dependent launch
-    k, sass = compile_sm90(kd._ws_fp4_dec_kernel, sig, cx, maxnreg=mr)
+              USE_GDC=SPLIT == 4,  # programmatic dependent launch
+              X_GATHER=XG > 0, TOP_K=max(XG, 1))
+    k, sass = compile_sm90(kd._ws_fp4_dec_kernel, sig, cx, maxnreg=mr,
+                           aligned=("x_ptr", "stride_x") if XG else ())
     ins = sass_instructions(sass)
     loop = k_loop(ins, "HGMMA")  # the K loop
     hg = [x for x in loop if "HGMMA" in x]
@@ -64,7 +73,9 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr in (
           int(all(re.search(r"HGMMA[^,]*, R[0-9]+, gdesc", x) for x in hg)),
           sum("DEPBAR.LE gsb0, 0x0" in x for x in loop), sum(x.startswith("STS") for x in loop),
           sum(("LDL" in x) or ("STL" in x) for _, x in ins), int(SPLIT == 4),
-          sum(("ACQBULK" in x) or ("PREEXIT" in x) for _, x in ins), sep="|", flush=True)
+          sum(("ACQBULK" in x) or ("PREEXIT" in x) for _, x in ins), XG, sum("LDGSTS" in x for _, x in ins),
+          sum("UTMALDG" in x for _, x in ins), sum("ARRIVES.LDGSTSBAR" in x for _, x in ins),
+          sum("FENCE.VIEW.ASYNC.S" in x for x in loop), sep="|", flush=True)
 '''
 
 
@@ -76,9 +87,17 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
     and 3 programs' shared memory within an SM's 228 KB at 8 stages."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 5, rows
-    for act, nv, split, kb, mr, warps, smem, loop, hgmma, areg, serial, sts, spills, gdc, gdc_ops in rows:
-        where = f"ACT={act} NV={nv} SPLIT={split} KB={kb}"
+    assert len(rows) == 8, rows
+    for (act, nv, split, kb, mr, warps, smem, loop, hgmma, areg, serial, sts, spills, gdc, gdc_ops, xg, ldgsts, tma,
+         arrives, fences) in rows:
+        where = f"ACT={act} NV={nv} SPLIT={split} KB={kb} X_GATHER={xg}"
+        # the token rows by cp.async (16 bytes a copy: 16 rows x 8 copies a 64-wide block over 32 lanes, 4 a lane and
+        # block) with their barrier arrival and the consumer's proxy fence, beside the weights' TMA boxes (2 a
+        # block); or all by TMA (4 a block: the weights' two, the 16- and the 8-row token boxes)
+        gather = xg != "0"
+        assert (int(ldgsts) >= 4 * int(kb), int(arrives) > 0, int(fences) > 0) == (gather,) * 3, (where, ldgsts,
+                                                                                               arrives, fences)
+        assert int(tma) == (2 if gather else 4) * int(kb), (where, tma)
         assert int(warps) == 8, where
         assert int(hgmma) == 4 * int(kb) and int(areg) == 1, (where, hgmma, areg)
         assert int(serial) == 0 and int(sts) == 0 and int(spills) == 0, (where, serial, sts, spills)
@@ -114,6 +133,32 @@ def test_gather_slot_rows_dot64():
         triton_moe._gather_slot_rows(a[:, :160], al, 16, K, T * K, E, dot64=True)
     with pytest.raises(ValueError, match="64-wide"):
         dot64_cols(100)
+
+
+@interpreter
+@pytest.mark.parametrize("T,C", [(1, 2880 // 15), (20, 512)], ids=["one-token-tail", "ten-programs"])
+def test_align_copies_dot_rows(T, C):
+    """The decode align's launch with a :class:`triton_moe.DotRowsPlan` (the FP4 decode kernel's GEMM1 input with
+    ``x_gather``): the align's outputs are those of the align alone, and the plan's result is hidden with each
+    64-wide K block in the dot order (``dot64_cols``), whatever the programs' share of rows (1 row, 2 a program) and
+    columns (a 512-wide step past C = 192). Rows that are not 16-bit, or of a C not a multiple of 64, are refused."""
+    from fusedmoe.kernels._ws_fp4_dec import dot64_cols
+
+    torch.manual_seed(3)
+    E, K = 6, 4
+    ids = torch.stack([torch.randperm(E)[:K] for _ in range(T)]).to(torch.int32).to(DEV)
+    h = torch.randn(T, C, device=DEV).to(torch.bfloat16)
+    plan = triton_moe.DotRowsPlan(h)
+    assert plan.programs == {1: 1, 20: 10}[T]
+    al = triton_moe.align_slots(ids.reshape(-1), E, 16, tokens=T, quant=plan)
+    ref = triton_moe.align_slots(ids.reshape(-1), E, 16, tokens=T)
+    assert torch.equal(al.num_post_padded, ref.num_post_padded) and torch.equal(al.block_expert, ref.block_expert)
+    assert torch.equal(al.sorted_ids, ref.sorted_ids)
+    assert torch.equal(plan.result().cpu(), h.cpu()[:, dot64_cols(C)])
+    with pytest.raises(ValueError, match="16-bit rows"):
+        triton_moe.DotRowsPlan(h.float())
+    with pytest.raises(ValueError, match="multiple of 64"):
+        triton_moe.DotRowsPlan(h[:, :C - 32])
 
 
 def assert_decode_tiles_refused(fmt, K: int, wrong_block_k: int, k_why: str) -> None:
@@ -185,11 +230,14 @@ def test_ws_fp4_dec_config_rules(monkeypatch):
         triton_moe.set_ws_fp4_decode(*prev)
 
 
-@pytest.mark.parametrize("fmt,gated", [(F.MXFP4, True), (F.NVFP4, False)])
-def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated):
+@pytest.mark.parametrize("fmt,gated,x_gather", [(F.MXFP4, True, False), (F.NVFP4, False, False),
+                                                (F.MXFP4, True, True), (F.NVFP4, False, True)])
+def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gather):
     """``triton_moe._ws_fp4_dec_launch``'s positional arguments bound to the kernel's signature: the rows and the
     tiled FP4 words' TMA boxes (16 / 8 token rows of 64, 32 weight rows of 16 words), the scale strides (MX row-major,
-    NVFP4 K-major), the K steps, the constexprs and the persistent grid -- a count or order slip fails."""
+    NVFP4 K-major), the K steps, the constexprs and the persistent grid -- a count or order slip fails. ``x_gather``:
+    the unsorted dot-order rows [T, K] as the cp.async source with their row stride and top_k, the token boxes'
+    descriptors over the weights' bytes (shape and layout only: the source may have one row)."""
     import inspect
 
     from fusedmoe.kernels import _ws_fp4_dec as kd
@@ -201,7 +249,7 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated):
     _, W, _ = make_case(c, device="cpu")
     w = W.w13
     NB, TK = 5, 6
-    rows = torch.zeros(NB * 16, 512, dtype=torch.bfloat16)
+    rows = torch.zeros(3 if x_gather else NB * 16, 512, dtype=torch.bfloat16)
     al = triton_moe.AlignResult(torch.zeros(NB * 16, dtype=torch.int32), torch.zeros(NB, dtype=torch.int32),
                                 torch.zeros(1, dtype=torch.int32), 16, NB)
     N = W.padded_intermediate_size
@@ -211,7 +259,8 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated):
     cfg = ws_fp4_dec_config(gated, "gemm1", 2, 8, 128)
     p = triton_moe._DEFAULT_ACT_PARAMS
     triton_moe._ws_fp4_dec_launch(cfg, rows, w, tw, False, tw, al, out, N, TK, 4, 0, gated, p, None, False, False,
-                                  132, 0, part, cnt, out_padded=True, pdl={"USE_GDC": True, "launch_pdl": True})
+                                  132, 0, part, cnt, out_padded=True, pdl={"USE_GDC": True, "launch_pdl": True},
+                                  x_gather=x_gather, top_k=2)
     (grid, args, kw), = cap.calls
     kw = dict(kw)
     assert kw.pop("launch_pdl") is True
@@ -222,7 +271,12 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated):
     num_n = N // 32 if gated else -(-N // 64)
     assert grid == (min(NB * num_n * 2, ctas * 132),)
     assert [b[n].block_shape for n in ("x_desc", "x8_desc", "w_desc")] == [[16, 64], [8, 64], [32, 16]]
-    assert b["x_desc"].base is rows and b["w_desc"].base.data_ptr() == w.data.data_ptr()
+    if x_gather:
+        assert b["x_desc"].base.data_ptr() == w.data.data_ptr() and b["x_desc"].base.dtype == torch.bfloat16
+        assert (b["x_ptr"], b["stride_x"], b["X_GATHER"], b["TOP_K"]) == (rows, 512, True, 2)
+    else:
+        assert b["x_desc"].base is rows and b["X_GATHER"] is False
+    assert b["x8_desc"].base is b["x_desc"].base and b["w_desc"].base.data_ptr() == w.data.data_ptr()
     assert (b["out_ptr"], b["s_ptr"], b["part_ptr"], b["cnt_ptr"], b["topk_w_ptr"]) == (out, w.scale, part, cnt, tw)
     assert b["gs_ptr"] is (w.global_scale if fmt is F.NVFP4 else tw)
     assert (b["N"], b["n_k"], b["n64"], b["num_n"], b["num_slots"]) == (N, 4, 8, num_n, TK)
@@ -233,15 +287,47 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated):
     assert b["OUT_PADDED_DOT"] is True and b["E_LOC"] == 4 and b["SWZ"] == w.value_swizzled and b["USE_GDC"] is True
 
 
+@interpreter
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # (the combine of the uncomputed GEMM outputs)
+@pytest.mark.parametrize("T,x_gather", [(3, True), (3, False), (80, True)], ids=["cpasync", "gather", "two-chunks"])
+def test_ws_fp4_dec_gets_dot_rows_from_the_align(monkeypatch, T, x_gather):
+    """``triton_experts`` with decode kernel configs for both GEMMs (the Gluon launches captured, the sm_90 checks
+    off: the interpreter cannot run them): with ``x_gather`` and a one-program align (T x top_k <= 256) GEMM1 gets
+    hidden in the dot order from the align's launch (``x_dot``) and GEMM2 none; with ``x_gather`` off, or past the
+    one-program align (80 tokens x top 4), GEMM1 gathers its rows itself (no ``x_dot``)."""
+    from fusedmoe.kernels._ws_fp4_dec import dot64_cols
+
+    calls = []
+    monkeypatch.setattr(triton_moe, "_ws_check", lambda *a, **k: None)
+    monkeypatch.setattr(triton_moe, "_ws_fp4_problem", lambda *a, **k: None)
+    monkeypatch.setattr(triton_moe, "_ws_fp4_gemm", lambda c, a, *args, **kw: calls.append((c, a, kw)))
+    c = Case(F.MXFP4, F.BF16, A.SWIGLU, T=T, H=128, I=128, E=4, K=4, dtype=torch.bfloat16, seed=5)
+    hidden, W, topk = make_case(c, device=DEV)
+    cfg = MoEKernelConfig(ws_fp4_dec_config(True, "gemm1", 1), ws_fp4_dec_config(False, "gemm2", 1))
+    prev = triton_moe.set_ws_fp4_decode(False, x_gather=x_gather)
+    try:
+        run_triton(hidden, W, topk, F.BF16, config=cfg)
+    finally:
+        triton_moe.set_ws_fp4_decode(*prev)
+    (c1, a1, kw1), (c2, _, kw2) = calls
+    assert c1.block_m == c2.block_m == 16 and a1 is hidden and kw2.get("x_dot") is None
+    if x_gather and T * 4 <= 256:
+        assert torch.equal(kw1["x_dot"].cpu(), hidden.cpu()[:, dot64_cols(128)])
+    else:
+        assert kw1.get("x_dot") is None
+
+
 # ---- CPU: the kernel's index math, emulated ---------------------------------------------------------------
 
 
-def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots):
+def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots, top_k=0):
     """A torch mirror of ``_ws_fp4_dec``'s loader and consumer index math (the unit walk, the K shares, the TMA box
     coordinates in the tiled layout's 16-bit view -- out-of-range boxes zero as TMA leaves them --, the 8-row token
     boxes with the rows left out as NaN, the scale indices with their clamp, the A operand built from the words in
-    the dot order, split-K in order) on the dot-order token rows ``rows`` that the real gather wrote. Returns {(pid_m,
-    n0): acc [64, 16] float64} for the local blocks (rows 0-31 gate / 32-63 up when gated)."""
+    the dot order, split-K in order) on the dot-order token rows ``rows`` that the real gather wrote; ``top_k`` > 0
+    (``X_GATHER``): ``rows`` is [T, K] unsorted (the align launch's dot-order copy of hidden) and the loader's
+    cp.async takes a block's row t from row ``slot // top_k``, zeros for padding rows and K past the end. Returns
+    {(pid_m, n0): acc [64, 16] float64} for the local blocks (rows 0-31 gate / 32-63 up when gated)."""
     from fusedmoe.formats.reference import e2m1_to_float
     from fusedmoe.formats.tensor import swizzle_fp4_words
 
@@ -292,9 +378,14 @@ def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots):
 
                 words = torch.cat([box((base0 + piece) * 64 + r0 % 64), box((base1 + piece) * 64 + r1 % 64)])
                 x = torch.zeros(BT, 64, dtype=torch.float64)
-                if kq < n64:
+                if top_k:  # cp.async: the real rows from the unsorted source, the rest zero-filled
+                    for t in range(BT):
+                        slot = int(sids[pid_m * BT + t])
+                        if slot < num_slots and kq < n64:
+                            x[t] = rows[slot // top_k, kq * 64:(kq + 1) * 64].double()
+                elif kq < n64:
                     x = rows[pid_m * BT:(pid_m + 1) * BT, kq * 64:(kq + 1) * 64].double()
-                if n8 == 1:
+                if n8 == 1 and not top_k:
                     x = x.clone()
                     x[8:] = float("nan")  # the rows the 8-row box leaves: whatever the slot held
                 bi = min(kq, b_last)  # the scale index's clamp
@@ -321,16 +412,19 @@ def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots):
 
 
 @interpreter
-@pytest.mark.parametrize("fmt,H,gated,split,kb", [(F.MXFP4, 192, True, 2, 2), (F.NVFP4, 256, False, 1, 2),
-                                                  (F.MXFP4, 256, False, 3, 1), (F.NVFP4, 192, True, 2, 2)],
-                         ids=["mx-gated-tail", "nv-relu2", "mx-kb1-split3", "nv-gated-tail"])
-def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb):
+@pytest.mark.parametrize("fmt,H,gated,split,kb,x_gather", [
+    (F.MXFP4, 192, True, 2, 2, False), (F.NVFP4, 256, False, 1, 2, False), (F.MXFP4, 256, False, 3, 1, False),
+    (F.NVFP4, 192, True, 2, 2, False), (F.MXFP4, 192, True, 2, 2, True), (F.NVFP4, 256, False, 1, 2, True)],
+    ids=["mx-gated-tail", "nv-relu2", "mx-kb1-split3", "nv-gated-tail", "mx-gated-tail-cpasync", "nv-relu2-cpasync"])
+def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb, x_gather):
     """The decode kernel's addressing, mirrored in torch (``_emulate_dec``) on the tiled / swizzled FP4 values and
     the MX row-major / NVFP4 K-major scales that ExpertWeights stores, with the real dot-order gather (interpreter):
     every stored output (real slot rows) equals the slot's token row times the dequantized weight rows in fp64 (MX:
     the products are exact, only the sums' order differs; NVFP4 within the reference's fp32 rounding of ``s / g``), the NaN rows left by 8-row token boxes reach only padding
     columns, a K tail (H = 192: three 64-wide blocks in steps of two) adds nothing; and GEMM1's padded dot-order
-    store (``_ws_fp4._fp4_epilogue``'s ``OUT_PADDED_DOT`` column map) equals the gather of its slot-ordered rows."""
+    store (``_ws_fp4._fp4_epilogue``'s ``OUT_PADDED_DOT`` column map) equals the gather of its slot-ordered rows.
+    ``x_gather``: GEMM1's rows from the align launch's dot-order copy of hidden (:class:`triton_moe.DotRowsPlan`),
+    row ``slot // top_k`` (the loader's cp.async addressing)."""
     from fusedmoe.formats import dequantize
 
     act = A.SWIGLU if gated else A.RELU2
@@ -342,9 +436,14 @@ def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb):
     assert w.value_tile_k == (64 if H == 192 else 128) and w.value_layout != "linear"
     assert (w.scale.stride(1) == 1) == (fmt is F.NVFP4)  # K-major NVFP4, row-major MX
     ids = topk.ids.reshape(-1).to(torch.int32)
-    al = triton_moe.align_slots(ids, E, 16, tokens=T)
-    rows = triton_moe._gather_slot_rows(hidden, al, 16, Kt, T * Kt, E, dot64=True).view(torch.bfloat16)
-    got = _emulate_dec(w, rows, al, N, gated, split, kb, T * Kt)
+    if x_gather:
+        plan = triton_moe.DotRowsPlan(hidden)
+        al = triton_moe.align_slots(ids, E, 16, tokens=T, quant=plan)
+        got = _emulate_dec(w, plan.result(), al, N, gated, split, kb, T * Kt, top_k=Kt)
+    else:
+        al = triton_moe.align_slots(ids, E, 16, tokens=T)
+        rows = triton_moe._gather_slot_rows(hidden, al, 16, Kt, T * Kt, E, dot64=True).view(torch.bfloat16)
+        got = _emulate_dec(w, rows, al, N, gated, split, kb, T * Kt)
     wd = dequantize(w).double()  # [E, R, H]
     sids = al.sorted_ids.long()
     assert got
@@ -385,12 +484,13 @@ def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb):
 # ---- GPU ------------------------------------------------------------------------------------------------
 
 
-def _dec_call(hidden, W, topk, *, split=None, offset=0, woi=False, capture=None):
+def _dec_call(hidden, W, topk, *, split=None, offset=0, woi=False, capture=None, x_gather=True):
     """The layer through the decode kernel: the automatic choice with the switch on (``split`` None), or an
-    explicit decode config with that split-K for both GEMMs; asserts that it ran."""
+    explicit decode config with that split-K for both GEMMs; asserts that it ran. ``x_gather``: GEMM1's token rows
+    by cp.async from the align launch's dot-order copy of hidden (the default), else the gather launch's TMA boxes."""
     cap = {} if capture is None else capture
     gated = W.activation.is_gated
-    prev = triton_moe.set_ws_fp4_decode(True)
+    prev = triton_moe.set_ws_fp4_decode(True, x_gather=x_gather)
     try:
         # (each GEMM's split-K at most its 128-wide K steps: the rule that every share has a step)
         cfg = None if split is None else MoEKernelConfig(
@@ -411,7 +511,8 @@ def test_gpu_ws_fp4_dec_matches_reference(act, fmt):
     """Decode (6 tokens, top 4 over 8 of 12 experts local): the decode kernel with split-K 1, 2 and 4 within 2e-2
     of the reference and 4e-3 RMS of the Triton kernels; clamped SwiGLU with biases on both GEMMs; the split
     shares add in split order, so repeated calls give the same bits; GEMM1 storing GEMM2's rows itself (padded
-    positions, dot order; ``set_ws_padded_handoff``, the default) gives the bits of the gathered hand-off."""
+    positions, dot order; ``set_ws_padded_handoff``, the default) gives the bits of the gathered hand-off, and
+    GEMM1's token rows by cp.async (the default) those of the gather launch's TMA boxes."""
     c = Case(fmt, F.BF16, act, T=6, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
              dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=21)
     hidden, W, topk = make_case(c)
@@ -432,6 +533,7 @@ def test_gpu_ws_fp4_dec_matches_reference(act, fmt):
         finally:
             triton_moe.set_ws_padded_handoff(prev)
         assert not cap["padded"] and torch.equal(got, gathered)
+        assert torch.equal(got, _dec_call(hidden, W, topk, split=split, offset=2, x_gather=False))
 
 
 @gpu
@@ -439,7 +541,8 @@ def test_gpu_ws_fp4_dec_matches_reference(act, fmt):
 def test_gpu_ws_fp4_dec_full_blocks(fmt):
     """Blocks with more than 8 real rows (40 tokens, top 2 over 4 experts: ~20 rows an expert, so a full 16-row
     block and a partial one each): the loader's 16-row token boxes next to its 8-row ones; within the reference's
-    bound and close to the Triton kernels, split-K 1 and 2."""
+    bound and close to the Triton kernels, split-K 1 and 2; the token rows by cp.async (16 real rows of a block)
+    and by the gather launch's TMA boxes give the same bits."""
     c = Case(fmt, F.BF16, A.SWIGLU, T=40, H=512, I=256, E=4, K=2, dtype=torch.bfloat16, seed=26)
     hidden, W, topk = make_case(c)
     ref = run_reference(hidden, W, topk, F.BF16)
@@ -447,6 +550,7 @@ def test_gpu_ws_fp4_dec_full_blocks(fmt):
     for split in (1, 2):
         got = _dec_call(hidden, W, topk, split=split)
         assert _rel(got, ref) <= 2e-2 and _rel(got, base) <= 4e-3, (split, _rel(got, ref), _rel(got, base))
+        assert torch.equal(got, _dec_call(hidden, W, topk, split=split, x_gather=False))
 
 
 @gpu

@@ -900,6 +900,45 @@ def _gather_slot_rows(a: torch.Tensor, al: "AlignResult", BM: int, row_div: int,
     return rows
 
 
+class DotRowsPlan:
+    """The FP4 decode kernel's GEMM1 input planned for the decode align's launch (``align_slots(quant=...)``, the
+    interface of ``formats.triton_quant.Fp8Plan``): hidden's [T, H] 16-bit rows copied with each 64-wide K block in
+    the kernel's dot order (``kernels/_align._dot64_rows``) by programs of their own next to the one-program align --
+    independent of the slots, so no launch of its own and no gather between the align and GEMM1: the kernel's loader
+    copies a block's rows from it by cp.async (``set_ws_fp4_decode``'s ``x_gather``). :meth:`result` afterwards."""
+
+    __slots__ = ("x", "out", "block_t", "block_c")
+
+    num_warps = 4
+
+    def __init__(self, x: torch.Tensor):
+        T, C = x.shape
+        if x.element_size() != 2 or C % 64 or x.stride(1) != 1:
+            raise ValueError(f"DotRowsPlan: 16-bit rows of a multiple of 64 contiguous columns, got {x.dtype} "
+                             f"{tuple(x.shape)} with strides {tuple(x.stride())}")
+        self.x = x
+        self.out = torch.empty((T, C), dtype=x.dtype, device=x.device)
+        # a few rows a program: one token's 5.6 KB (gpt-oss-120b) in one program, 64 tokens in 16
+        self.block_t = max(1, min(8, next_pow2(cdiv(T, 16))))
+        self.block_c = min(512, next_pow2(C))
+
+    @property
+    def programs(self) -> int:
+        return cdiv(self.x.shape[0], self.block_t)
+
+    def fused_args(self):
+        """(runtime arguments from ``x_ptr`` on, constexprs) of ``_align_scatter_quant_kernel`` with ``DOT_ROWS``
+        (its scale pointers and quantizer constexprs unused)."""
+        x, out = self.x, self.out
+        T, C = x.shape
+        return (x, out, out, out, T, C, x.stride(0), out.stride(0), 0, 1), dict(
+            GROUPS=False, SCALE_MODE=0, GROUP=0, MX=False, OUT_FP32=False, BLOCK_T=self.block_t,
+            BLOCK_C=self.block_c, DOT_ROWS=True)
+
+    def result(self) -> torch.Tensor:
+        return self.out
+
+
 @functools.lru_cache(maxsize=None)
 def _ws_layouts(block_n: int, block_k: int, dtype: torch.dtype):
     from triton.experimental.gluon import language as gl
@@ -1228,25 +1267,34 @@ WS_NVFP4_MIN_ROWS_PER_EXPERT = 64
 _WS_FP4["nvfp4_min_rows"] = WS_NVFP4_MIN_ROWS_PER_EXPERT
 # the FP4 decode kernel (kernels/_ws_fp4_dec.py): programs an SM (each one consumer warpgroup and its loader warp:
 # 8 warps with the padding) and the register cap that lets that many share an SM's 64K registers, ring stages
-_WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128}
+_WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128,
+               # GEMM1's token rows by cp.async from the align launch's dot-order copy of hidden (DotRowsPlan) instead
+               # of a gather launch and TMA boxes (thirty-third session; compiled for sm_90 only until its GPU tests ran)
+               "x_gather": os.environ.get("FUSEDMOE_WS_FP4_DECODE_CPASYNC", "1") != "0"}
 _WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80}
 
 
-def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k: int = 128) -> tuple:
+def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k: int = 128,
+                      x_gather: bool = True) -> tuple:
     """OPT-IN (twenty-ninth session; on the H200 correct but slower than the Triton decode GEMMs, 0.47-0.97x --
     thirty-first session, BENCHMARKS.md; ``False`` is the default, ``FUSEDMOE_WS_FP4_DECODE=1``): ``auto_ws_fp4``
     picks the FP4 decode kernel (``kernels/_ws_fp4_dec.py``; MXFP4 / NVFP4 weights x BF16 activations) for calls
     whose chosen config has decode tiles (block_m <= 16): 16 token rows a block, ``ctas`` programs an SM (1-3),
-    ``num_stages`` ring steps of ``block_k`` (64 / 128) K values, split-K from :func:`ws_fp4_dec_split`. Returns the
-    previous ``(enabled, ctas, num_stages, block_k)``."""
-    if not isinstance(enabled, bool):
-        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    ``num_stages`` ring steps of ``block_k`` (64 / 128) K values, split-K from :func:`ws_fp4_dec_split`.
+    ``x_gather`` (``FUSEDMOE_WS_FP4_DECODE_CPASYNC``, default on): where the align is one program (T x top_k <= 256),
+    its launch also copies hidden in the kernel's dot order (:class:`DotRowsPlan`) and GEMM1's loader copies a
+    block's rows from that by cp.async -- no gather launch between the align and GEMM1 (its 3.4 us were more than
+    the kernel's gain over the Triton GEMM1 at one gpt-oss-120b token, thirty-second session); off: the gather
+    launch into slot order and TMA boxes. Returns the previous ``(enabled, ctas, num_stages, block_k, x_gather)``."""
+    if not isinstance(enabled, bool) or not isinstance(x_gather, bool):
+        raise TypeError(f"enabled and x_gather must be bools, got {enabled!r}, {x_gather!r}")
     if ctas not in WS_DEC_CTAS or not 2 <= num_stages <= 8 or block_k not in (64, 128):
         raise ValueError(f"set_ws_fp4_decode: ctas must be 1-3, num_stages 2-8 and block_k 64 / 128, got {ctas}, "
                          f"{num_stages}, {block_k}")
-    prev = (_WS_FP4["decode"], _WS_FP4_DEC["ctas"], _WS_FP4_DEC["stages"], _WS_FP4_DEC["block_k"])
+    prev = (_WS_FP4["decode"], _WS_FP4_DEC["ctas"], _WS_FP4_DEC["stages"], _WS_FP4_DEC["block_k"],
+            _WS_FP4_DEC["x_gather"])
     _WS_FP4["decode"] = enabled
-    _WS_FP4_DEC.update(ctas=ctas, stages=num_stages, block_k=block_k)
+    _WS_FP4_DEC.update(ctas=ctas, stages=num_stages, block_k=block_k, x_gather=x_gather)
     return prev
 
 
@@ -1407,15 +1455,17 @@ def _ws_fp4_layouts(block_m: int):
 def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat, al: "AlignResult",
                  out: torch.Tensor, N: int, row_div: int, TK: int, E: int, act_code: int, gated: bool, p, round_tl,
                  weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part, cnt, *,
-                 a_padded: bool = False, out_padded: bool = False, pdl=None) -> None:
+                 a_padded: bool = False, out_padded: bool = False, pdl=None,
+                 x_dot: Optional[torch.Tensor] = None) -> None:
     """One GEMM by the FP4 warp-specialized kernels: its BF16 input rows ``a`` [rows, K] (hidden for GEMM1,
     ``row_div`` = top_k; the slot-indexed intermediate for GEMM2, ``row_div`` = 1) gathered into block-padded slot
     order, then ``kernels/_ws_fp4`` (prefill tiles) or, for decode tiles (block_m 16, OPT-IN), ``kernels/_ws_fp4_dec``
     (:func:`_ws_fp4_dec_launch`: the rows in its dot order; ``part`` / ``cnt`` its split-K scratch) into ``out``
     [T*K, N] by slot. ``out_padded``: ``out`` is [max_blocks * BM, N] at the rows' padded positions (the decode
-    kernel's in its dot order); ``a_padded``: ``a`` is such a GEMM1 output already (no gather). ``w``: MXFP4 /
-    NVFP4 values in the tiled layout, read through TMA as 16-bit words; its block scales row-major (MX) / K-major
-    (NVFP4)."""
+    kernel's in its dot order); ``a_padded``: ``a`` is such a GEMM1 output already (no gather); ``x_dot`` (decode
+    GEMM1, :class:`DotRowsPlan`'s result): ``a`` [T, K] in the dot order, which the decode kernel's loader copies
+    by slot itself (cp.async; no gather). ``w``: MXFP4 / NVFP4 values in the tiled layout, read through TMA as
+    16-bit words; its block scales row-major (MX) / K-major (NVFP4)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from ..kernels import _ws_fp4 as _w4
@@ -1426,12 +1476,18 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     if ((gated or decode) and N % 64) or (decode and Kd % 64):  # (_ws_fp4_problem checks both for the layer)
         raise ValueError(f"the FP4 warp-specialized GEMM needs N (gated or decode) and K (decode) multiples of 64, "
                          f"got {N} and {Kd}")
-    rows = a if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E, dot64=decode, real_only=decode)
+    if x_dot is not None and not (decode and x_dot.shape == a.shape and x_dot.dtype == torch.bfloat16):
+        raise ValueError(f"x_dot: the decode kernel's GEMM1 input in the dot order, {tuple(a.shape)} bf16, got "
+                         f"{tuple(x_dot.shape)} {x_dot.dtype} (block_m {BM})")
+    if x_dot is not None:
+        rows = x_dot
+    else:
+        rows = a if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E, dot64=decode, real_only=decode)
     rows = rows.view(torch.bfloat16)
     if decode:
         _ws_fp4_dec_launch(c, rows, w, bias, has_bias, tw_flat, al, out, N, TK, E, act_code, gated, p, round_tl,
                            weight_on_input, mul_routing_weight, num_sms, fold_cvt, part, cnt, out_padded=out_padded,
-                           pdl=pdl)
+                           pdl=pdl, x_gather=x_dot is not None, top_k=row_div)
         return
     # (the x box is then that fraction of a block)
     chunks = (_WS_FP4["chunks"] or WS_FP4_AUTO_CHUNKS[w.fmt]) if BM == 256 else 1
@@ -1457,8 +1513,9 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,
                        al: "AlignResult", out: torch.Tensor, N: int, TK: int, E: int, act_code: int, gated: bool, p,
                        round_tl, weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part,
-                       cnt, *, out_padded: bool = False, pdl=None) -> None:
-    """The FP4 decode kernel on gathered rows (``rows`` [max_blocks * 16, K] bf16 in the dot order): persistent,
+                       cnt, *, out_padded: bool = False, pdl=None, x_gather: bool = False, top_k: int = 1) -> None:
+    """The FP4 decode kernel on gathered rows (``rows`` [max_blocks * 16, K] bf16 in the dot order; ``x_gather``:
+    [T, K] unsorted, the loader copying each slot's row ``slot // top_k`` by cp.async): persistent,
     ``set_ws_fp4_decode``'s programs an SM, into ``out`` [T*K, N] by slot (``out_padded``: [max_blocks * 16, N] at
     the rows' padded positions, each 64-wide block in the dot order -- the next GEMM's ``rows``); ``part`` / ``cnt``:
     the split-K scratch (``c.split_k`` > 1: ``tiles * split_k * 64 * 16`` fp32 and ``tiles`` zeroed int32, tiles =
@@ -1471,8 +1528,11 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
     BM = c.block_m
     x_layout, w_layout = _ws_fp4_layouts(BM)
     tk = w.value_tile_k
-    # the token rows in boxes of all BM rows and of 8 (for blocks with at most 8 real rows)
-    x_descs = [TensorDescriptor.from_tensor(rows, [h, 64], x_layout) for h in (BM, 8)]
+    # the token rows in boxes of all BM rows and of 8 (for blocks with at most 8 real rows); with x_gather the loader
+    # copies the rows itself and the descriptors only carry the tiles' shape and layout: over the weights' bytes as
+    # [.., 64] bf16 rows (a source of at least BM rows; ``rows`` may have a single one)
+    x_src = w.data.view(-1).view(torch.bfloat16).view(-1, 64) if x_gather else rows
+    x_descs = [TensorDescriptor.from_tensor(x_src, [h, 64], x_layout) for h in (BM, 8)]
     w_desc = TensorDescriptor.from_tensor(w.data.view(torch.int16).reshape(-1, tk // 4), [32, 16], w_layout)
     R = w.shape[-2]
     kb = c.block_k // 64
@@ -1482,13 +1542,13 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
     nv = w.fmt is Format.NVFP4
     _wd._ws_fp4_dec_kernel[grid](
         *x_descs, w_desc, out, w.scale, w.global_scale if nv else tw_flat, bias, tw_flat, al.sorted_ids,
-        al.block_expert, al.num_post_padded, part, cnt, N, cdiv(n64, kb), n64, num_n, TK, R // 64, Kd // tk,
+        al.block_expert, al.num_post_padded, part, cnt, rows, N, cdiv(n64, kb), n64, num_n, TK, R // 64, Kd // tk,
         w.scale.stride(0), w.scale.stride(1), w.scale.stride(2), out.stride(0), bias.stride(0) if has_bias else 0,
-        float(p.alpha), float(p.beta), float(p.limit),
+        rows.stride(0), float(p.alpha), float(p.beta), float(p.limit),
         E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
         FOLD=fold_cvt == _bs.MX_FOLD.value, NV=nv, TK=tk, STAGES=c.num_stages, SPLIT=c.split_k, KB=kb,
-        OUT_PADDED_DOT=out_padded, num_warps=4, maxnreg=maxnreg, **(pdl or {}))
+        OUT_PADDED_DOT=out_padded, X_GATHER=x_gather, TOP_K=top_k, num_warps=4, maxnreg=maxnreg, **(pdl or {}))
 
 
 # ---- the forward -------------------------------------------------------------------------------
@@ -1721,10 +1781,19 @@ def triton_experts(
                                            zero_later=zero_later)
         if zero_later:
             zero = counters[:tiles1 + tiles2 + n_comb + n_dep]
+    # the FP4 decode kernel's GEMM1 input in its dot order, copied by the align launch (its loader then reads the
+    # rows by cp.async: no gather launch)
+    x_dot = None
+    if (qplan is None and qa is None and c1.warp_specialized and c1.block_m == WS_FP4_DEC_BLOCK_M
+            and wfmt in WS_FP4_FORMATS and _WS_FP4_DEC["x_gather"] and 0 < TK <= _SINGLE_ALIGN_MAX
+            and hidden.stride(1) == 1):
+        qplan = x_dot = DotRowsPlan(hidden)
     al = align_slots(ids_flat, E, BM, local_expert_offset=local_expert_offset, include_nonlocal=direct_out or fuse,
                      tokens=T, quant=qplan, zero=zero)
     assert al.max_blocks == NB
-    if qplan is not None:
+    if x_dot is not None:
+        x_dot = x_dot.result()
+    elif qplan is not None:
         qa = qplan.result()
     # 16-bit activations of FP4 prefill tiles in the dot order (A_PERMUTED): hidden copied, the intermediate stored so
     dot1 = micro and qa is None and hidden.stride(1) == 1 and _dot_order_ok(c1, wfmt, H, kt1, "gemm1")
@@ -1850,7 +1919,7 @@ def triton_experts(
     if c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (prefill), _ws_fp4_dec (decode, opt-in)
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
                      _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1, ws1, cnt1,
-                     out_padded=padded_fp4, pdl=pdl)
+                     out_padded=padded_fp4, pdl=pdl, x_dot=x_dot)
     elif fused_dec:  # both GEMMs in one launch, at GEMM2's place below
         assert padded, "the fused decode launch reads GEMM1's rows at their block-padded positions"
     elif c1.warp_specialized:  # kernels/_ws_gemm (FP8, 16-bit)

@@ -139,11 +139,16 @@ def _align_scatter_quant_kernel(
     zero_ptr=None,  # as in _align_scatter_kernel
     n_zero=0,
     ZERO_BLOCK: tl.constexpr = 0,
+    DOT_ROWS: tl.constexpr = False,  # programs 1..: hidden's rows in the FP4 decode kernel's dot order, no quantizer
 ):
     """Decode (one chunk of slots): the single-program align in program 0 and the FP8
     quantization of hidden in programs 1.. (the programs of ``_fp8_row_kernel`` or
     ``_fp8_group_kernel``, flattened): the two are independent, so one launch does both -- the
-    same outputs, bit for bit. grid = (1 + quantizer programs,)."""
+    same outputs, bit for bit. grid = (1 + quantizer programs,). ``DOT_ROWS`` (the FP4 decode kernel's
+    BF16 input, ``kernels/_ws_fp4_dec.py``): programs 1.. copy hidden's rows into ``q_ptr`` with each 64-wide K block
+    in that kernel's dot order (:func:`_dot64_rows`: BLOCK_T rows x BLOCK_C columns a program; ``s_ptr``, ``src_ptr``
+    and the quantizer's constexprs unused), so that its loader copies 16-byte runs of them by cp.async instead of a
+    gather launch between the align and the GEMM."""
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
     _zero_fill(zero_ptr, n_zero, ZERO_BLOCK)
@@ -151,6 +156,8 @@ def _align_scatter_quant_kernel(
     if pid == 0:
         _align_single(topk_ids_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, num_slots, expert_offset,
                       max_blocks, E_LOC, INCLUDE_NONLOCAL, NUM_BINS, CHUNK, BLOCK_M, BLOCKS_PER_ITER)
+    elif DOT_ROWS:
+        _dot64_rows(pid - 1, x_ptr, q_ptr, T, C, stride_x, stride_q, BLOCK_T, BLOCK_C)
     elif GROUPS:
         _fp8_groups((pid - 1) // num_g, (pid - 1) % num_g, x_ptr, q_ptr, s_ptr, T, C, stride_x, stride_q, stride_s,
                     GROUP, MX, OUT_FP32, BLOCK_T, BLOCK_C, RCP_DIV)
@@ -347,10 +354,32 @@ def _gather_slot_rows_kernel(
     cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     c_ok = cols < C
     src_cols = cols
-    if DOT64:  # byte b of element d = 16 s + 8 m + 2 c + p of a 128-byte block <- byte b of element 16 c + 8 m + 4 p + s
-        d = (cols % 128) // 2
-        n = 16 * ((d // 2) % 4) + 8 * ((d // 8) % 2) + 4 * (d % 2) + d // 16
-        src_cols = cols - cols % 128 + 2 * n + cols % 2
+    if DOT64:  # byte b of element d of a 128-byte block <- byte b of element _dot64_source(d)
+        src_cols = cols - cols % 128 + 2 * _dot64_source((cols % 128) // 2) + cols % 2
     x = tl.load(src_ptr + tok64[:, None] * stride_src + src_cols[None, :], mask=ok[:, None] & c_ok[None, :], other=0)
     tl.store(dst_ptr + rows.to(tl.int64)[:, None] * stride_dst + cols[None, :], x,
              mask=(ok[:, None] & c_ok[None, :]) if REAL_ONLY else c_ok[None, :])
+
+
+@triton.jit
+def _dot64_source(d):
+    """The FP4 decode kernel's dot order (``kernels/_ws_fp4_dec.py``): the K position within a 64-wide block that
+    dot position ``d = 16 s + 8 m + 2 c + p`` holds, ``16 c + 8 m + 4 p + s``."""
+    return 16 * ((d // 2) % 4) + 8 * ((d // 8) % 2) + 4 * (d % 2) + d // 16
+
+
+@triton.jit
+def _dot64_rows(pid, x_ptr, dst_ptr, T, C: tl.constexpr, stride_x, stride_dst, BLOCK_T: tl.constexpr,
+                BLOCK_C: tl.constexpr):
+    """Program ``pid`` of the dot-order copy of ``x`` [T, C] 16-bit rows (C a multiple of 64) into ``dst`` [T, C]:
+    rows ``BLOCK_T`` a program, all C columns in steps of BLOCK_C (a multiple of 64) -- every 64-wide K block
+    permuted (:func:`_dot64_source`)."""
+    rows = pid * BLOCK_T + tl.arange(0, BLOCK_T)
+    r_ok = rows < T
+    r64 = rows.to(tl.int64)
+    for c0 in range(0, C, BLOCK_C):
+        cols = c0 + tl.arange(0, BLOCK_C)
+        src = cols - cols % 64 + _dot64_source(cols % 64)
+        m = r_ok[:, None] & (cols < C)[None, :]
+        x = tl.load(x_ptr + r64[:, None] * stride_x + src[None, :], mask=m)
+        tl.store(dst_ptr + r64[:, None] * stride_dst + cols[None, :], x, mask=m)

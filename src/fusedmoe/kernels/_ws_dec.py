@@ -55,13 +55,12 @@ blocks, block_m 16, block_n 32 (gated GEMM1) / 64, block_k KB x BKE, K a multipl
 import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.ampere import async_copy
-from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
-                                                              warpgroup_mma_wait)
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 from ._moe_gemm import ACT_IDENTITY, OUT_PLAIN, Q_BLOCK, Q_NONE, _scale_block
 from ._ws_fp4 import _fp4_chunk_count, _split_gate_up
-from ._ws_fp4_dec import _dec_gdc, _dec_rows, _dec_slot, _dec_split_sum, _dec_token_box, _dec_unit
+from ._ws_fp4_dec import (_dec_gdc, _dec_ready, _dec_rows, _dec_slot, _dec_slot_w, _dec_split_sum, _dec_token_box,
+                          _dec_unit, _dec_x_copy, _dec_x_lanes, _dec_x_src)
 from ._ws_gemm import _ring_barriers, _ws_store
 
 
@@ -87,11 +86,7 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
     BT: gl.constexpr = x_desc.block_type.shape[0]
     BKE: gl.constexpr = x_desc.block_type.shape[1]
     wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
-    VEC: gl.constexpr = 128 // x_desc.dtype.primitive_bitwidth  # elements of a 16-byte copy
-    lw: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, VEC], threads_per_warp=[32 // (BKE // VEC), BKE // VEC],
-                                        warps_per_cta=[1, 1], order=[1, 0])
-    rr = gl.arange(0, BT, layout=gl.SliceLayout(1, lw))
-    cc = gl.arange(0, BKE, layout=gl.SliceLayout(0, lw))
+    rr, cc = _dec_x_lanes(BT, BKE, 128 // x_desc.dtype.primitive_bitwidth)  # 16-byte copies
     num_m = gl.load(num_post_padded_ptr) // BT
     it = it + 0 * gl.program_id(0)  # (a tensor: the ring position is loop-carried)
     for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
@@ -99,13 +94,8 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
         e = gl.load(block_expert_ptr + pid_m)
         if e < E_LOC:
             n8 = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8)  # 8-row chunks with real rows
-            if X_GATHER:
-                sl = gl.load(sorted_ids_ptr + pid_m * BT + rr)
-                ok = sl < num_slots
-                if DEP_WAIT:  # the intermediate's rows at their block-padded positions
-                    xrow = x_ptr + (pid_m * BT + rr).to(gl.int64)[:, None] * stride_x
-                else:
-                    xrow = x_ptr + (gl.where(ok, sl, 0) // TOP_K).to(gl.int64)[:, None] * stride_x
+            if X_GATHER:  # (DEP_WAIT: the intermediate's rows at their block-padded positions)
+                xrow, ok = _dec_x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, BT, TOP_K, DEP_WAIT)
             r0, r1 = _dec_rows(pid_n, N, GATED)
             row0 = e * R + r0
             row1 = e * R + r1
@@ -113,10 +103,7 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
             k1 = (n_k * (ks + 1)) // SPLIT
             for kk in range(k0, k1):
                 if X_GATHER:  # the weights first: the copies' 32 .noinc arrivals hold the phase open (33 in all)
-                    s = it % STAGES
-                    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
-                    bar = ready.index(s)
-                    mbarrier.expect(bar, wbytes)
+                    s, bar = _dec_slot_w(ready, empty, it, wbytes, STAGES)
                 else:
                     s, bar = _dec_slot(x_desc, x8_desc, ready, empty, it, n8, wbytes, STAGES, KB)
                 for h in gl.static_range(KB):
@@ -139,11 +126,7 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
                             passed = gl.atomic_add(dep_ptr + pid_m, 1, sem="relaxed", scope="gpu")
                             if passed == dep_target + num_n * SPLIT - 1:
                                 gl.atomic_xchg(dep_ptr + pid_m, 0, sem="relaxed", scope="gpu")
-                    for h in gl.static_range(KB):
-                        cols = (kk * KB + h) * BKE + cc
-                        async_copy.async_copy_global_to_shared(x_bufs.index(s * KB + h), xrow + cols[None, :],
-                                                               mask=ok[:, None] & (cols < K)[None, :])
-                    async_copy.mbarrier_arrive(bar, increment_count=False)  # one of the phase's 32 + 1 arrivals
+                    _dec_x_copy(x_bufs, s * KB, kk * KB * BKE, xrow, ok, cc, K, bar, KB)
                 it += 1
     return it
 
@@ -178,17 +161,6 @@ def _wd_epilogue(acc, e, pid_m, n0, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
               w_scale_ptr, bias_ptr, topk_w_ptr, out_qscale_ptr, N, stride_om, stride_asm, stride_wse, stride_wsn,
               stride_be, act_alpha, act_beta, act_limit, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
               WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, RCP_DIV, False)
-
-
-@gluon.jit
-def _wd_ready(ready, it, STAGES: gl.constexpr, X_GATHER: gl.constexpr):
-    """The consumer's next ring slot once its operands landed; with ``X_GATHER`` the token tile came by cp.async (the
-    generic proxy): a proxy fence before the wgmma reads it. Returns the slot."""
-    s = it % STAGES
-    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-    if X_GATHER:
-        fence_async_shared()
-    return s
 
 
 @gluon.jit
@@ -232,7 +204,7 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                     as_cols = a_scale_ptr + (sl // TOP_K).to(gl.int64) * stride_asm
             if QUANT == Q_NONE:
                 for kk in range(k0, k1):
-                    s = _wd_ready(ready, it, STAGES, X_GATHER)
+                    s = _dec_ready(ready, it, STAGES, X_GATHER)
                     for h in gl.static_range(KB):
                         acc = warpgroup_mma(w_bufs.index(s * KB + h), x_bufs.index(s * KB + h).permute((1, 0)), acc,
                                             is_async=True)
@@ -246,7 +218,7 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                     mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
             else:
                 for kk in range(k0, k1):
-                    s = _wd_ready(ready, it, STAGES, X_GATHER)
+                    s = _dec_ready(ready, it, STAGES, X_GATHER)
                     for h in gl.static_range(KB):
                         part = warpgroup_mma(w_bufs.index(s * KB + h), x_bufs.index(s * KB + h).permute((1, 0)),
                                              part, use_acc=False, is_async=True)

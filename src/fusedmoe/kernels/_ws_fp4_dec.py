@@ -19,7 +19,11 @@ shared memory (stored and read back it would move 8x the FP4 bytes through share
 more than its bandwidth). That needs the token rows in the "dot order" along K: within each 64-wide K block, dot
 position ``16 s + 8 m + 2 c + p`` holds K position ``16 c + 8 m + 4 p + s`` (thread column c, word 2 m + p of its
 four, nibble s of the word: the converter's output register j holds nibble s of two consecutive words, the
-fragment's K pair). ``_align._gather_slot_rows_kernel`` with ``DOT64`` writes them so; the weights keep
+fragment's K pair). For GEMM1 the decode align's launch copies hidden so (``_align._dot64_rows``, programs of
+its own next to the one-program align: no launch of its own) and the loader copies a block's rows from that copy by
+cp.async (``X_GATHER``, the default where the align is one program); otherwise ``_align._gather_slot_rows_kernel``
+with ``DOT64`` writes them into slot order for TMA boxes (a launch between the align and GEMM1: 3.4 us at one
+gpt-oss-120b token on the H200, more than the kernel's gain over the Triton GEMM1). The weights keep
 ExpertWeights' layout. Each block's A registers stay live -- a ``deps`` of the next wait -- until its wgmma
 retired (ptxas would otherwise serialize the wgmmas: C7513), one wgmma in flight.
 
@@ -27,7 +31,10 @@ Data contract (``_ws_fp4`` conventions; ``E_LOC`` local experts, BT = 16 token r
 
     x_desc      TMA descriptor, block [BT, 64], over the GEMM's BF16 input rows gathered into block-padded slot
                 order, each 64-wide K block in the dot order; ``x8_desc``: the same rows in blocks of 8 (the same
-                layout), for blocks with at most 8 real rows
+                layout), for blocks with at most 8 real rows. ``X_GATHER``: the descriptors only give the tiles'
+                shape and layout; the rows come from ``x_ptr`` [T, K] (hidden in the dot order, row ``slot //
+                TOP_K``, 16-byte aligned rows of stride ``stride_x``) by cp.async, padding rows and K blocks past
+                ``n64`` zero-filled
     w_desc      TMA descriptor, block [32, 16] int16, over the FP4 values in the "tiled" / "swizzled" layout viewed
                 as 16-bit words (``_ws_fp4``): a step's 64 weight rows are two boxes -- gated: 32 gate rows
                 n0 + [0, 32) and the same up rows N + n0 + ...; otherwise rows n0 + [0, 64)
@@ -53,7 +60,9 @@ import torch
 import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
 
 from . import _blockscaled as _bs
 from ._ws_fp4 import _fp4_acc_factors, _fp4_chunk_count, _fp4_epilogue, _fp4_scale_cols, _fp4_scale_factor
@@ -138,6 +147,66 @@ def _dec_slot(x_desc, x8_desc, ready, empty, it, n8, wbytes: gl.constexpr, STAGE
 
 
 @gluon.jit
+def _dec_slot_w(ready, empty, it, wbytes: gl.constexpr, STAGES: gl.constexpr):
+    """The loader's next ring slot where the token rows come by cp.async (``X_GATHER``): waits until the consumer
+    released it and arms its ``ready`` barrier with the weights' bytes only -- the loader warp's 32
+    ``cp.async.mbarrier.arrive.noinc`` (:func:`_dec_x_copy`) are the phase's other arrivals (ready barriers of 33).
+    Returns (slot, barrier)."""
+    s = it % STAGES
+    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
+    bar = ready.index(s)
+    mbarrier.expect(bar, wbytes)
+    return s, bar
+
+
+@gluon.jit
+def _dec_x_lanes(BT: gl.constexpr, BKE: gl.constexpr, VEC: gl.constexpr):
+    """The loader warp's lanes over a [BT, BKE] token tile for cp.async, VEC elements (16 bytes) a copy: (row
+    indices, column indices) in that blocked layout."""
+    lw: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, VEC], threads_per_warp=[32 // (BKE // VEC), BKE // VEC],
+                                        warps_per_cta=[1, 1], order=[1, 0])
+    return gl.arange(0, BT, layout=gl.SliceLayout(1, lw)), gl.arange(0, BKE, layout=gl.SliceLayout(0, lw))
+
+
+@gluon.jit
+def _dec_x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, BT: gl.constexpr, TOP_K: gl.constexpr,
+               PADDED: gl.constexpr):
+    """(row start pointers, real-row mask) of block ``pid_m``'s token rows ``rr`` in ``x_ptr``: row ``slot // TOP_K``
+    of the unsorted rows, or (``PADDED``) the block-padded row itself."""
+    sl = gl.load(sorted_ids_ptr + pid_m * BT + rr)
+    ok = sl < num_slots
+    if PADDED:
+        xrow = x_ptr + (pid_m * BT + rr).to(gl.int64)[:, None] * stride_x
+    else:
+        xrow = x_ptr + (gl.where(ok, sl, 0) // TOP_K).to(gl.int64)[:, None] * stride_x
+    return xrow, ok
+
+
+@gluon.jit
+def _dec_x_copy(x_bufs, first, k0, xrow, ok, cc, K, bar, KB: gl.constexpr):
+    """cp.async of KB token tiles (K columns ``k0 + h BKE + cc``, h < KB) into ``x_bufs[first + h]``, 16 bytes a
+    copy; padding rows and columns past ``K`` zero-filled. Then this thread's ``.noinc`` arrival on ``bar`` once
+    its copies landed: one of the phase's 32 + 1 (:func:`_dec_slot_w`)."""
+    BKE: gl.constexpr = x_bufs.shape[2]
+    for h in gl.static_range(KB):
+        cols = k0 + h * BKE + cc
+        async_copy.async_copy_global_to_shared(x_bufs.index(first + h), xrow + cols[None, :],
+                                               mask=ok[:, None] & (cols < K)[None, :])
+    async_copy.mbarrier_arrive(bar, increment_count=False)
+
+
+@gluon.jit
+def _dec_ready(ready, it, STAGES: gl.constexpr, X_GATHER: gl.constexpr):
+    """The consumer's next ring slot once its operands landed; with ``X_GATHER`` the token tile came by cp.async (the
+    generic proxy): a proxy fence before the wgmma reads it. Returns the slot."""
+    s = it % STAGES
+    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+    if X_GATHER:
+        fence_async_shared()
+    return s
+
+
+@gluon.jit
 def _dec_token_box(x_desc, x8_desc, row, kc, bar, xb, n8):
     """TMA of a block's token rows at K column ``kc`` into ``xb``: its first 8 rows where it has at most 8 real ones
     (``n8`` == 1), else all."""
@@ -146,42 +215,55 @@ def _dec_token_box(x_desc, x8_desc, row, kc, bar, xb, n8):
 
 
 @gluon.jit
-def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
-                num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, num_n, num_slots, E_LOC: gl.constexpr,
-                GATED: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr):
+def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sorted_ids_ptr, block_expert_ptr,
+                num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots, stride_x, E_LOC: gl.constexpr,
+                GATED: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr,
+                X_GATHER: gl.constexpr, TOP_K: gl.constexpr):
     """TMA producer (one warp): per K step KB token boxes and KB x 2 [32, 16] weight boxes (the 64 rows of the
     unit's column tile) into ring slot ``it % STAGES``. Where a block has at most 8 real rows (at one token an
     expert's block holds one), the token box is its first 8 rows (``x8_desc``): BT rows for every 64 weight rows
     move as many bytes through L2 as the weights. (Fewer than 8 rows would split the 128-byte swizzle's 8-row
     atom, which Gluon does not slice.) The rows left out keep whatever the slot held: they only reach the wgmma's
-    padding columns, never stored."""
+    padding columns, never stored. ``X_GATHER`` (GEMM1): the token tiles come by cp.async from ``x_ptr`` [T, K]
+    (hidden in the dot order, row ``slot // TOP_K``; :func:`_dec_x_copy`) after the step's weight boxes went out --
+    no gather launch before the kernel."""
     BT: gl.constexpr = x_desc.block_type.shape[0]
     wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
+    rr, cc = _dec_x_lanes(BT, 64, 8)
     num_m = gl.load(num_post_padded_ptr) // BT
     it = 0
     for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
         pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
         e = gl.load(block_expert_ptr + pid_m)
         if e < E_LOC:
-            n8 = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8)  # 8-row chunks with real rows
+            if X_GATHER:
+                xrow, ok = _dec_x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, BT, TOP_K, False)
+            else:
+                n8 = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8)  # 8-row chunks with real rows
             r0, r1 = _dec_rows(pid_n, N, GATED)  # (N a multiple of 64: each box within one 64-row tile)
             base0 = (e * R_TILES + r0 // 64) * K_PIECES
             base1 = (e * R_TILES + r1 // 64) * K_PIECES
             k0 = (n_k * ks) // SPLIT
             k1 = (n_k * (ks + 1)) // SPLIT
             for kk in range(k0, k1):
-                s, bar = _dec_slot(x_desc, x8_desc, ready, empty, it, n8, wbytes, STAGES, KB)
+                if X_GATHER:
+                    s, bar = _dec_slot_w(ready, empty, it, wbytes, STAGES)
+                else:
+                    s, bar = _dec_slot(x_desc, x8_desc, ready, empty, it, n8, wbytes, STAGES, KB)
                 for h in gl.static_range(KB):
                     kq = kk * KB + h  # the 64-wide K block
                     piece = (kq * 64) // TK
                     col = ((kq * 64) % TK) // 4
                     slot = s * KB + h
-                    _dec_token_box(x_desc, x8_desc, pid_m * BT, kq * 64, bar, x_bufs.index(slot), n8)
+                    if not X_GATHER:
+                        _dec_token_box(x_desc, x8_desc, pid_m * BT, kq * 64, bar, x_bufs.index(slot), n8)
                     wb = w_bufs.index(slot)
                     tma.async_copy_global_to_shared(w_desc, [(base0 + piece) * 64 + r0 % 64, col], bar,
                                                     wb.slice(0, 32))
                     tma.async_copy_global_to_shared(w_desc, [(base1 + piece) * 64 + r1 % 64, col], bar,
                                                     wb.slice(32, 32))
+                if X_GATHER:  # K blocks past n64 (block_k 128, K an odd number of 64s): zeros
+                    _dec_x_copy(x_bufs, s * KB, kk * KB * 64, xrow, ok, cc, n64 * 64, bar, KB)
                 it += 1
 
 
@@ -205,7 +287,7 @@ def _dec_consumer(x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr
                   E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
                   WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                   SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
-                  SPLIT: gl.constexpr, KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr):
+                  SPLIT: gl.constexpr, KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr, X_GATHER: gl.constexpr):
     """Consumer warpgroup: per unit its K steps, each 64-wide block converted into the register A operand and
     multiplied with the block's token rows (one wgmma in flight); then the split-K reduction and the epilogue."""
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BT, 16])
@@ -243,8 +325,7 @@ def _dec_consumer(x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr
             sc_n = gl.load(sp + gl.maximum(gl.minimum(k0 * KB + 1, b_last), 0) * bstep)
             acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
             for kk in range(k0, k1):
-                s = it % STAGES
-                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                s = _dec_ready(ready, it, STAGES, X_GATHER)
                 for h in gl.static_range(KB):
                     b = kk * KB + h
                     sc_nn = gl.load(sp + gl.minimum(b + 2, b_last) * bstep)
@@ -275,28 +356,33 @@ def _dec_consumer(x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr
 @gluon.jit
 def _ws_fp4_dec_kernel(
     x_desc, x8_desc, w_desc, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
-    num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n, num_slots, R_TILES, K_PIECES, stride_se, stride_sr,
-    stride_sk, stride_om, stride_be, act_alpha, act_beta, act_limit,
+    num_post_padded_ptr, part_ptr, cnt_ptr, x_ptr, N, n_k, n64, num_n, num_slots, R_TILES, K_PIECES, stride_se,
+    stride_sr, stride_sk, stride_om, stride_be, stride_x, act_alpha, act_beta, act_limit,
     E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, NV: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
     KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False, USE_GDC: gl.constexpr = False,
+    X_GATHER: gl.constexpr = False, TOP_K: gl.constexpr = 1,
 ):
     """One grouped FP4 x BF16 decode GEMM + its epilogue (module docstring). Launch with ``num_warps=4`` (the
     consumer warpgroup; the loader warp is a worker), persistent, a few programs an SM (``maxnreg`` caps the
-    registers so that they fit). ``USE_GDC``: launched with programmatic dependent launch."""
+    registers so that they fit). ``USE_GDC``: launched with programmatic dependent launch. ``X_GATHER`` (GEMM1):
+    the token rows come from ``x_ptr`` [T, K] (hidden in the dot order, row stride ``stride_x``, 16-byte aligned;
+    row ``slot // TOP_K``) by cp.async (:func:`_dec_loader`) instead of the TMA descriptors, which then only give
+    the tiles' shapes and layout."""
     _dec_gdc(USE_GDC)
     BT: gl.constexpr = x_desc.block_type.shape[0]
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES * KB, 64, 16], w_desc.layout)
-    ready, empty = _ring_barriers(STAGES, 1)  # one consumer warpgroup releases a slot
+    # one consumer warpgroup releases a slot; cp.async token rows: the weights' expect + the loader warp's 32 arrivals
+    ready, empty = _ring_barriers(STAGES, 1, 33 if X_GATHER else 1)
     gl.warp_specialize([
         (_dec_consumer, (x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
                          block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n, num_slots,
                          stride_se, stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta, act_limit, BT,
                          E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD,
-                         NV, STAGES, SPLIT, KB, OUT_PADDED_DOT)),
-        (_dec_loader, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, sorted_ids_ptr,
-                       block_expert_ptr, num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, num_n, num_slots, E_LOC,
-                       GATED, TK, STAGES, SPLIT, KB)),
+                         NV, STAGES, SPLIT, KB, OUT_PADDED_DOT, X_GATHER)),
+        (_dec_loader, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sorted_ids_ptr,
+                       block_expert_ptr, num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots,
+                       stride_x, E_LOC, GATED, TK, STAGES, SPLIT, KB, X_GATHER, TOP_K)),
     ], [1], [40])
