@@ -47,9 +47,11 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             # ... GEMM1's token rows by a gather launch and TMA boxes (the default: cp.async from the align launch's
             # dot-order copy of hidden, thirty-third session)
             "ws4dectma": ("set_ws_fp4_decode", (True, 3, 8, 128, False)),
+            "ws4dec4": ("set_ws_fp4_decode", (True, 4)),  # 4 programs an SM (64 registers, 6 stages; compiled only)
             # the 16-bit / FP8 decode kernel (opt-in): 2 programs an SM, stages that fit; 1 / 3 programs; 2 blocks a step
             "wsdec": ("set_ws_decode", True), "wsdec1": ("set_ws_decode", (True, 1)),
             "wsdec3": ("set_ws_decode", (True, 3)), "wsdec2b": ("set_ws_decode", (True, 2, 0, 2)),
+            "wsdec4": ("set_ws_decode", (True, 4)),  # 4 programs an SM (64 registers; thirty-third session)
             "wsdectma": ("set_ws_decode", (True, 2, 0, 1, False)),  # its token rows by a gather launch and TMA
             "wsdecfused": ("set_ws_decode", (True, 2, 0, 1, True, True)),  # both GEMMs in one launch
             # activations in the dot order at decode tiles too (measured only; prefill-only opt-in in the library)

@@ -54,7 +54,10 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, DT, ST, SPLIT, KB, mr, OP, XG in (
         (0, True, 3, 0, False, False, False, "fp8e4nv", 8, 1, 1, 128, True, False),  # FP8 blocks SwiGLU, padded
         (7, False, 3, 0, False, False, True, "fp8e4nv", 6, 4, 1, 80, False, False),  # FP8 blocks GEMM2 (padded scales)
         (2, True, 2, 5, True, True, False, "fp8e4nv", 4, 1, 2, 128, False, True),   # clamped SwiGLU, biases, woi, amax
-        (0, True, 0, 0, False, False, False, "fp16", 6, 1, 1, 80, False, False)):    # fp16
+        (0, True, 0, 0, False, False, False, "fp16", 6, 1, 1, 80, False, False),    # fp16
+        # 4 programs an SM: 64 registers a thread, the stages that fit (5 of one 128-byte block)
+        (0, True, 0, 0, False, False, False, "bf16", 5, 1, 1, 64, True, True),      # BF16 SwiGLU GEMM1, cp.async
+        (7, False, 3, 0, False, False, True, "fp8e4nv", 5, 4, 1, 64, False, False)):  # FP8 blocks GEMM2, split 4
     gdt = {"bf16": gl.bfloat16, "fp16": gl.float16, "fp8e4nv": gl.float8e4nv}[DT]
     BKE = 128 if DT == "fp8e4nv" else 64
     xl = gl.NVMMASharedLayout.get_default_for([16, BKE], gdt)
@@ -93,7 +96,7 @@ def test_ws_dec_compiles_for_sm90(tmp_path):
     programmatic-dependent-launch wait and trigger."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 10, rows
+    assert len(rows) == 12, rows
     for (quant, dt, split, kb, mr, st, warps, smem, loop, mma, serial, spills, xg, ldgsts, arrives, fences, gdc,
          gdc_ops) in rows:
         where = f"QUANT={quant} {dt} SPLIT={split} KB={kb} STAGES={st} X_GATHER={xg}"
@@ -106,7 +109,7 @@ def test_ws_dec_compiles_for_sm90(tmp_path):
         assert int(serial) == (0 if quant == "0" else kb), (where, serial)
         assert int(spills) == 0, where
         assert int(gdc_ops) == (2 if gdc == "1" else 0), (where, gdc_ops)  # griddepcontrol.wait / launch_dependents
-        ctas = {"80": 3, "128": 2, "None": 1}[mr]
+        ctas = {"64": 4, "80": 3, "128": 2, "None": 1}[mr]
         fmt = F.BF16 if quant == "0" else F.FP8_TENSOR
         assert triton_moe.ws_dec_stages(fmt, kb, ctas) >= int(st), where  # the rule would allow this many stages
         assert int(smem) * ctas <= 228 * 1024 - ctas * 1024, (where, smem)
@@ -197,8 +200,13 @@ def test_ws_dec_config_rules(monkeypatch):
     assert ok.persistent == 3 and warp_specialized_problem(ok, F.BF16, "gemm2", False, 256) is None
     assert "at most 7 stages" in warp_specialized_problem(ws_dec_config(False, "gemm2", F.BF16, 4, 8, 1, 3), F.BF16,
                                                           "gemm2", False, 256)
-    assert "1 / 2 / 3 programs an SM" in warp_specialized_problem(
-        KernelConfig(16, 64, 64, split_k=2, persistent=4, warp_specialized=True), F.BF16, "gemm2", False, 256)
+    assert "1 / 2 / 3 / 4 programs an SM" in warp_specialized_problem(
+        KernelConfig(16, 64, 64, split_k=2, persistent=5, warp_specialized=True), F.BF16, "gemm2", False, 256)
+    # 4 programs: 228 KB / 4 - 5.25 KB = 5 stages of 10 KB
+    assert warp_specialized_problem(ws_dec_config(False, "gemm2", F.BF16, 4, 5, 1, 4), F.BF16, "gemm2", False,
+                                    256) is None
+    assert "at most 5 stages" in warp_specialized_problem(ws_dec_config(False, "gemm2", F.BF16, 4, 6, 1, 4), F.BF16,
+                                                          "gemm2", False, 256)
     with pytest.raises(ValueError, match="needs split_k 1"):  # elsewhere a persistent GEMM2 does not split K
         KernelConfig(16, 64, 64, split_k=2, persistent=2)
     with pytest.raises(ValueError, match="weights"):
@@ -206,15 +214,15 @@ def test_ws_dec_config_rules(monkeypatch):
     with pytest.raises(ValueError, match="blocks"):
         ws_dec_config(True, "gemm1", F.BF16, blocks=3)
     # stages: as many as let the programs share an SM (10 KB a one-block step, 20 KB a two-block one)
-    assert [triton_moe.ws_dec_stages(F.BF16, 1, n) for n in (1, 2, 3)] == [8, 8, 7]
-    assert [triton_moe.ws_dec_stages(F.FP8_BLOCK, 2, n) for n in (1, 2, 3)] == [8, 5, 3]
+    assert [triton_moe.ws_dec_stages(F.BF16, 1, n) for n in (1, 2, 3, 4)] == [8, 8, 7, 5]
+    assert [triton_moe.ws_dec_stages(F.FP8_BLOCK, 2, n) for n in (1, 2, 3, 4)] == [8, 5, 3, 2]
     assert triton_moe.ws_dec_stages(F.BF16, 1, 3, 4) == 4
     prev = triton_moe.set_ws_decode(False)
     try:
         assert prev[0] is False  # opt-in
         assert triton_moe.set_ws_decode(True, 3, 0, 2) == (False,) + prev[1:]
         with pytest.raises(ValueError, match="ctas"):
-            triton_moe.set_ws_decode(True, 4)
+            triton_moe.set_ws_decode(True, 5)
         with pytest.raises(ValueError, match="num_stages"):
             triton_moe.set_ws_decode(True, 2, 9)
         with pytest.raises(TypeError):

@@ -27,7 +27,7 @@ from test_ws_fp4 import OAI_SMALL, _rel
 
 from fusedmoe.backends import triton_moe
 from fusedmoe.backends.kernel_configs import (KernelConfig, MoEKernelConfig, warp_specialized_problem,
-                                              ws_fp4_dec_config)
+                                              ws_fp4_dec_config, ws_fp4_dec_stage_bytes, WS_DEC_FIXED_SMEM)
 from fusedmoe.config import Activation, Format
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,7 +48,10 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG in (
         # GEMM1's token rows by cp.async from the align launch's dot-order copy of hidden (no gather launch)
         (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4),     # gpt-oss GEMM1, top_k 4
         (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 22), # Nemotron-3-Super NVFP4 ReLU2 GEMM1
-        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 1)): # top 1, weight on input, bk 64
+        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 1),  # top 1, weight on input, bk 64
+        # 4 programs an SM: 64 registers a thread, the 6 stages of 128 K values that fit
+        (2, True, True, False, False, True, False, 64, 6, 2, 2, 64, 4),     # gpt-oss GEMM1, cp.async rows
+        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0)):   # NVFP4 GEMM2, split 4
     xl = gl.NVMMASharedLayout.get_default_for([16, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
     sig = {"x_desc": f"tensordesc<bf16[16, 64],{xl}>", "x8_desc": f"tensordesc<bf16[8, 64],{xl}>",
@@ -75,7 +78,7 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG in (
           sum(("LDL" in x) or ("STL" in x) for _, x in ins), int(SPLIT == 4),
           sum(("ACQBULK" in x) or ("PREEXIT" in x) for _, x in ins), XG, sum("LDGSTS" in x for _, x in ins),
           sum("UTMALDG" in x for _, x in ins), sum("ARRIVES.LDGSTSBAR" in x for _, x in ins),
-          sum("FENCE.VIEW.ASYNC.S" in x for x in loop), sep="|", flush=True)
+          sum("FENCE.VIEW.ASYNC.S" in x for x in loop), ST, sep="|", flush=True)
 '''
 
 
@@ -87,9 +90,9 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
     and 3 programs' shared memory within an SM's 228 KB at 8 stages."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 8, rows
+    assert len(rows) == 10, rows
     for (act, nv, split, kb, mr, warps, smem, loop, hgmma, areg, serial, sts, spills, gdc, gdc_ops, xg, ldgsts, tma,
-         arrives, fences) in rows:
+         arrives, fences, st) in rows:
         where = f"ACT={act} NV={nv} SPLIT={split} KB={kb} X_GATHER={xg}"
         # the token rows by cp.async (16 bytes a copy: 16 rows x 8 copies a 64-wide block over 32 lanes, 4 a lane and
         # block) with their barrier arrival and the consumer's proxy fence, beside the weights' TMA boxes (2 a
@@ -102,7 +105,10 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
         assert int(hgmma) == 4 * int(kb) and int(areg) == 1, (where, hgmma, areg)
         assert int(serial) == 0 and int(sts) == 0 and int(spills) == 0, (where, serial, sts, spills)
         assert int(loop) <= 60 + 100 * int(kb), (where, loop)  # 225-233 at KB 2 (~113 a 64 x 64 block), 155 at KB 1
-        assert int(smem) * (3 if mr == "80" else 2) <= 228 * 1024, (where, smem)
+        ctas = {"64": 4, "80": 3, "128": 2}[mr]  # the programs an SM the register cap is for
+        assert (int(smem) + 1024) * ctas <= 228 * 1024, (where, smem)  # (1 KB a program reserved by the runtime)
+        assert int(smem) <= WS_DEC_FIXED_SMEM - 1024 + int(st) * ws_fp4_dec_stage_bytes(64 * int(kb)), (
+            where, smem)  # the rules' fixed share covers the rest
         assert int(gdc_ops) == (2 if gdc == "1" else 0), (where, gdc_ops)  # griddepcontrol.wait / launch_dependents
 
 
@@ -201,7 +207,7 @@ def test_ws_fp4_dec_config_rules(monkeypatch):
         assert prev[0] is False  # opt-in
         assert triton_moe.set_ws_fp4_decode(True, 2, 4, 64) == (False,) + prev[1:]
         with pytest.raises(ValueError, match="ctas"):
-            triton_moe.set_ws_fp4_decode(True, 4)
+            triton_moe.set_ws_fp4_decode(True, 5)
         with pytest.raises(TypeError):
             triton_moe.set_ws_fp4_decode("on")
         # the automatic choice
@@ -222,6 +228,11 @@ def test_ws_fp4_dec_config_rules(monkeypatch):
             got = auto(dec)
             assert got.gemm1.block_m == 16 and got.gemm1.warp_specialized and got.gemm1.block_n == 32
             assert got.gemm2.block_n == 64 and got.gemm1.num_stages == 8 and got.gemm1.block_k == 128
+            triton_moe.set_ws_fp4_decode(True, 4, 8, 128)  # 4 programs an SM: the 6 stages that fit
+            assert auto(dec).gemm1.num_stages == auto(dec).gemm2.num_stages == 6
+            triton_moe.set_ws_fp4_decode(True, 4, 8, 64)  # (4 KB steps: all 8)
+            assert auto(dec).gemm1.num_stages == 8
+            triton_moe.set_ws_fp4_decode(True, 3, 8, 128)
             # 2 blocks x 2 column tiles on 396 programs, K = 128 (one step): no split possible
             assert got.gemm1.split_k == 1
             mid = MoEKernelConfig(KernelConfig(64, 64, 64, swap_ab=True), KernelConfig(64, 128, 64, swap_ab=True))

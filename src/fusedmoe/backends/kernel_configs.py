@@ -94,7 +94,7 @@ class KernelConfig:
     epilogue (same bits as one program per tile). 0: one program per tile; None (the default, and
     what tuned entries without the key mean): :func:`auto_persistent` decides. Needs split_k 1.
     With the warp-specialized decode tiles (block_m 16, both GEMMs; split-K allowed): the decode
-    kernel's programs an SM, 1-3 (None: the switch's setting, ``set_ws_decode`` / ``set_ws_fp4_decode``);
+    kernel's programs an SM, 1-4 (None: the switch's setting, ``set_ws_decode`` / ``set_ws_fp4_decode``);
     the ring's stages must then fit an SM's shared memory shared by that many programs.
     n_tiles (GEMM2 only; GEMM1 ignores it): column tiles per program. Above 1 a program loads its
     activation tile once -- the whole K in one block, so block_k >= K (``intermediate_size_padded``)
@@ -729,8 +729,16 @@ SM90_SMEM_PER_SM = 228 * 1024
 # a decode-kernel program's shared memory besides the ring: barriers and the epilogue's layout conversions (sm_90
 # compile: 4228 B), and the 1 KB the runtime reserves
 WS_DEC_FIXED_SMEM = (4 + 1) * 1024 + 256
-# the decode kernels' programs an SM (KernelConfig.persistent on decode tiles; set_ws_decode's ctas)
-WS_DEC_CTAS = (1, 2, 3)
+# the decode kernels' programs an SM (KernelConfig.persistent on decode tiles; set_ws_decode's / set_ws_fp4_decode's
+# ctas). 4 (thirty-third session, compiled for sm_90 only so far): 64 registers a thread, both kernels without spills
+# and with asynchronous wgmmas -- 16 consumer warps an SM instead of 12 for the latency-bound FP4 conversion
+WS_DEC_CTAS = (1, 2, 3, 4)
+
+
+def ws_dec_max_stages(stage_bytes: int, ctas: int) -> int:
+    """The most ring stages of ``stage_bytes`` that let ``ctas`` decode-kernel programs share an SM's shared memory
+    (each program's barriers, epilogue scratch and reserved 1 KB besides: ``WS_DEC_FIXED_SMEM``)."""
+    return (SM90_SMEM_PER_SM // ctas - WS_DEC_FIXED_SMEM) // stage_bytes
 
 
 def _ws_tile(weight_format: Format, gemm: str, gated: bool):
@@ -792,7 +800,7 @@ def ws_fp4_config(gated: bool, gemm: str, block_m: int = 128, num_stages: int = 
 WS_FP4_DEC_BLOCK_M = 16
 
 
-def _ws_fp4_dec_stage_bytes(block_k: int) -> int:
+def ws_fp4_dec_stage_bytes(block_k: int) -> int:
     """One ring stage of the FP4 decode kernel: per 64-wide K block the [16, 64] BF16 token rows and 64 weight rows."""
     return block_k // 64 * (WS_FP4_DEC_BLOCK_M * 64 * 2 + 64 * 32)
 
@@ -810,7 +818,7 @@ def _ws_fp4_dec_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Op
         why = (f"with decode tiles (block_m {WS_FP4_DEC_BLOCK_M}) and FP4 weights needs block_k 64 / 128 and block_n "
                f"{bn}, got {cfg.block_k} / {cfg.block_n}")
     else:
-        why = _ws_launch_problem(cfg, gemm, K, 64, "", _ws_fp4_dec_stage_bytes(cfg.block_k), 0,
+        why = _ws_launch_problem(cfg, gemm, K, 64, "", ws_fp4_dec_stage_bytes(cfg.block_k), 0,
                                  "take swap_ab (its tiles are swapped already)", max_stages=8, split_ok=True)
     return None if why is None else f"{gemm.upper()} warp_specialized {why}"
 
@@ -899,10 +907,9 @@ def _ws_launch_problem(cfg: KernelConfig, gemm: str, K: int, k_multiple: int, k_
     if split_ok and cfg.persistent is not None:  # the decode kernels: programs an SM sharing its shared memory
         if cfg.persistent not in WS_DEC_CTAS:
             return f"runs {' / '.join(map(str, WS_DEC_CTAS))} programs an SM (persistent), got {cfg.persistent}"
-        share = SM90_SMEM_PER_SM // cfg.persistent - WS_DEC_FIXED_SMEM
-        if cfg.num_stages * stage > share:
-            return (f"with {cfg.persistent} programs an SM fits at most {share // stage} stages of {stage} B in a "
-                    f"program's share of the shared memory, got {cfg.num_stages}")
+        if cfg.num_stages > ws_dec_max_stages(stage, cfg.persistent):
+            return (f"with {cfg.persistent} programs an SM fits at most {ws_dec_max_stages(stage, cfg.persistent)} "
+                    f"stages of {stage} B in a program's share of the shared memory, got {cfg.num_stages}")
     if K % k_multiple:
         return (f"needs K ({'H' if gemm == 'gemm1' else 'intermediate_size_padded'}) a multiple of {k_multiple}"
                 f"{k_why}, got {K}")

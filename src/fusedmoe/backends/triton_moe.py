@@ -106,7 +106,7 @@ from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_per
                              WS_FP4_FORMATS,
                              WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
                              WS_DEC_BLOCK_M, WS_FORMATS, ws_dec_block_k, ws_dec_config, ws_dec_max_blocks,
-                             ws_dec_stage_bytes, SM90_SMEM_PER_SM, WS_DEC_CTAS, WS_DEC_FIXED_SMEM)
+                             ws_dec_stage_bytes, ws_dec_max_stages, ws_fp4_dec_stage_bytes, WS_DEC_CTAS)
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
@@ -1014,7 +1014,7 @@ def set_ws_decode(enabled: bool, ctas: int = 2, num_stages: int = 0, blocks: int
     token -- thirty-first session, BENCHMARKS.md; ``False`` is the default, ``FUSEDMOE_WS_DECODE=1``): calls without
     a config whose chosen config has decode tiles (block_m <= 16) with BF16 / FP16 or FP8 (per tensor, per channel,
     128 x 128 blocks) weights run both GEMMs in the warp-specialized decode kernel (``kernels/_ws_dec.py``,
-    :func:`auto_ws_decode`): ``ctas`` programs an SM (1-3), ``num_stages`` ring steps (2-8; 0: as many as fit),
+    :func:`auto_ws_decode`): ``ctas`` programs an SM (1-4), ``num_stages`` ring steps (2-8; 0: as many as fit),
     ``blocks`` 128-byte K blocks a step (1 / 2), split-K by :func:`ws_fp4_dec_split`'s makespan rule; ``x_gather``
     (``FUSEDMOE_WS_DECODE_CPASYNC``, default on): the loader copies a block's token rows by cp.async from the
     unsorted rows where they are 16-byte aligned, instead of a gather launch into slot order and TMA boxes;
@@ -1026,7 +1026,7 @@ def set_ws_decode(enabled: bool, ctas: int = 2, num_stages: int = 0, blocks: int
     if not all(isinstance(v, bool) for v in (enabled, x_gather, fused)):
         raise TypeError(f"enabled, x_gather and fused must be bools, got {enabled!r}, {x_gather!r}, {fused!r}")
     if ctas not in WS_DEC_CTAS or num_stages not in (0,) + tuple(range(2, 9)) or blocks not in (1, 2):
-        raise ValueError(f"set_ws_decode: ctas must be 1-3, num_stages 0 or 2-8 and blocks 1 / 2, got {ctas}, "
+        raise ValueError(f"set_ws_decode: ctas must be 1-4, num_stages 0 or 2-8 and blocks 1 / 2, got {ctas}, "
                          f"{num_stages}, {blocks}")
     prev = (_WS_DEC["enabled"], _WS_DEC["ctas"], _WS_DEC["stages"], _WS_DEC["blocks"], _WS_DEC["x_gather"],
             _WS_DEC["fused"])
@@ -1040,7 +1040,7 @@ def ws_dec_stages(weight_format: Format, blocks: int, ctas: int, num_stages: int
     if num_stages:
         return num_stages
     stage = ws_dec_stage_bytes(blocks * ws_dec_block_k(weight_format), weight_format)
-    return max(2, min(8, (SM90_SMEM_PER_SM // ctas - WS_DEC_FIXED_SMEM) // stage))
+    return max(2, min(8, ws_dec_max_stages(stage, ctas)))
 
 
 def _ws_dec_layer_problem(w13: QuantizedTensor, w2: QuantizedTensor, dtype: torch.dtype, dev: torch.device,
@@ -1271,7 +1271,7 @@ _WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128,
                # GEMM1's token rows by cp.async from the align launch's dot-order copy of hidden (DotRowsPlan) instead
                # of a gather launch and TMA boxes (thirty-third session; compiled for sm_90 only until its GPU tests ran)
                "x_gather": os.environ.get("FUSEDMOE_WS_FP4_DECODE_CPASYNC", "1") != "0"}
-_WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80}
+_WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80, 4: 64}
 
 
 def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k: int = 128,
@@ -1279,8 +1279,10 @@ def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k
     """OPT-IN (twenty-ninth session; on the H200 correct but slower than the Triton decode GEMMs, 0.47-0.97x --
     thirty-first session, BENCHMARKS.md; ``False`` is the default, ``FUSEDMOE_WS_FP4_DECODE=1``): ``auto_ws_fp4``
     picks the FP4 decode kernel (``kernels/_ws_fp4_dec.py``; MXFP4 / NVFP4 weights x BF16 activations) for calls
-    whose chosen config has decode tiles (block_m <= 16): 16 token rows a block, ``ctas`` programs an SM (1-3),
-    ``num_stages`` ring steps of ``block_k`` (64 / 128) K values, split-K from :func:`ws_fp4_dec_split`.
+    whose chosen config has decode tiles (block_m <= 16): 16 token rows a block, ``ctas`` programs an SM (1-4; 4:
+    64 registers a thread, thirty-third session, compiled only), ``num_stages`` ring steps of ``block_k`` (64 / 128)
+    K values -- at most as many as fit ``ctas`` programs an SM (4 x 6 of 128) --, split-K from
+    :func:`ws_fp4_dec_split`.
     ``x_gather`` (``FUSEDMOE_WS_FP4_DECODE_CPASYNC``, default on): where the align is one program (T x top_k <= 256),
     its launch also copies hidden in the kernel's dot order (:class:`DotRowsPlan`) and GEMM1's loader copies a
     block's rows from that by cp.async -- no gather launch between the align and GEMM1 (its 3.4 us were more than
@@ -1289,7 +1291,7 @@ def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k
     if not isinstance(enabled, bool) or not isinstance(x_gather, bool):
         raise TypeError(f"enabled and x_gather must be bools, got {enabled!r}, {x_gather!r}")
     if ctas not in WS_DEC_CTAS or not 2 <= num_stages <= 8 or block_k not in (64, 128):
-        raise ValueError(f"set_ws_fp4_decode: ctas must be 1-3, num_stages 2-8 and block_k 64 / 128, got {ctas}, "
+        raise ValueError(f"set_ws_fp4_decode: ctas must be 1-4, num_stages 2-8 and block_k 64 / 128, got {ctas}, "
                          f"{num_stages}, {block_k}")
     prev = (_WS_FP4["decode"], _WS_FP4_DEC["ctas"], _WS_FP4_DEC["stages"], _WS_FP4_DEC["block_k"],
             _WS_FP4_DEC["x_gather"])
@@ -1434,7 +1436,8 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
         return cfg
     gated = activation.is_gated
     if decode:  # the decode kernel (opt-in): split-K from the expected blocks (experts hit), all programs busy
-        st, bk = _WS_FP4_DEC["stages"], _WS_FP4_DEC["block_k"]
+        bk = _WS_FP4_DEC["block_k"]  # (the switch's stages, at most as many as fit its programs an SM)
+        st = max(2, min(_WS_FP4_DEC["stages"], ws_dec_max_stages(ws_fp4_dec_stage_bytes(bk), _WS_FP4_DEC["ctas"])))
         _, sms = _device_info(device)
         s1, s2 = _dec_splits(w13.shape[-1], w2.shape[-1], w13.shape[0], tokens, top_k, gated, bk,
                              _WS_FP4_DEC["ctas"] * (sms or 132))
