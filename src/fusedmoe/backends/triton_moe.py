@@ -715,14 +715,15 @@ def max_padded_rows(num_slots: int, num_groups: int, block_m: int) -> int:
 
 
 def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *, local_expert_offset: int = 0,
-                include_nonlocal: bool = False, tokens: "int | None" = None, quant: "Fp8Plan | None" = None,
-                zero: "torch.Tensor | None" = None) -> AlignResult:
+                include_nonlocal: bool = False, tokens: "int | None" = None,
+                quant: "Fp8Plan | DotRowsPlan | None" = None, zero: "torch.Tensor | None" = None) -> AlignResult:
     """Group the T*K slots of ``topk_ids [T, K]`` (global ids) by local expert, each group padded to
     ``block_m`` rows (see ``kernels/_align.py``). ``include_nonlocal`` appends one more group (id
     ``num_local_experts``) holding the slots of non-local experts. ``tokens``: the call's token
     count, for the launch options (default ``topk_ids.shape[0]``). ``quant``: an FP8 quantization
-    of hidden (``formats.triton_quant.plan_fp8``) run by the same launch (one chunk of slots only:
-    ``T*K <= _SINGLE_ALIGN_MAX``); its result is ``quant.result()`` afterwards. ``zero``: an int32 tensor the same
+    of hidden (``formats.triton_quant.plan_fp8``), or hidden's dot-order copy for the FP4 decode kernel
+    (:class:`DotRowsPlan`), run by the same launch (one chunk of slots only: ``T*K <= _SINGLE_ALIGN_MAX``); its
+    result is ``quant.result()`` afterwards. ``zero``: an int32 tensor the same
     launch sets to 0 (split-K counters, ``set_align_zero_fill``)."""
     _align, _, _ = _kernels()
     ids = topk_ids.reshape(-1)

@@ -112,7 +112,7 @@ def _align_scatter_kernel(
 def _align_scatter_quant_kernel(
     topk_ids_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, num_slots, expert_offset, max_blocks,
     x_ptr,  # [T, C] hidden
-    q_ptr,  # [T, C] e4m3 (fp32 if OUT_FP32)
+    q_ptr,  # [T, C] e4m3 (fp32 if OUT_FP32; DOT_ROWS: hidden's dtype, the dot-order copy)
     s_ptr,  # the quantizer's scale output (rows: SCALE_MODE 2 [T]; groups: [T, C/GROUP])
     src_ptr,  # rows, SCALE_MODE 0: the static scale [1]
     T,
