@@ -31,7 +31,8 @@ columns with one promoted partial set: half the L2 bytes of A per FLOP); ``fused
 by slot and the warp-specialized GEMM2 gathers its input again: ``set_ws_padded_handoff(False)``);
 ``fusedmoe-wsdec`` (the opt-in 16-bit / FP8 decode kernel, ``kernels/_ws_dec.py``, for decode tiles:
 ``set_ws_decode(True)``); ``fusedmoe-wsdecfused`` (the same with both GEMMs in one launch where nothing runs between
-them: ``set_ws_decode(True, fused=True)``).
+them: ``set_ws_decode(True, fused=True)``); ``fusedmoe-wsdec4`` (the decode kernel at 4 programs an SM, 64 registers:
+``set_ws_decode(True, 4)``).
 """
 
 import torch
@@ -256,6 +257,7 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-nohandoff": _with_setting("set_ws_padded_handoff", False),
          "fusedmoe-wsdec": _with_setting(_set_ws_decode, True),
          "fusedmoe-wsdecfused": _with_setting(_set_ws_decode, (True, 2, 0, 1, True, True)),
+         "fusedmoe-wsdec4": _with_setting(_set_ws_decode, (True, 4)),
          "fusedmoe-rowchunks": _with_setting(_set_chunked_rows, True),
          "fusedmoe-padgarbage": _with_setting(_set_pad_garbage, True),
          "fusedmoe-s17": _with_setting(_set_chunked_rows, True, _with_setting("set_ws_padded_handoff", False)),
