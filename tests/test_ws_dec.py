@@ -808,7 +808,7 @@ def test_ws_dec_tuner_candidates():
     """The tuner offers the decode kernel on Hopper at 1-8 tokens for 16-bit and FP8 weights (one and two K blocks a
     step -- FP8 blocks one -- at 2 and 3 programs an SM), as ``ws_decode_config`` gives it -- at the switch's 2
     programs an SM the config ``auto_ws_decode`` runs with the switch on -- valid by the decode kernel's rules; never
-    at 64 tokens, off Hopper or for FP4 weights."""
+    at 64 tokens or off Hopper; FP4 weights get the FP4 decode kernel's configs instead."""
     from fusedmoe.backends.kernel_configs import choose_moe_config
     from fusedmoe.bench.tune import search_space
     from fusedmoe.backends.triton_moe import ws_decode_config
@@ -835,7 +835,9 @@ def test_ws_dec_tuner_candidates():
                                                       {want.gemm1.block_k, 2 * want.gemm1.block_k})
         assert not dec(64, fmt)
         assert not dec(1, fmt, "NVIDIA A100-SXM4-80GB")
-    assert not dec(1, F.NVFP4) and not dec(1, F.MXFP4)
+    for fmt in (F.NVFP4, F.MXFP4):  # FP4 weights: the FP4 decode kernel's configs only (test_ws_fp4_dec)
+        assert {c.gemm1.persistent for c in dec(1, fmt)} == {3, 4}
+        assert all(warp_specialized_problem(c.gemm1, fmt, "gemm1", True, 7168) is None for c in dec(1, fmt))
     # the split rule: one token of DeepSeek-V3 TP8 hits 8 experts -- 8 blocks x 16 gated column tiles on 264 programs
     # (2 an SM): GEMM1's 56 K steps split
     c = ws_decode_config(1, 7168, 256, 256, 8, F.BF16, True, 1, 132)

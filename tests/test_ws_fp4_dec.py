@@ -328,6 +328,64 @@ def test_ws_fp4_dec_gets_dot_rows_from_the_align(monkeypatch, T, x_gather):
         assert kw1.get("x_dot") is None
 
 
+def test_ws_fp4_dec_tuner_candidates_and_table_entries(monkeypatch):
+    """The tuner offers the FP4 decode kernel on Hopper at 1-64 tokens for MXFP4 / NVFP4 weights, at 3 and 4
+    programs an SM as ``ws_fp4_decode_config`` gives it (stages that fit: 8 / 6 of 128 K values; the split rule over
+    that many programs), valid by the kernel's rules; not at 128 tokens, not off Hopper. A table entry naming the
+    kernel runs as it is with the switch off; where it cannot run -- activations other than BF16, FP4 Gluon kernels
+    off (``set_ws_fp4(False)``), an atomic combine -- the call gets the heuristic's Triton config."""
+    from fusedmoe.bench.tune import search_space
+
+    def dec(T, fmt, device="NVIDIA H200"):
+        return [c.config for c in search_space(T, 2880, 2880, 128, 4, fmt, A.SWIGLU_OAI, device, num_sms=132)
+                if c.config.gemm1.warp_specialized and c.config.gemm1.block_m == 16]
+
+    for fmt in (F.MXFP4, F.NVFP4):
+        for T in (1, 8, 64):
+            got = dec(T, fmt)
+            assert sorted(c.gemm1.persistent for c in got) == [3, 4], (fmt, T, got)
+            for cfg in got:
+                n = cfg.gemm1.persistent
+                want = triton_moe.ws_fp4_decode_config(T, 2880, 2880, 128, 4, True, 132, n)
+                assert cfg == want and cfg.gemm2.persistent == n
+                assert cfg.gemm1.num_stages == {3: 8, 4: 6}[n]
+                for gemm, c in (("gemm1", cfg.gemm1), ("gemm2", cfg.gemm2)):
+                    assert warp_specialized_problem(c, fmt, gemm, gemm == "gemm1", 2880) is None, (fmt, gemm, c)
+        assert not dec(128, fmt) and not dec(1, fmt, "NVIDIA A100-SXM4-80GB")
+    # one gpt-oss-120b token: 360 GEMM1 units -- one round on 396 programs unsplit, 4 shares on 528
+    assert [triton_moe.ws_fp4_decode_config(1, 2880, 2880, 128, 4, True, 132, n).gemm1.split_k
+            for n in (3, 4)] == [1, 4]
+    with pytest.raises(ValueError, match="ctas"):
+        ws_fp4_dec_config(True, "gemm1", ctas=5)
+    assert "at most 6 stages" in warp_specialized_problem(ws_fp4_dec_config(True, "gemm1", 1, 8, 128, 4), F.MXFP4,
+                                                          "gemm1", True, 2880)
+    # a table entry naming the kernel (the automatic choice, a CUDA sm_90 device pretended)
+    monkeypatch.setattr(triton_moe, "_cuda_major", lambda index: 9)
+    monkeypatch.setattr(triton_moe, "_device_info", lambda dev: ("NVIDIA H200", 132))
+    cuda = torch.device("cuda", 0)
+    c = Case(F.NVFP4, F.BF16, A.SWIGLU, T=4, H=128, I=64, E=4, K=2, dtype=torch.bfloat16)
+    _, W, _ = make_case(c, device="cpu")
+    tuned = triton_moe.ws_fp4_decode_config(1, 128, 64, 4, 2, True, 132, 4)
+    prev = triton_moe.set_ws_fp4_decode(False)
+    try:
+        def auto(cfg, act=F.BF16):
+            return triton_moe.auto_ws_fp4(cfg, W.w13, W.w2, act, torch.bfloat16, cuda, 1, 2, A.SWIGLU)
+
+        assert auto(tuned) is tuned
+        heur = triton_moe._triton_fallback(1, 128, 64, 4, 2, F.NVFP4, A.SWIGLU, "NVIDIA H200", 132, False)
+        assert not heur.gemm1.warp_specialized and not heur.gemm2.warp_specialized
+        assert auto(tuned, F.NVFP4) == heur  # W4A4 emulation: the kernel takes BF16 activations only
+        atomic = MoEKernelConfig(tuned.gemm1, tuned.gemm2, True)
+        assert auto(atomic) == MoEKernelConfig(heur.gemm1, heur.gemm2, True)
+        was = triton_moe.set_ws_fp4(False)
+        try:
+            assert auto(tuned) == heur
+        finally:
+            triton_moe.set_ws_fp4(*was)
+    finally:
+        triton_moe.set_ws_fp4_decode(*prev)
+
+
 # ---- CPU: the kernel's index math, emulated ---------------------------------------------------------------
 
 

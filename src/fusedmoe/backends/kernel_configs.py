@@ -805,11 +805,16 @@ def ws_fp4_dec_stage_bytes(block_k: int) -> int:
     return block_k // 64 * (WS_FP4_DEC_BLOCK_M * 64 * 2 + 64 * 32)
 
 
-def ws_fp4_dec_config(gated: bool, gemm: str, split_k: int = 1, num_stages: int = 8, block_k: int = 128) -> KernelConfig:
+def ws_fp4_dec_config(gated: bool, gemm: str, split_k: int = 1, num_stages: int = 8, block_k: int = 128,
+                      ctas: Optional[int] = None) -> KernelConfig:
     """The FP4 decode kernel's tile of ``gemm``: 16 token rows, 32 output columns for a gated GEMM1 (gate and up
-    rows: 64 weight rows), 64 otherwise; ``block_k`` 64 / 128 a ring step, ``split_k`` shares of K."""
+    rows: 64 weight rows), 64 otherwise; ``block_k`` 64 / 128 a ring step, ``split_k`` shares of K, ``ctas``
+    programs an SM (``persistent``; None: ``set_ws_fp4_decode``'s)."""
+    if ctas is not None and ctas not in WS_DEC_CTAS:
+        raise ValueError(f"ws_fp4_dec_config: ctas must be None or one of {WS_DEC_CTAS}, got {ctas!r}")
     return KernelConfig(WS_FP4_DEC_BLOCK_M, 32 if gated and gemm == "gemm1" else 64, block_k, group_m=1,
-                        num_warps=4, num_stages=num_stages, split_k=split_k, warp_specialized=True)
+                        num_warps=4, num_stages=num_stages, split_k=split_k, persistent=ctas,
+                        warp_specialized=True)
 
 
 def _ws_fp4_dec_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Optional[str]:

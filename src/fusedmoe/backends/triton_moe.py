@@ -1329,6 +1329,24 @@ def _dec_splits(H: int, I_pad: int, experts: int, tokens: int, top_k: int, gated
             ws_fp4_dec_split(blocks * cdiv(H, 64), cdiv(I_pad, block_k), programs))
 
 
+def ws_fp4_decode_config(tokens: int, hidden: int, intermediate_padded: int, experts: int, top_k: int, gated: bool,
+                         num_sms: Optional[int] = None, ctas: Optional[int] = None) -> MoEKernelConfig:
+    """The FP4 decode kernel's config for a layer shape at ``tokens``, as :func:`set_ws_fp4_decode`'s settings run
+    it: its ``block_k``, its stages (at most as many as fit the programs an SM: ``ws_dec_max_stages``), split-K of
+    each GEMM by :func:`ws_fp4_dec_split` over the expected blocks (one an expert hit) on ``num_sms`` (default
+    132) SMs. What :func:`auto_ws_fp4` picks with the switch on, and the tuner's candidates
+    (``fusedmoe.bench.tune.search_space``). ``ctas``: programs an SM, recorded in the configs (``persistent``);
+    None: the switch's, left to the launch."""
+    if ctas is not None and ctas not in WS_DEC_CTAS:
+        raise ValueError(f"ws_fp4_decode_config: ctas must be None or one of {WS_DEC_CTAS}, got {ctas!r}")
+    n = ctas or _WS_FP4_DEC["ctas"]
+    bk = _WS_FP4_DEC["block_k"]
+    st = max(2, min(_WS_FP4_DEC["stages"], ws_dec_max_stages(ws_fp4_dec_stage_bytes(bk), n)))
+    s1, s2 = _dec_splits(hidden, intermediate_padded, experts, tokens, top_k, gated, bk, n * (num_sms or 132))
+    return MoEKernelConfig(ws_fp4_dec_config(gated, "gemm1", s1, st, bk, ctas),
+                           ws_fp4_dec_config(False, "gemm2", s2, st, bk, ctas))
+
+
 WS_FP4_WIDE_MIN_ROWS_PER_EXPERT = 128  # the prefill kernel's 256-token tiles from this many rows per local expert
 
 
@@ -1425,8 +1443,20 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
     (``set_ws_fp4``, ``_ws_fp4_problem``; NVFP4 weights under ``set_ws_fp4_nvfp4`` from
     ``WS_NVFP4_MIN_ROWS_PER_EXPERT`` rows per local expert) its tiles for both GEMMs --
     256 token rows from ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT`` rows per local expert, else 128; with decode tiles
-    (block_m <= 16) and the opt-in ``set_ws_fp4_decode``, the FP4 decode kernel's (``ws_fp4_dec_config``,
-    :func:`ws_fp4_dec_split`). ``fusedmoe bench`` records and passes the same."""
+    (block_m <= 16) and the opt-in ``set_ws_fp4_decode``, the FP4 decode kernel's (:func:`ws_fp4_decode_config`).
+    Where the tuned table chose the FP4 decode kernel, its config as it is (switch on or off) -- or, where it cannot
+    run (``set_ws_fp4(False)``, an atomic combine, ``_ws_fp4_problem``: e.g. activations other than BF16), the
+    heuristic's Triton config. ``fusedmoe bench`` records and passes the same."""
+    if cfg.block_m == WS_FP4_DEC_BLOCK_M and (cfg.gemm1.warp_specialized or cfg.gemm2.warp_specialized):
+        # the tuned table chose the decode kernel: as it is (the opt-in switch on or off), or -- FP4 warp-specialized
+        # kernels switched off, an atomic combine, a layer or activation format it cannot take -- the heuristic's
+        # Triton config
+        if (_WS_FP4["enabled"] and not cfg.atomic_combine and w13.fmt in WS_FP4_FORMATS
+                and _ws_fp4_problem(w13, w2, act_format, dtype, device, interp, w13.shape[-1], w2.shape[-1]) is None):
+            return cfg
+        dev_name, sms = _device_info(device)
+        return _triton_fallback(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation,
+                                dev_name, sms, cfg.atomic_combine)
     decode = cfg.block_m < 128
     rows_per_expert = tokens * top_k / max(1, w13.shape[0])
     nv_off = w13.fmt is Format.NVFP4 and not decode and (not _WS_FP4["nvfp4"]
@@ -1437,13 +1467,9 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
         return cfg
     gated = activation.is_gated
     if decode:  # the decode kernel (opt-in): split-K from the expected blocks (experts hit), all programs busy
-        bk = _WS_FP4_DEC["block_k"]  # (the switch's stages, at most as many as fit its programs an SM)
-        st = max(2, min(_WS_FP4_DEC["stages"], ws_dec_max_stages(ws_fp4_dec_stage_bytes(bk), _WS_FP4_DEC["ctas"])))
         _, sms = _device_info(device)
-        s1, s2 = _dec_splits(w13.shape[-1], w2.shape[-1], w13.shape[0], tokens, top_k, gated, bk,
-                             _WS_FP4_DEC["ctas"] * (sms or 132))
-        return MoEKernelConfig(ws_fp4_dec_config(gated, "gemm1", s1, st, bk),
-                               ws_fp4_dec_config(False, "gemm2", s2, st, bk), cfg.atomic_combine)
+        c = ws_fp4_decode_config(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, gated, sms)
+        return MoEKernelConfig(c.gemm1, c.gemm2, cfg.atomic_combine)
     bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= WS_FP4_WIDE_MIN_ROWS_PER_EXPERT else 128)
     return MoEKernelConfig(ws_fp4_config(gated, "gemm1", bm), ws_fp4_config(False, "gemm2", bm), cfg.atomic_combine)
 

@@ -189,6 +189,10 @@ def _swap_prefill_tiles(base: KernelConfig, gated: bool) -> List[KernelConfig]:
 
 
 WS_DEC_TUNE_MAX_TOKENS = 8  # the decode kernel is a candidate up to this many tokens (it lost at 8 on most shapes)
+# the FP4 decode kernel (kernels/_ws_fp4_dec.py, MXFP4 / NVFP4 x BF16) up to this many tokens (issue 4's decode range),
+# at these programs an SM: the table, not a rule, takes it where it measures faster than the Triton GEMMs
+WS_FP4_DEC_TUNE_MAX_TOKENS = 64
+WS_FP4_DEC_TUNE_CTAS = (3, 4)
 
 
 def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: int, top_k: int,
@@ -257,6 +261,14 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
                 d = ws_decode_config(tokens, hidden, intermediate_padded, experts, top_k, weight_format, gated, kb,
                                      num_sms, ctas)
                 add(d.gemm1, d.gemm2, "ws_decode")
+    if (weight_format in (Format.MXFP4, Format.NVFP4) and tokens <= WS_FP4_DEC_TUNE_MAX_TOKENS
+            and heur.block_m <= WS_DEC_BLOCK_M and _device_traits(device_name).hopper):
+        # the Gluon FP4 decode kernel (the tuner's FP4 points run BF16 activations, W4A16: the kernel's only pairing;
+        # a call with other activations falls back to the Triton config, triton_moe.auto_ws_fp4)
+        from ..backends.triton_moe import ws_fp4_decode_config
+        for ctas in WS_FP4_DEC_TUNE_CTAS:
+            d = ws_fp4_decode_config(tokens, hidden, intermediate_padded, experts, top_k, gated, num_sms, ctas)
+            add(d.gemm1, d.gemm2, "ws_fp4_decode")
     if weight_format in WS_TUNE_FORMATS and tokens >= WS_MIN_TOKENS and _device_traits(device_name).hopper:
         # the warp-specialized Gluon kernels (KernelConfig.warp_specialized) at 4 and 5 stages (16-bit: 3, 4): both
         # GEMMs, and GEMM1 alone with each base's GEMM2 at 128 rows (on short K also the
