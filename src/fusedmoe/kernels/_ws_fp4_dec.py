@@ -3,7 +3,8 @@
 SLOWER than the Triton decode GEMMs, 0.47-0.97x at 1-64 tokens, NVFP4 the worst (BENCHMARKS.md), so it stays off by
 default. Launched by
 ``fusedmoe.backends.triton_moe`` for configs with ``warp_specialized`` and decode tiles, block_m 16:
-``triton_moe.set_ws_fp4_decode`` / ``FUSEDMOE_WS_FP4_DECODE=1`` lets ``auto_ws_fp4`` pick them).
+``triton_moe.set_ws_fp4_decode`` / ``FUSEDMOE_WS_FP4_DECODE=1`` lets ``auto_ws_fp4`` pick them, and a tuned-table
+entry that names them runs with the switch off too -- the tuner offers them since the thirty-third session).
 
 Why: the Triton decode GEMMs stream FP4 weights at 1.1-1.6 TB/s (one token) against a 3.4 TB/s target; Nsight
 showed them latency-bound inside each K step, and a bare Triton stream of the same bytes at that program count
