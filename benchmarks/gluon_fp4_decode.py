@@ -1,6 +1,7 @@
 """Sweep of the FP4 decode GEMM (``kernels/_ws_fp4_dec.py``, opt-in, twenty-ninth session) alone, per model GEMM:
 how close to the HBM bandwidth does it stream the weights of the experts hit, by programs an SM, ring depth, ring
-step and split-K -- the settings ``triton_moe.set_ws_fp4_decode`` and ``ws_fp4_dec_split`` choose.
+step and split-K -- the settings ``triton_moe.set_ws_fp4_decode`` and ``ws_fp4_dec_split`` choose (1-4 programs an SM,
+the stages capped to what fits; at one token 4 programs an SM need split-K to get work: 360 gpt-oss-120b GEMM1 units).
 
     PYTHONPATH=src python3 benchmarks/gluon_fp4_decode.py [--preset gpt-oss-120b,nemotron-super,nemotron-nano]
         [--weight-format mxfp4,nvfp4] [--tokens 1] [--quick] [--json out.json]
@@ -21,7 +22,7 @@ import torch
 from fp4_stream_probe import _time  # (benchmarks/: median µs after an L2 flush)
 
 from fusedmoe.backends import triton_moe as tm
-from fusedmoe.backends.kernel_configs import ws_fp4_dec_config
+from fusedmoe.backends.kernel_configs import ws_dec_max_stages, ws_fp4_dec_config, ws_fp4_dec_stage_bytes
 from fusedmoe.bench.presets import get_preset, make_weights
 from fusedmoe.config import ActivationParams, Format
 
@@ -101,10 +102,14 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--json", default="", help="write the results here")
     a = ap.parse_args()
+    def fit(ctas, stages, block_k):  # at most the stages that let ``ctas`` programs share an SM's shared memory
+        return min(stages, ws_dec_max_stages(ws_fp4_dec_stage_bytes(block_k), ctas))
+
     if a.quick:
-        settings = [(c, 8, 128, sp) for c in (2, 3) for sp in (1, 2, 4)]
+        settings = [(c, fit(c, 8, 128), 128, sp) for c in (2, 3, 4) for sp in (1, 2, 4, 8)]
     else:
-        settings = [(c, st, bk, sp) for c in (1, 2, 3) for st in (4, 8) for bk in (64, 128) for sp in (1, 2, 4)]
+        settings = list(dict.fromkeys((c, fit(c, st, bk), bk, sp) for c in (1, 2, 3, 4) for st in (4, 8)
+                                      for bk in (64, 128) for sp in (1, 2, 4, 8)))
     flush = torch.empty(256 * 2 ** 20, dtype=torch.int8, device="cuda")
     allr = []
     for preset in a.preset.split(","):
