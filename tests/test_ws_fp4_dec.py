@@ -15,6 +15,7 @@ cp.async and by the gather launch, K = 1 with the weight on the input, the same 
 CUDA graph, gpt-oss-120b's and Nemotron-3-Nano's shapes at one and eight tokens.
 """
 
+import dataclasses
 import os
 
 import pytest
@@ -38,20 +39,26 @@ A, F = Activation, Format
 
 _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4_dec as kd
-# ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, FOLD, NV, TK, STAGES, SPLIT, KB, maxnreg, X_GATHER
-for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG in (
-        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 0),     # gpt-oss GEMM1, split 2, 3 programs an SM
-        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 0),  # NVFP4 ReLU2 GEMM1
-        (7, False, True, False, True, True, False, 64, 8, 4, 2, 80, 0),     # GEMM2: bias, routing weight, split 4
-        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 0),  # weight on input, restoring cvt, bk 64
-        (7, False, False, False, True, False, True, 64, 8, 2, 2, 80, 0),    # NVFP4 GEMM2
+# ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, FOLD, NV, TK, STAGES, SPLIT, KB, maxnreg, X_GATHER,
+# S_SMEM (the block scales through the ring)
+for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS in (
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 0, 0),     # gpt-oss GEMM1, split 2, 3 an SM
+        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 0, 0),  # NVFP4 ReLU2 GEMM1
+        (7, False, True, False, True, True, False, 64, 8, 4, 2, 80, 0, 0),     # GEMM2: bias, routing weight, split 4
+        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 0, 0),  # weight on input, restoring cvt, bk 64
+        (7, False, False, False, True, False, True, 64, 8, 2, 2, 80, 0, 0),    # NVFP4 GEMM2
         # GEMM1's token rows by cp.async from the align launch's dot-order copy of hidden (no gather launch)
-        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4),     # gpt-oss GEMM1, top_k 4
-        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 22), # Nemotron-3-Super NVFP4 ReLU2 GEMM1
-        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 1),  # top 1, weight on input, bk 64
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 0),     # gpt-oss GEMM1, top_k 4
+        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 22, 0), # Nemotron-3-Super NVFP4 ReLU2 GEMM1
+        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 1, 0),  # top 1, weight on input, bk 64
         # 4 programs an SM: 64 registers a thread, the 6 stages of 128 K values that fit
-        (2, True, True, False, False, True, False, 64, 6, 2, 2, 64, 4),     # gpt-oss GEMM1, cp.async rows
-        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0)):   # NVFP4 GEMM2, split 4
+        (2, True, True, False, False, True, False, 64, 6, 2, 2, 64, 4, 0),     # gpt-oss GEMM1, cp.async rows
+        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 0),    # NVFP4 GEMM2, split 4
+        # the block scales through the ring (MX words / NVFP4 8-byte runs), with and without cp.async token rows
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 1),     # gpt-oss GEMM1
+        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 22, 1), # NVFP4 ReLU2 GEMM1
+        (7, False, True, False, True, True, False, 64, 6, 4, 2, 64, 0, 1),     # MX GEMM2 (TMA rows), 4 an SM
+        (0, True, False, True, False, False, True, 128, 4, 1, 1, 128, 1, 1)):  # NVFP4, bk 64, top 1
     xl = gl.NVMMASharedLayout.get_default_for([16, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
     sig = {"x_desc": f"tensordesc<bf16[16, 64],{xl}>", "x8_desc": f"tensordesc<bf16[8, 64],{xl}>",
@@ -66,9 +73,11 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG in (
               ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=FOLD, NV=NV, TK=TK, STAGES=ST, SPLIT=SPLIT, KB=KB,
               OUT_PADDED_DOT=not MRW,  # GEMM1: stores GEMM2's rows (padded positions, dot order)
               USE_GDC=SPLIT == 4,  # programmatic dependent launch
-              X_GATHER=XG > 0, TOP_K=max(XG, 1))
+              X_GATHER=XG > 0, TOP_K=max(XG, 1), S_SMEM=SS > 0)
+    # (16-byte aligned arguments specialized as the JIT does; the launcher checks the scales' for S_SMEM)
     k, sass = compile_sm90(kd._ws_fp4_dec_kernel, sig, cx, maxnreg=mr,
-                           aligned=("x_ptr", "stride_x") if XG else ())
+                           aligned=(("x_ptr", "stride_x") if XG else ())
+                           + (("s_ptr", "stride_se", "stride_sr", "stride_sk", "N") if SS else ()))
     ins = sass_instructions(sass)
     loop = k_loop(ins, "HGMMA")  # the K loop
     hg = [x for x in loop if "HGMMA" in x]
@@ -78,7 +87,7 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG in (
           sum(("LDL" in x) or ("STL" in x) for _, x in ins), int(SPLIT == 4),
           sum(("ACQBULK" in x) or ("PREEXIT" in x) for _, x in ins), XG, sum("LDGSTS" in x for _, x in ins),
           sum("UTMALDG" in x for _, x in ins), sum("ARRIVES.LDGSTSBAR" in x for _, x in ins),
-          sum("FENCE.VIEW.ASYNC.S" in x for x in loop), ST, sep="|", flush=True)
+          sum("FENCE.VIEW.ASYNC.S" in x for x in loop), ST, SS, sum("LDG" in x for x in loop), sep="|", flush=True)
 '''
 
 
@@ -90,16 +99,18 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
     and 3 programs' shared memory within an SM's 228 KB at 8 stages."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 10, rows
+    assert len(rows) == 14, rows
     for (act, nv, split, kb, mr, warps, smem, loop, hgmma, areg, serial, sts, spills, gdc, gdc_ops, xg, ldgsts, tma,
-         arrives, fences, st) in rows:
-        where = f"ACT={act} NV={nv} SPLIT={split} KB={kb} X_GATHER={xg}"
+         arrives, fences, st, ss, ldg) in rows:
+        where = f"ACT={act} NV={nv} SPLIT={split} KB={kb} X_GATHER={xg} S_SMEM={ss}"
+        # the block scales: global loads in the K loop, or (S_SMEM) none there -- the loader's copies and arrival
+        assert (int(ldg) == 0) == (ss == "1") and (ss == "0" or int(arrives) > 0), (where, ldg, arrives)
         # the token rows by cp.async (16 bytes a copy: 16 rows x 8 copies a 64-wide block over 32 lanes, 4 a lane and
         # block) with their barrier arrival and the consumer's proxy fence, beside the weights' TMA boxes (2 a
         # block); or all by TMA (4 a block: the weights' two, the 16- and the 8-row token boxes)
         gather = xg != "0"
-        assert (int(ldgsts) >= 4 * int(kb), int(arrives) > 0, int(fences) > 0) == (gather,) * 3, (where, ldgsts,
-                                                                                               arrives, fences)
+        assert (int(ldgsts) >= 4 * int(kb), int(fences) > 0) == (gather,) * 2, (where, ldgsts, fences)
+        assert (int(arrives) > 0) == (gather or ss == "1"), (where, arrives)
         assert int(tma) == (2 if gather else 4) * int(kb), (where, tma)
         assert int(warps) == 8, where
         assert int(hgmma) == 4 * int(kb) and int(areg) == 1, (where, hgmma, areg)
@@ -269,9 +280,13 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
     part, cnt = torch.zeros(1 << 16), torch.zeros(64, dtype=torch.int32)
     cfg = ws_fp4_dec_config(gated, "gemm1", 2, 8, 128)
     p = triton_moe._DEFAULT_ACT_PARAMS
-    triton_moe._ws_fp4_dec_launch(cfg, rows, w, tw, False, tw, al, out, N, TK, 4, 0, gated, p, None, False, False,
-                                  132, 0, part, cnt, out_padded=True, pdl={"USE_GDC": True, "launch_pdl": True},
-                                  x_gather=x_gather, top_k=2)
+    prev = triton_moe.set_ws_fp4_decode(False, scales_smem=x_gather)  # (the scales' ring with the cp.async rows)
+    try:
+        triton_moe._ws_fp4_dec_launch(cfg, rows, w, tw, False, tw, al, out, N, TK, 4, 0, gated, p, None, False,
+                                      False, 132, 0, part, cnt, out_padded=True,
+                                      pdl={"USE_GDC": True, "launch_pdl": True}, x_gather=x_gather, top_k=2)
+    finally:
+        triton_moe.set_ws_fp4_decode(*prev)
     (grid, args, kw), = cap.calls
     kw = dict(kw)
     assert kw.pop("launch_pdl") is True
@@ -288,6 +303,10 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
     else:
         assert b["x_desc"].base is rows and b["X_GATHER"] is False
     assert b["x8_desc"].base is b["x_desc"].base and b["w_desc"].base.data_ptr() == w.data.data_ptr()
+    assert b["S_SMEM"] is x_gather and triton_moe._ws_fp4_scales_copyable(w, N)  # ExpertWeights' scales qualify
+    buf = torch.zeros(w.scale.untyped_storage().nbytes() + 16, dtype=torch.uint8).view(w.scale.dtype)
+    w_odd = dataclasses.replace(w, scale=buf.as_strided(w.scale.shape, w.scale.stride(), 1))  # 1 byte off
+    assert not triton_moe._ws_fp4_scales_copyable(w_odd, N)  # (unaligned scales: the global loads instead)
     assert (b["out_ptr"], b["s_ptr"], b["part_ptr"], b["cnt_ptr"], b["topk_w_ptr"]) == (out, w.scale, part, cnt, tw)
     assert b["gs_ptr"] is (w.global_scale if fmt is F.NVFP4 else tw)
     assert (b["N"], b["n_k"], b["n64"], b["num_n"], b["num_slots"]) == (N, 4, 8, num_n, TK)
@@ -389,14 +408,18 @@ def test_ws_fp4_dec_tuner_candidates_and_table_entries(monkeypatch):
 # ---- CPU: the kernel's index math, emulated ---------------------------------------------------------------
 
 
-def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots, top_k=0):
+def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots, top_k=0, s_smem=False):
     """A torch mirror of ``_ws_fp4_dec``'s loader and consumer index math (the unit walk, the K shares, the TMA box
     coordinates in the tiled layout's 16-bit view -- out-of-range boxes zero as TMA leaves them --, the 8-row token
     boxes with the rows left out as NaN, the scale indices with their clamp, the A operand built from the words in
     the dot order, split-K in order) on the dot-order token rows ``rows`` that the real gather wrote; ``top_k`` > 0
     (``X_GATHER``): ``rows`` is [T, K] unsorted (the align launch's dot-order copy of hidden) and the loader's
-    cp.async takes a block's row t from row ``slot // top_k``, zeros for padding rows and K past the end. Returns
-    {(pid_m, n0): acc [64, 16] float64} for the local blocks (rows 0-31 gate / 32-63 up when gated)."""
+    cp.async takes a block's row t from row ``slot // top_k``, zeros for padding rows and K past the end;
+    ``s_smem`` (``S_SMEM``): the scales as the loader copies them into the ring -- MX each row's 4-byte word at
+    ``(2 kb kk) // 4 * 4`` of its (padded) scale row and the consumer's byte ``(2 kb kk) % 4 + 2 (min(b, n64 - 1) -
+    kb kk) + c // 2`` of it; NVFP4 the step's columns ``kk 4 kb + [0, 4 kb)`` clamped to the last K block's --
+    instead of the global loads' indices. Returns {(pid_m, n0): acc [64, 16] float64} for the local blocks (rows
+    0-31 gate / 32-63 up when gated)."""
     from fusedmoe.formats.reference import e2m1_to_float
     from fusedmoe.formats.tensor import swizzle_fp4_words
 
@@ -458,7 +481,19 @@ def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots, top_k=0):
                     x = x.clone()
                     x[8:] = float("nan")  # the rows the 8-row box leaves: whatever the slot held
                 bi = min(kq, b_last)  # the scale index's clamp
-                if nv:
+                if s_smem and nv:  # the ring slot's [4 kb, 64] columns, clamped to the last K block's
+                    cols = torch.clamp(kk * 4 * kb + torch.arange(4 * kb), max=4 * n64 - 1)
+                    slot_s = w.scale[e][wrow][:, cols]  # [64, 4 kb]
+                    sc = slot_s[:, 4 * h + c].float().double()
+                elif s_smem:  # each row's 4-byte word of codes, as the padded row-major storage holds it
+                    flat = w.scale.as_strided((R * w.scale.stride(1),), (1,), w.scale.storage_offset()
+                                              + e * w.scale.stride(0))  # the rows' bytes, padding included
+                    start = wrow * w.scale.stride(1) + (2 * kb * kk) // 4 * 4
+                    word = flat[start[:, None] + torch.arange(4)[None, :]]  # [64, 4] bytes
+                    j = (2 * kb * kk) % 4 + 2 * (min(kq, n64 - 1) - kb * kk) + c // 2
+                    code = word[:, j].double()
+                    sc = torch.where(code == 255, float("nan"), torch.exp2(code - 127))  # (UE8M0 255: NaN)
+                elif nv:
                     sc = w.scale[e][wrow][:, 4 * bi + c].float().double()  # [64, 4]: thread column c's block
                 else:
                     sc = torch.exp2(w.scale[e][wrow][:, 2 * bi + c // 2].double() - 127)
@@ -481,11 +516,15 @@ def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots, top_k=0):
 
 
 @interpreter
-@pytest.mark.parametrize("fmt,H,gated,split,kb,x_gather", [
-    (F.MXFP4, 192, True, 2, 2, False), (F.NVFP4, 256, False, 1, 2, False), (F.MXFP4, 256, False, 3, 1, False),
-    (F.NVFP4, 192, True, 2, 2, False), (F.MXFP4, 192, True, 2, 2, True), (F.NVFP4, 256, False, 1, 2, True)],
-    ids=["mx-gated-tail", "nv-relu2", "mx-kb1-split3", "nv-gated-tail", "mx-gated-tail-cpasync", "nv-relu2-cpasync"])
-def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb, x_gather):
+@pytest.mark.parametrize("fmt,H,gated,split,kb,x_gather,s_smem", [
+    (F.MXFP4, 192, True, 2, 2, False, False), (F.NVFP4, 256, False, 1, 2, False, False),
+    (F.MXFP4, 256, False, 3, 1, False, False), (F.NVFP4, 192, True, 2, 2, False, False),
+    (F.MXFP4, 192, True, 2, 2, True, False), (F.NVFP4, 256, False, 1, 2, True, False),
+    (F.MXFP4, 192, True, 2, 2, True, True), (F.NVFP4, 192, True, 2, 2, False, True),
+    (F.MXFP4, 320, False, 2, 1, False, True), (F.NVFP4, 256, False, 3, 1, True, True)],
+    ids=["mx-gated-tail", "nv-relu2", "mx-kb1-split3", "nv-gated-tail", "mx-gated-tail-cpasync", "nv-relu2-cpasync",
+         "mx-gated-tail-ssmem", "nv-gated-tail-ssmem", "mx-kb1-ssmem", "nv-kb1-split3-ssmem"])
+def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb, x_gather, s_smem):
     """The decode kernel's addressing, mirrored in torch (``_emulate_dec``) on the tiled / swizzled FP4 values and
     the MX row-major / NVFP4 K-major scales that ExpertWeights stores, with the real dot-order gather (interpreter):
     every stored output (real slot rows) equals the slot's token row times the dequantized weight rows in fp64 (MX:
@@ -493,7 +532,8 @@ def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb, x_gather):
     columns, a K tail (H = 192: three 64-wide blocks in steps of two) adds nothing; and GEMM1's padded dot-order
     store (``_ws_fp4._fp4_epilogue``'s ``OUT_PADDED_DOT`` column map) equals the gather of its slot-ordered rows.
     ``x_gather``: GEMM1's rows from the align launch's dot-order copy of hidden (:class:`triton_moe.DotRowsPlan`),
-    row ``slot // top_k`` (the loader's cp.async addressing)."""
+    row ``slot // top_k`` (the loader's cp.async addressing); ``s_smem``: the block scales through the ring (the
+    loader's MX words / NVFP4 columns and the consumer's byte index)."""
     from fusedmoe.formats import dequantize
 
     act = A.SWIGLU if gated else A.RELU2
@@ -502,17 +542,24 @@ def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb, x_gather):
     hidden, W, topk = make_case(c, device="cpu")
     w = W.w13
     N = W.padded_intermediate_size
-    assert w.value_tile_k == (64 if H == 192 else 128) and w.value_layout != "linear"
+    assert w.value_tile_k == (128 if H % 128 == 0 else 64) and w.value_layout != "linear"
     assert (w.scale.stride(1) == 1) == (fmt is F.NVFP4)  # K-major NVFP4, row-major MX
+    if s_smem and fmt is F.MXFP4:  # NaN codes in the scale rows' padding: the words copied reach into it, and only
+        full = w.scale.as_strided((E, w.shape[-2], w.scale.stride(1)), (w.scale.stride(0), w.scale.stride(1), 1),
+                                  w.scale.storage_offset())  # the consumer's clamp keeps them out of the products
+        assert full.shape[-1] > w.scale.shape[-1]
+        full[:, :, w.scale.shape[-1]:] = 255
     ids = topk.ids.reshape(-1).to(torch.int32)
     if x_gather:
         plan = triton_moe.DotRowsPlan(hidden)
         al = triton_moe.align_slots(ids, E, 16, tokens=T, quant=plan)
-        got = _emulate_dec(w, plan.result(), al, N, gated, split, kb, T * Kt, top_k=Kt)
+        got = _emulate_dec(w, plan.result(), al, N, gated, split, kb, T * Kt, top_k=Kt, s_smem=s_smem)
     else:
         al = triton_moe.align_slots(ids, E, 16, tokens=T)
         rows = triton_moe._gather_slot_rows(hidden, al, 16, Kt, T * Kt, E, dot64=True).view(torch.bfloat16)
-        got = _emulate_dec(w, rows, al, N, gated, split, kb, T * Kt)
+        got = _emulate_dec(w, rows, al, N, gated, split, kb, T * Kt, s_smem=s_smem)
+    if s_smem:
+        assert triton_moe._ws_fp4_scales_copyable(w, N)  # ExpertWeights' scales: the copies' alignment holds
     wd = dequantize(w).double()  # [E, R, H]
     sids = al.sorted_ids.long()
     assert got
@@ -553,13 +600,14 @@ def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb, x_gather):
 # ---- GPU ------------------------------------------------------------------------------------------------
 
 
-def _dec_call(hidden, W, topk, *, split=None, offset=0, woi=False, capture=None, x_gather=True):
+def _dec_call(hidden, W, topk, *, split=None, offset=0, woi=False, capture=None, x_gather=True, scales_smem=False):
     """The layer through the decode kernel: the automatic choice with the switch on (``split`` None), or an
     explicit decode config with that split-K for both GEMMs; asserts that it ran. ``x_gather``: GEMM1's token rows
-    by cp.async from the align launch's dot-order copy of hidden (the default), else the gather launch's TMA boxes."""
+    by cp.async from the align launch's dot-order copy of hidden (the default), else the gather launch's TMA boxes;
+    ``scales_smem``: the block scales through the ring."""
     cap = {} if capture is None else capture
     gated = W.activation.is_gated
-    prev = triton_moe.set_ws_fp4_decode(True, x_gather=x_gather)
+    prev = triton_moe.set_ws_fp4_decode(True, x_gather=x_gather, scales_smem=scales_smem)
     try:
         # (each GEMM's split-K at most its 128-wide K steps: the rule that every share has a step)
         cfg = None if split is None else MoEKernelConfig(
@@ -580,8 +628,9 @@ def test_gpu_ws_fp4_dec_matches_reference(act, fmt):
     """Decode (6 tokens, top 4 over 8 of 12 experts local): the decode kernel with split-K 1, 2 and 4 within 2e-2
     of the reference and 4e-3 RMS of the Triton kernels; clamped SwiGLU with biases on both GEMMs; the split
     shares add in split order, so repeated calls give the same bits; GEMM1 storing GEMM2's rows itself (padded
-    positions, dot order; ``set_ws_padded_handoff``, the default) gives the bits of the gathered hand-off, and
-    GEMM1's token rows by cp.async (the default) those of the gather launch's TMA boxes."""
+    positions, dot order; ``set_ws_padded_handoff``, the default) gives the bits of the gathered hand-off,
+    GEMM1's token rows by cp.async (the default) those of the gather launch's TMA boxes, and the block scales
+    through the ring (``scales_smem``) those of the global loads."""
     c = Case(fmt, F.BF16, act, T=6, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
              dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=21)
     hidden, W, topk = make_case(c)
@@ -603,6 +652,7 @@ def test_gpu_ws_fp4_dec_matches_reference(act, fmt):
             triton_moe.set_ws_padded_handoff(prev)
         assert not cap["padded"] and torch.equal(got, gathered)
         assert torch.equal(got, _dec_call(hidden, W, topk, split=split, offset=2, x_gather=False))
+        assert torch.equal(got, _dec_call(hidden, W, topk, split=split, offset=2, scales_smem=True))
 
 
 @gpu
@@ -611,7 +661,7 @@ def test_gpu_ws_fp4_dec_full_blocks(fmt):
     """Blocks with more than 8 real rows (40 tokens, top 2 over 4 experts: ~20 rows an expert, so a full 16-row
     block and a partial one each): the loader's 16-row token boxes next to its 8-row ones; within the reference's
     bound and close to the Triton kernels, split-K 1 and 2; the token rows by cp.async (16 real rows of a block)
-    and by the gather launch's TMA boxes give the same bits."""
+    and by the gather launch's TMA boxes give the same bits, as do the block scales through the ring."""
     c = Case(fmt, F.BF16, A.SWIGLU, T=40, H=512, I=256, E=4, K=2, dtype=torch.bfloat16, seed=26)
     hidden, W, topk = make_case(c)
     ref = run_reference(hidden, W, topk, F.BF16)
@@ -620,6 +670,7 @@ def test_gpu_ws_fp4_dec_full_blocks(fmt):
         got = _dec_call(hidden, W, topk, split=split)
         assert _rel(got, ref) <= 2e-2 and _rel(got, base) <= 4e-3, (split, _rel(got, ref), _rel(got, base))
         assert torch.equal(got, _dec_call(hidden, W, topk, split=split, x_gather=False))
+        assert torch.equal(got, _dec_call(hidden, W, topk, split=split, scales_smem=True))
 
 
 @gpu
@@ -658,7 +709,8 @@ def test_gpu_ws_fp4_dec_top1_weight_on_input_and_graph():
 def test_gpu_ws_fp4_dec_model_shapes(shape, T):
     """gpt-oss-120b's expert shape (MXFP4, clamped SwiGLU with biases, H = I = 2880: 45 64-wide blocks, the last
     ring step half past K) and Nemotron-3-Nano's (NVFP4 + ReLU^2, H = 2688, I_pad = 1920) at one and eight tokens,
-    32 experts: the automatic decode choice within the reference's bound and close to the Triton kernels."""
+    32 experts: the automatic decode choice within the reference's bound and close to the Triton kernels; the block
+    scales through the ring give its bits."""
     if shape == "gpt-oss-120b":
         c = Case(F.MXFP4, F.BF16, A.SWIGLU_OAI, T=T, H=2880, I=2880, E=32, K=4, bias=True, dtype=torch.bfloat16,
                  seed=24)
@@ -669,3 +721,5 @@ def test_gpu_ws_fp4_dec_model_shapes(shape, T):
     ref = run_reference(hidden, W, topk, F.BF16)
     assert _rel(got, ref) <= 2e-2
     assert _rel(got, run_triton(hidden, W, topk, F.BF16)) <= 4e-3
+    # the block scales through the ring: the same bits (gpt-oss-120b: 45 K blocks, the last step's clamp)
+    assert torch.equal(got, _dec_call(hidden, W, topk, scales_smem=True))

@@ -801,8 +801,9 @@ WS_FP4_DEC_BLOCK_M = 16
 
 
 def ws_fp4_dec_stage_bytes(block_k: int) -> int:
-    """One ring stage of the FP4 decode kernel: per 64-wide K block the [16, 64] BF16 token rows and 64 weight rows."""
-    return block_k // 64 * (WS_FP4_DEC_BLOCK_M * 64 * 2 + 64 * 32)
+    """One ring stage of the FP4 decode kernel: per 64-wide K block the [16, 64] BF16 token rows, 64 weight rows and
+    (its ``S_SMEM`` option; budgeted either way) 256 bytes of block scales."""
+    return block_k // 64 * (WS_FP4_DEC_BLOCK_M * 64 * 2 + 64 * 32 + 256)
 
 
 def ws_fp4_dec_config(gated: bool, gemm: str, split_k: int = 1, num_stages: int = 8, block_k: int = 128,

@@ -1271,12 +1271,15 @@ _WS_FP4["nvfp4_min_rows"] = WS_NVFP4_MIN_ROWS_PER_EXPERT
 _WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128,
                # GEMM1's token rows by cp.async from the align launch's dot-order copy of hidden (DotRowsPlan) instead
                # of a gather launch and TMA boxes (thirty-third session; compiled for sm_90 only until its GPU tests ran)
-               "x_gather": os.environ.get("FUSEDMOE_WS_FP4_DECODE_CPASYNC", "1") != "0"}
+               "x_gather": os.environ.get("FUSEDMOE_WS_FP4_DECODE_CPASYNC", "1") != "0",
+               # the block scales through the ring (cp.async by the loader, read from shared memory) instead of the
+               # consumer's global loads (thirty-third session, compiled only: off until measured)
+               "s_smem": os.environ.get("FUSEDMOE_WS_FP4_DECODE_SSMEM", "0") == "1"}
 _WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80, 4: 64}
 
 
 def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k: int = 128,
-                      x_gather: bool = True) -> tuple:
+                      x_gather: bool = True, scales_smem: bool = False) -> tuple:
     """OPT-IN (twenty-ninth session; on the H200 correct but slower than the Triton decode GEMMs, 0.47-0.97x --
     thirty-first session, BENCHMARKS.md; ``False`` is the default, ``FUSEDMOE_WS_FP4_DECODE=1``): ``auto_ws_fp4``
     picks the FP4 decode kernel (``kernels/_ws_fp4_dec.py``; MXFP4 / NVFP4 weights x BF16 activations) for calls
@@ -1288,16 +1291,22 @@ def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k
     its launch also copies hidden in the kernel's dot order (:class:`DotRowsPlan`) and GEMM1's loader copies a
     block's rows from that by cp.async -- no gather launch between the align and GEMM1 (its 3.4 us were more than
     the kernel's gain over the Triton GEMM1 at one gpt-oss-120b token, thirty-second session); off: the gather
-    launch into slot order and TMA boxes. Returns the previous ``(enabled, ctas, num_stages, block_k, x_gather)``."""
-    if not isinstance(enabled, bool) or not isinstance(x_gather, bool):
-        raise TypeError(f"enabled and x_gather must be bools, got {enabled!r}, {x_gather!r}")
+    launch into slot order and TMA boxes. ``scales_smem`` (``FUSEDMOE_WS_FP4_DECODE_SSMEM=1``, default off;
+    thirty-third session, compiled only): the loader copies each step's block scales into the ring and the consumer
+    reads them from shared memory instead of loading them from global memory two blocks ahead (Nsight: those byte
+    loads are uncoalesced and stall the consumer; scale tensors 16-byte aligned with 16-byte-multiple strides,
+    otherwise the global loads). Returns the previous ``(enabled, ctas, num_stages, block_k, x_gather,
+    scales_smem)``."""
+    if not all(isinstance(v, bool) for v in (enabled, x_gather, scales_smem)):
+        raise TypeError(f"enabled, x_gather and scales_smem must be bools, got {enabled!r}, {x_gather!r}, "
+                        f"{scales_smem!r}")
     if ctas not in WS_DEC_CTAS or not 2 <= num_stages <= 8 or block_k not in (64, 128):
         raise ValueError(f"set_ws_fp4_decode: ctas must be 1-4, num_stages 2-8 and block_k 64 / 128, got {ctas}, "
                          f"{num_stages}, {block_k}")
     prev = (_WS_FP4["decode"], _WS_FP4_DEC["ctas"], _WS_FP4_DEC["stages"], _WS_FP4_DEC["block_k"],
-            _WS_FP4_DEC["x_gather"])
+            _WS_FP4_DEC["x_gather"], _WS_FP4_DEC["s_smem"])
     _WS_FP4["decode"] = enabled
-    _WS_FP4_DEC.update(ctas=ctas, stages=num_stages, block_k=block_k, x_gather=x_gather)
+    _WS_FP4_DEC.update(ctas=ctas, stages=num_stages, block_k=block_k, x_gather=x_gather, s_smem=scales_smem)
     return prev
 
 
@@ -1570,6 +1579,7 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
     num_n = N // 32 if gated else cdiv(N, 64)
     grid, maxnreg = _ws_dec_grid(c, al.max_blocks * num_n * c.split_k, num_sms, _WS_FP4_DEC["ctas"])
     nv = w.fmt is Format.NVFP4
+    s_smem = _WS_FP4_DEC["s_smem"] and _ws_fp4_scales_copyable(w, N)
     _wd._ws_fp4_dec_kernel[grid](
         *x_descs, w_desc, out, w.scale, w.global_scale if nv else tw_flat, bias, tw_flat, al.sorted_ids,
         al.block_expert, al.num_post_padded, part, cnt, rows, N, cdiv(n64, kb), n64, num_n, TK, R // 64, Kd // tk,
@@ -1578,7 +1588,18 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
         E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
         FOLD=fold_cvt == _bs.MX_FOLD.value, NV=nv, TK=tk, STAGES=c.num_stages, SPLIT=c.split_k, KB=kb,
-        OUT_PADDED_DOT=out_padded, X_GATHER=x_gather, TOP_K=top_k, num_warps=4, maxnreg=maxnreg, **(pdl or {}))
+        OUT_PADDED_DOT=out_padded, X_GATHER=x_gather, TOP_K=top_k, S_SMEM=s_smem, num_warps=4, maxnreg=maxnreg,
+        **(pdl or {}))
+
+
+def _ws_fp4_scales_copyable(w: QuantizedTensor, N: int) -> bool:
+    """Whether the FP4 decode kernel's loader can copy ``w``'s block scales by cp.async (``S_SMEM``): 16-byte aligned
+    with strides that are multiples of 16 but the contiguous one (MX row-major: its 4-byte words stay inside the
+    16-byte padded rows; NVFP4 K-major: 8-byte runs of rows), and N a multiple of 16 (the 32-row boxes' starts)."""
+    sc = w.scale
+    inner = 2 if w.fmt is Format.MXFP4 else 1  # the contiguous dim: MX the K blocks, NVFP4 the rows
+    return (sc.data_ptr() % 16 == 0 and sc.stride(inner) == 1 and N % 16 == 0
+            and all(st % 16 == 0 for d, st in enumerate(sc.stride()) if d != inner))
 
 
 # ---- the forward -------------------------------------------------------------------------------

@@ -184,16 +184,69 @@ def _dec_x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, BT: gl.con
 
 
 @gluon.jit
-def _dec_x_copy(x_bufs, first, k0, xrow, ok, cc, K, bar, KB: gl.constexpr):
+def _dec_x_copy(x_bufs, first, k0, xrow, ok, cc, K, bar, KB: gl.constexpr, ARRIVE: gl.constexpr = True):
     """cp.async of KB token tiles (K columns ``k0 + h BKE + cc``, h < KB) into ``x_bufs[first + h]``, 16 bytes a
-    copy; padding rows and columns past ``K`` zero-filled. Then this thread's ``.noinc`` arrival on ``bar`` once
-    its copies landed: one of the phase's 32 + 1 (:func:`_dec_slot_w`)."""
+    copy; padding rows and columns past ``K`` zero-filled. Then (``ARRIVE``) this thread's ``.noinc`` arrival on
+    ``bar`` once its copies landed: one of the phase's 32 + 1 (:func:`_dec_slot_w`)."""
     BKE: gl.constexpr = x_bufs.shape[2]
     for h in gl.static_range(KB):
         cols = k0 + h * BKE + cc
         async_copy.async_copy_global_to_shared(x_bufs.index(first + h), xrow + cols[None, :],
                                                mask=ok[:, None] & (cols < K)[None, :])
-    async_copy.mbarrier_arrive(bar, increment_count=False)
+    if ARRIVE:
+        async_copy.mbarrier_arrive(bar, increment_count=False)
+
+
+@gluon.jit
+def _dec_s_copy(s_buf, s_ptr, e, r0, r1, kk, n64, stride_se, stride_sr, stride_sk, NV: gl.constexpr,
+                KB: gl.constexpr):
+    """``S_SMEM``: cp.async of a K step's block scales for the unit's 64 weight rows -- row ``16 w + 8 h + g`` of
+    the tile is row ``16 (w % 2) + 8 h + g`` of the 32-row box at ``r0`` (w < 2) or ``r1`` -- into the ring slot's
+    ``s_buf``. MX (row-major UE8M0 codes): each row's aligned 4-byte word holding the step's 2 KB codes (from byte
+    ``(2 KB kk) % 4``; scale rows are 16-byte padded, so the word never leaves the row), ``s_buf`` [4, 2, 8] int32.
+    NVFP4 (K-major e4m3): the step's 4 KB scale columns, ``s_buf`` [4 KB, 4, 2, 8], in runs of 8 rows (8-byte
+    copies: the scale pointer, its strides and N multiples of 8, as the JIT specializes them). Needs the scale
+    tensor 16-byte aligned with strides that are multiples of 16 (the launcher checks)."""
+    sbase = s_ptr + e.to(gl.int64) * stride_se
+    if NV:
+        nl: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1, 2, 8], threads_per_warp=[8, 4, 1, 1],
+                                            warps_per_cta=[1, 1, 1, 1], order=[3, 2, 1, 0])
+        c4 = gl.arange(0, 4 * KB, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, nl))))
+        w4 = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, nl))))
+        h4 = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, nl))))
+        g4 = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, nl))))
+        rb = gl.where(w4 < 2, r0, r1) + (w4 % 2) * 16  # [4]: each 16-row quarter's first weight row
+        # columns past the K blocks read the last one again (finite; their token rows are zero), as the consumer's
+        # global loads clamp: no mask, so that the copies stay 8 bytes wide
+        col = gl.minimum(kk * 4 * KB + c4, 4 * n64 - 1)
+        ptrs = (sbase + (col.to(gl.int64) * stride_sk)[:, None, None, None] + rb[None, :, None, None]
+                + (8 * h4)[None, None, :, None] + g4[None, None, None, :])
+        async_copy.async_copy_global_to_shared(s_buf, ptrs)
+    else:
+        ml: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 2, 1], threads_per_warp=[4, 1, 8],
+                                            warps_per_cta=[1, 1, 1], order=[2, 1, 0])
+        w3 = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, ml)))
+        h3 = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(2, ml)))
+        g3 = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(1, ml)))
+        rb = gl.where(w3 < 2, r0, r1) + (w3 % 2) * 16
+        row = rb[:, None, None] + (8 * h3)[None, :, None] + g3[None, None, :]
+        word = (kk * 2 * KB) // 4 * 4  # the row's 4-byte word holding the step's codes
+        ptrs = (sbase + row.to(gl.int64) * stride_sr + word).to(gl.pointer_type(gl.int32))
+        async_copy.async_copy_global_to_shared(s_buf, ptrs)
+
+
+@gluon.jit
+def _dec_s_read(s_buf, wd, b, kk, n64, cc4, h: gl.constexpr, NV: gl.constexpr, KB: gl.constexpr,
+                sl: gl.constexpr):
+    """``S_SMEM``: block ``b``'s scales (the h-th of the step) for a thread's rows and column c (``cc4``) as
+    ``_fp4_scale_factor`` takes them: MX the code byte of ``wd`` (the rows' words, loaded once a step) at
+    ``(2 KB kk) % 4 + 2 (b - kk KB) + c // 2`` -- past the K blocks the last block's (as the global path clamps);
+    NVFP4 the e4m3 of column 4 h + c of the slot's [4 KB, 64] buffer."""
+    if NV:
+        return s_buf.slice(4 * h, 4).permute([1, 2, 3, 0]).load(sl)
+    else:
+        j = (kk * 2 * KB) % 4 + 2 * (gl.minimum(b, n64 - 1) - kk * KB) + cc4 // 2
+        return (wd[:, :, :, None] >> (8 * j)) & 0xFF
 
 
 @gluon.jit
@@ -216,10 +269,11 @@ def _dec_token_box(x_desc, x8_desc, row, kc, bar, xb, n8):
 
 
 @gluon.jit
-def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sorted_ids_ptr, block_expert_ptr,
-                num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots, stride_x, E_LOC: gl.constexpr,
-                GATED: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr,
-                X_GATHER: gl.constexpr, TOP_K: gl.constexpr):
+def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x_ptr, s_ptr, sorted_ids_ptr,
+                block_expert_ptr, num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots, stride_x,
+                stride_se, stride_sr, stride_sk, E_LOC: gl.constexpr, GATED: gl.constexpr, TK: gl.constexpr,
+                STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr, X_GATHER: gl.constexpr,
+                TOP_K: gl.constexpr, NV: gl.constexpr, S_SMEM: gl.constexpr):
     """TMA producer (one warp): per K step KB token boxes and KB x 2 [32, 16] weight boxes (the 64 rows of the
     unit's column tile) into ring slot ``it % STAGES``. Where a block has at most 8 real rows (at one token an
     expert's block holds one), the token box is its first 8 rows (``x8_desc``): BT rows for every 64 weight rows
@@ -227,7 +281,8 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, so
     atom, which Gluon does not slice.) The rows left out keep whatever the slot held: they only reach the wgmma's
     padding columns, never stored. ``X_GATHER`` (GEMM1): the token tiles come by cp.async from ``x_ptr`` [T, K]
     (hidden in the dot order, row ``slot // TOP_K``; :func:`_dec_x_copy`) after the step's weight boxes went out --
-    no gather launch before the kernel."""
+    no gather launch before the kernel. ``S_SMEM``: the step's block scales too (:func:`_dec_s_copy`), then the
+    thread's cp.async arrival."""
     BT: gl.constexpr = x_desc.block_type.shape[0]
     wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
     rr, cc = _dec_x_lanes(BT, 64, 8)
@@ -264,7 +319,10 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, so
                     tma.async_copy_global_to_shared(w_desc, [(base1 + piece) * 64 + r1 % 64, col], bar,
                                                     wb.slice(32, 32))
                 if X_GATHER:  # K blocks past n64 (block_k 128, K an odd number of 64s): zeros
-                    _dec_x_copy(x_bufs, s * KB, kk * KB * 64, xrow, ok, cc, n64 * 64, bar, KB)
+                    _dec_x_copy(x_bufs, s * KB, kk * KB * 64, xrow, ok, cc, n64 * 64, bar, KB, not S_SMEM)
+                if S_SMEM:  # the step's block scales, then this thread's one cp.async arrival
+                    _dec_s_copy(s_bufs.index(s), s_ptr, e, r0, r1, kk, n64, stride_se, stride_sr, stride_sk, NV, KB)
+                    async_copy.mbarrier_arrive(bar, increment_count=False)
                 it += 1
 
 
@@ -282,15 +340,18 @@ def _dec_a_operand(words, sc, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.cons
 
 
 @gluon.jit
-def _dec_consumer(x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
+def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
                   block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n, num_slots, stride_se,
                   stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta, act_limit, BT: gl.constexpr,
                   E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
                   WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                   SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
-                  SPLIT: gl.constexpr, KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr, X_GATHER: gl.constexpr):
+                  SPLIT: gl.constexpr, KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr, X_GATHER: gl.constexpr,
+                  S_SMEM: gl.constexpr):
     """Consumer warpgroup: per unit its K steps, each 64-wide block converted into the register A operand and
-    multiplied with the block's token rows (one wgmma in flight); then the split-K reduction and the epilogue."""
+    multiplied with the block's token rows (one wgmma in flight); then the split-K reduction and the epilogue. The
+    block scales: loaded from global memory two blocks ahead, or (``S_SMEM``) read from the ring slot, where the
+    loader copied them (:func:`_dec_s_read`)."""
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BT, 16])
     dot_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_l, k_width=2)
     # a thread: rows 16 w + g and 16 w + 8 + g (g = lane // 4), words 4 c .. 4 c + 3 (c = lane % 4)
@@ -316,20 +377,27 @@ def _dec_consumer(x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr
             else:
                 n0 = pid_n * 64
                 wrow = gl.minimum(n0 + r, N - 1)  # rows past N (never stored) read row N - 1's scales
-            sp = s_ptr + e.to(gl.int64) * stride_se + wrow.to(gl.int64) * stride_sr + jq
             k0 = (n_k * ks) // SPLIT
             k1 = (n_k * (ks + 1)) // SPLIT
-            # block scales two 64-wide blocks ahead (mostly cache hits); past the unit's last block the last one
-            # again (the index is uniform: a clamp instead of masks)
-            b_last = gl.minimum(k1 * KB, n64) - 1  # (>= k0 KB where the share has a step; clamped below where not)
-            sc = gl.load(sp + gl.minimum(k0 * KB, n64 - 1) * bstep)
-            sc_n = gl.load(sp + gl.maximum(gl.minimum(k0 * KB + 1, b_last), 0) * bstep)
+            if not S_SMEM:
+                sp = s_ptr + e.to(gl.int64) * stride_se + wrow.to(gl.int64) * stride_sr + jq
+                # block scales two 64-wide blocks ahead (mostly cache hits); past the unit's last block the last one
+                # again (the index is uniform: a clamp instead of masks)
+                b_last = gl.minimum(k1 * KB, n64) - 1  # (>= k0 KB where the share has a step; clamped below if not)
+                sc = gl.load(sp + gl.minimum(k0 * KB, n64 - 1) * bstep)
+                sc_n = gl.load(sp + gl.maximum(gl.minimum(k0 * KB + 1, b_last), 0) * bstep)
             acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
             for kk in range(k0, k1):
                 s = _dec_ready(ready, it, STAGES, X_GATHER)
+                wd = 0
+                if S_SMEM and not NV:  # the rows' scale words, once a step
+                    wd = s_bufs.index(s).load(gl.SliceLayout(3, sl))
                 for h in gl.static_range(KB):
                     b = kk * KB + h
-                    sc_nn = gl.load(sp + gl.minimum(b + 2, b_last) * bstep)
+                    if S_SMEM:
+                        sc = _dec_s_read(s_bufs.index(s), wd, b, kk, n64, cc[None, None, None, :], h, NV, KB, sl)
+                    else:
+                        sc_nn = gl.load(sp + gl.minimum(b + 2, b_last) * bstep)
                     words = w_bufs.index(s * KB + h).reshape([4, 2, 8, 4, 4]).load(wl)
                     a = _dec_a_operand(words, sc, SWZ, FOLD, NV, dot_l)
                     acc = warpgroup_mma(a, x_bufs.index(s * KB + h).permute((1, 0)), acc, is_async=True)
@@ -339,8 +407,9 @@ def _dec_consumer(x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr
                     if h == 0:
                         if kk > k0:  # the step before's last wgmma retired: its ring slot is free
                             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-                    sc = sc_n
-                    sc_n = sc_nn
+                    if not S_SMEM:
+                        sc = sc_n
+                        sc_n = sc_nn
                 it += 1
             acc, a_prev = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a_prev))
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
@@ -363,27 +432,37 @@ def _ws_fp4_dec_kernel(
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, NV: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
     KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False, USE_GDC: gl.constexpr = False,
-    X_GATHER: gl.constexpr = False, TOP_K: gl.constexpr = 1,
+    X_GATHER: gl.constexpr = False, TOP_K: gl.constexpr = 1, S_SMEM: gl.constexpr = False,
 ):
     """One grouped FP4 x BF16 decode GEMM + its epilogue (module docstring). Launch with ``num_warps=4`` (the
     consumer warpgroup; the loader warp is a worker), persistent, a few programs an SM (``maxnreg`` caps the
     registers so that they fit). ``USE_GDC``: launched with programmatic dependent launch. ``X_GATHER`` (GEMM1):
     the token rows come from ``x_ptr`` [T, K] (hidden in the dot order, row stride ``stride_x``, 16-byte aligned;
     row ``slot // TOP_K``) by cp.async (:func:`_dec_loader`) instead of the TMA descriptors, which then only give
-    the tiles' shapes and layout."""
+    the tiles' shapes and layout. ``S_SMEM`` (OPT-IN, thirty-third session, compiled only): the block scales come
+    through the ring too (:func:`_dec_s_copy` / :func:`_dec_s_read`) instead of the consumer's global loads."""
     _dec_gdc(USE_GDC)
     BT: gl.constexpr = x_desc.block_type.shape[0]
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES * KB, 64, 16], w_desc.layout)
-    # one consumer warpgroup releases a slot; cp.async token rows: the weights' expect + the loader warp's 32 arrivals
-    ready, empty = _ring_barriers(STAGES, 1, 33 if X_GATHER else 1)
+    # the scales' ring (S_SMEM; otherwise one unused slot, so that the partitions' arguments are the same)
+    SST: gl.constexpr = STAGES if S_SMEM else 1
+    # (a layout for the trailing dims: the stage is indexed)
+    if NV:  # [stage, scale column, then the tile's 64 rows as 16 w + 8 h + g]
+        s_bufs = gl.allocate_shared_memory(gl.float8e4nv, [SST, 4 * KB, 4, 2, 8],
+                                           gl.SwizzledSharedLayout(1, 1, 1, order=[3, 2, 1, 0]))
+    else:  # [stage, rows]: one 4-byte word of codes a row
+        s_bufs = gl.allocate_shared_memory(gl.int32, [SST, 4, 2, 8], gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0]))
+    # one consumer warpgroup releases a slot; cp.async (token rows, scales): the expect + the loader warp's 32 arrivals
+    ready, empty = _ring_barriers(STAGES, 1, 33 if X_GATHER or S_SMEM else 1)
     gl.warp_specialize([
-        (_dec_consumer, (x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
-                         block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n, num_slots,
-                         stride_se, stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta, act_limit, BT,
-                         E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD,
-                         NV, STAGES, SPLIT, KB, OUT_PADDED_DOT, X_GATHER)),
-        (_dec_loader, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sorted_ids_ptr,
+        (_dec_consumer, (x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr,
+                         sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n,
+                         num_slots, stride_se, stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta,
+                         act_limit, BT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE,
+                         SWZ, FOLD, NV, STAGES, SPLIT, KB, OUT_PADDED_DOT, X_GATHER, S_SMEM)),
+        (_dec_loader, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x_ptr, s_ptr, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots,
-                       stride_x, E_LOC, GATED, TK, STAGES, SPLIT, KB, X_GATHER, TOP_K)),
+                       stride_x, stride_se, stride_sr, stride_sk, E_LOC, GATED, TK, STAGES, SPLIT, KB, X_GATHER, TOP_K,
+                       NV, S_SMEM)),
     ], [1], [40])
