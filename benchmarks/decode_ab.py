@@ -50,6 +50,9 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "ws4dec4": ("set_ws_fp4_decode", (True, 4)),  # 4 programs an SM (64 registers, 6 stages; compiled only)
             "ws4decs": ("set_ws_fp4_decode", (True, 3, 8, 128, True, True)),  # ... the block scales through the ring
             "ws4dec4s": ("set_ws_fp4_decode", (True, 4, 8, 128, True, True)),  # ... both
+            # ... and every consumer thread freeing the ring slots (no warpgroup barriers around the release)
+            "ws4decsr": ("set_ws_fp4_decode", (True, 3, 8, 128, True, True, True)),
+            "ws4dec4sr": ("set_ws_fp4_decode", (True, 4, 8, 128, True, True, True)),
             # the 16-bit / FP8 decode kernel (opt-in): 2 programs an SM, stages that fit; 1 / 3 programs; 2 blocks a step
             "wsdec": ("set_ws_decode", True), "wsdec1": ("set_ws_decode", (True, 1)),
             "wsdec3": ("set_ws_decode", (True, 3)), "wsdec2b": ("set_ws_decode", (True, 2, 0, 2)),

@@ -59,7 +59,8 @@ if [[ "$stages" == *" ab-optin "* ]]; then
       | tail -40
   # (the FP4 decode kernel: cp.async token rows -- the default -- against the gather launch, 4 programs an SM)
   timeout 180 python3 benchmarks/decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano \
-      --weight-format mxfp4,nvfp4 --tokens 1,8,64 --settings default,ws4dec,ws4dectma,ws4dec4,ws4decs,ws4dec4s --rounds 2 \
+      --weight-format mxfp4,nvfp4 --tokens 1,8,64 --rounds 2 \
+      --settings default,ws4dec,ws4dectma,ws4dec4,ws4decs,ws4dec4s,ws4dec4sr \
       2>&1 | tee "$OUT/ab_ws4dec.txt" | tail -20
   timeout 150 python3 benchmarks/decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano --weight-format mxfp4 \
       --tokens 2048,4096,8192 --settings default,ws4skip,ws4ch4,ws4pad,nows4 --rounds 2 2>&1 | tee "$OUT/ab_ws4pre.txt" \

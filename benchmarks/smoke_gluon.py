@@ -60,6 +60,8 @@ VARIANTS = {
                                   2880, 2880, 32, 4, True, False),  # the block scales through the ring
     "ws4dec-nvfp4-relu2-t8-ssmem": (("set_ws_fp4_decode", (True, 3, 8, 128, True, True)), "nvfp4", "relu2", 8, 2688,
                                     1856, 32, 6, False, False),
+    "ws4dec-mxfp4-oai-t1-ssmem-trel": (("set_ws_fp4_decode", (True, 3, 8, 128, True, True, True)), "mxfp4",
+                                       "swiglu_oai", 1, 2880, 2880, 32, 4, True, False),  # + per-thread release
     "wsdec-bf16-4cta-t1": (("set_ws_decode", (True, 4)), "bf16", "swiglu", 1, 2048, 768, 32, 8, False, False),
     "ws4dec-mxfp4-oai-t1-tma": (("set_ws_fp4_decode", (True, 3, 8, 128, False)), "mxfp4", "swiglu_oai", 1, 2880, 2880,
                                 32, 4, True, False),  # GEMM1's token rows through a gather launch and TMA boxes

@@ -40,7 +40,7 @@ A, F = Activation, Format
 _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4_dec as kd
 # ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, FOLD, NV, TK, STAGES, SPLIT, KB, maxnreg, X_GATHER,
-# S_SMEM (the block scales through the ring)
+# S_SMEM (the block scales through the ring; 2: and T_RELEASE, every consumer thread frees the ring slots)
 for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS in (
         (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 0, 0),     # gpt-oss GEMM1, split 2, 3 an SM
         (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 0, 0),  # NVFP4 ReLU2 GEMM1
@@ -58,7 +58,9 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS in (
         (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 1),     # gpt-oss GEMM1
         (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 22, 1), # NVFP4 ReLU2 GEMM1
         (7, False, True, False, True, True, False, 64, 6, 4, 2, 64, 0, 1),     # MX GEMM2 (TMA rows), 4 an SM
-        (0, True, False, True, False, False, True, 128, 4, 1, 1, 128, 1, 1)):  # NVFP4, bk 64, top 1
+        (0, True, False, True, False, False, True, 128, 4, 1, 1, 128, 1, 1),   # NVFP4, bk 64, top 1
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 2),     # gpt-oss GEMM1, all three options
+        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 2)):   # NVFP4 GEMM2, 4 an SM
     xl = gl.NVMMASharedLayout.get_default_for([16, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
     sig = {"x_desc": f"tensordesc<bf16[16, 64],{xl}>", "x8_desc": f"tensordesc<bf16[8, 64],{xl}>",
@@ -73,7 +75,7 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS in (
               ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=FOLD, NV=NV, TK=TK, STAGES=ST, SPLIT=SPLIT, KB=KB,
               OUT_PADDED_DOT=not MRW,  # GEMM1: stores GEMM2's rows (padded positions, dot order)
               USE_GDC=SPLIT == 4,  # programmatic dependent launch
-              X_GATHER=XG > 0, TOP_K=max(XG, 1), S_SMEM=SS > 0)
+              X_GATHER=XG > 0, TOP_K=max(XG, 1), S_SMEM=SS > 0, T_RELEASE=SS == 2)
     # (16-byte aligned arguments specialized as the JIT does; the launcher checks the scales' for S_SMEM)
     k, sass = compile_sm90(kd._ws_fp4_dec_kernel, sig, cx, maxnreg=mr,
                            aligned=(("x_ptr", "stride_x") if XG else ())
@@ -87,7 +89,8 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS in (
           sum(("LDL" in x) or ("STL" in x) for _, x in ins), int(SPLIT == 4),
           sum(("ACQBULK" in x) or ("PREEXIT" in x) for _, x in ins), XG, sum("LDGSTS" in x for _, x in ins),
           sum("UTMALDG" in x for _, x in ins), sum("ARRIVES.LDGSTSBAR" in x for _, x in ins),
-          sum("FENCE.VIEW.ASYNC.S" in x for x in loop), ST, SS, sum("LDG" in x for x in loop), sep="|", flush=True)
+          sum("FENCE.VIEW.ASYNC.S" in x for x in loop), ST, SS, sum(bool(re.search(r"(^|\s)LDG\.", x)) for x in loop),
+          sum("BAR.SYNC" in x for x in loop), sep="|", flush=True)
 '''
 
 
@@ -99,18 +102,21 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
     and 3 programs' shared memory within an SM's 228 KB at 8 stages."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 14, rows
+    assert len(rows) == 16, rows
     for (act, nv, split, kb, mr, warps, smem, loop, hgmma, areg, serial, sts, spills, gdc, gdc_ops, xg, ldgsts, tma,
-         arrives, fences, st, ss, ldg) in rows:
+         arrives, fences, st, ss, ldg, bars) in rows:
         where = f"ACT={act} NV={nv} SPLIT={split} KB={kb} X_GATHER={xg} S_SMEM={ss}"
         # the block scales: global loads in the K loop, or (S_SMEM) none there -- the loader's copies and arrival
-        assert (int(ldg) == 0) == (ss == "1") and (ss == "0" or int(arrives) > 0), (where, ldg, arrives)
+        assert (int(ldg) == 0) == (ss != "0") and (ss == "0" or int(arrives) > 0), (where, ldg, arrives)
+        # the slot release: one thread's arrive between warpgroup barriers, or (T_RELEASE) every thread's, which
+        # leaves one warpgroup barrier in the loop (3 -> 1 at two blocks a step)
+        assert (int(bars) == 1) == (ss == "2"), (where, bars)
         # the token rows by cp.async (16 bytes a copy: 16 rows x 8 copies a 64-wide block over 32 lanes, 4 a lane and
         # block) with their barrier arrival and the consumer's proxy fence, beside the weights' TMA boxes (2 a
         # block); or all by TMA (4 a block: the weights' two, the 16- and the 8-row token boxes)
         gather = xg != "0"
         assert (int(ldgsts) >= 4 * int(kb), int(fences) > 0) == (gather,) * 2, (where, ldgsts, fences)
-        assert (int(arrives) > 0) == (gather or ss == "1"), (where, arrives)
+        assert (int(arrives) > 0) == (gather or ss != "0"), (where, arrives)
         assert int(tma) == (2 if gather else 4) * int(kb), (where, tma)
         assert int(warps) == 8, where
         assert int(hgmma) == 4 * int(kb) and int(areg) == 1, (where, hgmma, areg)
@@ -280,7 +286,8 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
     part, cnt = torch.zeros(1 << 16), torch.zeros(64, dtype=torch.int32)
     cfg = ws_fp4_dec_config(gated, "gemm1", 2, 8, 128)
     p = triton_moe._DEFAULT_ACT_PARAMS
-    prev = triton_moe.set_ws_fp4_decode(False, scales_smem=x_gather)  # (the scales' ring with the cp.async rows)
+    # (the scales' ring and the per-thread slot release with the cp.async rows)
+    prev = triton_moe.set_ws_fp4_decode(False, scales_smem=x_gather, thread_release=x_gather)
     try:
         triton_moe._ws_fp4_dec_launch(cfg, rows, w, tw, False, tw, al, out, N, TK, 4, 0, gated, p, None, False,
                                       False, 132, 0, part, cnt, out_padded=True,
@@ -304,6 +311,7 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
         assert b["x_desc"].base is rows and b["X_GATHER"] is False
     assert b["x8_desc"].base is b["x_desc"].base and b["w_desc"].base.data_ptr() == w.data.data_ptr()
     assert b["S_SMEM"] is x_gather and triton_moe._ws_fp4_scales_copyable(w, N)  # ExpertWeights' scales qualify
+    assert b["T_RELEASE"] is x_gather
     buf = torch.zeros(w.scale.untyped_storage().nbytes() + 16, dtype=torch.uint8).view(w.scale.dtype)
     w_odd = dataclasses.replace(w, scale=buf.as_strided(w.scale.shape, w.scale.stride(), 1))  # 1 byte off
     assert not triton_moe._ws_fp4_scales_copyable(w_odd, N)  # (unaligned scales: the global loads instead)
@@ -600,14 +608,16 @@ def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb, x_gather, s_sm
 # ---- GPU ------------------------------------------------------------------------------------------------
 
 
-def _dec_call(hidden, W, topk, *, split=None, offset=0, woi=False, capture=None, x_gather=True, scales_smem=False):
+def _dec_call(hidden, W, topk, *, split=None, offset=0, woi=False, capture=None, x_gather=True, scales_smem=False,
+              thread_release=False):
     """The layer through the decode kernel: the automatic choice with the switch on (``split`` None), or an
     explicit decode config with that split-K for both GEMMs; asserts that it ran. ``x_gather``: GEMM1's token rows
     by cp.async from the align launch's dot-order copy of hidden (the default), else the gather launch's TMA boxes;
-    ``scales_smem``: the block scales through the ring."""
+    ``scales_smem``: the block scales through the ring; ``thread_release``: every consumer thread frees the slots."""
     cap = {} if capture is None else capture
     gated = W.activation.is_gated
-    prev = triton_moe.set_ws_fp4_decode(True, x_gather=x_gather, scales_smem=scales_smem)
+    prev = triton_moe.set_ws_fp4_decode(True, x_gather=x_gather, scales_smem=scales_smem,
+                                        thread_release=thread_release)
     try:
         # (each GEMM's split-K at most its 128-wide K steps: the rule that every share has a step)
         cfg = None if split is None else MoEKernelConfig(
@@ -630,7 +640,7 @@ def test_gpu_ws_fp4_dec_matches_reference(act, fmt):
     shares add in split order, so repeated calls give the same bits; GEMM1 storing GEMM2's rows itself (padded
     positions, dot order; ``set_ws_padded_handoff``, the default) gives the bits of the gathered hand-off,
     GEMM1's token rows by cp.async (the default) those of the gather launch's TMA boxes, and the block scales
-    through the ring (``scales_smem``) those of the global loads."""
+    through the ring (``scales_smem``, also with ``thread_release``) those of the global loads."""
     c = Case(fmt, F.BF16, act, T=6, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
              dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=21)
     hidden, W, topk = make_case(c)
@@ -653,6 +663,8 @@ def test_gpu_ws_fp4_dec_matches_reference(act, fmt):
         assert not cap["padded"] and torch.equal(got, gathered)
         assert torch.equal(got, _dec_call(hidden, W, topk, split=split, offset=2, x_gather=False))
         assert torch.equal(got, _dec_call(hidden, W, topk, split=split, offset=2, scales_smem=True))
+        assert torch.equal(got, _dec_call(hidden, W, topk, split=split, offset=2, scales_smem=True,
+                                          thread_release=True))
 
 
 @gpu
@@ -723,3 +735,4 @@ def test_gpu_ws_fp4_dec_model_shapes(shape, T):
     assert _rel(got, run_triton(hidden, W, topk, F.BF16)) <= 4e-3
     # the block scales through the ring: the same bits (gpt-oss-120b: 45 K blocks, the last step's clamp)
     assert torch.equal(got, _dec_call(hidden, W, topk, scales_smem=True))
+    assert torch.equal(got, _dec_call(hidden, W, topk, thread_release=True))

@@ -1270,16 +1270,20 @@ _WS_FP4["nvfp4_min_rows"] = WS_NVFP4_MIN_ROWS_PER_EXPERT
 # 8 warps with the padding) and the register cap that lets that many share an SM's 64K registers, ring stages
 _WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128,
                # GEMM1's token rows by cp.async from the align launch's dot-order copy of hidden (DotRowsPlan) instead
-               # of a gather launch and TMA boxes (thirty-third session; compiled for sm_90 only until its GPU tests ran)
+               # of a gather launch and TMA boxes (thirty-third session; compiled for sm_90 only until its GPU tests
+               # ran)
                "x_gather": os.environ.get("FUSEDMOE_WS_FP4_DECODE_CPASYNC", "1") != "0",
                # the block scales through the ring (cp.async by the loader, read from shared memory) instead of the
                # consumer's global loads (thirty-third session, compiled only: off until measured)
-               "s_smem": os.environ.get("FUSEDMOE_WS_FP4_DECODE_SSMEM", "0") == "1"}
+               "s_smem": os.environ.get("FUSEDMOE_WS_FP4_DECODE_SSMEM", "0") == "1",
+               # every consumer thread frees the ring slots (no warpgroup barriers around one thread's arrive; same
+               # session, compiled only: off until measured)
+               "t_release": os.environ.get("FUSEDMOE_WS_FP4_DECODE_TRELEASE", "0") == "1"}
 _WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80, 4: 64}
 
 
 def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k: int = 128,
-                      x_gather: bool = True, scales_smem: bool = False) -> tuple:
+                      x_gather: bool = True, scales_smem: bool = False, thread_release: bool = False) -> tuple:
     """OPT-IN (twenty-ninth session; on the H200 correct but slower than the Triton decode GEMMs, 0.47-0.97x --
     thirty-first session, BENCHMARKS.md; ``False`` is the default, ``FUSEDMOE_WS_FP4_DECODE=1``): ``auto_ws_fp4``
     picks the FP4 decode kernel (``kernels/_ws_fp4_dec.py``; MXFP4 / NVFP4 weights x BF16 activations) for calls
@@ -1295,18 +1299,21 @@ def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k
     thirty-third session, compiled only): the loader copies each step's block scales into the ring and the consumer
     reads them from shared memory instead of loading them from global memory two blocks ahead (Nsight: those byte
     loads are uncoalesced and stall the consumer; scale tensors 16-byte aligned with 16-byte-multiple strides,
-    otherwise the global loads). Returns the previous ``(enabled, ctas, num_stages, block_k, x_gather,
-    scales_smem)``."""
-    if not all(isinstance(v, bool) for v in (enabled, x_gather, scales_smem)):
-        raise TypeError(f"enabled, x_gather and scales_smem must be bools, got {enabled!r}, {x_gather!r}, "
-                        f"{scales_smem!r}")
+    otherwise the global loads). ``thread_release`` (``FUSEDMOE_WS_FP4_DECODE_TRELEASE=1``, default off; same
+    session, compiled only): each consumer thread frees the ring slots itself instead of one arrive between two
+    warpgroup barriers (sm_90 SASS: 1 ``BAR.SYNC`` a K step instead of 3). Returns the previous ``(enabled, ctas,
+    num_stages, block_k, x_gather, scales_smem, thread_release)``."""
+    if not all(isinstance(v, bool) for v in (enabled, x_gather, scales_smem, thread_release)):
+        raise TypeError(f"enabled, x_gather, scales_smem and thread_release must be bools, got {enabled!r}, "
+                        f"{x_gather!r}, {scales_smem!r}, {thread_release!r}")
     if ctas not in WS_DEC_CTAS or not 2 <= num_stages <= 8 or block_k not in (64, 128):
         raise ValueError(f"set_ws_fp4_decode: ctas must be 1-4, num_stages 2-8 and block_k 64 / 128, got {ctas}, "
                          f"{num_stages}, {block_k}")
     prev = (_WS_FP4["decode"], _WS_FP4_DEC["ctas"], _WS_FP4_DEC["stages"], _WS_FP4_DEC["block_k"],
-            _WS_FP4_DEC["x_gather"], _WS_FP4_DEC["s_smem"])
+            _WS_FP4_DEC["x_gather"], _WS_FP4_DEC["s_smem"], _WS_FP4_DEC["t_release"])
     _WS_FP4["decode"] = enabled
-    _WS_FP4_DEC.update(ctas=ctas, stages=num_stages, block_k=block_k, x_gather=x_gather, s_smem=scales_smem)
+    _WS_FP4_DEC.update(ctas=ctas, stages=num_stages, block_k=block_k, x_gather=x_gather, s_smem=scales_smem,
+                       t_release=thread_release)
     return prev
 
 
@@ -1588,8 +1595,8 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
         E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
         FOLD=fold_cvt == _bs.MX_FOLD.value, NV=nv, TK=tk, STAGES=c.num_stages, SPLIT=c.split_k, KB=kb,
-        OUT_PADDED_DOT=out_padded, X_GATHER=x_gather, TOP_K=top_k, S_SMEM=s_smem, num_warps=4, maxnreg=maxnreg,
-        **(pdl or {}))
+        OUT_PADDED_DOT=out_padded, X_GATHER=x_gather, TOP_K=top_k, S_SMEM=s_smem,
+        T_RELEASE=_WS_FP4_DEC["t_release"], num_warps=4, maxnreg=maxnreg, **(pdl or {}))
 
 
 def _ws_fp4_scales_copyable(w: QuantizedTensor, N: int) -> bool:

@@ -236,6 +236,18 @@ def _dec_s_copy(s_buf, s_ptr, e, r0, r1, kk, n64, stride_se, stride_sr, stride_s
 
 
 @gluon.jit
+def _dec_release(empty, slot, T_RELEASE: gl.constexpr):
+    """The consumer frees ring slot ``slot`` (its wgmmas retired): one arrival by the warpgroup (Gluon's
+    ``mbarrier.arrive``: a warpgroup barrier on either side of one thread's arrive), or (``T_RELEASE``) one by each of
+    its 128 threads, with no barrier -- ``cp.async.mbarrier.arrive.noinc``, which a thread without cp.async of its
+    own performs at once (the empty barriers then count 128)."""
+    if T_RELEASE:
+        async_copy.mbarrier_arrive(empty.index(slot), increment_count=False)
+    else:
+        mbarrier.arrive(empty.index(slot), count=1)
+
+
+@gluon.jit
 def _dec_s_read(s_buf, wd, b, kk, n64, cc4, h: gl.constexpr, NV: gl.constexpr, KB: gl.constexpr,
                 sl: gl.constexpr):
     """``S_SMEM``: block ``b``'s scales (the h-th of the step) for a thread's rows and column c (``cc4``) as
@@ -347,7 +359,7 @@ def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, 
                   WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                   SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
                   SPLIT: gl.constexpr, KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr, X_GATHER: gl.constexpr,
-                  S_SMEM: gl.constexpr):
+                  S_SMEM: gl.constexpr, T_RELEASE: gl.constexpr):
     """Consumer warpgroup: per unit its K steps, each 64-wide block converted into the register A operand and
     multiplied with the block's token rows (one wgmma in flight); then the split-K reduction and the epilogue. The
     block scales: loaded from global memory two blocks ahead, or (``S_SMEM``) read from the ring slot, where the
@@ -406,13 +418,13 @@ def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, 
                     a_prev = a
                     if h == 0:
                         if kk > k0:  # the step before's last wgmma retired: its ring slot is free
-                            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+                            _dec_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
                     if not S_SMEM:
                         sc = sc_n
                         sc_n = sc_nn
                 it += 1
             acc, a_prev = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a_prev))
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            _dec_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
             last = True
             if SPLIT > 1:
                 acc, last = _dec_split_sum(acc, part_ptr, cnt_ptr, pid_m * num_n + pid_n, ks, SPLIT, acc_l)
@@ -433,6 +445,7 @@ def _ws_fp4_dec_kernel(
     FOLD: gl.constexpr, NV: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
     KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False, USE_GDC: gl.constexpr = False,
     X_GATHER: gl.constexpr = False, TOP_K: gl.constexpr = 1, S_SMEM: gl.constexpr = False,
+    T_RELEASE: gl.constexpr = False,
 ):
     """One grouped FP4 x BF16 decode GEMM + its epilogue (module docstring). Launch with ``num_warps=4`` (the
     consumer warpgroup; the loader warp is a worker), persistent, a few programs an SM (``maxnreg`` caps the
@@ -440,7 +453,8 @@ def _ws_fp4_dec_kernel(
     the token rows come from ``x_ptr`` [T, K] (hidden in the dot order, row stride ``stride_x``, 16-byte aligned;
     row ``slot // TOP_K``) by cp.async (:func:`_dec_loader`) instead of the TMA descriptors, which then only give
     the tiles' shapes and layout. ``S_SMEM`` (OPT-IN, thirty-third session, compiled only): the block scales come
-    through the ring too (:func:`_dec_s_copy` / :func:`_dec_s_read`) instead of the consumer's global loads."""
+    through the ring too (:func:`_dec_s_copy` / :func:`_dec_s_read`) instead of the consumer's global loads.
+    ``T_RELEASE`` (OPT-IN, likewise): every consumer thread frees the ring slots itself (:func:`_dec_release`)."""
     _dec_gdc(USE_GDC)
     BT: gl.constexpr = x_desc.block_type.shape[0]
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)
@@ -454,13 +468,13 @@ def _ws_fp4_dec_kernel(
     else:  # [stage, rows]: one 4-byte word of codes a row
         s_bufs = gl.allocate_shared_memory(gl.int32, [SST, 4, 2, 8], gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0]))
     # one consumer warpgroup releases a slot; cp.async (token rows, scales): the expect + the loader warp's 32 arrivals
-    ready, empty = _ring_barriers(STAGES, 1, 33 if X_GATHER or S_SMEM else 1)
+    ready, empty = _ring_barriers(STAGES, 128 if T_RELEASE else 1, 33 if X_GATHER or S_SMEM else 1)
     gl.warp_specialize([
         (_dec_consumer, (x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n,
                          num_slots, stride_se, stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta,
                          act_limit, BT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE,
-                         SWZ, FOLD, NV, STAGES, SPLIT, KB, OUT_PADDED_DOT, X_GATHER, S_SMEM)),
+                         SWZ, FOLD, NV, STAGES, SPLIT, KB, OUT_PADDED_DOT, X_GATHER, S_SMEM, T_RELEASE)),
         (_dec_loader, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x_ptr, s_ptr, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots,
                        stride_x, stride_se, stride_sr, stride_sk, E_LOC, GATED, TK, STAGES, SPLIT, KB, X_GATHER, TOP_K,
