@@ -57,6 +57,9 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "wsdec": ("set_ws_decode", True), "wsdec1": ("set_ws_decode", (True, 1)),
             "wsdec3": ("set_ws_decode", (True, 3)), "wsdec2b": ("set_ws_decode", (True, 2, 0, 2)),
             "wsdec4": ("set_ws_decode", (True, 4)),  # 4 programs an SM (64 registers; thirty-third session)
+            # every consumer thread frees the ring slots (thirty-third session); with the tuned table's entries too
+            "wsdecr": ("set_ws_decode", (True, 2, 0, 1, True, False, True)),
+            "tabler": ("set_ws_decode", (False, 2, 0, 1, True, False, True)),  # only the table's decode entries
             "wsdectma": ("set_ws_decode", (True, 2, 0, 1, False)),  # its token rows by a gather launch and TMA
             "wsdecfused": ("set_ws_decode", (True, 2, 0, 1, True, True)),  # both GEMMs in one launch
             # activations in the dot order at decode tiles too (measured only; prefill-only opt-in in the library)

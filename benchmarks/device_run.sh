@@ -55,7 +55,7 @@ if [[ "$stages" == *" ab-optin "* ]]; then
   # the opt-in kernels against the defaults, in-process (CUDA graphs, rounds interleaved)
   timeout 200 python3 benchmarks/decode_ab.py --preset deepseek-v3-tp8,qwen3-30b-a3b,nemotron-nano,minimax-m2 \
       --weight-format bf16,fp8_tensor,fp8_channel,fp8_block --tokens 1,8 \
-      --settings default,wsdec,wsdec3,wsdec4,wsdec2b,wsdectma,wsdecfused --rounds 2 2>&1 | tee "$OUT/ab_wsdec.txt" \
+      --settings default,wsdec,wsdec3,wsdec4,wsdecr,tabler,wsdec2b,wsdectma,wsdecfused --rounds 2 2>&1 | tee "$OUT/ab_wsdec.txt" \
       | tail -40
   # (the FP4 decode kernel: cp.async token rows -- the default -- against the gather launch, 4 programs an SM)
   timeout 180 python3 benchmarks/decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano \

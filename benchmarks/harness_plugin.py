@@ -32,7 +32,8 @@ by slot and the warp-specialized GEMM2 gathers its input again: ``set_ws_padded_
 ``fusedmoe-wsdec`` (the opt-in 16-bit / FP8 decode kernel, ``kernels/_ws_dec.py``, for decode tiles:
 ``set_ws_decode(True)``); ``fusedmoe-wsdecfused`` (the same with both GEMMs in one launch where nothing runs between
 them: ``set_ws_decode(True, fused=True)``); ``fusedmoe-wsdec4`` (the decode kernel at 4 programs an SM, 64 registers:
-``set_ws_decode(True, 4)``).
+``set_ws_decode(True, 4)``); ``fusedmoe-tabler`` (the default -- the tuned table's decode-kernel entries -- with
+every consumer thread freeing the ring slots: ``set_ws_decode(False, thread_release=True)``).
 """
 
 import torch
@@ -258,6 +259,8 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-wsdec": _with_setting(_set_ws_decode, True),
          "fusedmoe-wsdecfused": _with_setting(_set_ws_decode, (True, 2, 0, 1, True, True)),
          "fusedmoe-wsdec4": _with_setting(_set_ws_decode, (True, 4)),
+         # the tuned table's decode-kernel entries with every consumer thread freeing the ring slots
+         "fusedmoe-tabler": _with_setting(_set_ws_decode, (False, 2, 0, 1, True, False, True)),
          "fusedmoe-rowchunks": _with_setting(_set_chunked_rows, True),
          "fusedmoe-padgarbage": _with_setting(_set_pad_garbage, True),
          "fusedmoe-s17": _with_setting(_set_chunked_rows, True, _with_setting("set_ws_padded_handoff", False)),

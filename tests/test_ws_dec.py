@@ -43,21 +43,25 @@ FMTS = [F.BF16, F.FP8_TENSOR, F.FP8_CHANNEL, F.FP8_BLOCK]
 _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_dec as kd
 # ACT, GATED, QUANT, OUT_Q, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, dtype, STAGES, SPLIT, KB, maxnreg,
-# OUT_PADDED, X_GATHER (the token rows by cp.async instead of TMA boxes of gathered rows)
-for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, DT, ST, SPLIT, KB, mr, OP, XG in (
-        (0, True, 0, 0, False, False, False, "bf16", 8, 1, 1, 128, True, True),     # BF16 SwiGLU GEMM1, padded hand-off
-        (3, False, 0, 0, False, False, False, "bf16", 8, 2, 2, None, False, False),  # BF16 ReLU2, split 2, 2 blocks
-        (7, False, 0, 0, True, False, True, "bf16", 6, 4, 1, 80, False, True),      # BF16 GEMM2: bias, routing weight
-        (0, True, 1, 1, False, False, False, "fp8e4nv", 8, 1, 1, 128, True, True),  # FP8 tensor, static FP8 out
-        (3, False, 2, 0, False, False, False, "fp8e4nv", 6, 2, 1, 80, False, False),  # FP8 channel ReLU2
-        (7, False, 2, 0, False, False, True, "fp8e4nv", 4, 2, 2, 128, False, True),  # FP8 channel GEMM2, 2 blocks
-        (0, True, 3, 0, False, False, False, "fp8e4nv", 8, 1, 1, 128, True, False),  # FP8 blocks SwiGLU, padded
-        (7, False, 3, 0, False, False, True, "fp8e4nv", 6, 4, 1, 80, False, False),  # FP8 blocks GEMM2 (padded scales)
-        (2, True, 2, 5, True, True, False, "fp8e4nv", 4, 1, 2, 128, False, True),   # clamped SwiGLU, biases, woi, amax
-        (0, True, 0, 0, False, False, False, "fp16", 6, 1, 1, 80, False, False),    # fp16
+# OUT_PADDED, X_GATHER (the token rows by cp.async instead of TMA boxes of gathered rows), T_RELEASE (every
+# consumer thread frees the ring slots)
+for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, DT, ST, SPLIT, KB, mr, OP, XG, TR in (
+        (0, True, 0, 0, False, False, False, "bf16", 8, 1, 1, 128, True, True, False),  # BF16 SwiGLU GEMM1, padded
+        (3, False, 0, 0, False, False, False, "bf16", 8, 2, 2, None, False, False, False),  # BF16 ReLU2, split 2, 2 blocks
+        (7, False, 0, 0, True, False, True, "bf16", 6, 4, 1, 80, False, True, False),  # BF16 GEMM2: bias, routing weight
+        (0, True, 1, 1, False, False, False, "fp8e4nv", 8, 1, 1, 128, True, True, False),  # FP8 tensor, static FP8 out
+        (3, False, 2, 0, False, False, False, "fp8e4nv", 6, 2, 1, 80, False, False, False),  # FP8 channel ReLU2
+        (7, False, 2, 0, False, False, True, "fp8e4nv", 4, 2, 2, 128, False, True, False),  # FP8 channel GEMM2, 2 blocks
+        (0, True, 3, 0, False, False, False, "fp8e4nv", 8, 1, 1, 128, True, False, False),  # FP8 blocks SwiGLU, padded
+        (7, False, 3, 0, False, False, True, "fp8e4nv", 6, 4, 1, 80, False, False, False),  # FP8 blocks GEMM2
+        (2, True, 2, 5, True, True, False, "fp8e4nv", 4, 1, 2, 128, False, True, False),  # clamped SwiGLU, woi, amax
+        (0, True, 0, 0, False, False, False, "fp16", 6, 1, 1, 80, False, False, False),  # fp16
         # 4 programs an SM: 64 registers a thread, the stages that fit (5 of one 128-byte block)
-        (0, True, 0, 0, False, False, False, "bf16", 5, 1, 1, 64, True, True),      # BF16 SwiGLU GEMM1, cp.async
-        (7, False, 3, 0, False, False, True, "fp8e4nv", 5, 4, 1, 64, False, False)):  # FP8 blocks GEMM2, split 4
+        (0, True, 0, 0, False, False, False, "bf16", 5, 1, 1, 64, True, True, False),  # BF16 SwiGLU GEMM1, cp.async
+        (7, False, 3, 0, False, False, True, "fp8e4nv", 5, 4, 1, 64, False, False, False),  # FP8 blocks GEMM2, split 4
+        # every consumer thread frees the ring slots (no warpgroup barriers around one thread's arrive)
+        (0, True, 0, 0, False, False, False, "bf16", 8, 1, 1, 128, True, True, True),  # BF16 SwiGLU GEMM1, cp.async
+        (7, False, 2, 0, False, False, True, "fp8e4nv", 4, 2, 2, 128, False, False, True)):  # FP8 channel, 2 blocks
     gdt = {"bf16": gl.bfloat16, "fp16": gl.float16, "fp8e4nv": gl.float8e4nv}[DT]
     BKE = 128 if DT == "fp8e4nv" else 64
     xl = gl.NVMMASharedLayout.get_default_for([16, BKE], gdt)
@@ -74,7 +78,7 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, DT, ST, SPLIT, KB, mr, OP, XG in (
     cx = dict(TOP_K=8, E_LOC=32, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q=OUT_Q,
               ROUND_DTYPE=gl.float16 if DT == "fp16" else gl.bfloat16, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI,
               MUL_ROUTING_WEIGHT=MRW, RCP_DIV=OUT_Q == 1, STAGES=ST, SPLIT=SPLIT, KB=KB, OUT_PADDED=OP,
-              A_PADDED=QUANT == 3 and MRW, X_GATHER=XG, USE_GDC=SPLIT == 2)
+              A_PADDED=QUANT == 3 and MRW, X_GATHER=XG, USE_GDC=SPLIT == 2, T_RELEASE=TR)
     # (the JIT specializes the cp.async source, its row stride and K as 16-byte aligned: the launcher checks they are)
     k, sass = compile_sm90(kd._ws_dec_kernel, sig, cx, aligned=("x_ptr", "stride_x", "K"),
                            **({} if mr is None else {"maxnreg": mr}))
@@ -82,9 +86,11 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, DT, ST, SPLIT, KB, mr, OP, XG in (
     loop = k_loop(ins)  # the K loop
     print(QUANT, DT, SPLIT, KB, mr, ST, k.metadata.num_warps, k.metadata.shared, len(loop),
           sum(("HGMMA" in x) or ("QGMMA" in x) for x in loop), sum("DEPBAR.LE gsb0, 0x0" in x for x in loop),
-          sum(("LDL" in x) or ("STL" in x) for _, x in ins), int(XG), sum("LDGSTS" in x for _, x in ins),
+          sum(("LDL" in x) or ("STL" in x) for _, x in ins), int(XG),
+          sum(("LDGSTS" in x) and ("ARRIVES" not in x) for _, x in ins),
           sum("ARRIVES.LDGSTSBAR" in x for _, x in ins), sum("FENCE.VIEW.ASYNC.S" in x for x in loop),
-          int(SPLIT == 2), sum(("ACQBULK" in x) or ("PREEXIT" in x) for _, x in ins), sep="|", flush=True)
+          int(SPLIT == 2), sum(("ACQBULK" in x) or ("PREEXIT" in x) for _, x in ins), int(TR),
+          sum("BAR.SYNC" in x for x in loop), sep="|", flush=True)
 '''
 
 
@@ -96,13 +102,16 @@ def test_ws_dec_compiles_for_sm90(tmp_path):
     programmatic-dependent-launch wait and trigger."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 12, rows
+    assert len(rows) == 14, rows
     for (quant, dt, split, kb, mr, st, warps, smem, loop, mma, serial, spills, xg, ldgsts, arrives, fences, gdc,
-         gdc_ops) in rows:
-        where = f"QUANT={quant} {dt} SPLIT={split} KB={kb} STAGES={st} X_GATHER={xg}"
+         gdc_ops, tr, bars) in rows:
+        where = f"QUANT={quant} {dt} SPLIT={split} KB={kb} STAGES={st} X_GATHER={xg} T_RELEASE={tr}"
         # X_GATHER: the loader's cp.async copies (16 bytes each) and their barrier arrival, the consumer's proxy fence
-        assert (int(ldgsts) > 0, int(arrives) > 0, int(fences) > 0) == (xg == "1",) * 3, (where, ldgsts, arrives,
-                                                                                        fences)
+        assert (int(ldgsts) > 0, int(fences) > 0) == (xg == "1",) * 2, (where, ldgsts, fences)
+        # T_RELEASE: the consumer's threads arrive on the empty barriers themselves (cp.async.mbarrier.arrive), and
+        # no warpgroup barrier is left around the release (the loop keeps at most the one at its top)
+        assert (int(arrives) > 0) == (xg == "1" or tr == "1"), (where, arrives)
+        assert (int(bars) <= 1) == (tr == "1"), (where, bars)
         kb = int(kb)
         assert int(warps) == 8, where
         assert int(mma) == 4 * kb and int(loop) <= 40 + 50 * kb, (where, mma, loop)
@@ -351,10 +360,15 @@ def test_ws_dec_launch_binds_every_argument(monkeypatch, wfmt, gated, x_gather):
     c = ws_dec_config(gated, "gemm1", wfmt, 2, 6, 2, ctas)
     n_sm = ctas or triton_moe._WS_DEC["ctas"]
     p = triton_moe._DEFAULT_ACT_PARAMS
-    triton_moe._ws_dec_launch(c, rows, a_s, a_s.stride(0), w, w_s, w_s.stride(0) if w.scale is not None else 0,
-                              w_s.stride(1) if w_s.dim() >= 2 else 0, bias, True, tw, tw, 0, al, out, I, K, TK, E, 0,
-                              gated, p, None, False, False, 132, part, cnt, out_padded=False, a_scales_padded=False,
-                              x_gather=x_gather, pdl={"USE_GDC": x_gather, "launch_pdl": True} if x_gather else None)
+    prev = triton_moe.set_ws_decode(False, thread_release=x_gather)  # (the per-thread slot release with cp.async)
+    try:
+        triton_moe._ws_dec_launch(c, rows, a_s, a_s.stride(0), w, w_s, w_s.stride(0) if w.scale is not None else 0,
+                                  w_s.stride(1) if w_s.dim() >= 2 else 0, bias, True, tw, tw, 0, al, out, I, K, TK, E,
+                                  0, gated, p, None, False, False, 132, part, cnt, out_padded=False,
+                                  a_scales_padded=False, x_gather=x_gather,
+                                  pdl={"USE_GDC": x_gather, "launch_pdl": True} if x_gather else None)
+    finally:
+        triton_moe.set_ws_decode(*prev)
     (grid, args, kw), = cap.calls
     kw = dict(kw)
     assert kw.pop("num_warps") == 4 and kw.pop("maxnreg") == triton_moe._WS_FP4_DEC_MAXNREG[n_sm]
@@ -381,7 +395,7 @@ def test_ws_dec_launch_binds_every_argument(monkeypatch, wfmt, gated, x_gather):
     assert (b["TOP_K"], b["E_LOC"], b["GATED"], b["KB"], b["STAGES"], b["SPLIT"]) == (K, E, gated, 2, 6, 2)
     assert b["QUANT"] == triton_moe._QUANT_CODE[wfmt] and b["X_GATHER"] is x_gather
     assert b["OUT_PADDED"] is False and b["A_PADDED"] is False and b["HAS_BIAS"] is True
-    assert b.get("USE_GDC", False) is x_gather
+    assert b.get("USE_GDC", False) is x_gather and b["T_RELEASE"] is x_gather
 
 
 @pytest.mark.parametrize("wfmt,gated", [(F.BF16, True), (F.FP8_TENSOR, False)])
@@ -629,10 +643,12 @@ def _vs_triton(fmt: Format) -> float:
 
 
 @contextlib.contextmanager
-def _x_gather(on: bool):
-    """The decode kernel's token rows by cp.async (``on``, the default) or through a gather launch and TMA boxes."""
+def _x_gather(on: bool, thread_release: bool = False):
+    """The decode kernel's token rows by cp.async (``on``, the default) or through a gather launch and TMA boxes;
+    ``thread_release``: every consumer thread frees the ring slots."""
     prev = triton_moe.set_ws_decode(triton_moe._WS_DEC["enabled"], triton_moe._WS_DEC["ctas"],
-                                    triton_moe._WS_DEC["stages"], triton_moe._WS_DEC["blocks"], on)
+                                    triton_moe._WS_DEC["stages"], triton_moe._WS_DEC["blocks"], on,
+                                    triton_moe._WS_DEC["fused"], thread_release)
     try:
         yield
     finally:
@@ -675,7 +691,8 @@ def test_gpu_ws_dec_matches_reference(act, wfmt):
     4, one and two blocks a step, within the reference's bound and 4e-3 RMS of the Triton kernels; the split shares
     add in split order, so repeated calls give the same bits; biases with the clamped SwiGLU; FP8 per tensor also
     with dynamic scales; the automatic choice; the padded hand-off against the gathered one, and the token rows by
-    cp.async (the default) against a gather launch and TMA boxes, bit for bit."""
+    cp.async (the default) against a gather launch and TMA boxes, and the ring slots freed by every consumer thread
+    against the default release, bit for bit."""
     params = _params(act)
     H, I = (768, 256) if wfmt is F.FP8_BLOCK else (704, 208)
     prob = make_problem(T=6, H=H, I=I, I_pad=I, E=8, K=4, act=act, wfmt=wfmt, dtype=torch.bfloat16,
@@ -698,6 +715,9 @@ def test_gpu_ws_dec_matches_reference(act, wfmt):
         with _x_gather(False):  # the token rows gathered by a launch and loaded by TMA: only padding rows differ
             tma_rows, _ = run_case(prob, act=act, wfmt=wfmt, params=params, offset=2, config=cfg)
         assert torch.equal(got, tma_rows), (split, blocks)
+        with _x_gather(True, thread_release=True):  # every consumer thread frees the ring slots: the same bits
+            released, _ = run_case(prob, act=act, wfmt=wfmt, params=params, offset=2, config=cfg)
+        assert torch.equal(got, released), (split, blocks)
     if wfmt is F.FP8_TENSOR:
         _run_within_bound(prob, tag="dynamic", config=_dec_config(act.is_gated, wfmt, 2), static=False, **kw)
     out, _ = _auto_call(prob, act=act, wfmt=wfmt, params=params, offset=2)

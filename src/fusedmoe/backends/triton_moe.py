@@ -1006,11 +1006,14 @@ _WS_DEC = {"enabled": os.environ.get("FUSEDMOE_WS_DECODE", "0") == "1", "ctas": 
            # the token rows by cp.async from the unsorted rows (no gather launch; where they are 16-byte aligned)
            "x_gather": os.environ.get("FUSEDMOE_WS_DECODE_CPASYNC", "1") != "0",
            # both GEMMs in one launch (_ws_dec_fused_kernel), where nothing runs between them
-           "fused": os.environ.get("FUSEDMOE_WS_DECODE_FUSED", "0") == "1"}
+           "fused": os.environ.get("FUSEDMOE_WS_DECODE_FUSED", "0") == "1",
+           # every consumer thread frees the ring slots (no warpgroup barriers around one thread's arrive; thirty-third
+           # session, compiled only: off until measured; not in the fused launch)
+           "t_release": os.environ.get("FUSEDMOE_WS_DECODE_TRELEASE", "0") == "1"}
 
 
 def set_ws_decode(enabled: bool, ctas: int = 2, num_stages: int = 0, blocks: int = 1, x_gather: bool = True,
-                  fused: bool = False) -> tuple:
+                  fused: bool = False, thread_release: bool = False) -> tuple:
     """OPT-IN (thirtieth session; on the H200 correct but not faster than the Triton decode GEMMs, 0.77-1.11x at one
     token -- thirty-first session, BENCHMARKS.md; ``False`` is the default, ``FUSEDMOE_WS_DECODE=1``): calls without
     a config whose chosen config has decode tiles (block_m <= 16) with BF16 / FP16 or FP8 (per tensor, per channel,
@@ -1021,17 +1024,22 @@ def set_ws_decode(enabled: bool, ctas: int = 2, num_stages: int = 0, blocks: int
     unsorted rows where they are 16-byte aligned, instead of a gather launch into slot order and TMA boxes;
     ``fused`` (``FUSEDMOE_WS_DECODE_FUSED=1``, default off): both GEMMs in one persistent launch where nothing runs
     between them (16-bit weights, FP8 per tensor with a static intermediate scale;
-    ``kernels/_ws_dec._ws_dec_fused_kernel``). Returns the previous ``(enabled, ctas, num_stages, blocks, x_gather,
-    fused)``. (The tuned table may choose the kernel for a shape whatever this switch says: thirty-second session, 20
-    of 32 re-tuned decode points.)"""
-    if not all(isinstance(v, bool) for v in (enabled, x_gather, fused)):
-        raise TypeError(f"enabled, x_gather and fused must be bools, got {enabled!r}, {x_gather!r}, {fused!r}")
+    ``kernels/_ws_dec._ws_dec_fused_kernel``); ``thread_release`` (``FUSEDMOE_WS_DECODE_TRELEASE=1``, default off;
+    thirty-third session, compiled only): every consumer thread frees the ring slots instead of one thread's arrive
+    between two warpgroup barriers (sm_90 SASS: the K loop's 2-3 ``BAR.SYNC`` a step go; also for the table's
+    entries; not in the fused launch). Returns the previous ``(enabled, ctas, num_stages, blocks, x_gather, fused,
+    thread_release)``. (The tuned table may choose the kernel for a shape whatever this switch says: thirty-second
+    session, 20 of 32 re-tuned decode points.)"""
+    if not all(isinstance(v, bool) for v in (enabled, x_gather, fused, thread_release)):
+        raise TypeError(f"enabled, x_gather, fused and thread_release must be bools, got {enabled!r}, {x_gather!r}, "
+                        f"{fused!r}, {thread_release!r}")
     if ctas not in WS_DEC_CTAS or num_stages not in (0,) + tuple(range(2, 9)) or blocks not in (1, 2):
         raise ValueError(f"set_ws_decode: ctas must be 1-4, num_stages 0 or 2-8 and blocks 1 / 2, got {ctas}, "
                          f"{num_stages}, {blocks}")
     prev = (_WS_DEC["enabled"], _WS_DEC["ctas"], _WS_DEC["stages"], _WS_DEC["blocks"], _WS_DEC["x_gather"],
-            _WS_DEC["fused"])
-    _WS_DEC.update(enabled=enabled, ctas=ctas, stages=num_stages, blocks=blocks, x_gather=x_gather, fused=fused)
+            _WS_DEC["fused"], _WS_DEC["t_release"])
+    _WS_DEC.update(enabled=enabled, ctas=ctas, stages=num_stages, blocks=blocks, x_gather=x_gather, fused=fused,
+                   t_release=thread_release)
     return prev
 
 
@@ -1191,8 +1199,8 @@ def _ws_dec_launch(c: KernelConfig, rows: torch.Tensor, a_s, a_s_stride, w: Quan
         OUT_Q=out_q,
         ROUND_DTYPE=round_tl, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, RCP_DIV=_RCP_DIV["enabled"], STAGES=c.num_stages, SPLIT=c.split_k,
-        KB=kb, OUT_PADDED=out_padded, A_PADDED=a_scales_padded, X_GATHER=x_gather, num_warps=4,
-        maxnreg=maxnreg, **(pdl or {}))
+        KB=kb, OUT_PADDED=out_padded, A_PADDED=a_scales_padded, X_GATHER=x_gather, T_RELEASE=_WS_DEC["t_release"],
+        num_warps=4, maxnreg=maxnreg, **(pdl or {}))
 
 
 def _ws_dec_fuses(c1: KernelConfig, c2: KernelConfig, wfmt: Format, a2_scale, hidden: torch.Tensor) -> bool:

@@ -59,8 +59,8 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 
 from ._moe_gemm import ACT_IDENTITY, OUT_PLAIN, Q_BLOCK, Q_NONE, _scale_block
 from ._ws_fp4 import _fp4_chunk_count, _split_gate_up
-from ._ws_fp4_dec import (_dec_gdc, _dec_ready, _dec_rows, _dec_slot, _dec_slot_w, _dec_split_sum, _dec_token_box,
-                          _dec_unit, _dec_x_copy, _dec_x_lanes, _dec_x_src)
+from ._ws_fp4_dec import (_dec_gdc, _dec_ready, _dec_release, _dec_rows, _dec_slot, _dec_slot_w, _dec_split_sum,
+                          _dec_token_box, _dec_unit, _dec_x_copy, _dec_x_lanes, _dec_x_src)
 from ._ws_gemm import _ring_barriers, _ws_store
 
 
@@ -172,11 +172,12 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                  HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
                  RCP_DIV: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr,
                  OUT_PADDED: gl.constexpr, A_PADDED: gl.constexpr, X_GATHER: gl.constexpr, it=0, dep_ptr=None,
-                 DEP_SIGNAL: gl.constexpr = False):
+                 DEP_SIGNAL: gl.constexpr = False, T_RELEASE: gl.constexpr = False):
     """Consumer warpgroup: per unit its K steps (16-bit: one accumulator chain, one wgmma in flight; FP8: a fresh
     accumulator a 128-wide block, added -- Q_BLOCK: scaled -- to the fp32 sum), then split-K and the epilogue.
     ``DEP_SIGNAL`` (the fused kernel's GEMM1 phase): once a column tile of a block is stored, ``dep_ptr[block]`` is
-    raised by one (release, after every thread's stores). Returns the ring position ``it`` for the next phase."""
+    raised by one (release, after every thread's stores). ``T_RELEASE``: every thread frees the ring slots
+    (``_ws_fp4_dec._dec_release``). Returns the ring position ``it`` for the next phase."""
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                     instr_shape=[16, BT, INSTR_K])
@@ -211,11 +212,11 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                         acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
                         if h == 0:
                             if kk > k0:  # the step before's last wgmma retired: its ring slot is free
-                                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+                                _dec_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
                     it += 1
                 acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
                 if k1 > k0:
-                    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+                    _dec_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
             else:
                 for kk in range(k0, k1):
                     s = _dec_ready(ready, it, STAGES, X_GATHER)
@@ -231,7 +232,7 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                             acc = acc + _scale_block(part, a_s, w_s, True)  # (the swapped Triton kernels' order)
                         else:
                             acc = acc + part
-                    mbarrier.arrive(empty.index(s), count=1)
+                    _dec_release(empty, s, T_RELEASE)
                     it += 1
             last = True
             if SPLIT > 1:
@@ -257,13 +258,14 @@ def _wd_consumer_only(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scal
                       OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr,
                       WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, RCP_DIV: gl.constexpr,
                       STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr, OUT_PADDED: gl.constexpr,
-                      A_PADDED: gl.constexpr, X_GATHER: gl.constexpr):
+                      A_PADDED: gl.constexpr, X_GATHER: gl.constexpr, T_RELEASE: gl.constexpr):
     """``_wd_consumer`` as a partition of its own (a partition returns nothing)."""
     _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
                  out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, R, n_k,
                  n_kb, num_n, num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_wsk, stride_be,
                  act_alpha, act_beta, act_limit, BT, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
-                 WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, RCP_DIV, STAGES, SPLIT, KB, OUT_PADDED, A_PADDED, X_GATHER)
+                 WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, RCP_DIV, STAGES, SPLIT, KB, OUT_PADDED, A_PADDED, X_GATHER, 0,
+                 None, False, T_RELEASE)
 
 
 @gluon.jit
@@ -286,7 +288,7 @@ def _ws_dec_kernel(
     OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
     MUL_ROUTING_WEIGHT: gl.constexpr, RCP_DIV: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
     KB: gl.constexpr, OUT_PADDED: gl.constexpr = False, A_PADDED: gl.constexpr = False, X_GATHER: gl.constexpr = False,
-    USE_GDC: gl.constexpr = False,
+    USE_GDC: gl.constexpr = False, T_RELEASE: gl.constexpr = False,
 ):
     """One grouped 16-bit / FP8 decode GEMM + its epilogue (module docstring). Launch with ``num_warps=4`` (the
     consumer warpgroup; the loader warp is a worker), persistent, a few programs an SM (``maxnreg`` caps the registers
@@ -295,20 +297,22 @@ def _ws_dec_kernel(
     GEMM2's input scales are in that order too (the 1 x 128 group quantization of a padded intermediate).
     ``X_GATHER``: the token rows come from ``x_ptr`` [rows, K] (row stride ``stride_x``, 16-byte aligned) by cp.async
     (``_wd_loader``) instead of the TMA descriptors, which then only give the tiles' shapes and layout. ``USE_GDC``:
-    launched with programmatic dependent launch (``_ws_fp4_dec._dec_gdc``)."""
+    launched with programmatic dependent launch (``_ws_fp4_dec._dec_gdc``). ``T_RELEASE`` (OPT-IN, thirty-third
+    session, compiled only): every consumer thread frees the ring slots, without warpgroup barriers."""
     _dec_gdc(USE_GDC)
     BT: gl.constexpr = x_desc.block_type.shape[0]
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES * KB, 64, w_desc.block_type.shape[1]], w_desc.layout)
-    # one consumer warpgroup releases a slot; cp.async token rows: the weights' expect + the loader warp's 32 arrivals
-    ready, empty = _ring_barriers(STAGES, 1, 33 if X_GATHER else 1)
+    # one consumer warpgroup releases a slot (T_RELEASE: its 128 threads); cp.async token rows: the weights' expect +
+    # the loader warp's 32 arrivals
+    ready, empty = _ring_barriers(STAGES, 128 if T_RELEASE else 1, 33 if X_GATHER else 1)
     gl.warp_specialize([
         (_wd_consumer_only, (x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
                              out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr,
                              N, R, n_k, n_kb, num_n, num_slots, stride_om, stride_asm, stride_wse, stride_wsn,
                              stride_wsk, stride_be, act_alpha, act_beta, act_limit, BT, TOP_K, E_LOC, ACT, GATED,
                              QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, RCP_DIV, STAGES,
-                             SPLIT, KB, OUT_PADDED, A_PADDED, X_GATHER)),
+                             SPLIT, KB, OUT_PADDED, A_PADDED, X_GATHER, T_RELEASE)),
         (_wd_loader_only, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sorted_ids_ptr,
                            block_expert_ptr, num_post_padded_ptr, N, R, K, n_k, num_n, num_slots, stride_x, TOP_K,
                            E_LOC, GATED, STAGES, SPLIT, KB, X_GATHER)),
