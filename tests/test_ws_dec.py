@@ -265,6 +265,9 @@ def test_ws_dec_config_rules(monkeypatch):
             assert auto(atomic) is atomic  # an atomic combine: left alone
             tuned = triton_moe.ws_decode_config(1, 7168, 256, 8, 4, fmt, True, 2, 132, 3)
             assert auto(tuned) is tuned  # the tuned table's decode-kernel entry, as it is (the switch on too)
+            # ... but with an atomic combine (GEMM2 warp-specialized stores y by slot): the Triton kernels' config
+            got = auto(MoEKernelConfig(tuned.gemm1, tuned.gemm2, True))
+            assert got.atomic_combine and not got.gemm1.warp_specialized and not got.gemm2.warp_specialized
         # 16-bit weights in another dtype than hidden: refused by the layer rule
         prob = make_problem(T=2, H=256, I=128, I_pad=128, E=4, K=2, act=A.SWIGLU, wfmt=F.BF16, dtype=torch.float16,
                             seed=1, device="cpu")

@@ -396,7 +396,7 @@ def test_ws_fp4_dec_tuner_candidates_and_table_entries(monkeypatch):
     prev = triton_moe.set_ws_fp4_decode(False)
     try:
         def auto(cfg, act=F.BF16):
-            return triton_moe.auto_ws_fp4(cfg, W.w13, W.w2, act, torch.bfloat16, cuda, 1, 2, A.SWIGLU)
+            return triton_moe.auto_ws(cfg, W.w13, W.w2, act, torch.bfloat16, cuda, 1, 2, A.SWIGLU)
 
         assert auto(tuned) is tuned
         heur = triton_moe._triton_fallback(1, 128, 64, 4, 2, F.NVFP4, A.SWIGLU, "NVIDIA H200", 132, False)

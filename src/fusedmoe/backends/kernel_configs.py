@@ -877,6 +877,8 @@ def ws_dec_config(gated: bool, gemm: str, weight_format: Format, split_k: int = 
                          f"{weight_format.name}")
     if blocks not in (1, 2):
         raise ValueError(f"ws_dec_config: blocks must be 1 or 2, got {blocks!r}")
+    if ctas is not None and ctas not in WS_DEC_CTAS:
+        raise ValueError(f"ws_dec_config: ctas must be None or one of {WS_DEC_CTAS}, got {ctas!r}")
     return KernelConfig(WS_DEC_BLOCK_M, 32 if gated and gemm == "gemm1" else 64, blocks * ws_dec_block_k(weight_format),
                         group_m=1, num_warps=4, num_stages=num_stages, split_k=split_k, persistent=ctas,
                         warp_specialized=True)

@@ -1080,17 +1080,9 @@ def auto_ws_decode(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTens
     """The config a call without an explicit one runs for 16-bit / FP8 weights: ``cfg``, or with the opt-in
     :func:`set_ws_decode`, decode tiles (block_m <= 16), no atomic combine and a layer the kernel can take, the
     decode kernel's tiles for both GEMMs (``ws_dec_config``; split-K from the expected blocks -- experts hit -- by
-    :func:`ws_fp4_dec_split`, all programs busy). Where the tuned table chose the decode kernel, its config as it is
-    (switch on or off) -- or, for a layer the kernel cannot take (16-bit weights in another dtype than hidden,
-    unaligned weights), the heuristic's Triton config."""
-    why = _ws_dec_layer_problem(w13, w2, dtype, device, interp, w13.shape[-1], w2.shape[-1])
-    if cfg.gemm1.warp_specialized and cfg.block_m == WS_DEC_BLOCK_M:  # the tuned table's choice
-        if why is None:
-            return cfg
-        dev_name, sms = _device_info(device)
-        return _triton_fallback(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation,
-                                dev_name, sms, cfg.atomic_combine)
-    if not _WS_DEC["enabled"] or cfg.block_m > WS_DEC_BLOCK_M or cfg.atomic_combine or why is not None:
+    :func:`ws_fp4_dec_split`, all programs busy). (A tuned-table entry naming the kernel: :func:`auto_ws`.)"""
+    if (not _WS_DEC["enabled"] or cfg.block_m > WS_DEC_BLOCK_M or cfg.atomic_combine
+            or _ws_dec_layer_problem(w13, w2, dtype, device, interp, w13.shape[-1], w2.shape[-1]) is not None):
         return cfg
     _, sms = _device_info(device)
     c = ws_decode_config(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation.is_gated,
@@ -1108,9 +1100,7 @@ def ws_decode_config(tokens: int, hidden: int, intermediate_padded: int, experts
     candidates (``fusedmoe.bench.tune.search_space``). ``ctas``: programs an SM, recorded in the configs
     (``persistent``; the ring's stages then as many as fit, unless ``set_ws_decode`` fixed them); None: the
     switch's, left to the launch."""
-    if ctas is not None and ctas not in WS_DEC_CTAS:
-        raise ValueError(f"ws_decode_config: ctas must be None or one of {WS_DEC_CTAS}, got {ctas!r}")
-    n = ctas or _WS_DEC["ctas"]
+    n = ctas or _WS_DEC["ctas"]  # (``ws_dec_config`` refuses a ctas outside WS_DEC_CTAS)
     kb = min(blocks, ws_dec_max_blocks(weight_format))
     st = ws_dec_stages(weight_format, kb, n, _WS_DEC["stages"])
     s1, s2 = _dec_splits(hidden, intermediate_padded, experts, tokens, top_k, gated,
@@ -1119,18 +1109,36 @@ def ws_decode_config(tokens: int, hidden: int, intermediate_padded: int, experts
                            ws_dec_config(False, "gemm2", weight_format, s2, st, kb, ctas))
 
 
+def _decode_layer_problem(w13: QuantizedTensor, w2: QuantizedTensor, act_format: Format, dtype: torch.dtype,
+                          device: torch.device, interp: bool) -> Optional[str]:
+    """None, or why the decode kernel of ``w13``'s format family cannot take this layer: FP4 weights the FP4 decode
+    kernel (``set_ws_fp4``, ``_ws_fp4_problem``), the others the 16-bit / FP8 one (``_ws_dec_layer_problem``)."""
+    H, I_pad = w13.shape[-1], w2.shape[-1]
+    if w13.fmt in WS_FP4_FORMATS:
+        if not _WS_FP4["enabled"]:
+            return "the FP4 warp-specialized kernels are switched off (set_ws_fp4)"
+        return _ws_fp4_problem(w13, w2, act_format, dtype, device, interp, H, I_pad)
+    return _ws_dec_layer_problem(w13, w2, dtype, device, interp, H, I_pad)
+
+
 def auto_ws(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor, act_format: Format, dtype: torch.dtype,
             device: torch.device, tokens: int, top_k: int, activation: Activation,
             interp: bool = False) -> MoEKernelConfig:
     """What a call without a config runs: :func:`auto_ws_fp4` for FP4 weights, :func:`auto_ws_decode` for 16-bit /
-    FP8 ones (``fusedmoe bench`` records and passes the same); with a Triton the Gluon kernels do not run on
-    (:func:`gluon_problem`), ``cfg`` -- or, where the table or the heuristic chose a Gluon kernel, the Triton
-    kernels' config (``_triton_fallback``)."""
-    if gluon_problem() is not None:
-        if cfg.gemm1.warp_specialized or cfg.gemm2.warp_specialized:
-            dev_name, sms = _device_info(device)
-            return _triton_fallback(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation,
-                                    dev_name, sms, cfg.atomic_combine)
+    FP8 ones (``fusedmoe bench`` records and passes the same). Where the tuned table chose a decode kernel (decode
+    tiles, block_m 16, warp-specialized), its config as it is, whatever the opt-in switches say. The Triton kernels'
+    config (``_triton_fallback``) where the table or the heuristic chose a Gluon kernel that cannot run: a Triton
+    the Gluon kernels do not run on (:func:`gluon_problem`), or a decode-kernel entry with an atomic combine or for
+    a layer its kernel cannot take (:func:`_decode_layer_problem`: e.g. 16-bit weights in another dtype than hidden,
+    unaligned weights, FP4 weights with activations other than BF16 or ``set_ws_fp4(False)``)."""
+    ws = cfg.gemm1.warp_specialized or cfg.gemm2.warp_specialized
+    table_dec = ws and cfg.block_m == WS_DEC_BLOCK_M  # (an entry of the tuned table: the heuristic never picks it)
+    if ws and (gluon_problem() is not None or (table_dec and (
+            cfg.atomic_combine or _decode_layer_problem(w13, w2, act_format, dtype, device, interp) is not None))):
+        dev_name, sms = _device_info(device)
+        return _triton_fallback(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation,
+                                dev_name, sms, cfg.atomic_combine)
+    if table_dec or gluon_problem() is not None:
         return cfg
     if w13.fmt in WS_FP4_FORMATS:
         return auto_ws_fp4(cfg, w13, w2, act_format, dtype, device, tokens, top_k, activation, interp)
@@ -1361,9 +1369,7 @@ def ws_fp4_decode_config(tokens: int, hidden: int, intermediate_padded: int, exp
     132) SMs. What :func:`auto_ws_fp4` picks with the switch on, and the tuner's candidates
     (``fusedmoe.bench.tune.search_space``). ``ctas``: programs an SM, recorded in the configs (``persistent``);
     None: the switch's, left to the launch."""
-    if ctas is not None and ctas not in WS_DEC_CTAS:
-        raise ValueError(f"ws_fp4_decode_config: ctas must be None or one of {WS_DEC_CTAS}, got {ctas!r}")
-    n = ctas or _WS_FP4_DEC["ctas"]
+    n = ctas or _WS_FP4_DEC["ctas"]  # (``ws_fp4_dec_config`` refuses a ctas outside WS_DEC_CTAS)
     bk = _WS_FP4_DEC["block_k"]
     st = max(2, min(_WS_FP4_DEC["stages"], ws_dec_max_stages(ws_fp4_dec_stage_bytes(bk), n)))
     s1, s2 = _dec_splits(hidden, intermediate_padded, experts, tokens, top_k, gated, bk, n * (num_sms or 132))
@@ -1468,19 +1474,8 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
     ``WS_NVFP4_MIN_ROWS_PER_EXPERT`` rows per local expert) its tiles for both GEMMs --
     256 token rows from ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT`` rows per local expert, else 128; with decode tiles
     (block_m <= 16) and the opt-in ``set_ws_fp4_decode``, the FP4 decode kernel's (:func:`ws_fp4_decode_config`).
-    Where the tuned table chose the FP4 decode kernel, its config as it is (switch on or off) -- or, where it cannot
-    run (``set_ws_fp4(False)``, an atomic combine, ``_ws_fp4_problem``: e.g. activations other than BF16), the
-    heuristic's Triton config. ``fusedmoe bench`` records and passes the same."""
-    if cfg.block_m == WS_FP4_DEC_BLOCK_M and (cfg.gemm1.warp_specialized or cfg.gemm2.warp_specialized):
-        # the tuned table chose the decode kernel: as it is (the opt-in switch on or off), or -- FP4 warp-specialized
-        # kernels switched off, an atomic combine, a layer or activation format it cannot take -- the heuristic's
-        # Triton config
-        if (_WS_FP4["enabled"] and not cfg.atomic_combine and w13.fmt in WS_FP4_FORMATS
-                and _ws_fp4_problem(w13, w2, act_format, dtype, device, interp, w13.shape[-1], w2.shape[-1]) is None):
-            return cfg
-        dev_name, sms = _device_info(device)
-        return _triton_fallback(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation,
-                                dev_name, sms, cfg.atomic_combine)
+    (A tuned-table entry naming the decode kernel: :func:`auto_ws`.) ``fusedmoe bench`` records and passes the
+    same."""
     decode = cfg.block_m < 128
     rows_per_expert = tokens * top_k / max(1, w13.shape[0])
     nv_off = w13.fmt is Format.NVFP4 and not decode and (not _WS_FP4["nvfp4"]
