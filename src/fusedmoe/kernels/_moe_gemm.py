@@ -217,7 +217,8 @@ def _atomic_amax(amax_ptr, v, mask):
     float's bits (non-negative floats order as ints): the value ``_quant._absmax_kernel`` would
     compute over the stored tensor -- masked elements count as 0 -- and as deterministic (max is
     order independent)."""
-    m = tl.max(tl.max(tl.where(mask, tl.abs(v.to(tl.float32)), 0.0), axis=1), axis=0)
+    t = tl.where(mask, tl.abs(v.to(tl.float32)), 0.0)
+    m = tl.max(tl.reshape(t, [t.shape[0] * t.shape[1]]), axis=0)
     tl.atomic_max(amax_ptr, m.to(tl.int32, bitcast=True))
 
 
