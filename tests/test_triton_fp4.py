@@ -1143,14 +1143,16 @@ def test_errors():
 
 def _emulate_ptx(asm: str, inputs):
     """Run the straight-line PTX of an inline-asm converter on 32-bit registers -- Python ints, or int64
-    tensors of them (every element one register) -- (mov, shl, shr, and, or, mul.rn.bf16x2 with exact
-    products): the register file after the block."""
-    def bf16x2_mul(a, b):
+    tensors of them (every element one register) -- (mov, shl, shr, and, or, mul.rn.bf16x2 / fma.rn.bf16x2 with
+    exact results): the register file after the block."""
+    def bf16x2_mul(a, b, c=None):
         halves = lambda t: (torch.stack([t & 0xFFFF, (t >> 16) & 0xFFFF], -1) << 16).to(torch.int32).view(  # noqa: E731
             torch.float32)
         p = halves(torch.as_tensor(a, dtype=torch.int64)) * halves(torch.as_tensor(b, dtype=torch.int64))
+        if c is not None:  # (an exact product plus c, exact in fp32 for the -0 addend the converters use)
+            p = p + halves(torch.as_tensor(c, dtype=torch.int64))
         bits = p.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
-        assert bool(bits.bitwise_and(0xFFFF).eq(0).all()), "inexact bf16 product"
+        assert bool(bits.bitwise_and(0xFFFF).eq(0).all()), "inexact bf16 result"
         r = (bits[..., 0] >> 16) | ((bits[..., 1] >> 16) << 16)
         return r if isinstance(a, torch.Tensor) else int(r)
 
@@ -1175,6 +1177,8 @@ def _emulate_ptx(asm: str, inputs):
             r = x[0] | x[1]
         elif op == "mul.rn.bf16x2":
             r = bf16x2_mul(x[0], x[1])
+        elif op == "fma.rn.bf16x2":
+            r = bf16x2_mul(x[0], x[1], x[2])
         else:
             raise AssertionError(f"opcode {op} not emulated")
         regs[d] = r

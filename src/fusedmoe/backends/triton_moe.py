@@ -330,7 +330,7 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
     else:
         data = q.data.reshape(-1, q.data.shape[-1]).contiguous()
         R = data.shape[0]
-    scale = q.scale.reshape(R, -1).contiguous() if q.fmt.block_size else data
+    scale = _kernel_scales(q, q.device).reshape(R, -1).contiguous() if q.fmt.block_size else data
     out = torch.empty((R, C), dtype=torch.float32, device=data.device)
     grid = (cdiv(R, block_rows), cdiv(C, block_k))
     data = _nib_view(data, bool(fast_cvt))
@@ -380,6 +380,68 @@ def _cuda_device_info(index: int):
 @functools.lru_cache(maxsize=None)
 def _cuda_major(index: int) -> int:
     return torch.cuda.get_device_properties(index).major
+
+
+@functools.lru_cache(maxsize=None)
+def cuda_capability(index: int) -> tuple[int, int]:
+    """(major, minor) compute capability of CUDA device ``index`` (cached: the per-call check reads it)."""
+    props = torch.cuda.get_device_properties(index)
+    return props.major, props.minor
+
+
+MIN_CAPABILITY = (8, 0)  # bf16 MMA; below it the 16-bit tiles spill by thousands of instructions (sm_75 compile)
+E4M3_CAPABILITY = (8, 9)
+# Below sm_89 Triton has no float8_e4m3 type ("type fp8e4nv not supported in this architecture"): no kernel that
+# loads, stores or multiplies an E4M3 number compiles there. 16-bit and MXFP4 weights hold none; NVFP4 weights hold
+# their block scales so, which the kernels then read as bytes (``_e4m3_scale_bytes``). FP8 values and FP8 / NVFP4
+# activations would need the same in every quantizer and an MMA on decoded operands: not built.
+_NO_E4M3 = (Format.BF16, Format.MXFP4, Format.NVFP4)
+# NVFP4 block scales handed to the kernels as their bytes (a uint8 view; ``_blockscaled._e4m3_scales`` decodes
+# them, same values): None -- below sm_89 only; True / False -- always / never (tests: the interpreter runs both)
+_E4M3_SCALE_BYTES: Optional[bool] = None
+
+
+def device_capability(dev: torch.device) -> Optional[tuple[int, int]]:
+    """The compute capability of a CUDA ``dev``; None for other devices, or where this torch sees no CUDA (a
+    capability cannot be known: nothing is refused for it)."""
+    if dev.type != "cuda" or not _cuda_available():
+        return None
+    return cuda_capability(dev.index if dev.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_available() -> bool:
+    return torch.cuda.is_available()  # (~2 us a call uncached: the per-call check reads it)
+
+
+def _e4m3_scale_bytes(dev: torch.device) -> bool:
+    if _E4M3_SCALE_BYTES is not None:
+        return _E4M3_SCALE_BYTES
+    cap = device_capability(dev)
+    return cap is not None and cap < E4M3_CAPABILITY
+
+
+def _kernel_scales(q: QuantizedTensor, dev: torch.device) -> torch.Tensor:
+    """``q``'s block scales as the Triton kernels take them: NVFP4's as bytes where ``_e4m3_scale_bytes``."""
+    if q.fmt is Format.NVFP4 and _e4m3_scale_bytes(dev):
+        return q.scale.view(torch.uint8)
+    return q.scale
+
+
+def arch_problem(capability: tuple[int, int], weight_format: Format, act_format: Format) -> Optional[str]:
+    """None, or why the Triton kernels cannot run ``weight_format`` weights with ``act_format`` activations on a
+    GPU of compute ``capability``: sm_80 - sm_87 (A100, A10, RTX 30xx) run 16-bit, MXFP4 and NVFP4 weights with
+    16-bit activations; sm_89 and newer every format. The Gluon kernels (sm_90 only) have rules of their own and fall
+    back to the Triton kernels. Checked by compiling for each target (``tests/test_arch_support.py``)."""
+    cap = tuple(capability)
+    if cap < MIN_CAPABILITY:
+        return (f"the Triton kernels need compute capability {MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]} or newer "
+                f"(bf16 tensor cores), got {cap[0]}.{cap[1]}")
+    if cap < E4M3_CAPABILITY and (weight_format not in _NO_E4M3 or act_format is not Format.BF16):
+        return (f"{weight_format.name} weights with {act_format.name} activations hold E4M3 numbers, which Triton "
+                f"supports from compute capability 8.9 (got {cap[0]}.{cap[1]}); on this GPU the Triton kernels run "
+                "BF16 / FP16, MXFP4 and NVFP4 weights with 16-bit activations")
+    return None
 
 
 @functools.lru_cache(maxsize=None)
@@ -1744,6 +1806,10 @@ def triton_experts(
             f"hidden is on {dev} but the Triton kernels are compiled for a GPU: set TRITON_INTERPRET=1 "
             "before the first call to interpret them, or use fm.reference_moe"
         )
+    cap = device_capability(dev)
+    why = None if cap is None else arch_problem(cap, wfmt, act_format)
+    if why is not None:
+        raise NotImplementedError(why)
     dev_name, num_sms = _device_info(dev)
     pdl = _pdl_args(dev, interp, T)
     smem = 0 if dev.type != "cuda" else _cuda_smem_per_block(dev.index if dev.index is not None
@@ -1951,7 +2017,7 @@ def triton_experts(
             inter_scale, osm = out_scale, out_scale.stride(0)
             q_scale = tw_flat
 
-    w13_s = w13.scale if w13.scale is not None else tw_flat
+    w13_s = _kernel_scales(w13, dev) if w13.scale is not None else tw_flat
     wse1 = w13_s.stride(0) if w13.scale is not None else 0
     wsn1 = w13_s.stride(1) if w13.scale is not None and w13_s.dim() >= 2 else 0
     wsk1 = w13_s.stride(2) if micro else 0
@@ -2039,7 +2105,7 @@ def triton_experts(
         y = torch.empty((TK, H), dtype=hidden.dtype, device=dev)
     a2_s = inter_scale if inter_scale is not None else tw_flat
     a2_s_stride = a2_s.stride(0) if a2_s.dim() == 2 else 1
-    w2_s = w2.scale if w2.scale is not None else tw_flat
+    w2_s = _kernel_scales(w2, dev) if w2.scale is not None else tw_flat
     wse2 = w2_s.stride(0) if w2.scale is not None else 0
     wsn2 = w2_s.stride(1) if w2.scale is not None and w2_s.dim() >= 2 else 0
     wsk2 = w2_s.stride(2) if micro else 0

@@ -79,6 +79,21 @@ _RCP6 = tl.constexpr(_F32_RCP6)  # fp32(1/6)
 
 
 @triton.jit
+def _e4m3_scales(s, DT: tl.constexpr):
+    """NVFP4 block scales as loaded -> ``DT``: e4m3 numbers converted; or their bytes (uint8: the launcher's view
+    below sm_89, where Triton has no e4m3 type) decoded with integer operations, exactly: the 7 low bits moved to
+    fp16 bits 7-13 are ``e4m3 * 2^-8`` (e4m3's subnormals become fp16 subnormals, kept by the fp16 -> fp32
+    conversion), the sign to bit 15; the codes 0x7F / 0xFF are NaN, as ``torch.float8_e4m3fn``'s."""
+    if s.dtype == tl.uint8:
+        b = s.to(tl.uint16)
+        h = ((b & 0x80) << 8) | ((b & 0x7F) << 7)
+        v = h.to(tl.float16, bitcast=True).to(tl.float32) * 256.0
+        return tl.where((b & 0x7F) == 0x7F, float("nan"), v).to(DT)
+    else:
+        return s.to(DT)
+
+
+@triton.jit
 def _ue8m0_to_f32(e):
     """``2^(e - 127)`` as fp32 (exact; 2^-127 is an fp32 subnormal), NaN for 255: as
     ``formats.reference.ue8m0_decode``. ``e``: int32 in [0, 255]."""
@@ -119,7 +134,7 @@ def _e2m1x2_raw(b):
 # accumulator: _NIB_ACC_FACTOR).
 def _e2m1_nib_asm(restore: bool) -> str:
     """PTX: $0 .. $3 = nibble 0 .. 3 (bits 4s .. 4s + 3) of the two 16-bit words in $4."""
-    lines = [".reg .b32 v, w, t, k;", "mov.b32 v, $4;", "mov.b32 k, 0x7E807E80;"]
+    lines = [".reg .b32 v, w, t, k, z;", "mov.b32 v, $4;", "mov.b32 k, 0x7E807E80;", "mov.b32 z, 0x80008000;"]
     for out, shift in (("$3", 0), ("$2", 4), ("$1", 8), ("$0", 12)):
         src = "v" if shift == 0 else "w"
         if shift:
@@ -127,7 +142,7 @@ def _e2m1_nib_asm(restore: bool) -> str:
         lines += [f"and.b32 t, {src}, 0x70007000;", "shr.b32 t, t, 6;", f"and.b32 {out}, {src}, 0x80008000;",
                   f"or.b32 {out}, {out}, t;"]
         if restore:
-            lines.append(f"mul.rn.bf16x2 {out}, {out}, k;")
+            lines.append(f"fma.rn.bf16x2 {out}, {out}, k, z;")
     return "{\n" + "\n".join(lines) + "\n}"
 
 
@@ -158,11 +173,11 @@ _SWZ_BF16_MOVES = (((0, _P_BF16),), ((3, _P_BF16),), ((6, _P_BF16),),
 
 def _e2m1_swz_asm(restore: bool) -> str:
     """PTX: $0 .. $3 = value 0 .. 3 of the two swizzled 16-bit words in $4."""
-    lines = [".reg .b32 v, t, k;", "mov.b32 v, $4;", "mov.b32 k, 0x7E807E80;"]
+    lines = [".reg .b32 v, t, k, z;", "mov.b32 v, $4;", "mov.b32 k, 0x7E807E80;", "mov.b32 z, 0x80008000;"]
     for i, moves in enumerate(_SWZ_BF16_MOVES):
         lines += _ptx_moves(f"${i}", "v", moves)
     if restore:
-        lines += [f"mul.rn.bf16x2 ${i}, ${i}, k;" for i in range(4)]
+        lines += [f"fma.rn.bf16x2 ${i}, ${i}, k, z;" for i in range(4)]
     return "{\n" + "\n".join(lines) + "\n}"
 
 
@@ -399,7 +414,7 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
         if FAST_CVT and CD == tl.bfloat16:
             s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K, S_RUN)
             if FMT == F_NVFP4:  # e4m3 scales
-                s = s.to(tl.bfloat16)
+                s = _e4m3_scales(s, tl.bfloat16)
             elif FAST_CVT == MX_FOLD:  # UE8M0 codes in [11, 144]: 2^(e-127) * 2^110 in one integer op
                 s = ((s.to(tl.int32) + _MX_FOLD_EXP_BIAS) << 7).to(tl.int16).to(tl.bfloat16, bitcast=True)
             else:  # UE8M0 bytes
@@ -427,7 +442,7 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
             b = _unswizzle_bytes(b)
         s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K, S_RUN)
         if FMT == F_NVFP4:  # e4m3 scales
-            s = s.to(tl.float32) * 16384.0
+            s = _e4m3_scales(s, tl.float32) * 16384.0
         else:  # UE8M0 bytes
             s = _ue8m0_to_f32_x16384(s.to(tl.int32))
         v = tl.reshape(_e2m1x2_raw(b), [BR, BK // G, G]) * s[:, :, None]
