@@ -36,6 +36,7 @@ def record(path: str) -> None:
 
     import fusedmoe as fm
     from fusedmoe.backends import triton_moe
+    from fusedmoe.kernels import _host
     from fusedmoe.formats import triton_quant
     from fusedmoe.routing import triton_routing
 
@@ -55,19 +56,22 @@ def record(path: str) -> None:
 
     for m in (triton_routing, triton_quant, triton_moe):
         wrap(m)
-    triton_moe._E4M3_SCALE_BYTES = True  # NVFP4 scales as bytes: how the launcher hands them over below sm_89
+    _host.E4M3_BYTES_FORCED = True  # E4M3 numbers as bytes: how the launcher hands them over below sm_89
     g = torch.Generator().manual_seed(0)
     E, H, I = 8, 128, 64
     dsv3 = fm.RoutingConfig(fm.RoutingMethod.DEEPSEEK_V3, top_k=4, n_group=4, topk_group=3, routed_scaling_factor=2.5)
     renorm = fm.RoutingConfig(fm.RoutingMethod.RENORMALIZE, top_k=4)
     # (format, activation, tokens, routing): one-program and multi-program align (<= / > 256 slots), grouped routing
-    for fmt, act, T, routing in ((fm.Format.BF16, fm.Activation.SWIGLU, 3, dsv3),
-                                 (fm.Format.BF16, fm.Activation.RELU2, 70, renorm),
-                                 (fm.Format.MXFP4, fm.Activation.SWIGLU_OAI, 3, renorm),
-                                 (fm.Format.NVFP4, fm.Activation.RELU2, 3, renorm)):
+    F, A = fm.Format, fm.Activation
+    for fmt, act, T, routing, kw in ((F.BF16, A.SWIGLU, 3, dsv3, {}), (F.BF16, A.RELU2, 70, renorm, {}),
+                                     (F.MXFP4, A.SWIGLU_OAI, 3, renorm, {}), (F.NVFP4, A.RELU2, 3, renorm, {}),
+                                     (F.FP8_TENSOR, A.RELU2, 3, renorm, dict(input_scale=0.02,
+                                                                             intermediate_scale=0.02)),
+                                     (F.FP8_TENSOR, A.SWIGLU, 70, renorm, {}), (F.FP8_BLOCK, A.SWIGLU, 3, renorm, {}),
+                                     (F.MXFP8, A.GEGLU, 3, renorm, {})):
         M = 2 * I if act.is_gated else I
-        w = fm.ExpertWeights.from_float(torch.randn(E, M, H, generator=g) * 0.1, torch.randn(E, H, I, generator=g) * 0.1,
-                                        activation=act, format=fmt)
+        w13, w2 = torch.randn(E, M, H, generator=g) * 0.1, torch.randn(E, H, I, generator=g) * 0.1
+        w = fm.ExpertWeights.from_float(w13, w2, activation=act, format=fmt, **kw)
         x = torch.randn(T, H, generator=g).to(torch.float16)
         logits = torch.randn(T, E, generator=g)
         bias = torch.randn(E, generator=g) if routing is dsv3 else None

@@ -100,6 +100,7 @@ from ..config import Activation, ActivationParams, Format
 from ..formats import QuantizedTensor, quantize_act
 from ..formats.triton_quant import Fp8Plan, plan_fp8
 from ..kernels import _blockscaled as _bs
+from ..kernels import _host
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_persistent, choose_moe_config,
                              held_a_problem, join_gate_up, k_loop_stages, triton_tile, warp_specialized_problem,
@@ -333,7 +334,7 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
     scale = _kernel_scales(q, q.device).reshape(R, -1).contiguous() if q.fmt.block_size else data
     out = torch.empty((R, C), dtype=torch.float32, device=data.device)
     grid = (cdiv(R, block_rows), cdiv(C, block_k))
-    data = _nib_view(data, bool(fast_cvt))
+    data = _kv(_nib_view(data, bool(fast_cvt)), _host.e4m3_in_bytes(q.device))
     launch(_bs._dequant_kernel, grid,
         data, scale, out, R, C, data.stride(0), scale.stride(0), out.stride(0),
         FMT=_F_CODE[q.fmt], BR=block_rows, BK=block_k, EVEN_K=C % block_k == 0,
@@ -382,65 +383,33 @@ def _cuda_major(index: int) -> int:
     return torch.cuda.get_device_properties(index).major
 
 
-@functools.lru_cache(maxsize=None)
-def cuda_capability(index: int) -> tuple[int, int]:
-    """(major, minor) compute capability of CUDA device ``index`` (cached: the per-call check reads it)."""
-    props = torch.cuda.get_device_properties(index)
-    return props.major, props.minor
-
-
 MIN_CAPABILITY = (8, 0)  # bf16 MMA; below it the 16-bit tiles spill by thousands of instructions (sm_75 compile)
-E4M3_CAPABILITY = (8, 9)
-# Below sm_89 Triton has no float8_e4m3 type ("type fp8e4nv not supported in this architecture"): no kernel that
-# loads, stores or multiplies an E4M3 number compiles there. 16-bit and MXFP4 weights hold none; NVFP4 weights hold
-# their block scales so, which the kernels then read as bytes (``_e4m3_scale_bytes``). FP8 values and FP8 / NVFP4
-# activations would need the same in every quantizer and an MMA on decoded operands: not built.
-_NO_E4M3 = (Format.BF16, Format.MXFP4, Format.NVFP4)
-# NVFP4 block scales handed to the kernels as their bytes (a uint8 view; ``_blockscaled._e4m3_scales`` decodes
-# them, same values): None -- below sm_89 only; True / False -- always / never (tests: the interpreter runs both)
-_E4M3_SCALE_BYTES: Optional[bool] = None
+E4M3_CAPABILITY = _host.E4M3_CAPABILITY
+# Below sm_89 Triton has no float8_e4m3 type: no kernel that loads, stores or multiplies an E4M3 number compiles
+# there. The launcher then hands E4M3 numbers over as bytes (``_host.e4m3_in_bytes``): NVFP4 block scales, FP8
+# values; the quantizers write fp32 that torch rounds to E4M3. Every format runs; 16-bit, MXFP4 and NVFP4 x BF16
+# hold no E4M3 number in a GEMM operand and pay nothing for it.
 
 
-def device_capability(dev: torch.device) -> Optional[tuple[int, int]]:
-    """The compute capability of a CUDA ``dev``; None for other devices, or where this torch sees no CUDA (a
-    capability cannot be known: nothing is refused for it)."""
-    if dev.type != "cuda" or not _cuda_available():
-        return None
-    return cuda_capability(dev.index if dev.index is not None else torch.cuda.current_device())
-
-
-@functools.lru_cache(maxsize=None)
-def _cuda_available() -> bool:
-    return torch.cuda.is_available()  # (~2 us a call uncached: the per-call check reads it)
-
-
-def _e4m3_scale_bytes(dev: torch.device) -> bool:
-    if _E4M3_SCALE_BYTES is not None:
-        return _E4M3_SCALE_BYTES
-    cap = device_capability(dev)
-    return cap is not None and cap < E4M3_CAPABILITY
+def _kv(t: torch.Tensor, eb: bool) -> torch.Tensor:
+    """A kernel argument as the Triton kernels take it: E4M3 tensors as their bytes where ``eb``."""
+    return t.view(torch.uint8) if eb and t.dtype == _E4M3 else t
 
 
 def _kernel_scales(q: QuantizedTensor, dev: torch.device) -> torch.Tensor:
-    """``q``'s block scales as the Triton kernels take them: NVFP4's as bytes where ``_e4m3_scale_bytes``."""
-    if q.fmt is Format.NVFP4 and _e4m3_scale_bytes(dev):
-        return q.scale.view(torch.uint8)
-    return q.scale
+    """``q``'s block scales as the Triton kernels take them (NVFP4's E4M3 scales as bytes below sm_89)."""
+    return _kv(q.scale, _host.e4m3_in_bytes(dev))
 
 
 def arch_problem(capability: tuple[int, int], weight_format: Format, act_format: Format) -> Optional[str]:
     """None, or why the Triton kernels cannot run ``weight_format`` weights with ``act_format`` activations on a
-    GPU of compute ``capability``: sm_80 - sm_87 (A100, A10, RTX 30xx) run 16-bit, MXFP4 and NVFP4 weights with
-    16-bit activations; sm_89 and newer every format. The Gluon kernels (sm_90 only) have rules of their own and fall
-    back to the Triton kernels. Checked by compiling for each target (``tests/test_arch_support.py``)."""
+    GPU of compute ``capability``: from sm_80 every format (below sm_89 with E4M3 numbers as bytes, FP8 GEMMs on
+    16-bit tensor cores); nothing below. The Gluon kernels (sm_90 only) have rules of their own and fall back to the
+    Triton kernels. Checked by compiling for each target (``tests/test_arch_support.py``)."""
     cap = tuple(capability)
     if cap < MIN_CAPABILITY:
         return (f"the Triton kernels need compute capability {MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]} or newer "
                 f"(bf16 tensor cores), got {cap[0]}.{cap[1]}")
-    if cap < E4M3_CAPABILITY and (weight_format not in _NO_E4M3 or act_format is not Format.BF16):
-        return (f"{weight_format.name} weights with {act_format.name} activations hold E4M3 numbers, which Triton "
-                f"supports from compute capability 8.9 (got {cap[0]}.{cap[1]}); on this GPU the Triton kernels run "
-                "BF16 / FP16, MXFP4 and NVFP4 weights with 16-bit activations")
     return None
 
 
@@ -1806,7 +1775,7 @@ def triton_experts(
             f"hidden is on {dev} but the Triton kernels are compiled for a GPU: set TRITON_INTERPRET=1 "
             "before the first call to interpret them, or use fm.reference_moe"
         )
-    cap = device_capability(dev)
+    cap = _host.device_capability(dev)
     why = None if cap is None else arch_problem(cap, wfmt, act_format)
     if why is not None:
         raise NotImplementedError(why)
@@ -1815,9 +1784,15 @@ def triton_experts(
     smem = 0 if dev.type != "cuda" else _cuda_smem_per_block(dev.index if dev.index is not None
                                                             else torch.cuda.current_device())
     cfg = choose_moe_config(T, H, I_pad, E, K, wfmt, activation, dev_name, override=config, num_sms=num_sms)
-    if config is None:  # (auto_ws only picks a Gluon kernel where its layer rules have no objection)
+    # E4M3 numbers as bytes (below sm_89, or forced): the Gluon kernels (sm_90 only) take typed E4M3 tensors, so
+    # their configs run as the Triton tiles they replace there
+    eb = _host.e4m3_in_bytes(dev)
+    if eb and (cfg.gemm1.warp_specialized or cfg.gemm2.warp_specialized):
+        cfg = MoEKernelConfig(triton_tile(cfg.gemm1), triton_tile(cfg.gemm2), cfg.atomic_combine)
+    elif config is None:  # (auto_ws only picks a Gluon kernel where its layer rules have no objection)
         cfg = auto_ws(cfg, w13, w2, act_format, hidden.dtype, dev, T, K, activation, interp)
     c1, c2 = cfg.gemm1, cfg.gemm2
+    f32q = interp or eb  # quantizers write clamped fp32 values, rounded to E4M3 by torch
     if config is not None and wfmt in WS_FP4_FORMATS and (c1.warp_specialized or c2.warp_specialized):
         why = _ws_fp4_problem(w13, w2, act_format, hidden.dtype, dev, interp, H, I_pad)
         if why is not None:
@@ -1828,7 +1803,7 @@ def triton_experts(
     # dequantization; rescaling costs block_m FMAs per weight element per 32-block, so tiles of 64+ rows dequantize
     # to bf16 instead: sm_90 SASS counts in the module docstring)
     mxdot = (micro and act_format is Format.MXFP8 and cfg.block_m <= _MXDOT_MAX_BLOCK_M
-             and wfmt in _MXDOT_FORMATS["formats"])
+             and wfmt in _MXDOT_FORMATS["formats"] and not eb)
     # K = n block_k + block_k / 2 (gpt-oss: 2880): full K tiles and one half-wide step (K_TAIL) instead of a K mask
     # in every step; not in the E4M3 path, which steps per 32-block
     tail_ok = micro and not mxdot
@@ -1871,7 +1846,7 @@ def triton_experts(
 
     # ---- 1. activation quantization of hidden (2. align) ----
     # decode (one align program): single-kernel FP8 quantizations of hidden run in the align's launch
-    qplan = plan_fp8(hidden, act_format, static_scale=a1_scale, out_fp32=interp) if (
+    qplan = plan_fp8(hidden, act_format, static_scale=a1_scale, out_fp32=f32q) if (
         _ALIGN_QUANT and T * K <= _SINGLE_ALIGN_MAX and act_format in _FP8_ACT) else None
     a1_g = tw_flat  # NVFP4 activations: their global scale [1]
     qa = None
@@ -2003,7 +1978,7 @@ def triton_experts(
         q_scale = 1.0 / _scalar_ptr("a2_scale", a2_scale, dev)  # g2, as the reference's 1.0 / a2
         inter_g = q_scale
     else:
-        inter = torch.empty((inter_rows, I_pad), dtype=torch.float32 if interp else _E4M3, device=dev)
+        inter = torch.empty((inter_rows, I_pad), dtype=torch.float32 if f32q else _E4M3, device=dev)
         if out_q == _OUT_FP8_STATIC:
             q_scale = _scalar_ptr("a2_scale", a2_scale, dev)
             inter_scale = q_scale
@@ -2028,7 +2003,7 @@ def triton_experts(
     prec1 = "ieee" if (a1.dtype == torch.float32 or w13.data.dtype == torch.float32) else "tf32"
     if micro:
         prec1 = prec_micro
-    as_fp32 = interp and out_q in (_OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8)
+    as_fp32 = f32q and out_q in (_OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8)
     if smem and not micro:  # operands staged as loaded (block-scaled formats stage dequantized tiles)
         c1 = fit_stages(c1, a1.element_size(), w13.data.element_size(), 2 if gated else 1, smem)
     c1 = trim_stages(c1, H)
@@ -2042,7 +2017,8 @@ def triton_experts(
     nib = fast_cvt and not mxdot
     # MXFP4 weights whose block-scale codes allow it: the converter's 2^126 folded into the scale
     cvt1, cvt2 = (_mx_fold_cvt(w, fast_cvt, mxdot) for w in (w13, w2))
-    a1_d, w13_d = _nib_view(a1, nib), _nib_view(w13.data, nib)
+    a1_d, w13_d = _kv(_nib_view(a1, nib), eb), _kv(_nib_view(w13.data, nib), eb)
+    a1_s = _kv(a1_s, eb)
     if c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (prefill), _ws_fp4_dec (decode, opt-in)
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
                      _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1, ws1, cnt1,
@@ -2079,11 +2055,11 @@ def triton_experts(
         )
 
     if as_fp32:
-        inter = inter.to(_E4M3)  # the interpreter wrote clamped fp32 values: RNE to E4M3 here
+        inter = inter.to(_E4M3)  # the epilogue wrote clamped fp32 values (f32q): RNE to E4M3 here
     if post_quant is not None:
         # padded: the rows in use only (num_post_padded); padding rows (zeros, or unwritten in a half
         # GEMM1 skipped) get values and scales that reach GEMM2's padding rows only (never stored)
-        qi = (plan_fp8(inter, post_quant, out_fp32=interp, rows=al.num_post_padded).run() if padded
+        qi = (plan_fp8(inter, post_quant, out_fp32=f32q, rows=al.num_post_padded).run() if padded
               else quantize_act(inter, post_quant, amax=inter_amax))
         inter, inter_scale = qi.data, qi.scale
         if post_quant is Format.NVFP4:
@@ -2128,7 +2104,8 @@ def triton_experts(
     else:
         ws2 = cnt2 = tw_flat
     cnt_comb = counters[tiles1 + tiles2:tiles1 + tiles2 + n_comb] if fuse else tw_flat
-    inter_d, w2_d = _nib_view(inter, nib), _nib_view(w2.data, nib)
+    inter_d, w2_d = _kv(_nib_view(inter, nib), eb), _kv(_nib_view(w2.data, nib), eb)
+    a2_s = _kv(a2_s, eb)
     if pers2:
         grid2 = (min(tiles2, pers2 * (num_sms or 1)), 1)
     elif c2.n_tiles > 1:

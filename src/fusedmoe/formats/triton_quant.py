@@ -23,7 +23,7 @@ from typing import Optional
 import torch
 
 from ..config import Format
-from ..kernels._host import cdiv, interpreted, launch, next_pow2
+from ..kernels._host import cdiv, e4m3_in_bytes, interpreted, launch, next_pow2
 from .reference import _F32_MIN_SCALE, _NVFP4_G_NUM, NVFP4_MIN_AMAX
 from .tensor import QuantizedTensor
 
@@ -174,7 +174,7 @@ def quantize_act(
             "before the first quantize_act call to interpret them, or use fm.quantize (the torch reference)"
         )
     dev = x.device
-    out_fp32 = interp
+    out_fp32 = interp or e4m3_in_bytes(x.device)  # (no E4M3 type below sm_89: torch rounds the fp32 values)
     vdtype = torch.float32 if out_fp32 else _E4M3
     empty = T == 0 or C == 0
 

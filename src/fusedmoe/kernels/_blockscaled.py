@@ -79,18 +79,23 @@ _RCP6 = tl.constexpr(_F32_RCP6)  # fp32(1/6)
 
 
 @triton.jit
-def _e4m3_scales(s, DT: tl.constexpr):
-    """NVFP4 block scales as loaded -> ``DT``: e4m3 numbers converted; or their bytes (uint8: the launcher's view
-    below sm_89, where Triton has no e4m3 type) decoded with integer operations, exactly: the 7 low bits moved to
-    fp16 bits 7-13 are ``e4m3 * 2^-8`` (e4m3's subnormals become fp16 subnormals, kept by the fp16 -> fp32
-    conversion), the sign to bit 15; the codes 0x7F / 0xFF are NaN, as ``torch.float8_e4m3fn``'s."""
-    if s.dtype == tl.uint8:
-        b = s.to(tl.uint16)
-        h = ((b & 0x80) << 8) | ((b & 0x7F) << 7)
-        v = h.to(tl.float16, bitcast=True).to(tl.float32) * 256.0
-        return tl.where((b & 0x7F) == 0x7F, float("nan"), v).to(DT)
+def _e4m3_f32(b):
+    """E4M3 numbers given as their bytes (uint8: the launcher's views below sm_89, where Triton has no e4m3 type,
+    ``_host.e4m3_in_bytes``) -> fp32, exactly: the 7 low bits moved to fp16 bits 7-13 are ``e4m3 * 2^-8`` (e4m3's
+    subnormals become fp16 subnormals, kept by the fp16 -> fp32 conversion), the sign to bit 15; the codes 0x7F /
+    0xFF are NaN, as ``torch.float8_e4m3fn``'s."""
+    h = b.to(tl.uint16)
+    v = (((h & 0x80) << 8) | ((h & 0x7F) << 7)).to(tl.float16, bitcast=True).to(tl.float32) * 256.0
+    return tl.where((h & 0x7F) == 0x7F, float("nan"), v)
+
+
+@triton.jit
+def _e4m3_as(x, DT: tl.constexpr):
+    """E4M3 numbers (e4m3, or their bytes: ``_e4m3_f32``) -> ``DT``; other dtypes converted as they are."""
+    if x.dtype == tl.uint8:
+        return _e4m3_f32(x).to(DT)
     else:
-        return s.to(DT)
+        return x.to(DT)
 
 
 @triton.jit
@@ -414,7 +419,7 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
         if FAST_CVT and CD == tl.bfloat16:
             s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K, S_RUN)
             if FMT == F_NVFP4:  # e4m3 scales
-                s = _e4m3_scales(s, tl.bfloat16)
+                s = _e4m3_as(s, tl.bfloat16)
             elif FAST_CVT == MX_FOLD:  # UE8M0 codes in [11, 144]: 2^(e-127) * 2^110 in one integer op
                 s = ((s.to(tl.int32) + _MX_FOLD_EXP_BIAS) << 7).to(tl.int16).to(tl.bfloat16, bitcast=True)
             else:  # UE8M0 bytes
@@ -442,7 +447,7 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
             b = _unswizzle_bytes(b)
         s = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, G, BK, EVEN_K, S_RUN)
         if FMT == F_NVFP4:  # e4m3 scales
-            s = _e4m3_scales(s, tl.float32) * 16384.0
+            s = _e4m3_as(s, tl.float32) * 16384.0
         else:  # UE8M0 bytes
             s = _ue8m0_to_f32_x16384(s.to(tl.int32))
         v = tl.reshape(_e2m1x2_raw(b), [BR, BK // G, G]) * s[:, :, None]
@@ -454,6 +459,8 @@ def _load_tile(ptr, row_off, s_ptr, s_row_off, s_stride_k, ki, K, row_ok, FMT: t
         else:
             m = row_ok[:, None] & (offs < K)[None, :]
         x = tl.load(ptr + row_off[:, None] + offs[None, :], mask=m, other=0.0)
+        if x.dtype == tl.uint8:  # E4M3 values as bytes (below sm_89): exact in fp32, so in bf16 and fp16
+            x = _e4m3_f32(x)
         if FMT == F_MXFP8:
             e = _tile_scales(s_ptr, s_row_off, s_stride_k, ki, K, row_ok, 32, BK, EVEN_K, S_RUN)
             if FAST_CVT and CD == tl.bfloat16:  # e4m3 -> bf16 is exact, so is q * 2^k in bf16

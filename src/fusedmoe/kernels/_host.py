@@ -30,6 +30,46 @@ def interpreted(kernel) -> bool:
     return isinstance(kernel, _INTERPRETED_CLS)
 
 
+# ---- the GPU's compute capability -----------------------------------------------------------------------------
+
+import functools as _functools
+from typing import Optional as _Optional
+
+E4M3_CAPABILITY = (8, 9)  # Triton has no float8_e4m3 type below it ("type fp8e4nv not supported in this architecture")
+# E4M3 numbers as bytes (see ``e4m3_in_bytes``): None -- below sm_89 only; True / False -- always / never (tests: the
+# interpreter and the H200 run the byte path this way)
+E4M3_BYTES_FORCED: _Optional[bool] = None
+
+
+@_functools.lru_cache(maxsize=None)
+def _cuda_available() -> bool:
+    return torch.cuda.is_available()  # (~2 us a call uncached: the per-call checks read it)
+
+
+@_functools.lru_cache(maxsize=None)
+def cuda_capability(index: int) -> "tuple[int, int]":
+    props = torch.cuda.get_device_properties(index)
+    return props.major, props.minor
+
+
+def device_capability(dev: torch.device) -> "_Optional[tuple[int, int]]":
+    """The compute capability of a CUDA ``dev``; None for other devices, or where this torch sees no CUDA (a
+    capability cannot be known: nothing is refused for it)."""
+    if dev.type != "cuda" or not _cuda_available():
+        return None
+    return cuda_capability(dev.index if dev.index is not None else torch.cuda.current_device())
+
+
+def e4m3_in_bytes(dev: torch.device) -> bool:
+    """Whether the kernels on ``dev`` see E4M3 numbers as bytes: quantizers write clamped fp32 values that torch
+    rounds to E4M3 (as under the interpreter), and FP8 tensors reach the GEMMs as uint8 views that they decode with
+    integer operations (``_blockscaled._e4m3_f32``). Below sm_89, or as forced by ``E4M3_BYTES_FORCED``."""
+    if E4M3_BYTES_FORCED is not None:
+        return E4M3_BYTES_FORCED
+    cap = device_capability(dev)
+    return cap is not None and cap < E4M3_CAPABILITY
+
+
 # ---- direct launches of compiled kernels ----------------------------------------------------------
 #
 # ``kernel[grid](*args)`` costs 30-70 us of Python per launch in Triton 3.6 on the H200 host (a

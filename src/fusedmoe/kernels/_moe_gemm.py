@@ -65,7 +65,7 @@ import triton
 import triton.language as tl
 
 from ._blockscaled import (F_FP8, F_MXFP4, F_MXFP8, F_NVFP4, MX_FOLD, _NIB_ACC_FACTOR, _load_mx_block, _load_tile,
-                           _dot_order_steps, _nvfp4_quant_tile, _w_rows)
+                           _dot_order_steps, _e4m3_f32, _nvfp4_quant_tile, _w_rows)
 from ._quant import _div_by_scale, _div_rn, _ue8m0_ceil, _ue8m0_multiplier
 
 # activation codes (launcher maps fusedmoe.Activation to these)
@@ -173,6 +173,10 @@ def _mma(a, w, acc, SWAP_AB: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.c
     accumulator, so 128 x 256 FP8 tiles fit in registers (sm_90 compile: 0 spills instead of ~270).
     Other dtypes ignore it.
     """
+    if a.dtype == tl.uint8:  # E4M3 operands as bytes (below sm_89): bf16 holds them exactly, fp32 sums the products
+        a = _e4m3_f32(a).to(tl.bfloat16)
+    if w.dtype == tl.uint8:
+        w = _e4m3_f32(w).to(tl.bfloat16)
     if UPCAST:
         a = a.to(tl.float32)
         w = w.to(tl.float32)
