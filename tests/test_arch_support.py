@@ -63,6 +63,18 @@ def test_auto_falls_back_to_the_reference_with_the_reason(capability):
         assert backends.select(MoERequest(wf, af, Activation.RELU2), "cuda:0")[0] == "triton"
 
 
+def test_rocm_is_refused_with_the_reason(capability, monkeypatch):
+    """An AMD GPU answers as device type "cuda" under ROCm: the Triton kernels (NVIDIA inline PTX) refuse it, with
+    the reason, and ``auto`` runs the reference there."""
+    capability((9, 4))  # (what torch reports for an MI300's gfx942)
+    monkeypatch.setattr(_host, "rocm", lambda: True)
+    why = TritonBackend().supports(MoERequest(Format.BF16, Format.BF16, Activation.SWIGLU), torch.device("cuda", 0))
+    assert why is not None and "ROCm" in why, why
+    name, reason = backends.select(MoERequest(Format.MXFP4, Format.BF16, Activation.SWIGLU), "cuda:0")
+    assert name == "reference" and "ROCm" in reason, reason
+    assert triton_moe.device_problem(torch.device("cpu"), Format.BF16, Format.BF16) is None
+
+
 def test_e4m3_bytes_below_sm89(capability, monkeypatch):
     """E4M3 numbers go to the kernels as bytes exactly below sm_89 (or when forced), as views of the same storage;
     other dtypes as they are."""

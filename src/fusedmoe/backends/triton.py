@@ -39,11 +39,9 @@ class TritonBackend:
         if request.activation_format not in request.weight_format.allowed_activation_formats():
             return (f"{request.activation_format.name} activations are not defined for "
                     f"{request.weight_format.name} weights")
-        from ..kernels import _host
-        from .triton_moe import arch_problem
+        from .triton_moe import device_problem
 
-        cap = _host.device_capability(device)
-        return None if cap is None else arch_problem(cap, request.weight_format, request.activation_format)
+        return device_problem(device, request.weight_format, request.activation_format)
 
     def run(self, hidden, weights, topk, *, activation_format, local_expert_offset, weight_on_input, num_experts=None):
         return run_weights(hidden, weights, topk, activation_format=activation_format,

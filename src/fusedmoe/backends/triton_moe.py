@@ -401,6 +401,17 @@ def _kernel_scales(q: QuantizedTensor, dev: torch.device) -> torch.Tensor:
     return _kv(q.scale, _host.e4m3_in_bytes(dev))
 
 
+def device_problem(dev: torch.device, weight_format: Format, act_format: Format) -> Optional[str]:
+    """None, or why the Triton kernels cannot run this layer on ``dev``: an AMD GPU (the kernels hold NVIDIA inline
+    PTX and Hopper-only launch options, and nothing was compiled or run for ROCm), or ``arch_problem``. Devices of
+    unknown capability (the CPU, for the interpreter) pass."""
+    if dev.type == "cuda" and _host.rocm():
+        return ("AMD GPUs (ROCm) are not supported by the Triton kernels yet: they hold NVIDIA inline PTX and were "
+                "never compiled for ROCm")
+    cap = _host.device_capability(dev)
+    return None if cap is None else arch_problem(cap, weight_format, act_format)
+
+
 def arch_problem(capability: tuple[int, int], weight_format: Format, act_format: Format) -> Optional[str]:
     """None, or why the Triton kernels cannot run ``weight_format`` weights with ``act_format`` activations on a
     GPU of compute ``capability``: from sm_80 every format (below sm_89 with E4M3 numbers as bytes, FP8 GEMMs on
@@ -1775,8 +1786,7 @@ def triton_experts(
             f"hidden is on {dev} but the Triton kernels are compiled for a GPU: set TRITON_INTERPRET=1 "
             "before the first call to interpret them, or use fm.reference_moe"
         )
-    cap = _host.device_capability(dev)
-    why = None if cap is None else arch_problem(cap, wfmt, act_format)
+    why = device_problem(dev, wfmt, act_format)
     if why is not None:
         raise NotImplementedError(why)
     dev_name, num_sms = _device_info(dev)

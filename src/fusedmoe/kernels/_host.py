@@ -52,6 +52,12 @@ def cuda_capability(index: int) -> "tuple[int, int]":
     return props.major, props.minor
 
 
+@_functools.lru_cache(maxsize=None)
+def rocm() -> bool:
+    """This torch is a ROCm build (AMD GPUs answer as device type "cuda" there)."""
+    return getattr(torch.version, "hip", None) is not None
+
+
 def device_capability(dev: torch.device) -> "_Optional[tuple[int, int]]":
     """The compute capability of a CUDA ``dev``; None for other devices, or where this torch sees no CUDA (a
     capability cannot be known: nothing is refused for it)."""
