@@ -11,6 +11,26 @@ def test_info(capsys):
     assert "torch" in out and "reference" in out and "auto backend" in out
 
 
+def test_info_says_how_e4m3_travels_below_sm89(capsys, monkeypatch):
+    """On a GPU below sm_89 (faked here: the properties and the byte switch) ``info`` says that E4M3 numbers travel
+    as bytes; the support table still lists every format for the triton backend."""
+    import types
+
+    import torch
+
+    from fusedmoe.kernels import _host
+
+    props = types.SimpleNamespace(name="NVIDIA A100-SXM4-80GB", major=8, minor=0, multi_processor_count=108,
+                                  total_memory=80 * 2**30)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda dev: props)
+    monkeypatch.setattr(_host, "device_capability", lambda dev: (8, 0) if dev.type == "cuda" else None)
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "sm_80" in out and "E4M3 numbers travel as bytes" in out, out
+    assert "triton: fastest backend" in out, out
+
+
 def test_demo_small_cpu(capsys):
     assert main(["demo", "--device", "cpu"]) == 0
     out = capsys.readouterr().out

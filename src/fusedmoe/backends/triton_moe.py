@@ -384,7 +384,6 @@ def _cuda_major(index: int) -> int:
 
 
 MIN_CAPABILITY = (8, 0)  # bf16 MMA; below it the 16-bit tiles spill by thousands of instructions (sm_75 compile)
-E4M3_CAPABILITY = _host.E4M3_CAPABILITY
 # Below sm_89 Triton has no float8_e4m3 type: no kernel that loads, stores or multiplies an E4M3 number compiles
 # there. The launcher then hands E4M3 numbers over as bytes (``_host.e4m3_in_bytes``): NVFP4 block scales, FP8
 # values; the quantizers write fp32 that torch rounds to E4M3. Every format runs; 16-bit, MXFP4 and NVFP4 x BF16
