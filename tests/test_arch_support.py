@@ -15,7 +15,6 @@ import fusedmoe as fm
 from fusedmoe import backends
 from fusedmoe.backends import triton_moe
 from fusedmoe.backends.base import MoERequest
-from fusedmoe.backends.kernel_configs import KernelConfig, MoEKernelConfig
 from fusedmoe.backends.triton import TritonBackend, run_weights
 from fusedmoe.backends.triton_moe import dequantize_tiles
 from fusedmoe.config import Activation, Format
