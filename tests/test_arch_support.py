@@ -82,25 +82,64 @@ def test_e4m3_bytes_below_sm89(capability, monkeypatch):
     dev = torch.device("cuda", 0)
     for cap, want in (((8, 0), True), ((8, 6), True), ((8, 9), False), ((9, 0), False)):
         capability(cap)
-        assert _host.e4m3_in_bytes(dev) == want
-        got = triton_moe._kernel_scales(nv, dev)
+        eb = _host.e4m3_in_bytes(dev)
+        assert eb == want
+        got = triton_moe._kv(nv.scale, eb)
         assert (got.dtype == torch.uint8) == want and got.data_ptr() == nv.scale.data_ptr()
-        assert triton_moe._kernel_scales(mx, dev) is mx.scale
+        assert triton_moe._kv(mx.scale, eb) is mx.scale
     assert not _host.e4m3_in_bytes(torch.device("cpu"))
     monkeypatch.setattr(_host, "E4M3_BYTES_FORCED", True)
     assert _host.e4m3_in_bytes(torch.device("cpu"))
-    assert torch.equal(triton_moe._kernel_scales(nv, torch.device("cpu")), nv.scale.view(torch.uint8))
+    assert torch.equal(triton_moe._kv(nv.scale, True), nv.scale.view(torch.uint8))
+
+
+def test_no_gluon_kernels_with_e4m3_bytes(monkeypatch):
+    """With E4M3 numbers as bytes (forced here, on a pretended Hopper) a call without a config never runs a Gluon
+    kernel -- they take typed E4M3 tensors: a tuned decode-kernel entry or a warp-specialized prefill choice runs as
+    the heuristic's Triton config -- and an explicit warp-specialized config raises saying why."""
+    from fusedmoe.backends.kernel_configs import (MoEKernelConfig, TunedTable, choose_moe_config, triton_tile,
+                                                  warp_specialized_config)
+    from test_triton_moe import make_problem
+
+    monkeypatch.setattr(triton_moe, "_cuda_major", lambda index: 9)
+    monkeypatch.setattr(triton_moe, "_device_info", lambda dev: ("NVIDIA H200", 132))
+    monkeypatch.setattr(_host, "E4M3_BYTES_FORCED", True)
+    cuda = torch.device("cuda", 0)
+    F, A = Format, Activation
+    prob = make_problem(T=2, H=256, I=128, I_pad=128, E=4, K=2, act=A.SWIGLU, wfmt=F.FP8_TENSOR,
+                        dtype=torch.bfloat16, seed=1, device="cpu")
+
+    def auto(cfg, tokens):
+        return triton_moe.auto_ws(cfg, prob["q13"], prob["q2"], F.FP8_TENSOR, torch.bfloat16, cuda, tokens, 2,
+                                  A.SWIGLU)
+
+    for cfg, tokens in ((triton_moe.ws_decode_config(1, 256, 128, 4, 2, F.FP8_TENSOR, True, 1, 132, 3), 1),
+                        (MoEKernelConfig(warp_specialized_config(True, weight_format=F.FP8_TENSOR),
+                                         warp_specialized_config(False, weight_format=F.FP8_TENSOR)), 4096)):
+        want = choose_moe_config(tokens, 256, 128, 4, 2, F.FP8_TENSOR, A.SWIGLU, "NVIDIA H200", table=TunedTable(),
+                                 num_sms=132)
+        assert auto(cfg, tokens) == MoEKernelConfig(triton_tile(want.gemm1), triton_tile(want.gemm2))
+    prev = triton_moe.set_ws_decode(True)
+    try:  # the opt-in switch does not bring the decode kernel back
+        heur = choose_moe_config(1, 256, 128, 4, 2, F.FP8_TENSOR, A.SWIGLU, "NVIDIA H200", table=TunedTable(),
+                                 num_sms=132)
+        assert auto(heur, 1) is heur
+    finally:
+        triton_moe.set_ws_decode(*prev)
+    with pytest.raises(NotImplementedError, match="as bytes"):
+        triton_moe._ws_check(cuda, False, prob["q13"], torch.bfloat16)
 
 
 @pytest.mark.interpreter
-@pytest.mark.parametrize("fmt", [Format.NVFP4, Format.MXFP8, Format.FP8_TENSOR], ids=lambda f: f.name)
-@pytest.mark.parametrize("fast", [False, pytest.param(True, marks=pytest.mark.gpu)], ids=["portable", "fast"])
+@pytest.mark.parametrize("fmt,fast", [(Format.NVFP4, False), (Format.MXFP8, False), (Format.FP8_TENSOR, False),
+                                      # the fast path's bf16 tiles (inline PTX: a GPU); FP8 per tensor has none
+                                      pytest.param(Format.NVFP4, True, marks=pytest.mark.gpu),
+                                      pytest.param(Format.MXFP8, True, marks=pytest.mark.gpu)],
+                         ids=["NVFP4", "MXFP8", "FP8_TENSOR", "NVFP4-fast", "MXFP8-fast"])
 def test_e4m3_bytes_dequantize_the_same(fmt, fast, monkeypatch):
     """Every E4M3 code -- as an NVFP4 block scale, an MXFP8 or FP8 value; signs, subnormals, the NaN codes 0x7F /
     0xFF -- decoded from its byte (``_blockscaled._e4m3_f32``) gives the tiles the e4m3 load gives, bit for bit, and
     NaN where ``torch.float8_e4m3fn`` has NaN; on the GPU also the fast path's bf16 tiles."""
-    if fast and fmt is Format.FP8_TENSOR:
-        pytest.skip("FP8 per-tensor tiles have no fast path")
     g = torch.Generator().manual_seed(3)
     q = _random_operand(fmt, (2, 48, 96), g)
     t = q.scale if fmt is Format.NVFP4 else q.data

@@ -331,10 +331,11 @@ def dequantize_tiles(q: QuantizedTensor, *, block_rows: int = 16, block_k: int =
     else:
         data = q.data.reshape(-1, q.data.shape[-1]).contiguous()
         R = data.shape[0]
-    scale = _kernel_scales(q, q.device).reshape(R, -1).contiguous() if q.fmt.block_size else data
+    eb = _host.e4m3_in_bytes(q.device)
+    scale = _kv(q.scale, eb).reshape(R, -1).contiguous() if q.fmt.block_size else data
     out = torch.empty((R, C), dtype=torch.float32, device=data.device)
     grid = (cdiv(R, block_rows), cdiv(C, block_k))
-    data = _kv(_nib_view(data, bool(fast_cvt)), _host.e4m3_in_bytes(q.device))
+    data = _kv(_nib_view(data, bool(fast_cvt)), eb)
     launch(_bs._dequant_kernel, grid,
         data, scale, out, R, C, data.stride(0), scale.stride(0), out.stride(0),
         FMT=_F_CODE[q.fmt], BR=block_rows, BK=block_k, EVEN_K=C % block_k == 0,
@@ -378,9 +379,8 @@ def _cuda_device_info(index: int):
     return props.name, props.multi_processor_count
 
 
-@functools.lru_cache(maxsize=None)
 def _cuda_major(index: int) -> int:
-    return torch.cuda.get_device_properties(index).major
+    return _host.cuda_capability(index)[0]
 
 
 MIN_CAPABILITY = (8, 0)  # bf16 MMA; below it the 16-bit tiles spill by thousands of instructions (sm_75 compile)
@@ -393,11 +393,6 @@ MIN_CAPABILITY = (8, 0)  # bf16 MMA; below it the 16-bit tiles spill by thousand
 def _kv(t: torch.Tensor, eb: bool) -> torch.Tensor:
     """A kernel argument as the Triton kernels take it: E4M3 tensors as their bytes where ``eb``."""
     return t.view(torch.uint8) if eb and t.dtype == _E4M3 else t
-
-
-def _kernel_scales(q: QuantizedTensor, dev: torch.device) -> torch.Tensor:
-    """``q``'s block scales as the Triton kernels take them (NVFP4's E4M3 scales as bytes below sm_89)."""
-    return _kv(q.scale, _host.e4m3_in_bytes(dev))
 
 
 def device_problem(dev: torch.device, weight_format: Format, act_format: Format) -> Optional[str]:
@@ -912,6 +907,9 @@ def _ws_check(dev: torch.device, interp: bool, w: QuantizedTensor, a_dtype: torc
     major = _cuda_major(dev.index if dev.index is not None else torch.cuda.current_device())
     if major != 9:
         raise NotImplementedError(f"warp_specialized needs an sm_90 GPU (wgmma), got compute capability {major}.x")
+    if _host.e4m3_in_bytes(dev):
+        raise NotImplementedError("warp_specialized takes typed E4M3 tensors; this call hands them over as bytes "
+                                  "(_host.E4M3_BYTES_FORCED): use a config without warp_specialized")
     if not w.data.is_contiguous() or w.data.data_ptr() % 16:
         raise ValueError("warp_specialized reads the weights through TMA: their data must be contiguous and 16-byte "
                          "aligned (as ExpertWeights stores them)")
@@ -1169,17 +1167,19 @@ def auto_ws(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor, act
     FP8 ones (``fusedmoe bench`` records and passes the same). Where the tuned table chose a decode kernel (decode
     tiles, block_m 16, warp-specialized), its config as it is, whatever the opt-in switches say. The Triton kernels'
     config (``_triton_fallback``) where the table or the heuristic chose a Gluon kernel that cannot run: a Triton
-    the Gluon kernels do not run on (:func:`gluon_problem`), or a decode-kernel entry with an atomic combine or for
+    the Gluon kernels do not run on (:func:`gluon_problem`), E4M3 numbers as bytes (``_host.e4m3_in_bytes``: the
+    Gluon kernels take typed E4M3 tensors), or a decode-kernel entry with an atomic combine or for
     a layer its kernel cannot take (:func:`_decode_layer_problem`: e.g. 16-bit weights in another dtype than hidden,
     unaligned weights, FP4 weights with activations other than BF16 or ``set_ws_fp4(False)``)."""
     ws = cfg.gemm1.warp_specialized or cfg.gemm2.warp_specialized
     table_dec = ws and cfg.block_m == WS_DEC_BLOCK_M  # (an entry of the tuned table: the heuristic never picks it)
-    if ws and (gluon_problem() is not None or (table_dec and (
+    no_gluon = gluon_problem() is not None or _host.e4m3_in_bytes(device)
+    if ws and (no_gluon or (table_dec and (
             cfg.atomic_combine or _decode_layer_problem(w13, w2, act_format, dtype, device, interp) is not None))):
         dev_name, sms = _device_info(device)
         return _triton_fallback(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, w13.fmt, activation,
                                 dev_name, sms, cfg.atomic_combine)
-    if table_dec or gluon_problem() is not None:
+    if table_dec or no_gluon:
         return cfg
     if w13.fmt in WS_FP4_FORMATS:
         return auto_ws_fp4(cfg, w13, w2, act_format, dtype, device, tokens, top_k, activation, interp)
@@ -1793,14 +1793,10 @@ def triton_experts(
     smem = 0 if dev.type != "cuda" else _cuda_smem_per_block(dev.index if dev.index is not None
                                                             else torch.cuda.current_device())
     cfg = choose_moe_config(T, H, I_pad, E, K, wfmt, activation, dev_name, override=config, num_sms=num_sms)
-    # E4M3 numbers as bytes (below sm_89, or forced): the Gluon kernels (sm_90 only) take typed E4M3 tensors, so
-    # their configs run as the Triton tiles they replace there
-    eb = _host.e4m3_in_bytes(dev)
-    if eb and (cfg.gemm1.warp_specialized or cfg.gemm2.warp_specialized):
-        cfg = MoEKernelConfig(triton_tile(cfg.gemm1), triton_tile(cfg.gemm2), cfg.atomic_combine)
-    elif config is None:  # (auto_ws only picks a Gluon kernel where its layer rules have no objection)
+    if config is None:  # (auto_ws only picks a Gluon kernel where its layer rules have no objection)
         cfg = auto_ws(cfg, w13, w2, act_format, hidden.dtype, dev, T, K, activation, interp)
     c1, c2 = cfg.gemm1, cfg.gemm2
+    eb = _host.e4m3_in_bytes(dev)  # E4M3 numbers as bytes (below sm_89, or forced)
     f32q = interp or eb  # quantizers write clamped fp32 values, rounded to E4M3 by torch
     if config is not None and wfmt in WS_FP4_FORMATS and (c1.warp_specialized or c2.warp_specialized):
         why = _ws_fp4_problem(w13, w2, act_format, hidden.dtype, dev, interp, H, I_pad)
@@ -2001,7 +1997,7 @@ def triton_experts(
             inter_scale, osm = out_scale, out_scale.stride(0)
             q_scale = tw_flat
 
-    w13_s = _kernel_scales(w13, dev) if w13.scale is not None else tw_flat
+    w13_s = _kv(w13.scale, eb) if w13.scale is not None else tw_flat
     wse1 = w13_s.stride(0) if w13.scale is not None else 0
     wsn1 = w13_s.stride(1) if w13.scale is not None and w13_s.dim() >= 2 else 0
     wsk1 = w13_s.stride(2) if micro else 0
@@ -2090,7 +2086,7 @@ def triton_experts(
         y = torch.empty((TK, H), dtype=hidden.dtype, device=dev)
     a2_s = inter_scale if inter_scale is not None else tw_flat
     a2_s_stride = a2_s.stride(0) if a2_s.dim() == 2 else 1
-    w2_s = _kernel_scales(w2, dev) if w2.scale is not None else tw_flat
+    w2_s = _kv(w2.scale, eb) if w2.scale is not None else tw_flat
     wse2 = w2_s.stride(0) if w2.scale is not None else 0
     wsn2 = w2_s.stride(1) if w2.scale is not None and w2_s.dim() >= 2 else 0
     wsk2 = w2_s.stride(2) if micro else 0
