@@ -42,17 +42,23 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel from 64 rows an expert (default)
             "ws4nvall": ("set_ws_fp4_nvfp4", (True, 0)),  # ... at any rows an expert
             "nows4nv": ("set_ws_fp4_nvfp4", False),  # NVFP4 weights in the Triton GEMMs
-            "ws4dec": ("set_ws_fp4_decode", True),  # the FP4 decode kernel (opt-in; 3 programs an SM, 8 stages, bk 128)
-            "ws4dec2": ("set_ws_fp4_decode", (True, 2)),  # the same, 2 programs an SM
+            # the FP4 decode kernel at every token count (by default one-token calls only, with the scales through
+            # the ring and per-thread release since the thirty-fifth session): the thirty-first session's kernel, 3
+            # programs an SM, 8 stages, bk 128, global scale loads, warpgroup release
+            "ws4dec": ("set_ws_fp4_decode", (True, 3, 8, 128, True, False, False)),
+            "ws4dec2": ("set_ws_fp4_decode", (True, 2, 8, 128, True, False, False)),  # the same, 2 programs an SM
             # ... GEMM1's token rows by a gather launch and TMA boxes (the default: cp.async from the align launch's
             # dot-order copy of hidden, thirty-third session)
-            "ws4dectma": ("set_ws_fp4_decode", (True, 3, 8, 128, False)),
-            "ws4dec4": ("set_ws_fp4_decode", (True, 4)),  # 4 programs an SM (64 registers, 6 stages; compiled only)
-            "ws4decs": ("set_ws_fp4_decode", (True, 3, 8, 128, True, True)),  # ... the block scales through the ring
-            "ws4dec4s": ("set_ws_fp4_decode", (True, 4, 8, 128, True, True)),  # ... both
+            "ws4dectma": ("set_ws_fp4_decode", (True, 3, 8, 128, False, False, False)),
+            "ws4dec4": ("set_ws_fp4_decode", (True, 4, 8, 128, True, False, False)),  # 4 programs an SM (64 registers)
+            # ... the block scales through the ring
+            "ws4decs": ("set_ws_fp4_decode", (True, 3, 8, 128, True, True, False)),
+            "ws4dec4s": ("set_ws_fp4_decode", (True, 4, 8, 128, True, True, False)),  # ... both
             # ... and every consumer thread freeing the ring slots (no warpgroup barriers around the release)
             "ws4decsr": ("set_ws_fp4_decode", (True, 3, 8, 128, True, True, True)),
             "ws4dec4sr": ("set_ws_fp4_decode", (True, 4, 8, 128, True, True, True)),
+            # the Triton decode GEMMs at every token count (the default runs one-token FP4 calls in the decode kernel)
+            "nows4dec": ("set_ws_fp4_decode", False),
             # the 16-bit / FP8 decode kernel (opt-in): 2 programs an SM, stages that fit; 1 / 3 programs; 2 blocks a step
             "wsdec": ("set_ws_decode", True), "wsdec1": ("set_ws_decode", (True, 1)),
             "wsdec3": ("set_ws_decode", (True, 3)), "wsdec2b": ("set_ws_decode", (True, 2, 0, 2)),

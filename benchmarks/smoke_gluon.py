@@ -31,6 +31,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+
+def _f4(ctas: int = 3, x_gather: bool = True, s_smem: bool = False, t_rel: bool = False) -> tuple:
+    """The FP4 decode kernel's switch on for every call with decode tiles, 8 stages of 128 K values."""
+    return "set_ws_fp4_decode", (True, ctas, 8, 128, x_gather, s_smem, t_rel)
+
+
 # name -> (switch: (setter of fusedmoe.backends.triton_moe, arguments), weight format, activation, T, H, I, E, top_k,
 #          biases, static activation scales)
 VARIANTS = {
@@ -50,21 +56,22 @@ VARIANTS = {
                             False, False),
     "wsdec-fused-fp8t-static-t8": (("set_ws_decode", (True, 2, 0, 1, True, True)), "fp8_tensor", "relu2", 8, 2688,
                                    1856, 32, 6, False, True),
-    # the FP4 decode kernel (kernels/_ws_fp4_dec.py)
-    "ws4dec-mxfp4-oai-t1": (("set_ws_fp4_decode", (True,)), "mxfp4", "swiglu_oai", 1, 2880, 2880, 32, 4, True, False),
-    "ws4dec-nvfp4-relu2-t8": (("set_ws_fp4_decode", (True,)), "nvfp4", "relu2", 8, 2688, 1856, 32, 6, False, False),
-    "ws4dec-mxfp4-2cta-t8": (("set_ws_fp4_decode", (True, 2)), "mxfp4", "swiglu", 8, 2048, 768, 32, 8, False, False),
-    "ws4dec-nvfp4-relu2-4cta-t8": (("set_ws_fp4_decode", (True, 4)), "nvfp4", "relu2", 8, 2688, 1856, 32, 6, False,
-                                   False),  # 4 programs an SM, 64 registers
-    "ws4dec-mxfp4-oai-t1-ssmem": (("set_ws_fp4_decode", (True, 3, 8, 128, True, True)), "mxfp4", "swiglu_oai", 1,
-                                  2880, 2880, 32, 4, True, False),  # the block scales through the ring
-    "ws4dec-nvfp4-relu2-t8-ssmem": (("set_ws_fp4_decode", (True, 3, 8, 128, True, True)), "nvfp4", "relu2", 8, 2688,
-                                    1856, 32, 6, False, False),
-    "ws4dec-mxfp4-oai-t1-ssmem-trel": (("set_ws_fp4_decode", (True, 3, 8, 128, True, True, True)), "mxfp4",
-                                       "swiglu_oai", 1, 2880, 2880, 32, 4, True, False),  # + per-thread release
+    # the FP4 decode kernel (kernels/_ws_fp4_dec.py) at every token count: _f4 (programs an SM, token rows by
+    # cp.async, block scales through the ring, per-thread release -- the last two the defaults since s35)
+    "ws4dec-mxfp4-oai-t1": (_f4(), "mxfp4", "swiglu_oai", 1, 2880, 2880, 32, 4, True, False),
+    "ws4dec-nvfp4-relu2-t8": (_f4(), "nvfp4", "relu2", 8, 2688, 1856, 32, 6, False, False),
+    "ws4dec-mxfp4-2cta-t8": (_f4(2), "mxfp4", "swiglu", 8, 2048, 768, 32, 8, False, False),
+    # 4 programs an SM, 64 registers
+    "ws4dec-nvfp4-relu2-4cta-t8": (_f4(4), "nvfp4", "relu2", 8, 2688, 1856, 32, 6, False, False),
+    # the block scales through the ring
+    "ws4dec-mxfp4-oai-t1-ssmem": (_f4(s_smem=True), "mxfp4", "swiglu_oai", 1, 2880, 2880, 32, 4, True, False),
+    "ws4dec-nvfp4-relu2-t8-ssmem": (_f4(s_smem=True), "nvfp4", "relu2", 8, 2688, 1856, 32, 6, False, False),
+    # + per-thread release
+    "ws4dec-mxfp4-oai-t1-ssmem-trel": (_f4(s_smem=True, t_rel=True), "mxfp4", "swiglu_oai", 1, 2880, 2880, 32, 4,
+                                       True, False),
     "wsdec-bf16-4cta-t1": (("set_ws_decode", (True, 4)), "bf16", "swiglu", 1, 2048, 768, 32, 8, False, False),
-    "ws4dec-mxfp4-oai-t1-tma": (("set_ws_fp4_decode", (True, 3, 8, 128, False)), "mxfp4", "swiglu_oai", 1, 2880, 2880,
-                                32, 4, True, False),  # GEMM1's token rows through a gather launch and TMA boxes
+    # GEMM1's token rows through a gather launch and TMA boxes
+    "ws4dec-mxfp4-oai-t1-tma": (_f4(x_gather=False), "mxfp4", "swiglu_oai", 1, 2880, 2880, 32, 4, True, False),
     # the FP4 prefill kernel's opt-in variants (kernels/_ws_fp4.py)
     "ws4nv-prefill": (("set_ws_fp4_nvfp4", (True,)), "nvfp4", "swiglu", 1024, 2048, 768, 32, 8, False, False),
     "ws4ch2-prefill": (("set_ws_fp4_chunks", (2,)), "mxfp4", "swiglu", 2048, 2048, 768, 32, 8, False, False),
@@ -116,8 +123,14 @@ def run_one(name: str, device: str = "cuda", tiny: bool = False) -> dict:
     logits = torch.randn(T, E, generator=g, device=dev)
     topk = fm.route(logits, fm.RoutingConfig(fm.RoutingMethod.RENORMALIZE, top_k=K))
     ref = fm.reference_moe(x, w, topk, activation=act, activation_format=af)
-    base = run_weights(x, w, topk, activation_format=af)  # the switch off: the Triton kernels (or the defaults)
     fn = getattr(triton_moe, setter)
+    # the Triton kernels (or the defaults): the FP4 decode kernel's switch off (by default it runs one-token calls)
+    prev_b = triton_moe.set_ws_fp4_decode(False) if setter == "set_ws_fp4_decode" else None
+    try:
+        base = run_weights(x, w, topk, activation_format=af)
+    finally:
+        if prev_b is not None:
+            triton_moe.set_ws_fp4_decode(*prev_b)
     prev = fn(*args)
     try:
         name_dev, sms = triton_moe._device_info(dev)

@@ -221,12 +221,20 @@ def test_ws_fp4_dec_config_rules(monkeypatch):
     assert triton_moe.ws_fp4_dec_split(10, 12, 396) == 4  # 12 steps: not 1.5 a share
     prev = triton_moe.set_ws_fp4_decode(False)
     try:
-        assert prev[0] is False  # opt-in
+        # by default one-token calls, the block scales through the ring, per-thread release (thirty-fifth session)
+        assert prev == (triton_moe.WS_FP4_DEC_AUTO_MAX_TOKENS, 3, 8, 128, True, True, True)
+        assert triton_moe.WS_FP4_DEC_AUTO_MAX_TOKENS == 1
         assert triton_moe.set_ws_fp4_decode(True, 2, 4, 64) == (False,) + prev[1:]
         with pytest.raises(ValueError, match="ctas"):
             triton_moe.set_ws_fp4_decode(True, 5)
-        with pytest.raises(TypeError):
-            triton_moe.set_ws_fp4_decode("on")
+        for bad in ("on", -1, 1.0, None):
+            with pytest.raises(TypeError, match="number of tokens"):
+                triton_moe.set_ws_fp4_decode(bad)
+        # FUSEDMOE_WS_FP4_DECODE: unset -- the default reach; 1 / 0 -- every call / none; a number -- that many tokens
+        env = triton_moe._env_decode_tokens
+        assert (env(""), env("1"), env("0"), env("4")) == (1, True, False, 4)
+        with pytest.raises(ValueError, match="FUSEDMOE_WS_FP4_DECODE"):
+            env("yes")
         # the automatic choice
         monkeypatch.setattr(triton_moe, "_cuda_major", lambda index: 9)
         monkeypatch.setattr(triton_moe, "_device_info", lambda dev: ("NVIDIA H200", 132))
@@ -254,6 +262,11 @@ def test_ws_fp4_dec_config_rules(monkeypatch):
             assert got.gemm1.split_k == 1
             mid = MoEKernelConfig(KernelConfig(64, 64, 64, swap_ab=True), KernelConfig(64, 128, 64, swap_ab=True))
             assert auto(mid, 64) is mid  # 64-row tiles: not decode tiles, and not the prefill kernel's either
+            # a number of tokens: calls up to it take the decode kernel, longer ones keep the Triton tiles
+            for reach, tokens, taken in ((1, 1, True), (1, 2, False), (4, 4, True), (4, 5, False), (0, 1, False)):
+                triton_moe.set_ws_fp4_decode(reach)
+                assert auto(dec, tokens).gemm1.warp_specialized is taken, (reach, tokens)
+                assert (auto(dec, tokens) is dec) is not taken
     finally:
         triton_moe.set_ws_fp4_decode(*prev)
 
@@ -732,7 +745,18 @@ def test_gpu_ws_fp4_dec_model_shapes(shape, T):
     got = _dec_call(hidden, W, topk)
     ref = run_reference(hidden, W, topk, F.BF16)
     assert _rel(got, ref) <= 2e-2
-    assert _rel(got, run_triton(hidden, W, topk, F.BF16)) <= 4e-3
+    prev = triton_moe.set_ws_fp4_decode(False)  # the Triton GEMMs (by default one token runs the decode kernel)
+    try:
+        cap = {}
+        base = run_triton(hidden, W, topk, F.BF16, capture=cap)
+    finally:
+        triton_moe.set_ws_fp4_decode(*prev)
+    assert not cap["config"].gemm1.warp_specialized
+    assert _rel(got, base) <= 4e-3
+    if T == 1:  # the default choice at one token: the decode kernel, its bits
+        cap = {}
+        assert torch.equal(got, run_triton(hidden, W, topk, F.BF16, capture=cap))
+        assert cap["config"].gemm1.warp_specialized and cap["config"].block_m == 16
     # the block scales through the ring: the same bits (gpt-oss-120b: 45 K blocks, the last step's clamp)
     assert torch.equal(got, _dec_call(hidden, W, topk, scales_smem=True))
     assert torch.equal(got, _dec_call(hidden, W, topk, thread_release=True))

@@ -669,7 +669,7 @@ def set_ws_padded_handoff(enabled: bool) -> bool:
     GEMM2's padding rows, never stored). The FP4 warp-specialized kernels (BF16 activations) too: their
     padding rows are left unwritten and reach only GEMM2's padding columns; the decode kernel stores the rows in
     its dot order (twenty-ninth session; correct in the thirty-first session's H200 triage: the prefill kernel only
-    with the opt-in ``set_ws_fp4_padded``, the decode kernel -- opt-in itself -- always). ``False``:
+    with the opt-in ``set_ws_fp4_padded``, the decode kernel always). ``False``:
     GEMM1 stores by slot and GEMM2 gathers. Same bits either way. Returns the previous setting."""
     return _swap_bool(_WS_PADDED_HANDOFF, enabled)
 
@@ -1302,6 +1302,25 @@ def _ws_dec_fused_launch(c1: KernelConfig, c2: KernelConfig, a1: torch.Tensor, a
 
 # ---- the warp-specialized MXFP4 x BF16 GEMMs (prefill) ----------------------------------------------
 
+# the FP4 decode kernel's default reach: calls of one token (thirty-fifth session, H200, in-process A/B over
+# gpt-oss-120b MXFP4 / NVFP4 and Nemotron-3-Super / Nano MXFP4 / NVFP4 with the block scales through the ring and
+# every consumer thread freeing the slots: 1.04-1.27x the Triton GEMMs at one token on 5 of the 6 points, 0.99x on
+# Nemotron-3-Nano MXFP4; at 2 tokens 0.97-1.31x, at 4 0.93-1.03x, at 8 and 64 tokens 0.82-1.01x)
+WS_FP4_DEC_AUTO_MAX_TOKENS = 1
+
+
+def _env_decode_tokens(value: str):
+    """``FUSEDMOE_WS_FP4_DECODE``: unset -- ``WS_FP4_DEC_AUTO_MAX_TOKENS``; ``1`` -- every call with decode tiles
+    (True); ``0`` -- never (False); another whole number -- calls of at most that many tokens."""
+    if value == "":
+        return WS_FP4_DEC_AUTO_MAX_TOKENS
+    if value in ("0", "1"):
+        return value == "1"
+    if not value.isdigit():
+        raise ValueError(f"FUSEDMOE_WS_FP4_DECODE must be 0, 1 or a whole number of tokens, got {value!r}")
+    return int(value)
+
+
 # kernels/_ws_fp4.py: the heuristic's and the tuned table's prefill tiles (block_m >= 128) of MXFP4 weights with
 # BF16 activations run there instead of the Triton kernels on sm_90
 _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 0,
@@ -1311,8 +1330,10 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
                                         {"1": "2", "0": "1"}.get(os.environ.get("FUSEDMOE_WS_FP4_SKIP_HALF", ""),
                                                                  "0"))),
            "nvfp4": os.environ.get("FUSEDMOE_WS_NVFP4", "1") == "1",
-           "decode": os.environ.get("FUSEDMOE_WS_FP4_DECODE", "0") == "1",
-           # the padded hand-off between the prefill kernel's GEMMs (the decode kernel, opt-in itself, always takes
+           # the FP4 decode kernel for calls of at most this many tokens (True: every call with decode tiles; False:
+           # none); FUSEDMOE_WS_FP4_DECODE=1 / 0 / a number
+           "decode": _env_decode_tokens(os.environ.get("FUSEDMOE_WS_FP4_DECODE", "")),
+           # the padded hand-off between the prefill kernel's GEMMs (the FP4 decode kernel always takes
            # it under set_ws_padded_handoff)
            "padded": os.environ.get("FUSEDMOE_WS_FP4_PADDED", "1") == "1"}
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
@@ -1331,38 +1352,40 @@ _WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128,
                # ran)
                "x_gather": os.environ.get("FUSEDMOE_WS_FP4_DECODE_CPASYNC", "1") != "0",
                # the block scales through the ring (cp.async by the loader, read from shared memory) instead of the
-               # consumer's global loads (thirty-third session, compiled only: off until measured)
-               "s_smem": os.environ.get("FUSEDMOE_WS_FP4_DECODE_SSMEM", "0") == "1",
+               # consumer's global loads (thirty-third session; H200, thirty-fifth: 1.07-1.82x the global loads on
+               # all 18 points of the A/B -- three FP4 model shapes x MXFP4 / NVFP4 x 1 / 8 / 64 tokens)
+               "s_smem": os.environ.get("FUSEDMOE_WS_FP4_DECODE_SSMEM", "1") != "0",
                # every consumer thread frees the ring slots (no warpgroup barriers around one thread's arrive; same
-               # session, compiled only: off until measured)
-               "t_release": os.environ.get("FUSEDMOE_WS_FP4_DECODE_TRELEASE", "0") == "1"}
+               # sessions: 1.00-1.04x on the same 18 points, with the scales through the ring)
+               "t_release": os.environ.get("FUSEDMOE_WS_FP4_DECODE_TRELEASE", "1") != "0"}
 _WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80, 4: 64}
 
 
-def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k: int = 128,
-                      x_gather: bool = True, scales_smem: bool = False, thread_release: bool = False) -> tuple:
-    """OPT-IN (twenty-ninth session; on the H200 correct but slower than the Triton decode GEMMs, 0.47-0.97x --
-    thirty-first session, BENCHMARKS.md; ``False`` is the default, ``FUSEDMOE_WS_FP4_DECODE=1``): ``auto_ws_fp4``
-    picks the FP4 decode kernel (``kernels/_ws_fp4_dec.py``; MXFP4 / NVFP4 weights x BF16 activations) for calls
-    whose chosen config has decode tiles (block_m <= 16): 16 token rows a block, ``ctas`` programs an SM (1-4; 4:
-    64 registers a thread, thirty-third session, compiled only), ``num_stages`` ring steps of ``block_k`` (64 / 128)
-    K values -- at most as many as fit ``ctas`` programs an SM (4 x 6 of 128) --, split-K from
-    :func:`ws_fp4_dec_split`.
+def set_ws_fp4_decode(enabled, ctas: int = 3, num_stages: int = 8, block_k: int = 128,
+                      x_gather: bool = True, scales_smem: bool = True, thread_release: bool = True) -> tuple:
+    """Where ``auto_ws_fp4`` picks the FP4 decode kernel (``kernels/_ws_fp4_dec.py``; MXFP4 / NVFP4 weights x BF16
+    activations) for a call whose chosen config has decode tiles (block_m <= 16): ``enabled`` an int -- calls of at
+    most that many tokens (the default, ``WS_FP4_DEC_AUTO_MAX_TOKENS`` = 1: where the H200 measured it faster than
+    the Triton GEMMs, thirty-fifth session, BENCHMARKS.md); ``True`` every such call; ``False`` none
+    (``FUSEDMOE_WS_FP4_DECODE=1`` / ``0`` / a number). The kernel: 16 token rows a block, ``ctas`` programs an SM
+    (1-4; 4: 64 registers a thread), ``num_stages`` ring steps of ``block_k`` (64 / 128) K values -- at most as many
+    as fit ``ctas`` programs an SM (4 x 6 of 128) --, split-K from :func:`ws_fp4_dec_split`.
     ``x_gather`` (``FUSEDMOE_WS_FP4_DECODE_CPASYNC``, default on): where the align is one program (T x top_k <= 256),
     its launch also copies hidden in the kernel's dot order (:class:`DotRowsPlan`) and GEMM1's loader copies a
     block's rows from that by cp.async -- no gather launch between the align and GEMM1 (its 3.4 us were more than
     the kernel's gain over the Triton GEMM1 at one gpt-oss-120b token, thirty-second session); off: the gather
-    launch into slot order and TMA boxes. ``scales_smem`` (``FUSEDMOE_WS_FP4_DECODE_SSMEM=1``, default off;
-    thirty-third session, compiled only): the loader copies each step's block scales into the ring and the consumer
-    reads them from shared memory instead of loading them from global memory two blocks ahead (Nsight: those byte
-    loads are uncoalesced and stall the consumer; scale tensors 16-byte aligned with 16-byte-multiple strides,
-    otherwise the global loads). ``thread_release`` (``FUSEDMOE_WS_FP4_DECODE_TRELEASE=1``, default off; same
-    session, compiled only): each consumer thread frees the ring slots itself instead of one arrive between two
-    warpgroup barriers (sm_90 SASS: 1 ``BAR.SYNC`` a K step instead of 3). Returns the previous ``(enabled, ctas,
-    num_stages, block_k, x_gather, scales_smem, thread_release)``."""
-    if not all(isinstance(v, bool) for v in (enabled, x_gather, scales_smem, thread_release)):
-        raise TypeError(f"enabled, x_gather, scales_smem and thread_release must be bools, got {enabled!r}, "
-                        f"{x_gather!r}, {scales_smem!r}, {thread_release!r}")
+    launch into slot order and TMA boxes. ``scales_smem`` (``FUSEDMOE_WS_FP4_DECODE_SSMEM``, default on since the
+    thirty-fifth session): the loader copies each step's block scales into the ring and the consumer reads them
+    from shared memory instead of loading them from global memory two blocks ahead (Nsight: those byte loads are
+    uncoalesced and stall the consumer; scale tensors 16-byte aligned with 16-byte-multiple strides, otherwise the
+    global loads). ``thread_release`` (``FUSEDMOE_WS_FP4_DECODE_TRELEASE``, default on since the same session): each
+    consumer thread frees the ring slots itself instead of one arrive between two warpgroup barriers (sm_90 SASS: 1
+    ``BAR.SYNC`` a K step instead of 3). The same bits whatever the three say (GPU tests). Returns the previous
+    ``(enabled, ctas, num_stages, block_k, x_gather, scales_smem, thread_release)``."""
+    if not all(isinstance(v, bool) for v in (x_gather, scales_smem, thread_release)) or not (
+            isinstance(enabled, int) and (isinstance(enabled, bool) or enabled >= 0)):
+        raise TypeError(f"enabled must be a bool or a number of tokens >= 0, x_gather, scales_smem and "
+                        f"thread_release bools, got {enabled!r}, {x_gather!r}, {scales_smem!r}, {thread_release!r}")
     if ctas not in WS_DEC_CTAS or not 2 <= num_stages <= 8 or block_k not in (64, 128):
         raise ValueError(f"set_ws_fp4_decode: ctas must be 1-4, num_stages 2-8 and block_k 64 / 128, got {ctas}, "
                          f"{num_stages}, {block_k}")
@@ -1372,6 +1395,12 @@ def set_ws_fp4_decode(enabled: bool, ctas: int = 3, num_stages: int = 8, block_k
     _WS_FP4_DEC.update(ctas=ctas, stages=num_stages, block_k=block_k, x_gather=x_gather, s_smem=scales_smem,
                        t_release=thread_release)
     return prev
+
+
+def _ws_fp4_decode_on(tokens: int) -> bool:
+    """Whether :func:`set_ws_fp4_decode`'s switch lets a call of ``tokens`` tokens run the FP4 decode kernel."""
+    d = _WS_FP4["decode"]
+    return d if isinstance(d, bool) else tokens <= d
 
 
 _WS_FP4_DEC_UNIT_STEPS = 2  # a unit's fixed cost in ring steps (its setup, partial store / reduction, epilogue)
@@ -1514,19 +1543,20 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
     (``set_ws_fp4``, ``_ws_fp4_problem``; NVFP4 weights under ``set_ws_fp4_nvfp4`` from
     ``WS_NVFP4_MIN_ROWS_PER_EXPERT`` rows per local expert) its tiles for both GEMMs --
     256 token rows from ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT`` rows per local expert, else 128; with decode tiles
-    (block_m <= 16) and the opt-in ``set_ws_fp4_decode``, the FP4 decode kernel's (:func:`ws_fp4_decode_config`).
+    (block_m <= 16) and ``set_ws_fp4_decode``'s switch on for the call's tokens (by default one token), the FP4
+    decode kernel's (:func:`ws_fp4_decode_config`).
     (A tuned-table entry naming the decode kernel: :func:`auto_ws`.) ``fusedmoe bench`` records and passes the
     same."""
     decode = cfg.block_m < 128
     rows_per_expert = tokens * top_k / max(1, w13.shape[0])
     nv_off = w13.fmt is Format.NVFP4 and not decode and (not _WS_FP4["nvfp4"]
                                                           or rows_per_expert < _WS_FP4["nvfp4_min_rows"])
-    if (not _WS_FP4["enabled"] or (decode and (not _WS_FP4["decode"] or cfg.block_m > WS_FP4_DEC_BLOCK_M))
+    if (not _WS_FP4["enabled"] or (decode and (not _ws_fp4_decode_on(tokens) or cfg.block_m > WS_FP4_DEC_BLOCK_M))
             or cfg.atomic_combine or w13.fmt not in WS_FP4_FORMATS or nv_off
             or _ws_fp4_problem(w13, w2, act_format, dtype, device, interp, w13.shape[-1], w2.shape[-1]) is not None):
         return cfg
     gated = activation.is_gated
-    if decode:  # the decode kernel (opt-in): split-K from the expected blocks (experts hit), all programs busy
+    if decode:  # the decode kernel: split-K from the expected blocks (experts hit), all programs busy
         _, sms = _device_info(device)
         c = ws_fp4_decode_config(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, gated, sms)
         return MoEKernelConfig(c.gemm1, c.gemm2, cfg.atomic_combine)
@@ -1549,7 +1579,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
                  x_dot: Optional[torch.Tensor] = None) -> None:
     """One GEMM by the FP4 warp-specialized kernels: its BF16 input rows ``a`` [rows, K] (hidden for GEMM1,
     ``row_div`` = top_k; the slot-indexed intermediate for GEMM2, ``row_div`` = 1) gathered into block-padded slot
-    order, then ``kernels/_ws_fp4`` (prefill tiles) or, for decode tiles (block_m 16, OPT-IN), ``kernels/_ws_fp4_dec``
+    order, then ``kernels/_ws_fp4`` (prefill tiles) or, for decode tiles (block_m 16), ``kernels/_ws_fp4_dec``
     (:func:`_ws_fp4_dec_launch`: the rows in its dot order; ``part`` / ``cnt`` its split-K scratch) into ``out``
     [T*K, N] by slot. ``out_padded``: ``out`` is [max_blocks * BM, N] at the rows' padded positions (the decode
     kernel's in its dot order); ``a_padded``: ``a`` is such a GEMM1 output already (no gather); ``x_dot`` (decode
@@ -2024,7 +2054,7 @@ def triton_experts(
     cvt1, cvt2 = (_mx_fold_cvt(w, fast_cvt, mxdot) for w in (w13, w2))
     a1_d, w13_d = _kv(_nib_view(a1, nib), eb), _kv(_nib_view(w13.data, nib), eb)
     a1_s = _kv(a1_s, eb)
-    if c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (prefill), _ws_fp4_dec (decode, opt-in)
+    if c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (prefill), _ws_fp4_dec (decode)
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
                      _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1, ws1, cnt1,
                      out_padded=padded_fp4, pdl=pdl, x_dot=x_dot)

@@ -190,7 +190,7 @@ class TritonPeer(Peer):
                            tokens=tokens) if kind == "tuned" else None
         src = "tuned" if hit is not None else "heuristic"
         # what a call without a config runs: MXFP4 x BF16 prefill tiles in the FP4 warp-specialized kernel, and the
-        # opt-in decode kernels (FP4: set_ws_fp4_decode; 16-bit / FP8: set_ws_decode)
+        # decode kernels (FP4: set_ws_fp4_decode, one-token calls by default; 16-bit / FP8: set_ws_decode, opt-in)
         ws = auto_ws(cfg, weights.w13, weights.w2, case.act_format, case.dtype, dev, tokens, K, act)
         tag = "+ws_fp4" if fmt in WS_FP4_FORMATS else "+ws"
         return ws, (src if ws is cfg else src + tag + ("_dec" if ws.block_m == WS_FP4_DEC_BLOCK_M else ""))

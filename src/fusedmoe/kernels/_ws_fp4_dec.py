@@ -1,10 +1,12 @@
 """Warp-specialized grouped GEMMs for MXFP4 / NVFP4 weights x BF16 activations at DECODE on Hopper, in Gluon
-(private; OPT-IN -- twenty-ninth session; first run on the H200 in the thirty-first: correct, its GPU tests pass, but
-SLOWER than the Triton decode GEMMs, 0.47-0.97x at 1-64 tokens, NVFP4 the worst (BENCHMARKS.md), so it stays off by
-default. Launched by
+(private; twenty-ninth session; first run on the H200 in the thirty-first: correct, but slower than the Triton
+decode GEMMs, 0.47-0.97x at 1-64 tokens; with the block scales through the ring and per-thread slot release --
+thirty-third session, measured in the thirty-fifth -- 1.04-1.27x at one token on 5 of 6 FP4 model points, still
+behind at 4-64 tokens (BENCHMARKS.md), so by default it runs one-token calls). Launched by
 ``fusedmoe.backends.triton_moe`` for configs with ``warp_specialized`` and decode tiles, block_m 16:
-``triton_moe.set_ws_fp4_decode`` / ``FUSEDMOE_WS_FP4_DECODE=1`` lets ``auto_ws_fp4`` pick them, and a tuned-table
-entry that names them runs with the switch off too -- the tuner offers them since the thirty-third session).
+``triton_moe.set_ws_fp4_decode`` / ``FUSEDMOE_WS_FP4_DECODE`` says for which calls ``auto_ws_fp4`` picks them,
+and a tuned-table entry that names them runs whatever the switch says -- the tuner offers them since the
+thirty-third session).
 
 Why: the Triton decode GEMMs stream FP4 weights at 1.1-1.6 TB/s (one token) against a 3.4 TB/s target; Nsight
 showed them latency-bound inside each K step, and a bare Triton stream of the same bytes at that program count
