@@ -1,0 +1,1 @@
+PYTHONPATH=src timeout 300 python3 benchmarks/decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano --weight-format mxfp4,nvfp4 --tokens 1,8,64 --rounds 2 --settings default,ws4decs,ws4decsr,ws4dec4sr > $OUT/ab_trel.txt

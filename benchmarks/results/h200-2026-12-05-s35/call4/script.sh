@@ -1,0 +1,1 @@
+PYTHONPATH=src timeout 200 python3 benchmarks/decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano --weight-format mxfp4,nvfp4 --tokens 1,2,4 --rounds 2 --settings default,ws4decsr > $OUT/ab_t24.txt
