@@ -27,11 +27,13 @@ PAIRS = [(wf, af) for wf in Format if wf.is_weight_format for af in wf.allowed_a
 
 @pytest.mark.parametrize("cap", [(7, 0), (7, 5), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)])
 def test_arch_rule(cap):
-    runs = {p for p in PAIRS if triton_moe.arch_problem(cap, *p) is None}
-    assert runs == (set() if cap < (8, 0) else set(PAIRS))
-    for p in set(PAIRS) - runs:  # every refusal says why, with the capability it got
-        why = triton_moe.arch_problem(cap, *p)
-        assert f"{cap[0]}.{cap[1]}" in why and "8.0" in why, why
+    """From sm_80 every format runs (the byte path below sm_89); below, a refusal that says why, with the
+    capability it got."""
+    why = triton_moe.arch_problem(cap)
+    if cap < (8, 0):
+        assert why is not None and f"{cap[0]}.{cap[1]}" in why and "8.0" in why, why
+    else:
+        assert why is None, why
 
 
 @pytest.fixture
@@ -48,7 +50,7 @@ def test_backend_supports_follows_the_rule(capability):
         capability(cap)
         for wf, af in PAIRS:
             why = TritonBackend().supports(MoERequest(wf, af, Activation.SWIGLU), dev)
-            assert why == triton_moe.arch_problem(cap, wf, af), (cap, wf, af, why)
+            assert why == triton_moe.arch_problem(cap), (cap, wf, af, why)
 
 
 def test_auto_falls_back_to_the_reference_with_the_reason(capability):
@@ -71,7 +73,7 @@ def test_rocm_is_refused_with_the_reason(capability, monkeypatch):
     assert why is not None and "ROCm" in why, why
     name, reason = backends.select(MoERequest(Format.MXFP4, Format.BF16, Activation.SWIGLU), "cuda:0")
     assert name == "reference" and "ROCm" in reason, reason
-    assert triton_moe.device_problem(torch.device("cpu"), Format.BF16, Format.BF16) is None
+    assert triton_moe.device_problem(torch.device("cpu")) is None
 
 
 def test_e4m3_bytes_below_sm89(capability, monkeypatch):
@@ -323,7 +325,7 @@ def test_layer_launches_compile_for_sm80(tmp_path):
 
     bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     if not os.path.exists(os.path.join(bin_dir, "ptxas")):
-        pytest.skip("Triton's bundled ptxas not found")
+        pytest.skip("Triton's bundled ptxas not found (a Triton build without the NVIDIA backend tools)")
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "record_launches.py")
     recs = str(tmp_path / "launches.pkl")
     env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="", TRITON_CACHE_DIR=str(tmp_path / "cache"))

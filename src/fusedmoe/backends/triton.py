@@ -41,7 +41,7 @@ class TritonBackend:
                     f"{request.weight_format.name} weights")
         from .triton_moe import device_problem
 
-        return device_problem(device, request.weight_format, request.activation_format)
+        return device_problem(device)
 
     def run(self, hidden, weights, topk, *, activation_format, local_expert_offset, weight_on_input, num_experts=None):
         return run_weights(hidden, weights, topk, activation_format=activation_format,

@@ -395,22 +395,22 @@ def _kv(t: torch.Tensor, eb: bool) -> torch.Tensor:
     return t.view(torch.uint8) if eb and t.dtype == _E4M3 else t
 
 
-def device_problem(dev: torch.device, weight_format: Format, act_format: Format) -> Optional[str]:
-    """None, or why the Triton kernels cannot run this layer on ``dev``: an AMD GPU (the kernels hold NVIDIA inline
-    PTX and Hopper-only launch options, and nothing was compiled or run for ROCm), or ``arch_problem``. Devices of
-    unknown capability (the CPU, for the interpreter) pass."""
+def device_problem(dev: torch.device) -> Optional[str]:
+    """None, or why the Triton kernels cannot run on ``dev``: an AMD GPU (the kernels hold NVIDIA inline PTX and
+    Hopper-only launch options, and nothing was compiled or run for ROCm), or ``arch_problem``. Devices of unknown
+    capability (the CPU, for the interpreter) pass."""
     if dev.type == "cuda" and _host.rocm():
         return ("AMD GPUs (ROCm) are not supported by the Triton kernels yet: they hold NVIDIA inline PTX and were "
                 "never compiled for ROCm")
     cap = _host.device_capability(dev)
-    return None if cap is None else arch_problem(cap, weight_format, act_format)
+    return None if cap is None else arch_problem(cap)
 
 
-def arch_problem(capability: tuple[int, int], weight_format: Format, act_format: Format) -> Optional[str]:
-    """None, or why the Triton kernels cannot run ``weight_format`` weights with ``act_format`` activations on a
-    GPU of compute ``capability``: from sm_80 every format (below sm_89 with E4M3 numbers as bytes, FP8 GEMMs on
-    16-bit tensor cores); nothing below. The Gluon kernels (sm_90 only) have rules of their own and fall back to the
-    Triton kernels. Checked by compiling for each target (``tests/test_arch_support.py``)."""
+def arch_problem(capability: "tuple[int, int]") -> Optional[str]:
+    """None, or why the Triton kernels cannot run on a GPU of compute ``capability``: from sm_80 every weight and
+    activation format (below sm_89 with E4M3 numbers as bytes, FP8 GEMMs on 16-bit tensor cores); nothing below.
+    The Gluon kernels (sm_90 only) have rules of their own and fall back to the Triton kernels. Checked by
+    compiling for each target (``tests/test_arch_support.py``)."""
     cap = tuple(capability)
     if cap < MIN_CAPABILITY:
         return (f"the Triton kernels need compute capability {MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]} or newer "
@@ -1815,7 +1815,7 @@ def triton_experts(
             f"hidden is on {dev} but the Triton kernels are compiled for a GPU: set TRITON_INTERPRET=1 "
             "before the first call to interpret them, or use fm.reference_moe"
         )
-    why = device_problem(dev, wfmt, act_format)
+    why = device_problem(dev)
     if why is not None:
         raise NotImplementedError(why)
     dev_name, num_sms = _device_info(dev)

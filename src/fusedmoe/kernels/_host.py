@@ -2,6 +2,9 @@
 Triton ``constexpr_function``s since Triton 3.5: called from Python each goes through a wrapper that
 unwraps its arguments (a few microseconds; an eager MoE forward makes a dozen such calls)."""
 
+import functools
+from typing import Optional
+
 import torch
 
 
@@ -32,33 +35,30 @@ def interpreted(kernel) -> bool:
 
 # ---- the GPU's compute capability -----------------------------------------------------------------------------
 
-import functools as _functools
-from typing import Optional as _Optional
-
 E4M3_CAPABILITY = (8, 9)  # Triton has no float8_e4m3 type below it ("type fp8e4nv not supported in this architecture")
 # E4M3 numbers as bytes (see ``e4m3_in_bytes``): None -- below sm_89 only; True / False -- always / never (tests: the
 # interpreter and the H200 run the byte path this way)
-E4M3_BYTES_FORCED: _Optional[bool] = None
+E4M3_BYTES_FORCED: Optional[bool] = None
 
 
-@_functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)
 def _cuda_available() -> bool:
     return torch.cuda.is_available()  # (~2 us a call uncached: the per-call checks read it)
 
 
-@_functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)
 def cuda_capability(index: int) -> "tuple[int, int]":
     props = torch.cuda.get_device_properties(index)
     return props.major, props.minor
 
 
-@_functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)
 def rocm() -> bool:
     """This torch is a ROCm build (AMD GPUs answer as device type "cuda" there)."""
     return getattr(torch.version, "hip", None) is not None
 
 
-def device_capability(dev: torch.device) -> "_Optional[tuple[int, int]]":
+def device_capability(dev: torch.device) -> "Optional[tuple[int, int]]":
     """The compute capability of a CUDA ``dev``; None for other devices, or where this torch sees no CUDA (a
     capability cannot be known: nothing is refused for it)."""
     if dev.type != "cuda" or not _cuda_available():
