@@ -27,6 +27,8 @@ from fusedmoe.config import Format
 
 # name -> (setter of fusedmoe.backends.triton_moe, value): each setting is the defaults with that one change
 SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programmatic_dependent_launch", False),
+            # no tuned entries of a sibling GPU (an H100 SXM: the heuristic, not the H200's entries)
+            "nosib": ("set_table_siblings", False),
             "fusecomb": ("set_fused_combine", 1 << 30), "notrim": ("set_trim_stages", False),
             "noscalerun": ("set_scale_runs", False),
             # the FP4 warp-specialized prefill GEMMs (MXFP4 x BF16, block_m >= 128): off, or 128- / 256-token tiles

@@ -33,7 +33,9 @@ by slot and the warp-specialized GEMM2 gathers its input again: ``set_ws_padded_
 ``set_ws_decode(True)``); ``fusedmoe-wsdecfused`` (the same with both GEMMs in one launch where nothing runs between
 them: ``set_ws_decode(True, fused=True)``); ``fusedmoe-wsdec4`` (the decode kernel at 4 programs an SM, 64 registers:
 ``set_ws_decode(True, 4)``); ``fusedmoe-tabler`` (the default -- the tuned table's decode-kernel entries -- with
-every consumer thread freeing the ring slots: ``set_ws_decode(False, thread_release=True)``).
+every consumer thread freeing the ring slots: ``set_ws_decode(False, thread_release=True)``); ``fusedmoe-nosib``
+(no tuned entries of a sibling GPU: on an H100 SXM the heuristic where the default takes the H200's entries,
+``set_table_siblings(False)``).
 """
 
 import torch
@@ -252,6 +254,7 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-alzero": _with_setting("set_align_zero_fill", True),
          "fusedmoe-noalzero": _with_setting("set_align_zero_fill", False),
          "fusedmoe-nopersist": _with_setting("set_persistent_gemm2", False),
+         "fusedmoe-nosib": _with_setting("set_table_siblings", False),
          "fusedmoe-notrim": _with_setting("set_trim_stages", False),
          "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),
          "fusedmoe-divq": _with_setting("set_reciprocal_quant", False),

@@ -452,7 +452,8 @@ def test_tuned_table_written_loaded_and_picked(tmp_path):
         got = choose_moe_config(T, H, I_pad, E, K, Format.BF16, Activation.SWIGLU, "NVIDIA H200", table=table)
         assert got.gemm1 == tuned.gemm1 and got.gemm2 == tuned.gemm2
     # no entry for this device / format / shape: the heuristic, unchanged
-    for dev, fmt, hh in (("NVIDIA H100", Format.BF16, H), ("NVIDIA H200", Format.FP8_BLOCK, H),
+    # (an H100 SXM would take the H200's entries: kernel_configs.table_devices)
+    for dev, fmt, hh in (("NVIDIA A100-SXM4-80GB", Format.BF16, H), ("NVIDIA H200", Format.FP8_BLOCK, H),
                          ("NVIDIA H200", Format.BF16, 4096)):
         got = choose_moe_config(16, hh, I_pad, E, K, fmt, Activation.SWIGLU, dev, table=table)
         assert got == choose_moe_config(16, hh, I_pad, E, K, fmt, Activation.SWIGLU, dev, table=TunedTable())

@@ -22,6 +22,8 @@ rounding flip it causes. Bounds (max, rms):
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import torch
@@ -1292,11 +1294,11 @@ def test_tuned_table_json_roundtrip_and_fallback(tmp_path):
                           activation=Activation.RELU2, table=TunedTable())
     # wildcard activation
     assert choose_config(300, 2048, 1920, 128, 8, gemm="gemm2", activation=Activation.RELU2, **kw).block_m == 64
-    # fallback to the heuristic: other device, other shape
-    heur = choose_config(13, 1920, 2048, 128, 8, Format.FP8_TENSOR, "gemm1", "NVIDIA H100 80GB HBM3",
+    # fallback to the heuristic: other device (not a sibling of the H200: test_table_siblings), other shape
+    heur = choose_config(13, 1920, 2048, 128, 8, Format.FP8_TENSOR, "gemm1", "NVIDIA A100-SXM4-80GB",
                          activation=Activation.RELU2, table=TunedTable())
     assert choose_config(13, 1920, 2048, 128, 8, gemm="gemm1", activation=Activation.RELU2,
-                         weight_format=Format.FP8_TENSOR, device_name="NVIDIA H100 80GB HBM3", table=table) == heur
+                         weight_format=Format.FP8_TENSOR, device_name="NVIDIA A100-SXM4-80GB", table=table) == heur
     assert choose_config(13, 1920, 4096, 128, 8, gemm="gemm1", activation=Activation.RELU2, **kw) != tuned
     # override wins over the table
     ov = KernelConfig(16, 16, 16)
@@ -1313,6 +1315,68 @@ def test_tuned_table_json_roundtrip_and_fallback(tmp_path):
         load_tuned_configs(bad)
     with pytest.raises(ValueError, match="power of two"):
         KernelConfig(24, 32, 32)
+
+
+def test_table_siblings():
+    """A GPU with no entry of its own for a shape takes its tuned sibling's (same chip, same SM count: an H100 SXM
+    the H200's); its own entries win; PCIe cards (114 SMs), other chips and set_table_siblings(False) get the
+    heuristic; choose_moe_config's cache follows the switch."""
+    from fusedmoe.backends.kernel_configs import set_table_siblings, table_devices, table_nearest
+
+    h100, h200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+    assert table_devices(h200, 132) == (h200,)
+    for name in (h100, "NVIDIA H100 NVL", "NVIDIA H800", "NVIDIA GH200 480GB", "NVIDIA H200 NVL"):
+        assert table_devices(name, 132) == (name, h200), name
+        assert table_devices(name) == (name, h200), name  # known by name only
+    for name, sms in (("NVIDIA H100 PCIe", 114), ("NVIDIA H100 PCIe", None), ("NVIDIA H20", 78),
+                      ("NVIDIA A100-SXM4-80GB", 108), ("NVIDIA H100 80GB HBM3", 114)):
+        assert table_devices(name, sms) == (name,), (name, sms)
+    mine = KernelConfig(block_m=16, block_n=32, block_k=32, num_warps=2, num_stages=2)
+    other = KernelConfig(block_m=16, block_n=64, block_k=64, num_warps=4, num_stages=3)
+    own = KernelConfig(block_m=16, block_n=128, block_k=64, num_warps=4, num_stages=4)
+    tbl = TunedTable()
+    key = dict(weight_format="bf16", activation="swiglu", E=128, tokens=1)
+    tbl.add(device=h200, gemm="gemm1", N=1536, K=2048, config=mine, **key)
+    tbl.add(device=h200, gemm="gemm2", N=2048, K=768, config=other, **key)
+    args = (1, 2048, 768, 128, 8, Format.BF16, Activation.SWIGLU)
+    heur = choose_moe_config(*args, h100, table=TunedTable(), num_sms=132)
+    assert (heur.gemm1, heur.gemm2) != (mine, other)
+    got = choose_moe_config(*args, h100, table=tbl, num_sms=132)
+    assert (got.gemm1, got.gemm2) == (mine, other)
+    assert table_nearest(tbl, h100, 132, gemm="gemm1", N=1536, K=2048, **key) == (h200, 1, mine)
+    assert choose_moe_config(*args, "NVIDIA H100 PCIe", table=tbl, num_sms=114) == choose_moe_config(
+        *args, "NVIDIA H100 PCIe", table=TunedTable(), num_sms=114)
+    tbl.add(device=h100, gemm="gemm1", N=1536, K=2048, config=own, **key)  # the H100's own entry wins
+    got = choose_moe_config(*args, h100, table=tbl, num_sms=132)
+    assert (got.gemm1, got.gemm2) == (own, other)
+    assert table_nearest(tbl, h100, 132, gemm="gemm1", N=1536, K=2048, **key) == (h100, 1, own)
+    from fusedmoe.backends.kernel_configs import use_tuned_configs
+
+    try:
+        use_tuned_configs(tbl)
+        assert choose_moe_config(*args, h100, num_sms=132).gemm2 == other  # cached ...
+        prev = set_table_siblings(False)
+        try:
+            assert prev is True
+            assert table_devices(h100, 132) == (h100,)
+            assert choose_moe_config(*args, h100, num_sms=132).gemm2 == heur.gemm2  # ... and recomputed
+            with pytest.raises(TypeError, match="bool"):
+                set_table_siblings(1)
+        finally:
+            set_table_siblings(prev)
+        assert choose_moe_config(*args, h100, num_sms=132).gemm2 == other
+    finally:
+        use_tuned_configs(None)
+
+
+def test_table_siblings_env_switch():
+    """FUSEDMOE_TABLE_SIBLINGS=0 starts with the siblings off (a fresh interpreter)."""
+    code = ("import fusedmoe.backends.triton_moe as tm; from fusedmoe.backends import kernel_configs as kc; "
+            "print(kc.table_devices('NVIDIA H100 80GB HBM3', 132))")
+    for val, want in (("0", "('NVIDIA H100 80GB HBM3',)"), ("1", "('NVIDIA H100 80GB HBM3', 'NVIDIA H200')")):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, "FUSEDMOE_TABLE_SIBLINGS": val}).stdout.strip()
+        assert out == want, (val, out)
 
 
 def test_use_tuned_configs_switches_the_table_calls_consult(tmp_path):

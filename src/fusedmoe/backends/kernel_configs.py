@@ -20,9 +20,10 @@ count); the entry with the nearest bucket (log scale, ties to the smaller) wins 
 ``MAX_BUCKET_OCTAVES`` powers of two away -- a shape tuned only at decode sizes does not lend its
 decode tiles to a prefill call (the heuristic decides there) -- and, from another bucket than the
 call's, only if its ``block_m`` still holds a typical expert's rows (``heuristic_block_m``) or is
-64+ (``choose_config``: a too-small token tile re-reads every expert's weights). ``N``/``K`` are
-the GEMM's own sizes: gemm1 N = rows of w13 (2*I_pad gated, I_pad otherwise), K = H; gemm2 N = H,
-K = I_pad.
+64+ (``choose_config``: a too-small token tile re-reads every expert's weights). A GPU with no such
+entry of its own uses that of its tuned sibling of the same chip and SM count (``table_devices``: an
+H100 SXM the H200's). ``N``/``K`` are the GEMM's own sizes: gemm1 N = rows of w13 (2*I_pad gated,
+I_pad otherwise), K = H; gemm2 N = H, K = I_pad.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ __all__ = [
     "fp8_fast_accum_variant",
     "load_tuned_configs",
     "save_tuned_configs",
+    "set_table_siblings",
+    "table_devices",
+    "table_nearest",
     "token_bucket",
     "triton_tile",
     "warp_specialized_config",
@@ -341,6 +345,56 @@ def _default_table() -> TunedTable:
     return active if active is not None else _shipped_table()
 
 
+# A GPU with no entry of its own for a shape takes the entries of a tuned GPU of the same chip and SM count. The tiles,
+# split-K and programs an SM the tuner picks are decided by the SMs (count, shared memory, registers), which these
+# GPUs share; what differs is the HBM bandwidth (H100 SXM 3.35 TB/s, H200 4.8 TB/s), which moves where a decode
+# GEMM stops being latency-bound but not which tile streams best. (tuned device, name parts, SM count): the H100 SXM
+# / NVL, H800 SXM, GH200 and H200 NVL -- GH100 with 132 SMs -- use the H200's. Not the 114-SM PCIe cards.
+TABLE_SIBLINGS: Tuple[Tuple[str, Tuple[str, ...], int], ...] = (("NVIDIA H200", ("H100", "H200", "H800"), 132),)
+_SIBLINGS = {"enabled": True}
+
+
+def set_table_siblings(enabled: bool) -> bool:
+    """``True`` (the default; ``FUSEDMOE_TABLE_SIBLINGS=0`` starts with ``False``): a GPU without a tuned entry of its
+    own for a shape uses the entry of its sibling in ``TABLE_SIBLINGS`` (:func:`table_devices`); ``False``: the
+    heuristic there. Returns the previous setting."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_table_siblings: enabled must be a bool, got {enabled!r}")
+    prev, _SIBLINGS["enabled"] = _SIBLINGS["enabled"], enabled
+    _MOE_CONFIG_CACHE.clear()
+    return prev
+
+
+def table_devices(device_name: str, num_sms: Optional[int] = None) -> Tuple[str, ...]:
+    """The device names a tuned-table lookup tries, in order: ``device_name``, then the tuned sibling of the same
+    chip and SM count (``TABLE_SIBLINGS``; with :func:`set_table_siblings` on). ``num_sms`` None (a device known
+    by name only): the name decides, and the PCIe cards (114 SMs) have no sibling."""
+    return _table_devices(str(device_name), num_sms, _SIBLINGS["enabled"])
+
+
+@functools.lru_cache(maxsize=64)
+def _table_devices(device_name: str, num_sms: Optional[int], enabled: bool) -> Tuple[str, ...]:
+    out = [device_name]
+    name = device_name.upper()
+    for tuned, parts, sms in TABLE_SIBLINGS if enabled else ():
+        same_sms = num_sms == sms if num_sms is not None else "PCIE" not in name
+        if tuned != device_name and same_sms and any(p in name for p in parts):
+            out.append(tuned)
+    return tuple(out)
+
+
+def table_nearest(table: TunedTable, device_name: str, num_sms: Optional[int] = None, **key: Any
+                  ) -> Optional[Tuple[str, int, KernelConfig]]:
+    """``(device, bucket, config)`` of the entry a call on ``device_name`` uses for ``key`` (``TunedTable.nearest``'s
+    keywords but ``device``): the device's own nearest entry, else its sibling's (:func:`table_devices`); None where
+    neither has one."""
+    for dev in table_devices(device_name, num_sms):
+        hit = table.nearest(device=dev, **key)
+        if hit is not None:
+            return (dev,) + hit
+    return None
+
+
 # ---- heuristic ---------------------------------------------------------------------------------
 
 
@@ -480,10 +534,10 @@ def choose_config(
         raise ValueError(f"gemm must be one of {_GEMMS}, got {gemm!r}")
     act = None if activation is None else (activation if isinstance(activation, Activation) else Activation(str(activation)))
     tbl = _default_table() if table is None else table
-    hit = tbl.nearest(device=device_name, weight_format=fmt, activation=act, gemm=gemm, N=N, K=K, E=E_loc,
-                      tokens=M_tokens)
+    hit = table_nearest(tbl, device_name, num_sms, weight_format=fmt, activation=act, gemm=gemm, N=N, K=K, E=E_loc,
+                        tokens=M_tokens)
     if hit is not None:
-        bucket, cfg = hit
+        _, bucket, cfg = hit
         # an entry tuned at another token count keeps its token tile only if that tile still
         # holds a typical expert's rows (or is 64+ rows, where compute, not weight re-reads,
         # decides): Mixtral BF16 at 128 tokens (32 rows per expert) with the 32-row tile tuned at
@@ -1090,7 +1144,7 @@ _MOE_CONFIG_CACHE_SIZE = 4096
 
 
 def _table_intermediate(tbl: TunedTable, M_tokens: int, H: int, I_pad: int, E_loc: int, fmt: Format,
-                        act: Activation, device_name: str) -> int:
+                        act: Activation, device_name: str, num_sms: Optional[int] = None) -> int:
     """The intermediate size to look the tuned table up with: ``I_pad``, or -- when the table has
     no entry at ``I_pad`` but one at ``I_pad`` rounded up to 128 -- that one. Weights built
     without the non-gated 128-alignment padding (``ExpertWeights`` from unpadded tensors, as the
@@ -1101,8 +1155,8 @@ def _table_intermediate(tbl: TunedTable, M_tokens: int, H: int, I_pad: int, E_lo
         return I_pad
 
     def has(i: int) -> bool:
-        return tbl.nearest(device=device_name, weight_format=fmt, activation=act, gemm="gemm2", N=H, K=i, E=E_loc,
-                           tokens=M_tokens) is not None
+        return table_nearest(tbl, device_name, num_sms, weight_format=fmt, activation=act, gemm="gemm2", N=H, K=i,
+                             E=E_loc, tokens=M_tokens) is not None
 
     return up if not has(I_pad) and has(up) else I_pad
 
@@ -1153,7 +1207,7 @@ def choose_moe_config(
     act = activation if isinstance(activation, Activation) else Activation(str(activation))
     fmt = weight_format if isinstance(weight_format, Format) else Format(str(weight_format))
     i_key = _table_intermediate(table if table is not None else _default_table(), M_tokens, hidden_size,
-                                intermediate_size_padded, E_loc, fmt, act, device_name)
+                                intermediate_size_padded, E_loc, fmt, act, device_name, num_sms)
     m1 = i_key * (2 if act.is_gated else 1)
     common = dict(table=table, num_sms=num_sms)
     g1 = choose_config(M_tokens, m1, hidden_size, E_loc, top_k, fmt, "gemm1", device_name, activation=act,

@@ -107,7 +107,8 @@ from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_per
                              WS_FP4_FORMATS,
                              WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
                              WS_DEC_BLOCK_M, WS_FORMATS, ws_dec_block_k, ws_dec_config, ws_dec_max_blocks,
-                             ws_dec_stage_bytes, ws_dec_max_stages, ws_fp4_dec_stage_bytes, WS_DEC_CTAS)
+                             ws_dec_stage_bytes, ws_dec_max_stages, ws_fp4_dec_stage_bytes, WS_DEC_CTAS,
+                             set_table_siblings)
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
@@ -442,6 +443,8 @@ def fit_stages(c: KernelConfig, a_bytes: int, w_bytes: int, w_tiles: int, smem_b
 
 
 _TRIM_STAGES = {"enabled": os.environ.get("FUSEDMOE_TRIM_STAGES", "1") != "0"}
+if os.environ.get("FUSEDMOE_TABLE_SIBLINGS", "1") == "0":  # (kernel_configs reads no environment variables)
+    set_table_siblings(False)
 
 
 def trim_stages(c: KernelConfig, K: int, persistent: bool = False) -> KernelConfig:

@@ -171,9 +171,10 @@ class TritonPeer(Peer):
         return TunedTable(), "heuristic"
 
     def config_for(self, case: BenchCase, weights: ExpertWeights, tokens: int, device: torch.device):
-        """(MoEKernelConfig, source) for ``tokens`` tokens: source "tuned" when the table has an
-        entry for this shape (any bucket), else "heuristic"."""
-        from ..backends.kernel_configs import choose_moe_config
+        """(MoEKernelConfig, source) for ``tokens`` tokens: source "tuned" when the table has an entry for this
+        shape within reach of ``tokens`` ("tuned(<device>)" when it is the entry of this GPU's tuned sibling,
+        ``kernel_configs.table_devices``), else "heuristic"."""
+        from ..backends.kernel_configs import choose_moe_config, table_nearest
         from ..backends.kernel_configs import WS_FP4_DEC_BLOCK_M, WS_FP4_FORMATS
         from ..backends.triton_moe import auto_ws
 
@@ -186,9 +187,9 @@ class TritonPeer(Peer):
         act, fmt = weights.activation, weights.format
         cfg = choose_moe_config(tokens, H, I_pad, E, K, fmt, act, name, table=table, num_sms=sms)
         n1 = I_pad * (2 if act.is_gated else 1)
-        hit = table.lookup(device=name, weight_format=fmt, activation=act, gemm="gemm1", N=n1, K=H, E=E,
-                           tokens=tokens) if kind == "tuned" else None
-        src = "tuned" if hit is not None else "heuristic"
+        hit = table_nearest(table, name, sms, weight_format=fmt, activation=act, gemm="gemm1", N=n1, K=H, E=E,
+                            tokens=tokens) if kind == "tuned" else None
+        src = "heuristic" if hit is None else "tuned" if hit[0] == name else f"tuned({hit[0]})"
         # what a call without a config runs: MXFP4 x BF16 prefill tiles in the FP4 warp-specialized kernel, and the
         # decode kernels (FP4: set_ws_fp4_decode, one-token calls by default; 16-bit / FP8: set_ws_decode, opt-in)
         ws = auto_ws(cfg, weights.w13, weights.w2, case.act_format, case.dtype, dev, tokens, K, act)
