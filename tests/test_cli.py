@@ -29,6 +29,39 @@ def test_info_says_how_e4m3_travels_below_sm89(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "sm_80" in out and "E4M3 numbers travel as bytes" in out, out
     assert "triton: fastest backend" in out, out
+    assert "no tuned entries for this GPU -- the heuristic" in out, out
+
+
+def test_info_says_where_kernel_configs_come_from(capsys, monkeypatch):
+    """An H100 SXM (faked) has no entries of its own in the shipped table: ``info`` says it uses its sibling's (the
+    H200's); ``table_source`` for the other cases."""
+    import types
+
+    import torch
+
+    from fusedmoe.backends.kernel_configs import KernelConfig, TunedTable, table_source
+    from fusedmoe.kernels import _host
+
+    props = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", major=9, minor=0, multi_processor_count=132,
+                                  total_memory=80 * 2**30)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda dev: props)
+    monkeypatch.setattr(_host, "device_capability", lambda dev: (9, 0) if dev.type == "cuda" else None)
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "tuned entries of its sibling NVIDIA H200" in out, out
+    tbl = TunedTable()
+    c = KernelConfig(16, 32, 64)
+    for dev, n in (("NVIDIA H200", 3), ("NVIDIA H100 80GB HBM3", 2)):
+        for t in range(n):
+            tbl.add(device=dev, weight_format="bf16", activation="*", gemm="gemm1", N=64, K=64, E=8, tokens=1 << t,
+                    config=c)
+    assert tbl.device_entries("NVIDIA H200") == 3
+    assert table_source("NVIDIA H100 80GB HBM3", 132, tbl).startswith(
+        "kernel configs: 2 tuned entries for this GPU, then 3 of its sibling NVIDIA H200")
+    assert table_source("NVIDIA H200", 132, tbl).startswith("kernel configs: 3 tuned entries for this GPU, else")
+    assert "the 3 tuned entries of its sibling" in table_source("NVIDIA H800", 132, tbl)
+    assert "no tuned entries" in table_source("NVIDIA H100 PCIe", 114, tbl)
 
 
 def test_demo_small_cpu(capsys):

@@ -52,8 +52,10 @@ def cmd_info(args) -> int:
         p = torch.cuda.get_device_properties(dev)
         print(f"device: {p.name} (sm_{p.major}{p.minor}, {p.multi_processor_count} SMs, "
               f"{p.total_memory / 2**30:.0f} GiB), CUDA {torch.version.cuda}")
+        from .backends.kernel_configs import table_source
         from .kernels import _host
 
+        print("  " + table_source(p.name, p.multi_processor_count))
         if _host.e4m3_in_bytes(dev):
             print("  E4M3 numbers travel as bytes on this GPU (Triton has no e4m3 type below sm_89): FP8 weights "
                   "and activations run on bf16 tensor cores, the quantizers round through fp32")

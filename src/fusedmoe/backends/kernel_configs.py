@@ -51,6 +51,7 @@ __all__ = [
     "save_tuned_configs",
     "set_table_siblings",
     "table_devices",
+    "table_source",
     "table_nearest",
     "token_bucket",
     "triton_tile",
@@ -264,6 +265,10 @@ class TunedTable:
                     return best, by_bucket[best]
         return None
 
+    def device_entries(self, device: str) -> int:
+        """How many entries (token buckets included) the table holds under ``device``."""
+        return sum(len(v) for k, v in self._entries.items() if k[0] == device)
+
     def to_json_dict(self) -> Dict[str, Any]:
         out = []
         for (dev, fmt, act, gemm, N, K, E), by_bucket in sorted(self._entries.items()):
@@ -381,6 +386,24 @@ def _table_devices(device_name: str, num_sms: Optional[int], enabled: bool) -> T
         if tuned != device_name and same_sms and any(p in name for p in parts):
             out.append(tuned)
     return tuple(out)
+
+
+def table_source(device_name: str, num_sms: Optional[int] = None, table: Optional[TunedTable] = None) -> str:
+    """One line on where a call on ``device_name`` gets its kernel configs from: the active table's entries under
+    its name, or its sibling's (:func:`table_devices`), else the heuristic (``fusedmoe info`` prints it)."""
+    tbl = _default_table() if table is None else table
+    devs = table_devices(device_name, num_sms)
+    own, sib = tbl.device_entries(devs[0]), [(d, tbl.device_entries(d)) for d in devs[1:]]
+    sib = [(d, n) for d, n in sib if n]
+    if own and sib:
+        return (f"kernel configs: {own} tuned entries for this GPU, then {sib[0][1]} of its sibling {sib[0][0]}, "
+                "else the heuristic")
+    if own:
+        return f"kernel configs: {own} tuned entries for this GPU, else the heuristic"
+    if sib:
+        return (f"kernel configs: the {sib[0][1]} tuned entries of its sibling {sib[0][0]} (same chip and SM count; "
+                "`fusedmoe tune` adds this GPU's own), else the heuristic")
+    return "kernel configs: no tuned entries for this GPU -- the heuristic (`fusedmoe tune` adds entries)"
 
 
 def table_nearest(table: TunedTable, device_name: str, num_sms: Optional[int] = None, **key: Any
