@@ -351,10 +351,12 @@ def _default_table() -> TunedTable:
 
 
 # A GPU with no entry of its own for a shape takes the entries of a tuned GPU of the same chip and SM count. The tiles,
-# split-K and programs an SM the tuner picks are decided by the SMs (count, shared memory, registers), which these
-# GPUs share; what differs is the HBM bandwidth (H100 SXM 3.35 TB/s, H200 4.8 TB/s), which moves where a decode
-# GEMM stops being latency-bound but not which tile streams best. (tuned device, name parts, SM count): the H100 SXM
-# / NVL, H800 SXM, GH200 and H200 NVL -- GH100 with 132 SMs -- use the H200's. Not the 114-SM PCIe cards.
+# split-K and programs an SM the tuner picks depend mostly on the SMs (count, shared memory, registers), which these
+# GPUs share; what differs is the HBM bandwidth (H100 SXM 3.35 TB/s, H200 4.8 TB/s), so an entry can lose where a
+# point is memory-bound on one and not the other. Measured on an H100 SXM against the heuristic (thirty-sixth
+# session, BENCHMARKS.md section 0): 1.008x over 89 shared-harness points (1.24x best, 0.865x worst: DeepSeek-V3 BF16
+# at 2048 tokens), faster on 14 of 18 FP4 decode points. (tuned device, name parts, SM count): the H100 SXM / NVL,
+# H800 SXM, GH200 and H200 NVL -- GH100 with 132 SMs -- use the H200's. Not the 114-SM PCIe cards.
 TABLE_SIBLINGS: Tuple[Tuple[str, Tuple[str, ...], int], ...] = (("NVIDIA H200", ("H100", "H200", "H800"), 132),)
 _SIBLINGS = {"enabled": True}
 
