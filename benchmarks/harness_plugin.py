@@ -35,7 +35,8 @@ them: ``set_ws_decode(True, fused=True)``); ``fusedmoe-wsdec4`` (the decode kern
 ``set_ws_decode(True, 4)``); ``fusedmoe-tabler`` (the default -- the tuned table's decode-kernel entries -- with
 every consumer thread freeing the ring slots: ``set_ws_decode(False, thread_release=True)``); ``fusedmoe-nosib``
 (no tuned entries of a sibling GPU: on an H100 SXM the heuristic where the default takes the H200's entries,
-``set_table_siblings(False)``).
+``set_table_siblings(False)``); ``fusedmoe-wspipe`` (the warp-specialized FP8 per tensor / channel GEMMs with the
+promotion pipelined, two partial sets taking turns: ``set_ws_pipelined_promotion(True)``; same bits).
 """
 
 import torch
@@ -255,6 +256,7 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-noalzero": _with_setting("set_align_zero_fill", False),
          "fusedmoe-nopersist": _with_setting("set_persistent_gemm2", False),
          "fusedmoe-nosib": _with_setting("set_table_siblings", False),
+         "fusedmoe-wspipe": _with_setting("set_ws_pipelined_promotion", True),
          "fusedmoe-notrim": _with_setting("set_trim_stages", False),
          "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),
          "fusedmoe-divq": _with_setting("set_reciprocal_quant", False),

@@ -77,6 +77,11 @@ VARIANTS = {
     "ws4ch2-prefill": (("set_ws_fp4_chunks", (2,)), "mxfp4", "swiglu", 2048, 2048, 768, 32, 8, False, False),
     "ws4ch4-prefill": (("set_ws_fp4_chunks", (4,)), "mxfp4", "relu2", 2048, 2688, 1856, 32, 6, False, False),
     "ws4pad-prefill": (("set_ws_fp4_padded", (True,)), "mxfp4", "swiglu_oai", 1024, 2880, 2880, 16, 4, True, False),
+    # the warp-specialized FP8 GEMMs with the promotion pipelined (thirty-sixth session: two partial sets in turn)
+    "wspipe-fp8c-prefill": (("set_ws_pipelined_promotion", (True,)), "fp8_channel", "swiglu", 2048, 2048, 768, 32, 8,
+                            False, False),
+    "wspipe-fp8t-relu2-prefill": (("set_ws_pipelined_promotion", (True,)), "fp8_tensor", "relu2", 2048, 2688, 1856,
+                                  32, 6, False, True),
 }
 
 

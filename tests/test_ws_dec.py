@@ -614,7 +614,7 @@ def test_smoke_script_plumbing():
         import smoke_gluon
     finally:
         sys.path.pop(0)
-    for name in ("wsdec-fp8b-t8-2blocks", "ws4dec-mxfp4-oai-t1", "wsdec-bf16-oai-3cta"):
+    for name in ("wsdec-fp8b-t8-2blocks", "ws4dec-mxfp4-oai-t1", "wsdec-bf16-oai-3cta", "wspipe-fp8t-relu2-prefill"):
         rec = smoke_gluon.run_one(name, "cpu", tiny=True)
         assert rec["status"] == "not_taken" and rec["finite"] and rec["same_bits"], rec
         assert rec["rms_triton"] == 0.0 and "triton" in rec["config"], rec

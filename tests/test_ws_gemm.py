@@ -141,6 +141,76 @@ def test_ws_gemm_compiles_for_sm90(tmp_path):
     assert fchk[("3", "1", "False", "128")] <= 2, fchk
 
 
+_PIPE_SCRIPT = r'''
+import os, re, sys
+os.environ.pop("TRITON_INTERPRET", None)
+sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "tests")]
+from triton.experimental.gluon import language as gl
+from gluon_sm90 import compile_sm90, k_loop, sass_instructions
+from fusedmoe.kernels import _ws_gemm as ws
+
+# (ACT, GATED, QUANT, OUT_Q, BN, out dtype): the two-set tiles the pipelined promotion takes (FP8 per tensor / channel)
+for ACT, GATED, QUANT, OUT_Q, BN, OD in ((0, True, 1, 0, 64, "bf16"), (1, True, 2, 1, 64, "fp8e4nv"),
+                                        (3, False, 1, 0, 128, "bf16"), (7, False, 2, 0, 64, "fp16")):
+    al = gl.NVMMASharedLayout.get_default_for([64, 128], gl.float8e4nv)
+    wl = gl.NVMMASharedLayout.get_default_for([BN, 128], gl.float8e4nv)
+    sig = {"a_desc": f"tensordesc<fp8e4nv[64, 128],{al}>", "w_desc": f"tensordesc<fp8e4nv[{BN}, 128],{wl}>",
+           "out_ptr": f"*{OD}", "a_scale_ptr": "*fp32", "w_scale_ptr": "*fp32", "bias_ptr": "*fp32",
+           "topk_w_ptr": "*fp32", "out_qscale_ptr": "*fp32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32",
+           "num_post_padded_ptr": "*i32", "N": "i32", "K": "i32", "num_slots": "i32", "stride_om": "i32",
+           "stride_asm": "i32", "stride_wse": "i32", "stride_wsn": "i32", "stride_be": "i32",
+           "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
+    for pipe in (False, True):
+        cx = dict(TOP_K=8, E_LOC=64, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q=OUT_Q,
+                  ROUND_DTYPE=gl.float16 if OD == "fp16" else gl.bfloat16, HAS_BIAS=False, WEIGHT_ON_INPUT=False,
+                  MUL_ROUTING_WEIGHT=ACT == 7, BN=BN, BK=128, STAGES=4, GROUP_M=8, RCP_DIV=OUT_Q == 1, PIPE=pipe)
+        k, sass = compile_sm90(ws._ws_gemm_kernel, sig, cx)
+        loop = k_loop(sass_instructions(sass), "QGMMA")
+        waits = sorted({int(m.group(1), 16) for t in loop for m in [re.search(r"DEPBAR.LE gsb0, (0x[0-9a-f]+)", t)] if m})
+        print(ACT, GATED, QUANT, BN, pipe, sass.count("LDL") + sass.count("STL"), sum("QGMMA" in t for t in loop),
+              ",".join(map(str, waits)), sep="|", flush=True)
+'''
+
+
+def test_ws_pipelined_promotion_compiles_for_sm90(tmp_path):
+    """``set_ws_pipelined_promotion``'s kernel (PIPE) compiles for sm_90 without spills, and its K loop keeps the next
+    block's wgmmas in flight while it waits for a block's (``WARPGROUP.DEPBAR.LE`` 2 gated / 1 non-gated: one wgmma
+    group a partial set) -- two K blocks' wgmmas a loop trip; the base loop waits for all of them (0)."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _PIPE_SCRIPT)
+    assert len(rows) == 8, rows
+    for act, gated, quant, bn, pipe, spills, gmma, waits in rows:
+        where = f"ACT={act} GATED={gated} QUANT={quant} BN={bn} PIPE={pipe}"
+        assert int(spills) == 0, f"{where}: {spills} local loads / stores"
+        per_block = (2 if gated == "True" else 1) * 4  # 128-deep K blocks of 32-deep QGMMAs, gate and up
+        if pipe == "True":
+            assert int(gmma) == 2 * per_block and waits == ("2" if gated == "True" else "1"), (where, gmma, waits)
+        else:
+            assert int(gmma) == per_block and waits == "0", (where, gmma, waits)
+
+
+def test_ws_pipelined_promotion_switch():
+    """Off by default (opt-in until measured), a bool only, ``FUSEDMOE_WS_PIPE=1`` starts with it on."""
+    import subprocess
+    import sys
+
+    from fusedmoe.backends import triton_moe as tm
+
+    prev = tm.set_ws_pipelined_promotion(True)
+    try:
+        assert prev is False
+        with pytest.raises(TypeError, match="bool"):
+            tm.set_ws_pipelined_promotion(1)
+        assert tm.set_ws_pipelined_promotion(False) is True
+    finally:
+        tm.set_ws_pipelined_promotion(prev)
+    code = "from fusedmoe.backends import triton_moe as tm; print(tm.set_ws_pipelined_promotion(False))"
+    for val, want in (("1", "True"), ("0", "False")):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, "FUSEDMOE_WS_PIPE": val}).stdout.strip()
+        assert out == want, (val, out)
+
+
 def test_ws_config_rules(tmp_path):
     ok = ws_config(True)
     assert warp_specialized_problem(ok, Format.FP8_TENSOR, "gemm1", True, 4096) is None
@@ -511,6 +581,26 @@ def test_gpu_ws_skip_padding_half_same_bits(wfmt):
             kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)
             _switch_same_bits(set_ws_skip_padding_half, prob, kw, (act, T, K),
                               graph=I if act is Activation.SWIGLU and T == 160 else None)
+
+
+@gpu
+@pytest.mark.parametrize("wfmt", WS_FMTS, ids=lambda f: f.name)
+def test_gpu_ws_pipelined_promotion_same_bits(wfmt):
+    """The pipelined promotion (``set_ws_pipelined_promotion``: two partial sets taking turns) gives the bits of the
+    base K loop: an even and an odd number of K blocks (H 768 / 640: 6 / 5), a K tail (H 704), one block (GEMM2,
+    I 128), gated and not, both GEMMs warp-specialized, expert parallel, top-1 with the non-local group, eager and
+    in a CUDA graph; within the reference's bound."""
+    from fusedmoe.backends.triton_moe import set_ws_pipelined_promotion
+
+    dtype = torch.bfloat16
+    for act in (Activation.SWIGLU, Activation.RELU2):
+        cfg = moe_config(act.is_gated, gemm2=True)
+        for T, K, H, I, seed in ((600, 4, 768, 192, 21), (600, 4, 640, 128, 22), (900, 1, 704, 192, 23)):
+            prob = make_problem(T=T, H=H, I=I, I_pad=I, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype,
+                                offset=8, E_glob=24 if K > 1 else 32, seed=seed)
+            kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)
+            _switch_same_bits(set_ws_pipelined_promotion, prob, kw, (act, T, K, H, I),
+                              graph=I if act is Activation.SWIGLU and H == 768 else None)
 
 
 def _switch_same_bits(setter, prob, kw, tag, *, graph=None):

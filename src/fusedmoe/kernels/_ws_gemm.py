@@ -51,6 +51,10 @@ Measured (H200, fifteenth session, harness, both GEMMs warp-specialized): FP8 1.
 hardly any padding); 16-bit weights 1.05x at 512 but 0.75-0.92x at 8192 (DeepSeek-V3 SwiGLU
 0.75-0.81x in three runs; not understood: the compiled loop is the same), so they never skip.
 
+Pipelined promotion (PIPE, opt-in: ``triton_moe.set_ws_pipelined_promotion``; FP8 per tensor / channel, two-set
+tiles): each warpgroup's two partial sets take turns (``_ws_pipe_k_loop``), so the next K block's wgmmas are in
+flight while it waits for a block's and adds them -- the same products added in the same order, the same bits.
+
 Tiles walk ``program_id, program_id + num_programs, ...`` over the (M-block, column tile) grid of
 the rows in use (``num_post_padded``, read on the device) in GROUP_M bands (``_tile_ids``); a
 persistent launch (one program per SM) lets the loader run into the next tile while the MMA
@@ -196,6 +200,69 @@ def _ws_store(acc_g, acc_u, e, slots, row_ok, tok64, out_rows, cols, n_ok, out_p
 
 
 @gluon.jit
+def _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it, pg, pu, GATED: gl.constexpr, STAGES: gl.constexpr):
+    """Ring step ``it``'s wgmmas into the partial set ``pg`` (/ ``pu``), fresh (use_acc False), not waited for."""
+    s = it % STAGES
+    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+    pg = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), pg, use_acc=False, is_async=True)
+    if GATED:
+        pu = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), pu, use_acc=False, is_async=True)
+    return pg, pu
+
+
+@gluon.jit
+def _ws_pipe_retire(empty, acc_g, acc_u, dg, du, fg, fu, it, AHEAD: gl.constexpr, GATED: gl.constexpr,
+                    STAGES: gl.constexpr):
+    """Wait for ring step ``it``'s partial set (``dg`` / ``du``), release its slot and add it to the fp32 sums;
+    ``AHEAD``: the set issued after it (``fg`` / ``fu``) stays in flight (the wait passes it through as a value)."""
+    if GATED:
+        dg, du, fg, fu = warpgroup_mma_wait(num_outstanding=2 if AHEAD else 0, deps=(dg, du, fg, fu))
+        acc_u = acc_u + du
+    else:
+        dg, fg = warpgroup_mma_wait(num_outstanding=1 if AHEAD else 0, deps=(dg, fg))
+    mbarrier.arrive(empty.index(it % STAGES), count=1)
+    acc_g = acc_g + dg
+    return acc_g, acc_u, dg, du, fg, fu
+
+
+@gluon.jit
+def _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, pa_g, pa_u, it, n_k,
+                    GATED: gl.constexpr, STAGES: gl.constexpr):
+    """The promoted K loop with two partial sets taking turns (``_ws_consumer``'s PIPE): set A holds the even K
+    blocks, set B the odd ones; each block's wgmmas are issued before the block before it is waited for and added.
+    Unrolled by two (the sets keep their registers): pairs (A, B) while a block follows them, then the tail -- one
+    block in A, or two. Returns the sums and the ring step after the tile."""
+    pb_g = gl.zeros_like(pa_g)
+    pb_u = gl.zeros_like(pa_u)
+    pa_g, pa_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it, pa_g, pa_u, GATED, STAGES)
+    # (a value again, still in flight: loop-carried sets keep one type)
+    if GATED:
+        pa_g, pa_u = warpgroup_mma_wait(num_outstanding=2, deps=(pa_g, pa_u))
+    else:
+        pa_g = warpgroup_mma_wait(num_outstanding=1, deps=(pa_g,))
+    for _ in range((n_k - 1) // 2):  # blocks 2j (A, in flight) and 2j + 1; block 2j + 2 exists
+        pb_g, pb_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 1, pb_g, pb_u, GATED, STAGES)
+        acc_g, acc_u, pa_g, pa_u, pb_g, pb_u = _ws_pipe_retire(empty, acc_g, acc_u, pa_g, pa_u, pb_g, pb_u, it, True,
+                                                               GATED, STAGES)
+        pa_g, pa_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 2, pa_g, pa_u, GATED, STAGES)
+        acc_g, acc_u, pb_g, pb_u, pa_g, pa_u = _ws_pipe_retire(empty, acc_g, acc_u, pb_g, pb_u, pa_g, pa_u, it + 1,
+                                                               True, GATED, STAGES)
+        it += 2
+    if n_k % 2 == 0:  # two blocks left: A (in flight) and the last
+        pb_g, pb_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 1, pb_g, pb_u, GATED, STAGES)
+        acc_g, acc_u, pa_g, pa_u, pb_g, pb_u = _ws_pipe_retire(empty, acc_g, acc_u, pa_g, pa_u, pb_g, pb_u, it, True,
+                                                               GATED, STAGES)
+        acc_g, acc_u, pb_g, pb_u, pa_g, pa_u = _ws_pipe_retire(empty, acc_g, acc_u, pb_g, pb_u, pa_g, pa_u, it + 1,
+                                                               False, GATED, STAGES)
+        it += 2
+    else:  # one: A
+        acc_g, acc_u, pa_g, pa_u, pb_g, pb_u = _ws_pipe_retire(empty, acc_g, acc_u, pa_g, pa_u, pb_g, pb_u, it, False,
+                                                               GATED, STAGES)
+        it += 1
+    return acc_g, acc_u, it
+
+
+@gluon.jit
 def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
                  out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_om,
                  stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit,
@@ -204,9 +271,14 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                  ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
                  MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                  GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr, RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr,
-                 A_PADDED: gl.constexpr, ZERO_PAD: gl.constexpr):
+                 A_PADDED: gl.constexpr, ZERO_PAD: gl.constexpr, PIPE: gl.constexpr = False):
     """MMA warpgroup for rows [HALF * 64, HALF * 64 + 64) of every tile: per K block a fresh
     wgmma (gated: gate and up), one wait, the slot released, the fp32 adds; then the epilogue.
+
+    PIPE (FP8 per tensor / channel, two-set tiles; opt-in, ``triton_moe.set_ws_pipelined_promotion``): two
+    partial-sum sets taking turns, so that block k + 1's wgmmas are issued before the warpgroup waits for block
+    k's and adds them -- the tensor cores get the next block while the fp32 adds run. The same partial products
+    added in the same order: the same bits.
 
     ONE_PART (FP8 per tensor / channel tiles of 2 x 128 gated or 256 columns): one promoted
     partial-sum set of 128 columns serves the K block's two halves in turn -- gate then up, or the
@@ -288,6 +360,9 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                     mbarrier.arrive(empty.index(s), count=1)
                     acc_u = acc_u + part_g
                     it += 1
+            elif PIPE and QUANT != Q_BLOCK:  # (FP8 per tensor / channel)
+                acc_g, acc_u, it = _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, part_g,
+                                                   part_u, it, n_k, GATED, STAGES)
             else:
                 for kk in range(n_k):
                     s = it % STAGES
@@ -355,6 +430,7 @@ def _ws_gemm_kernel(
     MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
     GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr = True, RCP_DIV: gl.constexpr = False,
     OUT_PADDED: gl.constexpr = False, A_PADDED: gl.constexpr = False, ZERO_PAD: gl.constexpr = False,
+    PIPE: gl.constexpr = False,
 ):
     """One grouped GEMM + its epilogue, warp-specialized (see the module docstring). Launch with
     ``num_warps=4`` (the first MMA warpgroup; the second and the loader warp are workers: 12 warps
@@ -373,13 +449,13 @@ def _ws_gemm_kernel(
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 0, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
-                        A_PADDED, ZERO_PAD)),
+                        A_PADDED, ZERO_PAD, PIPE)),
         (_ws_consumer, (a1_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 1, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
-                        A_PADDED, ZERO_PAD)),
+                        A_PADDED, ZERO_PAD, PIPE)),
         (_ws_loader, (a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr,
                       block_expert_ptr, num_post_padded_ptr, N, K, num_slots, E_LOC, BN, BK, STAGES, GROUP_M, GATED,
                       SKIP_HALF)),
