@@ -360,7 +360,8 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                     mbarrier.arrive(empty.index(s), count=1)
                     acc_u = acc_u + part_g
                     it += 1
-            elif PIPE and QUANT != Q_BLOCK:  # (FP8 per tensor / channel)
+            elif PIPE and QUANT != Q_BLOCK:  # FP8 per tensor / channel (FP8 blocks: their scales would spill, ~950
+                # local loads / stores at sm_90 with two partial sets)
                 acc_g, acc_u, it = _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, part_g,
                                                    part_u, it, n_k, GATED, STAGES)
             else:
