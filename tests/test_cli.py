@@ -11,20 +11,24 @@ def test_info(capsys):
     assert "torch" in out and "reference" in out and "auto backend" in out
 
 
-def test_info_says_how_e4m3_travels_below_sm89(capsys, monkeypatch):
-    """On a GPU below sm_89 (faked here: the properties and the byte switch) ``info`` says that E4M3 numbers travel
-    as bytes; the support table still lists every format for the triton backend."""
+def _fake_gpu(monkeypatch, name: str, major: int, sms: int) -> None:
+    """``torch.cuda`` reports one GPU ``name`` of compute capability ``major``.0 with ``sms`` SMs (80 GB)."""
     import types
 
     import torch
 
     from fusedmoe.kernels import _host
 
-    props = types.SimpleNamespace(name="NVIDIA A100-SXM4-80GB", major=8, minor=0, multi_processor_count=108,
-                                  total_memory=80 * 2**30)
+    props = types.SimpleNamespace(name=name, major=major, minor=0, multi_processor_count=sms, total_memory=80 * 2**30)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda dev: props)
-    monkeypatch.setattr(_host, "device_capability", lambda dev: (8, 0) if dev.type == "cuda" else None)
+    monkeypatch.setattr(_host, "device_capability", lambda dev: (major, 0) if dev.type == "cuda" else None)
+
+
+def test_info_says_how_e4m3_travels_below_sm89(capsys, monkeypatch):
+    """On a GPU below sm_89 (faked here: the properties and the byte switch) ``info`` says that E4M3 numbers travel
+    as bytes; the support table still lists every format for the triton backend."""
+    _fake_gpu(monkeypatch, "NVIDIA A100-SXM4-80GB", 8, 108)
     assert main(["info"]) == 0
     out = capsys.readouterr().out
     assert "sm_80" in out and "E4M3 numbers travel as bytes" in out, out
@@ -35,18 +39,9 @@ def test_info_says_how_e4m3_travels_below_sm89(capsys, monkeypatch):
 def test_info_says_where_kernel_configs_come_from(capsys, monkeypatch):
     """An H100 SXM (faked) has no entries of its own in the shipped table: ``info`` says it uses its sibling's (the
     H200's); ``table_source`` for the other cases."""
-    import types
-
-    import torch
-
     from fusedmoe.backends.kernel_configs import KernelConfig, TunedTable, table_source
-    from fusedmoe.kernels import _host
 
-    props = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", major=9, minor=0, multi_processor_count=132,
-                                  total_memory=80 * 2**30)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda dev: props)
-    monkeypatch.setattr(_host, "device_capability", lambda dev: (9, 0) if dev.type == "cuda" else None)
+    _fake_gpu(monkeypatch, "NVIDIA H100 80GB HBM3", 9, 132)
     assert main(["info"]) == 0
     out = capsys.readouterr().out
     assert "tuned entries of its sibling NVIDIA H200" in out, out

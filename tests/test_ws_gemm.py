@@ -166,7 +166,8 @@ for ACT, GATED, QUANT, OUT_Q, BN, OD in ((0, True, 1, 0, 64, "bf16"), (1, True, 
                   MUL_ROUTING_WEIGHT=ACT == 7, BN=BN, BK=128, STAGES=4, GROUP_M=8, RCP_DIV=OUT_Q == 1, PIPE=pipe)
         k, sass = compile_sm90(ws._ws_gemm_kernel, sig, cx)
         loop = k_loop(sass_instructions(sass), "QGMMA")
-        waits = sorted({int(m.group(1), 16) for t in loop for m in [re.search(r"DEPBAR.LE gsb0, (0x[0-9a-f]+)", t)] if m})
+        waits = sorted({int(m.group(1), 16) for t in loop
+                        for m in [re.search(r"DEPBAR.LE gsb0, (0x[0-9a-f]+)", t)] if m})
         print(ACT, GATED, QUANT, BN, pipe, sass.count("LDL") + sass.count("STL"), sum("QGMMA" in t for t in loop),
               ",".join(map(str, waits)), sep="|", flush=True)
 '''

@@ -92,7 +92,9 @@ def result_schema() -> Dict[str, str]:
         "floor_us": "max(bytes / mem_bw, flops / peak)", "roofline_pct": "100 floor / time",
         "max_rel": "max |out - ref| / max |ref| vs fm.reference_moe", "rms_rel": "RMS(out - ref) / RMS(ref)",
         "check": "ok | FAIL | ref (the reference itself) | skipped", "config": "kernel config (triton, sglang)",
-        "config_source": "tuned | tuned(<sibling GPU>) | heuristic | tuned:<dir> | default (+ws_fp4: FP4 prefill in the warp-specialized FP4 kernel; +ws_fp4_dec: FP4 decode in its decode kernel, opt-in)", "note": "remarks", "error": "message",
+        "config_source": "tuned | tuned(<sibling GPU>) | heuristic | tuned:<dir> | default (+ws_fp4: FP4 prefill in the "
+                         "warp-specialized FP4 kernel; +ws_fp4_dec: FP4 decode in its decode kernel)",
+        "note": "remarks", "error": "message",
     }
 
 
