@@ -1346,7 +1346,11 @@ def test_table_siblings():
     assert table_nearest(tbl, h100, 132, gemm="gemm1", N=1536, K=2048, **key) == (h200, 1, mine)
     assert choose_moe_config(*args, "NVIDIA H100 PCIe", table=tbl, num_sms=114) == choose_moe_config(
         *args, "NVIDIA H100 PCIe", table=TunedTable(), num_sms=114)
-    tbl.add(device=h100, gemm="gemm1", N=1536, K=2048, config=own, **key)  # the H100's own entry wins
+    # an H100 entry two buckets away: the H200's exact one is nearer the call's tokens
+    tbl.add(device=h100, gemm="gemm1", N=1536, K=2048, config=own, **dict(key, tokens=4))
+    assert table_nearest(tbl, h100, 132, gemm="gemm1", N=1536, K=2048, **key) == (h200, 1, mine)
+    assert table_nearest(tbl, h100, 132, gemm="gemm1", N=1536, K=2048, **dict(key, tokens=3)) == (h100, 4, own)
+    tbl.add(device=h100, gemm="gemm1", N=1536, K=2048, config=own, **key)  # the H100's own entry wins a tie
     got = choose_moe_config(*args, h100, table=tbl, num_sms=132)
     assert (got.gemm1, got.gemm2) == (own, other)
     assert table_nearest(tbl, h100, 132, gemm="gemm1", N=1536, K=2048, **key) == (h100, 1, own)

@@ -22,7 +22,7 @@ decode tiles to a prefill call (the heuristic decides there) -- and, from anothe
 call's, only if its ``block_m`` still holds a typical expert's rows (``heuristic_block_m``) or is
 64+ (``choose_config``: a too-small token tile re-reads every expert's weights). A GPU with no such
 entry of its own uses that of its tuned sibling of the same chip and SM count (``table_devices``: an
-H100 SXM the H200's). ``N``/``K`` are the GEMM's own sizes: gemm1 N = rows of w13 (2*I_pad gated,
+H100 SXM the H200's; with both, the nearer bucket, its own on a tie: ``table_nearest``). ``N``/``K`` are the GEMM's own sizes: gemm1 N = rows of w13 (2*I_pad gated,
 I_pad otherwise), K = H; gemm2 N = H, K = I_pad.
 """
 
@@ -411,13 +411,17 @@ def table_source(device_name: str, num_sms: Optional[int] = None, table: Optiona
 def table_nearest(table: TunedTable, device_name: str, num_sms: Optional[int] = None, **key: Any
                   ) -> Optional[Tuple[str, int, KernelConfig]]:
     """``(device, bucket, config)`` of the entry a call on ``device_name`` uses for ``key`` (``TunedTable.nearest``'s
-    keywords but ``device``): the device's own nearest entry, else its sibling's (:func:`table_devices`); None where
-    neither has one."""
+    keywords but ``device``): of the device's own nearest entry and its sibling's (:func:`table_devices`), the one
+    whose bucket is nearer the call's tokens, the device's own on a tie -- an H100 tuned at 8192 tokens only keeps
+    the H200's 2048-token entry for 2048-token calls; None where neither has one."""
+    best = None
     for dev in table_devices(device_name, num_sms):
         hit = table.nearest(device=dev, **key)
         if hit is not None:
-            return (dev,) + hit
-    return None
+            dist = abs(math.log2(hit[0]) - math.log2(token_bucket(key["tokens"])))
+            if best is None or dist < best[0]:
+                best = (dist, (dev,) + hit)
+    return None if best is None else best[1]
 
 
 # ---- heuristic ---------------------------------------------------------------------------------
