@@ -17,6 +17,7 @@ import os
 import pytest
 import torch
 
+from gluon_sm90 import SCRIPT_HEAD
 from test_triton_fp4 import run_sm90_script
 from test_triton_moe import (ACT_FMT, DEV, INTERP, _bounds, _errors, _graph_replay_matches, _params,
                              _run_within_bound, gpu, interpreter, make_problem, run_case)
@@ -46,13 +47,24 @@ def moe_config(gated: bool, *, gemm2=False, **kw) -> MoEKernelConfig:
 
 # ---- CPU: compile, config rules, gather -----------------------------------------------------------
 
-_SCRIPT = r'''
-import os, sys
-os.environ.pop("TRITON_INTERPRET", None)
-sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "tests")]
-from triton.experimental.gluon import language as gl
-from gluon_sm90 import compile_sm90
+# the head of the compile scripts below: gluon_sm90's, the kernel module and ``_ws_gemm_kernel``'s argument types
+_SCRIPT_HEAD = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_gemm as ws
+
+
+def ws_sig(dt, gdt, BK, BN, OD, OUT_Q):
+    """The argument types of ``_ws_gemm_kernel`` for operands ``dt`` (Gluon type ``gdt``) in [64 / BN, BK] boxes."""
+    al = gl.NVMMASharedLayout.get_default_for([64, BK], gdt)
+    wl = gl.NVMMASharedLayout.get_default_for([BN, BK], gdt)
+    return {"a_desc": f"tensordesc<{dt}[64, {BK}],{al}>", "w_desc": f"tensordesc<{dt}[{BN}, {BK}],{wl}>",
+            "out_ptr": f"*{OD}", "a_scale_ptr": "*fp32", "w_scale_ptr": "*fp32", "bias_ptr": "*fp32",
+            "topk_w_ptr": "*fp32", "out_qscale_ptr": "*i32" if OUT_Q == 5 else "*fp32", "sorted_ids_ptr": "*i32",
+            "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32", "N": "i32", "K": "i32", "num_slots": "i32",
+            "stride_om": "i32", "stride_asm": "i32", "stride_wse": "i32", "stride_wsn": "i32", "stride_be": "i32",
+            "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
+'''
+
+_SCRIPT = _SCRIPT_HEAD + r'''
 # (ACT, GATED, QUANT, OUT_Q, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, STAGES, out dtype); QUANT 0:
 # 16-bit operands of the out dtype (bf16 / fp16), 64-wide K blocks
 for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, BN, ST, OD in (
@@ -86,15 +98,7 @@ for ACT, GATED, QUANT, OUT_Q, HB, WOI, MRW, BN, ST, OD in (
         (7, False, 2, 0, False, False, True, 256, 4, "bf16"),    # GEMM2 per channel
         (7, False, 2, 0, True, False, True, 256, 4, "bf16")):    # GEMM2 per channel, bias (epilogue spills)
     dt, BK, gdt = ("fp8e4nv", 128, gl.float8e4nv) if QUANT else (OD, 64, gl.float16 if OD == "fp16" else gl.bfloat16)
-    al = gl.NVMMASharedLayout.get_default_for([64, BK], gdt)
-    wl = gl.NVMMASharedLayout.get_default_for([BN, BK], gdt)
-    sig = {"a_desc": f"tensordesc<{dt}[64, {BK}],{al}>", "w_desc": f"tensordesc<{dt}[{BN}, {BK}],{wl}>",
-           "out_ptr": f"*{OD}", "a_scale_ptr": "*fp32", "w_scale_ptr": "*fp32", "bias_ptr": "*fp32",
-           "topk_w_ptr": "*fp32", "out_qscale_ptr": "*i32" if OUT_Q == 5 else "*fp32", "sorted_ids_ptr": "*i32",
-           "block_expert_ptr": "*i32",
-           "num_post_padded_ptr": "*i32", "N": "i32", "K": "i32", "num_slots": "i32", "stride_om": "i32",
-           "stride_asm": "i32", "stride_wse": "i32", "stride_wsn": "i32", "stride_be": "i32",
-           "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
+    sig = ws_sig(dt, gdt, BK, BN, OD, OUT_Q)
     rd = {"fp16": gl.float16, "fp32": gl.float32}.get(OD, gl.bfloat16)
     cx = dict(TOP_K=8, E_LOC=64, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q=OUT_Q, ROUND_DTYPE=rd, HAS_BIAS=HB,
               WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW, BN=BN, BK=BK, STAGES=ST, GROUP_M=8,
@@ -141,25 +145,11 @@ def test_ws_gemm_compiles_for_sm90(tmp_path):
     assert fchk[("3", "1", "False", "128")] <= 2, fchk
 
 
-_PIPE_SCRIPT = r'''
-import os, re, sys
-os.environ.pop("TRITON_INTERPRET", None)
-sys.path[:0] = [os.path.join(ROOT, "src"), os.path.join(ROOT, "tests")]
-from triton.experimental.gluon import language as gl
-from gluon_sm90 import compile_sm90, k_loop, sass_instructions
-from fusedmoe.kernels import _ws_gemm as ws
-
+_PIPE_SCRIPT = _SCRIPT_HEAD + r'''
 # (ACT, GATED, QUANT, OUT_Q, BN, out dtype): the two-set tiles the pipelined promotion takes (FP8 per tensor / channel)
 for ACT, GATED, QUANT, OUT_Q, BN, OD in ((0, True, 1, 0, 64, "bf16"), (1, True, 2, 1, 64, "fp8e4nv"),
                                         (3, False, 1, 0, 128, "bf16"), (7, False, 2, 0, 64, "fp16")):
-    al = gl.NVMMASharedLayout.get_default_for([64, 128], gl.float8e4nv)
-    wl = gl.NVMMASharedLayout.get_default_for([BN, 128], gl.float8e4nv)
-    sig = {"a_desc": f"tensordesc<fp8e4nv[64, 128],{al}>", "w_desc": f"tensordesc<fp8e4nv[{BN}, 128],{wl}>",
-           "out_ptr": f"*{OD}", "a_scale_ptr": "*fp32", "w_scale_ptr": "*fp32", "bias_ptr": "*fp32",
-           "topk_w_ptr": "*fp32", "out_qscale_ptr": "*fp32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32",
-           "num_post_padded_ptr": "*i32", "N": "i32", "K": "i32", "num_slots": "i32", "stride_om": "i32",
-           "stride_asm": "i32", "stride_wse": "i32", "stride_wsn": "i32", "stride_be": "i32",
-           "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
+    sig = ws_sig("fp8e4nv", gl.float8e4nv, 128, BN, OD, OUT_Q)
     for pipe in (False, True):
         cx = dict(TOP_K=8, E_LOC=64, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q=OUT_Q,
                   ROUND_DTYPE=gl.float16 if OD == "fp16" else gl.bfloat16, HAS_BIAS=False, WEIGHT_ON_INPUT=False,

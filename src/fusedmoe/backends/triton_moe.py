@@ -112,6 +112,10 @@ from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_per
 
 __all__ = ["triton_experts", "align_slots", "AlignResult"]
 
+# the tuned entries of a sibling GPU (kernel_configs.table_devices; kernel_configs reads no environment variables)
+if os.environ.get("FUSEDMOE_TABLE_SIBLINGS", "1") == "0":
+    set_table_siblings(False)
+
 _DEFAULT_ACT_PARAMS = ActivationParams()  # frozen: one instance serves every call without params
 
 _SUPPORTED_WEIGHTS = (Format.BF16, Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK, Format.NVFP4,
@@ -443,8 +447,6 @@ def fit_stages(c: KernelConfig, a_bytes: int, w_bytes: int, w_tiles: int, smem_b
 
 
 _TRIM_STAGES = {"enabled": os.environ.get("FUSEDMOE_TRIM_STAGES", "1") != "0"}
-if os.environ.get("FUSEDMOE_TABLE_SIBLINGS", "1") == "0":  # (kernel_configs reads no environment variables)
-    set_table_siblings(False)
 
 
 def trim_stages(c: KernelConfig, K: int, persistent: bool = False) -> KernelConfig:
