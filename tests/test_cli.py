@@ -1,5 +1,7 @@
 """The CLI runs and reports; the demo's checks pass on the CPU (scaled-down shape)."""
 
+import re
+
 import pytest
 
 from fusedmoe.cli import main
@@ -37,11 +39,15 @@ def test_info_says_how_e4m3_travels_below_sm89(capsys, monkeypatch):
 
 
 def test_info_says_where_kernel_configs_come_from(capsys, monkeypatch):
-    """An H100 SXM (faked) has no entries of its own in the shipped table: ``info`` says it uses its sibling's (the
-    H200's); ``table_source`` for the other cases."""
+    """A faked H100 SXM has a few entries of its own in the shipped table (tuned where the H200's lost on it), then
+    its sibling's (the H200's); an H800 only its sibling's; ``table_source`` for the other cases."""
     from fusedmoe.backends.kernel_configs import KernelConfig, TunedTable, table_source
 
     _fake_gpu(monkeypatch, "NVIDIA H100 80GB HBM3", 9, 132)
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"kernel configs: \d+ tuned entries for this GPU, then \d+ of its sibling NVIDIA H200", out), out
+    _fake_gpu(monkeypatch, "NVIDIA H800", 9, 132)
     assert main(["info"]) == 0
     out = capsys.readouterr().out
     assert "tuned entries of its sibling NVIDIA H200" in out, out
