@@ -323,6 +323,16 @@ def test_search_space(fmt, T):
     assert any((c.config.gemm1, c.config.gemm2) == (cur.gemm1, cur.gemm2) for c in cands)
     # FP8 fast accumulation changes numerics: never a candidate unless asked for
     assert not any(c.config.gemm1.fp8_fast_accum or c.config.gemm2.fp8_fast_accum for c in cands)
+    # the pipelined promotion (same bits): FP8 per tensor / channel warp-specialized prefill tiles that can take it,
+    # as the table's / the heuristic's tiles with it on, before the --max-candidates cut of the prefill tunes (8)
+    pipe = [i for i, c in enumerate(cands) if c.varies == "pipelined"]
+    ws = h.gemm1.warp_specialized or h.gemm2.warp_specialized
+    assert bool(pipe) == (fmt is Format.FP8_TENSOR and ws and h.block_m == 128), (pipe, h)
+    assert not pipe or pipe[0] < 8
+    for c in cands:
+        on = [g for g in (c.config.gemm1, c.config.gemm2) if g.pipelined_promotion]
+        assert bool(on) == (c.varies == "pipelined"), c
+        assert all(g.warp_specialized and g.block_m == 128 and g.block_n in (64, 128) for g in on), c
     # split-K (either GEMM) only at decode tile sizes
     assert all(c.config.gemm1.split_k == c.config.gemm2.split_k == 1 for c in cands if c.config.block_m > 32)
     if h.block_m <= 32:

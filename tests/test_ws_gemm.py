@@ -24,7 +24,7 @@ from test_triton_moe import (ACT_FMT, DEV, INTERP, _bounds, _errors, _graph_repl
 
 from fusedmoe.backends.kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, load_tuned_configs,
                                               save_tuned_configs, warp_specialized_config,
-                                              warp_specialized_problem)
+                                              warp_specialized_problem, ws_pipelined)
 from fusedmoe.backends.triton_moe import align_slots, triton_experts
 from fusedmoe.config import Activation, Format
 
@@ -245,10 +245,34 @@ def test_ws_config_rules(tmp_path):
         (dataclasses.replace(ok, n_tiles=4), Format.FP8_TENSOR, "gemm2", False, 256, "hold tiles"),
         (ok, Format.FP8_TENSOR, "gemm1", True, 4104, "multiple of 16"),
         (ok, Format.FP8_TENSOR, "gemm2", False, 232, "intermediate_size_padded"),
+        # the pipelined promotion: FP8 per tensor / channel tiles with a partial set per accumulator only
+        (dataclasses.replace(ok, pipelined_promotion=True), Format.FP8_BLOCK, "gemm1", True, 4096, "FP8 per tensor"),
+        (dataclasses.replace(bf, pipelined_promotion=True), Format.BF16, "gemm1", True, 4096, "FP8 per tensor"),
+        (dataclasses.replace(ws_config(True, bn=128), pipelined_promotion=True), Format.FP8_TENSOR, "gemm1", True,
+         4096, "a partial set per accumulator"),
+        (dataclasses.replace(ws_config(False, bn=256, stages=4), pipelined_promotion=True), Format.FP8_CHANNEL,
+         "gemm2", False, 4096, "a partial set per accumulator"),
     ]
     for cfg, fmt, gemm, gated, K, words in bad:
         why = warp_specialized_problem(cfg, fmt, gemm, gated, K)
         assert why is not None and words in why and gemm.upper() in why, (cfg, fmt, why)
+    for cfg, fmt, gemm, gated in ((ok, Format.FP8_TENSOR, "gemm1", True), (ws_config(False), Format.FP8_CHANNEL,
+                                                                           "gemm2", False),
+                                  (ws_config(False, bn=64), Format.FP8_TENSOR, "gemm1", False)):
+        piped = ws_pipelined(cfg, fmt, gemm, gated)
+        assert piped == dataclasses.replace(cfg, pipelined_promotion=True), (cfg, fmt)
+        assert warp_specialized_problem(piped, fmt, gemm, gated, 4096) is None
+        assert KernelConfig.from_dict(piped.to_dict()) == piped
+    assert ws_pipelined(ok, Format.FP8_BLOCK, "gemm1", True) is None
+    assert ws_pipelined(ws_config(True, bn=128), Format.FP8_TENSOR, "gemm1", True) is None
+    assert ws_pipelined(dataclasses.replace(ok, warp_specialized=False), Format.FP8_TENSOR, "gemm1", True) is None
+    with pytest.raises(ValueError, match="needs warp_specialized"):
+        dataclasses.replace(ok, warp_specialized=False, pipelined_promotion=True)
+    with pytest.raises(TypeError, match="pipelined_promotion must be a bool"):
+        dataclasses.replace(ok, pipelined_promotion=1)
+    # a table entry written before the field reads as off
+    assert not KernelConfig.from_dict({k: v for k, v in ok.to_dict().items() if k != "pipelined_promotion"}
+                                      ).pipelined_promotion
     # the tuner offers the warp-specialized kernels at prefill, for FP8 and 16-bit weights, never for FP4 / MX
     from fusedmoe.bench.tune import search_space
 
@@ -277,12 +301,16 @@ def test_ws_config_rules(tmp_path):
           K=1024, E=8, tokens=4096, config=ok)
     t.add(device="NVIDIA H200", weight_format=Format.FP8_TENSOR, activation=Activation.SWIGLU, gemm="gemm2", N=1024,
           K=256, E=8, tokens=4096, config=KernelConfig(128, 128, 128))
+    piped = dataclasses.replace(ok, pipelined_promotion=True)
+    t.add(device="NVIDIA H200", weight_format=Format.FP8_TENSOR, activation=Activation.SWIGLU, gemm="gemm1", N=512,
+          K=1024, E=8, tokens=8192, config=piped)
     p = tmp_path / "t.json"
     save_tuned_configs(t, p)
-    assert p.read_text().count("warp_specialized") == 1
+    assert p.read_text().count("warp_specialized") == 2 and p.read_text().count("pipelined_promotion") == 1
     back = load_tuned_configs(p)
-    assert back.lookup(device="NVIDIA H200", weight_format=Format.FP8_TENSOR, activation=Activation.SWIGLU,
-                       gemm="gemm1", N=512, K=1024, E=8, tokens=4096) == ok
+    for tokens, want in ((4096, ok), (8192, piped)):
+        assert back.lookup(device="NVIDIA H200", weight_format=Format.FP8_TENSOR, activation=Activation.SWIGLU,
+                           gemm="gemm1", N=512, K=1024, E=8, tokens=tokens) == want
 
 
 def test_ws_heuristic_rows_per_expert():
@@ -577,8 +605,9 @@ def test_gpu_ws_skip_padding_half_same_bits(wfmt):
 @gpu
 @pytest.mark.parametrize("wfmt", WS_FMTS, ids=lambda f: f.name)
 def test_gpu_ws_pipelined_promotion_same_bits(wfmt):
-    """The pipelined promotion (``set_ws_pipelined_promotion``: two partial sets taking turns) gives the bits of the
-    base K loop: an even and an odd number of K blocks (H 768 / 640: 6 / 5), a K tail (H 704), one block (GEMM2,
+    """The pipelined promotion (two partial sets taking turns) gives the bits of the base K loop, switched on for
+    every tile (``set_ws_pipelined_promotion``) and by the configs (``KernelConfig.pipelined_promotion``, both GEMMs
+    and GEMM2 alone): an even and an odd number of K blocks (H 768 / 640: 6 / 5), a K tail (H 704), one block (GEMM2,
     I 128), gated and not, both GEMMs warp-specialized, expert parallel, top-1 with the non-local group, eager and
     in a CUDA graph; within the reference's bound."""
     from fusedmoe.backends.triton_moe import set_ws_pipelined_promotion
@@ -586,18 +615,23 @@ def test_gpu_ws_pipelined_promotion_same_bits(wfmt):
     dtype = torch.bfloat16
     for act in (Activation.SWIGLU, Activation.RELU2):
         cfg = moe_config(act.is_gated, gemm2=True)
+        p1, p2 = ws_pipelined(cfg.gemm1, wfmt, "gemm1", act.is_gated), ws_pipelined(cfg.gemm2, wfmt, "gemm2", False)
+        assert p1 is not None and p2 is not None, cfg
         for T, K, H, I, seed in ((600, 4, 768, 192, 21), (600, 4, 640, 128, 22), (900, 1, 704, 192, 23)):
             prob = make_problem(T=T, H=H, I=I, I_pad=I, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype,
                                 offset=8, E_glob=24 if K > 1 else 32, seed=seed)
             kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)
-            _switch_same_bits(set_ws_pipelined_promotion, prob, kw, (act, T, K, H, I),
-                              graph=I if act is Activation.SWIGLU and H == 768 else None)
+            off = _switch_same_bits(set_ws_pipelined_promotion, prob, kw, (act, T, K, H, I),
+                                    graph=I if act is Activation.SWIGLU and H == 768 else None)
+            for pc in (MoEKernelConfig(p1, p2), MoEKernelConfig(cfg.gemm1, p2)):
+                got = _run_within_bound(prob, tag=(act, T, K, H, I, "config"), **dict(kw, config=pc))
+                assert torch.equal(got, off), (act, T, K, H, I, pc)
 
 
 def _switch_same_bits(setter, prob, kw, tag, *, graph=None):
     """``prob`` run (``_run_within_bound(prob, **kw)``) with ``setter(False)``, then ``setter(True)``:
     both within the bound and the same bits; ``graph`` (the padded intermediate size): the switched-on
-    call also replayed twice from a CUDA graph. The setting is restored."""
+    call also replayed twice from a CUDA graph. The setting is restored; returns the switched-off result."""
     prev = setter(False)
     try:
         off = _run_within_bound(prob, tag=(tag, "off"), **kw)
@@ -609,6 +643,7 @@ def _switch_same_bits(setter, prob, kw, tag, *, graph=None):
                                   config=kw.get("config"))
     finally:
         setter(prev)
+    return off
 
 
 @gpu

@@ -58,6 +58,7 @@ __all__ = [
     "warp_specialized_config",
     "warp_specialized_problem",
     "ws_fp4_config",
+    "ws_pipelined",
     "warp_specialized_variant",
     "with_block_m",
     "use_tuned_configs",
@@ -119,6 +120,11 @@ class KernelConfig:
     in flight; block_m 128 / 256 token rows, block_k 64, block_n 64 (gated GEMM1: 2 x 32 columns) or
     128 (:func:`ws_fp4_config`; ``triton_moe.auto_ws_fp4`` picks it for MXFP4 prefill tiles, for NVFP4
     ones from 64 rows an expert, ``set_ws_fp4_nvfp4``).
+    pipelined_promotion (warp_specialized FP8 per tensor / per channel prefill tiles with a partial set per
+    accumulator: block_n 64 gated, 64 / 128 otherwise): each warpgroup's two partial-sum sets take turns, so the next
+    K block's wgmmas run while this one's are added (``kernels/_ws_gemm._ws_pipe_k_loop``); the same bits. A tuner
+    candidate (thirty-seventh session, H100: 0.96-1.07x by shape); ``triton_moe.set_ws_pipelined_promotion(True)``
+    turns it on for every such tile.
     """
 
     block_m: int
@@ -133,13 +139,14 @@ class KernelConfig:
     persistent: Optional[int] = None
     n_tiles: int = 1
     warp_specialized: bool = False
+    pipelined_promotion: bool = False
 
     def __post_init__(self):
         for f in ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages", "split_k", "n_tiles"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool):
                 raise TypeError(f"KernelConfig.{f} must be an int, got {v!r}")
-        for f in ("swap_ab", "fp8_fast_accum", "warp_specialized"):
+        for f in ("swap_ab", "fp8_fast_accum", "warp_specialized", "pipelined_promotion"):
             if not isinstance(getattr(self, f), bool):
                 raise TypeError(f"KernelConfig.{f} must be a bool, got {getattr(self, f)!r}")
         for f in ("block_m", "block_n", "block_k"):
@@ -162,6 +169,9 @@ class KernelConfig:
             if self.persistent and self.split_k > 1 and not (self.warp_specialized
                                                              and self.block_m == WS_FP4_DEC_BLOCK_M):
                 raise ValueError(f"KernelConfig.persistent ({self.persistent}) needs split_k 1, got {self.split_k}")
+        if self.pipelined_promotion and not self.warp_specialized:
+            raise ValueError("KernelConfig.pipelined_promotion is a mode of the warp-specialized FP8 kernel: it needs "
+                             "warp_specialized")
         if not 1 <= self.n_tiles <= 256:
             raise ValueError(f"KernelConfig.n_tiles must be in [1, 256], got {self.n_tiles}")
         if self.n_tiles > 1 and (self.split_k > 1 or self.persistent):
@@ -278,8 +288,9 @@ class TunedTable:
                     del c["persistent"]
                 if c["n_tiles"] == 1:  # the default, likewise
                     del c["n_tiles"]
-                if not c["warp_specialized"]:  # likewise
-                    del c["warp_specialized"]
+                for flag in ("warp_specialized", "pipelined_promotion"):  # likewise
+                    if not c[flag]:
+                        del c[flag]
                 out.append({"device": dev, "weight_format": fmt, "activation": act, "gemm": gemm,
                             "N": N, "K": K, "E": E, "tokens": bucket, "config": c})
         return {"format_version": 1, "entries": out}
@@ -1015,6 +1026,8 @@ def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str
     operand dtypes are the launcher's checks)."""
     if not cfg.warp_specialized:
         return None
+    if cfg.pipelined_promotion and (why := _ws_pipe_problem(cfg, weight_format, gemm, gated)):
+        return f"{gemm.upper()} pipelined_promotion {why}"
     if weight_format in WS_FP4_FORMATS:
         return _ws_fp4_problem(cfg, gemm, gated, K)
     if weight_format not in WS_FORMATS:
@@ -1030,6 +1043,27 @@ def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str
     else:
         why = _ws_launch_problem(cfg, gemm, K, 16, " (TMA row strides)", stage, 0, "swap A and B")
     return None if why is None else f"{gemm.upper()} warp_specialized {why}"
+
+
+def _ws_pipe_problem(cfg: KernelConfig, weight_format: Format, gemm: str, gated: bool) -> Optional[str]:
+    """None, or why ``cfg`` cannot take ``pipelined_promotion``: FP8 per tensor / per channel prefill tiles (block_m
+    128) with a partial set per accumulator -- the one-set wide tiles and FP8 blocks (whose scale vectors would spill
+    with two sets) run the base loop."""
+    if weight_format not in (Format.FP8_TENSOR, Format.FP8_CHANNEL):
+        return f"needs FP8 per tensor / per channel weights, got {weight_format.name}"
+    two_set = (64,) if gated and gemm == "gemm1" else (64, 128)
+    if cfg.block_m != 128 or cfg.block_n not in two_set:
+        return (f"needs block_m 128 and block_n in {two_set} (a partial set per accumulator), got "
+                f"{cfg.block_m} / {cfg.block_n}")
+    return None
+
+
+def ws_pipelined(cfg: KernelConfig, weight_format: Format, gemm: str, gated: bool) -> Optional[KernelConfig]:
+    """``cfg`` with ``pipelined_promotion`` on, or None where it cannot take it (not warp-specialized, or
+    :func:`_ws_pipe_problem`): the tuner's pipelined candidates."""
+    if not cfg.warp_specialized or _ws_pipe_problem(cfg, weight_format, gemm, gated):
+        return None
+    return dataclasses.replace(cfg, pipelined_promotion=True)
 
 
 def warp_specialized_config(gated: bool, *, num_stages: int = 4, group_m: int = 8,

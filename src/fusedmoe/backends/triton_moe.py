@@ -620,19 +620,21 @@ def _ws_skips_padding_half(weight_format: Format) -> bool:
     return _WS_SKIP_HALF["enabled"] and weight_format is not Format.BF16
 
 
-# ---- warp-specialized FP8 GEMMs: the promoted accumulation pipelined (opt-in) ------------------------
+# ---- warp-specialized FP8 GEMMs: the promoted accumulation pipelined (per config, or forced on) -------------
 
 _WS_PIPE = {"enabled": os.environ.get("FUSEDMOE_WS_PIPE", "0") == "1"}
 
 
 def set_ws_pipelined_promotion(enabled: bool) -> bool:
-    """``False`` (the default; ``FUSEDMOE_WS_PIPE=1`` starts with ``True``): each MMA warpgroup of the
-    warp-specialized FP8 per tensor / per channel GEMMs waits for a K block's wgmmas, adds the partial sums, then
-    issues the next block's. ``True``: two partial sets take turns, so block k + 1's wgmmas are issued before the
-    warpgroup waits for block k's and adds them (``kernels/_ws_gemm._ws_pipe_k_loop``; tiles with two partial
-    sets: gated block_n 64, non-gated 64 / 128 -- the one-set 2 x 128 / 256 tiles and FP8 128 x 128 blocks run as
-    before). The same partial products added in the same order: the same bits. Thirty-sixth session: compiled for
-    sm_90 without spills, not yet run on a GPU. Returns the previous setting."""
+    """``False`` (the default; ``FUSEDMOE_WS_PIPE=1`` starts with ``True``): the config decides
+    (``KernelConfig.pipelined_promotion``, a tuner candidate). ``True``: every warp-specialized FP8 per tensor /
+    per channel tile that can take it runs pipelined -- two partial sets take turns, so block k + 1's wgmmas are
+    issued before the warpgroup waits for block k's and adds them (``kernels/_ws_gemm._ws_pipe_k_loop``; tiles with
+    a partial set per accumulator: gated block_n 64, non-gated 64 / 128 -- the one-set 2 x 128 / 256 tiles and FP8
+    128 x 128 blocks run as before). The same partial products added in the same order: the same bits (GPU test).
+    Thirty-seventh session, shared harness on an H100, FP8 per tensor / channel at 512-8192 tokens: 0.956-1.073x
+    by shape (DeepSeek-V3 per channel 8192 tokens 1.07x, Mixtral per tensor 512 0.96x); geomean 1.008x at
+    2048-8192 tokens, 0.995x at 512 -- a per-shape choice, hence the config field. Returns the previous setting."""
     return _swap_bool(_WS_PIPE, enabled)
 
 
@@ -1055,7 +1057,8 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
         SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], OUT_PADDED=out_padded,
         A_PADDED=a_scales_padded, ZERO_PAD=out_padded and _WS_ZERO_PAD_ROWS,
-        PIPE=_WS_PIPE["enabled"] and w.fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL), num_warps=4)
+        PIPE=(c.pipelined_promotion or _WS_PIPE["enabled"]) and w.fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL),
+        num_warps=4)
 
 
 # ---- the warp-specialized 16-bit / FP8 GEMMs at decode (opt-in) -----------------------------------------------

@@ -46,8 +46,8 @@ from ..backends.kernel_configs import (HELD_A_FORMATS, HELD_A_MAX_K, KernelConfi
                                        auto_persistent, choose_moe_config, compile_problem, fp8_fast_accum_variant,
                                        held_a_config, held_a_problem, load_tuned_configs, save_tuned_configs,
                                        token_bucket, triton_tile, warp_specialized_config, warp_specialized_problem,
-                                       warp_specialized_variant, with_block_m, ws_wide_config, WS_DEC_BLOCK_M,
-                                       WS_FORMATS, _device_traits)
+                                       warp_specialized_variant, with_block_m, ws_pipelined, ws_wide_config,
+                                       WS_DEC_BLOCK_M, WS_FORMATS, _device_traits)
 from ..config import Activation, Format
 
 __all__ = [
@@ -85,7 +85,7 @@ SMEM_LIMIT = 200 * 1024
 @dataclass(frozen=True)
 class Candidate:
     """One config to try; ``varies`` says which part moved from the base ("base", "ws_decode", "gemm1",
-    "gemm2", "block_m", "fast_accum", "grid", "combined")."""
+    "gemm2", "block_m", "fast_accum", "grid", "combined", "pipelined", ...)."""
 
     config: MoEKernelConfig
     varies: str
@@ -249,6 +249,19 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         sib = choose_moe_config(tokens, hidden, intermediate_padded, experts, top_k, _FP8_SIBLING[weight_format],
                                 activation, device_name, num_sms=num_sms)
         add(sib.gemm1, sib.gemm2, "table")
+    if weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL) and _device_traits(device_name).hopper:
+        # the pipelined promotion (KernelConfig.pipelined_promotion; thirty-seventh session, H100: 0.96-1.07x by
+        # shape): the table's and the heuristic's warp-specialized tiles with it, and the narrow tiles (a partial set
+        # per accumulator) of both GEMMs with it -- where the wide one-set GEMM1 (which cannot take it) is the base
+        bases = [cur, heur]
+        if tokens >= WS_MIN_TOKENS and (heur.gemm1.warp_specialized or heur.gemm2.warp_specialized):
+            bases.append(MoEKernelConfig(warp_specialized_config(gated, num_stages=5, weight_format=weight_format),
+                                         warp_specialized_config(False, num_stages=5, weight_format=weight_format)))
+        for b in bases:
+            p1, p2 = (ws_pipelined(b.gemm1, weight_format, "gemm1", gated),
+                      ws_pipelined(b.gemm2, weight_format, "gemm2", False))
+            if p1 or p2:
+                add(p1 or b.gemm1, p2 or b.gemm2, "pipelined")
     if (weight_format in WS_FORMATS and tokens <= WS_DEC_TUNE_MAX_TOKENS and heur.block_m <= WS_DEC_BLOCK_M
             and _device_traits(device_name).hopper):
         # the Gluon decode kernel (kernels/_ws_dec.py), one and two K blocks a ring step, 2 and 3 programs an SM: on
