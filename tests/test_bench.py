@@ -314,8 +314,8 @@ def test_search_space(fmt, T):
     # elsewhere GEMM2 keeps the rule's setting (None), except the shipped table's entry and the
     # warp-specialized variants' 128-row GEMM2 (with_block_m turns persistence off there: 0) and the decode kernel's
     # programs an SM (2 / 3)
-    assert all(c.config.gemm2.persistent is None for c in cands if c.varies not in ("persistent", "table",
-                                                                                    "warp_specialized", "ws_decode"))
+    assert all(c.config.gemm2.persistent is None for c in cands if c.varies not in (
+        "persistent", "table", "fp8_sibling", "warp_specialized", "ws_decode"))
     assert all(c.config.gemm2.persistent in (2, 3) for c in cands if c.varies == "ws_decode")
     assert all(c.config.gemm2.persistent in (None, 0) for c in cands if c.varies == "warp_specialized")
     # what the shipped table serves the point now is a candidate (when it is not the heuristic)
@@ -426,7 +426,22 @@ def test_tune_point_validates_before_timing():
     combined = MoEKernelConfig(_kc(16, 128), _kc(16, 128))
     assert res.best == combined and res.best_s == 7.0 and res.heuristic_s == 10.0
     assert res.speedup == pytest.approx(10 / 7)
+    assert res.table_s is None and res.vs_table == pytest.approx(10 / 7)  # no table entry: the table ran the heuristic
     assert res.rows[-1]["varies"] == "combined"
+
+
+def test_tune_point_reports_the_gain_over_the_table():
+    """``vs_table``: the time of what the active table served (the "table" candidate) over the winner's; the
+    heuristic's time is the first "base" candidate's, not the Triton tile's that follows a warp-specialized one."""
+    heur = MoEKernelConfig(_kc(16, 64), _kc(16, 64))
+    heur_tile = MoEKernelConfig(_kc(16, 32), _kc(16, 64))
+    table = MoEKernelConfig(_kc(16, 128), _kc(16, 64))
+    other = MoEKernelConfig(_kc(16, 64), _kc(16, 128))
+    times = {heur: 10.0, heur_tile: 12.0, table: 8.0, other: 7.5}
+    res = tune_point([Candidate(heur, "base"), Candidate(heur_tile, "base"), Candidate(table, "table"),
+                      Candidate(other, "gemm2")], lambda c: 0, lambda o: (True, ""), lambda c: times[c])
+    assert (res.heuristic_s, res.table_s, res.best_s) == (10.0, 8.0, 7.5)
+    assert res.speedup == pytest.approx(10 / 7.5) and res.vs_table == pytest.approx(8 / 7.5)
 
 
 def test_tune_point_budget_and_all_rejected():
@@ -520,6 +535,8 @@ def test_run_tune_driver_in_interpreter(tmp_path):
                                max_candidates=3, device="cpu"), log=lambda s: None)
     (pt,) = res["points"]
     assert pt["tried"] >= 3 and pt["tuned_us"] > 0 and pt["heuristic_us"] > 0 and pt["best"]
+    # (the shipped table has no "cpu" entries: the table served the heuristic)
+    assert pt["table_us"] is None and pt["vs_table"] == pytest.approx(pt["heuristic_us"] / pt["tuned_us"])
     assert all(r["status"] in ("ok", "error", "rejected") for r in pt["rows"])
     table = load_tuned_configs(out)
     got = choose_moe_config(4, p.hidden, pt["I_pad"], p.experts, p.top_k, Format.FP8_TENSOR, p.activation, "cpu",

@@ -65,6 +65,23 @@ def test_info_says_where_kernel_configs_come_from(capsys, monkeypatch):
     assert "no tuned entries" in table_source("NVIDIA H100 PCIe", 114, tbl)
 
 
+def test_tune_summary_rows():
+    """``fusedmoe tune``'s summary: the table's time ('=' where it served the heuristic) and the winner's gain over
+    it next to the gain over the heuristic; budget points left out."""
+    from fusedmoe.cli import TUNE_COLUMNS, tune_rows
+
+    base = {"preset": "p", "weight_format": "bf16", "tried": 5, "candidates": 8, "rejected": 1, "errors": 0}
+    pts = [dict(base, tokens=512, heuristic_us=120.0, table_us=100.0, tuned_us=80.0, speedup=1.5, vs_table=1.25),
+           dict(base, tokens=8, heuristic_us=50.0, table_us=None, tuned_us=50.0, speedup=1.0, vs_table=1.0),
+           {"preset": "p", "weight_format": "bf16", "tokens": 2048, "status": "budget"}]
+    rows = tune_rows(pts)
+    assert len(rows) == 2 and all(len(r) == len(TUNE_COLUMNS) for r in rows)
+    col = {c: i for i, c in enumerate(TUNE_COLUMNS)}
+    assert [rows[0][col[c]] for c in ("T", "heuristic", "table", "tuned", "speedup", "vs table", "tried")] == [
+        "512", "120.0", "100.0", "80.0", "1.50x", "1.25x", "5/8"]
+    assert (rows[1][col["table"]], rows[1][col["vs table"]]) == ("=", "1.00x")
+
+
 def test_demo_small_cpu(capsys):
     assert main(["demo", "--device", "cpu"]) == 0
     out = capsys.readouterr().out

@@ -391,6 +391,26 @@ def cmd_bench(args) -> int:
     return 1 if bad.get("check_failed") else 0
 
 
+TUNE_COLUMNS = ("preset", "weights", "T", "heuristic", "table", "tuned", "speedup", "vs table", "tried", "rejected",
+                "errors")
+
+
+def tune_rows(points) -> list:
+    """``fusedmoe tune``'s summary rows (:data:`TUNE_COLUMNS`) from ``run_tune``'s points: µs of the heuristic, of
+    what the active table served before the tune ('=': the heuristic) and of the winner; the winner's speedup over
+    each."""
+    def us(v):
+        return "-" if v is None else f"{v:.1f}"
+
+    def x(v):
+        return "-" if v is None else f"{v:.2f}x"
+
+    return [[pt["preset"], pt["weight_format"], str(pt["tokens"]), us(pt["heuristic_us"]),
+             "=" if pt.get("table_us") is None else us(pt["table_us"]), us(pt["tuned_us"]), x(pt["speedup"]),
+             x(pt.get("vs_table")), f"{pt['tried']}/{pt['candidates']}", str(pt["rejected"]), str(pt["errors"])]
+            for pt in points if "tokens" in pt and pt.get("status") != "budget"]
+
+
 def cmd_tune(args) -> int:
     """Search kernel configs per shape and token bucket; write the tuned table (needs CUDA)."""
     import os
@@ -456,17 +476,8 @@ def cmd_tune(args) -> int:
           f"{len(tokens)} token counts, {n_cand} candidates; table -> {out}")
     with progress_bar(n_cand, "tune", enabled=not args.no_progress) as update:
         res = run_tune(opts, progress=update)
-    rows = []
-    for pt in res["points"]:
-        if "tokens" not in pt or pt.get("status") == "budget":
-            continue
-        rows.append([pt["preset"], pt["weight_format"], str(pt["tokens"]),
-                     "-" if pt["heuristic_us"] is None else f"{pt['heuristic_us']:.1f}",
-                     "-" if pt["tuned_us"] is None else f"{pt['tuned_us']:.1f}",
-                     "-" if pt["speedup"] is None else f"{pt['speedup']:.2f}x",
-                     f"{pt['tried']}/{pt['candidates']}", str(pt["rejected"]), str(pt["errors"])])
-    _table("tuned vs heuristic (µs per call, CUDA-graph replay)",
-           ["preset", "weights", "T", "heuristic", "tuned", "speedup", "tried", "rejected", "errors"], rows)
+    _table("tuned vs heuristic and vs the table's entry (µs per call, CUDA-graph replay; table '=': the heuristic)",
+           list(TUNE_COLUMNS), tune_rows(res["points"]))
     print(f"table: {res['table']}" + (f"  report: {res['report']}" if res["report"] else ""))
     return 0
 

@@ -85,7 +85,9 @@ SMEM_LIMIT = 200 * 1024
 @dataclass(frozen=True)
 class Candidate:
     """One config to try; ``varies`` says which part moved from the base ("base", "ws_decode", "gemm1",
-    "gemm2", "block_m", "fast_accum", "grid", "combined", "pipelined", ...)."""
+    "gemm2", "block_m", "fast_accum", "grid", "combined", "pipelined", ...); "table": what the active tuned table
+    serves the point now (where that is not the heuristic), "fp8_sibling": FP8 per channel's entry for a per
+    tensor point or the other way round."""
 
     config: MoEKernelConfig
     varies: str
@@ -248,7 +250,7 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         # 256-row GEMM1 was never among per tensor's candidates)
         sib = choose_moe_config(tokens, hidden, intermediate_padded, experts, top_k, _FP8_SIBLING[weight_format],
                                 activation, device_name, num_sms=num_sms)
-        add(sib.gemm1, sib.gemm2, "table")
+        add(sib.gemm1, sib.gemm2, "fp8_sibling")
     if weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL) and _device_traits(device_name).hopper:
         # the pipelined promotion (KernelConfig.pipelined_promotion; thirty-seventh session, H100: 0.96-1.07x by
         # shape): the table's and the heuristic's warp-specialized tiles with it, and the narrow tiles (a partial set
@@ -366,17 +368,29 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
 
 @dataclass
 class TuneOutcome:
-    """Result of one point: every candidate's fate, the heuristic's time and the winner."""
+    """Result of one point: every candidate's fate, the heuristic's time, the time of what the active table served
+    (``table_s``: the "table" candidate, or the heuristic where the table has nothing else) and the winner."""
 
     rows: List[Dict[str, Any]] = field(default_factory=list)
     heuristic_s: Optional[float] = None
+    table_s: Optional[float] = None
     best: Optional[MoEKernelConfig] = None
     best_s: Optional[float] = None
 
     @property
     def speedup(self) -> Optional[float]:
+        """Heuristic time / the winner's."""
         if self.heuristic_s and self.best_s:
             return self.heuristic_s / self.best_s
+        return None
+
+    @property
+    def vs_table(self) -> Optional[float]:
+        """The active table's time / the winner's: what the new entry gains over what the point ran before the
+        tune (1.00x: the table already held the winner, or one as fast)."""
+        t = self.table_s if self.table_s is not None else self.heuristic_s
+        if t and self.best_s:
+            return t / self.best_s
         return None
 
 
@@ -418,8 +432,10 @@ def tune_point(candidates: Sequence[Candidate], run: Callable[[MoEKernelConfig],
         row.update(status="ok", t_us=t * 1e6)
         res.rows.append(row)
         timed.append((t, cand))
-        if cand.varies == "base":
-            res.heuristic_s = t
+        if cand.varies == "base" and res.heuristic_s is None:  # the heuristic itself comes first; a second
+            res.heuristic_s = t                                  # "base" is its Triton tile (a ws heuristic)
+        elif cand.varies == "table":
+            res.table_s = t
 
     for i, cand in enumerate(candidates):
         if i > 0 and deadline is not None and time.perf_counter() > deadline:
@@ -690,14 +706,17 @@ def run_tune(opts: TuneOptions, *, progress: Optional[Callable[[str, int], None]
                       "rejected": sum(1 for r in res.rows if r.get("status") == "rejected"),
                       "errors": sum(1 for r in res.rows if r.get("status") == "error"),
                       "heuristic_us": None if res.heuristic_s is None else res.heuristic_s * 1e6,
+                      "table_us": None if res.table_s is None else res.table_s * 1e6,
                       "tuned_us": None if res.best_s is None else res.best_s * 1e6, "speedup": res.speedup,
+                      "vs_table": res.vs_table,
                       "best": None if res.best is None else _cfg_dict(res.best), "rows": res.rows}
                 points.append(pt)
                 if res.best is not None:
                     add_to_table(new, res.best, device_name=name, weight_format=wf, activation=p.activation,
                                  hidden=p.hidden, intermediate_padded=I_pad, experts=p.experts, tokens=T)
                     log(f"{p.name}/{wf.value} T={T}: heuristic {pt['heuristic_us'] or float('nan'):.1f} us -> "
-                        f"tuned {pt['tuned_us']:.1f} us ({(res.speedup or float('nan')):.2f}x) {describe_config(res.best)}")
+                        f"tuned {pt['tuned_us']:.1f} us ({(res.speedup or float('nan')):.2f}x; "
+                        f"{(res.vs_table or float('nan')):.2f}x the table's) {describe_config(res.best)}")
                 else:
                     log(f"{p.name}/{wf.value} T={T}: no valid candidate ({pt['rejected']} rejected, {pt['errors']} errors)")
                 del sets, ref
