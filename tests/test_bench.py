@@ -20,8 +20,8 @@ from fusedmoe.bench.presets import (PRESETS, BenchCase, custom_preset, format_pr
 from fusedmoe.bench.runner import (BenchOptions, load_results, markdown_report, run_bench, summarize, write_markdown,
                                    write_results)
 from fusedmoe.bench.timing import time_calls
-from fusedmoe.bench.tune import (SMEM_LIMIT, Candidate, _smem_bytes, add_to_table, merge_into_file, search_space,
-                                 tune_point)
+from fusedmoe.bench.tune import (SMEM_LIMIT, Candidate, _smem_bytes, add_to_table, describe_config, merge_into_file,
+                                 search_space, tune_point)
 from fusedmoe.config import Activation, Format, RoutingMethod
 
 INTERP = os.environ.get("TRITON_INTERPRET") == "1"
@@ -331,7 +331,7 @@ def test_search_space(fmt, T):
     assert not pipe or pipe[0] < 8
     for c in cands:
         on = [g for g in (c.config.gemm1, c.config.gemm2) if g.pipelined_promotion]
-        assert bool(on) == (c.varies == "pipelined"), c
+        assert bool(on) == (c.varies == "pipelined") == (" pipe" in describe_config(c.config)), c
         assert all(g.warp_specialized and g.block_m == 128 and g.block_n in (64, 128) for g in on), c
     # split-K (either GEMM) only at decode tile sizes
     assert all(c.config.gemm1.split_k == c.config.gemm2.split_k == 1 for c in cands if c.config.block_m > 32)

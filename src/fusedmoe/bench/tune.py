@@ -513,7 +513,8 @@ def describe_config(c: MoEKernelConfig) -> str:
                 + (" swap" if k.swap_ab else "") + (" fastacc" if k.fp8_fast_accum else "")
                 + (f" split{k.split_k}" if k.split_k != 1 else "")
                 + (f" persist{k.persistent}" if k.persistent is not None else "")
-                + (f" ntiles{k.n_tiles}" if k.n_tiles != 1 else "") + (" ws" if k.warp_specialized else ""))
+                + (f" ntiles{k.n_tiles}" if k.n_tiles != 1 else "") + (" ws" if k.warp_specialized else "")
+                + (" pipe" if k.pipelined_promotion else ""))
 
     return f"bm{c.block_m} | {one(c.gemm1)} | {one(c.gemm2)}"
 
