@@ -146,9 +146,11 @@ def test_ws_gemm_compiles_for_sm90(tmp_path):
 
 
 _PIPE_SCRIPT = _SCRIPT_HEAD + r'''
-# (ACT, GATED, QUANT, OUT_Q, BN, out dtype): the two-set tiles the pipelined promotion takes (FP8 per tensor / channel)
+# (ACT, GATED, QUANT, OUT_Q, BN, out dtype): the tiles the pipelined promotion takes (FP8 per tensor / channel): the
+# two-set ones and the wide one-set ones (gated 128, non-gated 256)
 for ACT, GATED, QUANT, OUT_Q, BN, OD in ((0, True, 1, 0, 64, "bf16"), (1, True, 2, 1, 64, "fp8e4nv"),
-                                        (3, False, 1, 0, 128, "bf16"), (7, False, 2, 0, 64, "fp16")):
+                                        (3, False, 1, 0, 128, "bf16"), (7, False, 2, 0, 64, "fp16"),
+                                        (0, True, 1, 0, 128, "bf16"), (3, False, 2, 0, 256, "bf16")):
     sig = ws_sig("fp8e4nv", gl.float8e4nv, 128, BN, OD, OUT_Q)
     for pipe in (False, True):
         cx = dict(TOP_K=8, E_LOC=64, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q=OUT_Q,
@@ -164,17 +166,23 @@ for ACT, GATED, QUANT, OUT_Q, BN, OD in ((0, True, 1, 0, 64, "bf16"), (1, True, 
 
 
 def test_ws_pipelined_promotion_compiles_for_sm90(tmp_path):
-    """``set_ws_pipelined_promotion``'s kernel (PIPE) compiles for sm_90 without spills, and its K loop keeps the next
-    block's wgmmas in flight while it waits for a block's (``WARPGROUP.DEPBAR.LE`` 2 gated / 1 non-gated: one wgmma
-    group a partial set) -- two K blocks' wgmmas a loop trip; the base loop waits for all of them (0)."""
+    """The pipelined promotion's kernel (PIPE) compiles for sm_90 without spills. In the two-set tiles the K loop
+    keeps the next block's wgmmas in flight while it waits for a block's (``WARPGROUP.DEPBAR.LE`` 2 gated / 1
+    non-gated: one wgmma group a partial set) -- two K blocks' wgmmas a loop trip; the base loop waits for all of
+    them (0). In the wide one-set tiles a trip is one K block of four 64-column sub-tiles (16 QGMMAs against the base
+    loop's 8 of 128 columns), waiting with one sub-tile in flight (1) but at the block's end (0) -- ptxas did not
+    serialize the wgmmas (C7514 would leave only 0)."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _PIPE_SCRIPT)
-    assert len(rows) == 8, rows
+    assert len(rows) == 12, rows
     for act, gated, quant, bn, pipe, spills, gmma, waits in rows:
         where = f"ACT={act} GATED={gated} QUANT={quant} BN={bn} PIPE={pipe}"
         assert int(spills) == 0, f"{where}: {spills} local loads / stores"
-        per_block = (2 if gated == "True" else 1) * 4  # 128-deep K blocks of 32-deep QGMMAs, gate and up
-        if pipe == "True":
+        wide = int(bn) == (128 if gated == "True" else 256)
+        per_block = (2 if gated == "True" or wide else 1) * 4  # 128-deep K blocks of 32-deep QGMMAs: gate and up
+        if pipe == "True" and wide:
+            assert int(gmma) == 2 * per_block and waits == "0,1", (where, gmma, waits)
+        elif pipe == "True":
             assert int(gmma) == 2 * per_block and waits == ("2" if gated == "True" else "1"), (where, gmma, waits)
         else:
             assert int(gmma) == per_block and waits == "0", (where, gmma, waits)
@@ -245,27 +253,29 @@ def test_ws_config_rules(tmp_path):
         (dataclasses.replace(ok, n_tiles=4), Format.FP8_TENSOR, "gemm2", False, 256, "hold tiles"),
         (ok, Format.FP8_TENSOR, "gemm1", True, 4104, "multiple of 16"),
         (ok, Format.FP8_TENSOR, "gemm2", False, 232, "intermediate_size_padded"),
-        # the pipelined promotion: FP8 per tensor / channel tiles with a partial set per accumulator only
+        # the pipelined promotion: FP8 per tensor / channel prefill tiles only
         (dataclasses.replace(ok, pipelined_promotion=True), Format.FP8_BLOCK, "gemm1", True, 4096, "FP8 per tensor"),
         (dataclasses.replace(bf, pipelined_promotion=True), Format.BF16, "gemm1", True, 4096, "FP8 per tensor"),
-        (dataclasses.replace(ws_config(True, bn=128), pipelined_promotion=True), Format.FP8_TENSOR, "gemm1", True,
-         4096, "a partial set per accumulator"),
-        (dataclasses.replace(ws_config(False, bn=256, stages=4), pipelined_promotion=True), Format.FP8_CHANNEL,
-         "gemm2", False, 4096, "a partial set per accumulator"),
     ]
     for cfg, fmt, gemm, gated, K, words in bad:
         why = warp_specialized_problem(cfg, fmt, gemm, gated, K)
         assert why is not None and words in why and gemm.upper() in why, (cfg, fmt, why)
+    # (the two-set tiles and the wide one-set tiles: 2 x 128 gated, 256)
     for cfg, fmt, gemm, gated in ((ok, Format.FP8_TENSOR, "gemm1", True), (ws_config(False), Format.FP8_CHANNEL,
                                                                            "gemm2", False),
-                                  (ws_config(False, bn=64), Format.FP8_TENSOR, "gemm1", False)):
-        piped = ws_pipelined(cfg, fmt, gemm, gated)
+                                  (ws_config(False, bn=64), Format.FP8_TENSOR, "gemm1", False),
+                                  (ws_config(True, bn=128), Format.FP8_TENSOR, "gemm1", True),
+                                  (ws_config(False, bn=256, stages=4), Format.FP8_CHANNEL, "gemm2", False)):
+        piped = ws_pipelined(cfg, fmt)
         assert piped == dataclasses.replace(cfg, pipelined_promotion=True), (cfg, fmt)
         assert warp_specialized_problem(piped, fmt, gemm, gated, 4096) is None
         assert KernelConfig.from_dict(piped.to_dict()) == piped
-    assert ws_pipelined(ok, Format.FP8_BLOCK, "gemm1", True) is None
-    assert ws_pipelined(ws_config(True, bn=128), Format.FP8_TENSOR, "gemm1", True) is None
-    assert ws_pipelined(dataclasses.replace(ok, warp_specialized=False), Format.FP8_TENSOR, "gemm1", True) is None
+    assert ws_pipelined(ok, Format.FP8_BLOCK) is None and ws_pipelined(bf, Format.BF16) is None
+    assert ws_pipelined(dataclasses.replace(ok, warp_specialized=False), Format.FP8_TENSOR) is None
+    dec = KernelConfig(16, 64, 128, num_warps=4, num_stages=4, warp_specialized=True)  # a decode tile: its own loop
+    assert ws_pipelined(dec, Format.FP8_TENSOR) is None
+    assert "block_m" in warp_specialized_problem(dataclasses.replace(dec, pipelined_promotion=True), Format.FP8_TENSOR,
+                                                 "gemm1", True, 4096)
     with pytest.raises(ValueError, match="needs warp_specialized"):
         dataclasses.replace(ok, warp_specialized=False, pipelined_promotion=True)
     with pytest.raises(TypeError, match="pipelined_promotion must be a bool"):
@@ -607,23 +617,26 @@ def test_gpu_ws_skip_padding_half_same_bits(wfmt):
 def test_gpu_ws_pipelined_promotion_same_bits(wfmt):
     """The pipelined promotion (two partial sets taking turns) gives the bits of the base K loop, switched on for
     every tile (``set_ws_pipelined_promotion``) and by the configs (``KernelConfig.pipelined_promotion``, both GEMMs
-    and GEMM2 alone): an even and an odd number of K blocks (H 768 / 640: 6 / 5), a K tail (H 704), one block (GEMM2,
-    I 128), gated and not, both GEMMs warp-specialized, expert parallel, top-1 with the non-local group, eager and
-    in a CUDA graph; within the reference's bound."""
+    and GEMM2 alone), in the two-set tiles and in the wide one-set tiles (64-column sub-tiles; their base bits are
+    the narrow tiles', ``test_gpu_ws_one_part_tiles``): an even and an odd number of K blocks (H 768 / 640: 6 / 5),
+    a K tail (H 704), one block (GEMM2, I 128), column tails, gated and not, both GEMMs warp-specialized, expert
+    parallel, top-1 with the non-local group, eager and in a CUDA graph; within the reference's bound."""
     from fusedmoe.backends.triton_moe import set_ws_pipelined_promotion
 
     dtype = torch.bfloat16
     for act in (Activation.SWIGLU, Activation.RELU2):
         cfg = moe_config(act.is_gated, gemm2=True)
-        p1, p2 = ws_pipelined(cfg.gemm1, wfmt, "gemm1", act.is_gated), ws_pipelined(cfg.gemm2, wfmt, "gemm2", False)
-        assert p1 is not None and p2 is not None, cfg
+        p1, p2 = ws_pipelined(cfg.gemm1, wfmt), ws_pipelined(cfg.gemm2, wfmt)
+        w1, w2 = (ws_pipelined(ws_config(act.is_gated, bn=128 if act.is_gated else 256), wfmt),
+                  ws_pipelined(ws_config(False, bn=256), wfmt))
+        assert None not in (p1, p2, w1, w2), cfg
         for T, K, H, I, seed in ((600, 4, 768, 192, 21), (600, 4, 640, 128, 22), (900, 1, 704, 192, 23)):
             prob = make_problem(T=T, H=H, I=I, I_pad=I, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype,
                                 offset=8, E_glob=24 if K > 1 else 32, seed=seed)
             kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)
             off = _switch_same_bits(set_ws_pipelined_promotion, prob, kw, (act, T, K, H, I),
                                     graph=I if act is Activation.SWIGLU and H == 768 else None)
-            for pc in (MoEKernelConfig(p1, p2), MoEKernelConfig(cfg.gemm1, p2)):
+            for pc in (MoEKernelConfig(p1, p2), MoEKernelConfig(cfg.gemm1, p2), MoEKernelConfig(w1, w2)):
                 got = _run_within_bound(prob, tag=(act, T, K, H, I, "config"), **dict(kw, config=pc))
                 assert torch.equal(got, off), (act, T, K, H, I, pc)
 

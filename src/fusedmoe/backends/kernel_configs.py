@@ -120,10 +120,12 @@ class KernelConfig:
     in flight; block_m 128 / 256 token rows, block_k 64, block_n 64 (gated GEMM1: 2 x 32 columns) or
     128 (:func:`ws_fp4_config`; ``triton_moe.auto_ws_fp4`` picks it for MXFP4 prefill tiles, for NVFP4
     ones from 64 rows an expert, ``set_ws_fp4_nvfp4``).
-    pipelined_promotion (warp_specialized FP8 per tensor / per channel prefill tiles with a partial set per
-    accumulator: block_n 64 gated, 64 / 128 otherwise): each warpgroup's two partial-sum sets take turns, so the next
-    K block's wgmmas run while this one's are added (``kernels/_ws_gemm._ws_pipe_k_loop``); the same bits. A tuner
-    candidate (thirty-seventh session, H100: 0.96-1.07x by shape); ``triton_moe.set_ws_pipelined_promotion(True)``
+    pipelined_promotion (warp_specialized FP8 per tensor / per channel prefill tiles, block_m 128): two partial-sum
+    sets take turns, so the next wgmmas run while a finished partial sum is added -- K block by K block in the tiles
+    with a partial set per accumulator (block_n 64 gated, 64 / 128 otherwise: ``kernels/_ws_gemm._ws_pipe_k_loop``),
+    64-column sub-tile by sub-tile within each K block in the wide one-set tiles (2 x 128 gated, 256:
+    ``_ws_wide_pipe_k_loop``); the same bits. A tuner candidate (the two-set tiles, thirty-seventh session, H100:
+    0.96-1.07x by shape; the wide tiles compiled for sm_90 only so far); ``triton_moe.set_ws_pipelined_promotion(True)``
     turns it on for every such tile.
     """
 
@@ -1026,7 +1028,7 @@ def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str
     operand dtypes are the launcher's checks)."""
     if not cfg.warp_specialized:
         return None
-    if cfg.pipelined_promotion and (why := _ws_pipe_problem(cfg, weight_format, gemm, gated)):
+    if cfg.pipelined_promotion and (why := _ws_pipe_problem(cfg, weight_format)):
         return f"{gemm.upper()} pipelined_promotion {why}"
     if weight_format in WS_FP4_FORMATS:
         return _ws_fp4_problem(cfg, gemm, gated, K)
@@ -1045,23 +1047,21 @@ def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str
     return None if why is None else f"{gemm.upper()} warp_specialized {why}"
 
 
-def _ws_pipe_problem(cfg: KernelConfig, weight_format: Format, gemm: str, gated: bool) -> Optional[str]:
+def _ws_pipe_problem(cfg: KernelConfig, weight_format: Format) -> Optional[str]:
     """None, or why ``cfg`` cannot take ``pipelined_promotion``: FP8 per tensor / per channel prefill tiles (block_m
-    128) with a partial set per accumulator -- the one-set wide tiles and FP8 blocks (whose scale vectors would spill
-    with two sets) run the base loop."""
+    128; the tile widths are :func:`warp_specialized_problem`'s rule) -- FP8 blocks (whose scale vectors would spill
+    with two partial sets), 16-bit weights (no promotion) and the decode tiles run their own loops."""
     if weight_format not in (Format.FP8_TENSOR, Format.FP8_CHANNEL):
         return f"needs FP8 per tensor / per channel weights, got {weight_format.name}"
-    two_set = (64,) if gated and gemm == "gemm1" else (64, 128)
-    if cfg.block_m != 128 or cfg.block_n not in two_set:
-        return (f"needs block_m 128 and block_n in {two_set} (a partial set per accumulator), got "
-                f"{cfg.block_m} / {cfg.block_n}")
+    if cfg.block_m != 128:
+        return f"needs the 128-row prefill tiles, got block_m {cfg.block_m}"
     return None
 
 
-def ws_pipelined(cfg: KernelConfig, weight_format: Format, gemm: str, gated: bool) -> Optional[KernelConfig]:
+def ws_pipelined(cfg: KernelConfig, weight_format: Format) -> Optional[KernelConfig]:
     """``cfg`` with ``pipelined_promotion`` on, or None where it cannot take it (not warp-specialized, or
     :func:`_ws_pipe_problem`): the tuner's pipelined candidates."""
-    if not cfg.warp_specialized or _ws_pipe_problem(cfg, weight_format, gemm, gated):
+    if not cfg.warp_specialized or _ws_pipe_problem(cfg, weight_format):
         return None
     return dataclasses.replace(cfg, pipelined_promotion=True)
 

@@ -253,15 +253,14 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         add(sib.gemm1, sib.gemm2, "fp8_sibling")
     if weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL) and _device_traits(device_name).hopper:
         # the pipelined promotion (KernelConfig.pipelined_promotion; thirty-seventh session, H100: 0.96-1.07x by
-        # shape): the table's and the heuristic's warp-specialized tiles with it, and the narrow tiles (a partial set
-        # per accumulator) of both GEMMs with it -- where the wide one-set GEMM1 (which cannot take it) is the base
+        # shape in the two-set tiles): the table's and the heuristic's warp-specialized tiles with it, and the narrow
+        # tiles (a partial set per accumulator) of both GEMMs with it, which the wide base GEMM1 never meets
         bases = [cur, heur]
         if tokens >= WS_MIN_TOKENS and (heur.gemm1.warp_specialized or heur.gemm2.warp_specialized):
             bases.append(MoEKernelConfig(warp_specialized_config(gated, num_stages=5, weight_format=weight_format),
                                          warp_specialized_config(False, num_stages=5, weight_format=weight_format)))
         for b in bases:
-            p1, p2 = (ws_pipelined(b.gemm1, weight_format, "gemm1", gated),
-                      ws_pipelined(b.gemm2, weight_format, "gemm2", False))
+            p1, p2 = ws_pipelined(b.gemm1, weight_format), ws_pipelined(b.gemm2, weight_format)
             if p1 or p2:
                 add(p1 or b.gemm1, p2 or b.gemm2, "pipelined")
     if (weight_format in WS_FORMATS and tokens <= WS_DEC_TUNE_MAX_TOKENS and heur.block_m <= WS_DEC_BLOCK_M

@@ -51,9 +51,11 @@ Measured (H200, fifteenth session, harness, both GEMMs warp-specialized): FP8 1.
 hardly any padding); 16-bit weights 1.05x at 512 but 0.75-0.92x at 8192 (DeepSeek-V3 SwiGLU
 0.75-0.81x in three runs; not understood: the compiled loop is the same), so they never skip.
 
-Pipelined promotion (PIPE, opt-in: ``triton_moe.set_ws_pipelined_promotion``; FP8 per tensor / channel, two-set
-tiles): each warpgroup's two partial sets take turns (``_ws_pipe_k_loop``), so the next K block's wgmmas are in
-flight while it waits for a block's and adds them -- the same products added in the same order, the same bits.
+Pipelined promotion (PIPE: ``KernelConfig.pipelined_promotion``, or every tile with
+``triton_moe.set_ws_pipelined_promotion``; FP8 per tensor / channel): in the two-set tiles each warpgroup's two partial
+sets take turns (``_ws_pipe_k_loop``), so the next K block's wgmmas are in flight while it waits for a block's and adds
+them; the wide one-set tiles run each K block as four 64-column sub-tiles with two 64-column partial sets in turn
+(``_ws_wide_pipe_k_loop``) -- the same products added in the same order, the same bits.
 
 Tiles walk ``program_id, program_id + num_programs, ...`` over the (M-block, column tile) grid of
 the rows in use (``num_post_padded``, read on the device) in GROUP_M bands (``_tile_ids``); a
@@ -169,6 +171,45 @@ def _ws_epilogue(acc_g, acc_u, e, pid_m, col0, out_ptr, a_scale_ptr, w_scale_ptr
 
 
 @gluon.jit
+def _ws_sub_epilogues(acc0, acc1, acc2, acc3, e, pid_m, col0, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
+                      out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm, stride_wse, stride_wsn,
+                      stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, HALF_M: gl.constexpr,
+                      TOP_K: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, QUANT: gl.constexpr,
+                      OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr,
+                      WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, SN: gl.constexpr,
+                      RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr, A_PADDED: gl.constexpr,
+                      ZERO_PAD: gl.constexpr, layout: gl.constexpr):
+    """:func:`_ws_epilogue` of a pipelined wide tile's four ``SN``-column sums (:func:`_ws_wide_pipe_k_loop`): gated,
+    (gate, up) = (acc0, acc2) for the columns from ``col0`` and (acc1, acc3) for the next ``SN``; otherwise acc<j> for
+    the ``j``-th ``SN`` columns from ``col0``."""
+    if GATED:
+        _ws_epilogue(acc0, acc2, e, pid_m, col0, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
+                     out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm, stride_wse, stride_wsn,
+                     stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q,
+                     ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, SN, RCP_DIV, OUT_PADDED, A_PADDED,
+                     ZERO_PAD, layout)
+        _ws_epilogue(acc1, acc3, e, pid_m, col0 + SN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
+                     out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm, stride_wse, stride_wsn,
+                     stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q,
+                     ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, SN, RCP_DIV, OUT_PADDED, A_PADDED,
+                     ZERO_PAD, layout)
+    else:
+        for j in gl.static_range(4):
+            acc = acc0
+            if j == 1:
+                acc = acc1
+            elif j == 2:
+                acc = acc2
+            elif j == 3:
+                acc = acc3
+            _ws_epilogue(acc, acc, e, pid_m, col0 + j * SN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
+                         out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm, stride_wse, stride_wsn,
+                         stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q,
+                         ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, SN, RCP_DIV, OUT_PADDED,
+                         A_PADDED, ZERO_PAD, layout)
+
+
+@gluon.jit
 def _ws_store(acc_g, acc_u, e, slots, row_ok, tok64, out_rows, cols, n_ok, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
               topk_w_ptr, out_qscale_ptr, N, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha,
               act_beta, act_limit, ACT: gl.constexpr, GATED: gl.constexpr, QUANT: gl.constexpr, OUT_Q: gl.constexpr,
@@ -263,6 +304,53 @@ def _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, pa_g, 
 
 
 @gluon.jit
+def _ws_sub_b(wg_bufs, wu_bufs, s, j: gl.constexpr, GATED: gl.constexpr, SN: gl.constexpr):
+    """wgmma's B for sub-tile ``j`` (``SN`` weight rows) of ring slot ``s``: gated -- the gate tile's halves, then the
+    up tile's; otherwise the weight tile's ``j``-th ``SN`` rows."""
+    if GATED and j >= 2:
+        b = wu_bufs.index(s).slice((j - 2) * SN, SN)
+    else:
+        b = wg_bufs.index(s).slice(j * SN, SN)
+    return b.permute((1, 0))
+
+
+@gluon.jit
+def _ws_wide_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc0, acc1, acc2, acc3, it, n_k,
+                         GATED: gl.constexpr, STAGES: gl.constexpr, SN: gl.constexpr):
+    """The promoted K loop of a wide one-set tile (``_ws_consumer``'s ONE_PART) pipelined: each K block as four
+    ``SN``-column sub-tiles (gated: gate's two halves, then up's) whose fresh partial sums alternate between two
+    ``SN``-column sets -- sub-tile j + 1's wgmma is issued before the warpgroup waits for sub-tile j's and adds it
+    into ``acc<j>`` (the base one-set loop waits twice a block with nothing in flight, this one once: after the last
+    sub-tile, before the slot is released). As many registers as the one-set loop (four SN-column sums and two
+    SN-column partial sets against two 2 SN-column sums and one 2 SN-column set); the same partial products added in
+    the same order. Nothing stays in flight across the loop's back edge: with the last sub-tile of a block still
+    running into the next trip (and its sum added there), ptxas serializes every wgmma of the kernel (C7514, "non
+    wgmma instructions reading accumulator registers", sm_90 compile). Returns the four sums and the ring step after
+    the tile."""
+    pa = gl.zeros_like(acc0)
+    pb = gl.zeros_like(acc0)
+    for kk in range(n_k):
+        s = it % STAGES
+        mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+        a = a_bufs.index(s)
+        pa = warpgroup_mma(a, _ws_sub_b(wg_bufs, wu_bufs, s, 0, GATED, SN), pa, use_acc=False, is_async=True)
+        pb = warpgroup_mma(a, _ws_sub_b(wg_bufs, wu_bufs, s, 1, GATED, SN), pb, use_acc=False, is_async=True)
+        pa, pb = warpgroup_mma_wait(num_outstanding=1, deps=(pa, pb))
+        acc0 = acc0 + pa
+        pa = warpgroup_mma(a, _ws_sub_b(wg_bufs, wu_bufs, s, 2, GATED, SN), pa, use_acc=False, is_async=True)
+        pb, pa = warpgroup_mma_wait(num_outstanding=1, deps=(pb, pa))
+        acc1 = acc1 + pb
+        pb = warpgroup_mma(a, _ws_sub_b(wg_bufs, wu_bufs, s, 3, GATED, SN), pb, use_acc=False, is_async=True)
+        pa, pb = warpgroup_mma_wait(num_outstanding=1, deps=(pa, pb))
+        acc2 = acc2 + pa
+        pb = warpgroup_mma_wait(num_outstanding=0, deps=(pb,))
+        mbarrier.arrive(empty.index(s), count=1)
+        acc3 = acc3 + pb
+        it += 1
+    return acc0, acc1, acc2, acc3, it
+
+
+@gluon.jit
 def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
                  out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_om,
                  stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit,
@@ -275,10 +363,10 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
     """MMA warpgroup for rows [HALF * 64, HALF * 64 + 64) of every tile: per K block a fresh
     wgmma (gated: gate and up), one wait, the slot released, the fp32 adds; then the epilogue.
 
-    PIPE (FP8 per tensor / channel, two-set tiles; opt-in, ``triton_moe.set_ws_pipelined_promotion``): two
-    partial-sum sets taking turns, so that block k + 1's wgmmas are issued before the warpgroup waits for block
-    k's and adds them -- the tensor cores get the next block while the fp32 adds run. The same partial products
-    added in the same order: the same bits.
+    PIPE (FP8 per tensor / channel; ``KernelConfig.pipelined_promotion``): two partial-sum sets taking turns, so
+    that block k + 1's wgmmas are issued before the warpgroup waits for block k's and adds them -- the tensor cores
+    get the next block while the fp32 adds run; in the ONE_PART tiles (below) by 64-column sub-tiles within each K
+    block (``_ws_wide_pipe_k_loop``). The same partial products added in the same order: the same bits.
 
     ONE_PART (FP8 per tensor / channel tiles of 2 x 128 gated or 256 columns): one promoted
     partial-sum set of 128 columns serves the K block's two halves in turn -- gate then up, or the
@@ -296,6 +384,10 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
     n_k = gl.cdiv(K, BK)
     part_g = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
     part_u = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
+    # PIPE on a wide one-set tile: its K blocks as four SN-column sub-tiles (_ws_wide_pipe_k_loop)
+    SN: gl.constexpr = 64
+    sub_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, SN, INSTR_K])
     it = 0
     for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
         pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
@@ -342,6 +434,13 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                 else:
                     acc_g = warpgroup_mma_wait(num_outstanding=0, deps=(acc_g,))
                 mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            elif ONE_PART and PIPE:  # the wide tile as four SN-column sub-tiles, two partial sets in turn
+                acc0 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
+                acc1 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
+                acc2 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
+                acc3 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
+                acc0, acc1, acc2, acc3, it = _ws_wide_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc0, acc1,
+                                                                  acc2, acc3, it, n_k, GATED, STAGES, SN)
             elif ONE_PART:
                 for kk in range(n_k):
                     s = it % STAGES
@@ -394,18 +493,25 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                     it += 1
 
             # ---- epilogue: scales, routing weight on input, bias, activation, store by slot ----
-            # (ONE_PART, not gated: acc_g and acc_u hold the tile's two column halves, stored in turn)
-            _ws_epilogue(acc_g, acc_u, e, pid_m, pid_n * BN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
-                         out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm, stride_wse, stride_wsn,
-                         stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q,
-                         ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN, RCP_DIV, OUT_PADDED, A_PADDED,
-                         ZERO_PAD, layout)
-            if ONE_PART and not GATED:
-                _ws_epilogue(acc_u, acc_u, e, pid_m, pid_n * BN + PN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
+            if ONE_PART and PIPE:  # the four sub-tile sums: gated (gate, up) of two SN-column halves, else quarters
+                _ws_sub_epilogues(acc0, acc1, acc2, acc3, e, pid_m, pid_n * BN, out_ptr, a_scale_ptr, w_scale_ptr,
+                                  bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om,
+                                  stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF,
+                                  HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT,
+                                  MUL_ROUTING_WEIGHT, SN, RCP_DIV, OUT_PADDED, A_PADDED, ZERO_PAD, sub_layout)
+            else:
+                # (ONE_PART, not gated: acc_g and acc_u hold the tile's two column halves, stored in turn)
+                _ws_epilogue(acc_g, acc_u, e, pid_m, pid_n * BN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                              topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm,
                              stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K,
                              ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN,
                              RCP_DIV, OUT_PADDED, A_PADDED, ZERO_PAD, layout)
+                if ONE_PART and not GATED:
+                    _ws_epilogue(acc_u, acc_u, e, pid_m, pid_n * BN + PN, out_ptr, a_scale_ptr, w_scale_ptr,
+                                 bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om,
+                                 stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF,
+                                 HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT,
+                                 MUL_ROUTING_WEIGHT, PN, RCP_DIV, OUT_PADDED, A_PADDED, ZERO_PAD, layout)
 
 
 @gluon.jit
