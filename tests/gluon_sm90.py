@@ -44,7 +44,7 @@ def sass_instructions(sass: str) -> list:
     import re
 
     return [(int(m.group(1), 16), m.group(2)) for m in
-            (re.match(r"\s*/\*([0-9a-f]{4})\*/\s*(.*?);", line) for line in sass.splitlines()) if m]
+            (re.match(r"\s*/\*([0-9a-f]{4,})\*/\s*(.*?);", line) for line in sass.splitlines()) if m]
 
 
 def k_loop(ins: list, mma: str = "GMMA") -> list:
