@@ -182,31 +182,23 @@ def _ws_sub_epilogues(acc0, acc1, acc2, acc3, e, pid_m, col0, out_ptr, a_scale_p
     """:func:`_ws_epilogue` of a pipelined wide tile's four ``SN``-column sums (:func:`_ws_wide_pipe_k_loop`): gated,
     (gate, up) = (acc0, acc2) for the columns from ``col0`` and (acc1, acc3) for the next ``SN``; otherwise acc<j> for
     the ``j``-th ``SN`` columns from ``col0``."""
-    if GATED:
-        _ws_epilogue(acc0, acc2, e, pid_m, col0, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
+    for j in gl.static_range(2 if GATED else 4):
+        g = acc0
+        u = acc2 if GATED else acc0
+        if j == 1:
+            g = acc1
+            u = acc3 if GATED else acc1
+        elif j == 2:
+            g = acc2
+            u = acc2
+        elif j == 3:
+            g = acc3
+            u = acc3
+        _ws_epilogue(g, u, e, pid_m, col0 + j * SN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
                      out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm, stride_wse, stride_wsn,
                      stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q,
                      ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, SN, RCP_DIV, OUT_PADDED, A_PADDED,
                      ZERO_PAD, layout)
-        _ws_epilogue(acc1, acc3, e, pid_m, col0 + SN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
-                     out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm, stride_wse, stride_wsn,
-                     stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q,
-                     ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, SN, RCP_DIV, OUT_PADDED, A_PADDED,
-                     ZERO_PAD, layout)
-    else:
-        for j in gl.static_range(4):
-            acc = acc0
-            if j == 1:
-                acc = acc1
-            elif j == 2:
-                acc = acc2
-            elif j == 3:
-                acc = acc3
-            _ws_epilogue(acc, acc, e, pid_m, col0 + j * SN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
-                         out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm, stride_wse, stride_wsn,
-                         stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q,
-                         ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, SN, RCP_DIV, OUT_PADDED,
-                         A_PADDED, ZERO_PAD, layout)
 
 
 @gluon.jit
