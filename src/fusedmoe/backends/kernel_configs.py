@@ -123,7 +123,7 @@ class KernelConfig:
     pipelined_promotion (warp_specialized FP8 per tensor / per channel prefill tiles, block_m 128): two partial-sum
     sets take turns, so the next wgmmas run while a finished partial sum is added -- K block by K block in the tiles
     with a partial set per accumulator (block_n 64 gated, 64 / 128 otherwise: ``kernels/_ws_gemm._ws_pipe_k_loop``),
-    64-column sub-tile by sub-tile, two K blocks a loop trip, in the wide one-set tiles (2 x 128 gated, 256:
+    64-column sub-tile by sub-tile in the wide one-set tiles (2 x 128 gated, 256:
     ``_ws_wide_pipe_k_loop``); the same bits. A tuner candidate (the two-set tiles, thirty-seventh session, H100:
     0.96-1.07x by shape; the wide tiles compiled for sm_90 only so far); ``triton_moe.set_ws_pipelined_promotion(True)``
     turns it on for every such tile.

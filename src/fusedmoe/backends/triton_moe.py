@@ -631,8 +631,7 @@ def set_ws_pipelined_promotion(enabled: bool) -> bool:
     per channel prefill tile runs pipelined -- two partial sets take turns, so block k + 1's wgmmas are issued
     before the warpgroup waits for block k's and adds them (``kernels/_ws_gemm._ws_pipe_k_loop``; tiles with a
     partial set per accumulator: gated block_n 64, non-gated 64 / 128), or in the wide one-set 2 x 128 / 256 tiles
-    by 64-column sub-tiles, two K blocks a loop trip (``_ws_wide_pipe_k_loop``; compiled for sm_90, not yet run on a
-    GPU).
+    by 64-column sub-tiles (``_ws_wide_pipe_k_loop``; compiled for sm_90, not yet run on a GPU).
     FP8 128 x 128 blocks run as before. The same partial products added in the same order: the same bits (GPU test).
     Thirty-seventh session, shared harness on an H100, FP8 per tensor / channel at 512-8192 tokens: 0.956-1.073x
     by shape (DeepSeek-V3 per channel 8192 tokens 1.07x, Mixtral per tensor 512 0.96x); geomean 1.008x at

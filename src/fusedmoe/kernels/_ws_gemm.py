@@ -55,7 +55,7 @@ Pipelined promotion (PIPE: ``KernelConfig.pipelined_promotion``, or every tile w
 ``triton_moe.set_ws_pipelined_promotion``; FP8 per tensor / channel): in the two-set tiles each warpgroup's two partial
 sets take turns (``_ws_pipe_k_loop``), so the next K block's wgmmas are in flight while it waits for a block's and adds
 them; the wide one-set tiles run each K block as four 64-column sub-tiles with two 64-column partial sets in turn,
-two K blocks a loop trip (``_ws_wide_pipe_k_loop``) -- the same products added in the same order, the same bits.
+across K blocks too (``_ws_wide_pipe_k_loop``) -- the same products added in the same order, the same bits.
 
 Tiles walk ``program_id, program_id + num_programs, ...`` over the (M-block, column tile) grid of
 the rows in use (``num_post_padded``, read on the device) in GROUP_M bands (``_tile_ids``); a
@@ -308,10 +308,10 @@ def _ws_sub_b(wg_bufs, wu_bufs, s, j: gl.constexpr, GATED: gl.constexpr, SN: gl.
 
 @gluon.jit
 def _ws_add(acc, p):
-    """``acc + p`` (fp32, round to nearest: the bits of the plain add) as PTX the compiler may not move: LLVM sinks a
-    plain add of a retired partial set past the next wgmma's issue into that set, which then needs a third register
-    set -- in the two-block wide loop below 1302 local loads / stores (sm_90), and where a set stays in flight across
-    the loop's back edge, copies of its registers there that make ptxas serialize every wgmma (C7514)."""
+    """``acc + p`` (fp32, round to nearest: the bits of the plain add) as PTX the compiler may not move: LLVM may
+    sink a plain add of a retired partial set past the next wgmma's issue into that set, which then needs a third
+    register set (sm_90 compiles of the wide pipelined loop: 1302 local loads / stores in a two-block variant, copies
+    of an in-flight set at the loop's back edge that make ptxas serialize every wgmma -- C7514 -- in another)."""
     return gl.inline_asm_elementwise("add.f32 $0, $1, $2;", "=r,r,r", [acc, p], dtype=gl.float32, is_pure=False,
                                      pack=1)
 
@@ -326,19 +326,25 @@ def _ws_sub_step(a, wg_bufs, wu_bufs, s, j: gl.constexpr, GATED: gl.constexpr, S
 
 
 @gluon.jit
-def _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, pa, pb, acc0, acc1, acc2, it, GATED: gl.constexpr,
-                        STAGES: gl.constexpr, SN: gl.constexpr):
-    """Ring step ``it``'s four sub-tiles: 0 into ``pa``, then 1-3 each issued before the one before it is waited for
-    and added (into ``acc0``-``acc2``); sub-tile 3 (``pb``) is left in flight. Returns the sets, the sums and the
-    slot."""
+def _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0, acc1, acc2, acc3, it, s_prev,
+                        CARRIED: gl.constexpr, GATED: gl.constexpr, STAGES: gl.constexpr, SN: gl.constexpr):
+    """Ring step ``it``'s four sub-tiles, 0 into ``pa``, 1 into ``pb``, 2 into ``pa``, 3 into ``pb``, each issued
+    before the one before it is waited for and added (into ``acc<j - 1>``); sub-tile 3 is left in flight.
+    ``CARRIED``: the block before's sub-tile 3 (``pb``) is still in flight -- sub-tile 0 goes in first, then it is
+    waited for and added into ``acc3`` and the block before's slot ``s_prev`` released. Returns the sets, the sums
+    and this block's slot."""
     s = it % STAGES
     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
     a = a_bufs.index(s)
-    pa = warpgroup_mma(a, _ws_sub_b(wg_bufs, wu_bufs, s, 0, GATED, SN), pa, use_acc=False, is_async=True)
+    if CARRIED:
+        pa, pb, acc3 = _ws_sub_step(a, wg_bufs, wu_bufs, s, 0, GATED, SN, pa, pb, acc3)
+        mbarrier.arrive(empty.index(s_prev), count=1)
+    else:
+        pa = warpgroup_mma(a, _ws_sub_b(wg_bufs, wu_bufs, s, 0, GATED, SN), pa, use_acc=False, is_async=True)
     pb, pa, acc0 = _ws_sub_step(a, wg_bufs, wu_bufs, s, 1, GATED, SN, pb, pa, acc0)
     pa, pb, acc1 = _ws_sub_step(a, wg_bufs, wu_bufs, s, 2, GATED, SN, pa, pb, acc1)
     pb, pa, acc2 = _ws_sub_step(a, wg_bufs, wu_bufs, s, 3, GATED, SN, pb, pa, acc2)
-    return pa, pb, acc0, acc1, acc2, s
+    return pa, pb, acc0, acc1, acc2, acc3, s
 
 
 @gluon.jit
@@ -347,43 +353,38 @@ def _ws_wide_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc0, acc1, acc
     """The promoted K loop of a wide one-set tile (``_ws_consumer``'s ONE_PART) pipelined: each K block as four
     ``SN``-column sub-tiles (gated: gate's two halves, then up's) whose fresh partial sums alternate between two
     ``SN``-column sets -- sub-tile j + 1's wgmma is issued before the warpgroup waits for sub-tile j's and adds it
-    into ``acc<j mod 4>``. Two K blocks a loop trip: the first block's last sub-tile stays in flight while the
-    second block's first is issued; the warpgroup drains (waits with nothing in flight) once a trip, at its end,
-    and once more for an odd last block -- the base one-set loop waits twice a block with nothing in flight. As many
-    registers as the one-set loop (four SN-column sums and two SN-column partial sets against two 2 SN-column sums
-    and one 2 SN-column set); the same partial products added in the same order: the same bits.
+    into ``acc<j mod 4>``, across K blocks too (a block's last sub-tile runs while the next block's first is
+    issued), so the warpgroup waits with nothing in flight only once a tile, after its last block; the base one-set
+    loop does twice a block. As many registers as the one-set loop (four SN-column sums and two SN-column partial
+    sets against two 2 SN-column sums and one 2 SN-column set); the same partial products added in the same order:
+    the same bits. Returns the four sums and the ring step after the tile.
 
-    Why not a set in flight across the back edge (no drain at all): ptxas then serializes every wgmma of the kernel
-    (C7514, "non wgmma instructions reading accumulator registers", sm_90 compile) -- with plain adds LLVM copies
-    the in-flight set at the back edge (``_ws_add``); with ``_ws_add`` no copy is left, yet ptxas still flags the
-    read of the set carried in flight after the loop top's wait (not understood; the two-set loops of
-    ``_ws_pipe_k_loop`` carry one and compile clean). Returns the four sums and the ring step after the tile."""
+    The shape of the code is what ptxas needs to keep the wgmmas asynchronous (sm_90 compiles, thirty-eighth
+    session): the first block before the loop, the last after it behind ``n_k >= 2`` -- a loop over all blocks but
+    the first, exited straight into the final wait, makes ptxas serialize every wgmma of the kernel (C7514, "non
+    wgmma instructions reading accumulator registers"; so did a two-set test loop on the narrow tiles, fixed by the
+    same shape: ``_ws_pipe_k_loop``'s even tail), for reasons not understood; ``_ws_add`` keeps LLVM from needing a
+    third partial set."""
     pa = gl.zeros_like(acc0)
     pb = gl.zeros_like(acc0)
-    for _ in range(n_k // 2):
-        pa, pb, acc0, acc1, acc2, s = _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, pa, pb, acc0, acc1, acc2,
-                                                          it, GATED, STAGES, SN)
-        # the second block's sub-tile 0 goes in while the first block's sub-tile 3 runs; then that slot is free
-        s2 = (it + 1) % STAGES
-        mbarrier.wait(ready.index(s2), ((it + 1) // STAGES) & 1)
-        a = a_bufs.index(s2)
-        pa, pb, acc3 = _ws_sub_step(a, wg_bufs, wu_bufs, s2, 0, GATED, SN, pa, pb, acc3)
+    pa, pb, acc0, acc1, acc2, acc3, s = _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0,
+                                                            acc1, acc2, acc3, it, 0, False, GATED, STAGES, SN)
+    for kk in range(n_k - 2):
+        pa, pb, acc0, acc1, acc2, acc3, s = _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0,
+                                                                acc1, acc2, acc3, it + 1 + kk, s, True, GATED,
+                                                                STAGES, SN)
+    if n_k >= 2:  # the last block (see above: this shape, not the loop running one more trip)
+        pa, pb, acc0, acc1, acc2, acc3, s = _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0,
+                                                                acc1, acc2, acc3, it + n_k - 1, s, True, GATED,
+                                                                STAGES, SN)
+        pb, pa = warpgroup_mma_wait(num_outstanding=0, deps=(pb, pa))
         mbarrier.arrive(empty.index(s), count=1)
-        pb, pa, acc0 = _ws_sub_step(a, wg_bufs, wu_bufs, s2, 1, GATED, SN, pb, pa, acc0)
-        pa, pb, acc1 = _ws_sub_step(a, wg_bufs, wu_bufs, s2, 2, GATED, SN, pa, pb, acc1)
-        pb, pa, acc2 = _ws_sub_step(a, wg_bufs, wu_bufs, s2, 3, GATED, SN, pb, pa, acc2)
-        pb = warpgroup_mma_wait(num_outstanding=0, deps=(pb,))
-        mbarrier.arrive(empty.index(s2), count=1)
         acc3 = _ws_add(acc3, pb)
-        it += 2
-    if n_k % 2 == 1:  # the last block alone
-        pa, pb, acc0, acc1, acc2, s = _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, pa, pb, acc0, acc1, acc2,
-                                                          it, GATED, STAGES, SN)
+    else:
         pb = warpgroup_mma_wait(num_outstanding=0, deps=(pb,))
         mbarrier.arrive(empty.index(s), count=1)
         acc3 = _ws_add(acc3, pb)
-        it += 1
-    return acc0, acc1, acc2, acc3, it
+    return acc0, acc1, acc2, acc3, it + n_k
 
 
 @gluon.jit
@@ -401,8 +402,8 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
 
     PIPE (FP8 per tensor / channel; ``KernelConfig.pipelined_promotion``): two partial-sum sets taking turns, so
     that block k + 1's wgmmas are issued before the warpgroup waits for block k's and adds them -- the tensor cores
-    get the next block while the fp32 adds run; in the ONE_PART tiles (below) by 64-column sub-tiles, two K blocks a
-    loop trip (``_ws_wide_pipe_k_loop``). The same partial products added in the same order: the same bits.
+    get the next block while the fp32 adds run; in the ONE_PART tiles (below) by 64-column sub-tiles
+    (``_ws_wide_pipe_k_loop``). The same partial products added in the same order: the same bits.
 
     ONE_PART (FP8 per tensor / channel tiles of 2 x 128 gated or 256 columns): one promoted
     partial-sum set of 128 columns serves the K block's two halves in turn -- gate then up, or the
