@@ -298,7 +298,7 @@ def test_search_space(fmt, T):
     h = _heur(T, fmt)
     assert cands[0].varies == "base" and (cands[0].config.gemm1, cands[0].config.gemm2) == (h.gemm1, h.gemm2)
     keys = [(c.config.gemm1, c.config.gemm2) for c in cands]
-    assert len(keys) == len(set(keys)) and 8 <= len(cands) <= 48
+    assert len(keys) == len(set(keys)) and 8 <= len(cands) <= 56  # (FP8 blocks at prefill: 51)
     for c in cands:
         assert c.config.gemm1.block_m == c.config.gemm2.block_m
         if fmt is Format.FP8_BLOCK:

@@ -210,6 +210,81 @@ def test_ws_pipelined_promotion_switch():
         assert out == want, (val, out)
 
 
+_BLOCK_SCRIPT = _SCRIPT_HEAD + r'''
+# FP8 128 x 128 blocks, (ACT, GATED, BN, W_SCALAR): the narrow tiles with per-column weight-scale vectors (the
+# default) and one scalar a column group; the wide tiles (always scalar)
+for ACT, GATED, BN, WS1 in ((0, True, 64, False), (0, True, 64, True), (3, False, 128, False), (3, False, 128, True),
+                            (0, True, 128, True), (3, False, 256, True), (7, False, 256, True)):
+    sig = ws_sig("fp8e4nv", gl.float8e4nv, 128, BN, "bf16", 0)
+    cx = dict(TOP_K=8, E_LOC=64, ACT=ACT, GATED=GATED, QUANT=3, OUT_Q=0, ROUND_DTYPE=gl.bfloat16, HAS_BIAS=False,
+              WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=ACT == 7, BN=BN, BK=128, STAGES=4, GROUP_M=8, W_SCALAR=WS1)
+    k, sass = compile_sm90(ws._ws_gemm_kernel, sig, cx)
+    loop = k_loop(sass_instructions(sass), "QGMMA")
+    print(ACT, GATED, BN, WS1, sass.count("LDL") + sass.count("STL"), len(loop), sum("QGMMA" in t for t in loop),
+          sum("LDG" in t for t in loop), sum(t.startswith("FFMA") for t in loop), sep="|", flush=True)
+'''
+
+
+def test_ws_block_scales_compile_for_sm90(tmp_path):
+    """FP8 128 x 128 block tiles (sm_90 compile): with one weight scale a column group (W_SCALAR) the narrow K loop
+    loses the per-column scale loads and multiplies -- 145 instead of 326 instructions a K block in the gated
+    2 x 64 tile -- and the wide one-set tiles (2 x 128 gated, 256) compile without spills, their K loop two 128-
+    column halves of 4 QGMMAs each; every partial product fused into one FFMA with its scales, by the vector path
+    too (ptxas contracts its multiply-add) -- why the scalar scales give the same bits."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _BLOCK_SCRIPT)
+    assert len(rows) == 7, rows
+    got = {(int(a), g == "True", int(bn), ws == "True"): (int(sp), int(n), int(q), int(ldg), int(ffma))
+           for a, g, bn, ws, sp, n, q, ldg, ffma in rows}
+    for key, (spills, n, qgmma, ldg, ffma) in got.items():
+        act, gated, bn, ws1 = key
+        assert spills == 0, (key, spills)
+        halves = 2 if gated or bn == 256 else 1  # 128-deep K blocks of 32-deep QGMMAs a half
+        assert qgmma == 4 * halves, (key, qgmma)
+        # one FFMA a product, partial * (a_s * w_s) + sum, with the vectors too: the same bits either way
+        assert ffma == bn * (2 if gated else 1) // 2, (key, ffma)
+        if ws1:  # a_s (a row's scale) and one weight scale a half, per K block
+            assert ldg <= 4, (key, ldg)
+    for gated, bn in ((True, 64), (False, 128)):
+        act = 0 if gated else 3
+        vec, one = got[(act, gated, bn, False)], got[(act, gated, bn, True)]
+        assert one[1] <= 0.6 * vec[1] and vec[3] >= 16, (gated, vec, one)
+    assert got[(0, True, 128, True)][4] == 128 and got[(3, False, 256, True)][4] == 128
+
+
+def test_ws_block_scalar_rule():
+    """Where FP8 block tiles read one weight scale a column group: the wide tiles always, the narrow ones under the
+    switch; a gated tile whose groups would straddle two scale blocks (N not a multiple of block_n: a layer check
+    refuses such intermediate sizes before) is an error, not a silent mix. The switch is off by default, a bool
+    only, and ``FUSEDMOE_WS_BLOCK_SCALAR=1`` starts with it on."""
+    import subprocess
+    import sys
+
+    from fusedmoe.backends import triton_moe as tm
+
+    narrow_g, narrow = ws_config(True), ws_config(False)
+    wide_g, wide = ws_config(True, bn=128), ws_config(False, bn=256)
+    assert tm._ws_block_w_scalar(wide_g, 2048, True) and tm._ws_block_w_scalar(wide, 1984, False)
+    assert not tm._ws_block_w_scalar(narrow_g, 2048, True) and not tm._ws_block_w_scalar(narrow, 2048, False)
+    with pytest.raises(ValueError, match="N a multiple of 128"):
+        tm._ws_block_w_scalar(wide_g, 192, True)
+    prev = tm.set_ws_block_scalar_scales(True)
+    try:
+        assert prev is False
+        assert tm._ws_block_w_scalar(narrow_g, 192, True) and tm._ws_block_w_scalar(narrow, 160, False)
+        with pytest.raises(ValueError, match="N a multiple of 64"):
+            tm._ws_block_w_scalar(narrow_g, 160, True)
+        with pytest.raises(TypeError, match="bool"):
+            tm.set_ws_block_scalar_scales(1)
+    finally:
+        tm.set_ws_block_scalar_scales(prev)
+    code = "from fusedmoe.backends import triton_moe as tm; print(tm.set_ws_block_scalar_scales(False))"
+    for val, want in (("1", "True"), ("0", "False")):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, "FUSEDMOE_WS_BLOCK_SCALAR": val}).stdout.strip()
+        assert out == want, (val, out)
+
+
 def test_ws_config_rules(tmp_path):
     ok = ws_config(True)
     assert warp_specialized_problem(ok, Format.FP8_TENSOR, "gemm1", True, 4096) is None
@@ -221,7 +296,7 @@ def test_ws_config_rules(tmp_path):
     wide = warp_specialized_config(True, num_stages=5, block_n=128)
     assert (wide.block_n, wide.num_stages) == (128, 4)
     assert warp_specialized_problem(wide, Format.FP8_CHANNEL, "gemm1", True, 7168) is None
-    assert "block_n" in warp_specialized_problem(wide, Format.FP8_BLOCK, "gemm1", True, 7168)  # its scales spill
+    assert warp_specialized_problem(wide, Format.FP8_BLOCK, "gemm1", True, 7168) is None  # one scale a half
     assert warp_specialized_problem(warp_specialized_config(False, block_n=256), Format.FP8_CHANNEL, "gemm2", False,
                                     2048) is None
     assert (ws_config(True).block_n, ws_config(False).block_n) == (64, 128)
@@ -293,16 +368,18 @@ def test_ws_config_rules(tmp_path):
     assert ws_cands(8192, Format.FP8_TENSOR) and not ws_cands(64, Format.FP8_TENSOR)
     assert ws_cands(8192, Format.FP8_BLOCK) and ws_cands(8192, Format.BF16) and not ws_cands(8192, Format.NVFP4)
     assert {c.config.gemm1.num_stages for c in ws_cands(8192, Format.BF16) if c.config.gemm1.warp_specialized} == {3, 4}
-    # the wide FP8 tiles (per tensor / channel only): both GEMMs, GEMM1 wide with the narrow GEMM2 and
-    # the narrow GEMM1 with the wide GEMM2
+    # the wide FP8 tiles: both GEMMs, GEMM1 wide with the narrow GEMM2 and the narrow GEMM1 with the wide GEMM2;
+    # FP8 blocks where a gated intermediate is whole 128-row scale blocks (one weight scale a half)
 
-    def wide_cands(fmt):
-        return [c for c in search_space(8192, 7168, 2048, 256, 8, fmt, Activation.SWIGLU, "NVIDIA H200")
+    def wide_cands(fmt, I_pad=2048, act=Activation.SWIGLU):
+        return [c for c in search_space(8192, 7168, I_pad, 256, 8, fmt, act, "NVIDIA H200")
                 if c.config.gemm1.warp_specialized and (c.config.gemm1.block_n == 128 or c.config.gemm2.block_n == 256)]
 
-    assert not wide_cands(Format.FP8_BLOCK)
-    got = {(c.config.gemm1.block_n, c.config.gemm2.block_n) for c in wide_cands(Format.FP8_CHANNEL)}
-    assert {(128, 256), (128, 128), (64, 256)} <= got, got
+    for fmt in (Format.FP8_CHANNEL, Format.FP8_BLOCK):
+        got = {(c.config.gemm1.block_n, c.config.gemm2.block_n) for c in wide_cands(fmt)}
+        assert {(128, 256), (128, 128), (64, 256)} <= got, (fmt, got)
+    assert not wide_cands(Format.FP8_BLOCK, I_pad=1920 + 64)
+    assert wide_cands(Format.FP8_BLOCK, I_pad=1920 + 64, act=Activation.RELU2)  # non-gated: any width
     with pytest.raises(TypeError, match="warp_specialized"):
         KernelConfig(128, 64, 128, warp_specialized=1)
     # the tuned table keeps the flag (and omits it when off)
@@ -678,12 +755,13 @@ def test_gpu_gemm1_amax_same_bits():
 
 
 @gpu
-@pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL], ids=lambda f: f.name)
+@pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK], ids=lambda f: f.name)
 def test_gpu_ws_one_part_tiles(wfmt):
     """FP8 tiles with one promoted partial set for two 128-column halves (2 x 128 gated, 256 non-gated:
     ``_ws_gemm``'s ONE_PART): within the reference's bound and the bits of the 2 x 64 / 128 tiles (every
-    output element sums the same K-block partials in the same order) -- gated and not, column tails (N
-    not a multiple of the tile), biases, the non-local group, top-1, eager and in a CUDA graph."""
+    output element sums the same K-block partials in the same order; FP8 blocks: the same FMA with one weight
+    scale a half as with the narrow tiles' per-column scales) -- gated and not, column tails (N not a multiple
+    of the tile), biases, the non-local group, top-1, eager and in a CUDA graph."""
     dtype = torch.bfloat16
     for act in (Activation.SWIGLU, Activation.RELU2):
         gated = act.is_gated
@@ -698,6 +776,28 @@ def test_gpu_ws_one_part_tiles(wfmt):
             assert torch.equal(got, ref), (act, T, K)
             if act is Activation.SWIGLU and T == 600:
                 _graph_replay_matches(prob, wfmt, I, got, offset=8, replays=2, config=wide)
+
+
+@gpu
+def test_gpu_ws_block_scalar_scales_same_bits():
+    """FP8 128 x 128 blocks: one weight scale a column group (``set_ws_block_scalar_scales``) gives the bits of the
+    per-column scale vectors in the narrow tiles -- gated and not, GEMM1 alone and both GEMMs warp-specialized, a
+    padded intermediate (I 192 of 256), a column tail of GEMM2 (H 640), expert parallel, top-1 with the non-local
+    group, eager and in a CUDA graph; within the reference's bound."""
+    from fusedmoe.backends.triton_moe import set_ws_block_scalar_scales
+
+    wfmt, dtype = Format.FP8_BLOCK, torch.bfloat16
+    for act in (Activation.SWIGLU, Activation.RELU2):
+        gated = act.is_gated
+        for T, K, H, I, I_pad, seed in ((600, 4, 768, 256, 256, 41), (600, 4, 640, 192, 256, 42),
+                                        (900, 1, 768, 384, 384, 43)):
+            prob = make_problem(T=T, H=H, I=I, I_pad=I_pad, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype, offset=8,
+                                E_glob=24 if K > 1 else 32, seed=seed)
+            for g2 in (False, True):
+                kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8,
+                          config=moe_config(gated, gemm2=g2))
+                _switch_same_bits(set_ws_block_scalar_scales, prob, kw, (act, T, H, I, g2),
+                                  graph=I_pad if act is Activation.SWIGLU and H == 768 and K > 1 and g2 else None)
 
 
 @gpu

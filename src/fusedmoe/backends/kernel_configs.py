@@ -843,12 +843,12 @@ def _ws_tile(weight_format: Format, gemm: str, gated: bool):
     thread -- FP8 keeps a second set for the promoted partial sums: its gated tiles are 2 x 64 and
     its others 64 / 128 wide with a partial set per accumulator, or (per tensor / per channel) 2 x 128 /
     256 wide with one 128-column partial set that the two halves take in turn (``_ws_gemm``'s ONE_PART:
-    the heuristic's GEMM1 from ``WS_WIDE_MIN_ROWS_PER_EXPERT``; tuner candidates)."""
+    the heuristic's GEMM1 from ``WS_WIDE_MIN_ROWS_PER_EXPERT`` for FP8 per tensor / channel; tuner candidates --
+    FP8 blocks too since the thirty-eighth session: one weight scale a 128-column half,
+    ``triton_moe._ws_block_w_scalar``, compiled for sm_90 without spills, not yet run on a GPU)."""
     g = gated and gemm == "gemm1"
     if weight_format is Format.BF16:
         return 64, ((64, 128) if g else (128, 256))
-    if weight_format is Format.FP8_BLOCK:  # the per-K-block scale vectors of a wide tile spill (sm_90 compile)
-        return 128, ((64,) if g else (64, 128))
     return 128, ((64, 128) if g else (64, 128, 256))
 
 

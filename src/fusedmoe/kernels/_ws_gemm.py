@@ -87,7 +87,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
-from ._moe_gemm import (FP8_MAX, OUT_FP8_STATIC, OUT_PLAIN_AMAX, Q_BLOCK, Q_NONE, Q_ROW, Q_TENSOR, _activation,
+from ._moe_gemm import (FP8_MAX, OUT_FP8_STATIC, OUT_PLAIN_AMAX, Q_BLOCK, Q_NONE, _activation,
                         _atomic_amax, _div_by_scale, _gemm1_epilogue, _scale_block, _tile_ids)
 
 
@@ -317,6 +317,14 @@ def _ws_add(acc, p):
 
 
 @gluon.jit
+def _ws_fma(acc, p, sc):
+    """``acc + p * sc`` as one fp32 FMA (round to nearest; what ptxas contracts the plain expression to) in PTX the
+    compiler may not move (``_ws_add``'s reason)."""
+    return gl.inline_asm_elementwise("fma.rn.f32 $0, $1, $2, $3;", "=r,r,r,r", [p, sc, acc], dtype=gl.float32,
+                                     is_pure=False, pack=1)
+
+
+@gluon.jit
 def _ws_sub_step(a, wg_bufs, wu_bufs, s, j: gl.constexpr, GATED: gl.constexpr, SN: gl.constexpr, p_new, p_old, acc):
     """Sub-tile ``j`` of ring slot ``s`` issued into the partial set ``p_new`` (fresh, not waited for), then the set
     issued before it, ``p_old``, waited for and added into ``acc``. Returns ``(p_new, p_old, acc)``."""
@@ -396,7 +404,8 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                  ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
                  MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                  GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr, RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr,
-                 A_PADDED: gl.constexpr, ZERO_PAD: gl.constexpr, PIPE: gl.constexpr = False):
+                 A_PADDED: gl.constexpr, ZERO_PAD: gl.constexpr, PIPE: gl.constexpr = False,
+                 W_SCALAR: gl.constexpr = False):
     """MMA warpgroup for rows [HALF * 64, HALF * 64 + 64) of every tile: per K block a fresh
     wgmma (gated: gate and up), one wait, the slot released, the fp32 adds; then the epilogue.
 
@@ -405,15 +414,22 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
     get the next block while the fp32 adds run; in the ONE_PART tiles (below) by 64-column sub-tiles
     (``_ws_wide_pipe_k_loop``). The same partial products added in the same order: the same bits.
 
-    ONE_PART (FP8 per tensor / channel tiles of 2 x 128 gated or 256 columns): one promoted
-    partial-sum set of 128 columns serves the K block's two halves in turn -- gate then up, or the
-    tile's first then second 128 columns: wgmma, wait, add, twice -- so 128 + 64 fp32 registers a
-    thread hold a tile twice as wide as the two-set 2 x 64 / 128 ones (half the L2 bytes of A per
-    FLOP). FP8 blocks keep the narrow tiles (their per-K-block scale vectors would spill)."""
+    ONE_PART (FP8 tiles of 2 x 128 gated or 256 columns): one promoted partial-sum set of 128
+    columns serves the K block's two halves in turn -- gate then up, or the tile's first then second
+    128 columns: wgmma, wait, add, twice -- so 128 + 64 fp32 registers a thread hold a tile twice as
+    wide as the two-set 2 x 64 / 128 ones (half the L2 bytes of A per FLOP). FP8 blocks (thirty-eighth
+    session, compiled only): each half's partial times ``a_s[row] * w_s`` with one weight scale a
+    half, fused into the add (``_ws_fma``) -- with the per-column scale vectors of the narrow tiles,
+    or with a plain multiply-add that LLVM sinks past the next wgmma, they spilled.
+
+    W_SCALAR (FP8 blocks; ``triton_moe._ws_block_w_scalar``): one weight scale a K block for each of
+    the tile's column groups, loaded as a scalar -- where each group lies in one 128-row scale block
+    -- instead of a per-column vector (``w_s[col // 128]``): the same FMA per product, the same bits;
+    the wide tiles need it, the narrow ones take it under ``set_ws_block_scalar_scales``."""
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
-    ONE_PART: gl.constexpr = (QUANT == Q_TENSOR or QUANT == Q_ROW) and ((GATED and BN == 128) or
-                                                                         ((not GATED) and BN == 256))
+    ONE_PART: gl.constexpr = QUANT != Q_NONE and ((GATED and BN == 128) or ((not GATED) and BN == 256))
     PN: gl.constexpr = BN // 2 if ONE_PART and not GATED else BN  # columns of one accumulator
+    SUB_PIPE: gl.constexpr = ONE_PART and PIPE and QUANT != Q_BLOCK  # _ws_wide_pipe_k_loop (no block scales)
     layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                      instr_shape=[16, PN, INSTR_K])
     num_m = gl.load(num_post_padded_ptr) // (2 * HALF_M)
@@ -446,10 +462,17 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
             if QUANT == Q_BLOCK:  # FP8 128 x 128 blocks: per K block, a_s[row, kb] and w_s[col // 128, kb]
                 e64 = e.to(gl.int64)
                 slots, row_ok, tok64, cols, n_ok, _ = _ws_rows(sorted_ids_ptr, pid_m, pid_n * BN, num_slots, N, HALF,
-                                                               HALF_M, TOP_K, BN, A_PADDED, layout)
+                                                               HALF_M, TOP_K, PN, A_PADDED, layout)
                 as_rows = a_scale_ptr + tok64 * stride_asm
-                wsg_cols = w_scale_ptr + e64 * stride_wse + (cols // 128) * stride_wsn
-                wsu_cols = w_scale_ptr + e64 * stride_wse + ((N + cols) // 128) * stride_wsn
+                if ONE_PART or W_SCALAR:  # one scale block for each half's columns (the launcher's W_SCALAR rule)
+                    ws0_ptr = w_scale_ptr + e64 * stride_wse + ((pid_n * BN) // 128) * stride_wsn
+                    if GATED:
+                        ws1_ptr = w_scale_ptr + e64 * stride_wse + ((N + pid_n * BN) // 128) * stride_wsn
+                    else:
+                        ws1_ptr = ws0_ptr + stride_wsn
+                else:
+                    wsg_cols = w_scale_ptr + e64 * stride_wse + (cols // 128) * stride_wsn
+                    wsu_cols = w_scale_ptr + e64 * stride_wse + ((N + cols) // 128) * stride_wsn
             if QUANT == Q_NONE:
                 # 16-bit operands: one accumulator chain; the K block before this one has retired when
                 # at most this block's wgmmas are in flight -> its slot is released
@@ -471,7 +494,7 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                 else:
                     acc_g = warpgroup_mma_wait(num_outstanding=0, deps=(acc_g,))
                 mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-            elif ONE_PART and PIPE:  # the wide tile as four SN-column sub-tiles, two partial sets in turn
+            elif SUB_PIPE:  # the wide tile as four SN-column sub-tiles, two partial sets in turn
                 acc0 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
                 acc1 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
                 acc2 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
@@ -489,12 +512,22 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                         b0 = wg_bufs.index(s).slice(0, PN).permute((1, 0))
                         b1 = wg_bufs.index(s).slice(PN, PN).permute((1, 0))
                     part_g = warpgroup_mma(a_bufs.index(s), b0, part_g, use_acc=False, is_async=True)
+                    if QUANT == Q_BLOCK:  # this K block's scales, loaded while the MMA runs
+                        a_s = gl.load(as_rows + kk)
+                        ws0 = gl.load(ws0_ptr + kk)
+                        ws1 = gl.load(ws1_ptr + kk)
                     part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
-                    acc_g = acc_g + part_g
+                    if QUANT == Q_BLOCK:
+                        acc_g = _ws_fma(acc_g, part_g, a_s[:, None] * ws0)
+                    else:
+                        acc_g = acc_g + part_g
                     part_g = warpgroup_mma(a_bufs.index(s), b1, part_g, use_acc=False, is_async=True)
                     part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
                     mbarrier.arrive(empty.index(s), count=1)
-                    acc_u = acc_u + part_g
+                    if QUANT == Q_BLOCK:
+                        acc_u = _ws_fma(acc_u, part_g, a_s[:, None] * ws1)
+                    else:
+                        acc_u = acc_u + part_g
                     it += 1
             elif PIPE and QUANT != Q_BLOCK:  # FP8 per tensor / channel (FP8 blocks: their scales would spill, ~950
                 # local loads / stores at sm_90 with two partial sets)
@@ -511,26 +544,35 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                                                is_async=True)
                     if QUANT == Q_BLOCK:  # this K block's scales, loaded while the MMAs run
                         a_s = gl.load(as_rows + kk)
-                        wg_s = gl.load(wsg_cols + kk, mask=n_ok, other=0.0)
-                        if GATED:
-                            wu_s = gl.load(wsu_cols + kk, mask=n_ok, other=0.0)
+                        if W_SCALAR:  # one weight scale for the gate tile's columns, one for the up tile's
+                            wg_s = gl.load(ws0_ptr + kk)
+                            if GATED:
+                                wu_s = gl.load(ws1_ptr + kk)
+                        else:
+                            wg_s = gl.load(wsg_cols + kk, mask=n_ok, other=0.0)
+                            if GATED:
+                                wu_s = gl.load(wsu_cols + kk, mask=n_ok, other=0.0)
                     if GATED:
                         part_g, part_u = warpgroup_mma_wait(num_outstanding=0, deps=(part_g, part_u))
-                        if QUANT == Q_BLOCK:
+                        if QUANT == Q_BLOCK and W_SCALAR:
+                            acc_u = _ws_fma(acc_u, part_u, a_s[:, None] * wu_s)
+                        elif QUANT == Q_BLOCK:
                             acc_u = acc_u + _scale_block(part_u, a_s, wu_s, False)
                         else:
                             acc_u = acc_u + part_u
                     else:
                         part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
                     mbarrier.arrive(empty.index(s), count=1)
-                    if QUANT == Q_BLOCK:
+                    if QUANT == Q_BLOCK and W_SCALAR:
+                        acc_g = _ws_fma(acc_g, part_g, a_s[:, None] * wg_s)
+                    elif QUANT == Q_BLOCK:
                         acc_g = acc_g + _scale_block(part_g, a_s, wg_s, False)
                     else:
                         acc_g = acc_g + part_g
                     it += 1
 
             # ---- epilogue: scales, routing weight on input, bias, activation, store by slot ----
-            if ONE_PART and PIPE:  # the four sub-tile sums: gated (gate, up) of two SN-column halves, else quarters
+            if SUB_PIPE:  # the four sub-tile sums: gated (gate, up) of two SN-column halves, else quarters
                 _ws_sub_epilogues(acc0, acc1, acc2, acc3, e, pid_m, pid_n * BN, out_ptr, a_scale_ptr, w_scale_ptr,
                                   bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om,
                                   stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF,
@@ -574,7 +616,7 @@ def _ws_gemm_kernel(
     MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
     GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr = True, RCP_DIV: gl.constexpr = False,
     OUT_PADDED: gl.constexpr = False, A_PADDED: gl.constexpr = False, ZERO_PAD: gl.constexpr = False,
-    PIPE: gl.constexpr = False,
+    PIPE: gl.constexpr = False, W_SCALAR: gl.constexpr = False,
 ):
     """One grouped GEMM + its epilogue, warp-specialized (see the module docstring). Launch with
     ``num_warps=4`` (the first MMA warpgroup; the second and the loader warp are workers: 12 warps
@@ -593,13 +635,13 @@ def _ws_gemm_kernel(
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 0, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
-                        A_PADDED, ZERO_PAD, PIPE)),
+                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR)),
         (_ws_consumer, (a1_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 1, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
-                        A_PADDED, ZERO_PAD, PIPE)),
+                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR)),
         (_ws_loader, (a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr,
                       block_expert_ptr, num_post_padded_ptr, N, K, num_slots, E_LOC, BN, BK, STAGES, GROUP_M, GATED,
                       SKIP_HALF)),
