@@ -36,7 +36,10 @@ them: ``set_ws_decode(True, fused=True)``); ``fusedmoe-wsdec4`` (the decode kern
 every consumer thread freeing the ring slots: ``set_ws_decode(False, thread_release=True)``); ``fusedmoe-nosib``
 (no tuned entries of a sibling GPU: on an H100 SXM the heuristic where the default takes the H200's entries,
 ``set_table_siblings(False)``); ``fusedmoe-wspipe`` (the warp-specialized FP8 per tensor / channel GEMMs with the
-promotion pipelined, two partial sets taking turns: ``set_ws_pipelined_promotion(True)``; same bits).
+promotion pipelined, two partial sets taking turns: ``set_ws_pipelined_promotion(True)``; same bits);
+``fusedmoe-blkscalar`` / ``fusedmoe-ws-blkscalar`` (``fusedmoe`` / ``fusedmoe-ws`` with the narrow warp-specialized FP8
+block tiles reading one weight scale a column group instead of a per-column vector:
+``set_ws_block_scalar_scales(True)``; same bits; ``fusedmoe-wswide`` runs the wide FP8 block tiles, which always do).
 """
 
 import torch
@@ -257,6 +260,9 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-nopersist": _with_setting("set_persistent_gemm2", False),
          "fusedmoe-nosib": _with_setting("set_table_siblings", False),
          "fusedmoe-wspipe": _with_setting("set_ws_pipelined_promotion", True),
+         "fusedmoe-blkscalar": _with_setting("set_ws_block_scalar_scales", True),
+         "fusedmoe-ws-blkscalar": _with_setting("set_ws_block_scalar_scales", True,
+                                                _config_peer(_ws(True), "the warp-specialized kernels", _WS_DTYPES)),
          "fusedmoe-notrim": _with_setting("set_trim_stages", False),
          "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),
          "fusedmoe-divq": _with_setting("set_reciprocal_quant", False),
