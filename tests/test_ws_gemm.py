@@ -146,16 +146,19 @@ def test_ws_gemm_compiles_for_sm90(tmp_path):
 
 
 _PIPE_SCRIPT = _SCRIPT_HEAD + r'''
-# (ACT, GATED, QUANT, OUT_Q, BN, out dtype): the tiles the pipelined promotion takes (FP8 per tensor / channel): the
-# two-set ones and the wide one-set ones (gated 128, non-gated 256)
+# (ACT, GATED, QUANT, OUT_Q, BN, out dtype): the tiles the pipelined promotion takes (FP8): the two-set ones and
+# the wide one-set ones (gated 128, non-gated 256); FP8 blocks (QUANT 3) with one weight scale a column group
 for ACT, GATED, QUANT, OUT_Q, BN, OD in ((0, True, 1, 0, 64, "bf16"), (1, True, 2, 1, 64, "fp8e4nv"),
                                         (3, False, 1, 0, 128, "bf16"), (7, False, 2, 0, 64, "fp16"),
-                                        (0, True, 1, 0, 128, "bf16"), (3, False, 2, 0, 256, "bf16")):
+                                        (0, True, 1, 0, 128, "bf16"), (3, False, 2, 0, 256, "bf16"),
+                                        (0, True, 3, 0, 64, "bf16"), (7, False, 3, 0, 128, "bf16"),
+                                        (0, True, 3, 0, 128, "bf16"), (3, False, 3, 0, 256, "bf16")):
     sig = ws_sig("fp8e4nv", gl.float8e4nv, 128, BN, OD, OUT_Q)
     for pipe in (False, True):
         cx = dict(TOP_K=8, E_LOC=64, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q=OUT_Q,
                   ROUND_DTYPE=gl.float16 if OD == "fp16" else gl.bfloat16, HAS_BIAS=False, WEIGHT_ON_INPUT=False,
-                  MUL_ROUTING_WEIGHT=ACT == 7, BN=BN, BK=128, STAGES=4, GROUP_M=8, RCP_DIV=OUT_Q == 1, PIPE=pipe)
+                  MUL_ROUTING_WEIGHT=ACT == 7, BN=BN, BK=128, STAGES=4, GROUP_M=8, RCP_DIV=OUT_Q == 1, PIPE=pipe,
+                  W_SCALAR=QUANT == 3)
         k, sass = compile_sm90(ws._ws_gemm_kernel, sig, cx)
         loop = k_loop(sass_instructions(sass), "QGMMA")
         waits = sorted({int(m.group(1), 16) for t in loop
@@ -171,10 +174,11 @@ def test_ws_pipelined_promotion_compiles_for_sm90(tmp_path):
     non-gated: one wgmma group a partial set) -- two K blocks' wgmmas a loop trip; the base loop waits for all of
     them (0). In the wide one-set tiles a trip is one K block of four 64-column sub-tiles (16 QGMMAs against the base
     loop's 8 of 128 columns), every wait with one sub-tile in flight (1), the last one carried into the next trip --
-    ptxas did not serialize the wgmmas (C7514 would leave only 0)."""
+    ptxas did not serialize the wgmmas (C7514 would leave only 0). FP8 blocks (one weight scale a column group)
+    alike."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _PIPE_SCRIPT)
-    assert len(rows) == 12, rows
+    assert len(rows) == 20, rows
     for act, gated, quant, bn, pipe, spills, gmma, waits in rows:
         where = f"ACT={act} GATED={gated} QUANT={quant} BN={bn} PIPE={pipe}"
         assert int(spills) == 0, f"{where}: {spills} local loads / stores"
@@ -253,8 +257,8 @@ def test_ws_block_scales_compile_for_sm90(tmp_path):
 
 
 def test_ws_block_scalar_rule():
-    """Where FP8 block tiles read one weight scale a column group: the wide tiles always, the narrow ones under the
-    switch; a gated tile whose groups would straddle two scale blocks (N not a multiple of block_n: a layer check
+    """Where FP8 block tiles read one weight scale a column group: the wide and the pipelined tiles always, the
+    narrow ones under the switch; a gated tile whose groups would straddle two scale blocks (N not a multiple of block_n: a layer check
     refuses such intermediate sizes before) is an error, not a silent mix. The switch is off by default, a bool
     only, and ``FUSEDMOE_WS_BLOCK_SCALAR=1`` starts with it on."""
     import subprocess
@@ -266,6 +270,7 @@ def test_ws_block_scalar_rule():
     wide_g, wide = ws_config(True, bn=128), ws_config(False, bn=256)
     assert tm._ws_block_w_scalar(wide_g, 2048, True) and tm._ws_block_w_scalar(wide, 1984, False)
     assert not tm._ws_block_w_scalar(narrow_g, 2048, True) and not tm._ws_block_w_scalar(narrow, 2048, False)
+    assert tm._ws_block_w_scalar(narrow_g, 2048, True, pipe=True)  # the pipelined loops: always
     with pytest.raises(ValueError, match="N a multiple of 128"):
         tm._ws_block_w_scalar(wide_g, 192, True)
     prev = tm.set_ws_block_scalar_scales(True)
@@ -328,8 +333,7 @@ def test_ws_config_rules(tmp_path):
         (dataclasses.replace(ok, n_tiles=4), Format.FP8_TENSOR, "gemm2", False, 256, "hold tiles"),
         (ok, Format.FP8_TENSOR, "gemm1", True, 4104, "multiple of 16"),
         (ok, Format.FP8_TENSOR, "gemm2", False, 232, "intermediate_size_padded"),
-        # the pipelined promotion: FP8 per tensor / channel prefill tiles only
-        (dataclasses.replace(ok, pipelined_promotion=True), Format.FP8_BLOCK, "gemm1", True, 4096, "FP8 per tensor"),
+        # the pipelined promotion: FP8 prefill tiles only
         (dataclasses.replace(bf, pipelined_promotion=True), Format.BF16, "gemm1", True, 4096, "FP8 per tensor"),
     ]
     for cfg, fmt, gemm, gated, K, words in bad:
@@ -340,12 +344,14 @@ def test_ws_config_rules(tmp_path):
                                                                            "gemm2", False),
                                   (ws_config(False, bn=64), Format.FP8_TENSOR, "gemm1", False),
                                   (ws_config(True, bn=128), Format.FP8_TENSOR, "gemm1", True),
-                                  (ws_config(False, bn=256, stages=4), Format.FP8_CHANNEL, "gemm2", False)):
+                                  (ws_config(False, bn=256, stages=4), Format.FP8_CHANNEL, "gemm2", False),
+                                  (ok, Format.FP8_BLOCK, "gemm1", True), (ws_config(True, bn=128), Format.FP8_BLOCK,
+                                                                          "gemm1", True)):
         piped = ws_pipelined(cfg, fmt)
         assert piped == dataclasses.replace(cfg, pipelined_promotion=True), (cfg, fmt)
         assert warp_specialized_problem(piped, fmt, gemm, gated, 4096) is None
         assert KernelConfig.from_dict(piped.to_dict()) == piped
-    assert ws_pipelined(ok, Format.FP8_BLOCK) is None and ws_pipelined(bf, Format.BF16) is None
+    assert ws_pipelined(bf, Format.BF16) is None
     assert ws_pipelined(dataclasses.replace(ok, warp_specialized=False), Format.FP8_TENSOR) is None
     dec = KernelConfig(16, 64, 128, num_warps=4, num_stages=4, warp_specialized=True)  # a decode tile: its own loop
     assert ws_pipelined(dec, Format.FP8_TENSOR) is None
@@ -690,14 +696,15 @@ def test_gpu_ws_skip_padding_half_same_bits(wfmt):
 
 
 @gpu
-@pytest.mark.parametrize("wfmt", WS_FMTS, ids=lambda f: f.name)
+@pytest.mark.parametrize("wfmt", WS_FMTS + [Format.FP8_BLOCK], ids=lambda f: f.name)
 def test_gpu_ws_pipelined_promotion_same_bits(wfmt):
     """The pipelined promotion (two partial sets taking turns) gives the bits of the base K loop, switched on for
     every tile (``set_ws_pipelined_promotion``) and by the configs (``KernelConfig.pipelined_promotion``, both GEMMs
     and GEMM2 alone), in the two-set tiles and in the wide one-set tiles (64-column sub-tiles; their base bits are
     the narrow tiles', ``test_gpu_ws_one_part_tiles``): an even and an odd number of K blocks (H 768 / 640: 6 / 5),
-    a K tail (H 704), one block (GEMM2, I 128), column tails, gated and not, both GEMMs warp-specialized, expert
-    parallel, top-1 with the non-local group, eager and in a CUDA graph; within the reference's bound."""
+    a K tail (H 704; FP8 blocks, whole 128 x 128 blocks: H 896 instead, 7 blocks), one block (GEMM2, I 128), column
+    tails, gated and not, both GEMMs warp-specialized, expert parallel, top-1 with the non-local group, eager and in
+    a CUDA graph; within the reference's bound. FP8 blocks: against the base loop's per-column scale vectors."""
     from fusedmoe.backends.triton_moe import set_ws_pipelined_promotion
 
     dtype = torch.bfloat16
@@ -707,7 +714,10 @@ def test_gpu_ws_pipelined_promotion_same_bits(wfmt):
         w1, w2 = (ws_pipelined(ws_config(act.is_gated, bn=128 if act.is_gated else 256), wfmt),
                   ws_pipelined(ws_config(False, bn=256), wfmt))
         assert None not in (p1, p2, w1, w2), cfg
-        for T, K, H, I, seed in ((600, 4, 768, 192, 21), (600, 4, 640, 128, 22), (900, 1, 704, 192, 23)):
+        shapes = ((600, 4, 768, 192, 21), (600, 4, 640, 128, 22), (900, 1, 704, 192, 23))
+        if wfmt is Format.FP8_BLOCK:  # (H and I of whole 128 x 128 blocks)
+            shapes = ((600, 4, 768, 256, 21), (600, 4, 640, 128, 22), (900, 1, 896, 384, 23))
+        for T, K, H, I, seed in shapes:
             prob = make_problem(T=T, H=H, I=I, I_pad=I, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype,
                                 offset=8, E_glob=24 if K > 1 else 32, seed=seed)
             kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)

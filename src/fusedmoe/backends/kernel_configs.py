@@ -1048,11 +1048,12 @@ def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str
 
 
 def _ws_pipe_problem(cfg: KernelConfig, weight_format: Format) -> Optional[str]:
-    """None, or why ``cfg`` cannot take ``pipelined_promotion``: FP8 per tensor / per channel prefill tiles (block_m
-    128; the tile widths are :func:`warp_specialized_problem`'s rule) -- FP8 blocks (whose scale vectors would spill
-    with two partial sets), 16-bit weights (no promotion) and the decode tiles run their own loops."""
-    if weight_format not in (Format.FP8_TENSOR, Format.FP8_CHANNEL):
-        return f"needs FP8 per tensor / per channel weights, got {weight_format.name}"
+    """None, or why ``cfg`` cannot take ``pipelined_promotion``: FP8 prefill tiles (block_m 128; the tile widths are
+    :func:`warp_specialized_problem`'s rule; FP8 blocks since the thirty-eighth session, with one weight scale a
+    column group: ``triton_moe._ws_block_w_scalar``) -- 16-bit weights (no promotion) and the decode tiles run
+    their own loops."""
+    if weight_format not in (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK):
+        return f"needs FP8 per tensor / per channel / block weights, got {weight_format.name}"
     if cfg.block_m != 128:
         return f"needs the 128-row prefill tiles, got block_m {cfg.block_m}"
     return None

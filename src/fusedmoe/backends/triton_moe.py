@@ -623,16 +623,18 @@ def _ws_skips_padding_half(weight_format: Format) -> bool:
 # ---- warp-specialized FP8 GEMMs: the promoted accumulation pipelined (per config, or forced on) -------------
 
 _WS_PIPE = {"enabled": os.environ.get("FUSEDMOE_WS_PIPE", "0") == "1"}
+_FP8_PROMOTED_WS = (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)  # the formats PIPE applies to
 
 
 def set_ws_pipelined_promotion(enabled: bool) -> bool:
     """``False`` (the default; ``FUSEDMOE_WS_PIPE=1`` starts with ``True``): the config decides
-    (``KernelConfig.pipelined_promotion``, a tuner candidate). ``True``: every warp-specialized FP8 per tensor /
-    per channel prefill tile runs pipelined -- two partial sets take turns, so block k + 1's wgmmas are issued
-    before the warpgroup waits for block k's and adds them (``kernels/_ws_gemm._ws_pipe_k_loop``; tiles with a
-    partial set per accumulator: gated block_n 64, non-gated 64 / 128), or in the wide one-set 2 x 128 / 256 tiles
-    by 64-column sub-tiles (``_ws_wide_pipe_k_loop``; compiled for sm_90, not yet run on a GPU).
-    FP8 128 x 128 blocks run as before. The same partial products added in the same order: the same bits (GPU test).
+    (``KernelConfig.pipelined_promotion``, a tuner candidate). ``True``: every warp-specialized FP8 prefill tile
+    runs pipelined -- two partial sets take turns, so block k + 1's wgmmas are issued before the warpgroup waits
+    for block k's and adds them (``kernels/_ws_gemm._ws_pipe_k_loop``; tiles with a partial set per accumulator:
+    gated block_n 64, non-gated 64 / 128), or in the wide one-set 2 x 128 / 256 tiles by 64-column sub-tiles
+    (``_ws_wide_pipe_k_loop``; compiled for sm_90, not yet run on a GPU); FP8 128 x 128 blocks too since the
+    thirty-eighth session (compiled only), each block's partials scaled with one weight scale a column group
+    (:func:`_ws_block_w_scalar`). The same partial products added in the same order: the same bits (GPU test).
     Thirty-seventh session, shared harness on an H100, FP8 per tensor / channel at 512-8192 tokens: 0.956-1.073x
     by shape (DeepSeek-V3 per channel 8192 tokens 1.07x, Mixtral per tensor 512 0.96x); geomean 1.008x at
     2048-8192 tokens, 0.995x at 512 -- a per-shape choice, hence the config field. Returns the previous setting."""
@@ -656,14 +658,14 @@ def set_ws_block_scalar_scales(enabled: bool) -> bool:
     return _swap_bool(_WS_BLOCK_SCALAR, enabled)
 
 
-def _ws_block_w_scalar(c: KernelConfig, N: int, gated: bool) -> bool:
-    """W_SCALAR of an FP8 128 x 128 block tile: the wide ones (block_n 128 gated / 256) always, the narrow ones under
-    :func:`set_ws_block_scalar_scales`. It needs each column group of the tile inside one 128-row scale block --
-    any non-gated tile (64 / 128 columns, or two 128-column halves of 256, from a multiple of their width); a gated
-    one when block_n divides N (its up group starts at row N of w13), which the layer's check (intermediate sizes
-    of whole 128-row blocks) makes always so."""
+def _ws_block_w_scalar(c: KernelConfig, N: int, gated: bool, pipe: bool = False) -> bool:
+    """W_SCALAR of an FP8 128 x 128 block tile: the wide ones (block_n 128 gated / 256) and the pipelined ones
+    (``pipe``) always, the other narrow ones under :func:`set_ws_block_scalar_scales`. It needs each column group of
+    the tile inside one 128-row scale block -- any non-gated tile (64 / 128 columns, or two 128-column halves of 256,
+    from a multiple of their width); a gated one when block_n divides N (its up group starts at row N of w13), which
+    the layer's check (intermediate sizes of whole 128-row blocks) makes always so."""
     wide = c.block_n == (128 if gated else 256)
-    if not (wide or _WS_BLOCK_SCALAR["enabled"]):
+    if not (wide or pipe or _WS_BLOCK_SCALAR["enabled"]):
         return False
     if gated and N % c.block_n:
         raise ValueError(f"the warp-specialized FP8 block tile of {c.block_n} columns needs N a multiple of "
@@ -1077,7 +1079,8 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
                        row_div, TK, E, act_code, gated, p, round_tl, weight_on_input, mul_routing_weight, num_sms, part,
                        cnt, out_padded=out_padded, a_scales_padded=a_scales_padded, x_gather=x_gather, pdl=pdl)
         return
-    w_scalar = w.fmt is Format.FP8_BLOCK and _ws_block_w_scalar(c, N, gated)
+    pipe = (c.pipelined_promotion or _WS_PIPE["enabled"]) and w.fmt in _FP8_PROMOTED_WS
+    w_scalar = w.fmt is Format.FP8_BLOCK and _ws_block_w_scalar(c, N, gated, pipe)
     a_layout, w_layout = _ws_layouts(c.block_n, BK, dt)
     a_desc = TensorDescriptor.from_tensor(rows, [64, BK], a_layout)
     w_desc = TensorDescriptor.from_tensor(w.data.view(-1, Kd), [c.block_n, BK], w_layout)
@@ -1091,8 +1094,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
         SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], OUT_PADDED=out_padded,
         A_PADDED=a_scales_padded, ZERO_PAD=out_padded and _WS_ZERO_PAD_ROWS,
-        PIPE=(c.pipelined_promotion or _WS_PIPE["enabled"]) and w.fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL),
-        W_SCALAR=w_scalar, num_warps=4)
+        PIPE=pipe, W_SCALAR=w_scalar, num_warps=4)
 
 
 # ---- the warp-specialized 16-bit / FP8 GEMMs at decode (opt-in) -----------------------------------------------

@@ -244,30 +244,59 @@ def _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it, pg, pu, GATED: gl.conste
 
 
 @gluon.jit
+def _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, kb, GATED: gl.constexpr):
+    """FP8 blocks, K block ``kb``: ``a_s[row] * w_s`` for the tile's first column group (gated: the gate tile) and
+    its second (the up tile, or a wide non-gated tile's second 128 columns) -- ``[rows, 1]`` each, one weight scale
+    a group (``W_SCALAR``); the factors the narrow tiles' vectors give, ``a_s[row] * w_s[col // 128]``."""
+    a_s = gl.load(as_rows + kb)[:, None]
+    s0 = a_s * gl.load(ws0_ptr + kb)
+    s1 = s0
+    if GATED:
+        s1 = a_s * gl.load(ws1_ptr + kb)
+    return s0, s1
+
+
+@gluon.jit
 def _ws_pipe_retire(empty, acc_g, acc_u, dg, du, fg, fu, it, AHEAD: gl.constexpr, GATED: gl.constexpr,
-                    STAGES: gl.constexpr):
+                    STAGES: gl.constexpr, sg=0, su=0, BLOCK: gl.constexpr = False):
     """Wait for ring step ``it``'s partial set (``dg`` / ``du``), release its slot and add it to the fp32 sums;
-    ``AHEAD``: the set issued after it (``fg`` / ``fu``) stays in flight (the wait passes it through as a value)."""
+    ``AHEAD``: the set issued after it (``fg`` / ``fu``) stays in flight (the wait passes it through as a value).
+    ``BLOCK``: FP8 blocks, each partial times its scale factors ``sg`` / ``su`` (:func:`_ws_blk_scales`) in one FMA
+    (``_ws_fma``)."""
     if GATED:
         dg, du, fg, fu = warpgroup_mma_wait(num_outstanding=2 if AHEAD else 0, deps=(dg, du, fg, fu))
-        acc_u = acc_u + du
+        if BLOCK:
+            acc_u = _ws_fma(acc_u, du, su)
+        else:
+            acc_u = acc_u + du
     else:
         dg, fg = warpgroup_mma_wait(num_outstanding=1 if AHEAD else 0, deps=(dg, fg))
     mbarrier.arrive(empty.index(it % STAGES), count=1)
-    acc_g = acc_g + dg
+    if BLOCK:
+        acc_g = _ws_fma(acc_g, dg, sg)
+    else:
+        acc_g = acc_g + dg
     return acc_g, acc_u, dg, du, fg, fu
 
 
 @gluon.jit
 def _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, pa_g, pa_u, it, n_k,
-                    GATED: gl.constexpr, STAGES: gl.constexpr):
+                    GATED: gl.constexpr, STAGES: gl.constexpr, as_rows=0, ws0_ptr=0, ws1_ptr=0,
+                    BLOCK: gl.constexpr = False):
     """The promoted K loop with two partial sets taking turns (``_ws_consumer``'s PIPE): set A holds the even K
     blocks, set B the odd ones; each block's wgmmas are issued before the block before it is waited for and added.
     Unrolled by two (the sets keep their registers): pairs (A, B) while a block follows them, then the tail -- one
-    block in A, or two. Returns the sums and the ring step after the tile."""
+    block in A, or two. ``BLOCK`` (FP8 blocks, ``W_SCALAR``): each block's scale factors (:func:`_ws_blk_scales`:
+    ``as_rows`` the rows' activation scales, ``ws0_ptr`` / ``ws1_ptr`` the weight scales of the gate / up tile)
+    loaded after its wgmmas are issued, kept until it is added. Returns the sums and the ring step after the tile."""
+    kb0 = it  # (the tile's K block = ring step - kb0)
     pb_g = gl.zeros_like(pa_g)
     pb_u = gl.zeros_like(pa_u)
     pa_g, pa_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it, pa_g, pa_u, GATED, STAGES)
+    sa_g = 0
+    sa_u = 0
+    if BLOCK:
+        sa_g, sa_u = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, 0, GATED)
     # (a value again, still in flight: loop-carried sets keep one type)
     if GATED:
         pa_g, pa_u = warpgroup_mma_wait(num_outstanding=2, deps=(pa_g, pa_u))
@@ -275,22 +304,32 @@ def _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, pa_g, 
         pa_g = warpgroup_mma_wait(num_outstanding=1, deps=(pa_g,))
     for _ in range((n_k - 1) // 2):  # blocks 2j (A, in flight) and 2j + 1; block 2j + 2 exists
         pb_g, pb_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 1, pb_g, pb_u, GATED, STAGES)
+        sb_g = 0
+        sb_u = 0
+        if BLOCK:
+            sb_g, sb_u = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, it + 1 - kb0, GATED)
         acc_g, acc_u, pa_g, pa_u, pb_g, pb_u = _ws_pipe_retire(empty, acc_g, acc_u, pa_g, pa_u, pb_g, pb_u, it, True,
-                                                               GATED, STAGES)
+                                                               GATED, STAGES, sa_g, sa_u, BLOCK)
         pa_g, pa_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 2, pa_g, pa_u, GATED, STAGES)
+        if BLOCK:
+            sa_g, sa_u = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, it + 2 - kb0, GATED)
         acc_g, acc_u, pb_g, pb_u, pa_g, pa_u = _ws_pipe_retire(empty, acc_g, acc_u, pb_g, pb_u, pa_g, pa_u, it + 1,
-                                                               True, GATED, STAGES)
+                                                               True, GATED, STAGES, sb_g, sb_u, BLOCK)
         it += 2
     if n_k % 2 == 0:  # two blocks left: A (in flight) and the last
         pb_g, pb_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 1, pb_g, pb_u, GATED, STAGES)
+        sb_g = 0
+        sb_u = 0
+        if BLOCK:
+            sb_g, sb_u = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, it + 1 - kb0, GATED)
         acc_g, acc_u, pa_g, pa_u, pb_g, pb_u = _ws_pipe_retire(empty, acc_g, acc_u, pa_g, pa_u, pb_g, pb_u, it, True,
-                                                               GATED, STAGES)
+                                                               GATED, STAGES, sa_g, sa_u, BLOCK)
         acc_g, acc_u, pb_g, pb_u, pa_g, pa_u = _ws_pipe_retire(empty, acc_g, acc_u, pb_g, pb_u, pa_g, pa_u, it + 1,
-                                                               False, GATED, STAGES)
+                                                               False, GATED, STAGES, sb_g, sb_u, BLOCK)
         it += 2
     else:  # one: A
         acc_g, acc_u, pa_g, pa_u, pb_g, pb_u = _ws_pipe_retire(empty, acc_g, acc_u, pa_g, pa_u, pb_g, pb_u, it, False,
-                                                               GATED, STAGES)
+                                                               GATED, STAGES, sa_g, sa_u, BLOCK)
         it += 1
     return acc_g, acc_u, it
 
@@ -325,39 +364,48 @@ def _ws_fma(acc, p, sc):
 
 
 @gluon.jit
-def _ws_sub_step(a, wg_bufs, wu_bufs, s, j: gl.constexpr, GATED: gl.constexpr, SN: gl.constexpr, p_new, p_old, acc):
+def _ws_sub_step(a, wg_bufs, wu_bufs, s, j: gl.constexpr, GATED: gl.constexpr, SN: gl.constexpr, p_new, p_old, acc,
+                 sc=0, BLOCK: gl.constexpr = False):
     """Sub-tile ``j`` of ring slot ``s`` issued into the partial set ``p_new`` (fresh, not waited for), then the set
-    issued before it, ``p_old``, waited for and added into ``acc``. Returns ``(p_new, p_old, acc)``."""
+    issued before it, ``p_old``, waited for and added into ``acc`` (``BLOCK``: times its scale factor ``sc`` in one
+    FMA). Returns ``(p_new, p_old, acc)``."""
     p_new = warpgroup_mma(a, _ws_sub_b(wg_bufs, wu_bufs, s, j, GATED, SN), p_new, use_acc=False, is_async=True)
     p_old, p_new = warpgroup_mma_wait(num_outstanding=1, deps=(p_old, p_new))
-    return p_new, p_old, _ws_add(acc, p_old)
+    if BLOCK:
+        acc = _ws_fma(acc, p_old, sc)
+    else:
+        acc = _ws_add(acc, p_old)
+    return p_new, p_old, acc
 
 
 @gluon.jit
 def _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0, acc1, acc2, acc3, it, s_prev,
-                        CARRIED: gl.constexpr, GATED: gl.constexpr, STAGES: gl.constexpr, SN: gl.constexpr):
+                        CARRIED: gl.constexpr, GATED: gl.constexpr, STAGES: gl.constexpr, SN: gl.constexpr,
+                        s0=0, s1=0, s1_prev=0, BLOCK: gl.constexpr = False):
     """Ring step ``it``'s four sub-tiles, 0 into ``pa``, 1 into ``pb``, 2 into ``pa``, 3 into ``pb``, each issued
     before the one before it is waited for and added (into ``acc<j - 1>``); sub-tile 3 is left in flight.
     ``CARRIED``: the block before's sub-tile 3 (``pb``) is still in flight -- sub-tile 0 goes in first, then it is
-    waited for and added into ``acc3`` and the block before's slot ``s_prev`` released. Returns the sets, the sums
-    and this block's slot."""
+    waited for and added into ``acc3`` and the block before's slot ``s_prev`` released. ``BLOCK``: sub-tiles 0-1
+    scaled by ``s0``, 2-3 by ``s1`` (:func:`_ws_blk_scales`), the carried one by the block before's ``s1_prev``.
+    Returns the sets, the sums and this block's slot."""
     s = it % STAGES
     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
     a = a_bufs.index(s)
     if CARRIED:
-        pa, pb, acc3 = _ws_sub_step(a, wg_bufs, wu_bufs, s, 0, GATED, SN, pa, pb, acc3)
+        pa, pb, acc3 = _ws_sub_step(a, wg_bufs, wu_bufs, s, 0, GATED, SN, pa, pb, acc3, s1_prev, BLOCK)
         mbarrier.arrive(empty.index(s_prev), count=1)
     else:
         pa = warpgroup_mma(a, _ws_sub_b(wg_bufs, wu_bufs, s, 0, GATED, SN), pa, use_acc=False, is_async=True)
-    pb, pa, acc0 = _ws_sub_step(a, wg_bufs, wu_bufs, s, 1, GATED, SN, pb, pa, acc0)
-    pa, pb, acc1 = _ws_sub_step(a, wg_bufs, wu_bufs, s, 2, GATED, SN, pa, pb, acc1)
-    pb, pa, acc2 = _ws_sub_step(a, wg_bufs, wu_bufs, s, 3, GATED, SN, pb, pa, acc2)
+    pb, pa, acc0 = _ws_sub_step(a, wg_bufs, wu_bufs, s, 1, GATED, SN, pb, pa, acc0, s0, BLOCK)
+    pa, pb, acc1 = _ws_sub_step(a, wg_bufs, wu_bufs, s, 2, GATED, SN, pa, pb, acc1, s0, BLOCK)
+    pb, pa, acc2 = _ws_sub_step(a, wg_bufs, wu_bufs, s, 3, GATED, SN, pb, pa, acc2, s1, BLOCK)
     return pa, pb, acc0, acc1, acc2, acc3, s
 
 
 @gluon.jit
 def _ws_wide_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc0, acc1, acc2, acc3, it, n_k,
-                         GATED: gl.constexpr, STAGES: gl.constexpr, SN: gl.constexpr):
+                         GATED: gl.constexpr, STAGES: gl.constexpr, SN: gl.constexpr, as_rows=0, ws0_ptr=0,
+                         ws1_ptr=0, BLOCK: gl.constexpr = False):
     """The promoted K loop of a wide one-set tile (``_ws_consumer``'s ONE_PART) pipelined: each K block as four
     ``SN``-column sub-tiles (gated: gate's two halves, then up's) whose fresh partial sums alternate between two
     ``SN``-column sets -- sub-tile j + 1's wgmma is issued before the warpgroup waits for sub-tile j's and adds it
@@ -372,25 +420,39 @@ def _ws_wide_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc0, acc1, acc
     the first, exited straight into the final wait, makes ptxas serialize every wgmma of the kernel (C7514, "non
     wgmma instructions reading accumulator registers"; so did a two-set test loop on the narrow tiles, fixed by the
     same shape: ``_ws_pipe_k_loop``'s even tail), for reasons not understood; ``_ws_add`` keeps LLVM from needing a
-    third partial set."""
+    third partial set. ``BLOCK`` (FP8 blocks, ``W_SCALAR``): each block's two scale factors (:func:`_ws_blk_scales`:
+    the first 128 columns' and the second's) loaded before its sub-tiles, the second kept for the sub-tile carried
+    into the next block."""
     pa = gl.zeros_like(acc0)
     pb = gl.zeros_like(acc0)
+    s0 = 0
+    s1 = 0
+    if BLOCK:
+        s0, s1 = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, 0, True)
     pa, pb, acc0, acc1, acc2, acc3, s = _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0,
-                                                            acc1, acc2, acc3, it, 0, False, GATED, STAGES, SN)
+                                                            acc1, acc2, acc3, it, 0, False, GATED, STAGES, SN, s0, s1,
+                                                            s1, BLOCK)
     for kk in range(n_k - 2):
+        s1_prev = s1
+        if BLOCK:
+            s0, s1 = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, 1 + kk, True)
         pa, pb, acc0, acc1, acc2, acc3, s = _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0,
                                                                 acc1, acc2, acc3, it + 1 + kk, s, True, GATED,
-                                                                STAGES, SN)
+                                                                STAGES, SN, s0, s1, s1_prev, BLOCK)
     if n_k >= 2:  # the last block (see above: this shape, not the loop running one more trip)
+        s1_prev = s1
+        if BLOCK:
+            s0, s1 = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, n_k - 1, True)
         pa, pb, acc0, acc1, acc2, acc3, s = _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0,
                                                                 acc1, acc2, acc3, it + n_k - 1, s, True, GATED,
-                                                                STAGES, SN)
+                                                                STAGES, SN, s0, s1, s1_prev, BLOCK)
         pb, pa = warpgroup_mma_wait(num_outstanding=0, deps=(pb, pa))
-        mbarrier.arrive(empty.index(s), count=1)
-        acc3 = _ws_add(acc3, pb)
     else:
         pb = warpgroup_mma_wait(num_outstanding=0, deps=(pb,))
-        mbarrier.arrive(empty.index(s), count=1)
+    mbarrier.arrive(empty.index(s), count=1)
+    if BLOCK:
+        acc3 = _ws_fma(acc3, pb, s1)
+    else:
         acc3 = _ws_add(acc3, pb)
     return acc0, acc1, acc2, acc3, it + n_k
 
@@ -429,7 +491,7 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
     ONE_PART: gl.constexpr = QUANT != Q_NONE and ((GATED and BN == 128) or ((not GATED) and BN == 256))
     PN: gl.constexpr = BN // 2 if ONE_PART and not GATED else BN  # columns of one accumulator
-    SUB_PIPE: gl.constexpr = ONE_PART and PIPE and QUANT != Q_BLOCK  # _ws_wide_pipe_k_loop (no block scales)
+    SUB_PIPE: gl.constexpr = ONE_PART and PIPE  # _ws_wide_pipe_k_loop
     layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                      instr_shape=[16, PN, INSTR_K])
     num_m = gl.load(num_post_padded_ptr) // (2 * HALF_M)
@@ -459,10 +521,17 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
         if live:
             acc_g = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
             acc_u = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
+            as_rows = 0  # (FP8 blocks' scale pointers; placeholders for the loops' signatures otherwise)
+            ws0_ptr = 0
+            ws1_ptr = 0
             if QUANT == Q_BLOCK:  # FP8 128 x 128 blocks: per K block, a_s[row, kb] and w_s[col // 128, kb]
                 e64 = e.to(gl.int64)
-                slots, row_ok, tok64, cols, n_ok, _ = _ws_rows(sorted_ids_ptr, pid_m, pid_n * BN, num_slots, N, HALF,
-                                                               HALF_M, TOP_K, PN, A_PADDED, layout)
+                if SUB_PIPE:  # (the rows in the sub-tiles' layout)
+                    slots, row_ok, tok64, cols, n_ok, _ = _ws_rows(sorted_ids_ptr, pid_m, pid_n * BN, num_slots, N,
+                                                                   HALF, HALF_M, TOP_K, SN, A_PADDED, sub_layout)
+                else:
+                    slots, row_ok, tok64, cols, n_ok, _ = _ws_rows(sorted_ids_ptr, pid_m, pid_n * BN, num_slots, N,
+                                                                   HALF, HALF_M, TOP_K, PN, A_PADDED, layout)
                 as_rows = a_scale_ptr + tok64 * stride_asm
                 if ONE_PART or W_SCALAR:  # one scale block for each half's columns (the launcher's W_SCALAR rule)
                     ws0_ptr = w_scale_ptr + e64 * stride_wse + ((pid_n * BN) // 128) * stride_wsn
@@ -500,7 +569,8 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                 acc2 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
                 acc3 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
                 acc0, acc1, acc2, acc3, it = _ws_wide_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc0, acc1,
-                                                                  acc2, acc3, it, n_k, GATED, STAGES, SN)
+                                                                  acc2, acc3, it, n_k, GATED, STAGES, SN, as_rows,
+                                                                  ws0_ptr, ws1_ptr, QUANT == Q_BLOCK)
             elif ONE_PART:
                 for kk in range(n_k):
                     s = it % STAGES
@@ -529,10 +599,10 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                     else:
                         acc_u = acc_u + part_g
                     it += 1
-            elif PIPE and QUANT != Q_BLOCK:  # FP8 per tensor / channel (FP8 blocks: their scales would spill, ~950
-                # local loads / stores at sm_90 with two partial sets)
+            elif PIPE:  # (FP8 blocks: with W_SCALAR -- the per-column scale vectors of two partial sets spilled)
                 acc_g, acc_u, it = _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, part_g,
-                                                   part_u, it, n_k, GATED, STAGES)
+                                                   part_u, it, n_k, GATED, STAGES, as_rows, ws0_ptr, ws1_ptr,
+                                                   QUANT == Q_BLOCK)
             else:
                 for kk in range(n_k):
                     s = it % STAGES
