@@ -279,6 +279,30 @@ def test_swizzled_fp4_values_convert_in_fewer_instructions_for_sm90(tmp_path):
     assert swz["alu"] <= 0.75 * tiled["alu"], got
 
 
+_BLOCK_W1 = _VARIANTS.partition("VARIANTS = {")[0] + r'''
+if __name__ == "__main__":
+    for name, k in (("g1 block", gemm8(1, 3, BM=64, BN=128, nw=8, ns=4)), ("g1 tensor", gemm8(1, 1, BM=64, BN=128,
+                                                                                           nw=8, ns=4)),
+                    ("g2 block", gemm8(2, 3, BM=64, BN=128, nw=4, ns=4)), ("g1 block decode", gemm8(1, 3, BN=128))):
+        loop_stats(name, k, fmul=r"FMUL\b", ffma=r"FFMA\b", ldg=r"LDG\.", qgmma=r"QGMMA\b")
+'''
+
+
+def test_fp8_block_tiles_read_one_weight_scale_for_sm90(tmp_path):
+    """The Triton FP8 128 x 128 block GEMMs with tiles of at most 128 weight rows (``_moe_gemm._block_w1``): each K
+    block loads one weight scale and multiplies it into the rows' activation scales instead of a 128-vector into
+    every product -- the tuned table's 64 x 128 gated prefill tile at 189 instructions a K block against the per
+    tensor tile's 180 (the scale vector: 328, 64 FMUL, 34 LDG), GEMM2 169 (256), the decode tile 209 (253); one
+    FFMA a product either way (the partial times ``a_s * w_s`` plus the sum: ptxas contracts the multiply-add),
+    hence the same bits; no spills."""
+    got = _main_loop_counts(tmp_path, _BLOCK_W1, 4)
+    blk, ten = got["g1 block"], got["g1 tensor"]
+    assert all(v["spills"] == 0 for v in got.values()), got
+    assert blk["loop"] <= ten["loop"] + 16 and blk["fmul"] <= 4 and blk["ldg"] <= 4 and blk["ffma"] == 64, got
+    assert got["g2 block"]["loop"] <= 190 and got["g2 block"]["fmul"] <= 4 and got["g2 block"]["ffma"] == 64, got
+    assert got["g1 block decode"]["fmul"] <= 8 and got["g1 block decode"]["ffma"] == 32, got
+
+
 _K_TAIL = r'''
 if __name__ == "__main__":
     for name, kw in (("bk64", dict(BK=64)), ("tail", dict(BK=128, ktail=64))):

@@ -406,6 +406,33 @@ def test_split_k(wfmt, act):
     assert int(cnt.abs().sum()) == 0 and cnt.numel() == 64 and part.numel() == 100
 
 
+@interpreter
+@pytest.mark.parametrize("act", [Activation.SWIGLU, Activation.RELU2], ids=lambda a: a.name)
+def test_fp8_block_one_weight_scale_a_tile_same_bits(act):
+    """FP8 128 x 128 blocks in the Triton GEMMs: tiles of at most 128 weight rows read one weight scale a K block
+    (``_moe_gemm._block_w1``: their rows lie in one scale block) where wider tiles read a scale vector over their
+    rows -- the same factors, so the same bits: GEMM1 / GEMM2 at 64 and 128 rows against 256 (the vector path),
+    prefill (weights on the MMA's N side) and decode (swapped, split-K) tiles, both halves of a gated tile (the up
+    half's scales from row N), expert parallel; and within the reference's bound."""
+    dtype, H, I_pad = torch.float16, 256, 256
+    prob = make_problem(T=12, H=H, I=I_pad, I_pad=I_pad, E=4, K=2, act=act, wfmt=Format.FP8_BLOCK, dtype=dtype,
+                        offset=2, E_glob=6, seed=23)
+    kw = dict(act=act, wfmt=Format.FP8_BLOCK, params=_params(act), offset=2)
+    wide = MoEKernelConfig(KernelConfig(32, 256, 128, num_warps=4, num_stages=2),
+                           KernelConfig(32, 256, 128, num_warps=4, num_stages=2))
+    base, ref = run_case(prob, config=wide, **kw)
+    mx, rms = _errors(base, ref)
+    bmx, brms = _bounds(Format.FP8_BLOCK, dtype)
+    assert mx <= bmx and rms <= brms, (mx, rms)
+    for bn1, bn2, swap, split in ((128, 128, False, 1), (64, 64, False, 1), (128, 64, True, 2), (64, 128, True, 1)):
+        cfg = MoEKernelConfig(KernelConfig(32 if not swap else 16, bn1, 128, num_warps=4, num_stages=2,
+                                           swap_ab=swap, split_k=split),
+                              KernelConfig(32 if not swap else 16, bn2, 128, num_warps=4, num_stages=2,
+                                           swap_ab=swap, split_k=split))
+        got, _ = run_case(prob, config=cfg, **kw)
+        assert torch.equal(got, base), (bn1, bn2, swap, split)
+
+
 def test_combine_blocks_cover_the_sms_at_decode():
     """The combine's tiles (``combine_blocks``): [4, 1024] at prefill; at decode they shrink until the grid has a
     program per SM (or 128-column single rows), with 8 elements a thread (4 in the 128-column tiles)."""

@@ -194,8 +194,14 @@ def _mma(a, w, acc, SWAP_AB: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.c
 
 
 @triton.jit
-def _scale_block(part, a_s, w_s, SWAP_AB: tl.constexpr):
-    """Dequantize one K-block partial product: part * a_s[row] * w_s[col] (layout-aware)."""
+def _scale_block(part, a_s, w_s, SWAP_AB: tl.constexpr, W1: tl.constexpr = False):
+    """Dequantize one K-block partial product: part * a_s[row] * w_s[col] (layout-aware). ``W1``: ``w_s`` is one
+    scale for all the tile's weight rows (a scalar: they lie in one 128-row scale block) -- the same factors."""
+    if W1:
+        if SWAP_AB:
+            return part * (w_s * a_s[None, :])
+        else:
+            return part * (a_s[:, None] * w_s)
     if SWAP_AB:
         return part * (w_s[:, None] * a_s[None, :])
     else:
@@ -204,15 +210,27 @@ def _scale_block(part, a_s, w_s, SWAP_AB: tl.constexpr):
 
 @triton.jit
 def _kblock_mma(a, w, acc, a_s, w_s, BLOCK_SCALED: tl.constexpr, SWAP_AB: tl.constexpr, UPCAST: tl.constexpr,
-                PRECISION: tl.constexpr, FAST_ACC: tl.constexpr):
+                PRECISION: tl.constexpr, FAST_ACC: tl.constexpr, W1: tl.constexpr = False):
     """``acc`` plus one K-block's product of the 16-bit / FP8 paths: BLOCK_SCALED (FP8 128 x 128
-    blocks) the block's partial product in a fresh accumulator times ``a_s[row] * w_s[col]``, added
-    in fp32; otherwise accumulated by the MMA itself (``_mma``; a_s / w_s unused)."""
+    blocks) the block's partial product in a fresh accumulator times ``a_s[row] * w_s[col]`` (``W1``: one
+    ``w_s`` for the tile, :func:`_block_w1`), added in fp32; otherwise accumulated by the MMA itself (``_mma``;
+    a_s / w_s unused)."""
     if BLOCK_SCALED:
         return acc + _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s, w_s,
-                                  SWAP_AB)
+                                  SWAP_AB, W1)
     else:
         return _mma(a, w, acc, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+
+
+@triton.jit
+def _block_w1(w_scale_ptr, e64, stride_wse, stride_wsn, row0, BLOCK_N: tl.constexpr):
+    """FP8 128 x 128 blocks: the weight scales of a tile whose ``BLOCK_N`` weight rows from ``row0`` lie in one
+    128-row scale block -- ``BLOCK_N`` <= 128 (a power of two) from a multiple of it; for a gated GEMM1's up rows
+    (from row N) N must be a multiple of ``BLOCK_N``, which the layer's check (intermediate sizes of whole 128-row
+    blocks) makes so: the pointer to their scale row (K blocks at stride 1). One scalar load a K block instead of a
+    ``BLOCK_N``-vector and one multiply a row instead of one a product (sm_90 SASS of the 64 x 128 gated prefill
+    tile: 64 FMUL and 32 LDG a K block fewer)."""
+    return w_scale_ptr + e64 * stride_wse + (row0 // 128) * stride_wsn
 
 
 @triton.jit
@@ -520,10 +538,15 @@ def _gemm1_kernel(
         acc_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     acc_u = tl.zeros_like(acc_g)
 
+    W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128  # one weight scale a tile (_block_w1)
     if QUANT == Q_BLOCK:
         as_ptrs = a_scale_ptr + tok64 * stride_asm
-        wsg_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
-        wsu_ptrs = w_scale_ptr + e64 * stride_wse + ((N + offs_n) // 128) * stride_wsn
+        if W1:
+            wsg_ptrs = _block_w1(w_scale_ptr, e64, stride_wse, stride_wsn, pid_n * BLOCK_N, BLOCK_N)
+            wsu_ptrs = _block_w1(w_scale_ptr, e64, stride_wse, stride_wsn, N + pid_n * BLOCK_N, BLOCK_N)
+        else:
+            wsg_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
+            wsu_ptrs = w_scale_ptr + e64 * stride_wse + ((N + offs_n) // 128) * stride_wsn
     if QUANT == Q_MICRO:
         a_rows = tok64 * stride_am
         as_rows = tok64 * stride_asm
@@ -607,13 +630,20 @@ def _gemm1_kernel(
             wg_s = 0.0
             if QUANT == Q_BLOCK:
                 a_s = tl.load(as_ptrs + ki)
-                wg_s = tl.load(wsg_ptrs + ki, mask=n_ok, other=0.0)
-            acc_g = _kblock_mma(a, wg, acc_g, a_s, wg_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+                if W1:
+                    wg_s = tl.load(wsg_ptrs + ki)
+                else:
+                    wg_s = tl.load(wsg_ptrs + ki, mask=n_ok, other=0.0)
+            acc_g = _kblock_mma(a, wg, acc_g, a_s, wg_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC, W1)
             if GATED:
                 wu_s = 0.0
                 if QUANT == Q_BLOCK:
-                    wu_s = tl.load(wsu_ptrs + ki, mask=n_ok, other=0.0)
-                acc_u = _kblock_mma(a, wu, acc_u, a_s, wu_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+                    if W1:
+                        wu_s = tl.load(wsu_ptrs + ki)
+                    else:
+                        wu_s = tl.load(wsu_ptrs + ki, mask=n_ok, other=0.0)
+                acc_u = _kblock_mma(a, wu, acc_u, a_s, wu_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC,
+                                    W1)
 
             a_ptrs += BLOCK_K
             wg_ptrs += BLOCK_K
@@ -723,9 +753,13 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
         acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
     else:
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128  # one weight scale a tile (_block_w1)
     if QUANT == Q_BLOCK:
         as_ptrs = a_scale_ptr + slot64 * stride_asm
-        ws_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
+        if W1:  # (the tile's first row: offs_n starts at a multiple of BLOCK_N)
+            ws_ptrs = _block_w1(w_scale_ptr, e64, stride_wse, stride_wsn, tl.min(offs_n, axis=0), BLOCK_N)
+        else:
+            ws_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
 
     if QUANT == Q_MICRO:
         a_rows = slot64 * stride_am
@@ -764,8 +798,11 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
             w_s = 0.0
             if QUANT == Q_BLOCK:
                 a_s = tl.load(as_ptrs + ki)
-                w_s = tl.load(ws_ptrs + ki, mask=n_ok, other=0.0)
-            acc = _kblock_mma(a, w, acc, a_s, w_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+                if W1:
+                    w_s = tl.load(ws_ptrs + ki)
+                else:
+                    w_s = tl.load(ws_ptrs + ki, mask=n_ok, other=0.0)
+            acc = _kblock_mma(a, w, acc, a_s, w_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC, W1)
             a_ptrs += BLOCK_K
             w_ptrs += BLOCK_K
     return acc
@@ -864,14 +901,22 @@ def _gemm2_held_a(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, 
         else:
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         w_s = 0.0
+        W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128  # one weight scale a tile (_block_w1)
         if QUANT == Q_BLOCK:
-            ws_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
-            w_s = tl.load(ws_ptrs, mask=n_ok, other=0.0)
-        acc = _kblock_mma(a, w, acc, a_s, w_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC)
+            if W1:
+                ws_ptrs = _block_w1(w_scale_ptr, e64, stride_wse, stride_wsn, pid_n * BLOCK_N, BLOCK_N)
+                w_s = tl.load(ws_ptrs)
+            else:
+                ws_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
+                w_s = tl.load(ws_ptrs, mask=n_ok, other=0.0)
+        acc = _kblock_mma(a, w, acc, a_s, w_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC, W1)
         if QUANT == Q_BLOCK and HELD_KB == 2:  # the second held K-block
             w1 = _load_w(w_ptrs + BLOCK_K, n_ok, k_ok1, EVEN_K, EVEN_N)
-            acc = _kblock_mma(a1, w1, acc, a_s1, tl.load(ws_ptrs + 1, mask=n_ok, other=0.0), True, SWAP_AB, UPCAST,
-                              PRECISION, FAST_ACC)
+            if W1:
+                w_s1 = tl.load(ws_ptrs + 1)
+            else:
+                w_s1 = tl.load(ws_ptrs + 1, mask=n_ok, other=0.0)
+            acc = _kblock_mma(a1, w1, acc, a_s1, w_s1, True, SWAP_AB, UPCAST, PRECISION, FAST_ACC, W1)
         if SWAP_AB:
             acc = tl.trans(acc)
         acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
