@@ -413,7 +413,8 @@ def test_fp8_block_one_weight_scale_a_tile_same_bits(act):
     (``_moe_gemm._block_w1``: their rows lie in one scale block) where wider tiles read a scale vector over their
     rows -- the same factors, so the same bits: GEMM1 / GEMM2 at 64 and 128 rows against 256 (the vector path),
     prefill (weights on the MMA's N side) and decode (swapped, split-K) tiles, both halves of a gated tile (the up
-    half's scales from row N), expert parallel; and within the reference's bound."""
+    half's scales from row N), expert parallel, and with ``set_block_w1(False)`` (the vector on the same tiles);
+    within the reference's bound."""
     dtype, H, I_pad = torch.float16, 256, 256
     prob = make_problem(T=12, H=H, I=I_pad, I_pad=I_pad, E=4, K=2, act=act, wfmt=Format.FP8_BLOCK, dtype=dtype,
                         offset=2, E_glob=6, seed=23)
@@ -424,6 +425,8 @@ def test_fp8_block_one_weight_scale_a_tile_same_bits(act):
     mx, rms = _errors(base, ref)
     bmx, brms = _bounds(Format.FP8_BLOCK, dtype)
     assert mx <= bmx and rms <= brms, (mx, rms)
+    from fusedmoe.backends.triton_moe import set_block_w1
+
     for bn1, bn2, swap, split in ((128, 128, False, 1), (64, 64, False, 1), (128, 64, True, 2), (64, 128, True, 1)):
         cfg = MoEKernelConfig(KernelConfig(32 if not swap else 16, bn1, 128, num_warps=4, num_stages=2,
                                            swap_ab=swap, split_k=split),
@@ -431,6 +434,12 @@ def test_fp8_block_one_weight_scale_a_tile_same_bits(act):
                                            swap_ab=swap, split_k=split))
         got, _ = run_case(prob, config=cfg, **kw)
         assert torch.equal(got, base), (bn1, bn2, swap, split)
+        prev = set_block_w1(False)  # the same tiles with the scale vector
+        try:
+            vec, _ = run_case(prob, config=cfg, **kw)
+        finally:
+            set_block_w1(prev)
+        assert prev is True and torch.equal(vec, base), (bn1, bn2, swap, split)
 
 
 def test_combine_blocks_cover_the_sms_at_decode():

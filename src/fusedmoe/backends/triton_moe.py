@@ -641,7 +641,20 @@ def set_ws_pipelined_promotion(enabled: bool) -> bool:
     return _swap_bool(_WS_PIPE, enabled)
 
 
-# ---- warp-specialized FP8 128 x 128 block GEMMs: one weight scale a tile half ---------------------------------
+# ---- FP8 128 x 128 block GEMMs: one weight scale a tile (Triton) / a tile half (warp-specialized) -------------
+
+_BLOCK_W1 = {"enabled": os.environ.get("FUSEDMOE_BLOCK_W1", "1") != "0"}
+
+
+def set_block_w1(enabled: bool) -> bool:
+    """``True`` (the default since the thirty-eighth session; ``FUSEDMOE_BLOCK_W1=0`` starts with ``False``): the
+    Triton FP8 128 x 128 block GEMMs with tiles of at most 128 weight rows load one weight scale a K block and
+    multiply it into the rows' activation scales (``kernels/_moe_gemm._block_w1``); ``False``: a 128-vector over the
+    tile's rows multiplied into every partial product (the kernels before). The same FFMA a product either way --
+    the same bits; sm_90 SASS of the gated 64 x 128 prefill tile: 189 instead of 328 instructions a K block (docs/
+    kernels.md). Returns the previous setting."""
+    return _swap_bool(_BLOCK_W1, enabled)
+
 
 _WS_BLOCK_SCALAR = {"enabled": os.environ.get("FUSEDMOE_WS_BLOCK_SCALAR", "0") == "1"}
 
@@ -2147,7 +2160,7 @@ def triton_experts(
             A_PERMUTED=dot1, OUT_DOT_BK=c2.block_k if dot2 else 0,
             W_SRUN=_scale_run(wfmt, w13_s, c1, c1.block_n * (2 if gated and join_gate_up(wfmt, c1.swap_ab) else 1),
                               H % c1.block_k == 0 or kt1 > 0, mxdot, dot1) if micro else 0,
-            num_warps=c1.num_warps, num_stages=c1.num_stages,
+            BLOCK_W1=_BLOCK_W1["enabled"], num_warps=c1.num_warps, num_stages=c1.num_stages,
         )
 
     if as_fp32:
@@ -2245,7 +2258,7 @@ def triton_experts(
             W_TK=w2.value_tile_k, W_SWZ=w2.value_swizzled, K_TAIL=kt2, A_PERMUTED=dot2,
             W_SRUN=_scale_run(wfmt, w2_s, c2, c2.block_n, I_pad % c2.block_k == 0 or kt2 > 0, mxdot,
                               dot2) if micro else 0,
-            num_warps=c2.num_warps, num_stages=c2.num_stages,
+            BLOCK_W1=_BLOCK_W1["enabled"], num_warps=c2.num_warps, num_stages=c2.num_stages,
         )
     if atomic or direct_out or fuse:
         return out

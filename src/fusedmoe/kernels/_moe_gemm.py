@@ -494,6 +494,7 @@ def _gemm1_kernel(
     OUT_DOT_BK: tl.constexpr = 0,  # OUT_PLAIN: > 0 stores the intermediate in the dot order of GEMM2's OUT_DOT_BK-wide
     #                                  K steps (_blockscaled._dot_order_steps; BLOCK_N a multiple of OUT_DOT_BK)
     W_SRUN: tl.constexpr = 0,  # MICRO, not MXDOT: weight block scales read in aligned runs of W_SRUN bytes a row
+    BLOCK_W1: tl.constexpr = True,  # BLOCK: tiles of <= 128 weight rows read one weight scale (_block_w1)
     #                            (_blockscaled._tile_scales; launcher: triton_moe._scale_run)
 ):
     """GEMM1 + bias + activation + intermediate rounding/quantization.
@@ -538,7 +539,7 @@ def _gemm1_kernel(
         acc_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     acc_u = tl.zeros_like(acc_g)
 
-    W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128  # one weight scale a tile (_block_w1)
+    W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128 and BLOCK_W1  # one weight scale a tile (_block_w1)
     if QUANT == Q_BLOCK:
         as_ptrs = a_scale_ptr + tok64 * stride_asm
         if W1:
@@ -742,7 +743,7 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr, EVEN_K: tl.constexpr,
                     EVEN_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr,
                     W_TK: tl.constexpr = 0, W_SWZ: tl.constexpr = False, K_TAIL: tl.constexpr = 0,
-                    A_PERMUTED: tl.constexpr = False, W_SRUN: tl.constexpr = 0):
+                    A_PERMUTED: tl.constexpr = False, W_SRUN: tl.constexpr = 0, BLOCK_W1: tl.constexpr = True):
     """GEMM2's K loop over the K-blocks ``[k_lo, k_hi)`` of one tile (rows ``slot64`` of expert
     ``e64``, columns ``offs_n``): the fp32 accumulator, [BLOCK_N, BLOCK_M] when SWAP_AB. K_TAIL: see
     ``_gemm1_kernel`` (the blocks count ``K - K_TAIL``)."""
@@ -753,7 +754,7 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
         acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
     else:
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128  # one weight scale a tile (_block_w1)
+    W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128 and BLOCK_W1  # one weight scale a tile (_block_w1)
     if QUANT == Q_BLOCK:
         as_ptrs = a_scale_ptr + slot64 * stride_asm
         if W1:  # (the tile's first row: offs_n starts at a multiple of BLOCK_N)
@@ -855,7 +856,8 @@ def _gemm2_held_a(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, 
                   QUANT: tl.constexpr, HAS_BIAS: tl.constexpr, MUL_ROUTING_WEIGHT: tl.constexpr,
                   OUT_ATOMIC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   SWAP_AB: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
-                  PRECISION: tl.constexpr, FAST_ACC: tl.constexpr, N_TILES: tl.constexpr, HELD_KB: tl.constexpr):
+                  PRECISION: tl.constexpr, FAST_ACC: tl.constexpr, N_TILES: tl.constexpr, HELD_KB: tl.constexpr,
+                  BLOCK_W1: tl.constexpr = True):
     """GEMM2 with N_TILES column tiles per program (``_gemm2_kernel``'s N_TILES > 1): the activation
     tile is loaded once -- [BLOCK_M, BLOCK_K >= K], or for FP8 128 x 128 blocks (Q_BLOCK) HELD_KB = 1
     or 2 K-blocks of 128 with their per-row scales -- and each column tile runs the one-tile
@@ -901,7 +903,7 @@ def _gemm2_held_a(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, 
         else:
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         w_s = 0.0
-        W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128  # one weight scale a tile (_block_w1)
+        W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128 and BLOCK_W1  # one weight scale a tile (_block_w1)
         if QUANT == Q_BLOCK:
             if W1:
                 ws_ptrs = _block_w1(w_scale_ptr, e64, stride_wse, stride_wsn, pid_n * BLOCK_N, BLOCK_N)
@@ -992,6 +994,7 @@ def _gemm2_kernel(
     K_TAIL: tl.constexpr = 0,  # MICRO, not MXDOT: as in _gemm1_kernel
     A_PERMUTED: tl.constexpr = False,  # MICRO, 16-bit A: the intermediate in the dot order (GEMM1's OUT_DOT_BK)
     W_SRUN: tl.constexpr = 0,  # MICRO, not MXDOT: as in _gemm1_kernel
+    BLOCK_W1: tl.constexpr = True,  # BLOCK: as in _gemm1_kernel
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
@@ -1018,7 +1021,7 @@ def _gemm2_kernel(
                       num_post_padded_ptr, out_ptr, N, K, num_slots, num_pid_n, stride_am, stride_we, stride_wn,
                       stride_asm, stride_wse, stride_wsn, stride_be, stride_om, TOP_K, E_LOC, QUANT,
                       HAS_BIAS, MUL_ROUTING_WEIGHT, OUT_ATOMIC, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N,
-                      UPCAST, PRECISION, FAST_ACC, N_TILES, HELD_KB)
+                      UPCAST, PRECISION, FAST_ACC, N_TILES, HELD_KB, BLOCK_W1)
         if USE_GDC:
             tl.extra.cuda.gdc_launch_dependents()
         return
@@ -1038,7 +1041,7 @@ def _gemm2_kernel(
                                   tl.cdiv(K - K_TAIL, BLOCK_K), K, stride_am, stride_we, stride_wn, stride_asm,
                                   stride_wse, stride_wsn, stride_wsk, QUANT, A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT,
                                   BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK,
-                                  W_SWZ, K_TAIL, A_PERMUTED, W_SRUN)
+                                  W_SWZ, K_TAIL, A_PERMUTED, W_SRUN, BLOCK_W1)
             if SWAP_AB:
                 acc = tl.trans(acc)
             acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr,
@@ -1079,7 +1082,7 @@ def _gemm2_kernel(
     acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, k_lo, k_hi, K,
                           stride_am, stride_we, stride_wn, stride_asm, stride_wse, stride_wsn, stride_wsk, QUANT,
                           A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K,
-                          EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK, W_SWZ, K_TAIL, A_PERMUTED, W_SRUN)
+                          EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK, W_SWZ, K_TAIL, A_PERMUTED, W_SRUN, BLOCK_W1)
     if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()
     if SWAP_AB:
