@@ -283,6 +283,7 @@ _BLOCK_W1 = _VARIANTS.partition("VARIANTS = {")[0] + r'''
 if __name__ == "__main__":
     for name, k in (("g1 block", gemm8(1, 3, BM=64, BN=128, nw=8, ns=4)), ("g1 tensor", gemm8(1, 1, BM=64, BN=128,
                                                                                            nw=8, ns=4)),
+                    ("g1 block vector", gemm8(1, 3, BM=64, BN=128, nw=8, ns=4, blkw1=False)),
                     ("g2 block", gemm8(2, 3, BM=64, BN=128, nw=4, ns=4)), ("g1 block decode", gemm8(1, 3, BN=128))):
         loop_stats(name, k, fmul=r"FMUL\b", ffma=r"FFMA\b", ldg=r"LDG\.", qgmma=r"QGMMA\b")
 '''
@@ -295,10 +296,11 @@ def test_fp8_block_tiles_read_one_weight_scale_for_sm90(tmp_path):
     tensor tile's 180 (the scale vector: 328, 64 FMUL, 34 LDG), GEMM2 169 (256), the decode tile 209 (253); one
     FFMA a product either way (the partial times ``a_s * w_s`` plus the sum: ptxas contracts the multiply-add),
     hence the same bits; no spills."""
-    got = _main_loop_counts(tmp_path, _BLOCK_W1, 4)
-    blk, ten = got["g1 block"], got["g1 tensor"]
+    got = _main_loop_counts(tmp_path, _BLOCK_W1, 5)
+    blk, ten, vec = got["g1 block"], got["g1 tensor"], got["g1 block vector"]
     assert all(v["spills"] == 0 for v in got.values()), got
     assert blk["loop"] <= ten["loop"] + 16 and blk["fmul"] <= 4 and blk["ldg"] <= 4 and blk["ffma"] == 64, got
+    assert vec["loop"] >= blk["loop"] + 100 and vec["fmul"] == 64 and vec["ffma"] == 64, got  # set_block_w1(False)
     assert got["g2 block"]["loop"] <= 190 and got["g2 block"]["fmul"] <= 4 and got["g2 block"]["ffma"] == 64, got
     assert got["g1 block decode"]["fmul"] <= 8 and got["g1 block decode"]["ffma"] == 32, got
 
