@@ -4,7 +4,7 @@
 #                                  [tune-cover-a] [tune-cover-b] [tune-cover-c] [tune-cover-d] [tune-fp8-prefill] [eager] [bench] [bench-all]
 #                                  [bench-fp4] [bench-fp4-tuned] [ncu] [dist] [tests-rest] [profile] [breakdown]
 #                                  [tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]]] [alzero] [dot-race] [dot-repro]
-#                                  [smoke] [optin-tests] [ab-optin]
+#                                  [smoke] [optin-tests] [ab-optin] [s38-checks]
 # $OUT brings back at most 8 files: pack the rest (tar) at the end of a call.
 # tune-cover-*: merged into TUNE_OUT (default: the shipped table), so two GPUs can tune at once
 # (CUDA_VISIBLE_DEVICES=0 / 1, each its own TUNE_OUT; merge the files with merge_into_file).
@@ -43,6 +43,17 @@ if [[ "$stages" == *" smoke "* ]]; then
   # variant in its own process and a time limit (one hang does not hide the rest); ~6-8 minutes: a call of its own
   timeout "${SMOKE_TIMEOUT_S:-480}" python3 benchmarks/smoke_gluon.py --jobs 4 --timeout 150 --json "$OUT/smoke.json" \
       2>&1 | tee "$OUT/smoke.txt" | tail -22
+fi
+if [[ "$stages" == *" s38-checks "* ]]; then
+  # the thirty-seventh / thirty-eighth sessions' compiled-only code (BENCH_COMMANDS.md, next plan item 0): the wide
+  # pipelined loops in their own processes, then the same-bits tests of the FP8 block paths (one weight scale a tile
+  # in the Triton GEMMs -- on by default --, a column group in the warp-specialized ones, wide and pipelined block
+  # tiles) and of the pipelined loops; the per-test limit ends a hang
+  timeout 300 python3 benchmarks/smoke_gluon.py --jobs 2 --timeout 120 --json "$OUT/smoke_s38.json" \
+      --only wspipe-fp8c-prefill,wspipe-fp8t-relu2-prefill 2>&1 | tee "$OUT/smoke_s38.txt" | tail -6
+  timeout "${S38_TESTS_TIMEOUT_S:-420}" python3 -m pytest -q -rfE --tb=short -m gpu -n 3 -p no:cacheprovider \
+      --timeout 150 tests/test_ws_gemm.py tests/test_triton_moe.py \
+      -k "pipelined or one_part or block_scalar or fp8_block or BLOCK or block" 2>&1 | tee "$OUT/s38_tests.txt" | tail -25
 fi
 if [[ "$stages" == *" optin-tests "* ]]; then
   # their tests; the per-test limit covers the first compiles of a test's variants (~10-30 s each) and still ends a
