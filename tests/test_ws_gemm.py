@@ -194,9 +194,6 @@ def test_ws_pipelined_promotion_compiles_for_sm90(tmp_path):
 
 def test_ws_pipelined_promotion_switch():
     """Off by default (opt-in until measured), a bool only, ``FUSEDMOE_WS_PIPE=1`` starts with it on."""
-    import subprocess
-    import sys
-
     from fusedmoe.backends import triton_moe as tm
 
     prev = tm.set_ws_pipelined_promotion(True)
@@ -207,11 +204,20 @@ def test_ws_pipelined_promotion_switch():
         assert tm.set_ws_pipelined_promotion(False) is True
     finally:
         tm.set_ws_pipelined_promotion(prev)
-    code = "from fusedmoe.backends import triton_moe as tm; print(tm.set_ws_pipelined_promotion(False))"
-    for val, want in (("1", "True"), ("0", "False")):
+    _env_starts("set_ws_pipelined_promotion", "FUSEDMOE_WS_PIPE", {"1": True, "0": False})
+
+
+def _env_starts(setter: str, env: str, want: dict) -> None:
+    """A fresh process with ``env`` set to each key of ``want`` starts with ``triton_moe.<setter>``'s setting at its
+    value (what the setter returns)."""
+    import subprocess
+    import sys
+
+    code = f"from fusedmoe.backends import triton_moe as tm; print(tm.{setter}(False))"
+    for val, on in want.items():
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                             env={**os.environ, "FUSEDMOE_WS_PIPE": val}).stdout.strip()
-        assert out == want, (val, out)
+                             env={**os.environ, env: val}).stdout.strip()
+        assert out == str(on), (env, val, out)
 
 
 _BLOCK_SCRIPT = _SCRIPT_HEAD + r'''
@@ -258,12 +264,10 @@ def test_ws_block_scales_compile_for_sm90(tmp_path):
 
 def test_ws_block_scalar_rule():
     """Where FP8 block tiles read one weight scale a column group: the wide and the pipelined tiles always, the
-    narrow ones under the switch; a gated tile whose groups would straddle two scale blocks (N not a multiple of block_n: a layer check
-    refuses such intermediate sizes before) is an error, not a silent mix. The switch is off by default, a bool
-    only, and ``FUSEDMOE_WS_BLOCK_SCALAR=1`` starts with it on."""
-    import subprocess
-    import sys
-
+    narrow ones under the switch; a gated tile whose groups would straddle two scale blocks (N not a multiple of
+    block_n: a layer check refuses such intermediate sizes before) is an error, not a silent mix. The switch is off
+    by default, a bool only, and ``FUSEDMOE_WS_BLOCK_SCALAR=1`` starts with it on; the Triton GEMMs' switch
+    (``set_block_w1``) is on by default and ``FUSEDMOE_BLOCK_W1=0`` turns it off."""
     from fusedmoe.backends import triton_moe as tm
 
     narrow_g, narrow = ws_config(True), ws_config(False)
@@ -283,11 +287,16 @@ def test_ws_block_scalar_rule():
             tm.set_ws_block_scalar_scales(1)
     finally:
         tm.set_ws_block_scalar_scales(prev)
-    code = "from fusedmoe.backends import triton_moe as tm; print(tm.set_ws_block_scalar_scales(False))"
-    for val, want in (("1", "True"), ("0", "False")):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                             env={**os.environ, "FUSEDMOE_WS_BLOCK_SCALAR": val}).stdout.strip()
-        assert out == want, (val, out)
+    _env_starts("set_ws_block_scalar_scales", "FUSEDMOE_WS_BLOCK_SCALAR", {"1": True, "0": False})
+    # the Triton GEMMs' one weight scale a tile: on by default, FUSEDMOE_BLOCK_W1=0 turns it off
+    prev = tm.set_block_w1(True)
+    try:
+        assert prev is True
+        with pytest.raises(TypeError, match="bool"):
+            tm.set_block_w1(0)
+    finally:
+        tm.set_block_w1(prev)
+    _env_starts("set_block_w1", "FUSEDMOE_BLOCK_W1", {"0": False, "1": True})
 
 
 def test_ws_config_rules(tmp_path):
