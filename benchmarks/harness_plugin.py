@@ -35,7 +35,7 @@ them: ``set_ws_decode(True, fused=True)``); ``fusedmoe-wsdec4`` (the decode kern
 ``set_ws_decode(True, 4)``); ``fusedmoe-tabler`` (the default -- the tuned table's decode-kernel entries -- with
 every consumer thread freeing the ring slots: ``set_ws_decode(False, thread_release=True)``); ``fusedmoe-nosib``
 (no tuned entries of a sibling GPU: on an H100 SXM the heuristic where the default takes the H200's entries,
-``set_table_siblings(False)``); ``fusedmoe-wspipe`` (the warp-specialized FP8 per tensor / channel GEMMs with the
+``set_table_siblings(False)``); ``fusedmoe-wspipe`` (the warp-specialized FP8 GEMMs -- blocks too -- with the
 promotion pipelined, two partial sets taking turns: ``set_ws_pipelined_promotion(True)``; same bits);
 ``fusedmoe-blkscalar`` / ``fusedmoe-ws-blkscalar`` (``fusedmoe`` / ``fusedmoe-ws`` with the narrow warp-specialized FP8
 block tiles reading one weight scale a column group instead of a per-column vector:

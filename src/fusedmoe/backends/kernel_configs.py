@@ -120,8 +120,9 @@ class KernelConfig:
     in flight; block_m 128 / 256 token rows, block_k 64, block_n 64 (gated GEMM1: 2 x 32 columns) or
     128 (:func:`ws_fp4_config`; ``triton_moe.auto_ws_fp4`` picks it for MXFP4 prefill tiles, for NVFP4
     ones from 64 rows an expert, ``set_ws_fp4_nvfp4``).
-    pipelined_promotion (warp_specialized FP8 per tensor / per channel prefill tiles, block_m 128): two partial-sum
-    sets take turns, so the next wgmmas run while a finished partial sum is added -- K block by K block in the tiles
+    pipelined_promotion (warp_specialized FP8 prefill tiles, block_m 128; FP8 blocks since the thirty-eighth
+    session, compiled only): two partial-sum sets take turns, so the next wgmmas run while a finished partial sum
+    is added -- K block by K block in the tiles
     with a partial set per accumulator (block_n 64 gated, 64 / 128 otherwise: ``kernels/_ws_gemm._ws_pipe_k_loop``),
     64-column sub-tile by sub-tile in the wide one-set tiles (2 x 128 gated, 256:
     ``_ws_wide_pipe_k_loop``); the same bits. A tuner candidate (the two-set tiles, thirty-seventh session, H100:

@@ -52,10 +52,11 @@ hardly any padding); 16-bit weights 1.05x at 512 but 0.75-0.92x at 8192 (DeepSee
 0.75-0.81x in three runs; not understood: the compiled loop is the same), so they never skip.
 
 Pipelined promotion (PIPE: ``KernelConfig.pipelined_promotion``, or every tile with
-``triton_moe.set_ws_pipelined_promotion``; FP8 per tensor / channel): in the two-set tiles each warpgroup's two partial
-sets take turns (``_ws_pipe_k_loop``), so the next K block's wgmmas are in flight while it waits for a block's and adds
-them; the wide one-set tiles run each K block as four 64-column sub-tiles with two 64-column partial sets in turn,
-across K blocks too (``_ws_wide_pipe_k_loop``) -- the same products added in the same order, the same bits.
+``triton_moe.set_ws_pipelined_promotion``; FP8 per tensor / channel / blocks): in the two-set tiles each warpgroup's
+two partial sets take turns (``_ws_pipe_k_loop``), so the next K block's wgmmas are in flight while it waits for a
+block's and adds them; the wide one-set tiles run each K block as four 64-column sub-tiles with two 64-column partial
+sets in turn, across K blocks too (``_ws_wide_pipe_k_loop``) -- the same products added in the same order, the same
+bits.
 
 Tiles walk ``program_id, program_id + num_programs, ...`` over the (M-block, column tile) grid of
 the rows in use (``num_post_padded``, read on the device) in GROUP_M bands (``_tile_ids``); a
