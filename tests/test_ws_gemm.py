@@ -299,6 +299,68 @@ def test_ws_block_scalar_rule():
     _env_starts("set_block_w1", "FUSEDMOE_BLOCK_W1", {"0": False, "1": True})
 
 
+@pytest.mark.parametrize("wfmt", [Format.FP8_BLOCK, Format.FP8_TENSOR], ids=lambda f: f.name)
+def test_ws_gemm_launch_flags(monkeypatch, wfmt):
+    """``triton_moe._ws_gemm``'s launch bound to the kernel's signature: PIPE from the config or the switch (FP8 per
+    tensor / channel / blocks), W_SCALAR for FP8 blocks -- the wide and the pipelined tiles always, the narrow ones
+    under ``set_ws_block_scalar_scales`` -- BN and the grid from the config; a gated wide block tile over an N of
+    half scale blocks is refused."""
+    import inspect
+
+    from gluon_sm90 import LaunchCapture
+
+    from fusedmoe.backends import triton_moe as tm
+    from fusedmoe.config import ActivationParams
+    from fusedmoe.formats.tensor import QuantizedTensor
+    from fusedmoe.kernels import _ws_gemm as ws
+
+    sig = inspect.signature(ws._ws_gemm_kernel.fn)
+    E, K, NB, BM, TK = 4, 256, 3, 128, 6
+
+    def launch(c, N, gated=True):
+        cap = LaunchCapture()
+        monkeypatch.setattr(ws, "_ws_gemm_kernel", cap)
+        M = 2 * N if gated else N
+        data = torch.zeros(E, M, K, dtype=torch.float8_e4m3fn)
+        scale = torch.ones(E, -(-M // 128), K // 128) if wfmt is Format.FP8_BLOCK else torch.ones(E)
+        w = QuantizedTensor(data, wfmt, scale, block_rows=128 if wfmt is Format.FP8_BLOCK else 1)
+        rows = torch.zeros(NB * BM, K, dtype=torch.float8_e4m3fn)
+        al = tm.AlignResult(torch.zeros(NB * BM, dtype=torch.int32), torch.zeros(NB, dtype=torch.int32),
+                            torch.zeros(1, dtype=torch.int32), BM, NB)
+        out = torch.empty(TK, N, dtype=torch.bfloat16)
+        tw, a_s = torch.ones(TK), torch.ones(NB * BM, K // 128)
+        wse, wsn = (scale.stride(0), scale.stride(1)) if wfmt is Format.FP8_BLOCK else (1, 0)
+        tm._ws_gemm(c, rows, a_s, a_s.stride(0), w, scale, wse, wsn, tw, False, tw, tw, 0, al, out, N, 2, TK, E,
+                    0 if gated else 3, gated, ActivationParams(), None, False, False, 132, a_padded=True)
+        (grid, args, kw), = cap.calls
+        assert kw.pop("num_warps") == 4
+        b = sig.bind(*args, **kw).arguments
+        assert grid == (min(NB * -(-N // c.block_n), 132),) and b["BN"] == c.block_n, (grid, b["BN"])
+        return b["PIPE"], b["W_SCALAR"]
+
+    block = wfmt is Format.FP8_BLOCK
+    narrow, wide = ws_config(True), ws_config(True, bn=128)
+    assert launch(narrow, 256) == (False, False)
+    assert launch(wide, 256) == (False, block)
+    assert launch(ws_config(False, bn=256), 384, gated=False) == (False, block)
+    assert launch(ws_pipelined(narrow, wfmt), 256) == (True, block)
+    assert launch(ws_pipelined(wide, wfmt), 256) == (True, block)
+    prev = tm.set_ws_block_scalar_scales(True)
+    try:
+        assert launch(narrow, 256) == (False, block)
+        assert launch(ws_config(False), 384, gated=False) == (False, block)
+    finally:
+        tm.set_ws_block_scalar_scales(prev)
+    prev = tm.set_ws_pipelined_promotion(True)
+    try:
+        assert launch(narrow, 256) == (True, block)
+    finally:
+        tm.set_ws_pipelined_promotion(prev)
+    if block:
+        with pytest.raises(ValueError, match="N a multiple of 128"):
+            launch(wide, 192)
+
+
 def test_ws_config_rules(tmp_path):
     ok = ws_config(True)
     assert warp_specialized_problem(ok, Format.FP8_TENSOR, "gemm1", True, 4096) is None
