@@ -251,12 +251,15 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         sib = choose_moe_config(tokens, hidden, intermediate_padded, experts, top_k, _FP8_SIBLING[weight_format],
                                 activation, device_name, num_sms=num_sms)
         add(sib.gemm1, sib.gemm2, "fp8_sibling")
-    if weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL) and _device_traits(device_name).hopper:
+    hopper = _device_traits(device_name).hopper
+    if weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK) and hopper:
         # the pipelined promotion (KernelConfig.pipelined_promotion; thirty-seventh session, H100: 0.96-1.07x by
         # shape in the two-set tiles): the table's and the heuristic's warp-specialized tiles with it, and the narrow
-        # tiles (a partial set per accumulator) of both GEMMs with it, which the wide base GEMM1 never meets
+        # tiles (a partial set per accumulator) of both GEMMs with it, which the wide base GEMM1 never meets (FP8
+        # blocks, thirty-eighth session: the heuristic never picks their warp-specialized tiles, so at prefill always)
         bases = [cur, heur]
-        if tokens >= WS_MIN_TOKENS and (heur.gemm1.warp_specialized or heur.gemm2.warp_specialized):
+        if tokens >= WS_MIN_TOKENS and (heur.gemm1.warp_specialized or heur.gemm2.warp_specialized
+                                        or weight_format is Format.FP8_BLOCK):
             bases.append(MoEKernelConfig(warp_specialized_config(gated, num_stages=5, weight_format=weight_format),
                                          warp_specialized_config(False, num_stages=5, weight_format=weight_format)))
         for b in bases:
