@@ -538,8 +538,9 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                     ws0_ptr = w_scale_ptr + e64 * stride_wse + ((pid_n * BN) // 128) * stride_wsn
                     if GATED:
                         ws1_ptr = w_scale_ptr + e64 * stride_wse + ((N + pid_n * BN) // 128) * stride_wsn
-                    else:
-                        ws1_ptr = ws0_ptr + stride_wsn
+                    else:  # (a tail tile's second half past N: the first's scales, never stored -- no read past
+                        # the scale rows)
+                        ws1_ptr = ws0_ptr + (pid_n * BN + 128 < N).to(gl.int32) * stride_wsn
                 else:
                     wsg_cols = w_scale_ptr + e64 * stride_wse + (cols // 128) * stride_wsn
                     wsu_cols = w_scale_ptr + e64 * stride_wse + ((N + cols) // 128) * stride_wsn
