@@ -290,7 +290,7 @@ if __name__ == "__main__":
 
 
 def test_fp8_block_tiles_read_one_weight_scale_for_sm90(tmp_path):
-    """The Triton FP8 128 x 128 block GEMMs with tiles of at most 128 weight rows (``_moe_gemm._block_w1``): each K
+    """The Triton FP8 128 x 128 block GEMMs with tiles of at most 128 weight rows (``_moe_gemm._block_w_ptrs``): each K
     block loads one weight scale and multiplies it into the rows' activation scales instead of a 128-vector into
     every product -- the tuned table's 64 x 128 gated prefill tile at 189 instructions a K block against the per
     tensor tile's 180 (the scale vector: 328, 64 FMUL, 34 LDG), GEMM2 169 (256), the decode tile 209 (253); one

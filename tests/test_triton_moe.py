@@ -410,7 +410,7 @@ def test_split_k(wfmt, act):
 @pytest.mark.parametrize("act", [Activation.SWIGLU, Activation.RELU2], ids=lambda a: a.name)
 def test_fp8_block_one_weight_scale_a_tile_same_bits(act):
     """FP8 128 x 128 blocks in the Triton GEMMs: tiles of at most 128 weight rows read one weight scale a K block
-    (``_moe_gemm._block_w1``: their rows lie in one scale block) where wider tiles read a scale vector over their
+    (``_moe_gemm._block_w_ptrs``: their rows lie in one scale block) where wider tiles read a scale vector over their
     rows -- the same factors, so the same bits: GEMM1 / GEMM2 at 64 and 128 rows against 256 (the vector path),
     prefill (weights on the MMA's N side) and decode (swapped, split-K) tiles, both halves of a gated tile (the up
     half's scales from row N), expert parallel, and with ``set_block_w1(False)`` (the vector on the same tiles);

@@ -649,7 +649,7 @@ _BLOCK_W1 = {"enabled": os.environ.get("FUSEDMOE_BLOCK_W1", "1") != "0"}
 def set_block_w1(enabled: bool) -> bool:
     """``True`` (the default since the thirty-eighth session; ``FUSEDMOE_BLOCK_W1=0`` starts with ``False``): the
     Triton FP8 128 x 128 block GEMMs with tiles of at most 128 weight rows load one weight scale a K block and
-    multiply it into the rows' activation scales (``kernels/_moe_gemm._block_w1``); ``False``: a 128-vector over the
+    multiply it into the rows' activation scales (``kernels/_moe_gemm._block_w_ptrs``); ``False``: a 128-vector over the
     tile's rows multiplied into every partial product (the kernels before). The same FFMA a product either way --
     the same bits; sm_90 SASS of the gated 64 x 128 prefill tile: 189 instead of 328 instructions a K block (docs/
     kernels.md). Returns the previous setting."""

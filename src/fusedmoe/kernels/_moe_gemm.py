@@ -213,7 +213,7 @@ def _kblock_mma(a, w, acc, a_s, w_s, BLOCK_SCALED: tl.constexpr, SWAP_AB: tl.con
                 PRECISION: tl.constexpr, FAST_ACC: tl.constexpr, W1: tl.constexpr = False):
     """``acc`` plus one K-block's product of the 16-bit / FP8 paths: BLOCK_SCALED (FP8 128 x 128
     blocks) the block's partial product in a fresh accumulator times ``a_s[row] * w_s[col]`` (``W1``: one
-    ``w_s`` for the tile, :func:`_block_w1`), added in fp32; otherwise accumulated by the MMA itself (``_mma``;
+    ``w_s`` for the tile, :func:`_block_w_ptrs`), added in fp32; otherwise accumulated by the MMA itself (``_mma``;
     a_s / w_s unused)."""
     if BLOCK_SCALED:
         return acc + _scale_block(_mma(a, w, tl.zeros_like(acc), SWAP_AB, UPCAST, PRECISION, False), a_s, w_s,
@@ -223,14 +223,29 @@ def _kblock_mma(a, w, acc, a_s, w_s, BLOCK_SCALED: tl.constexpr, SWAP_AB: tl.con
 
 
 @triton.jit
-def _block_w1(w_scale_ptr, e64, stride_wse, stride_wsn, row0, BLOCK_N: tl.constexpr):
-    """FP8 128 x 128 blocks: the weight scales of a tile whose ``BLOCK_N`` weight rows from ``row0`` lie in one
-    128-row scale block -- ``BLOCK_N`` <= 128 (a power of two) from a multiple of it; for a gated GEMM1's up rows
-    (from row N) N must be a multiple of ``BLOCK_N``, which the layer's check (intermediate sizes of whole 128-row
-    blocks) makes so: the pointer to their scale row (K blocks at stride 1). One scalar load a K block instead of a
-    ``BLOCK_N``-vector and one multiply a row instead of one a product (sm_90 SASS of the 64 x 128 gated prefill
-    tile: 64 FMUL and 32 LDG a K block fewer)."""
-    return w_scale_ptr + e64 * stride_wse + (row0 // 128) * stride_wsn
+def _block_w_ptrs(w_scale_ptr, e64, stride_wse, stride_wsn, row0, rows, W1: tl.constexpr):
+    """FP8 128 x 128 blocks: the pointers to the weight scales of a tile's weight rows ``rows`` (K blocks at stride
+    1). ``W1`` (``BLOCK_N`` <= 128, a power of two, the rows from ``row0``, a multiple of it -- for a gated GEMM1's
+    up rows from row N, N a multiple of ``BLOCK_N``, which the layer's check of whole 128-row blocks makes so): they
+    lie in one scale block, so one scalar pointer -- one load a K block instead of a ``BLOCK_N``-vector and one
+    multiply a row instead of one a product (sm_90 SASS of the 64 x 128 gated prefill tile: 64 FMUL and 30 LDG a
+    K block fewer); otherwise a pointer a row."""
+    if W1:
+        ptrs = w_scale_ptr + e64 * stride_wse + (row0 // 128) * stride_wsn
+    else:
+        ptrs = w_scale_ptr + e64 * stride_wse + (rows // 128) * stride_wsn
+    return ptrs
+
+
+@triton.jit
+def _block_w_load(ptrs, kb, n_ok, W1: tl.constexpr):
+    """K block ``kb``'s weight scales from :func:`_block_w_ptrs`' pointers: one scalar (``W1``), or the rows' vector
+    (rows past N: 0)."""
+    if W1:
+        w_s = tl.load(ptrs + kb)
+    else:
+        w_s = tl.load(ptrs + kb, mask=n_ok, other=0.0)
+    return w_s
 
 
 @triton.jit
@@ -494,8 +509,8 @@ def _gemm1_kernel(
     OUT_DOT_BK: tl.constexpr = 0,  # OUT_PLAIN: > 0 stores the intermediate in the dot order of GEMM2's OUT_DOT_BK-wide
     #                                  K steps (_blockscaled._dot_order_steps; BLOCK_N a multiple of OUT_DOT_BK)
     W_SRUN: tl.constexpr = 0,  # MICRO, not MXDOT: weight block scales read in aligned runs of W_SRUN bytes a row
-    BLOCK_W1: tl.constexpr = True,  # BLOCK: tiles of <= 128 weight rows read one weight scale (_block_w1)
     #                            (_blockscaled._tile_scales; launcher: triton_moe._scale_run)
+    BLOCK_W1: tl.constexpr = True,  # BLOCK: tiles of <= 128 weight rows read one weight scale (_block_w_ptrs)
 ):
     """GEMM1 + bias + activation + intermediate rounding/quantization.
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K).
@@ -539,15 +554,11 @@ def _gemm1_kernel(
         acc_g = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
     acc_u = tl.zeros_like(acc_g)
 
-    W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128 and BLOCK_W1  # one weight scale a tile (_block_w1)
+    W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128 and BLOCK_W1  # one weight scale a tile (_block_w_ptrs)
     if QUANT == Q_BLOCK:
         as_ptrs = a_scale_ptr + tok64 * stride_asm
-        if W1:
-            wsg_ptrs = _block_w1(w_scale_ptr, e64, stride_wse, stride_wsn, pid_n * BLOCK_N, BLOCK_N)
-            wsu_ptrs = _block_w1(w_scale_ptr, e64, stride_wse, stride_wsn, N + pid_n * BLOCK_N, BLOCK_N)
-        else:
-            wsg_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
-            wsu_ptrs = w_scale_ptr + e64 * stride_wse + ((N + offs_n) // 128) * stride_wsn
+        wsg_ptrs = _block_w_ptrs(w_scale_ptr, e64, stride_wse, stride_wsn, pid_n * BLOCK_N, offs_n, W1)
+        wsu_ptrs = _block_w_ptrs(w_scale_ptr, e64, stride_wse, stride_wsn, N + pid_n * BLOCK_N, N + offs_n, W1)
     if QUANT == Q_MICRO:
         a_rows = tok64 * stride_am
         as_rows = tok64 * stride_asm
@@ -631,18 +642,12 @@ def _gemm1_kernel(
             wg_s = 0.0
             if QUANT == Q_BLOCK:
                 a_s = tl.load(as_ptrs + ki)
-                if W1:
-                    wg_s = tl.load(wsg_ptrs + ki)
-                else:
-                    wg_s = tl.load(wsg_ptrs + ki, mask=n_ok, other=0.0)
+                wg_s = _block_w_load(wsg_ptrs, ki, n_ok, W1)
             acc_g = _kblock_mma(a, wg, acc_g, a_s, wg_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC, W1)
             if GATED:
                 wu_s = 0.0
                 if QUANT == Q_BLOCK:
-                    if W1:
-                        wu_s = tl.load(wsu_ptrs + ki)
-                    else:
-                        wu_s = tl.load(wsu_ptrs + ki, mask=n_ok, other=0.0)
+                    wu_s = _block_w_load(wsu_ptrs, ki, n_ok, W1)
                 acc_u = _kblock_mma(a, wu, acc_u, a_s, wu_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC,
                                     W1)
 
@@ -754,13 +759,11 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
         acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
     else:
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128 and BLOCK_W1  # one weight scale a tile (_block_w1)
+    W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128 and BLOCK_W1  # one weight scale a tile (_block_w_ptrs)
     if QUANT == Q_BLOCK:
         as_ptrs = a_scale_ptr + slot64 * stride_asm
-        if W1:  # (the tile's first row: offs_n starts at a multiple of BLOCK_N)
-            ws_ptrs = _block_w1(w_scale_ptr, e64, stride_wse, stride_wsn, tl.min(offs_n, axis=0), BLOCK_N)
-        else:
-            ws_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
+        # (the tile's first row: offs_n starts at a multiple of BLOCK_N)
+        ws_ptrs = _block_w_ptrs(w_scale_ptr, e64, stride_wse, stride_wsn, tl.min(offs_n, axis=0), offs_n, W1)
 
     if QUANT == Q_MICRO:
         a_rows = slot64 * stride_am
@@ -799,10 +802,7 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
             w_s = 0.0
             if QUANT == Q_BLOCK:
                 a_s = tl.load(as_ptrs + ki)
-                if W1:
-                    w_s = tl.load(ws_ptrs + ki)
-                else:
-                    w_s = tl.load(ws_ptrs + ki, mask=n_ok, other=0.0)
+                w_s = _block_w_load(ws_ptrs, ki, n_ok, W1)
             acc = _kblock_mma(a, w, acc, a_s, w_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC, W1)
             a_ptrs += BLOCK_K
             w_ptrs += BLOCK_K
@@ -903,22 +903,15 @@ def _gemm2_held_a(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, 
         else:
             acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         w_s = 0.0
-        W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128 and BLOCK_W1  # one weight scale a tile (_block_w1)
+        W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128 and BLOCK_W1  # one weight scale a tile (_block_w_ptrs)
         if QUANT == Q_BLOCK:
-            if W1:
-                ws_ptrs = _block_w1(w_scale_ptr, e64, stride_wse, stride_wsn, pid_n * BLOCK_N, BLOCK_N)
-                w_s = tl.load(ws_ptrs)
-            else:
-                ws_ptrs = w_scale_ptr + e64 * stride_wse + (offs_n // 128) * stride_wsn
-                w_s = tl.load(ws_ptrs, mask=n_ok, other=0.0)
+            ws_ptrs = _block_w_ptrs(w_scale_ptr, e64, stride_wse, stride_wsn, pid_n * BLOCK_N, offs_n, W1)
+            w_s = _block_w_load(ws_ptrs, 0, n_ok, W1)
         acc = _kblock_mma(a, w, acc, a_s, w_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC, W1)
         if QUANT == Q_BLOCK and HELD_KB == 2:  # the second held K-block
             w1 = _load_w(w_ptrs + BLOCK_K, n_ok, k_ok1, EVEN_K, EVEN_N)
-            if W1:
-                w_s1 = tl.load(ws_ptrs + 1)
-            else:
-                w_s1 = tl.load(ws_ptrs + 1, mask=n_ok, other=0.0)
-            acc = _kblock_mma(a1, w1, acc, a_s1, w_s1, True, SWAP_AB, UPCAST, PRECISION, FAST_ACC, W1)
+            acc = _kblock_mma(a1, w1, acc, a_s1, _block_w_load(ws_ptrs, 1, n_ok, W1), True, SWAP_AB, UPCAST,
+                              PRECISION, FAST_ACC, W1)
         if SWAP_AB:
             acc = tl.trans(acc)
         acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,

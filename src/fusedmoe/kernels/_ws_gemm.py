@@ -584,20 +584,18 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                         b0 = wg_bufs.index(s).slice(0, PN).permute((1, 0))
                         b1 = wg_bufs.index(s).slice(PN, PN).permute((1, 0))
                     part_g = warpgroup_mma(a_bufs.index(s), b0, part_g, use_acc=False, is_async=True)
-                    if QUANT == Q_BLOCK:  # this K block's scales, loaded while the MMA runs
-                        a_s = gl.load(as_rows + kk)
-                        ws0 = gl.load(ws0_ptr + kk)
-                        ws1 = gl.load(ws1_ptr + kk)
+                    if QUANT == Q_BLOCK:  # this K block's scale factors, loaded while the MMA runs
+                        s0, s1 = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, kk, True)
                     part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
                     if QUANT == Q_BLOCK:
-                        acc_g = _ws_fma(acc_g, part_g, a_s[:, None] * ws0)
+                        acc_g = _ws_fma(acc_g, part_g, s0)
                     else:
                         acc_g = acc_g + part_g
                     part_g = warpgroup_mma(a_bufs.index(s), b1, part_g, use_acc=False, is_async=True)
                     part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
                     mbarrier.arrive(empty.index(s), count=1)
                     if QUANT == Q_BLOCK:
-                        acc_u = _ws_fma(acc_u, part_g, a_s[:, None] * ws1)
+                        acc_u = _ws_fma(acc_u, part_g, s1)
                     else:
                         acc_u = acc_u + part_g
                     it += 1
@@ -614,20 +612,18 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                     if GATED:
                         part_u = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), part_u, use_acc=False,
                                                is_async=True)
-                    if QUANT == Q_BLOCK:  # this K block's scales, loaded while the MMAs run
+                    if QUANT == Q_BLOCK and W_SCALAR:  # one weight scale for the gate tile's columns, one for
+                        # the up tile's: this K block's scale factors, loaded while the MMAs run
+                        sg, su = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, kk, GATED)
+                    elif QUANT == Q_BLOCK:  # this K block's scales, loaded while the MMAs run
                         a_s = gl.load(as_rows + kk)
-                        if W_SCALAR:  # one weight scale for the gate tile's columns, one for the up tile's
-                            wg_s = gl.load(ws0_ptr + kk)
-                            if GATED:
-                                wu_s = gl.load(ws1_ptr + kk)
-                        else:
-                            wg_s = gl.load(wsg_cols + kk, mask=n_ok, other=0.0)
-                            if GATED:
-                                wu_s = gl.load(wsu_cols + kk, mask=n_ok, other=0.0)
+                        wg_s = gl.load(wsg_cols + kk, mask=n_ok, other=0.0)
+                        if GATED:
+                            wu_s = gl.load(wsu_cols + kk, mask=n_ok, other=0.0)
                     if GATED:
                         part_g, part_u = warpgroup_mma_wait(num_outstanding=0, deps=(part_g, part_u))
                         if QUANT == Q_BLOCK and W_SCALAR:
-                            acc_u = _ws_fma(acc_u, part_u, a_s[:, None] * wu_s)
+                            acc_u = _ws_fma(acc_u, part_u, su)
                         elif QUANT == Q_BLOCK:
                             acc_u = acc_u + _scale_block(part_u, a_s, wu_s, False)
                         else:
@@ -636,7 +632,7 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                         part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
                     mbarrier.arrive(empty.index(s), count=1)
                     if QUANT == Q_BLOCK and W_SCALAR:
-                        acc_g = _ws_fma(acc_g, part_g, a_s[:, None] * wg_s)
+                        acc_g = _ws_fma(acc_g, part_g, sg)
                     elif QUANT == Q_BLOCK:
                         acc_g = acc_g + _scale_block(part_g, a_s, wg_s, False)
                     else:
