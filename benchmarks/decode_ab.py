@@ -44,6 +44,9 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel from 64 rows an expert (default)
             "ws4nvall": ("set_ws_fp4_nvfp4", (True, 0)),  # ... at any rows an expert
             "nows4nv": ("set_ws_fp4_nvfp4", False),  # NVFP4 weights in the Triton GEMMs
+            # the converted weights as the wgmma's register operand (thirty-ninth session, opt-in); with chunks:
+            # "ws4rega+ws4ch4", "ws4rega+ws4whole"
+            "ws4rega": ("set_ws_fp4_reg_a", True),
             # the FP4 decode kernel at every token count (by default one-token calls only, with the scales through
             # the ring and per-thread release since the thirty-fifth session): the thirty-first session's kernel, 3
             # programs an SM, 8 stages, bk 128, global scale loads, warpgroup release
@@ -80,6 +83,12 @@ def _setting(name: str):
     if name == "default":
         yield
         return
+    if "+" in name:  # several settings at once: "ws4rega+ws4ch4"
+        with contextlib.ExitStack() as stack:
+            for part in name.split("+"):
+                stack.enter_context(_setting(part))
+            yield
+        return
     setter, value = SETTINGS[name]
     fn = getattr(triton_moe, setter)
     prev = fn(*value) if isinstance(value, tuple) else fn(value)  # a tuple: the setter's arguments
@@ -107,8 +116,8 @@ def main() -> None:
     a = ap.parse_args()
     settings = a.settings.split(",")
     for s in settings:
-        if s != "default" and s not in SETTINGS:
-            raise SystemExit(f"unknown setting {s!r}; expected default or some of {sorted(SETTINGS)}")
+        if s != "default" and not all(part in SETTINGS for part in s.split("+")):
+            raise SystemExit(f"unknown setting {s!r}; expected default or some of {sorted(SETTINGS)} (joined by +)")
     if "default" not in settings:
         settings.insert(0, "default")
     dev = torch.device(a.device)
