@@ -366,25 +366,35 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     if NCH == 4:
         acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
     mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-    _fp4_epilogue(_fp4_acc_factors(acc0, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m, n0, out_ptr, bias_ptr, topk_w_ptr,
-                  sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT, ACT,
-                  GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False, OUT_PADDED)
-    if NCH > 1:
-        _fp4_epilogue(_fp4_acc_factors(acc1, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + 1, n0, out_ptr, bias_ptr,
-                      topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
-                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
-                      OUT_PADDED)
-    if NCH > 2:
-        _fp4_epilogue(_fp4_acc_factors(acc2, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + 2, n0, out_ptr, bias_ptr,
-                      topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
-                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
-                      OUT_PADDED)
-    if NCH > 3:
-        _fp4_epilogue(_fp4_acc_factors(acc3, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + 3, n0, out_ptr, bias_ptr,
-                      topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
-                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
-                      OUT_PADDED)
+    _fp4_chunk_stores(NCH, acc0, acc1 if NCH > 1 else acc0, acc2 if NCH > 2 else acc0, acc3 if NCH > 3 else acc0,
+                      e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr, N, num_slots, stride_om,
+                      stride_be, act_alpha, act_beta, act_limit, HALF, XT, CHUNKS, ACT, GATED, HAS_BIAS,
+                      WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, FOLD, NV, False, OUT_PADDED)
     return it
+
+
+@gluon.jit
+def _fp4_chunk_stores(NCH: gl.constexpr, acc0, acc1, acc2, acc3, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr,
+                      sorted_ids_ptr, gs_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
+                      HALF: gl.constexpr, XT: gl.constexpr, CHUNKS: gl.constexpr, ACT: gl.constexpr,
+                      GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
+                      MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, FOLD: gl.constexpr,
+                      NV: gl.constexpr, OUT_PADDED_DOT: gl.constexpr, OUT_PADDED: gl.constexpr):
+    """The epilogues of a tile's first ``NCH`` chunks (``acc<c>`` past them: any, unused): each accumulator's
+    per-tensor factors, then its rows as the XT-row block ``CHUNKS pid_m + c`` (:func:`_fp4_epilogue`)."""
+    for c in gl.static_range(NCH):
+        if c == 0:
+            acc = acc0
+        elif c == 1:
+            acc = acc1
+        elif c == 2:
+            acc = acc2
+        else:
+            acc = acc3
+        _fp4_epilogue(_fp4_acc_factors(acc, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + c, n0, out_ptr, bias_ptr,
+                      topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
+                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE,
+                      OUT_PADDED_DOT, OUT_PADDED)
 
 
 @gluon.jit
@@ -499,21 +509,10 @@ def _fp4_reg_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w_bufs, ready, empty,
     if NCH == 4:
         acc0, acc1, acc2, acc3, a_prev = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3, a_prev))
     async_copy.mbarrier_arrive(empty.index((it + STAGES - 1) % STAGES), increment_count=False)
-    _fp4_epilogue(_fp4_acc_factors(acc0, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m, n0, out_ptr, bias_ptr, topk_w_ptr,
-                  sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, 0, XT, ACT,
-                  GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
-    if NCH > 1:
-        _fp4_epilogue(_fp4_acc_factors(acc1, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + 1, n0, out_ptr, bias_ptr,
-                      topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
-                      0, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
-    if NCH > 2:
-        _fp4_epilogue(_fp4_acc_factors(acc2, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + 2, n0, out_ptr, bias_ptr,
-                      topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
-                      0, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
-    if NCH > 3:
-        _fp4_epilogue(_fp4_acc_factors(acc3, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + 3, n0, out_ptr, bias_ptr,
-                      topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
-                      0, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
+    _fp4_chunk_stores(NCH, acc0, acc1 if NCH > 1 else acc0, acc2 if NCH > 2 else acc0, acc3 if NCH > 3 else acc0,
+                      e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr, N, num_slots, stride_om,
+                      stride_be, act_alpha, act_beta, act_limit, 0, XT, CHUNKS, ACT, GATED, HAS_BIAS,
+                      WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, FOLD, NV, OUT_PADDED, False)
     return it, a_prev
 
 
