@@ -44,9 +44,6 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel from 64 rows an expert (default)
             "ws4nvall": ("set_ws_fp4_nvfp4", (True, 0)),  # ... at any rows an expert
             "nows4nv": ("set_ws_fp4_nvfp4", False),  # NVFP4 weights in the Triton GEMMs
-            # the converted weights as the wgmma's register operand (thirty-ninth session, opt-in); with chunks:
-            # "ws4rega+ws4ch4", "ws4rega+ws4whole"
-            "ws4rega": ("set_ws_fp4_reg_a", True),
             # the FP4 decode kernel at every token count (by default one-token calls only, with the scales through
             # the ring and per-thread release since the thirty-fifth session): the thirty-first session's kernel, 3
             # programs an SM, 8 stages, bk 128, global scale loads, warpgroup release

@@ -4,7 +4,7 @@
 #                                  [tune-cover-a] [tune-cover-b] [tune-cover-c] [tune-cover-d] [tune-fp8-prefill] [eager] [bench] [bench-all]
 #                                  [bench-fp4] [bench-fp4-tuned] [ncu] [dist] [tests-rest] [profile] [breakdown]
 #                                  [tune:PRESETS:FORMATS[:BUDGET_S[:TOKENS]]] [alzero] [dot-race] [dot-repro]
-#                                  [smoke] [optin-tests] [ab-optin] [s38-checks] [s39-checks]
+#                                  [smoke] [optin-tests] [ab-optin] [s38-checks]
 # $OUT brings back at most 8 files: pack the rest (tar) at the end of a call.
 # tune-cover-*: merged into TUNE_OUT (default: the shipped table), so two GPUs can tune at once
 # (CUDA_VISIBLE_DEVICES=0 / 1, each its own TUNE_OUT; merge the files with merge_into_file).
@@ -54,15 +54,6 @@ if [[ "$stages" == *" s38-checks "* ]]; then
   timeout "${S38_TESTS_TIMEOUT_S:-420}" python3 -m pytest -q -rfE --tb=short -m gpu -n 3 -p no:cacheprovider \
       --timeout 150 tests/test_ws_gemm.py tests/test_triton_moe.py \
       -k "pipelined or one_part or block_scalar or fp8_block or BLOCK or block" 2>&1 | tee "$OUT/s38_tests.txt" | tail -25
-fi
-if [[ "$stages" == *" s39-checks "* ]]; then
-  # the thirty-ninth session's compiled-only FP4 prefill option (set_ws_fp4_reg_a: the converted weights as the
-  # wgmma's register operand): its GPU tests, then its A/B at 4096 tokens (whole tiles, 2 / 4 chunks)
-  timeout 200 python3 -m pytest -q -rfE --tb=short -m gpu -n 4 -p no:cacheprovider --timeout 150 tests/test_ws_fp4.py \
-      -k "reg_a" 2>&1 | tee "$OUT/rega_tests.txt" | tail -12
-  timeout 200 python3 benchmarks/decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano \
-      --weight-format mxfp4,nvfp4 --tokens 4096 --rounds 2 \
-      --settings default,ws4rega,ws4rega+ws4ch4,ws4rega+ws4whole 2>&1 | tee "$OUT/ab_rega.txt" | tail -8
 fi
 if [[ "$stages" == *" optin-tests "* ]]; then
   # their tests; the per-test limit covers the first compiles of a test's variants (~10-30 s each) and still ends a

@@ -11,7 +11,6 @@ for bit, K = 1 with the weight on the input, a CUDA graph, gpt-oss-120b's and Ne
 expert shapes.
 """
 
-import contextlib
 import dataclasses
 import os
 
@@ -82,57 +81,6 @@ def test_ws_fp4_compiles_for_sm90(tmp_path):
         assert int(spills) <= 8, (where, spills)
         assert int(smem) <= 227 * 1024, (where, smem)
         assert 4 * int(full_waits) <= int(gmma), (where, full_waits, gmma)  # serialized: one a wgmma
-
-
-_REG_A_SCRIPT = SCRIPT_HEAD + r'''
-from fusedmoe.kernels import _ws_fp4 as k4
-# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, TK, CHUNKS, NV)
-for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, TK, CH, NV in (
-        (2, True, True, False, False, 256, 4, True, 64, 2, False),    # gpt-oss GEMM1: clamped SwiGLU, biases
-        (7, False, True, False, True, 256, 4, True, 64, 4, False),    # gpt-oss GEMM2: bias, routing weight, 4 chunks
-        (3, False, False, False, False, 256, 4, False, 128, 1, True),  # NVFP4 Nemotron GEMM1, ReLU2, whole tiles
-        (7, False, False, False, True, 128, 4, False, 64, 2, True),   # NVFP4 GEMM2, 128-token tiles
-        (0, True, False, True, False, 128, 4, False, 128, 1, False)):  # weight on input, restoring converter
-    XT = BT // CH
-    xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
-    wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
-    sig = {"x_desc": f"tensordesc<bf16[{XT}, 64],{xl}>", "w0_desc": f"tensordesc<i16[{32 if GATED else 64}, 16],{wl}>",
-           "out_ptr": "*bf16", "s_ptr": "*fp8e4nv" if NV else "*u8", "bias_ptr": "*fp32", "topk_w_ptr": "*fp32",
-           "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32", "N": "i32",
-           "K": "i32", "num_slots": "i32", "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32",
-           "stride_sr": "i32", "stride_om": "i32", "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32",
-           "act_limit": "fp32", "gs_ptr": "*fp32", "stride_sk": "i32"}
-    cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
-              ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, CHUNKS=CH, NV=NV,
-              OUT_PADDED=not MRW, REG_A=True)
-    k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx, num_warps=8)
-    ins = sass_instructions(sass)
-    loop = k_loop(ins, "HGMMA")  # the K loop of one chunk (the shortest)
-    hg = [x for x in loop if "HGMMA" in x]
-    print(ACT, BT, CH, int(NV), int(FOLD or NV), k.metadata.num_warps, k.metadata.shared, len(loop), len(hg),
-          int(all(re.search(r"HGMMA[^,]*, R[0-9]+, gdesc", x) for x in hg)),
-          sum(x.startswith("STS") or "FENCE" in x for x in loop), sass.count("DEPBAR.LE gsb0, 0x0"),
-          sass.count("HGMMA.64x"), sum(("LDL" in x) or ("STL" in x) for _, x in ins), sep="|", flush=True)
-'''
-
-
-def test_ws_fp4_reg_a_compiles_for_sm90(tmp_path):
-    """``REG_A`` (``set_ws_fp4_reg_a``): the converted weights as the wgmma's register operand, both consumer
-    warpgroups one 8-warp partition (in a worker partition a register-A wgmma made ptxas serialize every wgmma of
-    the kernel, C7512). For sm_90: 12 warps, the K loop's wgmmas take A from registers, no shared-memory store or
-    fence in it, at most 140 instructions a step of one chunk with the MX fold or NVFP4 scales (the shared-A loop:
-    165; the restoring converter 154), one full wait per chunk
-    count's loop (the wgmmas asynchronous: serialized ones wait after each), no spills, within 227 KB."""
-    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
-    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _REG_A_SCRIPT)
-    assert len(rows) == 5, rows
-    for act, bt, ch, nv, fold, warps, smem, loop, hg, reg_a, sts, full_waits, gmma, spills in rows:
-        where = f"ACT={act} BT={bt} CHUNKS={ch} NV={nv}"
-        assert int(warps) == 12 and int(smem) <= 227 * 1024, (where, warps, smem)
-        assert int(hg) == 4 and int(reg_a) == 1 and int(sts) == 0, (where, hg, reg_a, sts)
-        assert int(loop) <= (140 if int(fold) else 160), (where, loop)  # the restoring converter: a multiply more
-        assert int(full_waits) <= int(ch) < int(gmma), (where, full_waits, gmma)
-        assert int(spills) == 0, (where, spills)
 
 
 # ---- CPU: config rules and refusals ----------------------------------------------------------------
@@ -321,17 +269,6 @@ def _rel(a, b):
     return ((a.float() - b.float()).norm() / b.float().norm()).item()
 
 
-@contextlib.contextmanager
-def _switch(setter, value):
-    """``triton_moe.<setter>(value)`` for the block, the previous setting restored after it."""
-    fn = getattr(triton_moe, setter)
-    prev = fn(value)
-    try:
-        yield
-    finally:
-        fn(prev)
-
-
 OAI_SMALL = ActivationParams(alpha=1.702, beta=1.0, limit=0.5)  # both clamps reached at test scale
 
 
@@ -385,57 +322,6 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     assert (b["CHUNKS"], b["NV"], b["OUT_PADDED"], b["MUL_ROUTING_WEIGHT"], b["TK"]) == (chunks, fmt is Format.NVFP4,
                                                                                         padded, True, tk)
 
-@pytest.mark.parametrize("gated", [True, False])
-def test_ws_fp4_reg_a_launch(monkeypatch, gated):
-    """``set_ws_fp4_reg_a``: the prefill launch takes 8 warps and ``REG_A``, gated tiles 32-row weight boxes (a
-    warpgroup's gate rows over its up rows), and a gathered input in the dot order (``dot64``); a GEMM2 reading
-    GEMM1's padded rows gathers nothing (GEMM1 stored them in the dot order: ``OUT_PADDED``). Off (the default):
-    4 warps, 64-row boxes, the gather in K order."""
-    import inspect
-
-    from fusedmoe.kernels import _ws_fp4 as k4
-
-    sig = inspect.signature(k4._ws_fp4_kernel.fn)
-    c = Case(Format.MXFP4, Format.BF16, Activation.SWIGLU if gated else Activation.RELU2, T=3, H=512, I=256, E=4, K=2,
-             dtype=torch.bfloat16)
-    _, W, _ = make_case(c, device="cpu")
-    w = W.w13 if gated else W.w2
-    NB, TK, BM = 3, 6, 256
-    N, Kd = (W.padded_intermediate_size, 512) if gated else (512, W.padded_intermediate_size)
-    rows = torch.zeros(NB * BM, Kd, dtype=torch.bfloat16)
-    al = triton_moe.AlignResult(torch.zeros(NB * BM, dtype=torch.int32), torch.zeros(NB, dtype=torch.int32),
-                                torch.zeros(1, dtype=torch.int32), BM, NB)
-    out = torch.empty(NB * BM, N, dtype=torch.bfloat16)
-    tw = torch.ones(TK)
-    gathers = []
-
-    def gather(a, al_, bm, row_div, tk, e, dot64=False, real_only=False):
-        gathers.append((dot64, real_only))
-        return torch.zeros(NB * BM, Kd * 2, dtype=torch.uint8)
-
-    monkeypatch.setattr(triton_moe, "_gather_slot_rows", gather)
-    for reg_a in (True, False):
-        cap = LaunchCapture()
-        monkeypatch.setattr(k4, "_ws_fp4_kernel", cap)
-        prev = triton_moe.set_ws_fp4_reg_a(reg_a)
-        try:
-            for a_padded in (False, True):
-                triton_moe._ws_fp4_gemm(ws_fp4_config(gated, "gemm1" if gated else "gemm2", BM), rows, w, tw,
-                                        False, tw, al, out, N, 1, TK, 4, 0 if gated else 7, gated,
-                                        triton_moe._DEFAULT_ACT_PARAMS, None, False, not gated, 132, 0, tw, tw,
-                                        a_padded=a_padded, out_padded=True)
-        finally:
-            assert triton_moe.set_ws_fp4_reg_a(prev) is reg_a
-        assert gathers == [(reg_a, False)], gathers  # only the call that was not a_padded gathered
-        gathers.clear()
-        for grid, args, kw in cap.calls:
-            assert kw.pop("num_warps") == (8 if reg_a else 4)
-            b = sig.bind(*args, **kw).arguments
-            assert b["REG_A"] is reg_a and b["OUT_PADDED"] is True and b["GATED"] is gated
-            assert b["w0_desc"].block_shape == [32 if reg_a and gated else 64, 16]
-    assert triton_moe._WS_FP4["reg_a"] is False  # opt-in
-
-
 @gpu
 @pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
 @pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.SWIGLU, A.RELU2, A.GELU], ids=lambda a: a.name)
@@ -454,35 +340,6 @@ def test_gpu_ws_fp4_matches_reference(act, fmt):
         assert torch.isfinite(got).all()
         assert _rel(got, ref) <= 2e-2, (bm, _rel(got, ref))
         assert _rel(got, base) <= 4e-3, (bm, _rel(got, base))
-
-
-@gpu
-@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
-@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.SWIGLU, A.RELU2, A.GELU], ids=lambda a: a.name)
-def test_gpu_ws_fp4_reg_a_matches_reference(act, fmt):
-    """``set_ws_fp4_reg_a`` (the converted weights as the wgmma's register operand, the rows in the dot order):
-    768 tokens, 8 of 12 experts local, 128- and 256-token tiles, whole and in 2 / 4 chunks, with and without the
-    padded hand-off -- within 2e-2 of the reference and 4e-3 of the shared-A kernel (its K sums in K order); chunks
-    and the hand-off give the bits of whole tiles and of the gather (the same sums in the same order)."""
-    c = Case(fmt, F.BF16, act, T=768, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
-             dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=21)
-    hidden, W, topk = make_case(c)
-    ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
-    with _switch("set_ws_fp4_reg_a", True):
-        outs = {}
-        for bm, chunks, padded in ((128, 1, True), (256, 1, True), (256, 2, True), (256, 4, True), (256, 4, False)):
-            with _switch("set_ws_fp4_chunks", chunks), _switch("set_ws_fp4_padded", padded):
-                cap = {}
-                outs[bm, chunks, padded] = got = _ws_call(hidden, W, topk, offset=2, block_m=bm, cap=cap)
-                assert cap["padded"] is padded
-            assert torch.isfinite(got).all()
-            assert _rel(got, ref) <= 2e-2, (bm, chunks, padded, _rel(got, ref))
-    for bm in (128, 256):
-        base = _ws_call(hidden, W, topk, offset=2, block_m=bm)
-        assert _rel(outs[bm, 1, True], base) <= 4e-3, (bm, _rel(outs[bm, 1, True], base))
-    whole = outs[256, 1, True]
-    assert torch.equal(outs[256, 2, True], whole) and torch.equal(outs[256, 4, True], whole)
-    assert torch.equal(outs[256, 4, False], whole)
 
 
 @gpu
@@ -575,36 +432,31 @@ def test_gpu_ws_fp4_padded_handoff_same_bits(fmt):
 
 
 @gpu
-@pytest.mark.parametrize("reg_a", [False, True], ids=["shared_a", "reg_a"])
-def test_gpu_ws_fp4_top1_weight_on_input(reg_a):
+def test_gpu_ws_fp4_top1_weight_on_input():
     """K = 1 with the routing weight on the input (Llama4): GEMM2 writes the output directly; within the
     reference's bound, with non-local tokens (their rows zero)."""
     c = Case(F.MXFP4, F.BF16, A.SWIGLU, T=640, H=512, I=256, E=4, K=1, offset=1, dtype=torch.bfloat16, seed=13)
     hidden, W, topk = make_case(c)
-    with _switch("set_ws_fp4_reg_a", reg_a):
-        got = _ws_call(hidden, W, topk, offset=1, woi=True)
+    got = _ws_call(hidden, W, topk, offset=1, woi=True)
     ref = run_reference(hidden, W, topk, F.BF16, offset=1, E_glob=c.E_glob, woi=True)
     assert _rel(got, ref) <= 2e-2
 
 
 @gpu
-@pytest.mark.parametrize("reg_a", [False, True], ids=["shared_a", "reg_a"])
-def test_gpu_ws_fp4_gpt_oss_shape(reg_a):
+def test_gpu_ws_fp4_gpt_oss_shape():
     """gpt-oss-120b's expert shape (H = I = 2880: 64-column value tiles, 45 K steps; clamped SwiGLU with biases),
     2048 tokens over 32 experts: within the reference's bound and close to the Triton kernels."""
     c = Case(F.MXFP4, F.BF16, A.SWIGLU_OAI, T=2048, H=2880, I=2880, E=32, K=4, bias=True, dtype=torch.bfloat16,
              seed=14)
     hidden, W, topk = make_case(c)
-    with _switch("set_ws_fp4_reg_a", reg_a):
-        got = _ws_call(hidden, W, topk)
+    got = _ws_call(hidden, W, topk)
     ref = run_reference(hidden, W, topk, F.BF16)
     assert _rel(got, ref) <= 2e-2
     assert _rel(got, _triton_call(hidden, W, topk)) <= 4e-3
 
 
 @gpu
-@pytest.mark.parametrize("reg_a", [False, True], ids=["shared_a", "reg_a"])
-def test_gpu_ws_fp4_nemotron_nano_nvfp4_relu2(reg_a):
+def test_gpu_ws_fp4_nemotron_nano_nvfp4_relu2():
     """Nemotron-3-Nano's NVFP4 + ReLU^2 expert shape (H = 2688, I = 1856 padded to 1920: 128-column value tiles,
     the padding's scales and values zero), 1536 tokens over 16
     experts, top 6, with 256-token tiles: within the reference's bound and close to the Triton kernels."""
@@ -612,8 +464,7 @@ def test_gpu_ws_fp4_nemotron_nano_nvfp4_relu2(reg_a):
     hidden, W, topk = make_case(c)
     assert W.padded_intermediate_size == 1920 and W.w13.value_tile_k == W.w2.value_tile_k == 128
     assert W.w13.scale.stride(1) == 1 and W.w2.scale.stride(1) == 1  # K-major
-    with _switch("set_ws_fp4_reg_a", reg_a):
-        got = _ws_call(hidden, W, topk, block_m=256)
+    got = _ws_call(hidden, W, topk, block_m=256)
     ref = run_reference(hidden, W, topk, F.BF16)
     assert _rel(got, ref) <= 2e-2
     assert _rel(got, _triton_call(hidden, W, topk)) <= 4e-3

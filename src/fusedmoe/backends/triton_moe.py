@@ -1409,9 +1409,7 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            "decode": _env_decode_tokens(os.environ.get("FUSEDMOE_WS_FP4_DECODE", "")),
            # the padded hand-off between the prefill kernel's GEMMs (the FP4 decode kernel always takes
            # it under set_ws_padded_handoff)
-           "padded": os.environ.get("FUSEDMOE_WS_FP4_PADDED", "1") == "1",
-           # the prefill kernel's converted weights as the wgmma's register operand (set_ws_fp4_reg_a)
-           "reg_a": os.environ.get("FUSEDMOE_WS_FP4_REG_A", "0") == "1"}
+           "padded": os.environ.get("FUSEDMOE_WS_FP4_PADDED", "1") == "1"}
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
 # MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
@@ -1533,18 +1531,6 @@ def set_ws_fp4_padded(enabled: bool) -> bool:
     without a gather (one launch and one write and read of the rows less; under ``set_ws_padded_handoff``). Returns
     the previous setting."""
     return _swap_bool(_WS_FP4, enabled, "padded")
-
-
-def set_ws_fp4_reg_a(enabled: bool) -> bool:
-    """Opt-in (``FUSEDMOE_WS_FP4_REG_A=1``; thirty-ninth session, compiled for sm_90 only, not yet run on a GPU):
-    the FP4 prefill kernel converts each K step's weights straight into the wgmma's register operand, as the FP4
-    decode kernel does, instead of storing a BF16 tile to shared memory and fencing it for a shared-memory operand:
-    both consumer warpgroups as one 8-warp partition, the GEMMs' input rows in the decode kernel's dot order along K
-    (GEMM1's by the gather, GEMM2's by GEMM1's padded store). sm_90 SASS: 126-135 instructions a K step (whole
-    tiles) against 165, no shared-memory store, fence or barrier between conversion and wgmma, 32 KB of shared memory
-    less; chunks (``set_ws_fp4_chunks``) read no A tile more. The K sums run in the dot order: close to the default
-    path, not the same bits. Returns the previous setting."""
-    return _swap_bool(_WS_FP4, enabled, "reg_a")
 
 
 def set_ws_fp4_chunks(chunks: int) -> int:
@@ -1687,12 +1673,10 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     if x_dot is not None and not (decode and x_dot.shape == a.shape and x_dot.dtype == torch.bfloat16):
         raise ValueError(f"x_dot: the decode kernel's GEMM1 input in the dot order, {tuple(a.shape)} bf16, got "
                          f"{tuple(x_dot.shape)} {x_dot.dtype} (block_m {BM})")
-    reg_a = not decode and _WS_FP4["reg_a"]  # (GEMM1 and GEMM2 read it alike: GEMM1's padded rows are GEMM2's)
     if x_dot is not None:
         rows = x_dot
     else:
-        rows = a if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E, dot64=decode or reg_a,
-                                                    real_only=decode)
+        rows = a if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E, dot64=decode, real_only=decode)
     rows = rows.view(torch.bfloat16)
     if decode:
         _ws_fp4_dec_launch(c, rows, w, bias, has_bias, tw_flat, al, out, N, TK, E, act_code, gated, p, round_tl,
@@ -1705,9 +1689,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     x_layout, w_layout = _ws_fp4_layouts(XT)
     tk = w.value_tile_k
     x_desc = TensorDescriptor.from_tensor(rows, [XT, 64], x_layout)
-    # (REG_A gated: 32-row boxes, a warpgroup's gate rows over the same up rows)
-    w_desc = TensorDescriptor.from_tensor(w.data.view(torch.int16).reshape(-1, tk // 4),
-                                          [32 if reg_a and gated else 64, 16], w_layout)
+    w_desc = TensorDescriptor.from_tensor(w.data.view(torch.int16).reshape(-1, tk // 4), [64, 16], w_layout)
     R = w.shape[-2]
     NC = 64 if gated else 128
     tiles = al.max_blocks * cdiv(N, NC)
@@ -1719,7 +1701,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         w.global_scale if nv else tw_flat, w.scale.stride(2), E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias,
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
-        GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, REG_A=reg_a, num_warps=8 if reg_a else 4)
+        GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, num_warps=4)
 
 
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,

@@ -54,7 +54,6 @@ block_m 128 / 256, no split-K.
 import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
@@ -81,17 +80,14 @@ def _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT: gl.constexpr, CHUNKS:
 def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
                 num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC: gl.constexpr, NC: gl.constexpr,
                 BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
-                CHUNKS: gl.constexpr, REG_A: gl.constexpr = False):
+                CHUNKS: gl.constexpr):
     """TMA producer (one warp): per K step the [BT, BK] input tile and the tile's two 64-row weight boxes (gated:
     gate rows n0 + [0, 64) and up rows N + n0 + [0, 64); otherwise rows n0 + [0, 128)) into the ring. With
     ``CHUNKS`` > 1 the input tile is that many chunks of BT / CHUNKS rows (``x_desc``'s box), only the chunks that
-    hold real rows loaded (an expert's last block holds its rows first). ``REG_A``: all 128 weight rows into ring
-    0 ([STAGES, 128, BK / 4]) in the order of the register A operand -- gated, ``w0_desc``'s box [32, BK / 4] and
-    rows 32 h + [0, 32) of the gate tile over the same up rows for warpgroup h; otherwise the two 64-row boxes."""
+    hold real rows loaded (an expert's last block holds its rows first)."""
     XT: gl.constexpr = x_desc.block_type.shape[0]
     BT: gl.constexpr = XT * CHUNKS
-    WB: gl.constexpr = w0_desc.block_type.shape[0]  # weight rows a box: 64, or 32 (gated REG_A)
-    wbytes: gl.constexpr = (128 // WB) * w0_desc.block_type.nbytes
+    wbytes: gl.constexpr = 2 * w0_desc.block_type.nbytes
     xbytes: gl.constexpr = x_desc.block_type.nbytes
     num_m = gl.load(num_post_padded_ptr) // BT
     num_n = gl.cdiv(N, NC)
@@ -123,20 +119,8 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_
                 for c in gl.static_range(CHUNKS):
                     tma.async_copy_global_to_shared(x_desc, [pid_m * BT + c * XT, kk * BK], bar,
                                                     x_bufs.index(s * CHUNKS + c), pred=c < n_ch)
-                g0 = (base0 + piece) * 64
-                u0 = (base1 + piece) * 64
-                if REG_A and GATED:
-                    wb = w0_bufs.index(s)
-                    tma.async_copy_global_to_shared(w0_desc, [g0, col], bar, wb.slice(0, 32))
-                    tma.async_copy_global_to_shared(w0_desc, [u0, col], bar, wb.slice(32, 32))
-                    tma.async_copy_global_to_shared(w0_desc, [g0 + 32, col], bar, wb.slice(64, 32))
-                    tma.async_copy_global_to_shared(w0_desc, [u0 + 32, col], bar, wb.slice(96, 32))
-                elif REG_A:
-                    tma.async_copy_global_to_shared(w0_desc, [g0, col], bar, w0_bufs.index(s).slice(0, 64))
-                    tma.async_copy_global_to_shared(w0_desc, [u0, col], bar, w0_bufs.index(s).slice(64, 64))
-                else:
-                    tma.async_copy_global_to_shared(w0_desc, [g0, col], bar, w0_bufs.index(s))
-                    tma.async_copy_global_to_shared(w0_desc, [u0, col], bar, w1_bufs.index(s))
+                tma.async_copy_global_to_shared(w0_desc, [(base0 + piece) * 64, col], bar, w0_bufs.index(s))
+                tma.async_copy_global_to_shared(w0_desc, [(base1 + piece) * 64, col], bar, w1_bufs.index(s))
                 it += 1
 
 
@@ -164,47 +148,6 @@ def _fp4_scale_factor(sc, FOLD: gl.constexpr, NV: gl.constexpr):
     else:
         f = _bs._ue8m0_to_bf16(sc.to(gl.int32))
     return f
-
-
-@gluon.constexpr_function
-def _fp4_reg_wl(W):
-    """The register-A operand's words (``_fp4_reg_a``; both FP4 kernels) over ``W`` warps: a thread holds 4
-    consecutive 16-bit words (16 K values) of rows 16 w + g and 16 w + 8 + g of a [16 W, 64] block (w its warp, g =
-    lane // 4), words 4 c .. 4 c + 3 (c = lane % 4): [W warps, 2 row halves, 8 row groups, 4 columns, 4 words]."""
-    return gl.BlockedLayout(size_per_thread=[1, 2, 1, 1, 4], threads_per_warp=[1, 1, 8, 4, 1],
-                            warps_per_cta=[W, 1, 1, 1, 1], order=[4, 3, 2, 1, 0])
-
-
-_FP4_REG_WL = gl.constexpr(_fp4_reg_wl(4))  # the decode kernel's one warpgroup
-
-
-@gluon.jit
-def _fp4_reg_lanes(W: gl.constexpr = 4):
-    """(the block row of each thread's words [W, 2, 8, 1], its column index c [4]) in ``_fp4_reg_wl(W)`` sliced at
-    the words: the block scales' pointers are built on them."""
-    sl: gl.constexpr = gl.SliceLayout(4, _fp4_reg_wl(W))
-    rw = gl.arange(0, W, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, sl))))
-    rh = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, sl))))
-    rg = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, sl))))
-    cc = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, sl))))
-    r = rw[:, None, None, None] * 16 + rh[None, :, None, None] * 8 + rg[None, None, :, None]
-    return r, cc
-
-
-@gluon.jit
-def _fp4_reg_a(words, sc, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, dot_l: gl.constexpr):
-    """[W warps, 2 row halves, 8 row groups, 4 columns c, 4 words] int16 of one [16 W, 64] block
-    (``_fp4_reg_wl``) -> the wgmma's register A [16 W, 64] bf16 in the dot order (``_ws_fp4_dec``'s module
-    docstring: dot position 16 s + 8 m + 2 c + p holds K position 16 c + 8 m + 4 p + s) times the block scales
-    ``sc`` [W, 2, 8, 4] (MX: UE8M0 codes; NVFP4: e4m3): the values as ``_fp4_tile`` makes them (MX ``FOLD`` and
-    NVFP4: 2^-16 times). The decode kernel's A and, under ``REG_A``, the prefill kernel's."""
-    W: gl.constexpr = words.shape[0]
-    f = _fp4_scale_factor(sc, FOLD, NV)[:, :, :, :, None]
-    n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(words, not (FOLD or NV), SWZ)  # nibble s of word j: K 4 j + s
-    v = gl.join(gl.join(n0 * f, n1 * f), gl.join(n2 * f, n3 * f))  # [w, h, g, c, word, s & 1, s >> 1]
-    v = gl.reshape(v, [W, 2, 8, 4, 2, 2, 2, 2])  # [w, h, g, c, m, p, s0, s1]
-    v = gl.permute(v, [0, 1, 2, 7, 6, 4, 3, 5])  # row 16 w + 8 h + g, dot k 16 (2 s1 + s0) + 8 m + 2 c + p
-    return gl.convert_layout(gl.reshape(v, [16 * W, 64]), dot_l)  # the same registers: no data movement
 
 
 @gluon.jit
@@ -366,23 +309,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     if NCH == 4:
         acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
     mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-    _fp4_chunk_stores(NCH, acc0, acc1 if NCH > 1 else acc0, acc2 if NCH > 2 else acc0, acc3 if NCH > 3 else acc0,
-                      e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr, N, num_slots, stride_om,
-                      stride_be, act_alpha, act_beta, act_limit, HALF, XT, CHUNKS, ACT, GATED, HAS_BIAS,
-                      WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, FOLD, NV, False, OUT_PADDED)
-    return it
-
-
-@gluon.jit
-def _fp4_chunk_stores(NCH: gl.constexpr, acc0, acc1, acc2, acc3, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr,
-                      sorted_ids_ptr, gs_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
-                      HALF: gl.constexpr, XT: gl.constexpr, CHUNKS: gl.constexpr, ACT: gl.constexpr,
-                      GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
-                      MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, FOLD: gl.constexpr,
-                      NV: gl.constexpr, OUT_PADDED_DOT: gl.constexpr, OUT_PADDED: gl.constexpr):
-    """The epilogues of a tile's first ``NCH`` chunks (``acc<c>`` past them: any, unused): each accumulator's
-    per-tensor factors, then its rows as the XT-row block ``CHUNKS pid_m + c`` (:func:`_fp4_epilogue`)."""
-    for c in gl.static_range(NCH):
+    for c in gl.static_range(NCH):  # (the accumulators past NCH do not exist: each chunk's epilogue by name)
         if c == 0:
             acc = acc0
         elif c == 1:
@@ -393,127 +320,9 @@ def _fp4_chunk_stores(NCH: gl.constexpr, acc0, acc1, acc2, acc3, e, pid_m, n0, o
             acc = acc3
         _fp4_epilogue(_fp4_acc_factors(acc, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + c, n0, out_ptr, bias_ptr,
                       topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
-                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE,
-                      OUT_PADDED_DOT, OUT_PADDED)
-
-
-@gluon.jit
-def _fp4_reg_consumer(x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
-                      block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr, stride_om,
-                      stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, BT: gl.constexpr,
-                      E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
-                      WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
-                      SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                      GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr, OUT_PADDED: gl.constexpr):
-    """``REG_A``: both consumer warpgroups as one partition of 8 warps (a register-A wgmma in a worker partition
-    makes ptxas serialize every wgmma of the kernel, C7512 -- sm_90 compile, thirty-ninth session), the tile's 128
-    weight rows (warpgroup h: rows 64 h + [0, 64) of ring 0, gated 32 gate rows over the same up rows) converted
-    straight into the register A operand each step (:func:`_fp4_reg_tile`)."""
-    XT: gl.constexpr = BT // CHUNKS
-    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[8, 1], instr_shape=[16, XT, 16])
-    dot_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_l, k_width=2)
-    num_m = gl.load(num_post_padded_ptr) // BT
-    num_n = gl.cdiv(N, NC)
-    n_k = K // BK
-    r, cc = _fp4_reg_lanes(8)  # A row 16 w + 8 h + g; warpgroup w // 4
-    if GATED:  # rows 64 q + [0, 32): gate columns 32 q + ..., the next 32 the same up columns
-        q = r // 64
-        rr = r % 64
-        wcol = gl.where(rr < 32, q * 32 + rr, N + q * 32 + rr - 32)
-    else:
-        wcol = r
-    jq, s_step = _fp4_scale_cols(cc[None, None, None, :], stride_sk, NV)
-    a_prev = gl.zeros((128, 64), gl.bfloat16, layout=dot_l)  # the A registers of the last wgmmas issued
-    it = 0
-    for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
-        pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
-        e = gl.load(block_expert_ptr + pid_m)
-        if e < E_LOC:
-            n0 = pid_n * NC
-            if GATED:
-                wrow = n0 + wcol
-            else:
-                wrow = gl.minimum(n0 + wcol, N - 1)  # rows past N (never stored) read row N - 1's scales
-            sp = s_ptr + e.to(gl.int64) * stride_se + wrow.to(gl.int64) * stride_sr + jq
-            n_ch = 1  # (whole tiles: a constant, the loop below one direct call)
-            if CHUNKS > 1:
-                n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS)
-            for nch in gl.static_range(1, CHUNKS + 1):  # one instance a chunk count (see _fp4_consumer)
-                if n_ch == nch:
-                    it, a_prev = _fp4_reg_tile(nch, e, pid_m, n0, x_bufs, w_bufs, ready, empty, it, a_prev, sp,
-                                               s_step, n_k, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr, N,
-                                               num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, XT,
-                                               CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                                               ROUND_DTYPE, SWZ, FOLD, NV, STAGES, acc_l, dot_l, OUT_PADDED)
-
-
-@gluon.jit
-def _fp4_reg_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w_bufs, ready, empty, it, a_prev, sp, s_step, n_k,
-                  out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr, N, num_slots, stride_om, stride_be, act_alpha,
-                  act_beta, act_limit, XT: gl.constexpr, CHUNKS: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr,
-                  HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
-                  ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr,
-                  STAGES: gl.constexpr, acc_l: gl.constexpr, dot_l: gl.constexpr, OUT_PADDED: gl.constexpr):
-    """``REG_A``: one tile over its first ``NCH`` chunks. Per K step the 128 weight rows are loaded from ring 0,
-    converted and scaled into the register A fragment (``_fp4_reg_a``, as the decode kernel does), and one wgmma a
-    chunk multiplies them with the step's input chunks -- which are in the dot order along K (the launcher's
-    gather, or GEMM1's ``OUT_PADDED`` store) -- with no shared tile, fence or barrier between the conversion and
-    the wgmma. The A registers of the step before stay live until its wgmmas retired (a ``deps`` of the wait;
-    ptxas would serialize the wgmmas otherwise). Block scales two steps ahead. Each of the 256 threads releases a
-    ring slot itself (``cp.async.mbarrier.arrive.noinc``, at once for a thread without cp.async of its own: no
-    partition barrier around one thread's arrive, so the warpgroups keep their own pace, as the decode kernel's
-    ``T_RELEASE``). Then each chunk's epilogue, GEMM1 under ``OUT_PADDED`` storing GEMM2's rows in the dot order.
-    Returns ``(it, a_prev)``."""
-    acc0 = gl.zeros((128, XT), dtype=gl.float32, layout=acc_l)
-    if NCH > 1:
-        acc1 = gl.zeros((128, XT), dtype=gl.float32, layout=acc_l)
-    if NCH > 2:
-        acc2 = gl.zeros((128, XT), dtype=gl.float32, layout=acc_l)
-    if NCH > 3:
-        acc3 = gl.zeros((128, XT), dtype=gl.float32, layout=acc_l)
-    sc = gl.load(sp)
-    sc_n = gl.load(sp + gl.minimum(1, n_k - 1) * s_step)
-    for kk in range(n_k):
-        s = it % STAGES
-        sc_nn = gl.load(sp + gl.minimum(kk + 2, n_k - 1) * s_step)
-        mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-        words = w_bufs.index(s).reshape([8, 2, 8, 4, 4]).load(_fp4_reg_wl(8))
-        a = _fp4_reg_a(words, sc, SWZ, FOLD, NV, dot_l)
-        acc0 = warpgroup_mma(a, x_bufs.index(s * CHUNKS).permute((1, 0)), acc0, is_async=True)
-        if NCH == 1:
-            acc0, a_prev = warpgroup_mma_wait(num_outstanding=1, deps=(acc0, a_prev))
-        if NCH > 1:
-            acc1 = warpgroup_mma(a, x_bufs.index(s * CHUNKS + 1).permute((1, 0)), acc1, is_async=True)
-        if NCH == 2:
-            acc0, acc1, a_prev = warpgroup_mma_wait(num_outstanding=2, deps=(acc0, acc1, a_prev))
-        if NCH > 2:
-            acc2 = warpgroup_mma(a, x_bufs.index(s * CHUNKS + 2).permute((1, 0)), acc2, is_async=True)
-        if NCH == 3:
-            acc0, acc1, acc2, a_prev = warpgroup_mma_wait(num_outstanding=3, deps=(acc0, acc1, acc2, a_prev))
-        if NCH > 3:
-            acc3 = warpgroup_mma(a, x_bufs.index(s * CHUNKS + 3).permute((1, 0)), acc3, is_async=True)
-            acc0, acc1, acc2, acc3, a_prev = warpgroup_mma_wait(num_outstanding=4,
-                                                                deps=(acc0, acc1, acc2, acc3, a_prev))
-        a_prev = a
-        if kk > 0:  # the step before retired: its ring slot is free (each thread's arrival: no partition barrier)
-            async_copy.mbarrier_arrive(empty.index((it + STAGES - 1) % STAGES), increment_count=False)
-        sc = sc_n
-        sc_n = sc_nn
-        it += 1
-    if NCH == 1:
-        acc0, a_prev = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, a_prev))
-    if NCH == 2:
-        acc0, acc1, a_prev = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, a_prev))
-    if NCH == 3:
-        acc0, acc1, acc2, a_prev = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, a_prev))
-    if NCH == 4:
-        acc0, acc1, acc2, acc3, a_prev = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3, a_prev))
-    async_copy.mbarrier_arrive(empty.index((it + STAGES - 1) % STAGES), increment_count=False)
-    _fp4_chunk_stores(NCH, acc0, acc1 if NCH > 1 else acc0, acc2 if NCH > 2 else acc0, acc3 if NCH > 3 else acc0,
-                      e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr, N, num_slots, stride_om,
-                      stride_be, act_alpha, act_beta, act_limit, 0, XT, CHUNKS, ACT, GATED, HAS_BIAS,
-                      WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, FOLD, NV, OUT_PADDED, False)
-    return it, a_prev
+                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
+                      OUT_PADDED)
+    return it
 
 
 @gluon.jit
@@ -532,18 +341,11 @@ def _fp4_acc_factors(acc, gs_ptr, e, FOLD: gl.constexpr, NV: gl.constexpr):
 @gluon.jit
 def _split_gate_up(acc, BT: gl.constexpr):
     """A swapped gated tile's accumulator [64, BT] (rows 0-31 gate, 32-63 the same up columns) -> (gate, up), [32, BT]
-    each (also ``kernels/_ws_dec.py``'s epilogue). [128, BT] over two warpgroups (``REG_A``): rows 64 h + [0, 32)
-    gate, 64 h + 32 + [0, 32) the same up columns -> [64, BT] each, row 32 h + r."""
-    if acc.shape[0] == 64:
-        l3: gl.constexpr = gl.BlockedLayout(size_per_thread=[2, 4, 1], threads_per_warp=[1, 8, 4],
-                                            warps_per_cta=[1, 1, 4], order=[0, 1, 2])
-        a3 = gl.convert_layout(gl.reshape(acc, [2, 32, BT]), l3)
-        return gl.split(gl.permute(a3, [1, 2, 0]))
-    else:
-        l4: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 2, 4, 1], threads_per_warp=[1, 1, 8, 4],
-                                            warps_per_cta=[2, 1, 1, 4], order=[1, 2, 3, 0])
-        a4 = gl.convert_layout(gl.reshape(acc, [2, 2, 32, BT]), l4)
-        return gl.split(gl.reshape(gl.permute(a4, [0, 2, 3, 1]), [64, BT, 2]))
+    each (also ``kernels/_ws_dec.py``'s epilogue)."""
+    l3: gl.constexpr = gl.BlockedLayout(size_per_thread=[2, 4, 1], threads_per_warp=[1, 8, 4], warps_per_cta=[1, 1, 4],
+                                        order=[0, 1, 2])
+    a3 = gl.convert_layout(gl.reshape(acc, [2, 32, BT]), l3)
+    return gl.split(gl.permute(a3, [1, 2, 0]))
 
 
 @gluon.jit
@@ -553,16 +355,14 @@ def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_p
                   MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False,
                   OUT_PADDED: gl.constexpr = False):
     """acc [64 weight rows, BT token rows] -> out[slot, n]: routing weight on input, bias, activation (gated:
-    rows 0-31 gate, 32-63 up; [128, BT] over two warpgroups with ``HALF`` 0: ``_split_gate_up``), routing weight
-    (GEMM2), rounding; each thread stores runs of 4 columns.
+    rows 0-31 gate, 32-63 up), routing weight (GEMM2), rounding; each thread stores runs of 4 columns.
     ``OUT_PADDED_DOT`` (the FP4 decode kernel's GEMM1, ``kernels/_ws_fp4_dec.py``): out[p, d] at the rows' padded
     positions p, column n at its dot position d within its 64-wide block (n = 16 c + 8 m + 4 q + s -> d = 16 s +
     8 m + 2 c + q) -- GEMM2's input as its gather would write it; padding rows are not written. ``OUT_PADDED``
     (GEMM1 before this kernel's GEMM2): out[p, n] at the padded positions, columns in order."""
-    ROWS: gl.constexpr = acc.shape[0]  # 64 a warpgroup; 128 over two (REG_A: one partition of 8 warps)
-    RO: gl.constexpr = ROWS // 2 if GATED else ROWS  # output columns of this warpgroup (two: of both)
+    RO: gl.constexpr = 32 if GATED else 64  # output columns of this warpgroup
     ol: gl.constexpr = gl.BlockedLayout(size_per_thread=[4, 1], threads_per_warp=[RO // 4, 32 // (RO // 4)],
-                                        warps_per_cta=[1, ROWS // 16], order=[0, 1])
+                                        warps_per_cta=[1, 4], order=[0, 1])
     if GATED:
         g, u = _split_gate_up(acc, BT)
         g = gl.convert_layout(g, ol)
@@ -606,7 +406,7 @@ def _ws_fp4_kernel(
     gs_ptr, stride_sk, E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
-    CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False, REG_A: gl.constexpr = False,
+    CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -614,45 +414,28 @@ def _ws_fp4_kernel(
     rows): a block multiplies and loads only its chunks that hold real rows. ``NV``: NVFP4 weights, ``s_ptr`` their
     e4m3 scales K-major (``stride_sk`` apart along K), ``gs_ptr`` their global scales [E]. ``OUT_PADDED`` (GEMM1
     before this kernel's GEMM2): ``out``
-    is [blocks * BT, N], the rows at their block-padded positions -- GEMM2's input without a gather. ``REG_A``
-    (launch with ``num_warps=8``: both consumer warpgroups are the default partition): the converted weights are the
-    wgmma's register operand (:func:`_fp4_reg_tile`) -- the input rows in the dot order along K (GEMM1 under
-    ``OUT_PADDED`` stores GEMM2's so), gated tiles with ``w0_desc``'s boxes [32, BK / 4]."""
+    is [blocks * BT, N], the rows at their block-padded positions -- GEMM2's input without a gather."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CHUNKS] + x_desc.block_type.shape, x_desc.layout)
-    if REG_A:  # one ring of the tile's 128 weight rows, no shared A tiles
-        w_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES, 128, BK // 4], w0_desc.layout)
-        ready, empty = _ring_barriers(STAGES, 256)  # every consumer thread releases a slot
-        gl.warp_specialize([
-            (_fp4_reg_consumer, (x_bufs, w_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
-                                 block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
-                                 stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, BT, E_LOC,
-                                 ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD,
-                                 NC, BK, STAGES, GROUP_M, CHUNKS, NV, OUT_PADDED)),
-            (_fp4_loader, (x_desc, w0_desc, x_bufs, w_bufs, w_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
-                           num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK, STAGES, GROUP_M,
-                           GATED, CHUNKS, True)),
-        ], [1], [40])
-    else:
-        w0_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
-        w1_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
-        dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
-        d0 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
-        d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
-        ready, empty = _ring_barriers(STAGES)  # both consumer warpgroups release a slot
-        gl.warp_specialize([
-            (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
-                             sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se,
-                             stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT,
-                             E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD,
-                             NC, BK, STAGES, GROUP_M, CHUNKS, NV, OUT_PADDED)),
-            (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
-                             sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se,
-                             stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT,
-                             E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD,
-                             NC, BK, STAGES, GROUP_M, CHUNKS, NV, OUT_PADDED)),
-            (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
-                           block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
-                           STAGES, GROUP_M, GATED, CHUNKS)),
-        ], [4, 1], [232, 40])
+    w0_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
+    w1_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
+    dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
+    d0 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
+    d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
+    ready, empty = _ring_barriers(STAGES)  # both consumer warpgroups release a slot
+    gl.warp_specialize([
+        (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
+                         sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
+                         stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
+                         GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
+                         GROUP_M, CHUNKS, NV, OUT_PADDED)),
+        (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
+                         sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
+                         stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
+                         GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
+                         GROUP_M, CHUNKS, NV, OUT_PADDED)),
+        (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
+                       block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
+                       STAGES, GROUP_M, GATED, CHUNKS)),
+    ], [4, 1], [232, 40])

@@ -67,8 +67,8 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
-from ._ws_fp4 import (_FP4_REG_WL, _fp4_acc_factors, _fp4_chunk_count, _fp4_epilogue, _fp4_reg_a, _fp4_reg_lanes,
-                      _fp4_scale_cols)
+from . import _blockscaled as _bs
+from ._ws_fp4 import _fp4_acc_factors, _fp4_chunk_count, _fp4_epilogue, _fp4_scale_cols, _fp4_scale_factor
 from ._ws_gemm import _ring_barriers
 
 
@@ -341,6 +341,19 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
 
 
 @gluon.jit
+def _dec_a_operand(words, sc, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, dot_l: gl.constexpr):
+    """[4 warps, 2 row halves, 8 row groups, 4 columns c, 4 words] int16 of one 64 x 64 block -> the wgmma's
+    register A [64, 64] bf16 in the dot order (module docstring) times the block scales ``sc`` [4, 2, 8, 4] (MX:
+    UE8M0 codes; NVFP4: e4m3): the values as ``_ws_fp4._fp4_tile`` makes them (MX ``FOLD`` and NVFP4: 2^-16 times)."""
+    f = _fp4_scale_factor(sc, FOLD, NV)[:, :, :, :, None]
+    n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(words, not (FOLD or NV), SWZ)  # nibble s of word j: K 4 j + s
+    v = gl.join(gl.join(n0 * f, n1 * f), gl.join(n2 * f, n3 * f))  # [w, h, g, c, word, s & 1, s >> 1]
+    v = gl.reshape(v, [4, 2, 8, 4, 2, 2, 2, 2])  # [w, h, g, c, m, p, s0, s1]
+    v = gl.permute(v, [0, 1, 2, 7, 6, 4, 3, 5])  # row 16 w + 8 h + g, dot k 16 (2 s1 + s0) + 8 m + 2 c + p
+    return gl.convert_layout(gl.reshape(v, [64, 64]), dot_l)  # the same registers: no data movement
+
+
+@gluon.jit
 def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
                   block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n, num_slots, stride_se,
                   stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta, act_limit, BT: gl.constexpr,
@@ -355,9 +368,15 @@ def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, 
     loader copied them (:func:`_dec_s_read`)."""
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BT, 16])
     dot_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_l, k_width=2)
-    wl: gl.constexpr = _FP4_REG_WL
+    # a thread: rows 16 w + g and 16 w + 8 + g (g = lane // 4), words 4 c .. 4 c + 3 (c = lane % 4)
+    wl: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 2, 1, 1, 4], threads_per_warp=[1, 1, 8, 4, 1],
+                                        warps_per_cta=[4, 1, 1, 1, 1], order=[4, 3, 2, 1, 0])
     sl: gl.constexpr = gl.SliceLayout(4, wl)
-    r, cc = _fp4_reg_lanes()  # [4, 2, 8, 1] rows of the tile, [4] thread columns
+    rw = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, sl))))
+    rh = gl.arange(0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, sl))))
+    rg = gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, sl))))
+    cc = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, sl))))
+    r = rw[:, None, None, None] * 16 + rh[None, :, None, None] * 8 + rg[None, None, :, None]  # row of the tile
     jq, bstep = _fp4_scale_cols(cc[None, None, None, :], stride_sk, NV)  # thread column c's block scale
     num_m = gl.load(num_post_padded_ptr) // BT
     it = 0
@@ -394,7 +413,7 @@ def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, 
                     else:
                         sc_nn = gl.load(sp + gl.minimum(b + 2, b_last) * bstep)
                     words = w_bufs.index(s * KB + h).reshape([4, 2, 8, 4, 4]).load(wl)
-                    a = _fp4_reg_a(words, sc, SWZ, FOLD, NV, dot_l)
+                    a = _dec_a_operand(words, sc, SWZ, FOLD, NV, dot_l)
                     acc = warpgroup_mma(a, x_bufs.index(s * KB + h).permute((1, 0)), acc, is_async=True)
                     # the block before retires: its A registers (a dependency of this wait) may be reused
                     acc, a_prev = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a_prev))
