@@ -1048,12 +1048,17 @@ def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str
     return None if why is None else f"{gemm.upper()} warp_specialized {why}"
 
 
+# the FP8 formats whose warp-specialized prefill tiles promote partial sums to fp32 each K block: the ones that can
+# take pipelined_promotion and the wide one-set tiles (2 x 128 gated / 256)
+WS_PROMOTED_FORMATS = (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
+
+
 def _ws_pipe_problem(cfg: KernelConfig, weight_format: Format) -> Optional[str]:
     """None, or why ``cfg`` cannot take ``pipelined_promotion``: FP8 prefill tiles (block_m 128; the tile widths are
     :func:`warp_specialized_problem`'s rule; FP8 blocks since the thirty-eighth session, with one weight scale a
     column group: ``triton_moe._ws_block_w_scalar``) -- 16-bit weights (no promotion) and the decode tiles run
     their own loops."""
-    if weight_format not in (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK):
+    if weight_format not in WS_PROMOTED_FORMATS:
         return f"needs FP8 per tensor / per channel / block weights, got {weight_format.name}"
     if cfg.block_m != 128:
         return f"needs the 128-row prefill tiles, got block_m {cfg.block_m}"

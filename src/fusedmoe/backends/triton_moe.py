@@ -106,7 +106,8 @@ from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_per
                              held_a_problem, join_gate_up, k_loop_stages, triton_tile, warp_specialized_problem,
                              WS_FP4_FORMATS,
                              WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
-                             WS_DEC_BLOCK_M, WS_FORMATS, ws_dec_block_k, ws_dec_config, ws_dec_max_blocks,
+                             WS_DEC_BLOCK_M, WS_FORMATS, WS_PROMOTED_FORMATS, ws_dec_block_k, ws_dec_config,
+                             ws_dec_max_blocks,
                              ws_dec_stage_bytes, ws_dec_max_stages, ws_fp4_dec_stage_bytes, WS_DEC_CTAS,
                              set_table_siblings)
 
@@ -623,7 +624,6 @@ def _ws_skips_padding_half(weight_format: Format) -> bool:
 # ---- warp-specialized FP8 GEMMs: the promoted accumulation pipelined (per config, or forced on) -------------
 
 _WS_PIPE = {"enabled": os.environ.get("FUSEDMOE_WS_PIPE", "0") == "1"}
-_FP8_PROMOTED_WS = (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)  # the formats PIPE applies to
 
 
 def set_ws_pipelined_promotion(enabled: bool) -> bool:
@@ -1092,7 +1092,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
                        row_div, TK, E, act_code, gated, p, round_tl, weight_on_input, mul_routing_weight, num_sms, part,
                        cnt, out_padded=out_padded, a_scales_padded=a_scales_padded, x_gather=x_gather, pdl=pdl)
         return
-    pipe = (c.pipelined_promotion or _WS_PIPE["enabled"]) and w.fmt in _FP8_PROMOTED_WS
+    pipe = (c.pipelined_promotion or _WS_PIPE["enabled"]) and w.fmt in WS_PROMOTED_FORMATS
     w_scalar = w.fmt is Format.FP8_BLOCK and _ws_block_w_scalar(c, N, gated, pipe)
     a_layout, w_layout = _ws_layouts(c.block_n, BK, dt)
     a_desc = TensorDescriptor.from_tensor(rows, [64, BK], a_layout)

@@ -47,7 +47,7 @@ from ..backends.kernel_configs import (HELD_A_FORMATS, HELD_A_MAX_K, KernelConfi
                                        held_a_config, held_a_problem, load_tuned_configs, save_tuned_configs,
                                        token_bucket, triton_tile, warp_specialized_config, warp_specialized_problem,
                                        warp_specialized_variant, with_block_m, ws_pipelined, ws_wide_config,
-                                       WS_DEC_BLOCK_M, WS_FORMATS, _device_traits)
+                                       WS_DEC_BLOCK_M, WS_FORMATS, WS_PROMOTED_FORMATS, _device_traits)
 from ..config import Activation, Format
 
 __all__ = [
@@ -252,7 +252,7 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
                                 activation, device_name, num_sms=num_sms)
         add(sib.gemm1, sib.gemm2, "fp8_sibling")
     hopper = _device_traits(device_name).hopper
-    if weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK) and hopper:
+    if weight_format in WS_PROMOTED_FORMATS and hopper:
         # the pipelined promotion (KernelConfig.pipelined_promotion; thirty-seventh session, H100: 0.96-1.07x by
         # shape in the two-set tiles): the table's and the heuristic's warp-specialized tiles with it, and the narrow
         # tiles (a partial set per accumulator) of both GEMMs with it, which the wide base GEMM1 never meets (FP8
@@ -293,11 +293,10 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         for st in ((3, 4) if weight_format is Format.BF16 else (4, 5)):  # (16-bit: 48 KB stages, at most 4)
             v = warp_specialized_variant(heur, gated, num_stages=st, weight_format=weight_format)
             add(v.gemm1, v.gemm2, "warp_specialized")
-        if weight_format in (Format.FP8_TENSOR, Format.FP8_CHANNEL) or (
-                weight_format is Format.FP8_BLOCK and not (gated and intermediate_padded % 128)):
+        if weight_format in WS_PROMOTED_FORMATS:
             # the wide FP8 tiles (one promoted partial set for two 128-column halves; 4 stages of 48 KB):
             # both GEMMs, GEMM1 with the narrow GEMM2, and the narrow GEMM1 with GEMM2 (FP8 blocks: one weight
-            # scale a half -- a gated intermediate of whole 128-row scale blocks, triton_moe._ws_block_w_scalar)
+            # scale a half -- the layer takes only whole 128-row scale blocks, triton_moe._ws_block_w_scalar)
             g1w, g2w = ws_wide_config(gated, weight_format), ws_wide_config(False, weight_format)
             add(g1w, g2w, "warp_specialized")
             add(g1w, warp_specialized_config(False, num_stages=5, weight_format=weight_format), "warp_specialized")

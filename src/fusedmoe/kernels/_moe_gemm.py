@@ -741,7 +741,7 @@ def _gemm1_kernel(
 
 
 @triton.jit
-def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, k_lo, k_hi, K,
+def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, n0, offs_n, n_ok, k_lo, k_hi, K,
                     stride_am, stride_we, stride_wn, stride_asm, stride_wse, stride_wsn, stride_wsk,
                     QUANT: tl.constexpr, A_FMT: tl.constexpr, W_FMT: tl.constexpr, CD: tl.constexpr,
                     FAST_CVT: tl.constexpr, KPERM: tl.constexpr, MXDOT: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -750,7 +750,7 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
                     W_TK: tl.constexpr = 0, W_SWZ: tl.constexpr = False, K_TAIL: tl.constexpr = 0,
                     A_PERMUTED: tl.constexpr = False, W_SRUN: tl.constexpr = 0, BLOCK_W1: tl.constexpr = True):
     """GEMM2's K loop over the K-blocks ``[k_lo, k_hi)`` of one tile (rows ``slot64`` of expert
-    ``e64``, columns ``offs_n``): the fp32 accumulator, [BLOCK_N, BLOCK_M] when SWAP_AB. K_TAIL: see
+    ``e64``, columns ``offs_n`` from ``n0``): the fp32 accumulator, [BLOCK_N, BLOCK_M] when SWAP_AB. K_TAIL: see
     ``_gemm1_kernel`` (the blocks count ``K - K_TAIL``)."""
     offs_k = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + slot64[:, None] * stride_am + (k_lo * BLOCK_K + offs_k)[None, :]
@@ -762,8 +762,7 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n,
     W1: tl.constexpr = QUANT == Q_BLOCK and BLOCK_N <= 128 and BLOCK_W1  # one weight scale a tile (_block_w_ptrs)
     if QUANT == Q_BLOCK:
         as_ptrs = a_scale_ptr + slot64 * stride_asm
-        # (the tile's first row: offs_n starts at a multiple of BLOCK_N)
-        ws_ptrs = _block_w_ptrs(w_scale_ptr, e64, stride_wse, stride_wsn, tl.min(offs_n, axis=0), offs_n, W1)
+        ws_ptrs = _block_w_ptrs(w_scale_ptr, e64, stride_wse, stride_wsn, n0, offs_n, W1)
 
     if QUANT == Q_MICRO:
         a_rows = slot64 * stride_am
@@ -1030,8 +1029,8 @@ def _gemm2_kernel(
             offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
             n_ok = offs_n < N
             out_offs, st_mask = _gemm2_out(slot64, row_ok, offs_n, n_ok, stride_om, TOP_K, OUT_ATOMIC)
-            acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, 0,
-                                  tl.cdiv(K - K_TAIL, BLOCK_K), K, stride_am, stride_we, stride_wn, stride_asm,
+            acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, pid_n * BLOCK_N, offs_n, n_ok,
+                                  0, tl.cdiv(K - K_TAIL, BLOCK_K), K, stride_am, stride_we, stride_wn, stride_asm,
                                   stride_wse, stride_wsn, stride_wsk, QUANT, A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT,
                                   BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK,
                                   W_SWZ, K_TAIL, A_PERMUTED, W_SRUN, BLOCK_W1)
@@ -1072,9 +1071,9 @@ def _gemm2_kernel(
         return
 
     k_lo, k_hi = _split_k_range(K - K_TAIL, BLOCK_K, SPLIT_K)
-    acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, offs_n, n_ok, k_lo, k_hi, K,
-                          stride_am, stride_we, stride_wn, stride_asm, stride_wse, stride_wsn, stride_wsk, QUANT,
-                          A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K,
+    acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, pid_n * BLOCK_N, offs_n, n_ok, k_lo,
+                          k_hi, K, stride_am, stride_we, stride_wn, stride_asm, stride_wse, stride_wsn, stride_wsk,
+                          QUANT, A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K,
                           EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK, W_SWZ, K_TAIL, A_PERMUTED, W_SRUN, BLOCK_W1)
     if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()
