@@ -293,10 +293,12 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         for st in ((3, 4) if weight_format is Format.BF16 else (4, 5)):  # (16-bit: 48 KB stages, at most 4)
             v = warp_specialized_variant(heur, gated, num_stages=st, weight_format=weight_format)
             add(v.gemm1, v.gemm2, "warp_specialized")
-        if weight_format in WS_PROMOTED_FORMATS:
+        if weight_format in WS_PROMOTED_FORMATS and not (weight_format is Format.FP8_BLOCK and gated
+                                                         and intermediate_padded % 128):
             # the wide FP8 tiles (one promoted partial set for two 128-column halves; 4 stages of 48 KB):
             # both GEMMs, GEMM1 with the narrow GEMM2, and the narrow GEMM1 with GEMM2 (FP8 blocks: one weight
-            # scale a half -- the layer takes only whole 128-row scale blocks, triton_moe._ws_block_w_scalar)
+            # scale a half -- a gated intermediate of whole 128-row scale blocks, triton_moe._ws_block_w_scalar,
+            # which search_space's own callers may pass otherwise)
             g1w, g2w = ws_wide_config(gated, weight_format), ws_wide_config(False, weight_format)
             add(g1w, g2w, "warp_specialized")
             add(g1w, warp_specialized_config(False, num_stages=5, weight_format=weight_format), "warp_specialized")
