@@ -41,7 +41,8 @@ promotion pipelined, two partial sets taking turns: ``set_ws_pipelined_promotion
 block tiles reading one weight scale a column group instead of a per-column vector:
 ``set_ws_block_scalar_scales(True)``; same bits; ``fusedmoe-wswide`` runs the wide FP8 block tiles, which always do);
 ``fusedmoe-noblkw1`` (the Triton FP8 block GEMMs with a 128-vector of weight scales over each tile's rows, as before the
-thirty-eighth session, instead of one scale a tile: ``set_block_w1(False)``; same bits).
+thirty-eighth session, instead of one scale a tile: ``set_block_w1(False)``; same bits); ``fusedmoe-altrig`` (the
+decode align letting the next grid launch right after its own wait: ``set_align_early_trigger(True)``; same bits).
 """
 
 import torch
@@ -264,6 +265,7 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-wspipe": _with_setting("set_ws_pipelined_promotion", True),
          "fusedmoe-blkscalar": _with_setting("set_ws_block_scalar_scales", True),
          "fusedmoe-noblkw1": _with_setting("set_block_w1", False),
+         "fusedmoe-altrig": _with_setting("set_align_early_trigger", True),
          "fusedmoe-ws-blkscalar": _with_setting("set_ws_block_scalar_scales", True,
                                                 _config_peer(_ws(True), "the warp-specialized kernels", _WS_DTYPES)),
          "fusedmoe-notrim": _with_setting("set_trim_stages", False),

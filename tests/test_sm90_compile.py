@@ -379,6 +379,45 @@ def test_decode_align_does_not_grow_with_the_experts_for_sm90(tmp_path):
     assert big[2] <= 1.1 * small[2] and big[0] <= small[0] + 8, rows
 
 
+_ALIGN_TRIGGER = r'''
+from fusedmoe.kernels import _align as AL
+
+if __name__ == "__main__":
+    ids = dict(topk_ids_ptr="*i32", counts_ptr="*i32", sorted_ids_ptr="*i32", block_expert_ptr="*i32",
+               num_post_padded_ptr="*i32")
+    meta = dict(E_LOC=128, INCLUDE_NONLOCAL=False, NUM_BINS=128, CHUNK=32, BLOCK_M=16, BLOCKS_PER_ITER=16,
+                ZERO_BLOCK=0)
+    quant = dict(x_ptr="*bf16", q_ptr="*fp8e4nv", s_ptr="*fp32", src_ptr="*fp32")
+    qmeta = dict(C=2048, GROUPS=False, SCALE_MODE=0, GROUP=128, MX=False, OUT_FP32=False, BLOCK_T=1, BLOCK_C=2048,
+                 RCP_DIV=False, DOT_ROWS=False)
+    for gdc in (False, True):
+        for early in (False, True):
+            k1 = compile_kernel(AL._align_scatter_kernel, ids, dict(meta, SINGLE=True, CHUNKS_PER_ITER=1,
+                                USE_GDC=gdc, EARLY_TRIGGER=early), 4, 1)
+            k2 = compile_kernel(AL._align_scatter_quant_kernel, dict(ids, **quant), dict(meta, **qmeta,
+                                USE_GDC=gdc, EARLY_TRIGGER=early), 4, 1)
+            for name, k in (("scatter", k1), ("quant", k2)):
+                ptx = k.asm["ptx"]
+                ops = re.findall(r"griddepcontrol\.(wait|launch_dependents)", ptx)
+                print(f"{name} {int(gdc)} {int(early)}|{' '.join(ops) or '-'}", flush=True)
+'''
+
+
+def test_align_early_trigger_for_sm90(tmp_path):
+    """``set_align_early_trigger``: the one-program align launches (plain and with the fused quantizer) compiled
+    for sm_90 call ``griddepcontrol.launch_dependents`` right after ``griddepcontrol.wait`` with ``EARLY_TRIGGER``
+    under programmatic dependent launch, and only the wait without it (the next grid then launches as the align's
+    programs exit); without programmatic dependent launch neither."""
+    head, sep, _ = _SM90_SCRIPT.partition('if __name__ == "__main__":')
+    assert sep, "the fp4 test's script changed shape: update this test"
+    rows = dict(run_sm90_script(tmp_path, head + _ALIGN_TRIGGER))
+    assert len(rows) == 8, rows
+    for name in ("scatter", "quant"):
+        assert rows[f"{name} 0 0"] == rows[f"{name} 0 1"] == "-", rows
+        assert rows[f"{name} 1 0"] == "wait", rows
+        assert rows[f"{name} 1 1"] == "wait launch_dependents", rows
+
+
 def test_dot_order_repro_keeps_the_failing_structure_for_sm90(tmp_path):
     """``benchmarks/dot_order_repro.py`` (the next device session's repro of the dot-order activations' 8-warp
     failure without FP4) compiles for sm_90 into the structure of the failing kernel: register A, the cp.async token

@@ -646,6 +646,43 @@ def test_programmatic_dependent_launch_switch(monkeypatch):
         tm.set_programmatic_dependent_launch(prev)
 
 
+def test_align_early_trigger_switch(monkeypatch):
+    """``set_align_early_trigger``: a bool switch, off by default; on, the one-program align launches (plain and with
+    the fused FP8 quantizer) get ``EARLY_TRIGGER`` where programmatic dependent launch is on, and no other align
+    launch does (the two-kernel align of more slots, or without programmatic dependent launch)."""
+    from fusedmoe.backends import triton_moe as tm
+    from fusedmoe.formats.triton_quant import plan_fp8
+
+    with pytest.raises(TypeError, match="bool"):
+        tm.set_align_early_trigger(1)
+    seen = []
+    monkeypatch.setattr(tm, "launch", lambda kernel, grid, *args, **kw: seen.append((kernel.__name__, kw)))
+    pdl_on = [True]
+    monkeypatch.setattr(tm, "_pdl_args", lambda dev, interp, tokens: (
+        {"USE_GDC": True, "launch_pdl": True} if pdl_on[0] else {"USE_GDC": False}))
+    x = torch.randn(3, 256, dtype=torch.bfloat16)
+
+    def launches(T, early, pdl=True, quant=False):
+        seen.clear()
+        pdl_on[0] = pdl
+        ids = torch.randint(0, 8, (T, 2), dtype=torch.int32)
+        plan = plan_fp8(x, Format.FP8_TOKEN) if quant else None
+        prev = tm.set_align_early_trigger(early)
+        try:
+            tm.align_slots(ids, 8, 16, quant=plan)
+        finally:
+            assert tm.set_align_early_trigger(prev) is early
+        return {name: kw.get("EARLY_TRIGGER", False) for name, kw in seen}
+
+    assert tm._ALIGN_TRIGGER["enabled"] is False  # the default
+    assert launches(3, False) == {"_align_scatter_kernel": False}
+    assert launches(3, True) == {"_align_scatter_kernel": True}
+    assert launches(3, True, quant=True) == {"_align_scatter_quant_kernel": True}
+    assert launches(3, True, pdl=False) == {"_align_scatter_kernel": False}
+    big = tm._SINGLE_ALIGN_MAX // 2 + 1  # two chunks: the count and scatter kernels
+    assert launches(big, True) == {"_align_count_kernel": False, "_align_scatter_kernel": False}
+
+
 def _graph_replay_matches(prob, wfmt, I_pad, expected, *, offset=0, replays=1, config=None):
     """Capture one ``triton_experts`` call of ``prob`` (SwiGLU; ``config`` or the chosen one) in a
     CUDA graph (after an eager warm-up) and check that every replay writes exactly ``expected``."""
@@ -673,8 +710,9 @@ def _graph_replay_matches(prob, wfmt, I_pad, expected, *, offset=0, replays=1, c
 @pytest.mark.parametrize("T", [1, 300])
 def test_gpu_programmatic_dependent_launch_same_bits(wfmt, T):
     """With programmatic dependent launch on (Hopper), eager and CUDA-graph results are
-    bit-identical to the plain launch (every kernel waits for its prior grid before loading)."""
-    from fusedmoe.backends.triton_moe import set_programmatic_dependent_launch
+    bit-identical to the plain launch (every kernel waits for its prior grid before loading) -- also with the
+    align letting the next grid launch right after its wait (``set_align_early_trigger``, decode)."""
+    from fusedmoe.backends.triton_moe import set_align_early_trigger, set_programmatic_dependent_launch
 
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("programmatic dependent launch needs compute capability >= 9")
@@ -687,6 +725,13 @@ def test_gpu_programmatic_dependent_launch_same_bits(wfmt, T):
         got, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
         assert torch.equal(got, base)
         _graph_replay_matches(prob, wfmt, 768, base)
+        prev_early = set_align_early_trigger(True)
+        try:
+            got, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
+            assert torch.equal(got, base)
+            _graph_replay_matches(prob, wfmt, 768, base)
+        finally:
+            set_align_early_trigger(prev_early)
     finally:
         set_programmatic_dependent_launch(prev)
 
@@ -1658,7 +1703,8 @@ def test_gpu_split_k_cuda_graph(wfmt):
     """Split-K at one token (DeepSeek-V3 TP8 shape, GEMM1 8 splits, GEMM2 2): within the bound,
     bit-identical eager and in a captured CUDA graph replayed twice and on a second stream (the
     graph owns its arrival counters: a captured launch never shares the eager cache's buffer) --
-    with the counters zeroed by a memset node and by the align launch (``set_align_zero_fill``)."""
+    with the counters zeroed by a memset node and by the align launch (``set_align_zero_fill``), and with the align
+    letting GEMM1 launch right after its own wait (``set_align_early_trigger``)."""
     prob = make_problem(T=1, H=7168, I=256, I_pad=256, E=256, K=8, act=Activation.SWIGLU, wfmt=wfmt,
                         dtype=torch.bfloat16, seed=5)
     bn = 128 if wfmt is Format.FP8_BLOCK else 64
@@ -1678,23 +1724,29 @@ def test_gpu_split_k_cuda_graph(wfmt):
 
     launch()
     assert torch.equal(out, eager)
-    from fusedmoe.backends.triton_moe import set_align_zero_fill
+    from fusedmoe.backends.triton_moe import set_align_early_trigger, set_align_zero_fill
 
-    for zero_in_align in (False, True):  # the counters zeroed by a memset node, or by the align launch
-        prev = set_align_zero_fill(zero_in_align)
+    # the counters zeroed by a memset node, or by the align launch; the align's early trigger off / on
+    for zero_in_align, early in ((False, False), (True, False), (True, True)):
+        prev, prev_early = set_align_zero_fill(zero_in_align), set_align_early_trigger(early)
         try:
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 launch()
+            out.zero_()
+            launch()  # eager, the same switches
+            torch.cuda.synchronize()
+            assert torch.equal(out, eager), (zero_in_align, early)
         finally:
             set_align_zero_fill(prev)
+            set_align_early_trigger(prev_early)
         for stream in (torch.cuda.current_stream(), torch.cuda.Stream(), torch.cuda.current_stream()):
             out.zero_()
             torch.cuda.synchronize()
             with torch.cuda.stream(stream):
                 graph.replay()
             torch.cuda.synchronize()
-            assert torch.equal(out, eager), zero_in_align
+            assert torch.equal(out, eager), (zero_in_align, early)
 
 
 @gpu

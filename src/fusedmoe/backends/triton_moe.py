@@ -768,6 +768,22 @@ def set_align_zero_fill(enabled: bool) -> bool:
     return _swap_bool(_ALIGN_ZERO, enabled)
 
 
+# decode (the one-program align) under programmatic dependent launch: the align lets the next grid launch right
+# after its own wait instead of as its programs exit (kernels/_align._gdc_enter); FUSEDMOE_ALIGN_TRIGGER=1 turns it
+# on. Off by default: written in the fortieth session, not yet measured (harness peer fusedmoe-altrig)
+_ALIGN_TRIGGER = {"enabled": os.environ.get("FUSEDMOE_ALIGN_TRIGGER", "0") == "1"}
+
+
+def set_align_early_trigger(enabled: bool) -> bool:
+    """Decode calls (one-program align, ``T * top_k <= 256``) under programmatic dependent launch: ``True`` -- the
+    align launch calls ``griddepcontrol.launch_dependents`` right after its wait for the prior grid, so the next
+    kernel's programs (GEMM1, or a quantizer / gather launch before it) are scheduled while the align runs and
+    start the moment it ends; ``False`` (the default) -- they launch as the align's programs exit. Every kernel of
+    the chain waits for its prior grid before its first load, so the results are the same bits either way (GPU
+    test). Returns the previous setting."""
+    return _swap_bool(_ALIGN_TRIGGER, enabled)
+
+
 def _align_zeroes_counters(device: torch.device) -> bool:
     """Whether this call's split-K counters are left to the align launch to zero (``set_align_zero_fill``): only
     fresh buffers need it, i.e. while a CUDA graph is being captured."""
@@ -875,6 +891,8 @@ def align_slots(topk_ids: torch.Tensor, num_local_experts: int, block_m: int, *,
             E_LOC=E, INCLUDE_NONLOCAL=include_nonlocal, NUM_BINS=num_bins, CHUNK=chunk, num_warps=warps,
         )
     pdl = _pdl_args(dev, interpreted(_align._align_scatter_kernel), topk_ids.shape[0] if tokens is None else tokens)
+    if single and pdl["USE_GDC"] and _ALIGN_TRIGGER["enabled"]:
+        pdl = dict(pdl, EARLY_TRIGGER=True)
     if quant is not None:
         q_args, q_meta = quant.fused_args()
         launch(_align._align_scatter_quant_kernel, (1 + quant.programs,),

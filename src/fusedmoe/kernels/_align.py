@@ -98,10 +98,10 @@ def _align_scatter_kernel(
     zero_ptr=None,  # ZERO_BLOCK > 0: int32 [n_zero] set to 0 by program 0 (the GEMMs' split-K counters)
     n_zero=0,
     ZERO_BLOCK: tl.constexpr = 0,
+    EARLY_TRIGGER: tl.constexpr = False,  # USE_GDC: let the next grid launch right after the wait (_gdc_enter)
 ):
     """grid = (num_chunks,): scatter the slots of one chunk, plus a share of the metadata."""
-    if USE_GDC:
-        tl.extra.cuda.gdc_wait()
+    _gdc_enter(USE_GDC, EARLY_TRIGGER)
     _zero_fill(zero_ptr, n_zero, ZERO_BLOCK)
     _align_scatter(tl.program_id(0), topk_ids_ptr, counts_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr,
                    num_slots, expert_offset, num_chunks, max_blocks, E_LOC, INCLUDE_NONLOCAL, NUM_BINS, CHUNK, BLOCK_M,
@@ -140,6 +140,7 @@ def _align_scatter_quant_kernel(
     n_zero=0,
     ZERO_BLOCK: tl.constexpr = 0,
     DOT_ROWS: tl.constexpr = False,  # programs 1..: hidden's rows in the FP4 decode kernel's dot order, no quantizer
+    EARLY_TRIGGER: tl.constexpr = False,  # as in _align_scatter_kernel
 ):
     """Decode (one chunk of slots): the single-program align in program 0 and the FP8
     quantization of hidden in programs 1.. (the programs of ``_fp8_row_kernel`` or
@@ -149,8 +150,7 @@ def _align_scatter_quant_kernel(
     in that kernel's dot order (:func:`_dot64_rows`: BLOCK_T rows x BLOCK_C columns a program; ``s_ptr``, ``src_ptr``
     and the quantizer's constexprs unused), so that its loader copies 16-byte runs of them by cp.async instead of a
     gather launch between the align and the GEMM."""
-    if USE_GDC:
-        tl.extra.cuda.gdc_wait()
+    _gdc_enter(USE_GDC, EARLY_TRIGGER)
     _zero_fill(zero_ptr, n_zero, ZERO_BLOCK)
     pid = tl.program_id(0)
     if pid == 0:
@@ -164,6 +164,18 @@ def _align_scatter_quant_kernel(
     else:
         _fp8_rows(pid - 1, x_ptr, q_ptr, s_ptr, src_ptr, T, C, stride_x, stride_q, SCALE_MODE, OUT_FP32, BLOCK_T,
                   BLOCK_C, RCP_DIV)
+
+
+@triton.jit
+def _gdc_enter(USE_GDC: tl.constexpr, EARLY_TRIGGER: tl.constexpr):
+    """Programmatic dependent launch: wait for the prior grid before the first load; ``EARLY_TRIGGER``
+    (``triton_moe.set_align_early_trigger``) then lets the next grid launch at once, so its programs are resident
+    and waiting (every kernel of the chain waits for its prior grid before its first load) while this launch runs,
+    instead of launching as this launch's programs exit."""
+    if USE_GDC:
+        tl.extra.cuda.gdc_wait()
+        if EARLY_TRIGGER:
+            tl.extra.cuda.gdc_launch_dependents()
 
 
 @triton.jit
