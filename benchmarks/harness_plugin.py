@@ -42,8 +42,7 @@ block tiles reading one weight scale a column group instead of a per-column vect
 ``set_ws_block_scalar_scales(True)``; same bits; ``fusedmoe-wswide`` runs the wide FP8 block tiles, which always do);
 ``fusedmoe-noblkw1`` (the Triton FP8 block GEMMs with a 128-vector of weight scales over each tile's rows, as before the
 thirty-eighth session, instead of one scale a tile: ``set_block_w1(False)``; same bits); ``fusedmoe-altrig`` (the
-decode align letting the next grid launch right after its own wait: ``set_align_early_trigger(True)``; same bits);
-``fusedmoe-trigall`` (that and the Triton GEMMs' likewise: ``set_gemm_early_trigger(True)`` too; same bits).
+decode align letting the next grid launch right after its own wait: ``set_align_early_trigger(True)``; same bits).
 """
 
 import torch
@@ -203,16 +202,6 @@ def _with_setting(setter, value, base=None):
     return make
 
 
-def _set_early_triggers(on):
-    """``set_align_early_trigger`` and ``set_gemm_early_trigger`` together; returns the previous pair's first (both
-    are set from one value)."""
-    from fusedmoe.backends import triton_moe
-
-    prev = triton_moe.set_align_early_trigger(on)
-    triton_moe.set_gemm_early_trigger(on)
-    return prev
-
-
 def _set_align_quant(on):
     """``triton_moe._ALIGN_QUANT`` (decode: hidden quantized in the align launch; default on);
     returns the previous value."""
@@ -277,7 +266,6 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-blkscalar": _with_setting("set_ws_block_scalar_scales", True),
          "fusedmoe-noblkw1": _with_setting("set_block_w1", False),
          "fusedmoe-altrig": _with_setting("set_align_early_trigger", True),
-         "fusedmoe-trigall": _with_setting(_set_early_triggers, True),
          "fusedmoe-ws-blkscalar": _with_setting("set_ws_block_scalar_scales", True,
                                                 _config_peer(_ws(True), "the warp-specialized kernels", _WS_DTYPES)),
          "fusedmoe-notrim": _with_setting("set_trim_stages", False),

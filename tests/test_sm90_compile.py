@@ -418,37 +418,6 @@ def test_align_early_trigger_for_sm90(tmp_path):
         assert rows[f"{name} 1 1"] == "wait launch_dependents", rows
 
 
-_GEMM_TRIGGER = r'''
-if __name__ == "__main__":
-    for which in (1, 2):
-        for early in (False, True):
-            for split in (1, 4):
-                ptx = gemm(which, "plain", "plain", quant=0, gdc=True, split=split, early=early).asm["ptx"]
-                ops = [(m.start(), m.group(1)) for m in re.finditer(
-                    r"griddepcontrol\.(wait|launch_dependents)|(wgmma\.mma_async|mma\.sync)", ptx)]
-                seq = []
-                for _, op in ops:  # griddepcontrol ops, and "mma" once before the first / after the last MMA
-                    op = op or "mma"
-                    if not seq or seq[-1] != op:
-                        seq.append(op)
-                print(f"g{which} {int(early)} {split}|{' '.join(seq)}", flush=True)
-'''
-
-
-def test_gemm_early_trigger_for_sm90(tmp_path):
-    """``set_gemm_early_trigger``: the Triton GEMM1 / GEMM2 (16-bit decode tiles, with and without split-K) compiled
-    for sm_90 under programmatic dependent launch call ``griddepcontrol.launch_dependents`` right after their wait
-    -- before any MMA -- with ``EARLY_TRIGGER``, and after the main loop's MMAs without it."""
-    head, sep, _ = _SM90_SCRIPT.partition('if __name__ == "__main__":')
-    assert sep, "the fp4 test's script changed shape: update this test"
-    rows = dict(run_sm90_script(tmp_path, head + _VARIANTS.split("VARIANTS = {")[0] + _GEMM_TRIGGER))
-    assert len(rows) == 8, rows
-    for which in (1, 2):
-        for split in (1, 4):
-            assert rows[f"g{which} 1 {split}"] == "wait launch_dependents mma", rows
-            assert rows[f"g{which} 0 {split}"] == "wait mma launch_dependents", rows
-
-
 def test_dot_order_repro_keeps_the_failing_structure_for_sm90(tmp_path):
     """``benchmarks/dot_order_repro.py`` (the next device session's repro of the dot-order activations' 8-warp
     failure without FP4) compiles for sm_90 into the structure of the failing kernel: register A, the cp.async token

@@ -674,32 +674,13 @@ def test_align_early_trigger_switch(monkeypatch):
             assert tm.set_align_early_trigger(prev) is early
         return {name: kw.get("EARLY_TRIGGER", False) for name, kw in seen}
 
-    assert tm._ALIGN_TRIGGER["enabled"] is False and tm._GEMM_TRIGGER["enabled"] is False  # the defaults
-    with pytest.raises(TypeError, match="bool"):
-        tm.set_gemm_early_trigger("on")
+    assert tm._ALIGN_TRIGGER["enabled"] is False  # the default
     assert launches(3, False) == {"_align_scatter_kernel": False}
     assert launches(3, True) == {"_align_scatter_kernel": True}
     assert launches(3, True, quant=True) == {"_align_scatter_quant_kernel": True}
     assert launches(3, True, pdl=False) == {"_align_scatter_kernel": False}
     big = tm._SINGLE_ALIGN_MAX // 2 + 1  # two chunks: the count and scatter kernels
     assert launches(big, True) == {"_align_count_kernel": False, "_align_scatter_kernel": False}
-
-    # set_gemm_early_trigger: the Triton GEMM launches of a forward get EARLY_TRIGGER (under programmatic dependent
-    # launch only), the align and combine launches do not
-    prob = make_problem(T=3, H=64, I=32, I_pad=32, E=8, K=2, act=Activation.SWIGLU, wfmt=Format.BF16,
-                        dtype=torch.float32, seed=1)
-    for pdl, early in ((True, False), (True, True), (False, True)):
-        seen.clear()
-        pdl_on[0] = pdl
-        prev = tm.set_gemm_early_trigger(early)
-        try:
-            run_case(prob, act=Activation.SWIGLU, wfmt=Format.BF16)
-        finally:
-            tm.set_gemm_early_trigger(prev)
-        got = {name: kw.get("EARLY_TRIGGER", False) for name, kw in seen}
-        want = pdl and early
-        assert got == {"_align_scatter_kernel": False, "_gemm1_kernel": want, "_gemm2_kernel": want,
-                       "_combine_kernel": False}, (pdl, early, got)
 
 
 def _graph_replay_matches(prob, wfmt, I_pad, expected, *, offset=0, replays=1, config=None):
@@ -730,10 +711,8 @@ def _graph_replay_matches(prob, wfmt, I_pad, expected, *, offset=0, replays=1, c
 def test_gpu_programmatic_dependent_launch_same_bits(wfmt, T):
     """With programmatic dependent launch on (Hopper), eager and CUDA-graph results are
     bit-identical to the plain launch (every kernel waits for its prior grid before loading) -- also with the
-    align and the Triton GEMMs letting the next grid launch right after their wait (``set_align_early_trigger``,
-    ``set_gemm_early_trigger``)."""
-    from fusedmoe.backends.triton_moe import (set_align_early_trigger, set_gemm_early_trigger,
-                                              set_programmatic_dependent_launch)
+    align letting the next grid launch right after its wait (``set_align_early_trigger``, decode)."""
+    from fusedmoe.backends.triton_moe import set_align_early_trigger, set_programmatic_dependent_launch
 
     if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("programmatic dependent launch needs compute capability >= 9")
@@ -746,14 +725,13 @@ def test_gpu_programmatic_dependent_launch_same_bits(wfmt, T):
         got, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
         assert torch.equal(got, base)
         _graph_replay_matches(prob, wfmt, 768, base)
-        prev_early, prev_gemm = set_align_early_trigger(True), set_gemm_early_trigger(True)
+        prev_early = set_align_early_trigger(True)
         try:
             got, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
             assert torch.equal(got, base)
             _graph_replay_matches(prob, wfmt, 768, base)
         finally:
             set_align_early_trigger(prev_early)
-            set_gemm_early_trigger(prev_gemm)
     finally:
         set_programmatic_dependent_launch(prev)
 
@@ -1726,8 +1704,7 @@ def test_gpu_split_k_cuda_graph(wfmt):
     bit-identical eager and in a captured CUDA graph replayed twice and on a second stream (the
     graph owns its arrival counters: a captured launch never shares the eager cache's buffer) --
     with the counters zeroed by a memset node and by the align launch (``set_align_zero_fill``), and with the align
-    letting the next grid launch right after its own wait, and the GEMMs too (``set_align_early_trigger``,
-    ``set_gemm_early_trigger``)."""
+    letting GEMM1 launch right after its own wait (``set_align_early_trigger``)."""
     prob = make_problem(T=1, H=7168, I=256, I_pad=256, E=256, K=8, act=Activation.SWIGLU, wfmt=wfmt,
                         dtype=torch.bfloat16, seed=5)
     bn = 128 if wfmt is Format.FP8_BLOCK else 64
@@ -1747,12 +1724,11 @@ def test_gpu_split_k_cuda_graph(wfmt):
 
     launch()
     assert torch.equal(out, eager)
-    from fusedmoe.backends.triton_moe import set_align_early_trigger, set_align_zero_fill, set_gemm_early_trigger
+    from fusedmoe.backends.triton_moe import set_align_early_trigger, set_align_zero_fill
 
-    # the counters zeroed by a memset node, or by the align launch; the early triggers off / on
+    # the counters zeroed by a memset node, or by the align launch; the align's early trigger off / on
     for zero_in_align, early in ((False, False), (True, False), (True, True)):
         prev, prev_early = set_align_zero_fill(zero_in_align), set_align_early_trigger(early)
-        prev_gemm = set_gemm_early_trigger(early)
         try:
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
@@ -1764,7 +1740,6 @@ def test_gpu_split_k_cuda_graph(wfmt):
         finally:
             set_align_zero_fill(prev)
             set_align_early_trigger(prev_early)
-            set_gemm_early_trigger(prev_gemm)
         for stream in (torch.cuda.current_stream(), torch.cuda.Stream(), torch.cuda.current_stream()):
             out.zero_()
             torch.cuda.synchronize()

@@ -784,21 +784,6 @@ def set_align_early_trigger(enabled: bool) -> bool:
     return _swap_bool(_ALIGN_TRIGGER, enabled)
 
 
-# the same for the Triton GEMMs (kernels/_moe_gemm.py EARLY_TRIGGER: right after their wait instead of after the main
-# loop), wherever programmatic dependent launch is on; FUSEDMOE_GEMM_TRIGGER=1 turns it on. Off by default: written
-# in the fortieth session, not yet measured (harness peer fusedmoe-trigall: both switches)
-_GEMM_TRIGGER = {"enabled": os.environ.get("FUSEDMOE_GEMM_TRIGGER", "0") == "1"}
-
-
-def set_gemm_early_trigger(enabled: bool) -> bool:
-    """Calls under programmatic dependent launch: ``True`` -- the Triton GEMM1 / GEMM2 launches call
-    ``griddepcontrol.launch_dependents`` right after their wait for the prior grid, so the next kernel's programs
-    are resident and waiting from then on (the warp-specialized Gluon kernels already do so); ``False`` (the
-    default) -- after their main loop, so the next grid launches during their epilogues. Same bits (GPU test).
-    Returns the previous setting."""
-    return _swap_bool(_GEMM_TRIGGER, enabled)
-
-
 def _align_zeroes_counters(device: torch.device) -> bool:
     """Whether this call's split-K counters are left to the align launch to zero (``set_align_zero_fill``): only
     fresh buffers need it, i.e. while a CUDA graph is being captured."""
@@ -1927,8 +1912,6 @@ def triton_experts(
         raise NotImplementedError(why)
     dev_name, num_sms = _device_info(dev)
     pdl = _pdl_args(dev, interp, T)
-    # the Triton GEMMs' launches only (set_gemm_early_trigger; the Gluon kernels trigger right after their wait)
-    gemm_trigger = {"EARLY_TRIGGER": True} if pdl["USE_GDC"] and _GEMM_TRIGGER["enabled"] else {}
     smem = 0 if dev.type != "cuda" else _cuda_smem_per_block(dev.index if dev.index is not None
                                                             else torch.cuda.current_device())
     cfg = choose_moe_config(T, H, I_pad, E, K, wfmt, activation, dev_name, override=config, num_sms=num_sms)
@@ -2189,7 +2172,7 @@ def triton_experts(
             BLOCK_M=BM, BLOCK_N=c1.block_n, BLOCK_K=c1.block_k, GROUP_M=c1.group_m, SWAP_AB=c1.swap_ab,
             EVEN_K=H % c1.block_k == 0 or kt1 > 0, EVEN_N=I_pad % c1.block_n == 0, UPCAST=upcast1, PRECISION=prec1,
             FAST_ACC=c1.fp8_fast_accum,
-            SPLIT_K=c1.split_k, JOIN=micro and join_gate_up(wfmt, c1.swap_ab), **pdl, **gemm_trigger,
+            SPLIT_K=c1.split_k, JOIN=micro and join_gate_up(wfmt, c1.swap_ab), **pdl,
             RCP_DIV=_RCP_DIV["enabled"] and not interp,  # the interpreter's fma is not fused
             W_TK=w13.value_tile_k, W_SWZ=w13.value_swizzled, K_TAIL=kt1,
             A_PERMUTED=dot1, OUT_DOT_BK=c2.block_k if dot2 else 0,
@@ -2288,7 +2271,7 @@ def triton_experts(
             BLOCK_M=BM, BLOCK_N=c2.block_n, BLOCK_K=c2.block_k, GROUP_M=c2.group_m, SWAP_AB=c2.swap_ab,
             EVEN_K=I_pad % c2.block_k == 0 or kt2 > 0, EVEN_N=H % c2.block_n == 0, UPCAST=upcast2, PRECISION=prec2,
             FAST_ACC=c2.fp8_fast_accum,
-            SPLIT_K=c2.split_k, **pdl, **gemm_trigger, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
+            SPLIT_K=c2.split_k, **pdl, PERSISTENT=bool(pers2), N_TILES=c2.n_tiles,
             HELD_KB=cdiv(I_pad, c2.block_k) if c2.n_tiles > 1 and wfmt is Format.FP8_BLOCK else 1,
             W_TK=w2.value_tile_k, W_SWZ=w2.value_swizzled, K_TAIL=kt2, A_PERMUTED=dot2,
             W_SRUN=_scale_run(wfmt, w2_s, c2, c2.block_n, I_pad % c2.block_k == 0 or kt2 > 0, mxdot,

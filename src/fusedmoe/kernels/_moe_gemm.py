@@ -511,7 +511,6 @@ def _gemm1_kernel(
     W_SRUN: tl.constexpr = 0,  # MICRO, not MXDOT: weight block scales read in aligned runs of W_SRUN bytes a row
     #                            (_blockscaled._tile_scales; launcher: triton_moe._scale_run)
     BLOCK_W1: tl.constexpr = True,  # BLOCK: tiles of <= 128 weight rows read one weight scale (_block_w_ptrs)
-    EARLY_TRIGGER: tl.constexpr = False,  # USE_GDC: let the next grid launch right after the wait, not the main loop
 ):
     """GEMM1 + bias + activation + intermediate rounding/quantization.
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K).
@@ -528,8 +527,6 @@ def _gemm1_kernel(
     MXFP4 GEMM1: 348 per 128 values against 202 per 64), and a masked K tail in every step costs more (425)."""
     if USE_GDC:
         tl.extra.cuda.gdc_wait()  # before the first load: every input may come from the prior grid
-        if EARLY_TRIGGER:  # triton_moe.set_gemm_early_trigger
-            tl.extra.cuda.gdc_launch_dependents()
     pid = tl.program_id(0)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _tile_ids(pid, num_blocks_m, num_pid_n, GROUP_M)
@@ -659,7 +656,7 @@ def _gemm1_kernel(
             if GATED:
                 wu_ptrs += BLOCK_K
 
-    if USE_GDC and not EARLY_TRIGGER:
+    if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()  # the next grid may start launching (it waits for our end)
     if SWAP_AB:
         acc_g = tl.trans(acc_g)
@@ -990,7 +987,6 @@ def _gemm2_kernel(
     A_PERMUTED: tl.constexpr = False,  # MICRO, 16-bit A: the intermediate in the dot order (GEMM1's OUT_DOT_BK)
     W_SRUN: tl.constexpr = 0,  # MICRO, not MXDOT: as in _gemm1_kernel
     BLOCK_W1: tl.constexpr = True,  # BLOCK: as in _gemm1_kernel
-    EARLY_TRIGGER: tl.constexpr = False,  # USE_GDC: as in _gemm1_kernel
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
@@ -1011,8 +1007,6 @@ def _gemm2_kernel(
     BLOCK_K: the same bits for any N_TILES."""
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
-        if EARLY_TRIGGER:  # triton_moe.set_gemm_early_trigger
-            tl.extra.cuda.gdc_launch_dependents()
     num_pid_n = tl.cdiv(N, BLOCK_N)
     if N_TILES > 1:
         _gemm2_held_a(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
@@ -1020,7 +1014,7 @@ def _gemm2_kernel(
                       stride_asm, stride_wse, stride_wsn, stride_be, stride_om, TOP_K, E_LOC, QUANT,
                       HAS_BIAS, MUL_ROUTING_WEIGHT, OUT_ATOMIC, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N,
                       UPCAST, PRECISION, FAST_ACC, N_TILES, HELD_KB, BLOCK_W1)
-        if USE_GDC and not EARLY_TRIGGER:
+        if USE_GDC:
             tl.extra.cuda.gdc_launch_dependents()
         return
     if PERSISTENT:
@@ -1048,7 +1042,7 @@ def _gemm2_kernel(
             if OUT_ATOMIC:
                 st_mask = st_mask & local
             _gemm2_store(out_ptr, out_offs, tl.where(local, acc, 0.0), st_mask, OUT_ATOMIC)
-        if USE_GDC and not EARLY_TRIGGER:
+        if USE_GDC:
             tl.extra.cuda.gdc_launch_dependents()
         return
     pid = tl.program_id(0)
@@ -1081,7 +1075,7 @@ def _gemm2_kernel(
                           k_hi, K, stride_am, stride_we, stride_wn, stride_asm, stride_wse, stride_wsn, stride_wsk,
                           QUANT, A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K,
                           EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK, W_SWZ, K_TAIL, A_PERMUTED, W_SRUN, BLOCK_W1)
-    if USE_GDC and not EARLY_TRIGGER:
+    if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()
     if SWAP_AB:
         acc = tl.trans(acc)
