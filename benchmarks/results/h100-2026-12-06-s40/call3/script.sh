@@ -1,0 +1,1 @@
+mkdir -p $OUT/t && OUT=$OUT/t TUNE_OUT=$PWD/src/fusedmoe/configs/triton_moe_tuned.json TUNE_MAX_CANDIDATES=8 bash benchmarks/device_run.sh "tune:deepseek-v3:fp8_tensor,fp8_block:230:2048,8192" > /tmp/t.log 2>&1; tail -25 /tmp/t.log; cp /tmp/t.log $OUT/t/log.txt; cp src/fusedmoe/configs/triton_moe_tuned.json $OUT/; cd $OUT && tar czf t.tgz t && rm -rf t
