@@ -27,7 +27,8 @@ from fusedmoe.config import Format
 
 # name -> (setter of fusedmoe.backends.triton_moe, value): each setting is the defaults with that one change
 SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programmatic_dependent_launch", False),
-            "altrig": ("set_align_early_trigger", True),  # the decode align lets the next grid launch at its wait
+            # the decode align lets the next grid launch only as it exits (the default since s40: right at its wait)
+            "noaltrig": ("set_align_early_trigger", False),
             # no tuned entries of a sibling GPU (an H100 SXM: the heuristic, not the H200's entries)
             "nosib": ("set_table_siblings", False),
             "fusecomb": ("set_fused_combine", 1 << 30), "notrim": ("set_trim_stages", False),

@@ -37,12 +37,13 @@ every consumer thread freeing the ring slots: ``set_ws_decode(False, thread_rele
 (no tuned entries of a sibling GPU: on an H100 SXM the heuristic where the default takes the H200's entries,
 ``set_table_siblings(False)``); ``fusedmoe-wspipe`` (the warp-specialized FP8 GEMMs -- blocks too -- with the
 promotion pipelined, two partial sets taking turns: ``set_ws_pipelined_promotion(True)``; same bits);
-``fusedmoe-blkscalar`` / ``fusedmoe-ws-blkscalar`` (``fusedmoe`` / ``fusedmoe-ws`` with the narrow warp-specialized FP8
-block tiles reading one weight scale a column group instead of a per-column vector:
-``set_ws_block_scalar_scales(True)``; same bits; ``fusedmoe-wswide`` runs the wide FP8 block tiles, which always do);
+``fusedmoe-noblkscalar`` / ``fusedmoe-ws-noblkscalar`` (``fusedmoe`` / ``fusedmoe-ws`` with the narrow
+warp-specialized FP8 block tiles reading a per-column vector of weight scales instead of one scale a column group, as
+before the fortieth session: ``set_ws_block_scalar_scales(False)``; same bits; the wide FP8 block tiles always read one);
 ``fusedmoe-noblkw1`` (the Triton FP8 block GEMMs with a 128-vector of weight scales over each tile's rows, as before the
-thirty-eighth session, instead of one scale a tile: ``set_block_w1(False)``; same bits); ``fusedmoe-altrig`` (the
-decode align letting the next grid launch right after its own wait: ``set_align_early_trigger(True)``; same bits).
+thirty-eighth session, instead of one scale a tile: ``set_block_w1(False)``; same bits); ``fusedmoe-noaltrig`` (the
+decode align letting the next grid launch only as its programs exit, as before the fortieth session:
+``set_align_early_trigger(False)``; same bits).
 """
 
 import torch
@@ -263,10 +264,10 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-nopersist": _with_setting("set_persistent_gemm2", False),
          "fusedmoe-nosib": _with_setting("set_table_siblings", False),
          "fusedmoe-wspipe": _with_setting("set_ws_pipelined_promotion", True),
-         "fusedmoe-blkscalar": _with_setting("set_ws_block_scalar_scales", True),
+         "fusedmoe-noblkscalar": _with_setting("set_ws_block_scalar_scales", False),
          "fusedmoe-noblkw1": _with_setting("set_block_w1", False),
-         "fusedmoe-altrig": _with_setting("set_align_early_trigger", True),
-         "fusedmoe-ws-blkscalar": _with_setting("set_ws_block_scalar_scales", True,
+         "fusedmoe-noaltrig": _with_setting("set_align_early_trigger", False),
+         "fusedmoe-ws-noblkscalar": _with_setting("set_ws_block_scalar_scales", False,
                                                 _config_peer(_ws(True), "the warp-specialized kernels", _WS_DTYPES)),
          "fusedmoe-notrim": _with_setting("set_trim_stages", False),
          "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),

@@ -647,7 +647,7 @@ def test_programmatic_dependent_launch_switch(monkeypatch):
 
 
 def test_align_early_trigger_switch(monkeypatch):
-    """``set_align_early_trigger``: a bool switch, off by default; on, the one-program align launches (plain and with
+    """``set_align_early_trigger``: a bool switch, on by default; on, the one-program align launches (plain and with
     the fused FP8 quantizer) get ``EARLY_TRIGGER`` where programmatic dependent launch is on, and no other align
     launch does (the two-kernel align of more slots, or without programmatic dependent launch)."""
     from fusedmoe.backends import triton_moe as tm
@@ -674,7 +674,7 @@ def test_align_early_trigger_switch(monkeypatch):
             assert tm.set_align_early_trigger(prev) is early
         return {name: kw.get("EARLY_TRIGGER", False) for name, kw in seen}
 
-    assert tm._ALIGN_TRIGGER["enabled"] is False  # the default
+    assert tm._ALIGN_TRIGGER["enabled"] is True  # the default (fortieth session)
     assert launches(3, False) == {"_align_scatter_kernel": False}
     assert launches(3, True) == {"_align_scatter_kernel": True}
     assert launches(3, True, quant=True) == {"_align_scatter_quant_kernel": True}

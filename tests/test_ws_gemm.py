@@ -265,21 +265,23 @@ def test_ws_block_scales_compile_for_sm90(tmp_path):
 def test_ws_block_scalar_rule():
     """Where FP8 block tiles read one weight scale a column group: the wide and the pipelined tiles always, the
     narrow ones under the switch; a gated tile whose groups would straddle two scale blocks (N not a multiple of
-    block_n: a layer check refuses such intermediate sizes before) is an error, not a silent mix. The switch is off
-    by default, a bool only, and ``FUSEDMOE_WS_BLOCK_SCALAR=1`` starts with it on; the Triton GEMMs' switch
+    block_n: a layer check refuses such intermediate sizes before) is an error, not a silent mix. The switch is on
+    by default (fortieth session), a bool only, and ``FUSEDMOE_WS_BLOCK_SCALAR=0`` starts with it off; the Triton
+    GEMMs' switch
     (``set_block_w1``) is on by default and ``FUSEDMOE_BLOCK_W1=0`` turns it off."""
     from fusedmoe.backends import triton_moe as tm
 
     narrow_g, narrow = ws_config(True), ws_config(False)
     wide_g, wide = ws_config(True, bn=128), ws_config(False, bn=256)
-    assert tm._ws_block_w_scalar(wide_g, 2048, True) and tm._ws_block_w_scalar(wide, 1984, False)
-    assert not tm._ws_block_w_scalar(narrow_g, 2048, True) and not tm._ws_block_w_scalar(narrow, 2048, False)
-    assert tm._ws_block_w_scalar(narrow_g, 2048, True, pipe=True)  # the pipelined loops: always
-    with pytest.raises(ValueError, match="N a multiple of 128"):
-        tm._ws_block_w_scalar(wide_g, 192, True)
-    prev = tm.set_ws_block_scalar_scales(True)
+    prev = tm.set_ws_block_scalar_scales(False)
     try:
-        assert prev is False
+        assert prev is True  # the default
+        assert tm._ws_block_w_scalar(wide_g, 2048, True) and tm._ws_block_w_scalar(wide, 1984, False)
+        assert not tm._ws_block_w_scalar(narrow_g, 2048, True) and not tm._ws_block_w_scalar(narrow, 2048, False)
+        assert tm._ws_block_w_scalar(narrow_g, 2048, True, pipe=True)  # the pipelined loops: always
+        with pytest.raises(ValueError, match="N a multiple of 128"):
+            tm._ws_block_w_scalar(wide_g, 192, True)
+        assert tm.set_ws_block_scalar_scales(True) is False
         assert tm._ws_block_w_scalar(narrow_g, 192, True) and tm._ws_block_w_scalar(narrow, 160, False)
         with pytest.raises(ValueError, match="N a multiple of 64"):
             tm._ws_block_w_scalar(narrow_g, 160, True)
@@ -340,15 +342,15 @@ def test_ws_gemm_launch_flags(monkeypatch, wfmt):
 
     block = wfmt is Format.FP8_BLOCK
     narrow, wide = ws_config(True), ws_config(True, bn=128)
-    assert launch(narrow, 256) == (False, False)
-    assert launch(wide, 256) == (False, block)
-    assert launch(ws_config(False, bn=256), 384, gated=False) == (False, block)
-    assert launch(ws_pipelined(narrow, wfmt), 256) == (True, block)
-    assert launch(ws_pipelined(wide, wfmt), 256) == (True, block)
-    prev = tm.set_ws_block_scalar_scales(True)
+    assert launch(narrow, 256) == (False, block)  # the narrow block tiles' scalar scales: on by default
+    assert launch(ws_config(False), 384, gated=False) == (False, block)
+    prev = tm.set_ws_block_scalar_scales(False)
     try:
-        assert launch(narrow, 256) == (False, block)
-        assert launch(ws_config(False), 384, gated=False) == (False, block)
+        assert launch(narrow, 256) == (False, False)
+        assert launch(wide, 256) == (False, block)
+        assert launch(ws_config(False, bn=256), 384, gated=False) == (False, block)
+        assert launch(ws_pipelined(narrow, wfmt), 256) == (True, block)
+        assert launch(ws_pipelined(wide, wfmt), 256) == (True, block)
     finally:
         tm.set_ws_block_scalar_scales(prev)
     prev = tm.set_ws_pipelined_promotion(True)

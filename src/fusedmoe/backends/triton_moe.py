@@ -656,18 +656,21 @@ def set_block_w1(enabled: bool) -> bool:
     return _swap_bool(_BLOCK_W1, enabled)
 
 
-_WS_BLOCK_SCALAR = {"enabled": os.environ.get("FUSEDMOE_WS_BLOCK_SCALAR", "0") == "1"}
+# H100, the shared harness's FP8 block points at 512 / 2048 / 8192 tokens in one process (fortieth session, call 1):
+# the warp-specialized block tiles with the scalar scales 1.01-1.16x those with the vectors on all six points
+# (DeepSeek-V3 at 8192 tokens 11939 -> 10337 us)
+_WS_BLOCK_SCALAR = {"enabled": os.environ.get("FUSEDMOE_WS_BLOCK_SCALAR", "1") != "0"}
 
 
 def set_ws_block_scalar_scales(enabled: bool) -> bool:
-    """``False`` (the default until measured on a GPU; ``FUSEDMOE_WS_BLOCK_SCALAR=1`` starts with ``True``): the
-    narrow warp-specialized FP8 128 x 128 block tiles read each K block's weight scales as a vector over the tile's
-    columns (``w_s[col // 128]``, masked at N) and multiply it into every partial product. ``True``: one scalar for
-    each of the tile's column groups, which lie in one 128-row scale block each (:func:`_ws_block_w_scalar`) -- the
-    same products ``part * (a_s * w_s)`` fused into the same FMA, the same bits (GPU test); sm_90 compile: 145
-    instead of 326 instructions a K block in the gated 2 x 64 tile (128 / 296 non-gated), no spills. The wide FP8
-    block tiles (block_n 128 gated / 256: tuner candidates) always read their scales so. Returns the previous
-    setting."""
+    """``True`` (the default since the fortieth session; ``FUSEDMOE_WS_BLOCK_SCALAR=0`` starts with ``False``): the
+    narrow warp-specialized FP8 128 x 128 block tiles read one weight scale for each of the tile's column groups,
+    which lie in one 128-row scale block each (:func:`_ws_block_w_scalar`). ``False``: each K block's weight scales
+    as a vector over the tile's columns (``w_s[col // 128]``, masked at N) multiplied into every partial product.
+    The same products ``part * (a_s * w_s)`` fused into the same FMA either way, the same bits (GPU test); sm_90
+    compile: 145 instead of 326 instructions a K block in the gated 2 x 64 tile (128 / 296 non-gated), no spills;
+    H100: 1.01-1.16x (``_WS_BLOCK_SCALAR``). The wide FP8 block tiles (block_n 128 gated / 256: tuner candidates)
+    always read their scales so. Returns the previous setting."""
     return _swap_bool(_WS_BLOCK_SCALAR, enabled)
 
 
@@ -769,16 +772,19 @@ def set_align_zero_fill(enabled: bool) -> bool:
 
 
 # decode (the one-program align) under programmatic dependent launch: the align lets the next grid launch right
-# after its own wait instead of as its programs exit (kernels/_align._gdc_enter); FUSEDMOE_ALIGN_TRIGGER=1 turns it
-# on. Off by default: written in the fortieth session, not yet measured (harness peer fusedmoe-altrig)
-_ALIGN_TRIGGER = {"enabled": os.environ.get("FUSEDMOE_ALIGN_TRIGGER", "0") == "1"}
+# after its own wait instead of as its programs exit (kernels/_align._gdc_enter); FUSEDMOE_ALIGN_TRIGGER=0 turns it
+# off. On by default since the fortieth session: H100, the shared harness's 50 points at 1 / 8 tokens in one process
+# (fusedmoe vs the switch on, then the peer fusedmoe-altrig): 1.011x geomean, 1.013-1.056x on the short one-token
+# calls (Qwen3-30B FP8 per channel 25.0 -> 23.7 us), 49 of 50 points >= 0.995x. (The Triton GEMMs triggering right after their wait as well measured
+# 1.007x, down to 0.93x on Mixtral: not kept.)
+_ALIGN_TRIGGER = {"enabled": os.environ.get("FUSEDMOE_ALIGN_TRIGGER", "1") != "0"}
 
 
 def set_align_early_trigger(enabled: bool) -> bool:
     """Decode calls (one-program align, ``T * top_k <= 256``) under programmatic dependent launch: ``True`` -- the
     align launch calls ``griddepcontrol.launch_dependents`` right after its wait for the prior grid, so the next
     kernel's programs (GEMM1, or a quantizer / gather launch before it) are scheduled while the align runs and
-    start the moment it ends; ``False`` (the default) -- they launch as the align's programs exit. Every kernel of
+    start the moment it ends (the default); ``False`` -- they launch as the align's programs exit. Every kernel of
     the chain waits for its prior grid before its first load, so the results are the same bits either way (GPU
     test). Returns the previous setting."""
     return _swap_bool(_ALIGN_TRIGGER, enabled)
