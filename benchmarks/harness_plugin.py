@@ -39,7 +39,8 @@ every consumer thread freeing the ring slots: ``set_ws_decode(False, thread_rele
 promotion pipelined, two partial sets taking turns: ``set_ws_pipelined_promotion(True)``; same bits);
 ``fusedmoe-noblkscalar`` / ``fusedmoe-ws-noblkscalar`` (``fusedmoe`` / ``fusedmoe-ws`` with the narrow
 warp-specialized FP8 block tiles reading a per-column vector of weight scales instead of one scale a column group, as
-before the fortieth session: ``set_ws_block_scalar_scales(False)``; same bits; the wide FP8 block tiles always read one);
+before the fortieth session: ``set_ws_block_scalar_scales(False)``; same bits; the wide FP8 block tiles always read
+one);
 ``fusedmoe-noblkw1`` (the Triton FP8 block GEMMs with a 128-vector of weight scales over each tile's rows, as before the
 thirty-eighth session, instead of one scale a tile: ``set_block_w1(False)``; same bits); ``fusedmoe-noaltrig`` (the
 decode align letting the next grid launch only as its programs exit, as before the fortieth session:

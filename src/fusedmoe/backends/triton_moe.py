@@ -775,8 +775,8 @@ def set_align_zero_fill(enabled: bool) -> bool:
 # after its own wait instead of as its programs exit (kernels/_align._gdc_enter); FUSEDMOE_ALIGN_TRIGGER=0 turns it
 # off. On by default since the fortieth session: H100, the shared harness's 50 points at 1 / 8 tokens in one process
 # (fusedmoe vs the switch on, then the peer fusedmoe-altrig): 1.011x geomean, 1.013-1.056x on the short one-token
-# calls (Qwen3-30B FP8 per channel 25.0 -> 23.7 us), 49 of 50 points >= 0.995x. (The Triton GEMMs triggering right after their wait as well measured
-# 1.007x, down to 0.93x on Mixtral: not kept.)
+# calls (Qwen3-30B FP8 per channel 25.0 -> 23.7 us), 49 of 50 points >= 0.995x. (The Triton GEMMs triggering right
+# after their wait as well measured 1.007x, down to 0.93x on Mixtral: not kept.)
 _ALIGN_TRIGGER = {"enabled": os.environ.get("FUSEDMOE_ALIGN_TRIGGER", "1") != "0"}
 
 
