@@ -681,6 +681,12 @@ def test_align_early_trigger_switch(monkeypatch):
     assert launches(3, True, pdl=False) == {"_align_scatter_kernel": False}
     big = tm._SINGLE_ALIGN_MAX // 2 + 1  # two chunks: the count and scatter kernels
     assert launches(big, True) == {"_align_count_kernel": False, "_align_scatter_kernel": False}
+    # FUSEDMOE_ALIGN_TRIGGER=0 starts a process with it off (anything else: on)
+    code = "from fusedmoe.backends import triton_moe as tm; print(tm.set_align_early_trigger(False))"
+    for val, on in (("0", False), ("1", True)):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, "FUSEDMOE_ALIGN_TRIGGER": val}).stdout.strip()
+        assert out == str(on), (val, out)
 
 
 def _graph_replay_matches(prob, wfmt, I_pad, expected, *, offset=0, replays=1, config=None):
