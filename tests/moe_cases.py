@@ -1,5 +1,9 @@
 """Shared test-data helpers (imported by the kernel tests; not a test module)."""
 
+import os
+import subprocess
+import sys
+
 import torch
 
 
@@ -14,3 +18,13 @@ def distinct_topk_ids(T: int, K: int, E: int, offset: int, E_glob: int, g: torch
         row = others + [loc]
         rows.append([row[i] for i in torch.randperm(K, generator=g).tolist()])
     return torch.tensor(rows, dtype=torch.int32).reshape(T, K)
+
+
+def env_starts(setter: str, env: str, want: dict) -> None:
+    """A fresh process with ``env`` set to each key of ``want`` starts with ``triton_moe.<setter>``'s setting at its
+    value (what the setter returns)."""
+    code = f"from fusedmoe.backends import triton_moe as tm; print(tm.{setter}(False))"
+    for val, on in want.items():
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**os.environ, env: val}).stdout.strip()
+        assert out == str(on), (env, val, out)

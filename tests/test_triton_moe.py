@@ -48,7 +48,7 @@ from fusedmoe.backends.kernel_configs import (  # noqa: E402
 from fusedmoe.backends.triton_moe import align_slots, max_padded_rows, triton_experts  # noqa: E402
 from fusedmoe.config import Activation, ActivationParams, Format  # noqa: E402
 from fusedmoe.formats import QuantizedTensor, dequantize, quantize, quantize_weight  # noqa: E402
-from moe_cases import distinct_topk_ids  # noqa: E402
+from moe_cases import distinct_topk_ids, env_starts  # noqa: E402
 
 INTERP = os.environ.get("TRITON_INTERPRET") == "1"
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
@@ -682,11 +682,7 @@ def test_align_early_trigger_switch(monkeypatch):
     big = tm._SINGLE_ALIGN_MAX // 2 + 1  # two chunks: the count and scatter kernels
     assert launches(big, True) == {"_align_count_kernel": False, "_align_scatter_kernel": False}
     # FUSEDMOE_ALIGN_TRIGGER=0 starts a process with it off (anything else: on)
-    code = "from fusedmoe.backends import triton_moe as tm; print(tm.set_align_early_trigger(False))"
-    for val, on in (("0", False), ("1", True)):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                             env={**os.environ, "FUSEDMOE_ALIGN_TRIGGER": val}).stdout.strip()
-        assert out == str(on), (val, out)
+    env_starts("set_align_early_trigger", "FUSEDMOE_ALIGN_TRIGGER", {"0": False, "1": True})
 
 
 def _graph_replay_matches(prob, wfmt, I_pad, expected, *, offset=0, replays=1, config=None):

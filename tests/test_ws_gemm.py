@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from gluon_sm90 import SCRIPT_HEAD
+from moe_cases import env_starts
 from test_triton_fp4 import run_sm90_script
 from test_triton_moe import (ACT_FMT, DEV, INTERP, _bounds, _errors, _graph_replay_matches, _params,
                              _run_within_bound, gpu, interpreter, make_problem, run_case)
@@ -204,20 +205,7 @@ def test_ws_pipelined_promotion_switch():
         assert tm.set_ws_pipelined_promotion(False) is True
     finally:
         tm.set_ws_pipelined_promotion(prev)
-    _env_starts("set_ws_pipelined_promotion", "FUSEDMOE_WS_PIPE", {"1": True, "0": False})
-
-
-def _env_starts(setter: str, env: str, want: dict) -> None:
-    """A fresh process with ``env`` set to each key of ``want`` starts with ``triton_moe.<setter>``'s setting at its
-    value (what the setter returns)."""
-    import subprocess
-    import sys
-
-    code = f"from fusedmoe.backends import triton_moe as tm; print(tm.{setter}(False))"
-    for val, on in want.items():
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                             env={**os.environ, env: val}).stdout.strip()
-        assert out == str(on), (env, val, out)
+    env_starts("set_ws_pipelined_promotion", "FUSEDMOE_WS_PIPE", {"1": True, "0": False})
 
 
 _BLOCK_SCRIPT = _SCRIPT_HEAD + r'''
@@ -289,7 +277,7 @@ def test_ws_block_scalar_rule():
             tm.set_ws_block_scalar_scales(1)
     finally:
         tm.set_ws_block_scalar_scales(prev)
-    _env_starts("set_ws_block_scalar_scales", "FUSEDMOE_WS_BLOCK_SCALAR", {"1": True, "0": False})
+    env_starts("set_ws_block_scalar_scales", "FUSEDMOE_WS_BLOCK_SCALAR", {"1": True, "0": False})
     # the Triton GEMMs' one weight scale a tile: on by default, FUSEDMOE_BLOCK_W1=0 turns it off
     prev = tm.set_block_w1(True)
     try:
@@ -298,7 +286,7 @@ def test_ws_block_scalar_rule():
             tm.set_block_w1(0)
     finally:
         tm.set_block_w1(prev)
-    _env_starts("set_block_w1", "FUSEDMOE_BLOCK_W1", {"0": False, "1": True})
+    env_starts("set_block_w1", "FUSEDMOE_BLOCK_W1", {"0": False, "1": True})
 
 
 @pytest.mark.parametrize("wfmt", [Format.FP8_BLOCK, Format.FP8_TENSOR], ids=lambda f: f.name)
