@@ -33,20 +33,20 @@ A, F = Activation, Format
 
 _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4 as k4
-# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, CHUNKS, NV)
-for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV in (
-        (2, True, True, False, False, 128, 4, True, True, 64, 1, False),     # gpt-oss GEMM1: clamped SwiGLU, biases
-        (0, True, False, True, False, 256, 4, False, True, 128, 1, False),   # SwiGLU, weight on input, restoring cvt
-        (3, False, False, False, False, 256, 4, True, False, 128, 1, False),  # ReLU2 on plain tiled nibbles
-        (7, False, True, False, True, 128, 4, True, True, 64, 1, False),     # GEMM2: bias, routing weight
-        (7, False, False, False, True, 256, 4, True, True, 128, 1, False),   # GEMM2, 256-token tiles
-        (2, True, True, False, False, 256, 4, True, True, 64, 2, False),      # 256-token tiles in two halves (opt-in)
-        (7, False, True, False, True, 256, 4, True, True, 64, 2, False),
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False),      # 64-row chunks (opt-in)
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True),
-        (3, False, False, False, False, 256, 4, False, True, 128, 1, True),  # NVFP4: Nemotron GEMM1, ReLU2
-        (2, True, True, False, False, 128, 4, False, True, 64, 1, True),     # NVFP4 clamped SwiGLU, biases
-        (7, False, False, False, True, 256, 4, False, True, 64, 1, True)):   # NVFP4 GEMM2
+# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, CHUNKS, NV, SC_AHEAD)
+for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA in (
+        (2, True, True, False, False, 128, 4, True, True, 64, 1, False, False),  # gpt-oss GEMM1: clamped SwiGLU, biases
+        (0, True, False, True, False, 256, 4, False, True, 128, 1, False, False),  # SwiGLU, weight on input, restoring
+        (3, False, False, False, False, 256, 4, True, False, 128, 1, False, False),  # ReLU2 on plain tiled nibbles
+        (7, False, True, False, True, 128, 4, True, True, 64, 1, False, False),  # GEMM2: bias, routing weight
+        (7, False, False, False, True, 256, 4, True, True, 128, 1, False, True),  # GEMM2, 256-token tiles, scales ahead
+        (2, True, True, False, False, 256, 4, True, True, 64, 2, False, True),  # 256-token tiles in two halves
+        (7, False, True, False, True, 256, 4, True, True, 64, 2, False, False),
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, False),  # 64-row chunks (opt-in)
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True),
+        (3, False, False, False, False, 256, 4, False, True, 128, 1, True, False),  # NVFP4: Nemotron GEMM1, ReLU2
+        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True),  # NVFP4 clamped SwiGLU, biases, ahead
+        (7, False, False, False, True, 256, 4, False, True, 64, 1, True, False)):  # NVFP4 GEMM2
     XT = BT // CH  # the x box: a chunk
     xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
@@ -57,11 +57,13 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV in (
            "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32", "gs_ptr": "*fp32",
            "stride_sk": "i32"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
-              ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, CHUNKS=CH, NV=NV)
+              ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, CHUNKS=CH, NV=NV, SC_AHEAD=SCA)
     k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
+    loop = k_loop(sass_instructions(sass))
+    first = lambda op: min([i for i, x in enumerate(loop) if op in x], default=-1)
     print(ACT, GATED, BT, NV, CH, k.metadata.num_warps, sass.count("HGMMA.64x"), sass.count("USETMAXREG"),
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, sass.count("UTMALDG"),
-          sass.count("DEPBAR.LE gsb0, 0x0"), sep="|", flush=True)
+          sass.count("DEPBAR.LE gsb0, 0x0"), SCA, first("LDG.E"), first("SYNCS.PHASECHK"), sep="|", flush=True)
 '''
 
 
@@ -70,12 +72,16 @@ def test_ws_fp4_compiles_for_sm90(tmp_path):
     consumer warpgroups and the loader, rounded up), BF16 wgmma with 64 to 256 tokens, register reallocation, TMA
     loads, within Hopper's 227 KB; at most a few local stores (a 256-token GEMM2 epilogue: 128 accumulators a
     thread); the wgmmas asynchronous -- a full wait (``DEPBAR.LE gsb0, 0x0``) only at the end of a K loop, not
-    after every wgmma as where ptxas serializes them (C7515: accumulators of unused chunks kept live did that)."""
+    after every wgmma as where ptxas serializes them (C7515: accumulators of unused chunks kept live did that); the
+    block scales loaded in the K loop before its ring wait with ``SC_AHEAD`` (the next step's), after it without."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
     assert len(rows) == 12, rows
-    for act, gated, bt, nv, ch, warps, gmma, setmaxnreg, spills, smem, tma, full_waits in rows:
-        where = f"ACT={act} GATED={gated} BT={bt} NV={nv} CHUNKS={ch}"
+    for act, gated, bt, nv, ch, warps, gmma, setmaxnreg, spills, smem, tma, full_waits, ahead, ldg, wait in rows:
+        where = f"ACT={act} GATED={gated} BT={bt} NV={nv} CHUNKS={ch} SC_AHEAD={ahead}"
+        # the K loop's block-scale load: issued before the ring wait when loaded a step ahead, after it otherwise
+        assert int(ldg) >= 0 and int(wait) >= 0, (where, ldg, wait)
+        assert (int(ldg) < int(wait)) == (ahead == "True"), (where, ldg, wait)
         assert int(warps) == 12, where
         assert int(gmma) > 0 and int(setmaxnreg) > 0 and int(tma) > 0, (where, gmma, setmaxnreg, tma)
         assert int(spills) <= 8, (where, spills)
@@ -300,12 +306,15 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     tw = torch.ones(TK)
     cfg = ws_fp4_config(False, "gemm2", BM)
     prev = triton_moe.set_ws_fp4_chunks(chunks)
+    ahead = fmt is Format.NVFP4  # (the switch, either way)
+    prev_ahead = triton_moe.set_ws_fp4_scales_ahead(ahead)
     try:
         triton_moe._ws_fp4_gemm(cfg, rows, w, tw, False, tw, al, out, N, 1, TK, 4, 7, False,
                                 triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw, a_padded=True,
                                 out_padded=padded)
     finally:
         triton_moe.set_ws_fp4_chunks(prev)
+        triton_moe.set_ws_fp4_scales_ahead(prev_ahead)
     (grid, args, kw), = cap.calls
     assert kw.pop("num_warps") == 4
     b = sig.bind(*args, **kw).arguments
@@ -321,6 +330,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     assert (b["stride_om"], b["stride_be"]) == (N, 0)
     assert (b["CHUNKS"], b["NV"], b["OUT_PADDED"], b["MUL_ROUTING_WEIGHT"], b["TK"]) == (chunks, fmt is Format.NVFP4,
                                                                                         padded, True, tk)
+    assert b["SC_AHEAD"] is ahead
 
 @gpu
 @pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
@@ -391,6 +401,29 @@ def test_gpu_ws_fp4_chunks_same_bits(act, chunks):
         assert torch.equal(chunked, whole), T
         ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
         assert _rel(chunked, ref) <= 2e-2, T
+
+
+@gpu
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
+def test_gpu_ws_fp4_scales_ahead_same_bits(act, fmt):
+    """The block scales loaded a K step ahead (``set_ws_fp4_scales_ahead``) give the bits of the in-step loads: the
+    same values multiply the same products. 128- and 256-token tiles (whole and in chunks), gated with biases and
+    non-gated, expert parallelism; within the reference's bound."""
+    for T, bm in ((300, 128), (560, 256)):
+        c = Case(fmt, F.BF16, act, T=T, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
+                 dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=19)
+        hidden, W, topk = make_case(c)
+        prev = triton_moe.set_ws_fp4_scales_ahead(False)
+        try:
+            in_step = _ws_call(hidden, W, topk, offset=2, block_m=bm)
+            triton_moe.set_ws_fp4_scales_ahead(True)
+            ahead = _ws_call(hidden, W, topk, offset=2, block_m=bm)
+        finally:
+            triton_moe.set_ws_fp4_scales_ahead(prev)
+        assert torch.equal(ahead, in_step), (T, bm)
+        ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
+        assert _rel(ahead, ref) <= 2e-2, (T, bm)
 
 
 @gpu

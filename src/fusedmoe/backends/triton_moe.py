@@ -1433,7 +1433,9 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            "decode": _env_decode_tokens(os.environ.get("FUSEDMOE_WS_FP4_DECODE", "")),
            # the padded hand-off between the prefill kernel's GEMMs (the FP4 decode kernel always takes
            # it under set_ws_padded_handoff)
-           "padded": os.environ.get("FUSEDMOE_WS_FP4_PADDED", "1") == "1"}
+           "padded": os.environ.get("FUSEDMOE_WS_FP4_PADDED", "1") == "1",
+           # the prefill kernel's block scales loaded a K step ahead (set_ws_fp4_scales_ahead)
+           "sc_ahead": os.environ.get("FUSEDMOE_WS_FP4_SC_AHEAD", "0") == "1"}
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
 # MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
@@ -1555,6 +1557,16 @@ def set_ws_fp4_padded(enabled: bool) -> bool:
     without a gather (one launch and one write and read of the rows less; under ``set_ws_padded_handoff``). Returns
     the previous setting."""
     return _swap_bool(_WS_FP4, enabled, "padded")
+
+
+def set_ws_fp4_scales_ahead(enabled: bool) -> bool:
+    """``True``: the FP4 warp-specialized prefill GEMMs (``kernels/_ws_fp4.py``, ``SC_AHEAD``) load each K step's
+    block scales one step ahead -- issued before the previous step's ring wait, so the global load's latency overlaps
+    that step's conversion and wgmma instead of stalling its own step's conversion (sm_90 SASS without it: the
+    scale's ``LDG`` is issued after the ring wait and consumed ~40 instructions later, every step). Same values: the
+    same bits. Off by default until measured (``FUSEDMOE_WS_FP4_SC_AHEAD=1`` turns it on). Returns the previous
+    setting."""
+    return _swap_bool(_WS_FP4, enabled, "sc_ahead")
 
 
 def set_ws_fp4_chunks(chunks: int) -> int:
@@ -1725,7 +1737,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         w.global_scale if nv else tw_flat, w.scale.stride(2), E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias,
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
-        GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, num_warps=4)
+        GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], num_warps=4)
 
 
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,

@@ -151,20 +151,26 @@ def _fp4_scale_factor(sc, FOLD: gl.constexpr, NV: gl.constexpr):
 
 
 @gluon.jit
-def _fp4_tile(w_buf, row0: gl.constexpr, sc_rows, sc_ok, kk, s_step, RW: gl.constexpr, BK: gl.constexpr,
-              SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, wl: gl.constexpr):
-    """Rows ``row0 + [0, RW)`` of one K step's 64-row box (the ring's 16-bit words), dequantized to BF16 [RW, BK]
-    in K order (``sc_ok``: rows whose scales exist -- a tile's rows past N read 0, never stored).
-    ``sc_rows``: pointers to the rows' block scale of the step's first 16 values, [RW, BK / 16] (a thread's 16
-    values: MX block ``j // 2``, NVFP4 block ``j``), ``s_step`` apart from one K step to the next. MX: UE8M0
-    codes, the value ``e2m1 * 2^(e - 127)`` (``FOLD``: ``2^-16`` times it). NVFP4 (``NV``): e4m3 scales, the value
-    ``2^-16 * e2m1 * s`` (the global ``1 / g`` and the 2^16 go to the accumulator), as the Triton kernels do."""
-    BQ: gl.constexpr = BK // 16
-    w = w_buf.reshape([64, BQ, 4]).slice(row0, RW).load(wl)
+def _fp4_scales(sc_rows, sc_ok, kk, s_step, NV: gl.constexpr):
+    """The block scales of K step ``kk`` as loaded (MX: UE8M0 codes; NVFP4: e4m3), [RW, BK / 16] (``sc_rows``,
+    ``sc_ok``, ``s_step``: :func:`_fp4_tile`'s)."""
     if NV:  # (e4m3 scales: a float fill)
         sc = gl.load(sc_rows + kk * s_step, mask=sc_ok, other=0.0)
     else:
         sc = gl.load(sc_rows + kk * s_step, mask=sc_ok, other=0)
+    return sc
+
+
+@gluon.jit
+def _fp4_tile(w_buf, row0: gl.constexpr, sc, RW: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr,
+              FOLD: gl.constexpr, NV: gl.constexpr, wl: gl.constexpr):
+    """Rows ``row0 + [0, RW)`` of one K step's 64-row box (the ring's 16-bit words), dequantized to BF16 [RW, BK]
+    in K order. ``sc``: the rows' block scales of the step (:func:`_fp4_scales`, [RW, BK / 16]: a thread's 16
+    values, MX block ``j // 2``, NVFP4 block ``j``; rows past N read 0, never stored). MX: UE8M0 codes, the value
+    ``e2m1 * 2^(e - 127)`` (``FOLD``: ``2^-16`` times it). NVFP4 (``NV``): e4m3 scales, the value
+    ``2^-16 * e2m1 * s`` (the global ``1 / g`` and the 2^16 go to the accumulator), as the Triton kernels do."""
+    BQ: gl.constexpr = BK // 16
+    w = w_buf.reshape([64, BQ, 4]).slice(row0, RW).load(wl)
     f = _fp4_scale_factor(sc, FOLD, NV)[:, :, None]
     n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(w, not (FOLD or NV), SWZ)  # value s of word i: K 4 i + s
     v = gl.join(gl.join(n0 * f, n1 * f), gl.join(n2 * f, n3 * f))  # [RW, BQ, 4 words, s & 1, s >> 1]
@@ -192,20 +198,27 @@ def _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF: gl.const
 
 
 @gluon.jit
-def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, s_step, HALF: gl.constexpr,
+def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, s_step, HALF: gl.constexpr,
               GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr,
-              STAGES: gl.constexpr, wl: gl.constexpr):
+              STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr):
     """One K step's A operand: wait for ring slot ``s``, convert this warpgroup's 64 weight rows into its shared
-    tile ``it % 2`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1), fence it for the wgmma."""
+    tile ``it % 2`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1), fence it for the wgmma. The block
+    scales: ``SC_AHEAD``, ``sa`` / ``sb`` (gate / up rows; loaded a step before); otherwise loaded here after the
+    wait, step ``kk`` of ``sc_a`` / ``sc_b`` (:func:`_fp4_scales`)."""
     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+    if not SC_AHEAD:
+        sa = _fp4_scales(sc_a, ok_a, kk, s_step, NV)
+        sb = sa
+        if GATED:
+            sb = _fp4_scales(sc_b, ok_a, kk, s_step, NV)
     d = d_bufs.index(it % 2)
     if GATED:
-        d.slice(0, 32).store(_fp4_tile(w0_bufs.index(s), HALF * 32, sc_a, ok_a, kk, s_step, 32, BK, SWZ, FOLD, NV, wl))
-        d.slice(32, 32).store(_fp4_tile(w1_bufs.index(s), HALF * 32, sc_b, ok_a, kk, s_step, 32, BK, SWZ, FOLD, NV, wl))
+        d.slice(0, 32).store(_fp4_tile(w0_bufs.index(s), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl))
+        d.slice(32, 32).store(_fp4_tile(w1_bufs.index(s), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl))
     elif HALF == 0:
-        d.store(_fp4_tile(w0_bufs.index(s), 0, sc_a, ok_a, kk, s_step, 64, BK, SWZ, FOLD, NV, wl))
+        d.store(_fp4_tile(w0_bufs.index(s), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
     else:
-        d.store(_fp4_tile(w1_bufs.index(s), 0, sc_a, ok_a, kk, s_step, 64, BK, SWZ, FOLD, NV, wl))
+        d.store(_fp4_tile(w1_bufs.index(s), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
     fence_async_shared()
     gl.thread_barrier()  # the warpgroup's stores are in before its wgmma reads them
     return d
@@ -219,7 +232,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                   HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
                   ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr,
                   STAGES: gl.constexpr, GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr,
-                  OUT_PADDED: gl.constexpr):
+                  OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
     turn), one asynchronous wgmma with the step's input tile, at most one step in flight; then the epilogue.
     ``CHUNKS`` > 1 (``set_ws_fp4_chunks``; MXFP4's default 2 since the thirty-second session): the block's BT token
@@ -257,7 +270,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                                          sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr,
                                          N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
                                          CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                                         ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED)
+                                         ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD)
 
 
 @gluon.jit
@@ -267,7 +280,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
                     CHUNKS: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
                     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                     BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
-                    wl: gl.constexpr, acc_l: gl.constexpr, OUT_PADDED: gl.constexpr):
+                    wl: gl.constexpr, acc_l: gl.constexpr, OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr):
     """One tile over its first ``NCH`` chunks (input chunk c of ring slot s: ``x_bufs[s * CHUNKS + c]``): per K step
     one wgmma a chunk, the step's wgmmas in flight while the next step converts (the wait retires the step before:
     its ring slot is released and its tile buffer reused; only the accumulators in use are its dependencies); then
@@ -279,10 +292,24 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
         acc2 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
     if NCH > 3:
         acc3 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
+    if SC_AHEAD:  # step 0's scales; each step then loads the next one's before its ring wait
+        sa = _fp4_scales(sc_a, ok_a, 0, s_step, NV)
+        sb = sa
+        if GATED:
+            sb = _fp4_scales(sc_b, ok_a, 0, s_step, NV)
     for kk in range(n_k):
         s = it % STAGES
-        d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sc_a, sc_b, ok_a, kk, s_step, HALF, GATED, BK, SWZ, FOLD,
-                      NV, STAGES, wl)
+        if SC_AHEAD:
+            kn = gl.minimum(kk + 1, n_k - 1)  # (the last step loads its own again: in bounds, unused)
+            na = _fp4_scales(sc_a, ok_a, kn, s_step, NV)
+            nb = na
+            if GATED:
+                nb = _fp4_scales(sc_b, ok_a, kn, s_step, NV)
+        else:  # (loaded in the step, after its ring wait)
+            sa = sc_a
+            sb = sc_b
+        d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, s_step, HALF, GATED, BK,
+                      SWZ, FOLD, NV, STAGES, wl, SC_AHEAD)
         acc0 = warpgroup_mma(d, x_bufs.index(s * CHUNKS).permute((1, 0)), acc0, is_async=True)
         if NCH == 1:
             acc0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc0,))
@@ -299,6 +326,9 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
             acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=4, deps=(acc0, acc1, acc2, acc3))
         if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+        if SC_AHEAD:
+            sa = na
+            sb = nb
         it += 1
     if NCH == 1:
         acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
@@ -407,6 +437,7 @@ def _ws_fp4_kernel(
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
+    SC_AHEAD: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -414,7 +445,11 @@ def _ws_fp4_kernel(
     rows): a block multiplies and loads only its chunks that hold real rows. ``NV``: NVFP4 weights, ``s_ptr`` their
     e4m3 scales K-major (``stride_sk`` apart along K), ``gs_ptr`` their global scales [E]. ``OUT_PADDED`` (GEMM1
     before this kernel's GEMM2): ``out``
-    is [blocks * BT, N], the rows at their block-padded positions -- GEMM2's input without a gather."""
+    is [blocks * BT, N], the rows at their block-padded positions -- GEMM2's input without a gather. ``SC_AHEAD``
+    (``triton_moe.set_ws_fp4_scales_ahead``): a consumer loads K step k + 1's block scales from global memory before
+    its ring wait of step k, so their latency overlaps step k's conversion and wgmma instead of stalling step k + 1's
+    conversion (otherwise each step's scale load is issued after its wait and used ~40 instructions later). The same
+    values: the same bits."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CHUNKS] + x_desc.block_type.shape, x_desc.layout)
@@ -429,12 +464,12 @@ def _ws_fp4_kernel(
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV, OUT_PADDED)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD)),
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV, OUT_PADDED)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD)),
         (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
                        STAGES, GROUP_M, GATED, CHUNKS)),
