@@ -42,7 +42,8 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "ws4whole": ("set_ws_fp4_chunks", 1),  # whole 256-token tiles
             "ws4pad": ("set_ws_fp4_padded", True),  # the prefill GEMMs' padded hand-off (the default)
             "nows4pad": ("set_ws_fp4_padded", False),  # ... off: GEMM2's rows by a gather
-            "ws4ahead": ("set_ws_fp4_scales_ahead", True),  # the FP4 prefill block scales a K step ahead
+            "ws4ahead": ("set_ws_fp4_scales_ahead", True),  # the FP4 prefill block scales a K step ahead (default)
+            "nows4ahead": ("set_ws_fp4_scales_ahead", False),  # ... off: each step's scales loaded after its wait
             "ws4ch4": ("set_ws_fp4_chunks", 4),  # 256-token tiles in 64-row chunks, only those with real rows
             "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel from 64 rows an expert (default)
             "ws4nvall": ("set_ws_fp4_nvfp4", (True, 0)),  # ... at any rows an expert

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from gluon_sm90 import SCRIPT_HEAD, LaunchCapture
+from moe_cases import env_starts
 from test_triton_fp4 import Case, make_case, run_reference, run_sm90_script, run_triton
 from test_triton_moe import gpu
 
@@ -147,6 +148,20 @@ def test_ws_fp4_config_rules():
             triton_moe.set_ws_fp4_nvfp4(True, -1)
     finally:
         triton_moe.set_ws_fp4(*prev)
+
+
+def test_ws_fp4_scales_ahead_switch():
+    """The block scales a K step ahead are the default (forty-first session); ``FUSEDMOE_WS_FP4_SC_AHEAD=0`` starts a
+    process without them; the setter takes a bool only and returns the previous setting."""
+    prev = triton_moe.set_ws_fp4_scales_ahead(True)
+    try:
+        assert triton_moe.set_ws_fp4_scales_ahead(False) is True
+        assert triton_moe.set_ws_fp4_scales_ahead(True) is False
+        with pytest.raises(TypeError):
+            triton_moe.set_ws_fp4_scales_ahead(1)
+    finally:
+        triton_moe.set_ws_fp4_scales_ahead(prev)
+    env_starts("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", {"0": False, "1": True, "": True})
 
 
 def test_ws_fp4_refused_where_it_cannot_run():

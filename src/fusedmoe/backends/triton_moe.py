@@ -1434,8 +1434,9 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            # the padded hand-off between the prefill kernel's GEMMs (the FP4 decode kernel always takes
            # it under set_ws_padded_handoff)
            "padded": os.environ.get("FUSEDMOE_WS_FP4_PADDED", "1") == "1",
-           # the prefill kernel's block scales loaded a K step ahead (set_ws_fp4_scales_ahead)
-           "sc_ahead": os.environ.get("FUSEDMOE_WS_FP4_SC_AHEAD", "0") == "1"}
+           # the prefill kernel's block scales loaded a K step ahead (set_ws_fp4_scales_ahead; the default since the
+           # forty-first session)
+           "sc_ahead": os.environ.get("FUSEDMOE_WS_FP4_SC_AHEAD", "1") != "0"}
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
 # MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
@@ -1564,8 +1565,9 @@ def set_ws_fp4_scales_ahead(enabled: bool) -> bool:
     block scales one step ahead -- issued before the previous step's ring wait, so the global load's latency overlaps
     that step's conversion and wgmma instead of stalling its own step's conversion (sm_90 SASS without it: the
     scale's ``LDG`` is issued after the ring wait and consumed ~40 instructions later, every step). Same values: the
-    same bits. Off by default until measured (``FUSEDMOE_WS_FP4_SC_AHEAD=1`` turns it on). Returns the previous
-    setting."""
+    same bits. On by default since the forty-first session (H100, ``decode_ab.py`` at 4096 / 8192 tokens of
+    gpt-oss-120b and Nemotron-3-Super / Nano: NVFP4 1.13-1.19x, MXFP4 1.005-1.02x; 1024 tokens 0.99-1.00x);
+    ``FUSEDMOE_WS_FP4_SC_AHEAD=0`` turns it off. Returns the previous setting."""
     return _swap_bool(_WS_FP4, enabled, "sc_ahead")
 
 

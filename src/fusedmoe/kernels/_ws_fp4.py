@@ -437,7 +437,7 @@ def _ws_fp4_kernel(
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
-    SC_AHEAD: gl.constexpr = False,
+    SC_AHEAD: gl.constexpr = True,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -449,7 +449,7 @@ def _ws_fp4_kernel(
     (``triton_moe.set_ws_fp4_scales_ahead``): a consumer loads K step k + 1's block scales from global memory before
     its ring wait of step k, so their latency overlaps step k's conversion and wgmma instead of stalling step k + 1's
     conversion (otherwise each step's scale load is issued after its wait and used ~40 instructions later). The same
-    values: the same bits."""
+    values: the same bits; NVFP4 1.13-1.19x at 4096 / 8192 tokens (H100, forty-first session)."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CHUNKS] + x_desc.block_type.shape, x_desc.layout)

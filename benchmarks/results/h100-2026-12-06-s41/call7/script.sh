@@ -1,0 +1,1 @@
+export PYTHONPATH=$PWD/src; timeout 110 python3 benchmarks/decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano --weight-format nvfp4,mxfp4 --tokens 1024,8192 --settings default,ws4ahead --rounds 1 --budget-s 95 > $OUT/ab2.txt 2>&1
