@@ -34,20 +34,23 @@ A, F = Activation, Format
 
 _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4 as k4
-# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, CHUNKS, NV, SC_AHEAD)
-for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA in (
-        (2, True, True, False, False, 128, 4, True, True, 64, 1, False, False),  # gpt-oss GEMM1: clamped SwiGLU, biases
-        (0, True, False, True, False, 256, 4, False, True, 128, 1, False, False),  # SwiGLU, weight on input, restoring
-        (3, False, False, False, False, 256, 4, True, False, 128, 1, False, False),  # ReLU2 on plain tiled nibbles
-        (7, False, True, False, True, 128, 4, True, True, 64, 1, False, False),  # GEMM2: bias, routing weight
-        (7, False, False, False, True, 256, 4, True, True, 128, 1, False, True),  # GEMM2, 256-token tiles, scales ahead
-        (2, True, True, False, False, 256, 4, True, True, 64, 2, False, True),  # 256-token tiles in two halves
-        (7, False, True, False, True, 256, 4, True, True, 64, 2, False, False),
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, False),  # 64-row chunks (opt-in)
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True),
-        (3, False, False, False, False, 256, 4, False, True, 128, 1, True, False),  # NVFP4: Nemotron GEMM1, ReLU2
-        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True),  # NVFP4 clamped SwiGLU, biases, ahead
-        (7, False, False, False, True, 256, 4, False, True, 64, 1, True, False)):  # NVFP4 GEMM2
+# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, CHUNKS, NV, SC_AHEAD, JOIN)
+for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN in (
+        (2, True, True, False, False, 128, 4, True, True, 64, 1, False, False, False),  # gpt-oss GEMM1, biases
+        (0, True, False, True, False, 256, 4, False, True, 128, 1, False, False, False),  # weight on input, restoring
+        (3, False, False, False, False, 256, 4, True, False, 128, 1, False, False, False),  # ReLU2, plain nibbles
+        (7, False, True, False, True, 128, 4, True, True, 64, 1, False, False, False),  # GEMM2: bias, weight
+        (7, False, False, False, True, 256, 4, True, True, 128, 1, False, True, False),  # GEMM2 256, scales ahead
+        (2, True, True, False, False, 256, 4, True, True, 64, 2, False, True, False),  # two 128-row halves
+        (7, False, True, False, True, 256, 4, True, True, 64, 2, False, False, False),
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, False, False),  # 64-row chunks (opt-in)
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, False),
+        (3, False, False, False, False, 256, 4, False, True, 128, 1, True, False, False),  # NVFP4 GEMM1, ReLU2
+        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True, False),  # NVFP4 OAI, ahead
+        (7, False, False, False, True, 256, 4, False, True, 64, 1, True, False, False),  # NVFP4 GEMM2
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True),  # chunks joined (opt-in)
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True),
+        (7, False, True, False, True, 256, 4, True, True, 64, 4, False, False, True)):
     XT = BT // CH  # the x box: a chunk
     xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
@@ -58,13 +61,15 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA in (
            "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32", "gs_ptr": "*fp32",
            "stride_sk": "i32"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
-              ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, CHUNKS=CH, NV=NV, SC_AHEAD=SCA)
+              ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, CHUNKS=CH, NV=NV,
+              SC_AHEAD=SCA, JOIN=JN)
     k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
     loop = k_loop(sass_instructions(sass))
     first = lambda op: min([i for i, x in enumerate(loop) if op in x], default=-1)
     print(ACT, GATED, BT, NV, CH, k.metadata.num_warps, sass.count("HGMMA.64x"), sass.count("USETMAXREG"),
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, sass.count("UTMALDG"),
-          sass.count("DEPBAR.LE gsb0, 0x0"), SCA, first("LDG.E"), first("SYNCS.PHASECHK"), sep="|", flush=True)
+          sass.count("DEPBAR.LE gsb0, 0x0"), SCA, first("LDG.E"), first("SYNCS.PHASECHK"), JN,
+          ",".join(sorted(set(re.findall(r"HGMMA\.64x(\d+)x", sass)), key=int)), sep="|", flush=True)
 '''
 
 
@@ -77,9 +82,13 @@ def test_ws_fp4_compiles_for_sm90(tmp_path):
     block scales loaded in the K loop before its ring wait with ``SC_AHEAD`` (the next step's), after it without."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 12, rows
-    for act, gated, bt, nv, ch, warps, gmma, setmaxnreg, spills, smem, tma, full_waits, ahead, ldg, wait in rows:
-        where = f"ACT={act} GATED={gated} BT={bt} NV={nv} CHUNKS={ch} SC_AHEAD={ahead}"
+    assert len(rows) == 15, rows
+    for (act, gated, bt, nv, ch, warps, gmma, setmaxnreg, spills, smem, tma, full_waits, ahead, ldg, wait, join,
+         widths) in rows:
+        where = f"ACT={act} GATED={gated} BT={bt} NV={nv} CHUNKS={ch} SC_AHEAD={ahead} JOIN={join}"
+        # the wgmmas' token widths: a chunk's (64-row chunks: 64), or joined chunks' 64 / 128 / 256 (3 as 128 + 64)
+        want = {"64", "128", "256"} if join == "True" else {str(int(bt) // int(ch))}
+        assert set(widths.split(",")) == want, (where, widths)
         # the K loop's block-scale load: issued before the ring wait when loaded a step ahead, after it otherwise
         assert int(ldg) >= 0 and int(wait) >= 0, (where, ldg, wait)
         assert (int(ldg) < int(wait)) == (ahead == "True"), (where, ldg, wait)
@@ -152,7 +161,8 @@ def test_ws_fp4_config_rules():
 
 def test_ws_fp4_scales_ahead_switch():
     """The block scales a K step ahead are the default (forty-first session); ``FUSEDMOE_WS_FP4_SC_AHEAD=0`` starts a
-    process without them; the setter takes a bool only and returns the previous setting."""
+    process without them; the setter takes a bool only and returns the previous setting. The joined chunks are
+    opt-in (``FUSEDMOE_WS_FP4_JOIN=1``)."""
     prev = triton_moe.set_ws_fp4_scales_ahead(True)
     try:
         assert triton_moe.set_ws_fp4_scales_ahead(False) is True
@@ -162,6 +172,7 @@ def test_ws_fp4_scales_ahead_switch():
     finally:
         triton_moe.set_ws_fp4_scales_ahead(prev)
     env_starts("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", {"0": False, "1": True, "": True})
+    env_starts("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", {"1": True, "0": False, "": False})
 
 
 def test_ws_fp4_refused_where_it_cannot_run():
@@ -294,9 +305,10 @@ OAI_SMALL = ActivationParams(alpha=1.702, beta=1.0, limit=0.5)  # both clamps re
 
 
 
-@pytest.mark.parametrize("fmt,gated,chunks,padded", [(Format.MXFP4, True, 1, False), (Format.NVFP4, False, 4, True),
-                                                     (Format.MXFP4, False, 0, True), (Format.NVFP4, True, 0, False)])
-def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, padded):
+@pytest.mark.parametrize("fmt,gated,chunks,padded,join", [
+    (Format.MXFP4, True, 1, False, False), (Format.NVFP4, False, 4, True, False), (Format.MXFP4, False, 0, True, False),
+    (Format.NVFP4, True, 0, False, False), (Format.MXFP4, True, 2, True, True), (Format.NVFP4, False, 0, False, True)])
+def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, padded, join):
     """``triton_moe._ws_fp4_gemm``'s prefill launch (GEMM2 reading GEMM1's padded rows: no gather) bound to the
     kernel's signature: the TMA boxes (a chunk's token rows of 64, 64 weight rows of 16 words), the scale strides
     (MX row-major, NVFP4 K-major) and NVFP4's global scales, the constexprs (CHUNKS, NV, OUT_PADDED) and the
@@ -323,6 +335,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     prev = triton_moe.set_ws_fp4_chunks(chunks)
     ahead = fmt is Format.NVFP4  # (the switch, either way)
     prev_ahead = triton_moe.set_ws_fp4_scales_ahead(ahead)
+    prev_join = triton_moe.set_ws_fp4_join(join)
     try:
         triton_moe._ws_fp4_gemm(cfg, rows, w, tw, False, tw, al, out, N, 1, TK, 4, 7, False,
                                 triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw, a_padded=True,
@@ -330,11 +343,12 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     finally:
         triton_moe.set_ws_fp4_chunks(prev)
         triton_moe.set_ws_fp4_scales_ahead(prev_ahead)
+        triton_moe.set_ws_fp4_join(prev_join)
     (grid, args, kw), = cap.calls
     assert kw.pop("num_warps") == 4
     b = sig.bind(*args, **kw).arguments
     tk = w.value_tile_k
-    chunks = chunks or triton_moe.WS_FP4_AUTO_CHUNKS[fmt]  # 0: by format (the default)
+    chunks = 4 if join else chunks or triton_moe.WS_FP4_AUTO_CHUNKS[fmt]  # 0: by format (the default); join: 4
     assert grid == (min(NB * (N // 128), 132),)
     assert [b[n].block_shape for n in ("x_desc", "w0_desc")] == [[BM // chunks, 64], [64, 16]]
     assert b["x_desc"].base.data_ptr() == rows.data_ptr() and b["w0_desc"].base.data_ptr() == w.data.data_ptr()
@@ -345,7 +359,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     assert (b["stride_om"], b["stride_be"]) == (N, 0)
     assert (b["CHUNKS"], b["NV"], b["OUT_PADDED"], b["MUL_ROUTING_WEIGHT"], b["TK"]) == (chunks, fmt is Format.NVFP4,
                                                                                         padded, True, tk)
-    assert b["SC_AHEAD"] is ahead
+    assert b["SC_AHEAD"] is ahead and b["JOIN"] is join
 
 @gpu
 @pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
@@ -416,6 +430,32 @@ def test_gpu_ws_fp4_chunks_same_bits(act, chunks):
         assert torch.equal(chunked, whole), T
         ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
         assert _rel(chunked, ref) <= 2e-2, T
+
+
+@gpu
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
+def test_gpu_ws_fp4_join_same_bits(act, fmt):
+    """The 256-token tiles' chunks joined into wgmmas as wide as the real rows (``set_ws_fp4_join``: 64, 128,
+    128 + 64 or 256 token rows) give the bits of whole tiles. 130 / 300 / 560 / 700 tokens (top 4 over 8 of 12
+    experts: ~43 / 100 / 187 / 233 rows an expert) make blocks of one to four 64-row chunks, the three-chunk case's
+    two wgmmas included; expert parallelism; within the reference's bound."""
+    for T in (130, 300, 560, 700):
+        c = Case(fmt, F.BF16, act, T=T, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
+                 dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=23)
+        hidden, W, topk = make_case(c)
+        prev = triton_moe.set_ws_fp4_chunks(1)
+        prev_join = triton_moe.set_ws_fp4_join(False)
+        try:
+            whole = _ws_call(hidden, W, topk, offset=2, block_m=256)
+            triton_moe.set_ws_fp4_join(True)
+            joined = _ws_call(hidden, W, topk, offset=2, block_m=256)
+        finally:
+            triton_moe.set_ws_fp4_chunks(prev)
+            triton_moe.set_ws_fp4_join(prev_join)
+        assert torch.equal(joined, whole), T
+        ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
+        assert _rel(joined, ref) <= 2e-2, T
 
 
 @gpu

@@ -1436,7 +1436,9 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            "padded": os.environ.get("FUSEDMOE_WS_FP4_PADDED", "1") == "1",
            # the prefill kernel's block scales loaded a K step ahead (set_ws_fp4_scales_ahead; the default since the
            # forty-first session)
-           "sc_ahead": os.environ.get("FUSEDMOE_WS_FP4_SC_AHEAD", "1") != "0"}
+           "sc_ahead": os.environ.get("FUSEDMOE_WS_FP4_SC_AHEAD", "1") != "0",
+           # 256-token tiles as 64-row chunks joined into wgmmas as wide as the real rows (set_ws_fp4_join)
+           "join": os.environ.get("FUSEDMOE_WS_FP4_JOIN", "0") == "1"}
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
 # MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
@@ -1569,6 +1571,18 @@ def set_ws_fp4_scales_ahead(enabled: bool) -> bool:
     gpt-oss-120b and Nemotron-3-Super / Nano: NVFP4 1.13-1.19x, MXFP4 1.005-1.02x; 1024 tokens 0.99-1.00x);
     ``FUSEDMOE_WS_FP4_SC_AHEAD=0`` turns it off. Returns the previous setting."""
     return _swap_bool(_WS_FP4, enabled, "sc_ahead")
+
+
+def set_ws_fp4_join(enabled: bool) -> bool:
+    """``True`` (opt-in, forty-first session, not yet measured; ``FUSEDMOE_WS_FP4_JOIN=1``): the FP4 warp-specialized
+    prefill GEMMs' 256-token tiles load their input in four 64-row chunks, only those with real rows, and multiply a
+    block's real chunks by one wgmma as wide as they are (64, 128, 128 + 64 or 256 token rows; ``kernels/_ws_fp4.py``
+    ``_fp4_join_tile``) -- an expert's last block then costs tensor-core work to the next 64 rows instead of the next
+    128 (``set_ws_fp4_chunks(2)``, MXFP4's default) or 256 (whole tiles, NVFP4's), without the four 64-row wgmmas of
+    ``set_ws_fp4_chunks(4)`` (each re-reading the converted weights from shared memory). Overrides
+    ``set_ws_fp4_chunks`` for 256-token tiles. Same products in the same order: the same bits. Returns the previous
+    setting."""
+    return _swap_bool(_WS_FP4, enabled, "join")
 
 
 def set_ws_fp4_chunks(chunks: int) -> int:
@@ -1722,7 +1736,8 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
                            pdl=pdl, x_gather=x_dot is not None, top_k=row_div)
         return
     # (the x box is then that fraction of a block)
-    chunks = (_WS_FP4["chunks"] or WS_FP4_AUTO_CHUNKS[w.fmt]) if BM == 256 else 1
+    join = _WS_FP4["join"] and BM == 256
+    chunks = 4 if join else (_WS_FP4["chunks"] or WS_FP4_AUTO_CHUNKS[w.fmt]) if BM == 256 else 1
     XT = BM // chunks
     x_layout, w_layout = _ws_fp4_layouts(XT)
     tk = w.value_tile_k
@@ -1739,7 +1754,8 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         w.global_scale if nv else tw_flat, w.scale.stride(2), E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias,
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
-        GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], num_warps=4)
+        GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
+        num_warps=4)
 
 
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,

@@ -77,10 +77,20 @@ def _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT: gl.constexpr, CHUNKS:
 
 
 @gluon.jit
+def _fp4_x(x_bufs, s, c0: gl.constexpr, n: gl.constexpr, XT: gl.constexpr, CHUNKS: gl.constexpr, JOIN: gl.constexpr):
+    """Ring slot ``s``'s input chunks ``c0 .. c0 + n - 1`` as one [n XT, BK] tile: ``JOIN``, a slot's chunks are one
+    buffer [CHUNKS XT, BK] (a slice of it); otherwise each chunk its own buffer (``n`` 1)."""
+    if JOIN:
+        return x_bufs.index(s).slice(c0 * XT, n * XT)
+    else:
+        return x_bufs.index(s * CHUNKS + c0)
+
+
+@gluon.jit
 def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
                 num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC: gl.constexpr, NC: gl.constexpr,
                 BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
-                CHUNKS: gl.constexpr):
+                CHUNKS: gl.constexpr, JOIN: gl.constexpr):
     """TMA producer (one warp): per K step the [BT, BK] input tile and the tile's two 64-row weight boxes (gated:
     gate rows n0 + [0, 64) and up rows N + n0 + [0, 64); otherwise rows n0 + [0, 128)) into the ring. With
     ``CHUNKS`` > 1 the input tile is that many chunks of BT / CHUNKS rows (``x_desc``'s box), only the chunks that
@@ -118,7 +128,7 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_
                     mbarrier.expect(bar, wbytes + c * xbytes, pred=n_ch == c)
                 for c in gl.static_range(CHUNKS):
                     tma.async_copy_global_to_shared(x_desc, [pid_m * BT + c * XT, kk * BK], bar,
-                                                    x_bufs.index(s * CHUNKS + c), pred=c < n_ch)
+                                                    _fp4_x(x_bufs, s, c, 1, XT, CHUNKS, JOIN), pred=c < n_ch)
                 tma.async_copy_global_to_shared(w0_desc, [(base0 + piece) * 64, col], bar, w0_bufs.index(s))
                 tma.async_copy_global_to_shared(w0_desc, [(base1 + piece) * 64, col], bar, w1_bufs.index(s))
                 it += 1
@@ -232,7 +242,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                   HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
                   ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr,
                   STAGES: gl.constexpr, GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr,
-                  OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr):
+                  OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, JOIN: gl.constexpr):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
     turn), one asynchronous wgmma with the step's input tile, at most one step in flight; then the epilogue.
     ``CHUNKS`` > 1 (``set_ws_fp4_chunks``; MXFP4's default 2 since the thirty-second session): the block's BT token
@@ -264,13 +274,21 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                 n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS)
             # one instance a chunk count, each with only its accumulators live (zeros kept live for unused chunks
             # made ptxas move them inside the wgmma pipeline and serialize it, C7515)
-            for nch in gl.static_range(1, CHUNKS + 1):
-                if n_ch == nch:
-                    it = _fp4_chunk_tile(nch, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a,
-                                         sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr,
-                                         N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
-                                         CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                                         ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD)
+            args = (e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b, ok_a, n_k, s_step,
+                    out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr, N, num_slots, stride_om, stride_be,
+                    act_alpha, act_beta, act_limit)
+            if JOIN:  # (a static branch: the join instances exist only with JOIN)
+                for nch in gl.static_range(1, CHUNKS + 1):
+                    if n_ch == nch:
+                        it = _fp4_join_tile(nch, *args, HALF, XT, CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
+                                            MUL_ROUTING_WEIGHT, ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl,
+                                            OUT_PADDED, SC_AHEAD)
+            else:
+                for nch in gl.static_range(1, CHUNKS + 1):
+                    if n_ch == nch:
+                        it = _fp4_chunk_tile(nch, *args, HALF, XT, CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
+                                             MUL_ROUTING_WEIGHT, ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l,
+                                             OUT_PADDED, SC_AHEAD)
 
 
 @gluon.jit
@@ -349,6 +367,75 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
         else:
             acc = acc3
         _fp4_epilogue(_fp4_acc_factors(acc, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + c, n0, out_ptr, bias_ptr,
+                      topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
+                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
+                      OUT_PADDED)
+    return it
+
+
+@gluon.jit
+def _fp4_join_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b,
+                   ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr, N, num_slots, stride_om,
+                   stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, XT: gl.constexpr,
+                   CHUNKS: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
+                   WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
+                   BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
+                   wl: gl.constexpr, OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr):
+    """:func:`_fp4_chunk_tile` with the chunks joined (``JOIN``; 4 chunks of 64 token rows): a block's first ``NCH``
+    chunks, those with real rows, multiplied by one wgmma as wide as they are -- 64, 128 or 256 token rows; 3 chunks
+    as 128 + 64 (a tensor's sizes are powers of two) -- instead of one 64-row wgmma a chunk, whose A operand (the
+    converted weights) is re-read from shared memory for each: an expert's last block runs 64-row granularity of
+    padding at the wgmma widths of whole tiles. Each token row's sum runs over the same K steps in the same order:
+    the bits of whole tiles. Returns ``it``."""
+    W0: gl.constexpr = XT * (2 if NCH == 3 else NCH)  # the first (or only) wgmma's token rows
+    acc_l0: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, W0, 16])
+    acc0 = gl.zeros((64, W0), dtype=gl.float32, layout=acc_l0)
+    if NCH == 3:
+        acc_l1: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                        instr_shape=[16, XT, 16])
+        acc1 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l1)
+    if SC_AHEAD:
+        sa = _fp4_scales(sc_a, ok_a, 0, s_step, NV)
+        sb = sa
+        if GATED:
+            sb = _fp4_scales(sc_b, ok_a, 0, s_step, NV)
+    for kk in range(n_k):
+        s = it % STAGES
+        if SC_AHEAD:
+            kn = gl.minimum(kk + 1, n_k - 1)
+            na = _fp4_scales(sc_a, ok_a, kn, s_step, NV)
+            nb = na
+            if GATED:
+                nb = _fp4_scales(sc_b, ok_a, kn, s_step, NV)
+        else:
+            sa = sc_a
+            sb = sc_b
+        d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, s_step, HALF, GATED, BK,
+                      SWZ, FOLD, NV, STAGES, wl, SC_AHEAD)
+        acc0 = warpgroup_mma(d, _fp4_x(x_bufs, s, 0, W0 // XT, XT, CHUNKS, True).permute((1, 0)), acc0,
+                             is_async=True)
+        if NCH == 3:
+            acc1 = warpgroup_mma(d, _fp4_x(x_bufs, s, 2, 1, XT, CHUNKS, True).permute((1, 0)), acc1, is_async=True)
+            acc0, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc0, acc1))
+        else:
+            acc0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc0,))
+        if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+        if SC_AHEAD:
+            sa = na
+            sb = nb
+        it += 1
+    if NCH == 3:
+        acc0, acc1 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1))
+    else:
+        acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
+    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+    # the first wgmma's rows: block pid_m's first W0 of its CHUNKS * XT, i.e. block (CHUNKS XT / W0) pid_m of W0 rows
+    _fp4_epilogue(_fp4_acc_factors(acc0, gs_ptr, e, FOLD, NV), e, (CHUNKS * XT // W0) * pid_m, n0, out_ptr, bias_ptr,
+                  topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF,
+                  W0, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False, OUT_PADDED)
+    if NCH == 3:  # chunk 2: XT-row block CHUNKS pid_m + 2
+        _fp4_epilogue(_fp4_acc_factors(acc1, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + 2, n0, out_ptr, bias_ptr,
                       topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
                       HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
                       OUT_PADDED)
@@ -437,7 +524,7 @@ def _ws_fp4_kernel(
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
-    SC_AHEAD: gl.constexpr = True,
+    SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -452,7 +539,12 @@ def _ws_fp4_kernel(
     values: the same bits; NVFP4 1.13-1.19x at 4096 / 8192 tokens (H100, forty-first session)."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
-    x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CHUNKS] + x_desc.block_type.shape, x_desc.layout)
+    XT: gl.constexpr = x_desc.block_type.shape[0]
+    if JOIN:  # a slot's chunks in one buffer: consecutive chunks are one wider wgmma operand
+        x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES, CHUNKS * XT, x_desc.block_type.shape[1]],
+                                           x_desc.layout)
+    else:
+        x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CHUNKS] + x_desc.block_type.shape, x_desc.layout)
     w0_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
     w1_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
     dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
@@ -464,13 +556,13 @@ def _ws_fp4_kernel(
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN)),
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN)),
         (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
-                       STAGES, GROUP_M, GATED, CHUNKS)),
+                       STAGES, GROUP_M, GATED, CHUNKS, JOIN)),
     ], [4, 1], [232, 40])
