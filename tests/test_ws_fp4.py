@@ -408,54 +408,36 @@ def test_gpu_ws_fp4_fold_same_bits_and_graph():
 
 
 @gpu
-@pytest.mark.parametrize("chunks", [2, 4])
+@pytest.mark.parametrize("fmt,chunks", [(F.MXFP4, 2), (F.MXFP4, 4), (F.MXFP4, "join"), (F.NVFP4, "join")],
+                         ids=lambda v: getattr(v, "name", str(v)))
 @pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
-def test_gpu_ws_fp4_chunks_same_bits(act, chunks):
+def test_gpu_ws_fp4_chunks_same_bits(act, fmt, chunks):
     """The 256-token tiles in 2 / 4 chunks (``set_ws_fp4_chunks``; MXFP4's default 2; a block multiplies and loads
-    only the
-    chunks that hold real rows) give the bits of the whole tiles: each token row's sum runs over the same K steps in
-    the same order. 130 / 300 / 560 / 700 tokens (top 4 over 8 of 12 experts: ~43 / 100 / 187 / 233 rows an
-    expert) make blocks of one to four 64-row chunks; within the reference's bound."""
-    for T in (130, 300, 560, 700):
-        c = Case(F.MXFP4, F.BF16, act, T=T, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
-                 dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=15)
-        hidden, W, topk = make_case(c)
-        prev = triton_moe.set_ws_fp4_chunks(1)
-        try:
-            whole = _ws_call(hidden, W, topk, offset=2, block_m=256)
-            triton_moe.set_ws_fp4_chunks(chunks)
-            chunked = _ws_call(hidden, W, topk, offset=2, block_m=256)
-        finally:
-            triton_moe.set_ws_fp4_chunks(prev)
-        assert torch.equal(chunked, whole), T
-        ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
-        assert _rel(chunked, ref) <= 2e-2, T
-
-
-@gpu
-@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
-@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
-def test_gpu_ws_fp4_join_same_bits(act, fmt):
-    """The 256-token tiles' chunks joined into wgmmas as wide as the real rows (``set_ws_fp4_join``: 64, 128,
-    128 + 64 or 256 token rows) give the bits of whole tiles. 130 / 300 / 560 / 700 tokens (top 4 over 8 of 12
-    experts: ~43 / 100 / 187 / 233 rows an expert) make blocks of one to four 64-row chunks, the three-chunk case's
-    two wgmmas included; expert parallelism; within the reference's bound."""
+    only the chunks that hold real rows), or in 64-row chunks joined into wgmmas as wide as the real rows
+    (``set_ws_fp4_join``: 64, 128, 128 + 64 or 256 token rows), give the bits of the whole tiles: each token row's
+    sum runs over the same K steps in the same order. 130 / 300 / 560 / 700 tokens (top 4 over 8 of 12 experts:
+    ~43 / 100 / 187 / 233 rows an expert) make blocks of one to four 64-row chunks; expert parallelism; within the
+    reference's bound."""
+    join = chunks == "join"
     for T in (130, 300, 560, 700):
         c = Case(fmt, F.BF16, act, T=T, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
-                 dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=23)
+                 dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=23 if join else 15)
         hidden, W, topk = make_case(c)
         prev = triton_moe.set_ws_fp4_chunks(1)
         prev_join = triton_moe.set_ws_fp4_join(False)
         try:
             whole = _ws_call(hidden, W, topk, offset=2, block_m=256)
-            triton_moe.set_ws_fp4_join(True)
-            joined = _ws_call(hidden, W, topk, offset=2, block_m=256)
+            if join:
+                triton_moe.set_ws_fp4_join(True)
+            else:
+                triton_moe.set_ws_fp4_chunks(chunks)
+            chunked = _ws_call(hidden, W, topk, offset=2, block_m=256)
         finally:
             triton_moe.set_ws_fp4_chunks(prev)
             triton_moe.set_ws_fp4_join(prev_join)
-        assert torch.equal(joined, whole), T
+        assert torch.equal(chunked, whole), T
         ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
-        assert _rel(joined, ref) <= 2e-2, T
+        assert _rel(chunked, ref) <= 2e-2, T
 
 
 @gpu

@@ -172,6 +172,17 @@ def _fp4_scales(sc_rows, sc_ok, kk, s_step, NV: gl.constexpr):
 
 
 @gluon.jit
+def _fp4_scales2(sc_a, sc_b, ok_a, kk, s_step, NV: gl.constexpr, GATED: gl.constexpr):
+    """Step ``kk``'s block scales of a warpgroup's gate (``sc_a``) and up (``sc_b``) rows -- one set when not gated
+    (returned twice)."""
+    sa = _fp4_scales(sc_a, ok_a, kk, s_step, NV)
+    sb = sa
+    if GATED:
+        sb = _fp4_scales(sc_b, ok_a, kk, s_step, NV)
+    return sa, sb
+
+
+@gluon.jit
 def _fp4_tile(w_buf, row0: gl.constexpr, sc, RW: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr,
               FOLD: gl.constexpr, NV: gl.constexpr, wl: gl.constexpr):
     """Rows ``row0 + [0, RW)`` of one K step's 64-row box (the ring's 16-bit words), dequantized to BF16 [RW, BK]
@@ -208,19 +219,34 @@ def _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF: gl.const
 
 
 @gluon.jit
-def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, s_step, HALF: gl.constexpr,
+def _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV: gl.constexpr, GATED: gl.constexpr, SC_AHEAD: gl.constexpr):
+    """What :func:`_fp4_step` takes as ``sa`` / ``sb`` at a tile's first K step: with ``SC_AHEAD`` step 0's block
+    scales, otherwise the scale pointers (unused: each step then loads its own)."""
+    if SC_AHEAD:
+        sa, sb = _fp4_scales2(sc_a, sc_b, ok_a, 0, s_step, NV, GATED)
+    else:
+        sa = sc_a
+        sb = sc_b
+    return sa, sb
+
+
+@gluon.jit
+def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF: gl.constexpr,
               GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr,
               STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr):
     """One K step's A operand: wait for ring slot ``s``, convert this warpgroup's 64 weight rows into its shared
     tile ``it % 2`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1), fence it for the wgmma. The block
-    scales: ``SC_AHEAD``, ``sa`` / ``sb`` (gate / up rows; loaded a step before); otherwise loaded here after the
-    wait, step ``kk`` of ``sc_a`` / ``sc_b`` (:func:`_fp4_scales`)."""
+    scales: ``SC_AHEAD``, ``sa`` / ``sb`` (gate / up rows), loaded a step before -- this step loads step
+    ``kk + 1``'s before its ring wait (the last step its own again: in bounds, unused); otherwise loaded here after
+    the wait, step ``kk`` of ``sc_a`` / ``sc_b``. Returns (the tile, the next step's ``sa``, ``sb``)."""
+    if SC_AHEAD:
+        na, nb = _fp4_scales2(sc_a, sc_b, ok_a, gl.minimum(kk + 1, n_k - 1), s_step, NV, GATED)
+    else:
+        na = sa
+        nb = sb
     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
     if not SC_AHEAD:
-        sa = _fp4_scales(sc_a, ok_a, kk, s_step, NV)
-        sb = sa
-        if GATED:
-            sb = _fp4_scales(sc_b, ok_a, kk, s_step, NV)
+        sa, sb = _fp4_scales2(sc_a, sc_b, ok_a, kk, s_step, NV, GATED)
     d = d_bufs.index(it % 2)
     if GATED:
         d.slice(0, 32).store(_fp4_tile(w0_bufs.index(s), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl))
@@ -231,7 +257,7 @@ def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, 
         d.store(_fp4_tile(w1_bufs.index(s), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
     fence_async_shared()
     gl.thread_barrier()  # the warpgroup's stores are in before its wgmma reads them
-    return d
+    return d, na, nb
 
 
 @gluon.jit
@@ -310,24 +336,11 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
         acc2 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
     if NCH > 3:
         acc3 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
-    if SC_AHEAD:  # step 0's scales; each step then loads the next one's before its ring wait
-        sa = _fp4_scales(sc_a, ok_a, 0, s_step, NV)
-        sb = sa
-        if GATED:
-            sb = _fp4_scales(sc_b, ok_a, 0, s_step, NV)
+    sa, sb = _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV, GATED, SC_AHEAD)
     for kk in range(n_k):
         s = it % STAGES
-        if SC_AHEAD:
-            kn = gl.minimum(kk + 1, n_k - 1)  # (the last step loads its own again: in bounds, unused)
-            na = _fp4_scales(sc_a, ok_a, kn, s_step, NV)
-            nb = na
-            if GATED:
-                nb = _fp4_scales(sc_b, ok_a, kn, s_step, NV)
-        else:  # (loaded in the step, after its ring wait)
-            sa = sc_a
-            sb = sc_b
-        d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, s_step, HALF, GATED, BK,
-                      SWZ, FOLD, NV, STAGES, wl, SC_AHEAD)
+        d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF,
+                              GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD)
         acc0 = warpgroup_mma(d, x_bufs.index(s * CHUNKS).permute((1, 0)), acc0, is_async=True)
         if NCH == 1:
             acc0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc0,))
@@ -344,9 +357,6 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
             acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=4, deps=(acc0, acc1, acc2, acc3))
         if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-        if SC_AHEAD:
-            sa = na
-            sb = nb
         it += 1
     if NCH == 1:
         acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
@@ -394,24 +404,11 @@ def _fp4_join_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_
         acc_l1: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                         instr_shape=[16, XT, 16])
         acc1 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l1)
-    if SC_AHEAD:
-        sa = _fp4_scales(sc_a, ok_a, 0, s_step, NV)
-        sb = sa
-        if GATED:
-            sb = _fp4_scales(sc_b, ok_a, 0, s_step, NV)
+    sa, sb = _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV, GATED, SC_AHEAD)
     for kk in range(n_k):
         s = it % STAGES
-        if SC_AHEAD:
-            kn = gl.minimum(kk + 1, n_k - 1)
-            na = _fp4_scales(sc_a, ok_a, kn, s_step, NV)
-            nb = na
-            if GATED:
-                nb = _fp4_scales(sc_b, ok_a, kn, s_step, NV)
-        else:
-            sa = sc_a
-            sb = sc_b
-        d = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, s_step, HALF, GATED, BK,
-                      SWZ, FOLD, NV, STAGES, wl, SC_AHEAD)
+        d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF,
+                              GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD)
         acc0 = warpgroup_mma(d, _fp4_x(x_bufs, s, 0, W0 // XT, XT, CHUNKS, True).permute((1, 0)), acc0,
                              is_async=True)
         if NCH == 3:
@@ -421,9 +418,6 @@ def _fp4_join_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_
             acc0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc0,))
         if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-        if SC_AHEAD:
-            sa = na
-            sb = nb
         it += 1
     if NCH == 3:
         acc0, acc1 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1))
