@@ -723,19 +723,16 @@ def test_gpu_programmatic_dependent_launch_same_bits(wfmt, T):
     prev = set_programmatic_dependent_launch(False)
     base, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
     set_programmatic_dependent_launch(True)
+    prev_early = set_align_early_trigger(False)
     try:
-        got, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
-        assert torch.equal(got, base)
-        _graph_replay_matches(prob, wfmt, 768, base)
-        prev_early = set_align_early_trigger(True)
-        try:
+        for early in (False, True):  # (the early trigger is the default: both set explicitly)
+            set_align_early_trigger(early)
             got, _ = run_case(prob, act=Activation.SWIGLU, wfmt=wfmt)
-            assert torch.equal(got, base)
+            assert torch.equal(got, base), early
             _graph_replay_matches(prob, wfmt, 768, base)
-        finally:
-            set_align_early_trigger(prev_early)
     finally:
         set_programmatic_dependent_launch(prev)
+        set_align_early_trigger(prev_early)
 
 
 def test_reciprocal_quant_arithmetic_matches_division():

@@ -1577,7 +1577,7 @@ def set_ws_fp4_join(enabled: bool) -> bool:
     """``True`` (opt-in, forty-first session, not yet measured; ``FUSEDMOE_WS_FP4_JOIN=1``): the FP4 warp-specialized
     prefill GEMMs' 256-token tiles load their input in four 64-row chunks, only those with real rows, and multiply a
     block's real chunks by one wgmma as wide as they are (64, 128, 128 + 64 or 256 token rows; ``kernels/_ws_fp4.py``
-    ``_fp4_join_tile``) -- an expert's last block then costs tensor-core work to the next 64 rows instead of the next
+    ``_fp4_chunk_tile``) -- an expert's last block then costs tensor-core work to the next 64 rows instead of the next
     128 (``set_ws_fp4_chunks(2)``, MXFP4's default) or 256 (whole tiles, NVFP4's), without the four 64-row wgmmas of
     ``set_ws_fp4_chunks(4)`` (each re-reading the converted weights from shared memory). Overrides
     ``set_ws_fp4_chunks`` for 256-token tiles. Same products in the same order: the same bits. Returns the previous

@@ -300,21 +300,13 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                 n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS)
             # one instance a chunk count, each with only its accumulators live (zeros kept live for unused chunks
             # made ptxas move them inside the wgmma pipeline and serialize it, C7515)
-            args = (e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b, ok_a, n_k, s_step,
-                    out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr, N, num_slots, stride_om, stride_be,
-                    act_alpha, act_beta, act_limit)
-            if JOIN:  # (a static branch: the join instances exist only with JOIN)
-                for nch in gl.static_range(1, CHUNKS + 1):
-                    if n_ch == nch:
-                        it = _fp4_join_tile(nch, *args, HALF, XT, CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
-                                            MUL_ROUTING_WEIGHT, ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl,
-                                            OUT_PADDED, SC_AHEAD)
-            else:
-                for nch in gl.static_range(1, CHUNKS + 1):
-                    if n_ch == nch:
-                        it = _fp4_chunk_tile(nch, *args, HALF, XT, CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
-                                             MUL_ROUTING_WEIGHT, ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l,
-                                             OUT_PADDED, SC_AHEAD)
+            for nch in gl.static_range(1, CHUNKS + 1):
+                if n_ch == nch:
+                    it = _fp4_chunk_tile(nch, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a,
+                                         sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr,
+                                         N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
+                                         CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
+                                         ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD, JOIN)
 
 
 @gluon.jit
@@ -324,112 +316,75 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
                     CHUNKS: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
                     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                     BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
-                    wl: gl.constexpr, acc_l: gl.constexpr, OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr):
-    """One tile over its first ``NCH`` chunks (input chunk c of ring slot s: ``x_bufs[s * CHUNKS + c]``): per K step
-    one wgmma a chunk, the step's wgmmas in flight while the next step converts (the wait retires the step before:
-    its ring slot is released and its tile buffer reused; only the accumulators in use are its dependencies); then
-    each chunk's epilogue as the XT-row block ``CHUNKS pid_m + c``. Returns ``it``."""
-    acc0 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
-    if NCH > 1:
+                    wl: gl.constexpr, acc_l: gl.constexpr, OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr,
+                    JOIN: gl.constexpr):
+    """One tile over its first ``NCH`` chunks (those with real rows): per K step its wgmmas, in flight while the next
+    step converts (the wait retires the step before: its ring slot is released and its tile buffer reused; only the
+    accumulators in use are its dependencies); then each accumulator's epilogue. Without ``JOIN`` one wgmma and
+    accumulator a chunk (input chunk c of ring slot s: ``x_bufs[s * CHUNKS + c]``), chunk c's epilogue the XT-row
+    block ``CHUNKS pid_m + c``. ``JOIN`` (:func:`_fp4_x`: a slot's chunks one buffer; 4 chunks of 64 rows): the
+    chunks multiplied by one wgmma as wide as they are -- 64, 128 or 256 token rows; 3 chunks as 128 + 64 (a tensor's
+    sizes are powers of two) -- instead of one 64-row wgmma a chunk, whose A operand (the converted weights) is
+    re-read from shared memory for each. Each token row's sum runs over the same K steps in the same order either
+    way: the bits of whole tiles. Returns ``it``."""
+    NA: gl.constexpr = (2 if NCH == 3 else 1) if JOIN else NCH  # accumulators (wgmmas a step)
+    W0: gl.constexpr = XT * (2 if NCH == 3 else NCH) if JOIN else XT  # token rows of the first; the others XT
+    C1: gl.constexpr = 2 if JOIN else 1  # the chunk of the second (the third and fourth: chunks 2, 3)
+    acc_l0: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, W0, 16])
+    acc0 = gl.zeros((64, W0), dtype=gl.float32, layout=acc_l0)
+    if NA > 1:
         acc1 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
-    if NCH > 2:
+    if NA > 2:
         acc2 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
-    if NCH > 3:
+    if NA > 3:
         acc3 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
     sa, sb = _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV, GATED, SC_AHEAD)
     for kk in range(n_k):
         s = it % STAGES
         d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF,
                               GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD)
-        acc0 = warpgroup_mma(d, x_bufs.index(s * CHUNKS).permute((1, 0)), acc0, is_async=True)
-        if NCH == 1:
+        acc0 = warpgroup_mma(d, _fp4_x(x_bufs, s, 0, W0 // XT, XT, CHUNKS, JOIN).permute((1, 0)), acc0,
+                             is_async=True)
+        if NA == 1:
             acc0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc0,))
-        if NCH > 1:
-            acc1 = warpgroup_mma(d, x_bufs.index(s * CHUNKS + 1).permute((1, 0)), acc1, is_async=True)
-        if NCH == 2:
+        if NA > 1:
+            acc1 = warpgroup_mma(d, _fp4_x(x_bufs, s, C1, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc1, is_async=True)
+        if NA == 2:
             acc0, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc0, acc1))
-        if NCH > 2:
-            acc2 = warpgroup_mma(d, x_bufs.index(s * CHUNKS + 2).permute((1, 0)), acc2, is_async=True)
-        if NCH == 3:
+        if NA > 2:
+            acc2 = warpgroup_mma(d, _fp4_x(x_bufs, s, 2, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc2, is_async=True)
+        if NA == 3:
             acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=3, deps=(acc0, acc1, acc2))
-        if NCH > 3:
-            acc3 = warpgroup_mma(d, x_bufs.index(s * CHUNKS + 3).permute((1, 0)), acc3, is_async=True)
+        if NA > 3:
+            acc3 = warpgroup_mma(d, _fp4_x(x_bufs, s, 3, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc3, is_async=True)
             acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=4, deps=(acc0, acc1, acc2, acc3))
         if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
         it += 1
-    if NCH == 1:
+    if NA == 1:
         acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
-    if NCH == 2:
+    if NA == 2:
         acc0, acc1 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1))
-    if NCH == 3:
+    if NA == 3:
         acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2))
-    if NCH == 4:
+    if NA == 4:
         acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
     mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-    for c in gl.static_range(NCH):  # (the accumulators past NCH do not exist: each chunk's epilogue by name)
-        if c == 0:
-            acc = acc0
-        elif c == 1:
-            acc = acc1
-        elif c == 2:
-            acc = acc2
-        else:
-            acc = acc3
-        _fp4_epilogue(_fp4_acc_factors(acc, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + c, n0, out_ptr, bias_ptr,
-                      topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
-                      HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
-                      OUT_PADDED)
-    return it
-
-
-@gluon.jit
-def _fp4_join_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b,
-                   ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr, N, num_slots, stride_om,
-                   stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, XT: gl.constexpr,
-                   CHUNKS: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
-                   WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
-                   BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
-                   wl: gl.constexpr, OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr):
-    """:func:`_fp4_chunk_tile` with the chunks joined (``JOIN``; 4 chunks of 64 token rows): a block's first ``NCH``
-    chunks, those with real rows, multiplied by one wgmma as wide as they are -- 64, 128 or 256 token rows; 3 chunks
-    as 128 + 64 (a tensor's sizes are powers of two) -- instead of one 64-row wgmma a chunk, whose A operand (the
-    converted weights) is re-read from shared memory for each: an expert's last block runs 64-row granularity of
-    padding at the wgmma widths of whole tiles. Each token row's sum runs over the same K steps in the same order:
-    the bits of whole tiles. Returns ``it``."""
-    W0: gl.constexpr = XT * (2 if NCH == 3 else NCH)  # the first (or only) wgmma's token rows
-    acc_l0: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, W0, 16])
-    acc0 = gl.zeros((64, W0), dtype=gl.float32, layout=acc_l0)
-    if NCH == 3:
-        acc_l1: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                        instr_shape=[16, XT, 16])
-        acc1 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l1)
-    sa, sb = _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV, GATED, SC_AHEAD)
-    for kk in range(n_k):
-        s = it % STAGES
-        d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF,
-                              GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD)
-        acc0 = warpgroup_mma(d, _fp4_x(x_bufs, s, 0, W0 // XT, XT, CHUNKS, True).permute((1, 0)), acc0,
-                             is_async=True)
-        if NCH == 3:
-            acc1 = warpgroup_mma(d, _fp4_x(x_bufs, s, 2, 1, XT, CHUNKS, True).permute((1, 0)), acc1, is_async=True)
-            acc0, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc0, acc1))
-        else:
-            acc0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc0,))
-        if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-        it += 1
-    if NCH == 3:
-        acc0, acc1 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1))
-    else:
-        acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
-    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-    # the first wgmma's rows: block pid_m's first W0 of its CHUNKS * XT, i.e. block (CHUNKS XT / W0) pid_m of W0 rows
+    # (the first accumulator: block (CHUNKS XT / W0) pid_m of W0 rows; the others chunk c's XT-row block)
     _fp4_epilogue(_fp4_acc_factors(acc0, gs_ptr, e, FOLD, NV), e, (CHUNKS * XT // W0) * pid_m, n0, out_ptr, bias_ptr,
                   topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF,
                   W0, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False, OUT_PADDED)
-    if NCH == 3:  # chunk 2: XT-row block CHUNKS pid_m + 2
-        _fp4_epilogue(_fp4_acc_factors(acc1, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + 2, n0, out_ptr, bias_ptr,
+    for a in gl.static_range(1, NA):  # (the accumulators past NA do not exist: each one's epilogue by name)
+        if a == 1:
+            acc = acc1
+            c = C1
+        elif a == 2:
+            acc = acc2
+            c = 2
+        else:
+            acc = acc3
+            c = 3
+        _fp4_epilogue(_fp4_acc_factors(acc, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + c, n0, out_ptr, bias_ptr,
                       topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
                       HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
                       OUT_PADDED)
