@@ -45,7 +45,9 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "ws4ahead": ("set_ws_fp4_scales_ahead", True),  # the FP4 prefill block scales a K step ahead (default)
             "nows4ahead": ("set_ws_fp4_scales_ahead", False),  # ... off: each step's scales loaded after its wait
             "ws4ch4": ("set_ws_fp4_chunks", 4),  # 256-token tiles in 64-row chunks, only those with real rows
-            "ws4join": ("set_ws_fp4_join", True),  # ... the real chunks joined into wgmmas as wide as they are
+            # ... the real chunks joined into wgmmas as wide as they are, 256-token tiles from 64 rows an expert (the
+            # default since s42); off: chunks by format, 256-token tiles from 128 rows an expert
+            "ws4join": ("set_ws_fp4_join", True), "nows4join": ("set_ws_fp4_join", False),
             "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel from 64 rows an expert (default)
             "ws4nvall": ("set_ws_fp4_nvfp4", (True, 0)),  # ... at any rows an expert
             "nows4nv": ("set_ws_fp4_nvfp4", False),  # NVFP4 weights in the Triton GEMMs

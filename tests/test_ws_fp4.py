@@ -161,8 +161,8 @@ def test_ws_fp4_config_rules():
 
 def test_ws_fp4_scales_ahead_switch():
     """The block scales a K step ahead are the default (forty-first session); ``FUSEDMOE_WS_FP4_SC_AHEAD=0`` starts a
-    process without them; the setter takes a bool only and returns the previous setting. The joined chunks are
-    opt-in (``FUSEDMOE_WS_FP4_JOIN=1``)."""
+    process without them; the setter takes a bool only and returns the previous setting. The joined chunks are the
+    default too (forty-second session; ``FUSEDMOE_WS_FP4_JOIN=0`` off)."""
     prev = triton_moe.set_ws_fp4_scales_ahead(True)
     try:
         assert triton_moe.set_ws_fp4_scales_ahead(False) is True
@@ -172,7 +172,7 @@ def test_ws_fp4_scales_ahead_switch():
     finally:
         triton_moe.set_ws_fp4_scales_ahead(prev)
     env_starts("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", {"0": False, "1": True, "": True})
-    env_starts("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", {"1": True, "0": False, "": False})
+    env_starts("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", {"1": True, "0": False, "": True})
 
 
 def test_ws_fp4_refused_where_it_cannot_run():
@@ -214,9 +214,10 @@ def test_ws_fp4_scale_layouts(monkeypatch):
 
 def test_auto_ws_fp4_rule(monkeypatch):
     """What a call without a config runs (``auto_ws_fp4``; ``fusedmoe bench`` records and passes the same): the FP4
-    tiles for both GEMMs where the chosen config has prefill tiles (block_m >= 128), with 256 token rows from 128
-    rows per local expert; the chosen config otherwise -- decode tiles, MXFP8 activations, fp16 hidden states,
-    the interpreter, an atomic combine, another GPU generation, the switch off."""
+    tiles for both GEMMs where the chosen config has prefill tiles (block_m >= 128), with 256 token rows from 64
+    rows per local expert with the joined chunks (the default), from 128 without; the chosen config otherwise --
+    decode tiles, MXFP8 activations, fp16 hidden states, the interpreter, an atomic combine, another GPU generation,
+    the switch off."""
     c = Case(F.MXFP4, F.BF16, A.SWIGLU, T=4, H=128, I=64, E=4, K=2, dtype=torch.bfloat16)
     _, W, _ = make_case(c, device="cpu")
     cuda = torch.device("cuda", 0)
@@ -229,7 +230,10 @@ def test_auto_ws_fp4_rule(monkeypatch):
         return triton_moe.auto_ws_fp4(cfg, W.w13, W.w2, act_format, dtype, cuda, tokens, 2, act, interp)
 
     prev = triton_moe.set_ws_fp4(True)
+    prev_join = triton_moe.set_ws_fp4_join(True)
     try:
+        assert auto(pre, 126).block_m == 128 and auto(pre, 128).block_m == 256  # 63 / 64 rows an expert
+        triton_moe.set_ws_fp4_join(False)
         got = auto(pre, 200)  # 100 rows an expert
         assert got.gemm1 == ws_fp4_config(True, "gemm1", 128) and got.gemm2 == ws_fp4_config(False, "gemm2", 128)
         assert auto(pre, 256).block_m == 256  # 128 rows an expert
@@ -267,6 +271,7 @@ def test_auto_ws_fp4_rule(monkeypatch):
             triton_moe.set_ws_fp4_nvfp4(nv_prev)
     finally:
         triton_moe.set_ws_fp4(*prev)
+        triton_moe.set_ws_fp4_join(prev_join)
 
 
 # ---- GPU ------------------------------------------------------------------------------------------

@@ -1437,8 +1437,9 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            # the prefill kernel's block scales loaded a K step ahead (set_ws_fp4_scales_ahead; the default since the
            # forty-first session)
            "sc_ahead": os.environ.get("FUSEDMOE_WS_FP4_SC_AHEAD", "1") != "0",
-           # 256-token tiles as 64-row chunks joined into wgmmas as wide as the real rows (set_ws_fp4_join)
-           "join": os.environ.get("FUSEDMOE_WS_FP4_JOIN", "0") == "1"}
+           # 256-token tiles as 64-row chunks joined into wgmmas as wide as the real rows (set_ws_fp4_join; the
+           # default since the forty-second session)
+           "join": os.environ.get("FUSEDMOE_WS_FP4_JOIN", "1") != "0"}
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
 # MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
@@ -1551,6 +1552,10 @@ def ws_fp4_decode_config(tokens: int, hidden: int, intermediate_padded: int, exp
 
 
 WS_FP4_WIDE_MIN_ROWS_PER_EXPERT = 128  # the prefill kernel's 256-token tiles from this many rows per local expert
+# ... with the joined chunks (set_ws_fp4_join, the default): an expert's last block costs MMA work to the next 64 rows,
+# so 256-token tiles pay from fewer rows -- the forty-second session's H100 A/B at 2048 tokens (64-96 rows an expert):
+# 1.14-1.19x on Nemotron-3-Super / Nano MXFP4 and NVFP4, gpt-oss-120b MXFP4 1.05x, NVFP4 0.99x
+WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT = 64
 
 
 def set_ws_fp4_padded(enabled: bool) -> bool:
@@ -1574,14 +1579,18 @@ def set_ws_fp4_scales_ahead(enabled: bool) -> bool:
 
 
 def set_ws_fp4_join(enabled: bool) -> bool:
-    """``True`` (opt-in, forty-first session, not yet measured; ``FUSEDMOE_WS_FP4_JOIN=1``): the FP4 warp-specialized
-    prefill GEMMs' 256-token tiles load their input in four 64-row chunks, only those with real rows, and multiply a
+    """``True`` (the default since the forty-second session; ``FUSEDMOE_WS_FP4_JOIN=0`` turns it off): the FP4
+    warp-specialized prefill GEMMs' 256-token tiles load their input in four 64-row chunks, only those with real rows,
+    and multiply a
     block's real chunks by one wgmma as wide as they are (64, 128, 128 + 64 or 256 token rows; ``kernels/_ws_fp4.py``
     ``_fp4_chunk_tile``) -- an expert's last block then costs tensor-core work to the next 64 rows instead of the next
     128 (``set_ws_fp4_chunks(2)``, MXFP4's default) or 256 (whole tiles, NVFP4's), without the four 64-row wgmmas of
     ``set_ws_fp4_chunks(4)`` (each re-reading the converted weights from shared memory). Overrides
-    ``set_ws_fp4_chunks`` for 256-token tiles. Same products in the same order: the same bits. Returns the previous
-    setting."""
+    ``set_ws_fp4_chunks`` for 256-token tiles, and ``auto_ws_fp4`` takes them from
+    ``WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT`` (64) rows an expert instead of 128. Same products in the same order: the
+    same bits. H100, ``decode_ab.py`` of gpt-oss-120b and Nemotron-3-Super / Nano, MXFP4 and NVFP4: 4096 / 8192 tokens
+    1.02-1.07x the chunks by format, 2048 tokens (with the 256-token tiles from 64 rows) 0.99-1.19x. Returns the
+    previous setting."""
     return _swap_bool(_WS_FP4, enabled, "join")
 
 
@@ -1625,7 +1634,8 @@ def set_ws_fp4(enabled: bool, block_m: int = 0) -> "tuple[bool, int]":
     """``True`` (the default; ``FUSEDMOE_WS_FP4=0`` turns it off): calls whose chosen config has prefill tiles
     (block_m >= 128) with MXFP4 weights and BF16 activations on sm_90 run both GEMMs in the warp-specialized
     Gluon kernel (``kernels/_ws_fp4.py``); ``False``: the Triton kernels. ``block_m``: 128 or 256 token rows a
-    tile for every such call, 0 (the default) 256 from ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT`` rows per expert.
+    tile for every such call, 0 (the default) 256 from ``WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT`` rows per expert
+    (``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT`` with ``set_ws_fp4_join(False)``).
     A config passed to the call is always taken as it is. Returns the previous ``(enabled, block_m)``."""
     if not isinstance(enabled, bool):
         raise TypeError(f"enabled must be a bool, got {enabled!r}")
@@ -1668,7 +1678,8 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
     prefill tiles (block_m >= 128), no atomic combine, and the FP4 warp-specialized kernel can take the call
     (``set_ws_fp4``, ``_ws_fp4_problem``; NVFP4 weights under ``set_ws_fp4_nvfp4`` from
     ``WS_NVFP4_MIN_ROWS_PER_EXPERT`` rows per local expert) its tiles for both GEMMs --
-    256 token rows from ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT`` rows per local expert, else 128; with decode tiles
+    256 token rows from ``WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT`` rows per local expert with the joined chunks
+    (``set_ws_fp4_join``, the default) or ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT`` without, else 128; with decode tiles
     (block_m <= 16) and ``set_ws_fp4_decode``'s switch on for the call's tokens (by default one token), the FP4
     decode kernel's (:func:`ws_fp4_decode_config`).
     (A tuned-table entry naming the decode kernel: :func:`auto_ws`.) ``fusedmoe bench`` records and passes the
@@ -1686,7 +1697,8 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
         _, sms = _device_info(device)
         c = ws_fp4_decode_config(tokens, w13.shape[-1], w2.shape[-1], w13.shape[0], top_k, gated, sms)
         return MoEKernelConfig(c.gemm1, c.gemm2, cfg.atomic_combine)
-    bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= WS_FP4_WIDE_MIN_ROWS_PER_EXPERT else 128)
+    wide = WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT if _WS_FP4["join"] else WS_FP4_WIDE_MIN_ROWS_PER_EXPERT
+    bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= wide else 128)
     return MoEKernelConfig(ws_fp4_config(gated, "gemm1", bm), ws_fp4_config(False, "gemm2", bm), cfg.atomic_combine)
 
 

@@ -1,0 +1,1 @@
+export PYTHONPATH=$PWD/src; timeout 200 python3 benchmarks/decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano --weight-format mxfp4,nvfp4 --tokens 1024,2048 --settings default,ws4join --rounds 1 --budget-s 180 > $OUT/ab2.txt 2>&1

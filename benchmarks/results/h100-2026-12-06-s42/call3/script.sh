@@ -1,0 +1,1 @@
+export PYTHONPATH=$PWD/src; timeout 280 python3 benchmarks/decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano --weight-format mxfp4,nvfp4 --tokens 1024,2048 --settings default,ws4join+ws4bt256,ws4bt256 --rounds 2 --budget-s 260 > $OUT/ab3.txt 2>&1
