@@ -36,23 +36,21 @@ _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4 as k4
 # (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, CHUNKS, NV, SC_AHEAD, JOIN)
 for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN in (
-        (2, True, True, False, False, 128, 4, True, True, 64, 1, False, 0, False),  # gpt-oss GEMM1, biases
-        (0, True, False, True, False, 256, 4, False, True, 128, 1, False, 0, False),  # weight on input, restoring
-        (3, False, False, False, False, 256, 4, True, False, 128, 1, False, 0, False),  # ReLU2, plain nibbles
-        (7, False, True, False, True, 128, 4, True, True, 64, 1, False, 0, False),  # GEMM2: bias, weight
-        (7, False, False, False, True, 256, 4, True, True, 128, 1, False, 1, False),  # GEMM2 256, scales ahead
-        (2, True, True, False, False, 256, 4, True, True, 64, 2, False, 1, False),  # two 128-row halves
-        (7, False, True, False, True, 256, 4, True, True, 64, 2, False, 0, False),
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, 0, False),  # 64-row chunks (opt-in)
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, 1, False),
-        (3, False, False, False, False, 256, 4, False, True, 128, 1, True, 0, False),  # NVFP4 GEMM1, ReLU2
-        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, 1, False),  # NVFP4 OAI, ahead
-        (7, False, False, False, True, 256, 4, False, True, 64, 1, True, 0, False),  # NVFP4 GEMM2
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, 1, True),  # chunks joined (default)
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, 1, True),
-        (7, False, True, False, True, 256, 4, True, True, 64, 4, False, 0, True),
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, 2, True),  # scales after the fence
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, 2, True)):
+        (2, True, True, False, False, 128, 4, True, True, 64, 1, False, False, False),  # gpt-oss GEMM1, biases
+        (0, True, False, True, False, 256, 4, False, True, 128, 1, False, False, False),  # weight on input, restoring
+        (3, False, False, False, False, 256, 4, True, False, 128, 1, False, False, False),  # ReLU2, plain nibbles
+        (7, False, True, False, True, 128, 4, True, True, 64, 1, False, False, False),  # GEMM2: bias, weight
+        (7, False, False, False, True, 256, 4, True, True, 128, 1, False, True, False),  # GEMM2 256, scales ahead
+        (2, True, True, False, False, 256, 4, True, True, 64, 2, False, True, False),  # two 128-row halves
+        (7, False, True, False, True, 256, 4, True, True, 64, 2, False, False, False),
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, False, False),  # 64-row chunks (opt-in)
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, False),
+        (3, False, False, False, False, 256, 4, False, True, 128, 1, True, False, False),  # NVFP4 GEMM1, ReLU2
+        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True, False),  # NVFP4 OAI, ahead
+        (7, False, False, False, True, 256, 4, False, True, 64, 1, True, False, False),  # NVFP4 GEMM2
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True),  # chunks joined (the default)
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True),
+        (7, False, True, False, True, 256, 4, True, True, 64, 4, False, False, True)):
     XT = BT // CH  # the x box: a chunk
     xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
@@ -71,8 +69,7 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN in (
     print(ACT, GATED, BT, NV, CH, k.metadata.num_warps, sass.count("HGMMA.64x"), sass.count("USETMAXREG"),
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, sass.count("UTMALDG"),
           sass.count("DEPBAR.LE gsb0, 0x0"), SCA, first("LDG.E"), first("SYNCS.PHASECHK"), JN,
-          ",".join(sorted(set(re.findall(r"HGMMA\.64x(\d+)x", sass)), key=int)), first("FENCE.VIEW.ASYNC"), sep="|",
-          flush=True)
+          ",".join(sorted(set(re.findall(r"HGMMA\.64x(\d+)x", sass)), key=int)), sep="|", flush=True)
 '''
 
 
@@ -82,21 +79,19 @@ def test_ws_fp4_compiles_for_sm90(tmp_path):
     loads, within Hopper's 227 KB; at most a few local stores (a 256-token GEMM2 epilogue: 128 accumulators a
     thread); the wgmmas asynchronous -- a full wait (``DEPBAR.LE gsb0, 0x0``) only at the end of a K loop, not
     after every wgmma as where ptxas serializes them (C7515: accumulators of unused chunks kept live did that); the
-    block scales loaded in the K loop before its ring wait with ``SC_AHEAD`` 1 (the next step's), after its fence with
-    2 (the next step's), after the wait and before the fence with 0 (its own)."""
+    block scales loaded in the K loop before its ring wait with ``SC_AHEAD`` (the next step's), after it without."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 17, rows
+    assert len(rows) == 15, rows
     for (act, gated, bt, nv, ch, warps, gmma, setmaxnreg, spills, smem, tma, full_waits, ahead, ldg, wait, join,
-         widths, fence) in rows:
+         widths) in rows:
         where = f"ACT={act} GATED={gated} BT={bt} NV={nv} CHUNKS={ch} SC_AHEAD={ahead} JOIN={join}"
         # the wgmmas' token widths: a chunk's (64-row chunks: 64), or joined chunks' 64 / 128 / 256 (3 as 128 + 64)
         want = {"64", "128", "256"} if join == "True" else {str(int(bt) // int(ch))}
         assert set(widths.split(",")) == want, (where, widths)
-        # the K loop's block-scale load: before the ring wait (1), after the fence (2), between them (0)
-        ldg, wait, fence = int(ldg), int(wait), int(fence)
-        assert min(ldg, wait, fence) >= 0 and wait < fence, (where, ldg, wait, fence)
-        assert {"1": ldg < wait, "2": ldg > fence, "0": wait < ldg < fence}[ahead], (where, ldg, wait, fence)
+        # the K loop's block-scale load: issued before the ring wait when loaded a step ahead, after it otherwise
+        assert int(ldg) >= 0 and int(wait) >= 0, (where, ldg, wait)
+        assert (int(ldg) < int(wait)) == (ahead == "True"), (where, ldg, wait)
         assert int(warps) == 12, where
         assert int(gmma) > 0 and int(setmaxnreg) > 0 and int(tma) > 0, (where, gmma, setmaxnreg, tma)
         assert int(spills) <= 8, (where, spills)
@@ -178,14 +173,6 @@ def test_ws_fp4_scales_ahead_switch():
         triton_moe.set_ws_fp4_scales_ahead(prev)
     env_starts("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", {"0": False, "1": True, "": True})
     env_starts("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", {"1": True, "0": False, "": True})
-    env_starts("set_ws_fp4_scales_after_fence", "FUSEDMOE_WS_FP4_SC_FENCE", {"1": True, "0": False, "": False})
-    prev = triton_moe.set_ws_fp4_scales_after_fence(True)
-    try:
-        assert triton_moe.set_ws_fp4_scales_after_fence(False) is True
-        with pytest.raises(TypeError):
-            triton_moe.set_ws_fp4_scales_after_fence("yes")
-    finally:
-        triton_moe.set_ws_fp4_scales_after_fence(prev)
 
 
 def test_ws_fp4_refused_where_it_cannot_run():
@@ -351,9 +338,8 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     tw = torch.ones(TK)
     cfg = ws_fp4_config(False, "gemm2", BM)
     prev = triton_moe.set_ws_fp4_chunks(chunks)
-    ahead = fmt is Format.NVFP4  # (the switches, either way)
+    ahead = fmt is Format.NVFP4  # (the switch, either way)
     prev_ahead = triton_moe.set_ws_fp4_scales_ahead(ahead)
-    prev_fence = triton_moe.set_ws_fp4_scales_after_fence(padded)
     prev_join = triton_moe.set_ws_fp4_join(join)
     try:
         triton_moe._ws_fp4_gemm(cfg, rows, w, tw, False, tw, al, out, N, 1, TK, 4, 7, False,
@@ -362,7 +348,6 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     finally:
         triton_moe.set_ws_fp4_chunks(prev)
         triton_moe.set_ws_fp4_scales_ahead(prev_ahead)
-        triton_moe.set_ws_fp4_scales_after_fence(prev_fence)
         triton_moe.set_ws_fp4_join(prev_join)
     (grid, args, kw), = cap.calls
     assert kw.pop("num_warps") == 4
@@ -379,7 +364,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     assert (b["stride_om"], b["stride_be"]) == (N, 0)
     assert (b["CHUNKS"], b["NV"], b["OUT_PADDED"], b["MUL_ROUTING_WEIGHT"], b["TK"]) == (chunks, fmt is Format.NVFP4,
                                                                                         padded, True, tk)
-    assert b["SC_AHEAD"] == ((2 if padded else 1) if ahead else 0) and b["JOIN"] is join
+    assert b["SC_AHEAD"] is ahead and b["JOIN"] is join
 
 @gpu
 @pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
@@ -464,27 +449,21 @@ def test_gpu_ws_fp4_chunks_same_bits(act, fmt, chunks):
 @pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
 @pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
 def test_gpu_ws_fp4_scales_ahead_same_bits(act, fmt):
-    """The block scales loaded a K step ahead (``set_ws_fp4_scales_ahead``), before the ring wait or after the fence
-    (``set_ws_fp4_scales_after_fence``), give the bits of the in-step loads: the same values multiply the same
-    products. 128- and 256-token tiles (whole and in chunks), gated with biases and non-gated, expert parallelism;
-    within the reference's bound."""
+    """The block scales loaded a K step ahead (``set_ws_fp4_scales_ahead``) give the bits of the in-step loads: the
+    same values multiply the same products. 128- and 256-token tiles (whole and in chunks), gated with biases and
+    non-gated, expert parallelism; within the reference's bound."""
     for T, bm in ((300, 128), (560, 256)):
         c = Case(fmt, F.BF16, act, T=T, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
                  dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=19)
         hidden, W, topk = make_case(c)
         prev = triton_moe.set_ws_fp4_scales_ahead(False)
-        prev_fence = triton_moe.set_ws_fp4_scales_after_fence(False)
         try:
             in_step = _ws_call(hidden, W, topk, offset=2, block_m=bm)
             triton_moe.set_ws_fp4_scales_ahead(True)
             ahead = _ws_call(hidden, W, topk, offset=2, block_m=bm)
-            triton_moe.set_ws_fp4_scales_after_fence(True)
-            after_fence = _ws_call(hidden, W, topk, offset=2, block_m=bm)
         finally:
             triton_moe.set_ws_fp4_scales_ahead(prev)
-            triton_moe.set_ws_fp4_scales_after_fence(prev_fence)
         assert torch.equal(ahead, in_step), (T, bm)
-        assert torch.equal(after_fence, in_step), (T, bm)
         ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
         assert _rel(ahead, ref) <= 2e-2, (T, bm)
 

@@ -1437,8 +1437,6 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            # the prefill kernel's block scales loaded a K step ahead (set_ws_fp4_scales_ahead; the default since the
            # forty-first session)
            "sc_ahead": os.environ.get("FUSEDMOE_WS_FP4_SC_AHEAD", "1") != "0",
-           # ... issued after the step's fence instead of before its ring wait (set_ws_fp4_scales_after_fence)
-           "sc_fence": os.environ.get("FUSEDMOE_WS_FP4_SC_FENCE", "0") == "1",
            # 256-token tiles as 64-row chunks joined into wgmmas as wide as the real rows (set_ws_fp4_join; the
            # default since the forty-second session)
            "join": os.environ.get("FUSEDMOE_WS_FP4_JOIN", "1") != "0"}
@@ -1578,23 +1576,6 @@ def set_ws_fp4_scales_ahead(enabled: bool) -> bool:
     gpt-oss-120b and Nemotron-3-Super / Nano: NVFP4 1.13-1.19x, MXFP4 1.005-1.02x; 1024 tokens 0.99-1.00x);
     ``FUSEDMOE_WS_FP4_SC_AHEAD=0`` turns it off. Returns the previous setting."""
     return _swap_bool(_WS_FP4, enabled, "sc_ahead")
-
-
-def set_ws_fp4_scales_after_fence(enabled: bool) -> bool:
-    """``True`` (opt-in, forty-second session; ``FUSEDMOE_WS_FP4_SC_FENCE=1``): with the block scales a K step ahead
-    (:func:`set_ws_fp4_scales_ahead`), each step issues the next step's load after its shared-memory fence and
-    barrier rather than before its ring wait (kernel ``SC_AHEAD=2``). The fence (``fence.proxy.async``: ``MEMBAR``
-    in sm_90 SASS) waits for every memory access in flight, so the early load's latency landed on it -- Nsight
-    Compute's warp-stall sampling of gpt-oss-120b's MXFP4 GEMM1 at 4096 tokens (H100) put ~10 % of the consumer
-    warps' samples on the fence and the barrier after it, as long-scoreboard stalls. Same values: the same bits.
-    Returns the previous setting."""
-    return _swap_bool(_WS_FP4, enabled, "sc_fence")
-
-
-def _ws_fp4_sc_mode() -> int:
-    """The prefill kernel's ``SC_AHEAD``: 0 each step's block scales loaded after its ring wait, 1 the next step's
-    before it, 2 the next step's after the step's fence."""
-    return (2 if _WS_FP4["sc_fence"] else 1) if _WS_FP4["sc_ahead"] else 0
 
 
 def set_ws_fp4_join(enabled: bool) -> bool:
@@ -1785,7 +1766,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         w.global_scale if nv else tw_flat, w.scale.stride(2), E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias,
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
-        GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_ws_fp4_sc_mode(), JOIN=join,
+        GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
         num_warps=4)
 
 

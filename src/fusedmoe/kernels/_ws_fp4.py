@@ -236,12 +236,10 @@ def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, 
               STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr):
     """One K step's A operand: wait for ring slot ``s``, convert this warpgroup's 64 weight rows into its shared
     tile ``it % 2`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1), fence it for the wgmma. The block
-    scales: ``SC_AHEAD`` 1 / 2, ``sa`` / ``sb`` (gate / up rows), loaded a step before -- this step loads step
-    ``kk + 1``'s (the last step its own again: in bounds, unused) before its ring wait (1) or after its fence and
-    barrier (2: the fence's ``MEMBAR`` waits for every load in flight, so a load issued before it puts its latency
-    there); 0: loaded here after the wait, step ``kk`` of ``sc_a`` / ``sc_b``. Returns (the tile, the next step's
-    ``sa``, ``sb``)."""
-    if SC_AHEAD == 1:
+    scales: ``SC_AHEAD``, ``sa`` / ``sb`` (gate / up rows), loaded a step before -- this step loads step
+    ``kk + 1``'s before its ring wait (the last step its own again: in bounds, unused); otherwise loaded here after
+    the wait, step ``kk`` of ``sc_a`` / ``sc_b``. Returns (the tile, the next step's ``sa``, ``sb``)."""
+    if SC_AHEAD:
         na, nb = _fp4_scales2(sc_a, sc_b, ok_a, gl.minimum(kk + 1, n_k - 1), s_step, NV, GATED)
     else:
         na = sa
@@ -259,8 +257,6 @@ def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, 
         d.store(_fp4_tile(w1_bufs.index(s), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
     fence_async_shared()
     gl.thread_barrier()  # the warpgroup's stores are in before its wgmma reads them
-    if SC_AHEAD == 2:
-        na, nb = _fp4_scales2(sc_a, sc_b, ok_a, gl.minimum(kk + 1, n_k - 1), s_step, NV, GATED)
     return d, na, nb
 
 
@@ -477,7 +473,7 @@ def _ws_fp4_kernel(
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
-    SC_AHEAD: gl.constexpr = 1, JOIN: gl.constexpr = False,
+    SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -486,13 +482,10 @@ def _ws_fp4_kernel(
     e4m3 scales K-major (``stride_sk`` apart along K), ``gs_ptr`` their global scales [E]. ``OUT_PADDED`` (GEMM1
     before this kernel's GEMM2): ``out``
     is [blocks * BT, N], the rows at their block-padded positions -- GEMM2's input without a gather. ``SC_AHEAD``
-    (``triton_moe.set_ws_fp4_scales_ahead``, 1): a consumer loads K step k + 1's block scales from global memory
-    before its ring wait of step k, so their latency overlaps step k's conversion and wgmma instead of stalling step
-    k + 1's conversion (0: each step's scale load is issued after its wait and used ~40 instructions later); NVFP4
-    1.13-1.19x at 4096 / 8192 tokens (H100, forty-first session). 2 (``set_ws_fp4_scales_after_fence``): the load
-    issued after step k's fence and barrier instead -- Nsight Compute's stall sampling (forty-second session) put
-    ~10 % of the consumers' samples on the fence's ``MEMBAR`` and the barrier after it (long scoreboard: a load in
-    flight). The same values either way: the same bits."""
+    (``triton_moe.set_ws_fp4_scales_ahead``): a consumer loads K step k + 1's block scales from global memory before
+    its ring wait of step k, so their latency overlaps step k's conversion and wgmma instead of stalling step k + 1's
+    conversion (otherwise each step's scale load is issued after its wait and used ~40 instructions later). The same
+    values: the same bits; NVFP4 1.13-1.19x at 4096 / 8192 tokens (H100, forty-first session)."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     XT: gl.constexpr = x_desc.block_type.shape[0]
