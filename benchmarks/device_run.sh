@@ -197,8 +197,9 @@ if [[ "$stages" == *" ncu "* ]]; then
     ncu -i "$OUT/ncu/$tag.ncu-rep" --page details --csv > "$OUT/ncu/$tag.details.csv" 2>&1
     ncu -i "$OUT/ncu/$tag.ncu-rep" --page source --csv --print-source sass > "$OUT/ncu/$tag.sass.csv" 2>&1
     python3 benchmarks/ncu_summary.py details "$OUT/ncu/$tag.details.csv" > "$OUT/ncu/$tag.summary.txt" 2>&1
-    for k in _gemm1 _gemm2; do
-      python3 benchmarks/ncu_summary.py stalls "$OUT/ncu/$tag.sass.csv" $k >> "$OUT/ncu/$tag.summary.txt" 2>&1
+    # the GEMM kernels by name prefix (the Triton GEMMs, the warp-specialized ones), with their K loops' view
+    for k in ${NCU_KERNELS:-_gemm1 _gemm2 _ws}; do
+      python3 benchmarks/ncu_summary.py stalls "$OUT/ncu/$tag.sass.csv" $k 25 100000 >> "$OUT/ncu/$tag.summary.txt" 2>&1
     done
     ls -la "$OUT/ncu/$tag"*
   done
