@@ -44,6 +44,7 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "nows4pad": ("set_ws_fp4_padded", False),  # ... off: GEMM2's rows by a gather
             "ws4ahead": ("set_ws_fp4_scales_ahead", True),  # the FP4 prefill block scales a K step ahead (default)
             "nows4ahead": ("set_ws_fp4_scales_ahead", False),  # ... off: each step's scales loaded after its wait
+            "ws4trel": ("set_ws_fp4_thread_release", True),  # ... every consumer thread frees the ring slots
             "ws4ch4": ("set_ws_fp4_chunks", 4),  # 256-token tiles in 64-row chunks, only those with real rows
             # ... the real chunks joined into wgmmas as wide as they are, 256-token tiles from 64 rows an expert (the
             # default since s42); off: chunks by format, 256-token tiles from 128 rows an expert

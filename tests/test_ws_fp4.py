@@ -34,23 +34,26 @@ A, F = Activation, Format
 
 _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4 as k4
-# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, CHUNKS, NV, SC_AHEAD, JOIN)
-for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN in (
-        (2, True, True, False, False, 128, 4, True, True, 64, 1, False, False, False),  # gpt-oss GEMM1, biases
-        (0, True, False, True, False, 256, 4, False, True, 128, 1, False, False, False),  # weight on input, restoring
-        (3, False, False, False, False, 256, 4, True, False, 128, 1, False, False, False),  # ReLU2, plain nibbles
-        (7, False, True, False, True, 128, 4, True, True, 64, 1, False, False, False),  # GEMM2: bias, weight
-        (7, False, False, False, True, 256, 4, True, True, 128, 1, False, True, False),  # GEMM2 256, scales ahead
-        (2, True, True, False, False, 256, 4, True, True, 64, 2, False, True, False),  # two 128-row halves
-        (7, False, True, False, True, 256, 4, True, True, 64, 2, False, False, False),
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, False, False),  # 64-row chunks (opt-in)
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, False),
-        (3, False, False, False, False, 256, 4, False, True, 128, 1, True, False, False),  # NVFP4 GEMM1, ReLU2
-        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True, False),  # NVFP4 OAI, ahead
-        (7, False, False, False, True, 256, 4, False, True, 64, 1, True, False, False),  # NVFP4 GEMM2
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True),  # chunks joined (the default)
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True),
-        (7, False, True, False, True, 256, 4, True, True, 64, 4, False, False, True)):
+# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, CHUNKS, NV, SC_AHEAD, JOIN,
+#  T_RELEASE)
+for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN, TR in (
+        (2, True, True, False, False, 128, 4, True, True, 64, 1, False, False, False, False),  # gpt-oss GEMM1, biases
+        (0, True, False, True, False, 256, 4, False, True, 128, 1, False, False, False, False),  # weight on input
+        (3, False, False, False, False, 256, 4, True, False, 128, 1, False, False, False, False),  # ReLU2, nibbles
+        (7, False, True, False, True, 128, 4, True, True, 64, 1, False, False, False, False),  # GEMM2: bias, weight
+        (7, False, False, False, True, 256, 4, True, True, 128, 1, False, True, False, False),  # GEMM2 256, ahead
+        (2, True, True, False, False, 256, 4, True, True, 64, 2, False, True, False, False),  # two 128-row halves
+        (7, False, True, False, True, 256, 4, True, True, 64, 2, False, False, False, False),
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, False, False, False),  # 64-row chunks (opt-in)
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, False, False),
+        (3, False, False, False, False, 256, 4, False, True, 128, 1, True, False, False, False),  # NVFP4 GEMM1, ReLU2
+        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True, False, False),  # NVFP4 OAI, ahead
+        (7, False, False, False, True, 256, 4, False, True, 64, 1, True, False, False, False),  # NVFP4 GEMM2
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True, False),  # joined (the default)
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True, False),
+        (7, False, True, False, True, 256, 4, True, True, 64, 4, False, False, True, False),
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True, True),  # every thread releases
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True, True)):
     XT = BT // CH  # the x box: a chunk
     xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
@@ -62,14 +65,15 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN in (
            "stride_sk": "i32"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
               ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, CHUNKS=CH, NV=NV,
-              SC_AHEAD=SCA, JOIN=JN)
+              SC_AHEAD=SCA, JOIN=JN, T_RELEASE=TR)
     k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
     loop = k_loop(sass_instructions(sass))
     first = lambda op: min([i for i, x in enumerate(loop) if op in x], default=-1)
     print(ACT, GATED, BT, NV, CH, k.metadata.num_warps, sass.count("HGMMA.64x"), sass.count("USETMAXREG"),
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, sass.count("UTMALDG"),
           sass.count("DEPBAR.LE gsb0, 0x0"), SCA, first("LDG.E"), first("SYNCS.PHASECHK"), JN,
-          ",".join(sorted(set(re.findall(r"HGMMA\.64x(\d+)x", sass)), key=int)), sep="|", flush=True)
+          ",".join(sorted(set(re.findall(r"HGMMA\.64x(\d+)x", sass)), key=int)), TR, sum("BAR.SYNC" in x for x in loop),
+          sum("SYNCS.ARRIVE" in x or "ARRIVES.LDGSTSBAR" in x for x in loop), sep="|", flush=True)
 '''
 
 
@@ -79,12 +83,14 @@ def test_ws_fp4_compiles_for_sm90(tmp_path):
     loads, within Hopper's 227 KB; at most a few local stores (a 256-token GEMM2 epilogue: 128 accumulators a
     thread); the wgmmas asynchronous -- a full wait (``DEPBAR.LE gsb0, 0x0``) only at the end of a K loop, not
     after every wgmma as where ptxas serializes them (C7515: accumulators of unused chunks kept live did that); the
-    block scales loaded in the K loop before its ring wait with ``SC_AHEAD`` (the next step's), after it without."""
+    block scales loaded in the K loop before its ring wait with ``SC_AHEAD`` (the next step's), after it without;
+    with ``T_RELEASE`` one warpgroup barrier a K step fewer than the same variant without."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 15, rows
+    assert len(rows) == 17, rows
+    bars = {}
     for (act, gated, bt, nv, ch, warps, gmma, setmaxnreg, spills, smem, tma, full_waits, ahead, ldg, wait, join,
-         widths) in rows:
+         widths, trel, nbar, arrives) in rows:
         where = f"ACT={act} GATED={gated} BT={bt} NV={nv} CHUNKS={ch} SC_AHEAD={ahead} JOIN={join}"
         # the wgmmas' token widths: a chunk's (64-row chunks: 64), or joined chunks' 64 / 128 / 256 (3 as 128 + 64)
         want = {"64", "128", "256"} if join == "True" else {str(int(bt) // int(ch))}
@@ -97,6 +103,15 @@ def test_ws_fp4_compiles_for_sm90(tmp_path):
         assert int(spills) <= 8, (where, spills)
         assert int(smem) <= 227 * 1024, (where, smem)
         assert 4 * int(full_waits) <= int(gmma), (where, full_waits, gmma)  # serialized: one a wgmma
+        # the slot release in the K loop: one thread's arrive between two warpgroup barriers, or every thread's
+        # (T_RELEASE: cp.async.mbarrier.arrive.noinc, ARRIVES.LDGSTSBAR) without them -- Gluon then places one
+        # barrier before the shared tile's stores instead (4 -> 3 a K step gated, 3 -> 2 not)
+        assert int(arrives) >= 1, (where, arrives)
+        bars.setdefault((act, gated, bt, nv, ch, ahead, join), {})[trel] = int(nbar)
+    pairs = [b for b in bars.values() if "True" in b]
+    assert len(pairs) == 2, bars
+    for b in pairs:
+        assert b["True"] == b["False"] - 1, bars
 
 
 # ---- CPU: config rules and refusals ----------------------------------------------------------------
@@ -162,7 +177,8 @@ def test_ws_fp4_config_rules():
 def test_ws_fp4_scales_ahead_switch():
     """The block scales a K step ahead are the default (forty-first session); ``FUSEDMOE_WS_FP4_SC_AHEAD=0`` starts a
     process without them; the setter takes a bool only and returns the previous setting. The joined chunks are the
-    default too (forty-second session; ``FUSEDMOE_WS_FP4_JOIN=0`` off)."""
+    default too (forty-second session; ``FUSEDMOE_WS_FP4_JOIN=0`` off); every thread releasing the ring slots is
+    opt-in (``FUSEDMOE_WS_FP4_TRELEASE=1``)."""
     prev = triton_moe.set_ws_fp4_scales_ahead(True)
     try:
         assert triton_moe.set_ws_fp4_scales_ahead(False) is True
@@ -173,6 +189,14 @@ def test_ws_fp4_scales_ahead_switch():
         triton_moe.set_ws_fp4_scales_ahead(prev)
     env_starts("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", {"0": False, "1": True, "": True})
     env_starts("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", {"1": True, "0": False, "": True})
+    env_starts("set_ws_fp4_thread_release", "FUSEDMOE_WS_FP4_TRELEASE", {"1": True, "0": False, "": False})
+    prev = triton_moe.set_ws_fp4_thread_release(True)
+    try:
+        assert triton_moe.set_ws_fp4_thread_release(False) is True
+        with pytest.raises(TypeError):
+            triton_moe.set_ws_fp4_thread_release(1)
+    finally:
+        triton_moe.set_ws_fp4_thread_release(prev)
 
 
 def test_ws_fp4_refused_where_it_cannot_run():
@@ -341,6 +365,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     ahead = fmt is Format.NVFP4  # (the switch, either way)
     prev_ahead = triton_moe.set_ws_fp4_scales_ahead(ahead)
     prev_join = triton_moe.set_ws_fp4_join(join)
+    prev_trel = triton_moe.set_ws_fp4_thread_release(padded)  # (the switch, either way)
     try:
         triton_moe._ws_fp4_gemm(cfg, rows, w, tw, False, tw, al, out, N, 1, TK, 4, 7, False,
                                 triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw, a_padded=True,
@@ -349,6 +374,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
         triton_moe.set_ws_fp4_chunks(prev)
         triton_moe.set_ws_fp4_scales_ahead(prev_ahead)
         triton_moe.set_ws_fp4_join(prev_join)
+        triton_moe.set_ws_fp4_thread_release(prev_trel)
     (grid, args, kw), = cap.calls
     assert kw.pop("num_warps") == 4
     b = sig.bind(*args, **kw).arguments
@@ -364,7 +390,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     assert (b["stride_om"], b["stride_be"]) == (N, 0)
     assert (b["CHUNKS"], b["NV"], b["OUT_PADDED"], b["MUL_ROUTING_WEIGHT"], b["TK"]) == (chunks, fmt is Format.NVFP4,
                                                                                         padded, True, tk)
-    assert b["SC_AHEAD"] is ahead and b["JOIN"] is join
+    assert b["SC_AHEAD"] is ahead and b["JOIN"] is join and b["T_RELEASE"] is padded
 
 @gpu
 @pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
@@ -466,6 +492,34 @@ def test_gpu_ws_fp4_scales_ahead_same_bits(act, fmt):
         assert torch.equal(ahead, in_step), (T, bm)
         ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
         assert _rel(ahead, ref) <= 2e-2, (T, bm)
+
+
+@gpu
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
+def test_gpu_ws_fp4_thread_release_same_bits(act, fmt):
+    """Every consumer thread releasing the ring slots (``set_ws_fp4_thread_release``: 256 arrivals a phase, no
+    warpgroup barriers around them) gives the bits of the warpgroup release: the loader may only refill a slot once
+    both warpgroups' wgmmas retired it, so a race would show as other values. 128- and 256-token tiles, joined
+    chunks and not, gated with biases and non-gated, expert parallelism, more K steps than ring stages; within the
+    reference's bound."""
+    for T, bm, join in ((300, 128, True), (560, 256, True), (560, 256, False)):
+        c = Case(fmt, F.BF16, act, T=T, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
+                 dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=29)
+        hidden, W, topk = make_case(c)
+        prev = triton_moe.set_ws_fp4_thread_release(False)
+        prev_join = triton_moe.set_ws_fp4_join(join)
+        try:
+            warpgroup = _ws_call(hidden, W, topk, offset=2, block_m=bm)
+            triton_moe.set_ws_fp4_thread_release(True)
+            threads = [_ws_call(hidden, W, topk, offset=2, block_m=bm) for _ in range(3)]
+        finally:
+            triton_moe.set_ws_fp4_thread_release(prev)
+            triton_moe.set_ws_fp4_join(prev_join)
+        for got in threads:
+            assert torch.equal(got, warpgroup), (T, bm, join)
+        ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
+        assert _rel(threads[0], ref) <= 2e-2, (T, bm, join)
 
 
 @gpu

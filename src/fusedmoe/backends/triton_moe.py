@@ -1439,7 +1439,9 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            "sc_ahead": os.environ.get("FUSEDMOE_WS_FP4_SC_AHEAD", "1") != "0",
            # 256-token tiles as 64-row chunks joined into wgmmas as wide as the real rows (set_ws_fp4_join; the
            # default since the forty-second session)
-           "join": os.environ.get("FUSEDMOE_WS_FP4_JOIN", "1") != "0"}
+           "join": os.environ.get("FUSEDMOE_WS_FP4_JOIN", "1") != "0",
+           # every consumer thread frees the ring slots (set_ws_fp4_thread_release; opt-in)
+           "t_release": os.environ.get("FUSEDMOE_WS_FP4_TRELEASE", "0") == "1"}
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
 # MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
@@ -1592,6 +1594,18 @@ def set_ws_fp4_join(enabled: bool) -> bool:
     1.02-1.07x the chunks by format, 2048 tokens (with the 256-token tiles from 64 rows) 0.99-1.19x. Returns the
     previous setting."""
     return _swap_bool(_WS_FP4, enabled, "join")
+
+
+def set_ws_fp4_thread_release(enabled: bool) -> bool:
+    """``True`` (opt-in, forty-second session, not yet run on a GPU; ``FUSEDMOE_WS_FP4_TRELEASE=1``): the FP4
+    warp-specialized prefill GEMMs' consumer threads each arrive on a ring slot's empty barrier once their wgmmas
+    retired it (kernel ``T_RELEASE``, as the FP4 decode kernel's default since the thirty-fifth session) instead of
+    one thread a warpgroup between two warpgroup barriers: a K step's ``BAR.SYNC`` 4 -> 3 gated, 3 -> 2 otherwise
+    (sm_90 SASS: the two around the arrive go, Gluon puts one before the shared tile's stores instead).
+    Nsight Compute's stall sampling of gpt-oss-120b's MXFP4 GEMM1 at 4096 tokens (H100) found the consumers
+    latency-bound (tensor pipe ~52 %, issue slots ~35 %), ~10 % of their K loops' samples at barriers. Same
+    arithmetic: the same bits. Returns the previous setting."""
+    return _swap_bool(_WS_FP4, enabled, "t_release")
 
 
 def set_ws_fp4_chunks(chunks: int) -> int:
@@ -1767,6 +1781,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
         GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
+        T_RELEASE=_WS_FP4["t_release"],
         num_warps=4)
 
 

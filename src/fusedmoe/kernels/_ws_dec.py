@@ -59,9 +59,9 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 
 from ._moe_gemm import ACT_IDENTITY, OUT_PLAIN, Q_BLOCK, Q_NONE, _scale_block
 from ._ws_fp4 import _fp4_chunk_count, _split_gate_up
-from ._ws_fp4_dec import (_dec_gdc, _dec_ready, _dec_release, _dec_rows, _dec_slot, _dec_slot_w, _dec_split_sum,
-                          _dec_token_box, _dec_unit, _dec_x_copy, _dec_x_lanes, _dec_x_src)
-from ._ws_gemm import _ring_barriers, _ws_store
+from ._ws_fp4_dec import (_dec_gdc, _dec_ready, _dec_rows, _dec_slot, _dec_slot_w, _dec_split_sum, _dec_token_box,
+                          _dec_unit, _dec_x_copy, _dec_x_lanes, _dec_x_src)
+from ._ws_gemm import _ring_barriers, _ring_release, _ws_store
 
 
 @gluon.jit
@@ -177,7 +177,7 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
     accumulator a 128-wide block, added -- Q_BLOCK: scaled -- to the fp32 sum), then split-K and the epilogue.
     ``DEP_SIGNAL`` (the fused kernel's GEMM1 phase): once a column tile of a block is stored, ``dep_ptr[block]`` is
     raised by one (release, after every thread's stores). ``T_RELEASE``: every thread frees the ring slots
-    (``_ws_fp4_dec._dec_release``). Returns the ring position ``it`` for the next phase."""
+    (``_ws_gemm._ring_release``). Returns the ring position ``it`` for the next phase."""
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                     instr_shape=[16, BT, INSTR_K])
@@ -212,11 +212,11 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                         acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
                         if h == 0:
                             if kk > k0:  # the step before's last wgmma retired: its ring slot is free
-                                _dec_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
+                                _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
                     it += 1
                 acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
                 if k1 > k0:
-                    _dec_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
+                    _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
             else:
                 for kk in range(k0, k1):
                     s = _dec_ready(ready, it, STAGES, X_GATHER)
@@ -232,7 +232,7 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                             acc = acc + _scale_block(part, a_s, w_s, True)  # (the swapped Triton kernels' order)
                         else:
                             acc = acc + part
-                    _dec_release(empty, s, T_RELEASE)
+                    _ring_release(empty, s, T_RELEASE)
                     it += 1
             last = True
             if SPLIT > 1:

@@ -59,7 +59,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 from . import _blockscaled as _bs
 from ._moe_gemm import _activation, _tile_ids
-from ._ws_gemm import _ring_barriers
+from ._ws_gemm import _ring_barriers, _ring_release
 
 _MX_FOLD_EXP_BIAS = gl.constexpr(110)  # _blockscaled._MX_FOLD_EXP_BIAS
 _NV_SCALE_BIAS = gl.constexpr(2.0 ** 110)  # _blockscaled._NIB_SCALE_BIAS
@@ -268,7 +268,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                   HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
                   ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr,
                   STAGES: gl.constexpr, GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr,
-                  OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, JOIN: gl.constexpr):
+                  OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, T_RELEASE: gl.constexpr):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
     turn), one asynchronous wgmma with the step's input tile, at most one step in flight; then the epilogue.
     ``CHUNKS`` > 1 (``set_ws_fp4_chunks``; MXFP4's default 2 since the thirty-second session): the block's BT token
@@ -306,7 +306,8 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                                          sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr,
                                          N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
                                          CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                                         ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD, JOIN)
+                                         ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD, JOIN,
+                                         T_RELEASE)
 
 
 @gluon.jit
@@ -317,7 +318,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
                     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                     BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
                     wl: gl.constexpr, acc_l: gl.constexpr, OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr,
-                    JOIN: gl.constexpr):
+                    JOIN: gl.constexpr, T_RELEASE: gl.constexpr):
     """One tile over its first ``NCH`` chunks (those with real rows): per K step its wgmmas, in flight while the next
     step converts (the wait retires the step before: its ring slot is released and its tile buffer reused; only the
     accumulators in use are its dependencies); then each accumulator's epilogue. Without ``JOIN`` one wgmma and
@@ -326,7 +327,8 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     chunks multiplied by one wgmma as wide as they are -- 64, 128 or 256 token rows; 3 chunks as 128 + 64 (a tensor's
     sizes are powers of two) -- instead of one 64-row wgmma a chunk, whose A operand (the converted weights) is
     re-read from shared memory for each. Each token row's sum runs over the same K steps in the same order either
-    way: the bits of whole tiles. Returns ``it``."""
+    way: the bits of whole tiles. A ring slot is released by the warpgroup or, with ``T_RELEASE``, by each of its
+    threads (:func:`_ws_gemm._ring_release`: no warpgroup barriers around the arrive). Returns ``it``."""
     NA: gl.constexpr = (2 if NCH == 3 else 1) if JOIN else NCH  # accumulators (wgmmas a step)
     W0: gl.constexpr = XT * (2 if NCH == 3 else NCH) if JOIN else XT  # token rows of the first; the others XT
     C1: gl.constexpr = 2 if JOIN else 1  # the chunk of the second (the third and fourth: chunks 2, 3)
@@ -359,7 +361,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
             acc3 = warpgroup_mma(d, _fp4_x(x_bufs, s, 3, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc3, is_async=True)
             acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=4, deps=(acc0, acc1, acc2, acc3))
         if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
         it += 1
     if NA == 1:
         acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
@@ -369,7 +371,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
         acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2))
     if NA == 4:
         acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
-    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+    _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
     # (the first accumulator: block (CHUNKS XT / W0) pid_m of W0 rows; the others chunk c's XT-row block)
     _fp4_epilogue(_fp4_acc_factors(acc0, gs_ptr, e, FOLD, NV), e, (CHUNKS * XT // W0) * pid_m, n0, out_ptr, bias_ptr,
                   topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF,
@@ -473,7 +475,7 @@ def _ws_fp4_kernel(
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
-    SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False,
+    SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False, T_RELEASE: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -485,7 +487,11 @@ def _ws_fp4_kernel(
     (``triton_moe.set_ws_fp4_scales_ahead``): a consumer loads K step k + 1's block scales from global memory before
     its ring wait of step k, so their latency overlaps step k's conversion and wgmma instead of stalling step k + 1's
     conversion (otherwise each step's scale load is issued after its wait and used ~40 instructions later). The same
-    values: the same bits; NVFP4 1.13-1.19x at 4096 / 8192 tokens (H100, forty-first session)."""
+    values: the same bits; NVFP4 1.13-1.19x at 4096 / 8192 tokens (H100, forty-first session). ``T_RELEASE``
+    (``triton_moe.set_ws_fp4_thread_release``): every consumer thread arrives on a slot's empty barrier (256 a
+    phase) instead of one thread of each warpgroup between two warpgroup barriers; Gluon then puts one barrier
+    before the shared tile's stores instead: one ``BAR.SYNC`` a K step less (3 of 4 gated, 2 of 3 otherwise;
+    Nsight's stall sampling put ~10 % of the K loops' samples on barriers, forty-second session)."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     XT: gl.constexpr = x_desc.block_type.shape[0]
@@ -499,18 +505,18 @@ def _ws_fp4_kernel(
     dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
     d0 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
     d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
-    ready, empty = _ring_barriers(STAGES)  # both consumer warpgroups release a slot
+    ready, empty = _ring_barriers(STAGES, 256 if T_RELEASE else 2)  # both consumer warpgroups release a slot
     gl.warp_specialize([
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, T_RELEASE)),
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, T_RELEASE)),
         (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
                        STAGES, GROUP_M, GATED, CHUNKS, JOIN)),

@@ -69,7 +69,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 from . import _blockscaled as _bs
 from ._ws_fp4 import _fp4_acc_factors, _fp4_chunk_count, _fp4_epilogue, _fp4_scale_cols, _fp4_scale_factor
-from ._ws_gemm import _ring_barriers
+from ._ws_gemm import _ring_barriers, _ring_release
 
 
 def dot64_cols(K: int) -> torch.Tensor:
@@ -235,18 +235,6 @@ def _dec_s_copy(s_buf, s_ptr, e, r0, r1, kk, n64, stride_se, stride_sr, stride_s
         word = (kk * 2 * KB) // 4 * 4  # the row's 4-byte word holding the step's codes
         ptrs = (sbase + row.to(gl.int64) * stride_sr + word).to(gl.pointer_type(gl.int32))
         async_copy.async_copy_global_to_shared(s_buf, ptrs)
-
-
-@gluon.jit
-def _dec_release(empty, slot, T_RELEASE: gl.constexpr):
-    """The consumer frees ring slot ``slot`` (its wgmmas retired): one arrival by the warpgroup (Gluon's
-    ``mbarrier.arrive``: a warpgroup barrier on either side of one thread's arrive), or (``T_RELEASE``) one by each of
-    its 128 threads, with no barrier -- ``cp.async.mbarrier.arrive.noinc``, which a thread without cp.async of its
-    own performs at once (the empty barriers then count 128)."""
-    if T_RELEASE:
-        async_copy.mbarrier_arrive(empty.index(slot), increment_count=False)
-    else:
-        mbarrier.arrive(empty.index(slot), count=1)
 
 
 @gluon.jit
@@ -420,13 +408,13 @@ def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, 
                     a_prev = a
                     if h == 0:
                         if kk > k0:  # the step before's last wgmma retired: its ring slot is free
-                            _dec_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
+                            _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
                     if not S_SMEM:
                         sc = sc_n
                         sc_n = sc_nn
                 it += 1
             acc, a_prev = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a_prev))
-            _dec_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
+            _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
             last = True
             if SPLIT > 1:
                 acc, last = _dec_split_sum(acc, part_ptr, cnt_ptr, pid_m * num_n + pid_n, ks, SPLIT, acc_l)
@@ -456,7 +444,8 @@ def _ws_fp4_dec_kernel(
     row ``slot // TOP_K``) by cp.async (:func:`_dec_loader`) instead of the TMA descriptors, which then only give
     the tiles' shapes and layout. ``S_SMEM`` (OPT-IN, thirty-third session, compiled only): the block scales come
     through the ring too (:func:`_dec_s_copy` / :func:`_dec_s_read`) instead of the consumer's global loads.
-    ``T_RELEASE`` (OPT-IN, likewise): every consumer thread frees the ring slots itself (:func:`_dec_release`)."""
+    ``T_RELEASE`` (OPT-IN, likewise): every consumer thread frees the ring slots itself
+    (:func:`_ws_gemm._ring_release`)."""
     _dec_gdc(USE_GDC)
     BT: gl.constexpr = x_desc.block_type.shape[0]
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)

@@ -86,6 +86,7 @@ FP8. The heuristic keeps the Triton kernels for 16-bit weights; the tuner tries 
 import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 from ._moe_gemm import (FP8_MAX, OUT_FP8_STATIC, OUT_PLAIN_AMAX, Q_BLOCK, Q_NONE, _activation,
@@ -672,6 +673,19 @@ def _ring_barriers(STAGES: gl.constexpr, CONSUMERS: gl.constexpr = 2, READY: gl.
         mbarrier.init(ready.index(s), count=READY)
         mbarrier.init(empty.index(s), count=CONSUMERS)  # every consumer warpgroup releases a slot
     return ready, empty
+
+
+@gluon.jit
+def _ring_release(empty, slot, T_RELEASE: gl.constexpr):
+    """A consumer warpgroup frees ring slot ``slot`` (its wgmmas retired): one arrival by the warpgroup (Gluon's
+    ``mbarrier.arrive``: a warpgroup barrier on either side of one thread's arrive), or (``T_RELEASE``) one by each of
+    its 128 threads, with no barrier -- ``cp.async.mbarrier.arrive.noinc``, which a thread without cp.async of its
+    own performs at once (the empty barriers then count 128 a consumer warpgroup). The FP4 kernels' (``_ws_fp4_dec``,
+    ``_ws_dec``; ``_ws_fp4`` with ``T_RELEASE``)."""
+    if T_RELEASE:
+        async_copy.mbarrier_arrive(empty.index(slot), increment_count=False)
+    else:
+        mbarrier.arrive(empty.index(slot), count=1)
 
 
 @gluon.jit
