@@ -1583,10 +1583,10 @@ def set_ws_fp4_scales_ahead(enabled: bool) -> bool:
 def set_ws_fp4_join(enabled: bool) -> bool:
     """``True`` (the default since the forty-second session; ``FUSEDMOE_WS_FP4_JOIN=0`` turns it off): the FP4
     warp-specialized prefill GEMMs' 256-token tiles load their input in four 64-row chunks, only those with real rows,
-    and multiply a
-    block's real chunks by one wgmma as wide as they are (64, 128, 128 + 64 or 256 token rows; ``kernels/_ws_fp4.py``
-    ``_fp4_chunk_tile``) -- an expert's last block then costs tensor-core work to the next 64 rows instead of the next
-    128 (``set_ws_fp4_chunks(2)``, MXFP4's default) or 256 (whole tiles, NVFP4's), without the four 64-row wgmmas of
+    and multiply a block's real chunks by one wgmma as wide as they are (64, 128, 128 + 64 or 256 token rows;
+    ``kernels/_ws_fp4.py`` ``_fp4_chunk_tile``) -- an expert's last block then costs tensor-core work to the next 64
+    rows instead of the next 128 (``set_ws_fp4_chunks(2)``, MXFP4's default without the join) or 256 (whole tiles,
+    NVFP4's), without the four 64-row wgmmas of
     ``set_ws_fp4_chunks(4)`` (each re-reading the converted weights from shared memory). Overrides
     ``set_ws_fp4_chunks`` for 256-token tiles, and ``auto_ws_fp4`` takes them from
     ``WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT`` (64) rows an expert instead of 128. Same products in the same order: the
