@@ -23,7 +23,8 @@ from test_triton_fp4 import Case, make_case, run_reference, run_sm90_script, run
 from test_triton_moe import gpu
 
 from fusedmoe.backends import triton_moe
-from fusedmoe.backends.kernel_configs import KernelConfig, MoEKernelConfig, warp_specialized_problem, ws_fp4_config
+from fusedmoe.backends.kernel_configs import (KernelConfig, MoEKernelConfig, warp_specialized_problem, ws_fp4_config,
+                                             ws_fp4_smem_bytes)
 from fusedmoe.config import Activation, ActivationParams, Format
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,25 +36,29 @@ A, F = Activation, Format
 _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4 as k4
 # (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, CHUNKS, NV, SC_AHEAD, JOIN,
-#  T_RELEASE)
-for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN, TR in (
-        (2, True, True, False, False, 128, 4, True, True, 64, 1, False, False, False, False),  # gpt-oss GEMM1, biases
-        (0, True, False, True, False, 256, 4, False, True, 128, 1, False, False, False, False),  # weight on input
-        (3, False, False, False, False, 256, 4, True, False, 128, 1, False, False, False, False),  # ReLU2, nibbles
-        (7, False, True, False, True, 128, 4, True, True, 64, 1, False, False, False, False),  # GEMM2: bias, weight
-        (7, False, False, False, True, 256, 4, True, True, 128, 1, False, True, False, False),  # GEMM2 256, ahead
-        (2, True, True, False, False, 256, 4, True, True, 64, 2, False, True, False, False),  # two 128-row halves
-        (7, False, True, False, True, 256, 4, True, True, 64, 2, False, False, False, False),
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, False, False, False),  # 64-row chunks (opt-in)
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, False, False),
-        (3, False, False, False, False, 256, 4, False, True, 128, 1, True, False, False, False),  # NVFP4 GEMM1, ReLU2
-        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True, False, False),  # NVFP4 OAI, ahead
-        (7, False, False, False, True, 256, 4, False, True, 64, 1, True, False, False, False),  # NVFP4 GEMM2
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True, False),  # joined (the default)
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True, False),
-        (7, False, True, False, True, 256, 4, True, True, 64, 4, False, False, True, False),
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True, True),  # every thread releases
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True, True)):
+#  T_RELEASE, EPI_DIRECT)
+for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN, TR, ED in (
+        (2, True, True, False, False, 128, 4, True, True, 64, 1, False, False, False, False, False),  # gpt-oss, biases
+        (0, True, False, True, False, 256, 4, False, True, 128, 1, False, False, False, False, False),  # w. on input
+        (3, False, False, False, False, 256, 4, True, False, 128, 1, False, False, False, False, False),  # nibbles
+        (7, False, True, False, True, 128, 4, True, True, 64, 1, False, False, False, False, False),  # GEMM2
+        (7, False, False, False, True, 256, 4, True, True, 128, 1, False, True, False, False, False),  # ahead
+        (2, True, True, False, False, 256, 4, True, True, 64, 2, False, True, False, False, False),  # halves
+        (7, False, True, False, True, 256, 4, True, True, 64, 2, False, False, False, False, False),
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, False, False, False, False),  # 64-row chunks
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, False, False, False),
+        (3, False, False, False, False, 256, 4, False, True, 128, 1, True, False, False, False, False),  # NVFP4 ReLU2
+        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True, False, False, False),  # NVFP4 OAI, ahead
+        (7, False, False, False, True, 256, 4, False, True, 64, 1, True, False, False, False, False),  # NVFP4 GEMM2
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True, False, False),  # joined
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True, False, False),
+        (7, False, True, False, True, 256, 4, True, True, 64, 4, False, False, True, False, False),
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True, True, False),  # T_RELEASE
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True, True, False),
+        (2, True, True, False, False, 256, 5, True, True, 64, 4, False, True, True, False, True),  # direct, 5 st.
+        (3, False, False, False, False, 256, 5, False, True, 128, 4, True, True, True, False, True),
+        (7, False, True, False, True, 256, 5, True, True, 64, 4, False, True, True, False, True),
+        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True, False, False, True)):
     XT = BT // CH  # the x box: a chunk
     xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
@@ -65,7 +70,7 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN, TR in (
            "stride_sk": "i32"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
               ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, CHUNKS=CH, NV=NV,
-              SC_AHEAD=SCA, JOIN=JN, T_RELEASE=TR)
+              SC_AHEAD=SCA, JOIN=JN, T_RELEASE=TR, EPI_DIRECT=ED)
     k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
     loop = k_loop(sass_instructions(sass))
     first = lambda op: min([i for i, x in enumerate(loop) if op in x], default=-1)
@@ -73,7 +78,7 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN, TR in (
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, sass.count("UTMALDG"),
           sass.count("DEPBAR.LE gsb0, 0x0"), SCA, first("LDG.E"), first("SYNCS.PHASECHK"), JN,
           ",".join(sorted(set(re.findall(r"HGMMA\.64x(\d+)x", sass)), key=int)), TR, sum("BAR.SYNC" in x for x in loop),
-          sum("SYNCS.ARRIVE" in x or "ARRIVES.LDGSTSBAR" in x for x in loop), sep="|", flush=True)
+          sum("SYNCS.ARRIVE" in x or "ARRIVES.LDGSTSBAR" in x for x in loop), ST, ED, sep="|", flush=True)
 '''
 
 
@@ -84,13 +89,14 @@ def test_ws_fp4_compiles_for_sm90(tmp_path):
     thread); the wgmmas asynchronous -- a full wait (``DEPBAR.LE gsb0, 0x0``) only at the end of a K loop, not
     after every wgmma as where ptxas serializes them (C7515: accumulators of unused chunks kept live did that); the
     block scales loaded in the K loop before its ring wait with ``SC_AHEAD`` (the next step's), after it without;
-    with ``T_RELEASE`` one warpgroup barrier a K step fewer than the same variant without."""
+    with ``T_RELEASE`` one warpgroup barrier a K step fewer than the same variant without; shared memory as
+    ``ws_fp4_smem_bytes`` models it (``EPI_DIRECT``: no epilogue scratch, 5 stages of 256 token rows)."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 17, rows
+    assert len(rows) == 21, rows
     bars = {}
     for (act, gated, bt, nv, ch, warps, gmma, setmaxnreg, spills, smem, tma, full_waits, ahead, ldg, wait, join,
-         widths, trel, nbar, arrives) in rows:
+         widths, trel, nbar, arrives, stages, direct) in rows:
         where = f"ACT={act} GATED={gated} BT={bt} NV={nv} CHUNKS={ch} SC_AHEAD={ahead} JOIN={join}"
         # the wgmmas' token widths: a chunk's (64-row chunks: 64), or joined chunks' 64 / 128 / 256 (3 as 128 + 64)
         want = {"64", "128", "256"} if join == "True" else {str(int(bt) // int(ch))}
@@ -102,6 +108,10 @@ def test_ws_fp4_compiles_for_sm90(tmp_path):
         assert int(gmma) > 0 and int(setmaxnreg) > 0 and int(tma) > 0, (where, gmma, setmaxnreg, tma)
         assert int(spills) <= 8, (where, spills)
         assert int(smem) <= 227 * 1024, (where, smem)
+        # the launcher's shared-memory model (kernel_configs.ws_fp4_smem_bytes): an upper bound within 512 bytes --
+        # with EPI_DIRECT no epilogue scratch, so 5 stages of 256 token rows fit
+        need = ws_fp4_smem_bytes(int(bt), int(stages), gated == "True", direct == "True")
+        assert 0 <= need - int(smem) <= 512, (where, stages, direct, smem, need)
         assert 4 * int(full_waits) <= int(gmma), (where, full_waits, gmma)  # serialized: one a wgmma
         # the slot release in the K loop: one thread's arrive between two warpgroup barriers, or every thread's
         # (T_RELEASE: cp.async.mbarrier.arrive.noinc, ARRIVES.LDGSTSBAR) without them -- Gluon then places one
@@ -177,8 +187,8 @@ def test_ws_fp4_config_rules():
 def test_ws_fp4_scales_ahead_switch():
     """The block scales a K step ahead are the default (forty-first session); ``FUSEDMOE_WS_FP4_SC_AHEAD=0`` starts a
     process without them; the setter takes a bool only and returns the previous setting. The joined chunks are the
-    default too (forty-second session; ``FUSEDMOE_WS_FP4_JOIN=0`` off); every thread releasing the ring slots is
-    opt-in (``FUSEDMOE_WS_FP4_TRELEASE=1``)."""
+    default too (forty-second session; ``FUSEDMOE_WS_FP4_JOIN=0`` off); every thread releasing the ring slots and
+    the direct epilogue are opt-in (``FUSEDMOE_WS_FP4_TRELEASE=1``, ``FUSEDMOE_WS_FP4_DIRECT=1``: 5 stages)."""
     prev = triton_moe.set_ws_fp4_scales_ahead(True)
     try:
         assert triton_moe.set_ws_fp4_scales_ahead(False) is True
@@ -190,6 +200,17 @@ def test_ws_fp4_scales_ahead_switch():
     env_starts("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", {"0": False, "1": True, "": True})
     env_starts("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", {"1": True, "0": False, "": True})
     env_starts("set_ws_fp4_thread_release", "FUSEDMOE_WS_FP4_TRELEASE", {"1": True, "0": False, "": False})
+    env_starts("set_ws_fp4_direct_epilogue", "FUSEDMOE_WS_FP4_DIRECT", {"1": (True, 5), "0": (False, 5),
+                                                                        "": (False, 5)})
+    prev = triton_moe.set_ws_fp4_direct_epilogue(True, 6)
+    try:
+        assert triton_moe.set_ws_fp4_direct_epilogue(False) == (True, 6)
+        for bad, err in ((("yes",), TypeError), ((True, 1), ValueError), ((True, 9), ValueError),
+                         ((True, True), ValueError), ((True, 4.0), ValueError)):
+            with pytest.raises(err):
+                triton_moe.set_ws_fp4_direct_epilogue(*bad)
+    finally:
+        triton_moe.set_ws_fp4_direct_epilogue(*prev)
     prev = triton_moe.set_ws_fp4_thread_release(True)
     try:
         assert triton_moe.set_ws_fp4_thread_release(False) is True
@@ -257,6 +278,14 @@ def test_auto_ws_fp4_rule(monkeypatch):
     prev_join = triton_moe.set_ws_fp4_join(True)
     try:
         assert auto(pre, 126).block_m == 128 and auto(pre, 128).block_m == 256  # 63 / 64 rows an expert
+        assert auto(pre, 128).gemm1.num_stages == auto(pre, 128).gemm2.num_stages == 4
+        prev_direct = triton_moe.set_ws_fp4_direct_epilogue(True)  # (no scratch: 5 stages, as many as fit)
+        try:
+            assert auto(pre, 128).gemm1.num_stages == auto(pre, 128).gemm2.num_stages == 5
+            triton_moe.set_ws_fp4_direct_epilogue(True, 8)
+            assert auto(pre, 128).gemm1.num_stages == 5 and auto(pre, 126).gemm1.num_stages == 8  # 256 / 128 rows
+        finally:
+            triton_moe.set_ws_fp4_direct_epilogue(*prev_direct)
         triton_moe.set_ws_fp4_join(False)
         got = auto(pre, 200)  # 100 rows an expert
         assert got.gemm1 == ws_fp4_config(True, "gemm1", 128) and got.gemm2 == ws_fp4_config(False, "gemm2", 128)
@@ -365,7 +394,8 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     ahead = fmt is Format.NVFP4  # (the switch, either way)
     prev_ahead = triton_moe.set_ws_fp4_scales_ahead(ahead)
     prev_join = triton_moe.set_ws_fp4_join(join)
-    prev_trel = triton_moe.set_ws_fp4_thread_release(padded)  # (the switch, either way)
+    prev_trel = triton_moe.set_ws_fp4_thread_release(padded)  # (the switches, either way)
+    prev_direct = triton_moe.set_ws_fp4_direct_epilogue(gated)
     try:
         triton_moe._ws_fp4_gemm(cfg, rows, w, tw, False, tw, al, out, N, 1, TK, 4, 7, False,
                                 triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw, a_padded=True,
@@ -375,6 +405,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
         triton_moe.set_ws_fp4_scales_ahead(prev_ahead)
         triton_moe.set_ws_fp4_join(prev_join)
         triton_moe.set_ws_fp4_thread_release(prev_trel)
+        triton_moe.set_ws_fp4_direct_epilogue(*prev_direct)
     (grid, args, kw), = cap.calls
     assert kw.pop("num_warps") == 4
     b = sig.bind(*args, **kw).arguments
@@ -390,7 +421,17 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     assert (b["stride_om"], b["stride_be"]) == (N, 0)
     assert (b["CHUNKS"], b["NV"], b["OUT_PADDED"], b["MUL_ROUTING_WEIGHT"], b["TK"]) == (chunks, fmt is Format.NVFP4,
                                                                                         padded, True, tk)
-    assert b["SC_AHEAD"] is ahead and b["JOIN"] is join and b["T_RELEASE"] is padded
+    assert b["SC_AHEAD"] is ahead and b["JOIN"] is join and b["T_RELEASE"] is padded and b["EPI_DIRECT"] is gated
+    # 5 stages of 256 token rows need the direct epilogue (no layout-conversion scratch): refused without it
+    prev_direct = triton_moe.set_ws_fp4_direct_epilogue(False)
+    try:
+        with pytest.raises(ValueError, match="227 KB"):
+            triton_moe._ws_fp4_gemm(ws_fp4_config(False, "gemm2", BM, 5), rows, w, tw, False, tw, al, out, N, 1, TK,
+                                    4, 7, False, triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw,
+                                    a_padded=True, out_padded=padded)
+    finally:
+        triton_moe.set_ws_fp4_direct_epilogue(*prev_direct)
+    assert len(cap.calls) == 1
 
 @gpu
 @pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
@@ -520,6 +561,35 @@ def test_gpu_ws_fp4_thread_release_same_bits(act, fmt):
             assert torch.equal(got, warpgroup), (T, bm, join)
         ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
         assert _rel(threads[0], ref) <= 2e-2, (T, bm, join)
+
+
+@gpu
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2, A.SWIGLU], ids=lambda a: a.name)
+def test_gpu_ws_fp4_direct_epilogue_same_bits(act, fmt):
+    """The direct epilogue (``set_ws_fp4_direct_epilogue``: gate / up rows interleaved by 8 in the converted tiles,
+    the accumulators taken apart in registers and stored from their own layout, 5 ring stages) gives the bits of the
+    layout-converting one: each output is the same sum, only the wgmma's rows are permuted. 128- and 256-token tiles
+    (joined and not: 64 / 128 / 256-row accumulators), gated with biases and not, expert parallelism, the padded
+    hand-off, 4 and 5 stages; within the reference's bound."""
+    for T, bm, join, st in ((300, 128, True, 5), (560, 256, True, 5), (700, 256, False, 4), (130, 256, True, 5)):
+        c = Case(fmt, F.BF16, act, T=T, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
+                 dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=31)
+        hidden, W, topk = make_case(c)
+        prev = triton_moe.set_ws_fp4_direct_epilogue(False)
+        prev_join = triton_moe.set_ws_fp4_join(join)
+        try:
+            converted = _ws_call(hidden, W, topk, offset=2, block_m=bm)
+            triton_moe.set_ws_fp4_direct_epilogue(True, st)
+            cap = {}
+            direct = _ws_call(hidden, W, topk, offset=2, block_m=bm, cap=cap)
+            assert cap["config"].gemm1.num_stages == cap["config"].gemm2.num_stages == st, cap["config"]
+        finally:
+            triton_moe.set_ws_fp4_direct_epilogue(*prev)
+            triton_moe.set_ws_fp4_join(prev_join)
+        assert torch.equal(direct, converted), (T, bm, join, st)
+        ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
+        assert _rel(direct, ref) <= 2e-2, (T, bm, join, st)
 
 
 @gpu

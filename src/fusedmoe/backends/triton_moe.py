@@ -106,6 +106,7 @@ from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_per
                              held_a_problem, join_gate_up, k_loop_stages, triton_tile, warp_specialized_problem,
                              WS_FP4_FORMATS,
                              WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
+                             ws_fp4_smem_problem,
                              WS_DEC_BLOCK_M, WS_FORMATS, WS_PROMOTED_FORMATS, ws_dec_block_k, ws_dec_config,
                              ws_dec_max_blocks,
                              ws_dec_stage_bytes, ws_dec_max_stages, ws_fp4_dec_stage_bytes, WS_DEC_CTAS,
@@ -1441,7 +1442,10 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            # default since the forty-second session)
            "join": os.environ.get("FUSEDMOE_WS_FP4_JOIN", "1") != "0",
            # every consumer thread frees the ring slots (set_ws_fp4_thread_release; opt-in)
-           "t_release": os.environ.get("FUSEDMOE_WS_FP4_TRELEASE", "0") == "1"}
+           "t_release": os.environ.get("FUSEDMOE_WS_FP4_TRELEASE", "0") == "1",
+           # the epilogue stored from the accumulators' layout, and this many ring stages (set_ws_fp4_direct_epilogue;
+           # opt-in)
+           "direct": os.environ.get("FUSEDMOE_WS_FP4_DIRECT", "0") == "1", "direct_stages": 5}
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
 # MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
@@ -1608,6 +1612,24 @@ def set_ws_fp4_thread_release(enabled: bool) -> bool:
     return _swap_bool(_WS_FP4, enabled, "t_release")
 
 
+def set_ws_fp4_direct_epilogue(enabled: bool, num_stages: int = 5) -> "tuple[bool, int]":
+    """``True`` (opt-in, forty-second session, not yet run on a GPU; ``FUSEDMOE_WS_FP4_DIRECT=1``): the FP4
+    warp-specialized prefill GEMMs write a gated tile's converted gate / up rows interleaved by 8 rows, so that the
+    wgmma accumulator holds an output column's gate and up values in one thread, and store the epilogue from the
+    accumulators' layout (kernel ``EPI_DIRECT``): no layout-conversion scratch (32 KB gated / 16 KB otherwise, sm_90
+    compile), which lets ``auto_ws_fp4`` give its tiles ``num_stages`` ring stages (5 by default: 256-token tiles fit
+    217 KB) -- Nsight Compute put ~10 % of the consumers' K-loop samples on waits for ring data (H100, forty-second
+    session). Same products, rows only permuted in shared memory: the same bits. Returns the previous ``(enabled,
+    num_stages)``."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool, got {enabled!r}")
+    if not isinstance(num_stages, int) or isinstance(num_stages, bool) or not 2 <= num_stages <= 8:
+        raise ValueError(f"set_ws_fp4_direct_epilogue: num_stages must be an int in [2, 8], got {num_stages!r}")
+    prev = (_WS_FP4["direct"], _WS_FP4["direct_stages"])
+    _WS_FP4["direct"], _WS_FP4["direct_stages"] = enabled, num_stages
+    return prev
+
+
 def set_ws_fp4_chunks(chunks: int) -> int:
     """256-token tiles of the FP4 warp-specialized GEMMs as ``chunks`` (2 or 4) wgmmas of 128 / 64 token rows into as
     many accumulators, a block multiplying and loading only the chunks that hold real rows -- an expert's last block
@@ -1713,7 +1735,9 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
         return MoEKernelConfig(c.gemm1, c.gemm2, cfg.atomic_combine)
     wide = WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT if _WS_FP4["join"] else WS_FP4_WIDE_MIN_ROWS_PER_EXPERT
     bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= wide else 128)
-    return MoEKernelConfig(ws_fp4_config(gated, "gemm1", bm), ws_fp4_config(False, "gemm2", bm), cfg.atomic_combine)
+    st = _WS_FP4["direct_stages"] if _WS_FP4["direct"] else 4  # (ws_fp4_config caps them to the ring's budget)
+    return MoEKernelConfig(ws_fp4_config(gated, "gemm1", bm, st), ws_fp4_config(False, "gemm2", bm, st),
+                           cfg.atomic_combine)
 
 
 @functools.lru_cache(maxsize=None)
@@ -1761,6 +1785,10 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
                            weight_on_input, mul_routing_weight, num_sms, fold_cvt, part, cnt, out_padded=out_padded,
                            pdl=pdl, x_gather=x_dot is not None, top_k=row_div)
         return
+    direct = _WS_FP4["direct"]
+    if why := ws_fp4_smem_problem(BM, c.num_stages, gated, direct):
+        raise ValueError(f"the FP4 warp-specialized prefill GEMM: {why} (fewer num_stages, or "
+                         "set_ws_fp4_direct_epilogue(True))")
     # (the x box is then that fraction of a block)
     join = _WS_FP4["join"] and BM == 256
     chunks = 4 if join else (_WS_FP4["chunks"] or WS_FP4_AUTO_CHUNKS[w.fmt]) if BM == 256 else 1
@@ -1781,7 +1809,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
         GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
-        T_RELEASE=_WS_FP4["t_release"],
+        T_RELEASE=_WS_FP4["t_release"], EPI_DIRECT=direct,
         num_warps=4)
 
 

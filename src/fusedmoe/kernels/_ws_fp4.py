@@ -233,9 +233,11 @@ def _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV: gl.constexpr, GATED: gl.cons
 @gluon.jit
 def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF: gl.constexpr,
               GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr,
-              STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr):
+              STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr, EPI_DIRECT: gl.constexpr = False):
     """One K step's A operand: wait for ring slot ``s``, convert this warpgroup's 64 weight rows into its shared
-    tile ``it % 2`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1), fence it for the wgmma. The block
+    tile ``it % 2`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1; with ``EPI_DIRECT`` interleaved by 8
+    rows -- gate 8 a + c at row 16 a + c, up 8 a + c at row 16 a + 8 + c -- so that the thread of the wgmma
+    accumulator that holds one holds the other, :func:`_fp4_epilogue`), fence it for the wgmma. The block
     scales: ``SC_AHEAD``, ``sa`` / ``sb`` (gate / up rows), loaded a step before -- this step loads step
     ``kk + 1``'s before its ring wait (the last step its own again: in bounds, unused); otherwise loaded here after
     the wait, step ``kk`` of ``sc_a`` / ``sc_b``. Returns (the tile, the next step's ``sa``, ``sb``)."""
@@ -248,7 +250,13 @@ def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, 
     if not SC_AHEAD:
         sa, sb = _fp4_scales2(sc_a, sc_b, ok_a, kk, s_step, NV, GATED)
     d = d_bufs.index(it % 2)
-    if GATED:
+    if GATED and EPI_DIRECT:  # (a warp's 8 rows of each converted tile: one 8-row group of the interleave)
+        dv = d.reshape([4, 16, BK])
+        dv.slice(0, 8, dim=1).store(gl.reshape(_fp4_tile(w0_bufs.index(s), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl),
+                                               [4, 8, BK]))
+        dv.slice(8, 8, dim=1).store(gl.reshape(_fp4_tile(w1_bufs.index(s), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl),
+                                               [4, 8, BK]))
+    elif GATED:
         d.slice(0, 32).store(_fp4_tile(w0_bufs.index(s), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl))
         d.slice(32, 32).store(_fp4_tile(w1_bufs.index(s), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl))
     elif HALF == 0:
@@ -268,7 +276,8 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                   HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
                   ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr,
                   STAGES: gl.constexpr, GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr,
-                  OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, T_RELEASE: gl.constexpr):
+                  OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, T_RELEASE: gl.constexpr,
+                  EPI_DIRECT: gl.constexpr):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
     turn), one asynchronous wgmma with the step's input tile, at most one step in flight; then the epilogue.
     ``CHUNKS`` > 1 (``set_ws_fp4_chunks``; MXFP4's default 2 since the thirty-second session): the block's BT token
@@ -307,7 +316,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                                          N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
                                          CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
                                          ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD, JOIN,
-                                         T_RELEASE)
+                                         T_RELEASE, EPI_DIRECT)
 
 
 @gluon.jit
@@ -318,7 +327,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
                     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                     BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
                     wl: gl.constexpr, acc_l: gl.constexpr, OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr,
-                    JOIN: gl.constexpr, T_RELEASE: gl.constexpr):
+                    JOIN: gl.constexpr, T_RELEASE: gl.constexpr, EPI_DIRECT: gl.constexpr):
     """One tile over its first ``NCH`` chunks (those with real rows): per K step its wgmmas, in flight while the next
     step converts (the wait retires the step before: its ring slot is released and its tile buffer reused; only the
     accumulators in use are its dependencies); then each accumulator's epilogue. Without ``JOIN`` one wgmma and
@@ -344,7 +353,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     for kk in range(n_k):
         s = it % STAGES
         d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF,
-                              GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD)
+                              GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, EPI_DIRECT)
         acc0 = warpgroup_mma(d, _fp4_x(x_bufs, s, 0, W0 // XT, XT, CHUNKS, JOIN).permute((1, 0)), acc0,
                              is_async=True)
         if NA == 1:
@@ -375,7 +384,8 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     # (the first accumulator: block (CHUNKS XT / W0) pid_m of W0 rows; the others chunk c's XT-row block)
     _fp4_epilogue(_fp4_acc_factors(acc0, gs_ptr, e, FOLD, NV), e, (CHUNKS * XT // W0) * pid_m, n0, out_ptr, bias_ptr,
                   topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF,
-                  W0, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False, OUT_PADDED)
+                  W0, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False, OUT_PADDED,
+                  EPI_DIRECT)
     for a in gl.static_range(1, NA):  # (the accumulators past NA do not exist: each one's epilogue by name)
         if a == 1:
             acc = acc1
@@ -389,7 +399,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
         _fp4_epilogue(_fp4_acc_factors(acc, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + c, n0, out_ptr, bias_ptr,
                       topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
                       HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
-                      OUT_PADDED)
+                      OUT_PADDED, EPI_DIRECT)
     return it
 
 
@@ -421,26 +431,101 @@ def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_p
                   stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr, ACT: gl.constexpr,
                   GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
                   MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False,
-                  OUT_PADDED: gl.constexpr = False):
+                  OUT_PADDED: gl.constexpr = False, DIRECT: gl.constexpr = False):
     """acc [64 weight rows, BT token rows] -> out[slot, n]: routing weight on input, bias, activation (gated:
     rows 0-31 gate, 32-63 up), routing weight (GEMM2), rounding; each thread stores runs of 4 columns.
     ``OUT_PADDED_DOT`` (the FP4 decode kernel's GEMM1, ``kernels/_ws_fp4_dec.py``): out[p, d] at the rows' padded
     positions p, column n at its dot position d within its 64-wide block (n = 16 c + 8 m + 4 q + s -> d = 16 s +
     8 m + 2 c + q) -- GEMM2's input as its gather would write it; padding rows are not written. ``OUT_PADDED``
-    (GEMM1 before this kernel's GEMM2): out[p, n] at the padded positions, columns in order."""
-    RO: gl.constexpr = 32 if GATED else 64  # output columns of this warpgroup
-    ol: gl.constexpr = gl.BlockedLayout(size_per_thread=[4, 1], threads_per_warp=[RO // 4, 32 // (RO // 4)],
-                                        warps_per_cta=[1, 4], order=[0, 1])
-    if GATED:
-        g, u = _split_gate_up(acc, BT)
-        g = gl.convert_layout(g, ol)
-        u = gl.convert_layout(u, ol)
+    (GEMM1 before this kernel's GEMM2): out[p, n] at the padded positions, columns in order. ``DIRECT`` (gated: the
+    converted tiles' gate / up rows interleaved by 8, :func:`_fp4_step`'s ``EPI_DIRECT``): the accumulator taken
+    apart in registers -- 64-token column blocks, gate and up -- and each value stored from its own layout (2-byte
+    stores): no shared-memory scratch for a layout conversion (16 KB / 32 KB a kernel otherwise, non-gated /
+    gated)."""
+    if DIRECT:  # (splits on register bits of the wgmma layout: no data movement)
+        if BT == 256:
+            a0, a1 = _fp4_col_halves(acc, BT)
+            a00, a01 = _fp4_col_halves(a0, BT // 2)
+            a10, a11 = _fp4_col_halves(a1, BT // 2)
+            _fp4_epi_direct(a00, 0, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
+                            stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
+                            WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
+            _fp4_epi_direct(a01, 64, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
+                            stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
+                            WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
+            _fp4_epi_direct(a10, 128, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
+                            stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
+                            WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
+            _fp4_epi_direct(a11, 192, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
+                            stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
+                            WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
+        elif BT == 128:
+            a0, a1 = _fp4_col_halves(acc, BT)
+            _fp4_epi_direct(a0, 0, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
+                            stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
+                            WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
+            _fp4_epi_direct(a1, 64, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
+                            stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
+                            WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
+        else:
+            _fp4_epi_direct(acc, 0, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
+                            stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
+                            WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
     else:
-        g = gl.convert_layout(acc, ol)
+        RO: gl.constexpr = 32 if GATED else 64  # output columns of this warpgroup
+        ol: gl.constexpr = gl.BlockedLayout(size_per_thread=[4, 1], threads_per_warp=[RO // 4, 32 // (RO // 4)],
+                                            warps_per_cta=[1, 4], order=[0, 1])
+        if GATED:
+            g, u = _split_gate_up(acc, BT)
+            g = gl.convert_layout(g, ol)
+            u = gl.convert_layout(u, ol)
+        else:
+            g = gl.convert_layout(acc, ol)
+            u = g
+        _fp4_epi_rows(g, u, pid_m, 0, e, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om,
+                      stride_be, act_alpha, act_beta, act_limit, HALF, BT, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
+                      MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED_DOT, OUT_PADDED)
+
+
+@gluon.jit
+def _fp4_col_halves(acc, W: gl.constexpr):
+    """[R, W] -> its token columns [0, W / 2) and [W / 2, W) (the wgmma layout holds the top column bit in
+    registers: no data movement)."""
+    return gl.split(gl.permute(gl.reshape(acc, [acc.shape[0], 2, W // 2]), [0, 2, 1]))
+
+
+@gluon.jit
+def _fp4_epi_direct(acc, t0: gl.constexpr, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
+                    stride_om, stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr,
+                    ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
+                    MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, OUT_PADDED: gl.constexpr):
+    """:func:`_fp4_epilogue`'s ``DIRECT`` path for the 64 token columns from ``t0`` of a block: gated, the rows
+    16 a + 8 b + c (b = 0: gate 8 a + c; b = 1: its up row -- the same thread) taken apart in registers."""
+    if GATED:
+        g, u = gl.split(gl.permute(gl.reshape(acc, [4, 2, 8, 64]), [0, 2, 3, 1]))
+        g = gl.reshape(g, [32, 64])
+        u = gl.reshape(u, [32, 64])
+    else:
+        g = acc
         u = g
+    _fp4_epi_rows(g, u, pid_m, t0, e, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om,
+                  stride_be, act_alpha, act_beta, act_limit, HALF, BT, 64, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
+                  MUL_ROUTING_WEIGHT, ROUND_DTYPE, False, OUT_PADDED)
+
+
+@gluon.jit
+def _fp4_epi_rows(g, u, pid_m, t0: gl.constexpr, e, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
+                  stride_om, stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr,
+                  W: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
+                  WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
+                  OUT_PADDED_DOT: gl.constexpr, OUT_PADDED: gl.constexpr):
+    """:func:`_fp4_epilogue`'s arithmetic and store for gate / up values ``g`` / ``u`` [RO, W]: the token columns
+    from ``t0`` of block ``pid_m`` (BT rows; any layout whose slices index the columns and the rows)."""
+    RO: gl.constexpr = 32 if GATED else 64  # output columns of this warpgroup
+    ol: gl.constexpr = g.type.layout
     cols = n0 + HALF * RO + gl.arange(0, RO, layout=gl.SliceLayout(1, ol))
     n_ok = cols < N
-    p = pid_m * BT + gl.arange(0, BT, layout=gl.SliceLayout(0, ol))
+    p = pid_m * BT + t0 + gl.arange(0, W, layout=gl.SliceLayout(0, ol))
     slots = gl.load(sorted_ids_ptr + p)
     row_ok = slots < num_slots
     slots = gl.where(row_ok, slots, 0)
@@ -476,6 +561,7 @@ def _ws_fp4_kernel(
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
     SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False, T_RELEASE: gl.constexpr = False,
+    EPI_DIRECT: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -491,7 +577,10 @@ def _ws_fp4_kernel(
     (``triton_moe.set_ws_fp4_thread_release``): every consumer thread arrives on a slot's empty barrier (256 a
     phase) instead of one thread of each warpgroup between two warpgroup barriers; Gluon then puts one barrier
     before the shared tile's stores instead: one ``BAR.SYNC`` a K step less (3 of 4 gated, 2 of 3 otherwise;
-    Nsight's stall sampling put ~10 % of the K loops' samples on barriers, forty-second session)."""
+    Nsight's stall sampling put ~10 % of the K loops' samples on barriers, forty-second session). ``EPI_DIRECT``
+    (``triton_moe.set_ws_fp4_direct_epilogue``): gate / up rows interleaved in the converted tiles and the epilogue
+    stored from the accumulators' layout (:func:`_fp4_epilogue`) -- no layout-conversion scratch, room for a 5th
+    ring stage of 256-token tiles."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     XT: gl.constexpr = x_desc.block_type.shape[0]
@@ -511,12 +600,14 @@ def _ws_fp4_kernel(
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, T_RELEASE)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, T_RELEASE,
+                         EPI_DIRECT)),
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, T_RELEASE)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, T_RELEASE,
+                         EPI_DIRECT)),
         (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
                        STAGES, GROUP_M, GATED, CHUNKS, JOIN)),
