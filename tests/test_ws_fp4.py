@@ -347,6 +347,20 @@ def _ws_call(hidden, W, topk, *, offset=0, woi=False, block_m=0, cap=None):
     return out
 
 
+def _ep_case(act, fmt, T: int, seed: int):
+    """A small expert-parallel case (8 local experts, 2-9 of 12; top 4; clamped SwiGLU with biases and the
+    small-shape parameters) -> (case, hidden, weights, topk)."""
+    c = Case(fmt, F.BF16, act, T=T, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
+             dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=seed)
+    return (c, *make_case(c))
+
+
+def _ep_check(c, out, hidden, W, topk, where) -> None:
+    """``out`` of :func:`_ep_case`'s case within the reference's bound."""
+    ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
+    assert _rel(out, ref) <= 2e-2, where
+
+
 def _triton_call(hidden, W, topk, *, offset=0, woi=False):
     prev = triton_moe.set_ws_fp4(False)
     try:
@@ -492,9 +506,7 @@ def test_gpu_ws_fp4_chunks_same_bits(act, fmt, chunks):
     reference's bound."""
     join = chunks == "join"
     for T in (130, 300, 560, 700):
-        c = Case(fmt, F.BF16, act, T=T, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
-                 dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=23 if join else 15)
-        hidden, W, topk = make_case(c)
+        c, hidden, W, topk = _ep_case(act, fmt, T, 23 if join else 15)
         prev = triton_moe.set_ws_fp4_chunks(1)
         prev_join = triton_moe.set_ws_fp4_join(False)
         try:
@@ -508,8 +520,7 @@ def test_gpu_ws_fp4_chunks_same_bits(act, fmt, chunks):
             triton_moe.set_ws_fp4_chunks(prev)
             triton_moe.set_ws_fp4_join(prev_join)
         assert torch.equal(chunked, whole), T
-        ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
-        assert _rel(chunked, ref) <= 2e-2, T
+        _ep_check(c, chunked, hidden, W, topk, T)
 
 
 @gpu
@@ -520,9 +531,7 @@ def test_gpu_ws_fp4_scales_ahead_same_bits(act, fmt):
     same values multiply the same products. 128- and 256-token tiles (whole and in chunks), gated with biases and
     non-gated, expert parallelism; within the reference's bound."""
     for T, bm in ((300, 128), (560, 256)):
-        c = Case(fmt, F.BF16, act, T=T, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
-                 dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=19)
-        hidden, W, topk = make_case(c)
+        c, hidden, W, topk = _ep_case(act, fmt, T, 19)
         prev = triton_moe.set_ws_fp4_scales_ahead(False)
         try:
             in_step = _ws_call(hidden, W, topk, offset=2, block_m=bm)
@@ -531,8 +540,7 @@ def test_gpu_ws_fp4_scales_ahead_same_bits(act, fmt):
         finally:
             triton_moe.set_ws_fp4_scales_ahead(prev)
         assert torch.equal(ahead, in_step), (T, bm)
-        ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
-        assert _rel(ahead, ref) <= 2e-2, (T, bm)
+        _ep_check(c, ahead, hidden, W, topk, (T, bm))
 
 
 @gpu
@@ -545,9 +553,7 @@ def test_gpu_ws_fp4_thread_release_same_bits(act, fmt):
     chunks and not, gated with biases and non-gated, expert parallelism, more K steps than ring stages; within the
     reference's bound."""
     for T, bm, join in ((300, 128, True), (560, 256, True), (560, 256, False)):
-        c = Case(fmt, F.BF16, act, T=T, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
-                 dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=29)
-        hidden, W, topk = make_case(c)
+        c, hidden, W, topk = _ep_case(act, fmt, T, 29)
         prev = triton_moe.set_ws_fp4_thread_release(False)
         prev_join = triton_moe.set_ws_fp4_join(join)
         try:
@@ -559,8 +565,7 @@ def test_gpu_ws_fp4_thread_release_same_bits(act, fmt):
             triton_moe.set_ws_fp4_join(prev_join)
         for got in threads:
             assert torch.equal(got, warpgroup), (T, bm, join)
-        ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
-        assert _rel(threads[0], ref) <= 2e-2, (T, bm, join)
+        _ep_check(c, threads[0], hidden, W, topk, (T, bm, join))
 
 
 @gpu
@@ -573,9 +578,7 @@ def test_gpu_ws_fp4_direct_epilogue_same_bits(act, fmt):
     (joined and not: 64 / 128 / 256-row accumulators), gated with biases and not, expert parallelism, the padded
     hand-off, 4 and 5 stages; within the reference's bound."""
     for T, bm, join, st in ((300, 128, True, 5), (560, 256, True, 5), (700, 256, False, 4), (130, 256, True, 5)):
-        c = Case(fmt, F.BF16, act, T=T, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
-                 dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=31)
-        hidden, W, topk = make_case(c)
+        c, hidden, W, topk = _ep_case(act, fmt, T, 31)
         prev = triton_moe.set_ws_fp4_direct_epilogue(False)
         prev_join = triton_moe.set_ws_fp4_join(join)
         try:
@@ -588,8 +591,7 @@ def test_gpu_ws_fp4_direct_epilogue_same_bits(act, fmt):
             triton_moe.set_ws_fp4_direct_epilogue(*prev)
             triton_moe.set_ws_fp4_join(prev_join)
         assert torch.equal(direct, converted), (T, bm, join, st)
-        ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
-        assert _rel(direct, ref) <= 2e-2, (T, bm, join, st)
+        _ep_check(c, direct, hidden, W, topk, (T, bm, join, st))
 
 
 @gpu

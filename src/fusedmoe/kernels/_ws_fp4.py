@@ -443,34 +443,29 @@ def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_p
     stores): no shared-memory scratch for a layout conversion (16 KB / 32 KB a kernel otherwise, non-gated /
     gated)."""
     if DIRECT:  # (splits on register bits of the wgmma layout: no data movement)
+        ep = (e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be,
+              act_alpha, act_beta, act_limit)
         if BT == 256:
             a0, a1 = _fp4_col_halves(acc, BT)
             a00, a01 = _fp4_col_halves(a0, BT // 2)
             a10, a11 = _fp4_col_halves(a1, BT // 2)
-            _fp4_epi_direct(a00, 0, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
-                            stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
-                            WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
-            _fp4_epi_direct(a01, 64, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
-                            stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
-                            WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
-            _fp4_epi_direct(a10, 128, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
-                            stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
-                            WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
-            _fp4_epi_direct(a11, 192, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
-                            stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
-                            WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
+            _fp4_epi_direct(a00, 0, ep, HALF, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
+                            ROUND_DTYPE, OUT_PADDED)
+            _fp4_epi_direct(a01, 64, ep, HALF, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
+                            ROUND_DTYPE, OUT_PADDED)
+            _fp4_epi_direct(a10, 128, ep, HALF, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
+                            ROUND_DTYPE, OUT_PADDED)
+            _fp4_epi_direct(a11, 192, ep, HALF, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
+                            ROUND_DTYPE, OUT_PADDED)
         elif BT == 128:
             a0, a1 = _fp4_col_halves(acc, BT)
-            _fp4_epi_direct(a0, 0, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
-                            stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
-                            WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
-            _fp4_epi_direct(a1, 64, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
-                            stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
-                            WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
+            _fp4_epi_direct(a0, 0, ep, HALF, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
+                            ROUND_DTYPE, OUT_PADDED)
+            _fp4_epi_direct(a1, 64, ep, HALF, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
+                            ROUND_DTYPE, OUT_PADDED)
         else:
-            _fp4_epi_direct(acc, 0, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
-                            stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, BT, ACT, GATED, HAS_BIAS,
-                            WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED)
+            _fp4_epi_direct(acc, 0, ep, HALF, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
+                            ROUND_DTYPE, OUT_PADDED)
     else:
         RO: gl.constexpr = 32 if GATED else 64  # output columns of this warpgroup
         ol: gl.constexpr = gl.BlockedLayout(size_per_thread=[4, 1], threads_per_warp=[RO // 4, 32 // (RO // 4)],
@@ -495,12 +490,14 @@ def _fp4_col_halves(acc, W: gl.constexpr):
 
 
 @gluon.jit
-def _fp4_epi_direct(acc, t0: gl.constexpr, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
-                    stride_om, stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr,
-                    ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
+def _fp4_epi_direct(acc, t0: gl.constexpr, ep, HALF: gl.constexpr, BT: gl.constexpr, ACT: gl.constexpr,
+                    GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
                     MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, OUT_PADDED: gl.constexpr):
-    """:func:`_fp4_epilogue`'s ``DIRECT`` path for the 64 token columns from ``t0`` of a block: gated, the rows
-    16 a + 8 b + c (b = 0: gate 8 a + c; b = 1: its up row -- the same thread) taken apart in registers."""
+    """:func:`_fp4_epilogue`'s ``DIRECT`` path for the 64 token columns from ``t0`` of a block (``ep``: the
+    epilogue's runtime arguments, :func:`_fp4_epilogue`'s from ``e`` to ``act_limit``): gated, the rows 16 a + 8 b + c
+    (b = 0: gate 8 a + c; b = 1: its up row -- the same thread) taken apart in registers."""
+    e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, \
+        act_beta, act_limit = ep
     if GATED:
         g, u = gl.split(gl.permute(gl.reshape(acc, [4, 2, 8, 64]), [0, 2, 3, 1]))
         g = gl.reshape(g, [32, 64])
