@@ -36,29 +36,32 @@ A, F = Activation, Format
 _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4 as k4
 # (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, CHUNKS, NV, SC_AHEAD, JOIN,
-#  T_RELEASE, EPI_DIRECT)
-for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN, TR, ED in (
-        (2, True, True, False, False, 128, 4, True, True, 64, 1, False, False, False, False, False),  # gpt-oss, biases
-        (0, True, False, True, False, 256, 4, False, True, 128, 1, False, False, False, False, False),  # w. on input
-        (3, False, False, False, False, 256, 4, True, False, 128, 1, False, False, False, False, False),  # nibbles
-        (7, False, True, False, True, 128, 4, True, True, 64, 1, False, False, False, False, False),  # GEMM2
-        (7, False, False, False, True, 256, 4, True, True, 128, 1, False, True, False, False, False),  # ahead
-        (2, True, True, False, False, 256, 4, True, True, 64, 2, False, True, False, False, False),  # halves
-        (7, False, True, False, True, 256, 4, True, True, 64, 2, False, False, False, False, False),
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, False, False, False, False),  # 64-row chunks
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, False, False, False),
-        (3, False, False, False, False, 256, 4, False, True, 128, 1, True, False, False, False, False),  # NVFP4 ReLU2
-        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True, False, False, False),  # NVFP4 OAI, ahead
-        (7, False, False, False, True, 256, 4, False, True, 64, 1, True, False, False, False, False),  # NVFP4 GEMM2
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True, False, False),  # joined
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True, False, False),
-        (7, False, True, False, True, 256, 4, True, True, 64, 4, False, False, True, False, False),
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True, True, False),  # T_RELEASE
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True, True, False),
-        (2, True, True, False, False, 256, 5, True, True, 64, 4, False, True, True, False, True),  # direct, 5 st.
-        (3, False, False, False, False, 256, 5, False, True, 128, 4, True, True, True, False, True),
-        (7, False, True, False, True, 256, 5, True, True, 64, 4, False, True, True, False, True),
-        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True, False, False, True)):
+#  T_RELEASE, EPI_DIRECT, K2)
+for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN, TR, ED, K2 in (
+        (2, True, True, False, False, 128, 4, True, True, 64, 1, False, False, False, False, False, False),
+        (0, True, False, True, False, 256, 4, False, True, 128, 1, False, False, False, False, False, False),
+        (3, False, False, False, False, 256, 4, True, False, 128, 1, False, False, False, False, False, False),
+        (7, False, True, False, True, 128, 4, True, True, 64, 1, False, False, False, False, False, False),  # GEMM2
+        (7, False, False, False, True, 256, 4, True, True, 128, 1, False, True, False, False, False, False),  # ahead
+        (2, True, True, False, False, 256, 4, True, True, 64, 2, False, True, False, False, False, False),  # halves
+        (7, False, True, False, True, 256, 4, True, True, 64, 2, False, False, False, False, False, False),
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, False, False, False, False, False),
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, False, False, False, False),
+        (3, False, False, False, False, 256, 4, False, True, 128, 1, True, False, False, False, False, False),
+        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True, False, False, False, False),
+        (7, False, False, False, True, 256, 4, False, True, 64, 1, True, False, False, False, False, False),
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True, False, False, False),  # joined
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True, False, False, False),
+        (7, False, True, False, True, 256, 4, True, True, 64, 4, False, False, True, False, False, False),
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True, True, False, False),  # T_RELEASE
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True, True, False, False),
+        (2, True, True, False, False, 256, 5, True, True, 64, 4, False, True, True, False, True, False),
+        (3, False, False, False, False, 256, 5, False, True, 128, 4, True, True, True, False, True, False),
+        (7, False, True, False, True, 256, 5, True, True, 64, 4, False, True, True, False, True, False),
+        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True, False, False, True, False),
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True, False, True, True),  # K2
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True, False, True, True),
+        (7, False, True, False, True, 128, 4, True, True, 64, 1, False, True, False, False, False, True)):
     XT = BT // CH  # the x box: a chunk
     xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
@@ -70,7 +73,7 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN, TR, ED in 
            "stride_sk": "i32"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
               ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, CHUNKS=CH, NV=NV,
-              SC_AHEAD=SCA, JOIN=JN, T_RELEASE=TR, EPI_DIRECT=ED)
+              SC_AHEAD=SCA, JOIN=JN, T_RELEASE=TR, EPI_DIRECT=ED, K2=K2)
     k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
     loop = k_loop(sass_instructions(sass))
     first = lambda op: min([i for i, x in enumerate(loop) if op in x], default=-1)
@@ -78,7 +81,8 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN, TR, ED in 
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, sass.count("UTMALDG"),
           sass.count("DEPBAR.LE gsb0, 0x0"), SCA, first("LDG.E"), first("SYNCS.PHASECHK"), JN,
           ",".join(sorted(set(re.findall(r"HGMMA\.64x(\d+)x", sass)), key=int)), TR, sum("BAR.SYNC" in x for x in loop),
-          sum("SYNCS.ARRIVE" in x or "ARRIVES.LDGSTSBAR" in x for x in loop), ST, ED, sep="|", flush=True)
+          sum("SYNCS.ARRIVE" in x or "ARRIVES.LDGSTSBAR" in x for x in loop), ST, ED, K2,
+          sum("FENCE.VIEW.ASYNC" in x for x in loop), sum("HGMMA" in x for x in loop), sep="|", flush=True)
 '''
 
 
@@ -90,13 +94,14 @@ def test_ws_fp4_compiles_for_sm90(tmp_path):
     after every wgmma as where ptxas serializes them (C7515: accumulators of unused chunks kept live did that); the
     block scales loaded in the K loop before its ring wait with ``SC_AHEAD`` (the next step's), after it without;
     with ``T_RELEASE`` one warpgroup barrier a K step fewer than the same variant without; shared memory as
-    ``ws_fp4_smem_bytes`` models it (``EPI_DIRECT``: no epilogue scratch, 5 stages of 256 token rows)."""
+    ``ws_fp4_smem_bytes`` models it (``EPI_DIRECT``: no epilogue scratch, 5 stages of 256 token rows); with ``K2``
+    one fence for two K steps' wgmmas."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 21, rows
-    bars = {}
+    assert len(rows) == 24, rows
+    bars, rounds = {}, {}
     for (act, gated, bt, nv, ch, warps, gmma, setmaxnreg, spills, smem, tma, full_waits, ahead, ldg, wait, join,
-         widths, trel, nbar, arrives, stages, direct) in rows:
+         widths, trel, nbar, arrives, stages, direct, k2, fences, loop_gmma) in rows:
         where = f"ACT={act} GATED={gated} BT={bt} NV={nv} CHUNKS={ch} SC_AHEAD={ahead} JOIN={join}"
         # the wgmmas' token widths: a chunk's (64-row chunks: 64), or joined chunks' 64 / 128 / 256 (3 as 128 + 64)
         want = {"64", "128", "256"} if join == "True" else {str(int(bt) // int(ch))}
@@ -110,18 +115,25 @@ def test_ws_fp4_compiles_for_sm90(tmp_path):
         assert int(smem) <= 227 * 1024, (where, smem)
         # the launcher's shared-memory model (kernel_configs.ws_fp4_smem_bytes): an upper bound within 512 bytes --
         # with EPI_DIRECT no epilogue scratch, so 5 stages of 256 token rows fit
-        need = ws_fp4_smem_bytes(int(bt), int(stages), gated == "True", direct == "True")
-        assert 0 <= need - int(smem) <= 512, (where, stages, direct, smem, need)
+        need = ws_fp4_smem_bytes(int(bt), int(stages), gated == "True", direct == "True", k2 == "True")
+        assert 0 <= need - int(smem) <= 512, (where, stages, direct, k2, smem, need)
+        # one fence a K loop round: a step's, or with K2 two steps' (twice the wgmmas)
+        assert int(fences) == 1, (where, k2, fences)
+        rounds.setdefault((act, gated, bt, nv, ch, join, direct), {})[k2] = int(loop_gmma)
         assert 4 * int(full_waits) <= int(gmma), (where, full_waits, gmma)  # serialized: one a wgmma
         # the slot release in the K loop: one thread's arrive between two warpgroup barriers, or every thread's
         # (T_RELEASE: cp.async.mbarrier.arrive.noinc, ARRIVES.LDGSTSBAR) without them -- Gluon then places one
         # barrier before the shared tile's stores instead (4 -> 3 a K step gated, 3 -> 2 not)
         assert int(arrives) >= 1, (where, arrives)
-        bars.setdefault((act, gated, bt, nv, ch, ahead, join), {})[trel] = int(nbar)
+        bars.setdefault((act, gated, bt, nv, ch, ahead, join, direct, k2), {})[trel] = int(nbar)
     pairs = [b for b in bars.values() if "True" in b]
     assert len(pairs) == 2, bars
     for b in pairs:
         assert b["True"] == b["False"] - 1, bars
+    twins = [r for r in rounds.values() if "True" in r and "False" in r]
+    assert len(twins) == 3, rounds
+    for r in twins:
+        assert r["True"] == 2 * r["False"], rounds
 
 
 # ---- CPU: config rules and refusals ----------------------------------------------------------------
@@ -188,7 +200,8 @@ def test_ws_fp4_scales_ahead_switch():
     """The block scales a K step ahead are the default (forty-first session); ``FUSEDMOE_WS_FP4_SC_AHEAD=0`` starts a
     process without them; the setter takes a bool only and returns the previous setting. The joined chunks are the
     default too (forty-second session; ``FUSEDMOE_WS_FP4_JOIN=0`` off); every thread releasing the ring slots and
-    the direct epilogue are opt-in (``FUSEDMOE_WS_FP4_TRELEASE=1``, ``FUSEDMOE_WS_FP4_DIRECT=1``: 5 stages)."""
+    the direct epilogue and two K steps a round are opt-in (``FUSEDMOE_WS_FP4_TRELEASE=1``,
+    ``FUSEDMOE_WS_FP4_DIRECT=1``: 5 stages, ``FUSEDMOE_WS_FP4_K2=1``)."""
     prev = triton_moe.set_ws_fp4_scales_ahead(True)
     try:
         assert triton_moe.set_ws_fp4_scales_ahead(False) is True
@@ -202,6 +215,14 @@ def test_ws_fp4_scales_ahead_switch():
     env_starts("set_ws_fp4_thread_release", "FUSEDMOE_WS_FP4_TRELEASE", {"1": True, "0": False, "": False})
     env_starts("set_ws_fp4_direct_epilogue", "FUSEDMOE_WS_FP4_DIRECT", {"1": (True, 5), "0": (False, 5),
                                                                         "": (False, 5)})
+    env_starts("set_ws_fp4_k2", "FUSEDMOE_WS_FP4_K2", {"1": True, "0": False, "": False})
+    prev = triton_moe.set_ws_fp4_k2(True)
+    try:
+        assert triton_moe.set_ws_fp4_k2(False) is True
+        with pytest.raises(TypeError):
+            triton_moe.set_ws_fp4_k2(1)
+    finally:
+        triton_moe.set_ws_fp4_k2(prev)
     prev = triton_moe.set_ws_fp4_direct_epilogue(True, 6)
     try:
         assert triton_moe.set_ws_fp4_direct_epilogue(False) == (True, 6)
@@ -284,6 +305,13 @@ def test_auto_ws_fp4_rule(monkeypatch):
             assert auto(pre, 128).gemm1.num_stages == auto(pre, 128).gemm2.num_stages == 5
             triton_moe.set_ws_fp4_direct_epilogue(True, 8)
             assert auto(pre, 128).gemm1.num_stages == 5 and auto(pre, 126).gemm1.num_stages == 8  # 256 / 128 rows
+            prev_k2 = triton_moe.set_ws_fp4_k2(True)  # (twice the converted tiles: 4 stages of 256 rows fit)
+            try:
+                assert auto(pre, 128).gemm1.num_stages == auto(pre, 128).gemm2.num_stages == 4
+                triton_moe.set_ws_fp4_direct_epilogue(False)  # (and with the scratch 3: too few for K2)
+                assert auto(pre, 128).gemm1.num_stages == 3 and auto(pre, 126).gemm1.num_stages == 4
+            finally:
+                triton_moe.set_ws_fp4_k2(prev_k2)
         finally:
             triton_moe.set_ws_fp4_direct_epilogue(*prev_direct)
         triton_moe.set_ws_fp4_join(False)
@@ -443,6 +471,15 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
             triton_moe._ws_fp4_gemm(ws_fp4_config(False, "gemm2", BM, 5), rows, w, tw, False, tw, al, out, N, 1, TK,
                                     4, 7, False, triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw,
                                     a_padded=True, out_padded=padded)
+        prev_k2 = triton_moe.set_ws_fp4_k2(True)  # two K steps a round: >= 4 stages, 32 KB more converted tiles
+        try:
+            for st, why in ((5, "227 KB"), (3, ">= 4 ring stages")):
+                with pytest.raises(ValueError, match=why):
+                    triton_moe._ws_fp4_gemm(ws_fp4_config(False, "gemm2", BM, st), rows, w, tw, False, tw, al, out, N,
+                                            1, TK, 4, 7, False, triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132,
+                                            0, tw, tw, a_padded=True, out_padded=padded)
+        finally:
+            triton_moe.set_ws_fp4_k2(prev_k2)
     finally:
         triton_moe.set_ws_fp4_direct_epilogue(*prev_direct)
     assert len(cap.calls) == 1
@@ -592,6 +629,29 @@ def test_gpu_ws_fp4_direct_epilogue_same_bits(act, fmt):
             triton_moe.set_ws_fp4_join(prev_join)
         assert torch.equal(direct, converted), (T, bm, join, st)
         _ep_check(c, direct, hidden, W, topk, (T, bm, join, st))
+
+
+@gpu
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
+def test_gpu_ws_fp4_k2_same_bits(act, fmt):
+    """Two K steps a round (``set_ws_fp4_k2``, with the direct epilogue: 4 stages) give the bits of one step a
+    round: the same wgmmas in the same order. H 576 makes GEMM1's K 9 steps (4 rounds and a last step alone), I 384
+    GEMM2's 6 (3 rounds); 128- and 256-token tiles, joined chunks, gated with biases and not, expert parallelism;
+    within the reference's bound."""
+    for T, bm in ((300, 128), (560, 256), (130, 256)):
+        c, hidden, W, topk = _ep_case(act, fmt, T, 37)
+        prev = triton_moe.set_ws_fp4_direct_epilogue(True, 4)
+        prev_k2 = triton_moe.set_ws_fp4_k2(False)
+        try:
+            one = _ws_call(hidden, W, topk, offset=2, block_m=bm)
+            triton_moe.set_ws_fp4_k2(True)
+            two = _ws_call(hidden, W, topk, offset=2, block_m=bm)
+        finally:
+            triton_moe.set_ws_fp4_direct_epilogue(*prev)
+            triton_moe.set_ws_fp4_k2(prev_k2)
+        assert torch.equal(two, one), (T, bm)
+        _ep_check(c, two, hidden, W, topk, (T, bm))
 
 
 @gpu

@@ -885,19 +885,20 @@ _WS_FP4_EPI_SCRATCH = {True: 32 * 1024, False: 16 * 1024}  # the epilogue's layo
 _SM90_SMEM = 227 * 1024  # shared memory a block may use on sm_90
 
 
-def ws_fp4_smem_bytes(block_m: int, num_stages: int, gated: bool, direct: bool) -> int:
+def ws_fp4_smem_bytes(block_m: int, num_stages: int, gated: bool, direct: bool, k2: bool = False) -> int:
     """Shared memory of the FP4 prefill kernel (an upper bound within 512 bytes): ``num_stages`` ring stages of
-    ``block_m`` token rows, the two warpgroups' converted tiles, and -- unless its epilogue stores from the
+    ``block_m`` token rows, the two warpgroups' converted tiles (twice as many with ``k2``, two K steps a round:
+    ``triton_moe.set_ws_fp4_k2``), and -- unless its epilogue stores from the
     accumulators' layout (``direct``, ``triton_moe.set_ws_fp4_direct_epilogue``) -- the epilogue's layout-conversion
     scratch, 32 KB gated / 16 KB otherwise (sm_90 compile: 213064 / 196680 bytes at 4 stages of 256 rows, 180520 /
     217408 gated direct at 4 / 5; ``test_ws_fp4_compiles_for_sm90`` checks the bound)."""
-    return (num_stages * _ws_fp4_stage_bytes(block_m) + _WS_FP4_TILE_BYTES
+    return (num_stages * _ws_fp4_stage_bytes(block_m) + _WS_FP4_TILE_BYTES * (2 if k2 else 1)
             + (0 if direct else _WS_FP4_EPI_SCRATCH[gated]) + 512)
 
 
-def ws_fp4_smem_problem(block_m: int, num_stages: int, gated: bool, direct: bool) -> Optional[str]:
+def ws_fp4_smem_problem(block_m: int, num_stages: int, gated: bool, direct: bool, k2: bool = False) -> Optional[str]:
     """None, or why the FP4 prefill kernel's shared memory (:func:`ws_fp4_smem_bytes`) exceeds sm_90's 227 KB."""
-    need = ws_fp4_smem_bytes(block_m, num_stages, gated, direct)
+    need = ws_fp4_smem_bytes(block_m, num_stages, gated, direct, k2)
     if need <= _SM90_SMEM:
         return None
     return (f"{num_stages} stages of {block_m} token rows need ~{need // 1024} KB of shared memory"

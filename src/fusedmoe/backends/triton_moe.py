@@ -1445,7 +1445,9 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            "t_release": os.environ.get("FUSEDMOE_WS_FP4_TRELEASE", "0") == "1",
            # the epilogue stored from the accumulators' layout, and this many ring stages (set_ws_fp4_direct_epilogue;
            # opt-in)
-           "direct": os.environ.get("FUSEDMOE_WS_FP4_DIRECT", "0") == "1", "direct_stages": 5}
+           "direct": os.environ.get("FUSEDMOE_WS_FP4_DIRECT", "0") == "1", "direct_stages": 5,
+           # two K steps a round in the consumers (set_ws_fp4_k2; opt-in)
+           "k2": os.environ.get("FUSEDMOE_WS_FP4_K2", "0") == "1"}
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
 # MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
@@ -1630,6 +1632,20 @@ def set_ws_fp4_direct_epilogue(enabled: bool, num_stages: int = 5) -> "tuple[boo
     return prev
 
 
+def set_ws_fp4_k2(enabled: bool) -> bool:
+    """``True`` (opt-in, forty-second session, not yet run on a GPU; ``FUSEDMOE_WS_FP4_K2=1``): the FP4
+    warp-specialized prefill GEMMs' consumer warpgroups convert two K steps (two ring slots) a round into two of
+    four converted tiles, then fence, pass the warpgroup barrier, issue both steps' wgmmas and wait once, and free
+    the pair's slots together (kernel ``K2``; an odd K ends with one step): half the fences, barriers and wgmma
+    waits a K step, and two steps' independent conversion chains between them -- Nsight Compute found the
+    consumers latency-bound (forty-second session). Needs >= 4 ring stages (a round holds two slots while the
+    round before still holds two) and 32 KB more shared memory, so gated 256-token tiles need
+    :func:`set_ws_fp4_direct_epilogue` (4 stages: 209 KB, 241 KB with the epilogue scratch); ``auto_ws_fp4`` gives
+    the tiles as many stages as fit and the launcher refuses what cannot run. Same products in the same order: the
+    same bits. Returns the previous setting."""
+    return _swap_bool(_WS_FP4, enabled, "k2")
+
+
 def set_ws_fp4_chunks(chunks: int) -> int:
     """256-token tiles of the FP4 warp-specialized GEMMs as ``chunks`` (2 or 4) wgmmas of 128 / 64 token rows into as
     many accumulators, a block multiplying and loading only the chunks that hold real rows -- an expert's last block
@@ -1736,8 +1752,17 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
     wide = WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT if _WS_FP4["join"] else WS_FP4_WIDE_MIN_ROWS_PER_EXPERT
     bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= wide else 128)
     st = _WS_FP4["direct_stages"] if _WS_FP4["direct"] else 4  # (ws_fp4_config caps them to the ring's budget)
-    return MoEKernelConfig(ws_fp4_config(gated, "gemm1", bm, st), ws_fp4_config(False, "gemm2", bm, st),
-                           cfg.atomic_combine)
+    return MoEKernelConfig(ws_fp4_config(gated, "gemm1", bm, _ws_fp4_fit(bm, st, gated)),
+                           ws_fp4_config(False, "gemm2", bm, _ws_fp4_fit(bm, st, False)), cfg.atomic_combine)
+
+
+def _ws_fp4_fit(block_m: int, num_stages: int, gated: bool) -> int:
+    """At most ``num_stages`` ring stages, as many as fit the FP4 prefill kernel's shared memory with this process's
+    switches (the direct epilogue, two K steps a round); at least 2."""
+    st = num_stages
+    while st > 2 and ws_fp4_smem_problem(block_m, st, gated, _WS_FP4["direct"], _WS_FP4["k2"]):
+        st -= 1
+    return st
 
 
 @functools.lru_cache(maxsize=None)
@@ -1785,10 +1810,13 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
                            weight_on_input, mul_routing_weight, num_sms, fold_cvt, part, cnt, out_padded=out_padded,
                            pdl=pdl, x_gather=x_dot is not None, top_k=row_div)
         return
-    direct = _WS_FP4["direct"]
-    if why := ws_fp4_smem_problem(BM, c.num_stages, gated, direct):
+    direct, k2 = _WS_FP4["direct"], _WS_FP4["k2"]
+    if why := ws_fp4_smem_problem(BM, c.num_stages, gated, direct, k2):
         raise ValueError(f"the FP4 warp-specialized prefill GEMM: {why} (fewer num_stages, or "
                          "set_ws_fp4_direct_epilogue(True))")
+    if k2 and c.num_stages < 4:
+        raise ValueError(f"set_ws_fp4_k2: two K steps a round need >= 4 ring stages, got {c.num_stages} (256-token "
+                         "tiles fit 4 with set_ws_fp4_direct_epilogue(True))")
     # (the x box is then that fraction of a block)
     join = _WS_FP4["join"] and BM == 256
     chunks = 4 if join else (_WS_FP4["chunks"] or WS_FP4_AUTO_CHUNKS[w.fmt]) if BM == 256 else 1
@@ -1809,7 +1837,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
         GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
-        T_RELEASE=_WS_FP4["t_release"], EPI_DIRECT=direct,
+        T_RELEASE=_WS_FP4["t_release"], EPI_DIRECT=direct, K2=k2,
         num_warps=4)
 
 

@@ -233,7 +233,8 @@ def _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV: gl.constexpr, GATED: gl.cons
 @gluon.jit
 def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF: gl.constexpr,
               GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr,
-              STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr, EPI_DIRECT: gl.constexpr = False):
+              STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr, EPI_DIRECT: gl.constexpr = False,
+              SYNC: gl.constexpr = True):
     """One K step's A operand: wait for ring slot ``s``, convert this warpgroup's 64 weight rows into its shared
     tile ``it % 2`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1; with ``EPI_DIRECT`` interleaved by 8
     rows -- gate 8 a + c at row 16 a + c, up 8 a + c at row 16 a + 8 + c -- so that the thread of the wgmma
@@ -249,7 +250,7 @@ def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, 
     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
     if not SC_AHEAD:
         sa, sb = _fp4_scales2(sc_a, sc_b, ok_a, kk, s_step, NV, GATED)
-    d = d_bufs.index(it % 2)
+    d = d_bufs.index(it % d_bufs.shape[0])  # (2 tiles in turn; 4 with two K steps a round)
     if GATED and EPI_DIRECT:  # (a warp's 8 rows of each converted tile: one 8-row group of the interleave)
         dv = d.reshape([4, 16, BK])
         dv.slice(0, 8, dim=1).store(gl.reshape(_fp4_tile(w0_bufs.index(s), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl),
@@ -263,8 +264,9 @@ def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, 
         d.store(_fp4_tile(w0_bufs.index(s), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
     else:
         d.store(_fp4_tile(w1_bufs.index(s), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
-    fence_async_shared()
-    gl.thread_barrier()  # the warpgroup's stores are in before its wgmma reads them
+    if SYNC:  # (without: the caller fences two steps' tiles at once, :func:`_fp4_chunk_tile`'s ``K2``)
+        fence_async_shared()
+        gl.thread_barrier()  # the warpgroup's stores are in before its wgmma reads them
     return d, na, nb
 
 
@@ -277,7 +279,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                   ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr,
                   STAGES: gl.constexpr, GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr,
                   OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, T_RELEASE: gl.constexpr,
-                  EPI_DIRECT: gl.constexpr):
+                  EPI_DIRECT: gl.constexpr, K2: gl.constexpr):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
     turn), one asynchronous wgmma with the step's input tile, at most one step in flight; then the epilogue.
     ``CHUNKS`` > 1 (``set_ws_fp4_chunks``; MXFP4's default 2 since the thirty-second session): the block's BT token
@@ -316,7 +318,37 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                                          N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
                                          CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
                                          ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD, JOIN,
-                                         T_RELEASE, EPI_DIRECT)
+                                         T_RELEASE, EPI_DIRECT, K2)
+
+
+@gluon.jit
+def _fp4_mmas(d, x_bufs, s, acc0, acc1, acc2, acc3, NA: gl.constexpr, W0: gl.constexpr, C1: gl.constexpr,
+              XT: gl.constexpr, CHUNKS: gl.constexpr, JOIN: gl.constexpr):
+    """One K step's asynchronous wgmmas of the converted tile ``d`` with ring slot ``s``'s input into the ``NA``
+    accumulators in use (:func:`_fp4_chunk_tile`: the first W0 token rows wide, the others XT; those past NA are
+    placeholders, passed through)."""
+    acc0 = warpgroup_mma(d, _fp4_x(x_bufs, s, 0, W0 // XT, XT, CHUNKS, JOIN).permute((1, 0)), acc0, is_async=True)
+    if NA > 1:
+        acc1 = warpgroup_mma(d, _fp4_x(x_bufs, s, C1, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc1, is_async=True)
+    if NA > 2:
+        acc2 = warpgroup_mma(d, _fp4_x(x_bufs, s, 2, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc2, is_async=True)
+    if NA > 3:
+        acc3 = warpgroup_mma(d, _fp4_x(x_bufs, s, 3, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc3, is_async=True)
+    return acc0, acc1, acc2, acc3
+
+
+@gluon.jit
+def _fp4_mma_wait(n: gl.constexpr, acc0, acc1, acc2, acc3, NA: gl.constexpr):
+    """Wait until at most ``n`` wgmmas are in flight, the ``NA`` accumulators in use its dependencies."""
+    if NA == 1:
+        acc0 = warpgroup_mma_wait(num_outstanding=n, deps=(acc0,))
+    if NA == 2:
+        acc0, acc1 = warpgroup_mma_wait(num_outstanding=n, deps=(acc0, acc1))
+    if NA == 3:
+        acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=n, deps=(acc0, acc1, acc2))
+    if NA == 4:
+        acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=n, deps=(acc0, acc1, acc2, acc3))
+    return acc0, acc1, acc2, acc3
 
 
 @gluon.jit
@@ -327,7 +359,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
                     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                     BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
                     wl: gl.constexpr, acc_l: gl.constexpr, OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr,
-                    JOIN: gl.constexpr, T_RELEASE: gl.constexpr, EPI_DIRECT: gl.constexpr):
+                    JOIN: gl.constexpr, T_RELEASE: gl.constexpr, EPI_DIRECT: gl.constexpr, K2: gl.constexpr):
     """One tile over its first ``NCH`` chunks (those with real rows): per K step its wgmmas, in flight while the next
     step converts (the wait retires the step before: its ring slot is released and its tile buffer reused; only the
     accumulators in use are its dependencies); then each accumulator's epilogue. Without ``JOIN`` one wgmma and
@@ -343,6 +375,9 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     C1: gl.constexpr = 2 if JOIN else 1  # the chunk of the second (the third and fourth: chunks 2, 3)
     acc_l0: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, W0, 16])
     acc0 = gl.zeros((64, W0), dtype=gl.float32, layout=acc_l0)
+    acc1 = 0  # (placeholders of the accumulators past NA: constants, no registers)
+    acc2 = 0
+    acc3 = 0
     if NA > 1:
         acc1 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
     if NA > 2:
@@ -350,36 +385,46 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     if NA > 3:
         acc3 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
     sa, sb = _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV, GATED, SC_AHEAD)
-    for kk in range(n_k):
-        s = it % STAGES
-        d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF,
-                              GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, EPI_DIRECT)
-        acc0 = warpgroup_mma(d, _fp4_x(x_bufs, s, 0, W0 // XT, XT, CHUNKS, JOIN).permute((1, 0)), acc0,
-                             is_async=True)
-        if NA == 1:
-            acc0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc0,))
-        if NA > 1:
-            acc1 = warpgroup_mma(d, _fp4_x(x_bufs, s, C1, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc1, is_async=True)
-        if NA == 2:
-            acc0, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc0, acc1))
-        if NA > 2:
-            acc2 = warpgroup_mma(d, _fp4_x(x_bufs, s, 2, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc2, is_async=True)
-        if NA == 3:
-            acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=3, deps=(acc0, acc1, acc2))
-        if NA > 3:
-            acc3 = warpgroup_mma(d, _fp4_x(x_bufs, s, 3, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc3, is_async=True)
-            acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=4, deps=(acc0, acc1, acc2, acc3))
-        if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
-            _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
-        it += 1
-    if NA == 1:
-        acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
-    if NA == 2:
-        acc0, acc1 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1))
-    if NA == 3:
-        acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2))
-    if NA == 4:
-        acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
+    if K2:  # two K steps a round: one fence and barrier, one wgmma wait, the pair's slots released together
+        for kp in range(n_k // 2):
+            kk = 2 * kp
+            s = it % STAGES
+            d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step,
+                                  HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, EPI_DIRECT, False)
+            s1 = (it + 1) % STAGES
+            d1, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it + 1, s1, sa, sb, sc_a, sc_b, ok_a, kk + 1, n_k,
+                                   s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, EPI_DIRECT)
+            acc0, acc1, acc2, acc3 = _fp4_mmas(d, x_bufs, s, acc0, acc1, acc2, acc3, NA, W0, C1, XT, CHUNKS, JOIN)
+            acc0, acc1, acc2, acc3 = _fp4_mmas(d1, x_bufs, s1, acc0, acc1, acc2, acc3, NA, W0, C1, XT, CHUNKS, JOIN)
+            acc0, acc1, acc2, acc3 = _fp4_mma_wait(2 * NA, acc0, acc1, acc2, acc3, NA)
+            if kp > 0:  # the pair before retired
+                _ring_release(empty, (it + STAGES - 2) % STAGES, T_RELEASE)
+                _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
+            it += 2
+        if n_k % 2:  # an odd K: the last step alone
+            s = it % STAGES
+            d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, n_k - 1, n_k,
+                                  s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, EPI_DIRECT)
+            acc0, acc1, acc2, acc3 = _fp4_mmas(d, x_bufs, s, acc0, acc1, acc2, acc3, NA, W0, C1, XT, CHUNKS, JOIN)
+            acc0, acc1, acc2, acc3 = _fp4_mma_wait(NA, acc0, acc1, acc2, acc3, NA)
+            if n_k > 1:
+                _ring_release(empty, (it + STAGES - 2) % STAGES, T_RELEASE)
+                _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
+            it += 1
+    else:
+        for kk in range(n_k):
+            s = it % STAGES
+            d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step,
+                                  HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, EPI_DIRECT)
+            acc0, acc1, acc2, acc3 = _fp4_mmas(d, x_bufs, s, acc0, acc1, acc2, acc3, NA, W0, C1, XT, CHUNKS, JOIN)
+            acc0, acc1, acc2, acc3 = _fp4_mma_wait(NA, acc0, acc1, acc2, acc3, NA)
+            if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
+                _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
+            it += 1
+    acc0, acc1, acc2, acc3 = _fp4_mma_wait(0, acc0, acc1, acc2, acc3, NA)
+    if K2:
+        if n_k % 2 == 0:  # the last pair's first slot (its second: below)
+            _ring_release(empty, (it + STAGES - 2) % STAGES, T_RELEASE)
     _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
     # (the first accumulator: block (CHUNKS XT / W0) pid_m of W0 rows; the others chunk c's XT-row block)
     _fp4_epilogue(_fp4_acc_factors(acc0, gs_ptr, e, FOLD, NV), e, (CHUNKS * XT // W0) * pid_m, n0, out_ptr, bias_ptr,
@@ -558,7 +603,7 @@ def _ws_fp4_kernel(
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
     SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False, T_RELEASE: gl.constexpr = False,
-    EPI_DIRECT: gl.constexpr = False,
+    EPI_DIRECT: gl.constexpr = False, K2: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -589,8 +634,8 @@ def _ws_fp4_kernel(
     w0_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
     w1_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
     dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
-    d0 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
-    d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
+    d0 = gl.allocate_shared_memory(gl.bfloat16, [4 if K2 else 2, 64, BK], dl)  # (K2: two steps' tiles in flight)
+    d1 = gl.allocate_shared_memory(gl.bfloat16, [4 if K2 else 2, 64, BK], dl)
     ready, empty = _ring_barriers(STAGES, 256 if T_RELEASE else 2)  # both consumer warpgroups release a slot
     gl.warp_specialize([
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
@@ -598,13 +643,13 @@ def _ws_fp4_kernel(
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
                          GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, T_RELEASE,
-                         EPI_DIRECT)),
+                         EPI_DIRECT, K2)),
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
                          GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, T_RELEASE,
-                         EPI_DIRECT)),
+                         EPI_DIRECT, K2)),
         (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
                        STAGES, GROUP_M, GATED, CHUNKS, JOIN)),
