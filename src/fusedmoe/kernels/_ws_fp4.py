@@ -236,9 +236,11 @@ def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, 
               STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr, EPI_DIRECT: gl.constexpr = False,
               SYNC: gl.constexpr = True):
     """One K step's A operand: wait for ring slot ``s``, convert this warpgroup's 64 weight rows into its shared
-    tile ``it % 2`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1; with ``EPI_DIRECT`` interleaved by 8
+    tile ``it`` modulo the tiles (2; 4 with two steps a round), gated: 32 gate rows of ring 0 over 32 up rows of ring
+    1 (with ``EPI_DIRECT`` interleaved by 8
     rows -- gate 8 a + c at row 16 a + c, up 8 a + c at row 16 a + 8 + c -- so that the thread of the wgmma
-    accumulator that holds one holds the other, :func:`_fp4_epilogue`), fence it for the wgmma. The block
+    accumulator that holds one holds the other, :func:`_fp4_epilogue`); fence it for the wgmma (``SYNC``; without,
+    the caller fences two steps' tiles at once). The block
     scales: ``SC_AHEAD``, ``sa`` / ``sb`` (gate / up rows), loaded a step before -- this step loads step
     ``kk + 1``'s before its ring wait (the last step its own again: in bounds, unused); otherwise loaded here after
     the wait, step ``kk`` of ``sc_a`` / ``sc_b``. Returns (the tile, the next step's ``sa``, ``sb``)."""
