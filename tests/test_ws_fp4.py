@@ -160,6 +160,13 @@ def test_ws_fp4_config_rules():
         msg = warp_specialized_problem(cfg, F.MXFP4, "gemm1", True, 2880)
         assert msg is not None and why in msg, (cfg, msg)
     assert "multiple of 64" in warp_specialized_problem(c, F.MXFP4, "gemm1", True, 2880 + 32)
+    # stages capped to what fits as the kernel will run: the epilogue scratch (gated GEMM1 32 KB, else 16 KB), the
+    # direct epilogue without it, twice the converted tiles with two K steps a round; never below 2
+    assert [ws_fp4_config(True, "gemm1", 256, 6, *f).num_stages for f in ((), (True,), (False, True), (True, True))] \
+        == [4, 5, 3, 4]
+    assert ws_fp4_config(False, "gemm2", 256, 6).num_stages == 4
+    assert ws_fp4_config(True, "gemm1", 128, 6).num_stages == 6
+    assert ws_fp4_config(True, "gemm1", 256, 1).num_stages == 2
     with pytest.raises(ValueError, match="block_m"):
         ws_fp4_config(True, "gemm1", 64)
     prev = triton_moe.set_ws_fp4(True)
@@ -226,7 +233,7 @@ def test_ws_fp4_scales_ahead_switch():
     prev = triton_moe.set_ws_fp4_direct_epilogue(True, 6)
     try:
         assert triton_moe.set_ws_fp4_direct_epilogue(False) == (True, 6)
-        for bad, err in ((("yes",), TypeError), ((True, 1), ValueError), ((True, 9), ValueError),
+        for bad, err in ((("yes",), TypeError), ((True, 1), ValueError), ((True, 7), ValueError),
                          ((True, True), ValueError), ((True, 4.0), ValueError)):
             with pytest.raises(err):
                 triton_moe.set_ws_fp4_direct_epilogue(*bad)
@@ -303,8 +310,8 @@ def test_auto_ws_fp4_rule(monkeypatch):
         prev_direct = triton_moe.set_ws_fp4_direct_epilogue(True)  # (no scratch: 5 stages, as many as fit)
         try:
             assert auto(pre, 128).gemm1.num_stages == auto(pre, 128).gemm2.num_stages == 5
-            triton_moe.set_ws_fp4_direct_epilogue(True, 8)
-            assert auto(pre, 128).gemm1.num_stages == 5 and auto(pre, 126).gemm1.num_stages == 8  # 256 / 128 rows
+            triton_moe.set_ws_fp4_direct_epilogue(True, 6)
+            assert auto(pre, 128).gemm1.num_stages == 5 and auto(pre, 126).gemm1.num_stages == 6  # 256 / 128 rows
             prev_k2 = triton_moe.set_ws_fp4_k2(True)  # (twice the converted tiles: 4 stages of 256 rows fit)
             try:
                 assert auto(pre, 128).gemm1.num_stages == auto(pre, 128).gemm2.num_stages == 4
@@ -468,14 +475,14 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     prev_direct = triton_moe.set_ws_fp4_direct_epilogue(False)
     try:
         with pytest.raises(ValueError, match="227 KB"):
-            triton_moe._ws_fp4_gemm(ws_fp4_config(False, "gemm2", BM, 5), rows, w, tw, False, tw, al, out, N, 1, TK,
+            triton_moe._ws_fp4_gemm(dataclasses.replace(cfg, num_stages=5), rows, w, tw, False, tw, al, out, N, 1, TK,
                                     4, 7, False, triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw,
                                     a_padded=True, out_padded=padded)
         prev_k2 = triton_moe.set_ws_fp4_k2(True)  # two K steps a round: >= 4 stages, 32 KB more converted tiles
         try:
             for st, why in ((5, "227 KB"), (3, ">= 4 ring stages")):
                 with pytest.raises(ValueError, match=why):
-                    triton_moe._ws_fp4_gemm(ws_fp4_config(False, "gemm2", BM, st), rows, w, tw, False, tw, al, out, N,
+                    triton_moe._ws_fp4_gemm(dataclasses.replace(cfg, num_stages=st), rows, w, tw, False, tw, al, out, N,
                                             1, TK, 4, 7, False, triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132,
                                             0, tw, tw, a_padded=True, out_padded=padded)
         finally:

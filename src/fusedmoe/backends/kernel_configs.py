@@ -905,12 +905,16 @@ def ws_fp4_smem_problem(block_m: int, num_stages: int, gated: bool, direct: bool
             f"{'' if direct else ' with the epilogue scratch'}, over sm_90's 227 KB")
 
 
-def ws_fp4_config(gated: bool, gemm: str, block_m: int = 128, num_stages: int = 4) -> KernelConfig:
+def ws_fp4_config(gated: bool, gemm: str, block_m: int = 128, num_stages: int = 4, direct: bool = False,
+                  k2: bool = False) -> KernelConfig:
     """The FP4 warp-specialized tile of ``gemm`` (block_n: 64 output columns for a gated GEMM1, else 128),
-    ``num_stages`` capped to the shared-memory budget."""
+    ``num_stages`` capped to what fits sm_90's shared memory as the kernel will run (:func:`ws_fp4_smem_bytes`:
+    ``direct`` epilogue, ``k2`` two K steps a round), at least 2."""
     if block_m not in WS_FP4_BLOCK_MS:
         raise ValueError(f"ws_fp4_config: block_m must be one of {WS_FP4_BLOCK_MS}, got {block_m}")
-    st = max(2, min(num_stages, (_WS_SMEM - _WS_FP4_TILE_BYTES) // _ws_fp4_stage_bytes(block_m)))
+    st = max(2, num_stages)
+    while st > 2 and ws_fp4_smem_problem(block_m, st, gated and gemm == "gemm1", direct, k2):
+        st -= 1
     return KernelConfig(block_m, 64 if gated and gemm == "gemm1" else 128, 64, group_m=8, num_warps=4,
                         num_stages=st, warp_specialized=True)
 

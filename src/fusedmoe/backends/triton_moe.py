@@ -1625,8 +1625,9 @@ def set_ws_fp4_direct_epilogue(enabled: bool, num_stages: int = 5) -> "tuple[boo
     num_stages)``."""
     if not isinstance(enabled, bool):
         raise TypeError(f"enabled must be a bool, got {enabled!r}")
-    if not isinstance(num_stages, int) or isinstance(num_stages, bool) or not 2 <= num_stages <= 8:
-        raise ValueError(f"set_ws_fp4_direct_epilogue: num_stages must be an int in [2, 8], got {num_stages!r}")
+    if not isinstance(num_stages, int) or isinstance(num_stages, bool) or not 2 <= num_stages <= 6:
+        # (6: the warp-specialized kernels' launch rule, kernel_configs._ws_launch_problem)
+        raise ValueError(f"set_ws_fp4_direct_epilogue: num_stages must be an int in [2, 6], got {num_stages!r}")
     prev = (_WS_FP4["direct"], _WS_FP4["direct_stages"])
     _WS_FP4["direct"], _WS_FP4["direct_stages"] = enabled, num_stages
     return prev
@@ -1751,18 +1752,10 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
         return MoEKernelConfig(c.gemm1, c.gemm2, cfg.atomic_combine)
     wide = WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT if _WS_FP4["join"] else WS_FP4_WIDE_MIN_ROWS_PER_EXPERT
     bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= wide else 128)
-    st = _WS_FP4["direct_stages"] if _WS_FP4["direct"] else 4  # (ws_fp4_config caps them to the ring's budget)
-    return MoEKernelConfig(ws_fp4_config(gated, "gemm1", bm, _ws_fp4_fit(bm, st, gated)),
-                           ws_fp4_config(False, "gemm2", bm, _ws_fp4_fit(bm, st, False)), cfg.atomic_combine)
-
-
-def _ws_fp4_fit(block_m: int, num_stages: int, gated: bool) -> int:
-    """At most ``num_stages`` ring stages, as many as fit the FP4 prefill kernel's shared memory with this process's
-    switches (the direct epilogue, two K steps a round); at least 2."""
-    st = num_stages
-    while st > 2 and ws_fp4_smem_problem(block_m, st, gated, _WS_FP4["direct"], _WS_FP4["k2"]):
-        st -= 1
-    return st
+    direct, k2 = _WS_FP4["direct"], _WS_FP4["k2"]
+    st = _WS_FP4["direct_stages"] if direct else 4  # (ws_fp4_config: as many of them as fit)
+    return MoEKernelConfig(ws_fp4_config(gated, "gemm1", bm, st, direct, k2),
+                           ws_fp4_config(False, "gemm2", bm, st, direct, k2), cfg.atomic_combine)
 
 
 @functools.lru_cache(maxsize=None)
