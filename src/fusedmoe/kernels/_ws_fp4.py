@@ -354,6 +354,31 @@ def _fp4_mma_wait(n: gl.constexpr, acc0, acc1, acc2, acc3, NA: gl.constexpr):
 
 
 @gluon.jit
+def _fp4_round(R: gl.constexpr, PREV: gl.constexpr, release_prev, kk0, it, acc0, acc1, acc2, acc3, sa, sb, w0_bufs,
+               w1_bufs, d_bufs, x_bufs, ready, empty, sc_a, sc_b, ok_a, n_k, s_step, HALF: gl.constexpr,
+               GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr,
+               STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr, EPI_DIRECT: gl.constexpr,
+               T_RELEASE: gl.constexpr, NA: gl.constexpr, W0: gl.constexpr, C1: gl.constexpr, XT: gl.constexpr,
+               CHUNKS: gl.constexpr, JOIN: gl.constexpr):
+    """``R`` consecutive K steps from ``kk0`` (ring positions ``it``, ...): each step's tile converted
+    (:func:`_fp4_step`; one fence and barrier, after the last), then their wgmmas (:func:`_fp4_mmas`), one wait that
+    retires the round before -- whose ``PREV`` ring slots are freed where ``release_prev`` -- while this one's run.
+    Returns (``it + R``, the accumulators, the next step's scales)."""
+    for j in gl.static_range(R):
+        d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it + j, (it + j) % STAGES, sa, sb, sc_a, sc_b, ok_a,
+                              kk0 + j, n_k, s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, EPI_DIRECT,
+                              j == R - 1)
+    for j in gl.static_range(R):
+        acc0, acc1, acc2, acc3 = _fp4_mmas(d_bufs.index((it + j) % d_bufs.shape[0]), x_bufs, (it + j) % STAGES, acc0,
+                                           acc1, acc2, acc3, NA, W0, C1, XT, CHUNKS, JOIN)
+    acc0, acc1, acc2, acc3 = _fp4_mma_wait(R * NA, acc0, acc1, acc2, acc3, NA)
+    if release_prev:  # the round before retired: its ring slots are free, its tiles are reused next round
+        for j in gl.static_range(PREV):
+            _ring_release(empty, (it + STAGES - PREV + j) % STAGES, T_RELEASE)
+    return it + R, acc0, acc1, acc2, acc3, sa, sb
+
+
+@gluon.jit
 def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a, sc_b,
                     ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr, N, num_slots, stride_om,
                     stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, XT: gl.constexpr,
@@ -387,42 +412,19 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     if NA > 3:
         acc3 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
     sa, sb = _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV, GATED, SC_AHEAD)
-    if K2:  # two K steps a round: one fence and barrier, one wgmma wait, the pair's slots released together
-        for kp in range(n_k // 2):
-            kk = 2 * kp
-            s = it % STAGES
-            d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step,
-                                  HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, EPI_DIRECT, False)
-            s1 = (it + 1) % STAGES
-            d1, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it + 1, s1, sa, sb, sc_a, sc_b, ok_a, kk + 1, n_k,
-                                   s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, EPI_DIRECT)
-            acc0, acc1, acc2, acc3 = _fp4_mmas(d, x_bufs, s, acc0, acc1, acc2, acc3, NA, W0, C1, XT, CHUNKS, JOIN)
-            acc0, acc1, acc2, acc3 = _fp4_mmas(d1, x_bufs, s1, acc0, acc1, acc2, acc3, NA, W0, C1, XT, CHUNKS, JOIN)
-            acc0, acc1, acc2, acc3 = _fp4_mma_wait(2 * NA, acc0, acc1, acc2, acc3, NA)
-            if kp > 0:  # the pair before retired
-                _ring_release(empty, (it + STAGES - 2) % STAGES, T_RELEASE)
-                _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
-            it += 2
-        if n_k % 2:  # an odd K: the last step alone
-            s = it % STAGES
-            d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, n_k - 1, n_k,
-                                  s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, EPI_DIRECT)
-            acc0, acc1, acc2, acc3 = _fp4_mmas(d, x_bufs, s, acc0, acc1, acc2, acc3, NA, W0, C1, XT, CHUNKS, JOIN)
-            acc0, acc1, acc2, acc3 = _fp4_mma_wait(NA, acc0, acc1, acc2, acc3, NA)
-            if n_k > 1:
-                _ring_release(empty, (it + STAGES - 2) % STAGES, T_RELEASE)
-                _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
-            it += 1
-    else:
-        for kk in range(n_k):
-            s = it % STAGES
-            d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step,
-                                  HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, EPI_DIRECT)
-            acc0, acc1, acc2, acc3 = _fp4_mmas(d, x_bufs, s, acc0, acc1, acc2, acc3, NA, W0, C1, XT, CHUNKS, JOIN)
-            acc0, acc1, acc2, acc3 = _fp4_mma_wait(NA, acc0, acc1, acc2, acc3, NA)
-            if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
-                _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
-            it += 1
+    R: gl.constexpr = 2 if K2 else 1  # K steps a round
+    for kr in range(n_k // R):
+        it, acc0, acc1, acc2, acc3, sa, sb = _fp4_round(R, R, kr > 0, R * kr, it, acc0, acc1, acc2, acc3, sa, sb,
+                                                        w0_bufs, w1_bufs, d_bufs, x_bufs, ready, empty, sc_a, sc_b,
+                                                        ok_a, n_k, s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl,
+                                                        SC_AHEAD, EPI_DIRECT, T_RELEASE, NA, W0, C1, XT, CHUNKS, JOIN)
+    if K2:
+        if n_k % 2:  # an odd K: the last step alone (its wait retires the last pair)
+            it, acc0, acc1, acc2, acc3, sa, sb = _fp4_round(1, 2, n_k > 1, n_k - 1, it, acc0, acc1, acc2, acc3, sa,
+                                                            sb, w0_bufs, w1_bufs, d_bufs, x_bufs, ready, empty, sc_a,
+                                                            sc_b, ok_a, n_k, s_step, HALF, GATED, BK, SWZ, FOLD, NV,
+                                                            STAGES, wl, SC_AHEAD, EPI_DIRECT, T_RELEASE, NA, W0, C1,
+                                                            XT, CHUNKS, JOIN)
     acc0, acc1, acc2, acc3 = _fp4_mma_wait(0, acc0, acc1, acc2, acc3, NA)
     if K2:
         if n_k % 2 == 0:  # the last pair's first slot (its second: below)
