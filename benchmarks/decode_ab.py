@@ -44,10 +44,6 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "nows4pad": ("set_ws_fp4_padded", False),  # ... off: GEMM2's rows by a gather
             "ws4ahead": ("set_ws_fp4_scales_ahead", True),  # the FP4 prefill block scales a K step ahead (default)
             "nows4ahead": ("set_ws_fp4_scales_ahead", False),  # ... off: each step's scales loaded after its wait
-            "ws4trel": ("set_ws_fp4_thread_release", True),  # ... every consumer thread frees the ring slots
-            # ... the epilogue stored from the accumulators' layout (no scratch): 5 ring stages, or 4
-            "ws4direct": ("set_ws_fp4_direct_epilogue", True), "ws4direct4": ("set_ws_fp4_direct_epilogue", (True, 4)),
-            "ws4k2": ("set_ws_fp4_k2", True),  # ... two K steps a round (with ws4direct4 at 256-token tiles)
             "ws4ch4": ("set_ws_fp4_chunks", 4),  # 256-token tiles in 64-row chunks, only those with real rows
             # ... the real chunks joined into wgmmas as wide as they are, 256-token tiles from 64 rows an expert (the
             # default since s42); off: chunks by format, 256-token tiles from 128 rows an expert

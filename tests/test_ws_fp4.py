@@ -23,8 +23,8 @@ from test_triton_fp4 import Case, make_case, run_reference, run_sm90_script, run
 from test_triton_moe import gpu
 
 from fusedmoe.backends import triton_moe
-from fusedmoe.backends.kernel_configs import (KernelConfig, MoEKernelConfig, warp_specialized_problem, ws_fp4_config,
-                                             ws_fp4_smem_bytes)
+from fusedmoe.backends.kernel_configs import (_WS_SMEM, KernelConfig, MoEKernelConfig, _ws_fp4_fixed_bytes,
+                                             _ws_fp4_stage_bytes, warp_specialized_problem, ws_fp4_config)
 from fusedmoe.config import Activation, ActivationParams, Format
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,33 +35,23 @@ A, F = Activation, Format
 
 _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4 as k4
-# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, CHUNKS, NV, SC_AHEAD, JOIN,
-#  T_RELEASE, EPI_DIRECT, K2)
-for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN, TR, ED, K2 in (
-        (2, True, True, False, False, 128, 4, True, True, 64, 1, False, False, False, False, False, False),
-        (0, True, False, True, False, 256, 4, False, True, 128, 1, False, False, False, False, False, False),
-        (3, False, False, False, False, 256, 4, True, False, 128, 1, False, False, False, False, False, False),
-        (7, False, True, False, True, 128, 4, True, True, 64, 1, False, False, False, False, False, False),  # GEMM2
-        (7, False, False, False, True, 256, 4, True, True, 128, 1, False, True, False, False, False, False),  # ahead
-        (2, True, True, False, False, 256, 4, True, True, 64, 2, False, True, False, False, False, False),  # halves
-        (7, False, True, False, True, 256, 4, True, True, 64, 2, False, False, False, False, False, False),
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, False, False, False, False, False),
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, False, False, False, False),
-        (3, False, False, False, False, 256, 4, False, True, 128, 1, True, False, False, False, False, False),
-        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True, False, False, False, False),
-        (7, False, False, False, True, 256, 4, False, True, 64, 1, True, False, False, False, False, False),
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True, False, False, False),  # joined
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True, False, False, False),
-        (7, False, True, False, True, 256, 4, True, True, 64, 4, False, False, True, False, False, False),
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True, True, False, False),  # T_RELEASE
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True, True, False, False),
-        (2, True, True, False, False, 256, 5, True, True, 64, 4, False, True, True, False, True, False),
-        (3, False, False, False, False, 256, 5, False, True, 128, 4, True, True, True, False, True, False),
-        (7, False, True, False, True, 256, 5, True, True, 64, 4, False, True, True, False, True, False),
-        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True, False, False, True, False),
-        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True, False, True, True),  # K2
-        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True, False, True, True),
-        (7, False, True, False, True, 128, 4, True, True, 64, 1, False, True, False, False, False, True)):
+# (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, CHUNKS, NV, SC_AHEAD, JOIN)
+for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN in (
+        (2, True, True, False, False, 128, 4, True, True, 64, 1, False, False, False),  # gpt-oss GEMM1, biases
+        (0, True, False, True, False, 256, 4, False, True, 128, 1, False, False, False),  # weight on input, restoring
+        (3, False, False, False, False, 256, 4, True, False, 128, 1, False, False, False),  # ReLU2, plain nibbles
+        (7, False, True, False, True, 128, 4, True, True, 64, 1, False, False, False),  # GEMM2: bias, weight
+        (7, False, False, False, True, 256, 4, True, True, 128, 1, False, True, False),  # GEMM2 256, scales ahead
+        (2, True, True, False, False, 256, 4, True, True, 64, 2, False, True, False),  # two 128-row halves
+        (7, False, True, False, True, 256, 4, True, True, 64, 2, False, False, False),
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, False, False),  # 64-row chunks (opt-in)
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, False),
+        (3, False, False, False, False, 256, 4, False, True, 128, 1, True, False, False),  # NVFP4 GEMM1, ReLU2
+        (2, True, True, False, False, 128, 4, False, True, 64, 1, True, True, False),  # NVFP4 OAI, ahead
+        (7, False, False, False, True, 256, 4, False, True, 64, 1, True, False, False),  # NVFP4 GEMM2
+        (2, True, True, False, False, 256, 4, True, True, 64, 4, False, True, True),  # chunks joined (the default)
+        (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True),
+        (7, False, True, False, True, 256, 4, True, True, 64, 4, False, False, True)):
     XT = BT // CH  # the x box: a chunk
     xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
@@ -73,16 +63,14 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN, TR, ED, K2
            "stride_sk": "i32"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
               ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, CHUNKS=CH, NV=NV,
-              SC_AHEAD=SCA, JOIN=JN, T_RELEASE=TR, EPI_DIRECT=ED, K2=K2)
+              SC_AHEAD=SCA, JOIN=JN)
     k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
     loop = k_loop(sass_instructions(sass))
     first = lambda op: min([i for i, x in enumerate(loop) if op in x], default=-1)
     print(ACT, GATED, BT, NV, CH, k.metadata.num_warps, sass.count("HGMMA.64x"), sass.count("USETMAXREG"),
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, sass.count("UTMALDG"),
           sass.count("DEPBAR.LE gsb0, 0x0"), SCA, first("LDG.E"), first("SYNCS.PHASECHK"), JN,
-          ",".join(sorted(set(re.findall(r"HGMMA\.64x(\d+)x", sass)), key=int)), TR, sum("BAR.SYNC" in x for x in loop),
-          sum("SYNCS.ARRIVE" in x or "ARRIVES.LDGSTSBAR" in x for x in loop), ST, ED, K2,
-          sum("FENCE.VIEW.ASYNC" in x for x in loop), sum("HGMMA" in x for x in loop), sep="|", flush=True)
+          ",".join(sorted(set(re.findall(r"HGMMA\.64x(\d+)x", sass)), key=int)), sep="|", flush=True)
 '''
 
 
@@ -92,16 +80,12 @@ def test_ws_fp4_compiles_for_sm90(tmp_path):
     loads, within Hopper's 227 KB; at most a few local stores (a 256-token GEMM2 epilogue: 128 accumulators a
     thread); the wgmmas asynchronous -- a full wait (``DEPBAR.LE gsb0, 0x0``) only at the end of a K loop, not
     after every wgmma as where ptxas serializes them (C7515: accumulators of unused chunks kept live did that); the
-    block scales loaded in the K loop before its ring wait with ``SC_AHEAD`` (the next step's), after it without;
-    with ``T_RELEASE`` one warpgroup barrier a K step fewer than the same variant without; shared memory as
-    ``ws_fp4_smem_bytes`` models it (``EPI_DIRECT``: no epilogue scratch, 5 stages of 256 token rows); with ``K2``
-    one fence for two K steps' wgmmas."""
+    block scales loaded in the K loop before its ring wait with ``SC_AHEAD`` (the next step's), after it without."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 24, rows
-    bars, rounds = {}, {}
+    assert len(rows) == 15, rows
     for (act, gated, bt, nv, ch, warps, gmma, setmaxnreg, spills, smem, tma, full_waits, ahead, ldg, wait, join,
-         widths, trel, nbar, arrives, stages, direct, k2, fences, loop_gmma) in rows:
+         widths) in rows:
         where = f"ACT={act} GATED={gated} BT={bt} NV={nv} CHUNKS={ch} SC_AHEAD={ahead} JOIN={join}"
         # the wgmmas' token widths: a chunk's (64-row chunks: 64), or joined chunks' 64 / 128 / 256 (3 as 128 + 64)
         want = {"64", "128", "256"} if join == "True" else {str(int(bt) // int(ch))}
@@ -113,27 +97,11 @@ def test_ws_fp4_compiles_for_sm90(tmp_path):
         assert int(gmma) > 0 and int(setmaxnreg) > 0 and int(tma) > 0, (where, gmma, setmaxnreg, tma)
         assert int(spills) <= 8, (where, spills)
         assert int(smem) <= 227 * 1024, (where, smem)
-        # the launcher's shared-memory model (kernel_configs.ws_fp4_smem_bytes): an upper bound within 512 bytes --
-        # with EPI_DIRECT no epilogue scratch, so 5 stages of 256 token rows fit
-        need = ws_fp4_smem_bytes(int(bt), int(stages), gated == "True", direct == "True", k2 == "True")
-        assert 0 <= need - int(smem) <= 512, (where, stages, direct, k2, smem, need)
-        # one fence a K loop round: a step's, or with K2 two steps' (twice the wgmmas)
-        assert int(fences) == 1, (where, k2, fences)
-        rounds.setdefault((act, gated, bt, nv, ch, join, direct), {})[k2] = int(loop_gmma)
+        # the launcher's budget (kernel_configs._ws_fp4_fixed_bytes: converted tiles and epilogue scratch besides the
+        # ring) is the compiled kernel's shared memory up to its barriers
+        need = 4 * _ws_fp4_stage_bytes(int(bt)) + _ws_fp4_fixed_bytes(gated == "True")
+        assert need <= int(smem) <= need + 512, (where, smem, need)
         assert 4 * int(full_waits) <= int(gmma), (where, full_waits, gmma)  # serialized: one a wgmma
-        # the slot release in the K loop: one thread's arrive between two warpgroup barriers, or every thread's
-        # (T_RELEASE: cp.async.mbarrier.arrive.noinc, ARRIVES.LDGSTSBAR) without them -- Gluon then places one
-        # barrier before the shared tile's stores instead (4 -> 3 a K step gated, 3 -> 2 not)
-        assert int(arrives) >= 1, (where, arrives)
-        bars.setdefault((act, gated, bt, nv, ch, ahead, join, direct, k2), {})[trel] = int(nbar)
-    pairs = [b for b in bars.values() if "True" in b]
-    assert len(pairs) == 2, bars
-    for b in pairs:
-        assert b["True"] == b["False"] - 1, bars
-    twins = [r for r in rounds.values() if "True" in r and "False" in r]
-    assert len(twins) == 3, rounds
-    for r in twins:
-        assert r["True"] == 2 * r["False"], rounds
 
 
 # ---- CPU: config rules and refusals ----------------------------------------------------------------
@@ -160,15 +128,16 @@ def test_ws_fp4_config_rules():
         msg = warp_specialized_problem(cfg, F.MXFP4, "gemm1", True, 2880)
         assert msg is not None and why in msg, (cfg, msg)
     assert "multiple of 64" in warp_specialized_problem(c, F.MXFP4, "gemm1", True, 2880 + 32)
-    # stages capped to what fits as the kernel will run: the epilogue scratch (gated GEMM1 32 KB, else 16 KB), the
-    # direct epilogue without it, twice the converted tiles with two K steps a round; never below 2
-    assert [ws_fp4_config(True, "gemm1", 256, 6, *f).num_stages for f in ((), (True,), (False, True), (True, True))] \
-        == [4, 5, 3, 4]
-    assert ws_fp4_config(False, "gemm2", 256, 6).num_stages == 4
-    assert ws_fp4_config(True, "gemm1", 128, 6).num_stages == 6
-    assert ws_fp4_config(True, "gemm1", 256, 1).num_stages == 2
     with pytest.raises(ValueError, match="block_m"):
         ws_fp4_config(True, "gemm1", 64)
+    # stages capped with the epilogue's scratch counted: 256-token tiles fit 4 (5 would need 244 / 228 KB); a config
+    # asking more is refused, not launched
+    assert [ws_fp4_config(g, gm, 256, 6).num_stages for g, gm in ((True, "gemm1"), (False, "gemm2"))] == [4, 4]
+    assert ws_fp4_config(True, "gemm1", 128, 6).num_stages == 6 and ws_fp4_config(True, "gemm1", 256, 1).num_stages == 2
+    for gated, gemm in ((True, "gemm1"), (False, "gemm1"), (False, "gemm2")):
+        five = dataclasses.replace(ws_fp4_config(gated, gemm, 256), num_stages=5)
+        assert 5 * _ws_fp4_stage_bytes(256) + _ws_fp4_fixed_bytes(gated and gemm == "gemm1") > _WS_SMEM
+        assert "use at most 4 stages" in warp_specialized_problem(five, F.MXFP4, gemm, gated, 2880)
     prev = triton_moe.set_ws_fp4(True)
     try:
         assert triton_moe.set_ws_fp4(False, 256) == prev
@@ -206,9 +175,7 @@ def test_ws_fp4_config_rules():
 def test_ws_fp4_scales_ahead_switch():
     """The block scales a K step ahead are the default (forty-first session); ``FUSEDMOE_WS_FP4_SC_AHEAD=0`` starts a
     process without them; the setter takes a bool only and returns the previous setting. The joined chunks are the
-    default too (forty-second session; ``FUSEDMOE_WS_FP4_JOIN=0`` off); every thread releasing the ring slots and
-    the direct epilogue and two K steps a round are opt-in (``FUSEDMOE_WS_FP4_TRELEASE=1``,
-    ``FUSEDMOE_WS_FP4_DIRECT=1``: 5 stages, ``FUSEDMOE_WS_FP4_K2=1``)."""
+    default too (forty-second session; ``FUSEDMOE_WS_FP4_JOIN=0`` off)."""
     prev = triton_moe.set_ws_fp4_scales_ahead(True)
     try:
         assert triton_moe.set_ws_fp4_scales_ahead(False) is True
@@ -219,33 +186,6 @@ def test_ws_fp4_scales_ahead_switch():
         triton_moe.set_ws_fp4_scales_ahead(prev)
     env_starts("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", {"0": False, "1": True, "": True})
     env_starts("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", {"1": True, "0": False, "": True})
-    env_starts("set_ws_fp4_thread_release", "FUSEDMOE_WS_FP4_TRELEASE", {"1": True, "0": False, "": False})
-    env_starts("set_ws_fp4_direct_epilogue", "FUSEDMOE_WS_FP4_DIRECT", {"1": (True, 5), "0": (False, 5),
-                                                                        "": (False, 5)})
-    env_starts("set_ws_fp4_k2", "FUSEDMOE_WS_FP4_K2", {"1": True, "0": False, "": False})
-    prev = triton_moe.set_ws_fp4_k2(True)
-    try:
-        assert triton_moe.set_ws_fp4_k2(False) is True
-        with pytest.raises(TypeError):
-            triton_moe.set_ws_fp4_k2(1)
-    finally:
-        triton_moe.set_ws_fp4_k2(prev)
-    prev = triton_moe.set_ws_fp4_direct_epilogue(True, 6)
-    try:
-        assert triton_moe.set_ws_fp4_direct_epilogue(False) == (True, 6)
-        for bad, err in ((("yes",), TypeError), ((True, 1), ValueError), ((True, 7), ValueError),
-                         ((True, True), ValueError), ((True, 4.0), ValueError)):
-            with pytest.raises(err):
-                triton_moe.set_ws_fp4_direct_epilogue(*bad)
-    finally:
-        triton_moe.set_ws_fp4_direct_epilogue(*prev)
-    prev = triton_moe.set_ws_fp4_thread_release(True)
-    try:
-        assert triton_moe.set_ws_fp4_thread_release(False) is True
-        with pytest.raises(TypeError):
-            triton_moe.set_ws_fp4_thread_release(1)
-    finally:
-        triton_moe.set_ws_fp4_thread_release(prev)
 
 
 def test_ws_fp4_refused_where_it_cannot_run():
@@ -306,21 +246,6 @@ def test_auto_ws_fp4_rule(monkeypatch):
     prev_join = triton_moe.set_ws_fp4_join(True)
     try:
         assert auto(pre, 126).block_m == 128 and auto(pre, 128).block_m == 256  # 63 / 64 rows an expert
-        assert auto(pre, 128).gemm1.num_stages == auto(pre, 128).gemm2.num_stages == 4
-        prev_direct = triton_moe.set_ws_fp4_direct_epilogue(True)  # (no scratch: 5 stages, as many as fit)
-        try:
-            assert auto(pre, 128).gemm1.num_stages == auto(pre, 128).gemm2.num_stages == 5
-            triton_moe.set_ws_fp4_direct_epilogue(True, 6)
-            assert auto(pre, 128).gemm1.num_stages == 5 and auto(pre, 126).gemm1.num_stages == 6  # 256 / 128 rows
-            prev_k2 = triton_moe.set_ws_fp4_k2(True)  # (twice the converted tiles: 4 stages of 256 rows fit)
-            try:
-                assert auto(pre, 128).gemm1.num_stages == auto(pre, 128).gemm2.num_stages == 4
-                triton_moe.set_ws_fp4_direct_epilogue(False)  # (and with the scratch 3: too few for K2)
-                assert auto(pre, 128).gemm1.num_stages == 3 and auto(pre, 126).gemm1.num_stages == 4
-            finally:
-                triton_moe.set_ws_fp4_k2(prev_k2)
-        finally:
-            triton_moe.set_ws_fp4_direct_epilogue(*prev_direct)
         triton_moe.set_ws_fp4_join(False)
         got = auto(pre, 200)  # 100 rows an expert
         assert got.gemm1 == ws_fp4_config(True, "gemm1", 128) and got.gemm2 == ws_fp4_config(False, "gemm2", 128)
@@ -443,8 +368,6 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     ahead = fmt is Format.NVFP4  # (the switch, either way)
     prev_ahead = triton_moe.set_ws_fp4_scales_ahead(ahead)
     prev_join = triton_moe.set_ws_fp4_join(join)
-    prev_trel = triton_moe.set_ws_fp4_thread_release(padded)  # (the switches, either way)
-    prev_direct = triton_moe.set_ws_fp4_direct_epilogue(gated)
     try:
         triton_moe._ws_fp4_gemm(cfg, rows, w, tw, False, tw, al, out, N, 1, TK, 4, 7, False,
                                 triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw, a_padded=True,
@@ -453,8 +376,6 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
         triton_moe.set_ws_fp4_chunks(prev)
         triton_moe.set_ws_fp4_scales_ahead(prev_ahead)
         triton_moe.set_ws_fp4_join(prev_join)
-        triton_moe.set_ws_fp4_thread_release(prev_trel)
-        triton_moe.set_ws_fp4_direct_epilogue(*prev_direct)
     (grid, args, kw), = cap.calls
     assert kw.pop("num_warps") == 4
     b = sig.bind(*args, **kw).arguments
@@ -470,26 +391,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     assert (b["stride_om"], b["stride_be"]) == (N, 0)
     assert (b["CHUNKS"], b["NV"], b["OUT_PADDED"], b["MUL_ROUTING_WEIGHT"], b["TK"]) == (chunks, fmt is Format.NVFP4,
                                                                                         padded, True, tk)
-    assert b["SC_AHEAD"] is ahead and b["JOIN"] is join and b["T_RELEASE"] is padded and b["EPI_DIRECT"] is gated
-    # 5 stages of 256 token rows need the direct epilogue (no layout-conversion scratch): refused without it
-    prev_direct = triton_moe.set_ws_fp4_direct_epilogue(False)
-    try:
-        with pytest.raises(ValueError, match="227 KB"):
-            triton_moe._ws_fp4_gemm(dataclasses.replace(cfg, num_stages=5), rows, w, tw, False, tw, al, out, N, 1, TK,
-                                    4, 7, False, triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw,
-                                    a_padded=True, out_padded=padded)
-        prev_k2 = triton_moe.set_ws_fp4_k2(True)  # two K steps a round: >= 4 stages, 32 KB more converted tiles
-        try:
-            for st, why in ((5, "227 KB"), (3, ">= 4 ring stages")):
-                with pytest.raises(ValueError, match=why):
-                    triton_moe._ws_fp4_gemm(dataclasses.replace(cfg, num_stages=st), rows, w, tw, False, tw, al, out, N,
-                                            1, TK, 4, 7, False, triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132,
-                                            0, tw, tw, a_padded=True, out_padded=padded)
-        finally:
-            triton_moe.set_ws_fp4_k2(prev_k2)
-    finally:
-        triton_moe.set_ws_fp4_direct_epilogue(*prev_direct)
-    assert len(cap.calls) == 1
+    assert b["SC_AHEAD"] is ahead and b["JOIN"] is join
 
 @gpu
 @pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
@@ -585,80 +487,6 @@ def test_gpu_ws_fp4_scales_ahead_same_bits(act, fmt):
             triton_moe.set_ws_fp4_scales_ahead(prev)
         assert torch.equal(ahead, in_step), (T, bm)
         _ep_check(c, ahead, hidden, W, topk, (T, bm))
-
-
-@gpu
-@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
-@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
-def test_gpu_ws_fp4_thread_release_same_bits(act, fmt):
-    """Every consumer thread releasing the ring slots (``set_ws_fp4_thread_release``: 256 arrivals a phase, no
-    warpgroup barriers around them) gives the bits of the warpgroup release: the loader may only refill a slot once
-    both warpgroups' wgmmas retired it, so a race would show as other values. 128- and 256-token tiles, joined
-    chunks and not, gated with biases and non-gated, expert parallelism, more K steps than ring stages; within the
-    reference's bound."""
-    for T, bm, join in ((300, 128, True), (560, 256, True), (560, 256, False)):
-        c, hidden, W, topk = _ep_case(act, fmt, T, 29)
-        prev = triton_moe.set_ws_fp4_thread_release(False)
-        prev_join = triton_moe.set_ws_fp4_join(join)
-        try:
-            warpgroup = _ws_call(hidden, W, topk, offset=2, block_m=bm)
-            triton_moe.set_ws_fp4_thread_release(True)
-            threads = [_ws_call(hidden, W, topk, offset=2, block_m=bm) for _ in range(3)]
-        finally:
-            triton_moe.set_ws_fp4_thread_release(prev)
-            triton_moe.set_ws_fp4_join(prev_join)
-        for got in threads:
-            assert torch.equal(got, warpgroup), (T, bm, join)
-        _ep_check(c, threads[0], hidden, W, topk, (T, bm, join))
-
-
-@gpu
-@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
-@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2, A.SWIGLU], ids=lambda a: a.name)
-def test_gpu_ws_fp4_direct_epilogue_same_bits(act, fmt):
-    """The direct epilogue (``set_ws_fp4_direct_epilogue``: gate / up rows interleaved by 8 in the converted tiles,
-    the accumulators taken apart in registers and stored from their own layout, 5 ring stages) gives the bits of the
-    layout-converting one: each output is the same sum, only the wgmma's rows are permuted. 128- and 256-token tiles
-    (joined and not: 64 / 128 / 256-row accumulators), gated with biases and not, expert parallelism, the padded
-    hand-off, 4 and 5 stages; within the reference's bound."""
-    for T, bm, join, st in ((300, 128, True, 5), (560, 256, True, 5), (700, 256, False, 4), (130, 256, True, 5)):
-        c, hidden, W, topk = _ep_case(act, fmt, T, 31)
-        prev = triton_moe.set_ws_fp4_direct_epilogue(False)
-        prev_join = triton_moe.set_ws_fp4_join(join)
-        try:
-            converted = _ws_call(hidden, W, topk, offset=2, block_m=bm)
-            triton_moe.set_ws_fp4_direct_epilogue(True, st)
-            cap = {}
-            direct = _ws_call(hidden, W, topk, offset=2, block_m=bm, cap=cap)
-            assert cap["config"].gemm1.num_stages == cap["config"].gemm2.num_stages == st, cap["config"]
-        finally:
-            triton_moe.set_ws_fp4_direct_epilogue(*prev)
-            triton_moe.set_ws_fp4_join(prev_join)
-        assert torch.equal(direct, converted), (T, bm, join, st)
-        _ep_check(c, direct, hidden, W, topk, (T, bm, join, st))
-
-
-@gpu
-@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
-@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
-def test_gpu_ws_fp4_k2_same_bits(act, fmt):
-    """Two K steps a round (``set_ws_fp4_k2``, with the direct epilogue: 4 stages) give the bits of one step a
-    round: the same wgmmas in the same order. H 576 makes GEMM1's K 9 steps (4 rounds and a last step alone), I 384
-    GEMM2's 6 (3 rounds); 128- and 256-token tiles, joined chunks, gated with biases and not, expert parallelism;
-    within the reference's bound."""
-    for T, bm in ((300, 128), (560, 256), (130, 256)):
-        c, hidden, W, topk = _ep_case(act, fmt, T, 37)
-        prev = triton_moe.set_ws_fp4_direct_epilogue(True, 4)
-        prev_k2 = triton_moe.set_ws_fp4_k2(False)
-        try:
-            one = _ws_call(hidden, W, topk, offset=2, block_m=bm)
-            triton_moe.set_ws_fp4_k2(True)
-            two = _ws_call(hidden, W, topk, offset=2, block_m=bm)
-        finally:
-            triton_moe.set_ws_fp4_direct_epilogue(*prev)
-            triton_moe.set_ws_fp4_k2(prev_k2)
-        assert torch.equal(two, one), (T, bm)
-        _ep_check(c, two, hidden, W, topk, (T, bm))
 
 
 @gpu

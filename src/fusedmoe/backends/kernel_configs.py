@@ -874,6 +874,15 @@ def _ws_stage_bytes(weight_format: Format, two_weight_tiles: bool, block_n: int,
 WS_FP4_FORMATS = (Format.MXFP4, Format.NVFP4)
 WS_FP4_BLOCK_MS = (128, 256)
 _WS_FP4_TILE_BYTES = 2 * 2 * 64 * 64 * 2  # the two warpgroups' double-buffered BF16 weight tiles
+# the epilogue's layout-conversion scratch, gated GEMM1 / otherwise (sm_90 compile of 256-token tiles; less at 128)
+_WS_FP4_EPI_SCRATCH = {True: 32 * 1024, False: 16 * 1024}
+
+
+def _ws_fp4_fixed_bytes(gated_gemm1: bool) -> int:
+    """The FP4 kernel's shared memory besides its ring: the converted weight tiles and the epilogue's scratch (sm_90
+    compile, 256-token tiles at 4 stages: 213064 bytes gated, 196680 otherwise -- the ring, these and the barriers;
+    ``test_ws_fp4_compiles_for_sm90`` checks the bound)."""
+    return _WS_FP4_TILE_BYTES + _WS_FP4_EPI_SCRATCH[gated_gemm1]
 
 
 def _ws_fp4_stage_bytes(block_m: int) -> int:
@@ -881,40 +890,13 @@ def _ws_fp4_stage_bytes(block_m: int) -> int:
     return block_m * 64 * 2 + 2 * 64 * 32
 
 
-_WS_FP4_EPI_SCRATCH = {True: 32 * 1024, False: 16 * 1024}  # the epilogue's layout conversion, gated / not
-_SM90_SMEM = 227 * 1024  # shared memory a block may use on sm_90
-
-
-def ws_fp4_smem_bytes(block_m: int, num_stages: int, gated: bool, direct: bool, k2: bool = False) -> int:
-    """Shared memory of the FP4 prefill kernel (an upper bound within 512 bytes): ``num_stages`` ring stages of
-    ``block_m`` token rows, the two warpgroups' converted tiles (twice as many with ``k2``, two K steps a round:
-    ``triton_moe.set_ws_fp4_k2``), and -- unless its epilogue stores from the
-    accumulators' layout (``direct``, ``triton_moe.set_ws_fp4_direct_epilogue``) -- the epilogue's layout-conversion
-    scratch, 32 KB gated / 16 KB otherwise (sm_90 compile: 213064 / 196680 bytes at 4 stages of 256 rows, 180520 /
-    217408 gated direct at 4 / 5; ``test_ws_fp4_compiles_for_sm90`` checks the bound)."""
-    return (num_stages * _ws_fp4_stage_bytes(block_m) + _WS_FP4_TILE_BYTES * (2 if k2 else 1)
-            + (0 if direct else _WS_FP4_EPI_SCRATCH[gated]) + 512)
-
-
-def ws_fp4_smem_problem(block_m: int, num_stages: int, gated: bool, direct: bool, k2: bool = False) -> Optional[str]:
-    """None, or why the FP4 prefill kernel's shared memory (:func:`ws_fp4_smem_bytes`) exceeds sm_90's 227 KB."""
-    need = ws_fp4_smem_bytes(block_m, num_stages, gated, direct, k2)
-    if need <= _SM90_SMEM:
-        return None
-    return (f"{num_stages} stages of {block_m} token rows need ~{need // 1024} KB of shared memory"
-            f"{'' if direct else ' with the epilogue scratch'}, over sm_90's 227 KB")
-
-
-def ws_fp4_config(gated: bool, gemm: str, block_m: int = 128, num_stages: int = 4, direct: bool = False,
-                  k2: bool = False) -> KernelConfig:
+def ws_fp4_config(gated: bool, gemm: str, block_m: int = 128, num_stages: int = 4) -> KernelConfig:
     """The FP4 warp-specialized tile of ``gemm`` (block_n: 64 output columns for a gated GEMM1, else 128),
-    ``num_stages`` capped to what fits sm_90's shared memory as the kernel will run (:func:`ws_fp4_smem_bytes`:
-    ``direct`` epilogue, ``k2`` two K steps a round), at least 2."""
+    ``num_stages`` capped to the shared-memory budget (epilogue scratch included: 256-token tiles fit 4)."""
     if block_m not in WS_FP4_BLOCK_MS:
         raise ValueError(f"ws_fp4_config: block_m must be one of {WS_FP4_BLOCK_MS}, got {block_m}")
-    st = max(2, num_stages)
-    while st > 2 and ws_fp4_smem_problem(block_m, st, gated and gemm == "gemm1", direct, k2):
-        st -= 1
+    fixed = _ws_fp4_fixed_bytes(gated and gemm == "gemm1")
+    st = max(2, min(num_stages, (_WS_SMEM - fixed) // _ws_fp4_stage_bytes(block_m)))
     return KernelConfig(block_m, 64 if gated and gemm == "gemm1" else 128, 64, group_m=8, num_warps=4,
                         num_stages=st, warp_specialized=True)
 
@@ -964,7 +946,7 @@ def _ws_fp4_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Option
                f"{cfg.block_m} / {cfg.block_k} / {cfg.block_n}")
     else:
         stage = _ws_fp4_stage_bytes(cfg.block_m)
-        why = _ws_launch_problem(cfg, gemm, K, 64, "", stage, _WS_FP4_TILE_BYTES,
+        why = _ws_launch_problem(cfg, gemm, K, 64, "", stage, _ws_fp4_fixed_bytes(gated and gemm == "gemm1"),
                                  "take swap_ab (its tiles are swapped already)")
     return None if why is None else f"{gemm.upper()} warp_specialized {why}"
 

@@ -106,7 +106,6 @@ from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_per
                              held_a_problem, join_gate_up, k_loop_stages, triton_tile, warp_specialized_problem,
                              WS_FP4_FORMATS,
                              WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
-                             ws_fp4_smem_problem,
                              WS_DEC_BLOCK_M, WS_FORMATS, WS_PROMOTED_FORMATS, ws_dec_block_k, ws_dec_config,
                              ws_dec_max_blocks,
                              ws_dec_stage_bytes, ws_dec_max_stages, ws_fp4_dec_stage_bytes, WS_DEC_CTAS,
@@ -1440,14 +1439,7 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            "sc_ahead": os.environ.get("FUSEDMOE_WS_FP4_SC_AHEAD", "1") != "0",
            # 256-token tiles as 64-row chunks joined into wgmmas as wide as the real rows (set_ws_fp4_join; the
            # default since the forty-second session)
-           "join": os.environ.get("FUSEDMOE_WS_FP4_JOIN", "1") != "0",
-           # every consumer thread frees the ring slots (set_ws_fp4_thread_release; opt-in)
-           "t_release": os.environ.get("FUSEDMOE_WS_FP4_TRELEASE", "0") == "1",
-           # the epilogue stored from the accumulators' layout, and this many ring stages (set_ws_fp4_direct_epilogue;
-           # opt-in)
-           "direct": os.environ.get("FUSEDMOE_WS_FP4_DIRECT", "0") == "1", "direct_stages": 5,
-           # two K steps a round in the consumers (set_ws_fp4_k2; opt-in)
-           "k2": os.environ.get("FUSEDMOE_WS_FP4_K2", "0") == "1"}
+           "join": os.environ.get("FUSEDMOE_WS_FP4_JOIN", "1") != "0"}
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
 # MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
@@ -1602,51 +1594,6 @@ def set_ws_fp4_join(enabled: bool) -> bool:
     return _swap_bool(_WS_FP4, enabled, "join")
 
 
-def set_ws_fp4_thread_release(enabled: bool) -> bool:
-    """``True`` (opt-in, forty-second session, not yet run on a GPU; ``FUSEDMOE_WS_FP4_TRELEASE=1``): the FP4
-    warp-specialized prefill GEMMs' consumer threads each arrive on a ring slot's empty barrier once their wgmmas
-    retired it (kernel ``T_RELEASE``, as the FP4 decode kernel's default since the thirty-fifth session) instead of
-    one thread a warpgroup between two warpgroup barriers: a K step's ``BAR.SYNC`` 4 -> 3 gated, 3 -> 2 otherwise
-    (sm_90 SASS: the two around the arrive go, Gluon puts one before the shared tile's stores instead).
-    Nsight Compute's stall sampling of gpt-oss-120b's MXFP4 GEMM1 at 4096 tokens (H100) found the consumers
-    latency-bound (tensor pipe ~52 %, issue slots ~35 %), ~10 % of their K loops' samples at barriers. Same
-    arithmetic: the same bits. Returns the previous setting."""
-    return _swap_bool(_WS_FP4, enabled, "t_release")
-
-
-def set_ws_fp4_direct_epilogue(enabled: bool, num_stages: int = 5) -> "tuple[bool, int]":
-    """``True`` (opt-in, forty-second session, not yet run on a GPU; ``FUSEDMOE_WS_FP4_DIRECT=1``): the FP4
-    warp-specialized prefill GEMMs write a gated tile's converted gate / up rows interleaved by 8 rows, so that the
-    wgmma accumulator holds an output column's gate and up values in one thread, and store the epilogue from the
-    accumulators' layout (kernel ``EPI_DIRECT``): no layout-conversion scratch (32 KB gated / 16 KB otherwise, sm_90
-    compile), which lets ``auto_ws_fp4`` give its tiles ``num_stages`` ring stages (5 by default: 256-token tiles fit
-    217 KB) -- Nsight Compute put ~10 % of the consumers' K-loop samples on waits for ring data (H100, forty-second
-    session). Same products, rows only permuted in shared memory: the same bits. Returns the previous ``(enabled,
-    num_stages)``."""
-    if not isinstance(enabled, bool):
-        raise TypeError(f"enabled must be a bool, got {enabled!r}")
-    if not isinstance(num_stages, int) or isinstance(num_stages, bool) or not 2 <= num_stages <= 6:
-        # (6: the warp-specialized kernels' launch rule, kernel_configs._ws_launch_problem)
-        raise ValueError(f"set_ws_fp4_direct_epilogue: num_stages must be an int in [2, 6], got {num_stages!r}")
-    prev = (_WS_FP4["direct"], _WS_FP4["direct_stages"])
-    _WS_FP4["direct"], _WS_FP4["direct_stages"] = enabled, num_stages
-    return prev
-
-
-def set_ws_fp4_k2(enabled: bool) -> bool:
-    """``True`` (opt-in, forty-second session, not yet run on a GPU; ``FUSEDMOE_WS_FP4_K2=1``): the FP4
-    warp-specialized prefill GEMMs' consumer warpgroups convert two K steps (two ring slots) a round into two of
-    four converted tiles, then fence, pass the warpgroup barrier, issue both steps' wgmmas and wait once, and free
-    the pair's slots together (kernel ``K2``; an odd K ends with one step): half the fences, barriers and wgmma
-    waits a K step, and two steps' independent conversion chains between them -- Nsight Compute found the
-    consumers latency-bound (forty-second session). Needs >= 4 ring stages (a round holds two slots while the
-    round before still holds two) and 32 KB more shared memory, so gated 256-token tiles need
-    :func:`set_ws_fp4_direct_epilogue` (4 stages: 209 KB, 241 KB with the epilogue scratch); ``auto_ws_fp4`` gives
-    the tiles as many stages as fit and the launcher refuses what cannot run. Same products in the same order: the
-    same bits. Returns the previous setting."""
-    return _swap_bool(_WS_FP4, enabled, "k2")
-
-
 def set_ws_fp4_chunks(chunks: int) -> int:
     """256-token tiles of the FP4 warp-specialized GEMMs as ``chunks`` (2 or 4) wgmmas of 128 / 64 token rows into as
     many accumulators, a block multiplying and loading only the chunks that hold real rows -- an expert's last block
@@ -1752,10 +1699,7 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
         return MoEKernelConfig(c.gemm1, c.gemm2, cfg.atomic_combine)
     wide = WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT if _WS_FP4["join"] else WS_FP4_WIDE_MIN_ROWS_PER_EXPERT
     bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= wide else 128)
-    direct, k2 = _WS_FP4["direct"], _WS_FP4["k2"]
-    st = _WS_FP4["direct_stages"] if direct else 4  # (ws_fp4_config: as many of them as fit)
-    return MoEKernelConfig(ws_fp4_config(gated, "gemm1", bm, st, direct, k2),
-                           ws_fp4_config(False, "gemm2", bm, st, direct, k2), cfg.atomic_combine)
+    return MoEKernelConfig(ws_fp4_config(gated, "gemm1", bm), ws_fp4_config(False, "gemm2", bm), cfg.atomic_combine)
 
 
 @functools.lru_cache(maxsize=None)
@@ -1803,13 +1747,6 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
                            weight_on_input, mul_routing_weight, num_sms, fold_cvt, part, cnt, out_padded=out_padded,
                            pdl=pdl, x_gather=x_dot is not None, top_k=row_div)
         return
-    direct, k2 = _WS_FP4["direct"], _WS_FP4["k2"]
-    if why := ws_fp4_smem_problem(BM, c.num_stages, gated, direct, k2):
-        raise ValueError(f"the FP4 warp-specialized prefill GEMM: {why} (fewer num_stages, or "
-                         "set_ws_fp4_direct_epilogue(True))")
-    if k2 and c.num_stages < 4:
-        raise ValueError(f"set_ws_fp4_k2: two K steps a round need >= 4 ring stages, got {c.num_stages} (256-token "
-                         "tiles fit 4 with set_ws_fp4_direct_epilogue(True))")
     # (the x box is then that fraction of a block)
     join = _WS_FP4["join"] and BM == 256
     chunks = 4 if join else (_WS_FP4["chunks"] or WS_FP4_AUTO_CHUNKS[w.fmt]) if BM == 256 else 1
@@ -1830,7 +1767,6 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
         GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
-        T_RELEASE=_WS_FP4["t_release"], EPI_DIRECT=direct, K2=k2,
         num_warps=4)
 
 

@@ -59,7 +59,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 from . import _blockscaled as _bs
 from ._moe_gemm import _activation, _tile_ids
-from ._ws_gemm import _ring_barriers, _ring_release
+from ._ws_gemm import _ring_barriers
 
 _MX_FOLD_EXP_BIAS = gl.constexpr(110)  # _blockscaled._MX_FOLD_EXP_BIAS
 _NV_SCALE_BIAS = gl.constexpr(2.0 ** 110)  # _blockscaled._NIB_SCALE_BIAS
@@ -233,14 +233,9 @@ def _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV: gl.constexpr, GATED: gl.cons
 @gluon.jit
 def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF: gl.constexpr,
               GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr,
-              STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr, EPI_DIRECT: gl.constexpr = False,
-              SYNC: gl.constexpr = True):
+              STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr):
     """One K step's A operand: wait for ring slot ``s``, convert this warpgroup's 64 weight rows into its shared
-    tile ``it`` modulo the tiles (2; 4 with two steps a round), gated: 32 gate rows of ring 0 over 32 up rows of ring
-    1 (with ``EPI_DIRECT`` interleaved by 8
-    rows -- gate 8 a + c at row 16 a + c, up 8 a + c at row 16 a + 8 + c -- so that the thread of the wgmma
-    accumulator that holds one holds the other, :func:`_fp4_epilogue`); fence it for the wgmma (``SYNC``; without,
-    the caller fences two steps' tiles at once). The block
+    tile ``it % 2`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1), fence it for the wgmma. The block
     scales: ``SC_AHEAD``, ``sa`` / ``sb`` (gate / up rows), loaded a step before -- this step loads step
     ``kk + 1``'s before its ring wait (the last step its own again: in bounds, unused); otherwise loaded here after
     the wait, step ``kk`` of ``sc_a`` / ``sc_b``. Returns (the tile, the next step's ``sa``, ``sb``)."""
@@ -252,23 +247,16 @@ def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, 
     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
     if not SC_AHEAD:
         sa, sb = _fp4_scales2(sc_a, sc_b, ok_a, kk, s_step, NV, GATED)
-    d = d_bufs.index(it % d_bufs.shape[0])  # (2 tiles in turn; 4 with two K steps a round)
-    if GATED and EPI_DIRECT:  # (a warp's 8 rows of each converted tile: one 8-row group of the interleave)
-        dv = d.reshape([4, 16, BK])
-        dv.slice(0, 8, dim=1).store(gl.reshape(_fp4_tile(w0_bufs.index(s), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl),
-                                               [4, 8, BK]))
-        dv.slice(8, 8, dim=1).store(gl.reshape(_fp4_tile(w1_bufs.index(s), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl),
-                                               [4, 8, BK]))
-    elif GATED:
+    d = d_bufs.index(it % 2)
+    if GATED:
         d.slice(0, 32).store(_fp4_tile(w0_bufs.index(s), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl))
         d.slice(32, 32).store(_fp4_tile(w1_bufs.index(s), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl))
     elif HALF == 0:
         d.store(_fp4_tile(w0_bufs.index(s), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
     else:
         d.store(_fp4_tile(w1_bufs.index(s), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
-    if SYNC:  # (without: the caller fences two steps' tiles at once, :func:`_fp4_chunk_tile`'s ``K2``)
-        fence_async_shared()
-        gl.thread_barrier()  # the warpgroup's stores are in before its wgmma reads them
+    fence_async_shared()
+    gl.thread_barrier()  # the warpgroup's stores are in before its wgmma reads them
     return d, na, nb
 
 
@@ -280,8 +268,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                   HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
                   ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr,
                   STAGES: gl.constexpr, GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr,
-                  OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, T_RELEASE: gl.constexpr,
-                  EPI_DIRECT: gl.constexpr, K2: gl.constexpr):
+                  OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, JOIN: gl.constexpr):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
     turn), one asynchronous wgmma with the step's input tile, at most one step in flight; then the epilogue.
     ``CHUNKS`` > 1 (``set_ws_fp4_chunks``; MXFP4's default 2 since the thirty-second session): the block's BT token
@@ -319,63 +306,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                                          sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr,
                                          N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
                                          CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                                         ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD, JOIN,
-                                         T_RELEASE, EPI_DIRECT, K2)
-
-
-@gluon.jit
-def _fp4_mmas(d, x_bufs, s, acc0, acc1, acc2, acc3, NA: gl.constexpr, W0: gl.constexpr, C1: gl.constexpr,
-              XT: gl.constexpr, CHUNKS: gl.constexpr, JOIN: gl.constexpr):
-    """One K step's asynchronous wgmmas of the converted tile ``d`` with ring slot ``s``'s input into the ``NA``
-    accumulators in use (:func:`_fp4_chunk_tile`: the first W0 token rows wide, the others XT; those past NA are
-    placeholders, passed through)."""
-    acc0 = warpgroup_mma(d, _fp4_x(x_bufs, s, 0, W0 // XT, XT, CHUNKS, JOIN).permute((1, 0)), acc0, is_async=True)
-    if NA > 1:
-        acc1 = warpgroup_mma(d, _fp4_x(x_bufs, s, C1, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc1, is_async=True)
-    if NA > 2:
-        acc2 = warpgroup_mma(d, _fp4_x(x_bufs, s, 2, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc2, is_async=True)
-    if NA > 3:
-        acc3 = warpgroup_mma(d, _fp4_x(x_bufs, s, 3, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc3, is_async=True)
-    return acc0, acc1, acc2, acc3
-
-
-@gluon.jit
-def _fp4_mma_wait(n: gl.constexpr, acc0, acc1, acc2, acc3, NA: gl.constexpr):
-    """Wait until at most ``n`` wgmmas are in flight, the ``NA`` accumulators in use its dependencies."""
-    if NA == 1:
-        acc0 = warpgroup_mma_wait(num_outstanding=n, deps=(acc0,))
-    if NA == 2:
-        acc0, acc1 = warpgroup_mma_wait(num_outstanding=n, deps=(acc0, acc1))
-    if NA == 3:
-        acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=n, deps=(acc0, acc1, acc2))
-    if NA == 4:
-        acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=n, deps=(acc0, acc1, acc2, acc3))
-    return acc0, acc1, acc2, acc3
-
-
-@gluon.jit
-def _fp4_round(R: gl.constexpr, PREV: gl.constexpr, release_prev, kk0, it, acc0, acc1, acc2, acc3, sa, sb, w0_bufs,
-               w1_bufs, d_bufs, x_bufs, ready, empty, sc_a, sc_b, ok_a, n_k, s_step, HALF: gl.constexpr,
-               GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr,
-               STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr, EPI_DIRECT: gl.constexpr,
-               T_RELEASE: gl.constexpr, NA: gl.constexpr, W0: gl.constexpr, C1: gl.constexpr, XT: gl.constexpr,
-               CHUNKS: gl.constexpr, JOIN: gl.constexpr):
-    """``R`` consecutive K steps from ``kk0`` (ring positions ``it``, ...): each step's tile converted
-    (:func:`_fp4_step`; one fence and barrier, after the last), then their wgmmas (:func:`_fp4_mmas`), one wait that
-    retires the round before -- whose ``PREV`` ring slots are freed where ``release_prev`` -- while this one's run.
-    Returns (``it + R``, the accumulators, the next step's scales)."""
-    for j in gl.static_range(R):
-        d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it + j, (it + j) % STAGES, sa, sb, sc_a, sc_b, ok_a,
-                              kk0 + j, n_k, s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, EPI_DIRECT,
-                              j == R - 1)
-    for j in gl.static_range(R):
-        acc0, acc1, acc2, acc3 = _fp4_mmas(d_bufs.index((it + j) % d_bufs.shape[0]), x_bufs, (it + j) % STAGES, acc0,
-                                           acc1, acc2, acc3, NA, W0, C1, XT, CHUNKS, JOIN)
-    acc0, acc1, acc2, acc3 = _fp4_mma_wait(R * NA, acc0, acc1, acc2, acc3, NA)
-    if release_prev:  # the round before retired: its ring slots are free, its tiles are reused next round
-        for j in gl.static_range(PREV):
-            _ring_release(empty, (it + STAGES - PREV + j) % STAGES, T_RELEASE)
-    return it + R, acc0, acc1, acc2, acc3, sa, sb
+                                         ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD, JOIN)
 
 
 @gluon.jit
@@ -386,7 +317,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
                     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                     BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
                     wl: gl.constexpr, acc_l: gl.constexpr, OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr,
-                    JOIN: gl.constexpr, T_RELEASE: gl.constexpr, EPI_DIRECT: gl.constexpr, K2: gl.constexpr):
+                    JOIN: gl.constexpr):
     """One tile over its first ``NCH`` chunks (those with real rows): per K step its wgmmas, in flight while the next
     step converts (the wait retires the step before: its ring slot is released and its tile buffer reused; only the
     accumulators in use are its dependencies); then each accumulator's epilogue. Without ``JOIN`` one wgmma and
@@ -395,16 +326,12 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     chunks multiplied by one wgmma as wide as they are -- 64, 128 or 256 token rows; 3 chunks as 128 + 64 (a tensor's
     sizes are powers of two) -- instead of one 64-row wgmma a chunk, whose A operand (the converted weights) is
     re-read from shared memory for each. Each token row's sum runs over the same K steps in the same order either
-    way: the bits of whole tiles. A ring slot is released by the warpgroup or, with ``T_RELEASE``, by each of its
-    threads (:func:`_ws_gemm._ring_release`: no warpgroup barriers around the arrive). Returns ``it``."""
+    way: the bits of whole tiles. Returns ``it``."""
     NA: gl.constexpr = (2 if NCH == 3 else 1) if JOIN else NCH  # accumulators (wgmmas a step)
     W0: gl.constexpr = XT * (2 if NCH == 3 else NCH) if JOIN else XT  # token rows of the first; the others XT
     C1: gl.constexpr = 2 if JOIN else 1  # the chunk of the second (the third and fourth: chunks 2, 3)
     acc_l0: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, W0, 16])
     acc0 = gl.zeros((64, W0), dtype=gl.float32, layout=acc_l0)
-    acc1 = 0  # (placeholders of the accumulators past NA: constants, no registers)
-    acc2 = 0
-    acc3 = 0
     if NA > 1:
         acc1 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
     if NA > 2:
@@ -412,29 +339,41 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     if NA > 3:
         acc3 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
     sa, sb = _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV, GATED, SC_AHEAD)
-    R: gl.constexpr = 2 if K2 else 1  # K steps a round
-    for kr in range(n_k // R):
-        it, acc0, acc1, acc2, acc3, sa, sb = _fp4_round(R, R, kr > 0, R * kr, it, acc0, acc1, acc2, acc3, sa, sb,
-                                                        w0_bufs, w1_bufs, d_bufs, x_bufs, ready, empty, sc_a, sc_b,
-                                                        ok_a, n_k, s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl,
-                                                        SC_AHEAD, EPI_DIRECT, T_RELEASE, NA, W0, C1, XT, CHUNKS, JOIN)
-    if K2:
-        if n_k % 2:  # an odd K: the last step alone (its wait retires the last pair)
-            it, acc0, acc1, acc2, acc3, sa, sb = _fp4_round(1, 2, n_k > 1, n_k - 1, it, acc0, acc1, acc2, acc3, sa,
-                                                            sb, w0_bufs, w1_bufs, d_bufs, x_bufs, ready, empty, sc_a,
-                                                            sc_b, ok_a, n_k, s_step, HALF, GATED, BK, SWZ, FOLD, NV,
-                                                            STAGES, wl, SC_AHEAD, EPI_DIRECT, T_RELEASE, NA, W0, C1,
-                                                            XT, CHUNKS, JOIN)
-    acc0, acc1, acc2, acc3 = _fp4_mma_wait(0, acc0, acc1, acc2, acc3, NA)
-    if K2:
-        if n_k % 2 == 0:  # the last pair's first slot (its second: below)
-            _ring_release(empty, (it + STAGES - 2) % STAGES, T_RELEASE)
-    _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
+    for kk in range(n_k):
+        s = it % STAGES
+        d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF,
+                              GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD)
+        acc0 = warpgroup_mma(d, _fp4_x(x_bufs, s, 0, W0 // XT, XT, CHUNKS, JOIN).permute((1, 0)), acc0,
+                             is_async=True)
+        if NA == 1:
+            acc0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc0,))
+        if NA > 1:
+            acc1 = warpgroup_mma(d, _fp4_x(x_bufs, s, C1, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc1, is_async=True)
+        if NA == 2:
+            acc0, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc0, acc1))
+        if NA > 2:
+            acc2 = warpgroup_mma(d, _fp4_x(x_bufs, s, 2, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc2, is_async=True)
+        if NA == 3:
+            acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=3, deps=(acc0, acc1, acc2))
+        if NA > 3:
+            acc3 = warpgroup_mma(d, _fp4_x(x_bufs, s, 3, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc3, is_async=True)
+            acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=4, deps=(acc0, acc1, acc2, acc3))
+        if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+        it += 1
+    if NA == 1:
+        acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
+    if NA == 2:
+        acc0, acc1 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1))
+    if NA == 3:
+        acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2))
+    if NA == 4:
+        acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
+    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
     # (the first accumulator: block (CHUNKS XT / W0) pid_m of W0 rows; the others chunk c's XT-row block)
     _fp4_epilogue(_fp4_acc_factors(acc0, gs_ptr, e, FOLD, NV), e, (CHUNKS * XT // W0) * pid_m, n0, out_ptr, bias_ptr,
                   topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF,
-                  W0, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False, OUT_PADDED,
-                  EPI_DIRECT)
+                  W0, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False, OUT_PADDED)
     for a in gl.static_range(1, NA):  # (the accumulators past NA do not exist: each one's epilogue by name)
         if a == 1:
             acc = acc1
@@ -448,7 +387,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
         _fp4_epilogue(_fp4_acc_factors(acc, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + c, n0, out_ptr, bias_ptr,
                       topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
                       HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
-                      OUT_PADDED, EPI_DIRECT)
+                      OUT_PADDED)
     return it
 
 
@@ -480,98 +419,26 @@ def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_p
                   stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr, ACT: gl.constexpr,
                   GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
                   MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False,
-                  OUT_PADDED: gl.constexpr = False, DIRECT: gl.constexpr = False):
+                  OUT_PADDED: gl.constexpr = False):
     """acc [64 weight rows, BT token rows] -> out[slot, n]: routing weight on input, bias, activation (gated:
     rows 0-31 gate, 32-63 up), routing weight (GEMM2), rounding; each thread stores runs of 4 columns.
     ``OUT_PADDED_DOT`` (the FP4 decode kernel's GEMM1, ``kernels/_ws_fp4_dec.py``): out[p, d] at the rows' padded
     positions p, column n at its dot position d within its 64-wide block (n = 16 c + 8 m + 4 q + s -> d = 16 s +
     8 m + 2 c + q) -- GEMM2's input as its gather would write it; padding rows are not written. ``OUT_PADDED``
-    (GEMM1 before this kernel's GEMM2): out[p, n] at the padded positions, columns in order. ``DIRECT`` (gated: the
-    converted tiles' gate / up rows interleaved by 8, :func:`_fp4_step`'s ``EPI_DIRECT``): the accumulator taken
-    apart in registers -- 64-token column blocks, gate and up -- and each value stored from its own layout (2-byte
-    stores): no shared-memory scratch for a layout conversion (16 KB / 32 KB a kernel otherwise, non-gated /
-    gated)."""
-    if DIRECT:  # (splits on register bits of the wgmma layout: no data movement)
-        ep = (e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be,
-              act_alpha, act_beta, act_limit)
-        if BT == 256:
-            a0, a1 = _fp4_col_halves(acc, BT)
-            a00, a01 = _fp4_col_halves(a0, BT // 2)
-            a10, a11 = _fp4_col_halves(a1, BT // 2)
-            _fp4_epi_direct(a00, 0, ep, HALF, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                            ROUND_DTYPE, OUT_PADDED)
-            _fp4_epi_direct(a01, 64, ep, HALF, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                            ROUND_DTYPE, OUT_PADDED)
-            _fp4_epi_direct(a10, 128, ep, HALF, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                            ROUND_DTYPE, OUT_PADDED)
-            _fp4_epi_direct(a11, 192, ep, HALF, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                            ROUND_DTYPE, OUT_PADDED)
-        elif BT == 128:
-            a0, a1 = _fp4_col_halves(acc, BT)
-            _fp4_epi_direct(a0, 0, ep, HALF, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                            ROUND_DTYPE, OUT_PADDED)
-            _fp4_epi_direct(a1, 64, ep, HALF, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                            ROUND_DTYPE, OUT_PADDED)
-        else:
-            _fp4_epi_direct(acc, 0, ep, HALF, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                            ROUND_DTYPE, OUT_PADDED)
-    else:
-        RO: gl.constexpr = 32 if GATED else 64  # output columns of this warpgroup
-        ol: gl.constexpr = gl.BlockedLayout(size_per_thread=[4, 1], threads_per_warp=[RO // 4, 32 // (RO // 4)],
-                                            warps_per_cta=[1, 4], order=[0, 1])
-        if GATED:
-            g, u = _split_gate_up(acc, BT)
-            g = gl.convert_layout(g, ol)
-            u = gl.convert_layout(u, ol)
-        else:
-            g = gl.convert_layout(acc, ol)
-            u = g
-        _fp4_epi_rows(g, u, pid_m, 0, e, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om,
-                      stride_be, act_alpha, act_beta, act_limit, HALF, BT, BT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
-                      MUL_ROUTING_WEIGHT, ROUND_DTYPE, OUT_PADDED_DOT, OUT_PADDED)
-
-
-@gluon.jit
-def _fp4_col_halves(acc, W: gl.constexpr):
-    """[R, W] -> its token columns [0, W / 2) and [W / 2, W) (the wgmma layout holds the top column bit in
-    registers: no data movement)."""
-    return gl.split(gl.permute(gl.reshape(acc, [acc.shape[0], 2, W // 2]), [0, 2, 1]))
-
-
-@gluon.jit
-def _fp4_epi_direct(acc, t0: gl.constexpr, ep, HALF: gl.constexpr, BT: gl.constexpr, ACT: gl.constexpr,
-                    GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
-                    MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, OUT_PADDED: gl.constexpr):
-    """:func:`_fp4_epilogue`'s ``DIRECT`` path for the 64 token columns from ``t0`` of a block (``ep``: the
-    epilogue's runtime arguments, :func:`_fp4_epilogue`'s from ``e`` to ``act_limit``): gated, the rows 16 a + 8 b + c
-    (b = 0: gate 8 a + c; b = 1: its up row -- the same thread) taken apart in registers."""
-    e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, \
-        act_beta, act_limit = ep
-    if GATED:
-        g, u = gl.split(gl.permute(gl.reshape(acc, [4, 2, 8, 64]), [0, 2, 3, 1]))
-        g = gl.reshape(g, [32, 64])
-        u = gl.reshape(u, [32, 64])
-    else:
-        g = acc
-        u = g
-    _fp4_epi_rows(g, u, pid_m, t0, e, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om,
-                  stride_be, act_alpha, act_beta, act_limit, HALF, BT, 64, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
-                  MUL_ROUTING_WEIGHT, ROUND_DTYPE, False, OUT_PADDED)
-
-
-@gluon.jit
-def _fp4_epi_rows(g, u, pid_m, t0: gl.constexpr, e, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, N, num_slots,
-                  stride_om, stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr,
-                  W: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
-                  WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
-                  OUT_PADDED_DOT: gl.constexpr, OUT_PADDED: gl.constexpr):
-    """:func:`_fp4_epilogue`'s arithmetic and store for gate / up values ``g`` / ``u`` [RO, W]: the token columns
-    from ``t0`` of block ``pid_m`` (BT rows; any layout whose slices index the columns and the rows)."""
+    (GEMM1 before this kernel's GEMM2): out[p, n] at the padded positions, columns in order."""
     RO: gl.constexpr = 32 if GATED else 64  # output columns of this warpgroup
-    ol: gl.constexpr = g.type.layout
+    ol: gl.constexpr = gl.BlockedLayout(size_per_thread=[4, 1], threads_per_warp=[RO // 4, 32 // (RO // 4)],
+                                        warps_per_cta=[1, 4], order=[0, 1])
+    if GATED:
+        g, u = _split_gate_up(acc, BT)
+        g = gl.convert_layout(g, ol)
+        u = gl.convert_layout(u, ol)
+    else:
+        g = gl.convert_layout(acc, ol)
+        u = g
     cols = n0 + HALF * RO + gl.arange(0, RO, layout=gl.SliceLayout(1, ol))
     n_ok = cols < N
-    p = pid_m * BT + t0 + gl.arange(0, W, layout=gl.SliceLayout(0, ol))
+    p = pid_m * BT + gl.arange(0, BT, layout=gl.SliceLayout(0, ol))
     slots = gl.load(sorted_ids_ptr + p)
     row_ok = slots < num_slots
     slots = gl.where(row_ok, slots, 0)
@@ -606,8 +473,7 @@ def _ws_fp4_kernel(
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
-    SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False, T_RELEASE: gl.constexpr = False,
-    EPI_DIRECT: gl.constexpr = False, K2: gl.constexpr = False,
+    SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -619,14 +485,7 @@ def _ws_fp4_kernel(
     (``triton_moe.set_ws_fp4_scales_ahead``): a consumer loads K step k + 1's block scales from global memory before
     its ring wait of step k, so their latency overlaps step k's conversion and wgmma instead of stalling step k + 1's
     conversion (otherwise each step's scale load is issued after its wait and used ~40 instructions later). The same
-    values: the same bits; NVFP4 1.13-1.19x at 4096 / 8192 tokens (H100, forty-first session). ``T_RELEASE``
-    (``triton_moe.set_ws_fp4_thread_release``): every consumer thread arrives on a slot's empty barrier (256 a
-    phase) instead of one thread of each warpgroup between two warpgroup barriers; Gluon then puts one barrier
-    before the shared tile's stores instead: one ``BAR.SYNC`` a K step less (3 of 4 gated, 2 of 3 otherwise;
-    Nsight's stall sampling put ~10 % of the K loops' samples on barriers, forty-second session). ``EPI_DIRECT``
-    (``triton_moe.set_ws_fp4_direct_epilogue``): gate / up rows interleaved in the converted tiles and the epilogue
-    stored from the accumulators' layout (:func:`_fp4_epilogue`) -- no layout-conversion scratch, room for a 5th
-    ring stage of 256-token tiles."""
+    values: the same bits; NVFP4 1.13-1.19x at 4096 / 8192 tokens (H100, forty-first session)."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     XT: gl.constexpr = x_desc.block_type.shape[0]
@@ -638,22 +497,20 @@ def _ws_fp4_kernel(
     w0_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
     w1_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
     dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
-    d0 = gl.allocate_shared_memory(gl.bfloat16, [4 if K2 else 2, 64, BK], dl)  # (K2: two steps' tiles in flight)
-    d1 = gl.allocate_shared_memory(gl.bfloat16, [4 if K2 else 2, 64, BK], dl)
-    ready, empty = _ring_barriers(STAGES, 256 if T_RELEASE else 2)  # both consumer warpgroups release a slot
+    d0 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
+    d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
+    ready, empty = _ring_barriers(STAGES)  # both consumer warpgroups release a slot
     gl.warp_specialize([
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, T_RELEASE,
-                         EPI_DIRECT, K2)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN)),
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, T_RELEASE,
-                         EPI_DIRECT, K2)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN)),
         (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
                        STAGES, GROUP_M, GATED, CHUNKS, JOIN)),

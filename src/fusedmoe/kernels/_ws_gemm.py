@@ -680,8 +680,8 @@ def _ring_release(empty, slot, T_RELEASE: gl.constexpr):
     """A consumer warpgroup frees ring slot ``slot`` (its wgmmas retired): one arrival by the warpgroup (Gluon's
     ``mbarrier.arrive``: a warpgroup barrier on either side of one thread's arrive), or (``T_RELEASE``) one by each of
     its 128 threads, with no barrier -- ``cp.async.mbarrier.arrive.noinc``, which a thread without cp.async of its
-    own performs at once (the empty barriers then count 128 a consumer warpgroup). The FP4 kernels' (``_ws_fp4_dec``,
-    ``_ws_dec``; ``_ws_fp4`` with ``T_RELEASE``)."""
+    own performs at once (the empty barriers then count 128 a consumer warpgroup). The decode kernels'
+    (``_ws_fp4_dec``, ``_ws_dec``; the FP4 prefill kernel's measured slower, forty-third session, BENCHMARKS.md)."""
     if T_RELEASE:
         async_copy.mbarrier_arrive(empty.index(slot), increment_count=False)
     else:
