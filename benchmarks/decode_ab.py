@@ -33,6 +33,9 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "nosib": ("set_table_siblings", False),
             "fusecomb": ("set_fused_combine", 1 << 30), "notrim": ("set_trim_stages", False),
             "noscalerun": ("set_scale_runs", False),
+            # the 16-bit / FP8 warp-specialized prefill GEMMs' A rows by cp.async, no gather launch (s43)
+            "wsxg": ("set_ws_x_gather", True),  # ... forced on for every such GEMM (the default: "auto", the rule)
+            "nowsxg": ("set_ws_x_gather", False),  # ... off: every such GEMM's rows by a gather launch
             # the FP4 warp-specialized prefill GEMMs (MXFP4 x BF16, block_m >= 128): off, or 128- / 256-token tiles
             "nows4": ("set_ws_fp4", False), "ws4bt128": ("set_ws_fp4", (True, 128)),
             "ws4bt256": ("set_ws_fp4", (True, 256)),

@@ -62,7 +62,7 @@ def ws_sig(dt, gdt, BK, BN, OD, OUT_Q):
             "topk_w_ptr": "*fp32", "out_qscale_ptr": "*i32" if OUT_Q == 5 else "*fp32", "sorted_ids_ptr": "*i32",
             "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32", "N": "i32", "K": "i32", "num_slots": "i32",
             "stride_om": "i32", "stride_asm": "i32", "stride_wse": "i32", "stride_wsn": "i32", "stride_be": "i32",
-            "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
+            "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32", "x_ptr": f"*{dt}", "stride_x": "i32"}
 '''
 
 _SCRIPT = _SCRIPT_HEAD + r'''
@@ -206,6 +206,109 @@ def test_ws_pipelined_promotion_switch():
     finally:
         tm.set_ws_pipelined_promotion(prev)
     env_starts("set_ws_pipelined_promotion", "FUSEDMOE_WS_PIPE", {"1": True, "0": False})
+
+
+_XG_SCRIPT = _SCRIPT_HEAD + r'''
+# X_GATHER: the A rows by cp.async (a four-warp loader); (ACT, GATED, QUANT, BN, PIPE, X_GATHER), each with its
+# TMA twin: FP8 per channel GEMM1 / GEMM2 pipelined, FP8 blocks, BF16 2 x 128
+for ACT, GATED, QUANT, BN, PIPE in ((0, True, 2, 64, True), (7, False, 2, 128, True), (0, True, 3, 64, False),
+                                    (0, True, 0, 128, False)):
+    for XG in (False, True):
+        dt, BK, gdt = ("fp8e4nv", 128, gl.float8e4nv) if QUANT else ("bf16", 64, gl.bfloat16)
+        cx = dict(TOP_K=8, E_LOC=64, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q=0, ROUND_DTYPE=gl.bfloat16,
+                  HAS_BIAS=False, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=ACT == 7, BN=BN, BK=BK, STAGES=4,
+                  GROUP_M=8, PIPE=PIPE, W_SCALAR=QUANT == 3, X_GATHER=XG)
+        # (x_ptr, its row stride and K 16-byte aligned, as the JIT specializes them: cp.async needs 16-byte copies)
+        k, sass = compile_sm90(ws._ws_gemm_kernel, ws_sig(dt, gdt, BK, BN, "bf16", 0), cx,
+                               aligned=("x_ptr", "stride_x", "K"))
+        loop = k_loop(sass_instructions(sass))
+        print(ACT, QUANT, BN, XG, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"), sass.count("LDGSTS"),
+              sass.count("UTMALDG"), sass.count("ARRIVES.LDGSTSBAR"), sum("FENCE.VIEW.ASYNC" in x for x in loop),
+              k.metadata.shared, sep="|", flush=True)
+'''
+
+
+def test_ws_gemm_x_gather_compiles_for_sm90(tmp_path):
+    """``X_GATHER`` (``set_ws_x_gather``): the loader copies the A rows by cp.async (``LDGSTS``) and TMA-loads only
+    the weight tiles (one or two boxes a K block against four with the A halves), each of its threads arrives on
+    the ready barrier once its copies landed (``ARRIVES.LDGSTSBAR``), the consumers fence the generic proxy's writes
+    in their K loops; 12 warps, no spills, the shared memory of the TMA twin."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _XG_SCRIPT)
+    assert len(rows) == 8, rows
+    twins = {}
+    for act, quant, bn, xg, warps, spills, ldgsts, tma, arrives, fences, smem in rows:
+        where = f"ACT={act} QUANT={quant} BN={bn} X_GATHER={xg}"
+        assert int(warps) == 12 and int(spills) == 0, (where, warps, spills)
+        gated = act == "0"
+        if xg == "True":
+            assert int(ldgsts) > 0 and int(arrives) > 0 and int(fences) >= 1, (where, ldgsts, arrives, fences)
+            assert int(tma) == (2 if gated else 1), (where, tma)
+        else:
+            assert int(ldgsts) == 0 and int(tma) == (4 if gated else 3), (where, ldgsts, tma)
+        twins.setdefault((act, quant, bn), {})[xg] = int(smem)
+    for t in twins.values():
+        assert 0 <= t["True"] - t["False"] <= 64, twins  # (a larger ready barrier count, no more buffers)
+
+
+def test_ws_x_gather_switch_and_rule(monkeypatch):
+    """``set_ws_x_gather``: "auto" by default, True or False, nothing else; ``FUSEDMOE_WS_XGATHER=1`` / ``0`` start a
+    process forced on / off. "auto" takes ``kernel_configs.ws_x_gather_auto`` per GEMM -- at most 2048 weight rows an
+    expert (gated GEMM1: twice the intermediate) or at most 64 rows an expert (slots / local experts) -- and only
+    for rows the loader can copy 16 bytes at a time, not for rows GEMM2 reads at their padded positions."""
+    from gluon_sm90 import LaunchCapture
+
+    from fusedmoe.backends import triton_moe as tm
+    from fusedmoe.backends.kernel_configs import ws_x_gather_auto
+    from fusedmoe.config import ActivationParams
+    from fusedmoe.formats.tensor import QuantizedTensor
+    from fusedmoe.kernels import _ws_gemm as ws
+
+    prev = tm.set_ws_x_gather(True)
+    try:
+        assert prev == "auto"
+        for bad in (1, 0, 1.0, "on", None):
+            with pytest.raises(TypeError, match="True, False or 'auto'"):
+                tm.set_ws_x_gather(bad)
+        assert tm.set_ws_x_gather(False) is True and tm.set_ws_x_gather("auto") is False
+    finally:
+        tm.set_ws_x_gather(prev)
+    env_starts("set_ws_x_gather", "FUSEDMOE_WS_XGATHER", {"1": True, "0": False, "": "auto", "auto": "auto"})
+    # the rule: Qwen3-30B-A3B's GEMMs (1536 / 2048 weight rows) yes; DeepSeek-V3's (4096 / 7168) only at <= 64 rows an
+    # expert; Mixtral-8x7B's (28672 / 4096) at its prefill row counts no
+    assert ws_x_gather_auto(1536, 512) and ws_x_gather_auto(2048, 2048) and not ws_x_gather_auto(2049, 65)
+    assert ws_x_gather_auto(4096, 64) and ws_x_gather_auto(7168, 32) and not ws_x_gather_auto(4096, 256)
+    assert not ws_x_gather_auto(28672, 512) and not ws_x_gather_auto(4096, 2048)
+
+    monkeypatch.setattr(tm, "_gather_slot_rows", lambda a, al, BM, *r, **kw: torch.zeros(al.max_blocks * BM, a.shape[1],
+                                                                                         dtype=a.dtype))
+    E, K, NB, BM = 4, 256, 3, 128
+
+    def x_gather(N, gated, TK, *, rows=None, a_padded=False):
+        cap = LaunchCapture()
+        monkeypatch.setattr(ws, "_ws_gemm_kernel", cap)
+        M = 2 * N if gated else N
+        w = QuantizedTensor(torch.zeros(E, M, K, dtype=torch.float8_e4m3fn), Format.FP8_TENSOR, torch.ones(E))
+        a = torch.zeros(TK // 2, K, dtype=torch.float8_e4m3fn) if rows is None else rows
+        al = tm.AlignResult(torch.zeros(NB * BM, dtype=torch.int32), torch.zeros(NB, dtype=torch.int32),
+                            torch.zeros(1, dtype=torch.int32), BM, NB)
+        tw = torch.ones(TK)
+        tm._ws_gemm(ws_config(gated), a, tw, 1, w, torch.ones(E), 1, 0, tw, False, tw, tw, 0, al,
+                    torch.empty(TK, N, dtype=torch.bfloat16), N, 2, TK, E, 0 if gated else 3, gated,
+                    ActivationParams(), None, False, False, 132, a_padded=a_padded)
+        (grid, args, kw), = cap.calls
+        return kw["X_GATHER"]
+
+    assert x_gather(768, True, 2048) and not x_gather(2048, True, 1024) and x_gather(2048, True, 256)
+    assert x_gather(2048, False, 1024) and not x_gather(4096, False, 1024)
+    assert not x_gather(768, True, 2048, rows=torch.zeros(1024, K + 8, dtype=torch.float8_e4m3fn)[:, :K])  # stride
+    assert not x_gather(768, True, 2048, a_padded=True)  # GEMM2 reading GEMM1's padded rows: no gather at all
+    for mode, want in ((True, True), (False, False)):
+        prev = tm.set_ws_x_gather(mode)
+        try:
+            assert x_gather(2048, True, 1024) is want and x_gather(768, True, 2048) is want
+        finally:
+            tm.set_ws_x_gather(prev)
 
 
 _BLOCK_SCRIPT = _SCRIPT_HEAD + r'''
@@ -909,6 +1012,55 @@ def test_gpu_ws_padded_handoff_same_bits():
                        a1_scale=prob["a1"] if static else None, a2_scale=prob["a2"] if static else None,
                        local_expert_offset=8, config=moe_config(True, gemm2=True), _capture=cap)
         assert cap["padded"] is expect, (wfmt, static)
+
+
+@gpu
+@pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK, Format.BF16],
+                         ids=lambda f: f.name)
+def test_gpu_ws_x_gather_same_bits(wfmt, monkeypatch):
+    """The A rows by cp.async from the unsorted rows (``set_ws_x_gather``): the bits of the gather launch and TMA
+    boxes -- both GEMMs warp-specialized (GEMM2 reading the slot rows itself where no padded hand-off runs: per-token
+    scales, or the hand-off off), gated and not, half-empty blocks (SKIP_HALF), K not a multiple of the K block (FP8:
+    704 = 5.5 x 128), the non-local group, top-1, the pipelined and wide FP8 tiles, eager and in a CUDA graph; within
+    the reference's bound; and no gather launch runs for a warp-specialized GEMM with it on. (Ran on an H100 in the
+    forty-third session with the switch's True / False, before "auto" became the default: 4 passed.)"""
+    from fusedmoe.backends import triton_moe as tm
+
+    dtype = torch.bfloat16
+    real_gather, calls = tm._gather_slot_rows, []
+
+    def counted(*a, **kw):
+        calls.append(1)
+        return real_gather(*a, **kw)
+
+    monkeypatch.setattr(tm, "_gather_slot_rows", counted)
+    H, I = (768, 256) if wfmt is Format.FP8_BLOCK else (704, 192)
+    for act in (Activation.SWIGLU, Activation.RELU2):
+        gated = act.is_gated
+        cfgs = [bf16_config(gated)] if wfmt is Format.BF16 else [moe_config(gated, gemm2=True)]
+        if wfmt in WS_FMTS:
+            cfgs.append(MoEKernelConfig(ws_pipelined(ws_config(gated), wfmt), ws_pipelined(ws_config(False), wfmt)))
+            cfgs.append(MoEKernelConfig(ws_config(gated, bn=128 if gated else 256), ws_config(False, bn=256)))
+        for cfg in cfgs:
+            for T, K, seed, handoff in ((160, 4, 41, True), (600, 4, 42, False), (900, 1, 43, True)):
+                prob = make_problem(T=T, H=H, I=I, I_pad=I, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype, offset=8,
+                                    E_glob=24 if K > 1 else 32, seed=seed)
+                kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)
+                prev = tm.set_ws_padded_handoff(handoff)
+                try:
+                    calls.clear()
+                    _switch_same_bits(tm.set_ws_x_gather, prob, kw, (act, T, K, cfg.gemm1.block_n, handoff),
+                                      graph=I if act is Activation.SWIGLU and T == 160 else None)
+                finally:
+                    tm.set_ws_padded_handoff(prev)
+                assert len(calls) >= 1, (act, T)  # the switched-off run gathers (GEMM1 at least)
+                prev_xg = tm.set_ws_x_gather(True)
+                try:
+                    calls.clear()
+                    _run_within_bound(prob, tag=(act, T, "on"), **kw)
+                finally:
+                    tm.set_ws_x_gather(prev_xg)
+                assert len(calls) == 0, (act, T, K, handoff, len(calls))  # no gather launch with it on
 
 
 @contextlib.contextmanager

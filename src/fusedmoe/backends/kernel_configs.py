@@ -822,6 +822,23 @@ WS_MIN_INTERMEDIATE = 512
 WS_MIN_ROWS_PER_EXPERT = 64  # T * top_k / E_loc: below, 64-row tiles (heuristic_block_m) stay on the Triton kernel
 WS_WIDE_MIN_ROWS_PER_EXPERT = 256  # FP8 per tensor / channel GEMM1: the wide tile (_heuristic) from here
 _WS_SMEM = 220 * 1024  # the operand ring's budget (Hopper: 227 KB a block, barriers and the epilogue's scratch)
+# the warp-specialized prefill GEMMs' A rows by cp.async from the unsorted rows (X_GATHER, triton_moe.set_ws_x_gather)
+# instead of a gather launch and TMA boxes, where an H100 measured it faster (forty-third session): a GEMM whose
+# expert has at most this many weight rows (gated GEMM1: 2 x the intermediate), or at most this many rows an expert
+WS_X_GATHER_MAX_WEIGHT_ROWS = 2048
+WS_X_GATHER_MAX_ROWS_PER_EXPERT = 64
+
+
+def ws_x_gather_auto(weight_rows: int, rows_per_expert: float) -> bool:
+    """Whether a warp-specialized 16-bit / FP8 prefill GEMM reads its A rows by cp.async by default (``set_ws_x_gather``
+    "auto"). The gather launch it saves writes and reads P x K elements, the same for every weight row, so its share
+    of the GEMM's time falls with the weight rows an expert; the cp.async loader costs the GEMM itself a little where
+    its tensor cores are busy (both 64-row halves of most blocks full). Measured (H100, ``benchmarks/decode_ab.py
+    --settings default,wsxg``, BENCHMARKS.md): Qwen3-30B-A3B (1536 / 2048 weight rows) FP8 1.04-1.08x at 2048 and 8192
+    tokens; DeepSeek-V3 at 2048 tokens (64 rows an expert: most blocks' second halves skipped) 1.03-1.04x; DeepSeek-V3
+    at 8192 tokens (4096 / 7168 rows, 256 an expert) 0.93-0.99x and Mixtral-8x7B (28672 / 4096 rows) 0.94-1.00x --
+    those keep the gather."""
+    return weight_rows <= WS_X_GATHER_MAX_WEIGHT_ROWS or rows_per_expert <= WS_X_GATHER_MAX_ROWS_PER_EXPERT
 SM90_SMEM_PER_SM = 228 * 1024
 # a decode-kernel program's shared memory besides the ring: barriers and the epilogue's layout conversions (sm_90
 # compile: 4228 B), and the 1 KB the runtime reserves

@@ -105,7 +105,7 @@ from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_persistent, choose_moe_config,
                              held_a_problem, join_gate_up, k_loop_stages, triton_tile, warp_specialized_problem,
                              WS_FP4_FORMATS,
-                             WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
+                             WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config, ws_x_gather_auto,
                              WS_DEC_BLOCK_M, WS_FORMATS, WS_PROMOTED_FORMATS, ws_dec_block_k, ws_dec_config,
                              ws_dec_max_blocks,
                              ws_dec_stage_bytes, ws_dec_max_stages, ws_fp4_dec_stage_bytes, WS_DEC_CTAS,
@@ -624,6 +624,26 @@ def _ws_skips_padding_half(weight_format: Format) -> bool:
 # ---- warp-specialized FP8 GEMMs: the promoted accumulation pipelined (per config, or forced on) -------------
 
 _WS_PIPE = {"enabled": os.environ.get("FUSEDMOE_WS_PIPE", "0") == "1"}
+# the prefill kernel's A rows by cp.async from the unsorted rows, no gather launch (set_ws_x_gather): "auto" (the
+# default: kernel_configs.ws_x_gather_auto), True, False
+_WS_X_GATHER = {"mode": {"1": True, "0": False}.get(os.environ.get("FUSEDMOE_WS_XGATHER", "auto"), "auto")}
+
+
+def set_ws_x_gather(mode) -> "bool | str":
+    """Whether the warp-specialized 16-bit / FP8 prefill GEMMs (``kernels/_ws_gemm.py``) read their input rows
+    straight from the unsorted rows -- GEMM1 the (quantized) hidden states, row ``slot // top_k``; GEMM2 the
+    slot-indexed intermediate -- by cp.async in a four-warp loader (``X_GATHER``, forty-third session), instead of a
+    gather launch into block-padded slot order and TMA boxes: one launch and a write and read of P x K elements less
+    a GEMM (DeepSeek-V3 FP8 per channel at 8192 tokens on an H100: 233 + 104 of ~8700 µs). ``"auto"`` (the default;
+    ``FUSEDMOE_WS_XGATHER=1`` / ``0`` start a process with ``True`` / ``False``): where
+    :func:`kernel_configs.ws_x_gather_auto` says -- few weight rows an expert or few rows an expert, measured faster
+    there; ``True``: every such GEMM; ``False``: none. Where the rows are not 16-byte aligned, or GEMM2 reads GEMM1's
+    padded rows (``set_ws_padded_handoff``), the gather stays. Same values in the same tiles: the same bits. Returns
+    the previous mode."""
+    if not (isinstance(mode, bool) or (isinstance(mode, str) and mode == "auto")):
+        raise TypeError(f"set_ws_x_gather: mode must be True, False or 'auto', got {mode!r}")
+    prev, _WS_X_GATHER["mode"] = _WS_X_GATHER["mode"], mode
+    return prev
 
 
 def set_ws_pipelined_promotion(enabled: bool) -> bool:
@@ -1106,9 +1126,14 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     BM, BK = c.block_m, c.block_k
     dt = a.dtype if a.element_size() == 2 else _E4M3
     decode = BM == WS_DEC_BLOCK_M
-    # the decode kernel's loader copies the rows itself (cp.async) where they are 16-byte aligned
-    x_gather = (decode and not a_padded and _WS_DEC["x_gather"] and a.data_ptr() % 16 == 0
-                and (a.stride(0) * a.element_size()) % 16 == 0 and Kd % 16 == 0)
+    # the loader copies the rows itself (cp.async) where they are 16-byte aligned: the decode kernel's by default,
+    # the prefill kernel's under set_ws_x_gather
+    aligned = (not a_padded and a.data_ptr() % 16 == 0 and a.stride(1) == 1
+               and (a.stride(0) * a.element_size()) % 16 == 0 and Kd % 16 == 0)
+    xg = _WS_X_GATHER["mode"]
+    if xg == "auto":
+        xg = ws_x_gather_auto(N * (2 if gated else 1), TK / max(1, E))
+    x_gather = aligned and (_WS_DEC["x_gather"] if decode else xg)
     rows = a.view(dt) if a_padded or x_gather else _gather_slot_rows(a, al, BM, row_div, TK, E,
                                                                      real_only=decode).view(dt)
     if decode:
@@ -1125,13 +1150,13 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     _ws._ws_gemm_kernel[(max(1, min(tiles, num_sms or 1)),)](
         a_desc, w_desc, out, a_s, w_s, bias, tw_flat, q_scale, al.sorted_ids, al.block_expert, al.num_post_padded,
         N, Kd, TK, out.stride(0), a_s_stride, wse, wsn, bias.stride(0) if has_bias else 0,
-        float(p.alpha), float(p.beta), float(p.limit),
+        float(p.alpha), float(p.beta), float(p.limit), rows, rows.stride(0),
         TOP_K=row_div, E_LOC=E, ACT=act_code, GATED=gated, QUANT=_QUANT_CODE[w.fmt], OUT_Q=out_q,
         ROUND_DTYPE=round_tl, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
         SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], OUT_PADDED=out_padded,
         A_PADDED=a_scales_padded, ZERO_PAD=out_padded and _WS_ZERO_PAD_ROWS,
-        PIPE=pipe, W_SCALAR=w_scalar, num_warps=4)
+        PIPE=pipe, W_SCALAR=w_scalar, X_GATHER=x_gather, num_warps=4)
 
 
 # ---- the warp-specialized 16-bit / FP8 GEMMs at decode (opt-in) -----------------------------------------------

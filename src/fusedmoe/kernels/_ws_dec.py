@@ -59,9 +59,9 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 
 from ._moe_gemm import ACT_IDENTITY, OUT_PLAIN, Q_BLOCK, Q_NONE, _scale_block
 from ._ws_fp4 import _fp4_chunk_count, _split_gate_up
-from ._ws_fp4_dec import (_dec_gdc, _dec_ready, _dec_rows, _dec_slot, _dec_slot_w, _dec_split_sum, _dec_token_box,
+from ._ws_fp4_dec import (_dec_gdc, _dec_rows, _dec_slot, _dec_slot_w, _dec_split_sum, _dec_token_box,
                           _dec_unit, _dec_x_copy, _dec_x_lanes, _dec_x_src)
-from ._ws_gemm import _ring_barriers, _ring_release, _ws_store
+from ._ws_gemm import _ring_barriers, _ring_ready, _ring_release, _ws_store
 
 
 @gluon.jit
@@ -205,7 +205,7 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                     as_cols = a_scale_ptr + (sl // TOP_K).to(gl.int64) * stride_asm
             if QUANT == Q_NONE:
                 for kk in range(k0, k1):
-                    s = _dec_ready(ready, it, STAGES, X_GATHER)
+                    s = _ring_ready(ready, it, STAGES, X_GATHER)
                     for h in gl.static_range(KB):
                         acc = warpgroup_mma(w_bufs.index(s * KB + h), x_bufs.index(s * KB + h).permute((1, 0)), acc,
                                             is_async=True)
@@ -219,7 +219,7 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                     _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
             else:
                 for kk in range(k0, k1):
-                    s = _dec_ready(ready, it, STAGES, X_GATHER)
+                    s = _ring_ready(ready, it, STAGES, X_GATHER)
                     for h in gl.static_range(KB):
                         part = warpgroup_mma(w_bufs.index(s * KB + h), x_bufs.index(s * KB + h).permute((1, 0)),
                                              part, use_acc=False, is_async=True)

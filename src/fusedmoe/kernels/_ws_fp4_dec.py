@@ -64,12 +64,11 @@ import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
-from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
-                                                              warpgroup_mma_wait)
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
 from . import _blockscaled as _bs
 from ._ws_fp4 import _fp4_acc_factors, _fp4_chunk_count, _fp4_epilogue, _fp4_scale_cols, _fp4_scale_factor
-from ._ws_gemm import _ring_barriers, _ring_release
+from ._ws_gemm import _ring_barriers, _ring_ready, _ring_release
 
 
 def dot64_cols(K: int) -> torch.Tensor:
@@ -252,17 +251,6 @@ def _dec_s_read(s_buf, wd, b, kk, n64, cc4, h: gl.constexpr, NV: gl.constexpr, K
 
 
 @gluon.jit
-def _dec_ready(ready, it, STAGES: gl.constexpr, X_GATHER: gl.constexpr):
-    """The consumer's next ring slot once its operands landed; with ``X_GATHER`` the token tile came by cp.async (the
-    generic proxy): a proxy fence before the wgmma reads it. Returns the slot."""
-    s = it % STAGES
-    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-    if X_GATHER:
-        fence_async_shared()
-    return s
-
-
-@gluon.jit
 def _dec_token_box(x_desc, x8_desc, row, kc, bar, xb, n8):
     """TMA of a block's token rows at K column ``kc`` into ``xb``: its first 8 rows where it has at most 8 real ones
     (``n8`` == 1), else all."""
@@ -390,7 +378,7 @@ def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, 
                 sc_n = gl.load(sp + gl.maximum(gl.minimum(k0 * KB + 1, b_last), 0) * bstep)
             acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
             for kk in range(k0, k1):
-                s = _dec_ready(ready, it, STAGES, X_GATHER)
+                s = _ring_ready(ready, it, STAGES, X_GATHER)
                 wd = 0
                 if S_SMEM and not NV:  # the rows' scale words, once a step
                     wd = s_bufs.index(s).load(gl.SliceLayout(3, sl))

@@ -87,7 +87,8 @@ import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                              warpgroup_mma_wait)
 
 from ._moe_gemm import (FP8_MAX, OUT_FP8_STATIC, OUT_PLAIN_AMAX, Q_BLOCK, Q_NONE, _activation,
                         _atomic_amax, _div_by_scale, _gemm1_epilogue, _scale_block, _tile_ids)
@@ -95,14 +96,21 @@ from ._moe_gemm import (FP8_MAX, OUT_FP8_STATIC, OUT_PLAIN_AMAX, Q_BLOCK, Q_NONE
 
 @gluon.jit
 def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
-               num_post_padded_ptr, N, K, num_slots, E_LOC: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
-               STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr, SKIP_HALF: gl.constexpr):
+               num_post_padded_ptr, N, K, num_slots, x_ptr, stride_x, E_LOC: gl.constexpr, BN: gl.constexpr,
+               BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
+               SKIP_HALF: gl.constexpr, TOP_K: gl.constexpr, X_GATHER: gl.constexpr):
     """TMA producer (one warp): both 64-row halves of A and the weight tile(s) (gated: gate rows
     ``e * 2N + n``, up rows ``e * 2N + N + n``) of every K block of this program's tiles into the
     ring; a slot is refilled once both MMA warpgroups have released it. A block whose second half
     is all padding (an expert's last block with <= 64 rows: its first row there is the sentinel)
     gets its first half of A only -- the second warpgroup skips that tile (``_ws_consumer``;
-    SKIP_HALF)."""
+    SKIP_HALF). ``X_GATHER`` (four warps): the A rows come by cp.async from the unsorted rows at ``x_ptr``
+    (:func:`_ws_x_loader`) -- no gather launch before the kernel -- and only the weights by TMA."""
+    if X_GATHER:
+        _ws_x_loader(w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
+                     num_post_padded_ptr, N, K, num_slots, x_ptr, stride_x, E_LOC, BN, BK, STAGES, GROUP_M, GATED,
+                     SKIP_HALF, TOP_K)
+        return
     HALF_M: gl.constexpr = a_desc.block_type.shape[0]
     W_TILES: gl.constexpr = 2 if GATED else 1
     nbytes: gl.constexpr = 2 * a_desc.block_type.nbytes + W_TILES * w_desc.block_type.nbytes
@@ -132,6 +140,87 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
                 if GATED:
                     tma.async_copy_global_to_shared(w_desc, [wrow0 + N, kk * BK], bar, wu_bufs.index(s))
                 it += 1
+
+
+# the X_GATHER loader's warps: they copy a K block's [64, BK] A halves 16 bytes a lane, and each of its threads
+# arrives on the slot's ready barrier (with the weights' expect: 1 + 32 * X_LOADER_WARPS arrivals a phase)
+X_LOADER_WARPS = gl.constexpr(4)
+
+
+@gluon.jit
+def _ws_x_rows(x_ptr, sorted_ids_ptr, row0, num_slots, stride_x, TOP_K: gl.constexpr, HALF_M: gl.constexpr,
+               BK: gl.constexpr, VEC: gl.constexpr):
+    """The X_GATHER loader's view of the 64 block-padded rows from ``row0``: (their input rows' start pointers --
+    row ``slot // TOP_K`` of ``x_ptr``, padding rows row 0 --, which are real, the lanes' column offsets), in the
+    loader's blocked layout (VEC elements, 16 bytes, a copy)."""
+    lw: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, VEC], threads_per_warp=[32 // (BK // VEC), BK // VEC],
+                                        warps_per_cta=[X_LOADER_WARPS, 1], order=[1, 0])
+    rr = gl.arange(0, HALF_M, layout=gl.SliceLayout(1, lw))
+    sl = gl.load(sorted_ids_ptr + row0 + rr)
+    ok = sl < num_slots
+    xrow = x_ptr + (gl.where(ok, sl, 0) // TOP_K).to(gl.int64)[:, None] * stride_x
+    return xrow, ok, gl.arange(0, BK, layout=gl.SliceLayout(0, lw))
+
+
+@gluon.jit
+def _ws_x_copy(buf, xrow, ok, cols, K):
+    """cp.async of one [64, BK] A half: the rows ``xrow`` at K columns ``cols`` into ``buf``; padding rows and
+    columns past ``K`` zero-filled (as TMA's bounds)."""
+    async_copy.async_copy_global_to_shared(buf, xrow + cols[None, :], mask=ok[:, None] & (cols < K)[None, :])
+
+
+@gluon.jit
+def _ws_x_loader(w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
+                 num_post_padded_ptr, N, K, num_slots, x_ptr, stride_x, E_LOC: gl.constexpr, BN: gl.constexpr,
+                 BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
+                 SKIP_HALF: gl.constexpr, TOP_K: gl.constexpr):
+    """:func:`_ws_loader` with ``X_GATHER``: per K block the weight tile(s) by TMA (the expect), then this thread's
+    cp.async of both A halves (the second only where it holds a real row, SKIP_HALF) and its ``.noinc`` arrival
+    once they landed. The consumers fence before their wgmmas read the A tile (:func:`_ring_ready`)."""
+    HALF_M: gl.constexpr = a0_bufs.shape[1]
+    VEC: gl.constexpr = 128 // x_ptr.dtype.element_ty.primitive_bitwidth  # 16 bytes
+    W_TILES: gl.constexpr = 2 if GATED else 1
+    wbytes: gl.constexpr = W_TILES * w_desc.block_type.nbytes
+    num_m = gl.load(num_post_padded_ptr) // (2 * HALF_M)
+    num_n = gl.cdiv(N, BN)
+    n_k = gl.cdiv(K, BK)
+    it = 0
+    for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+        pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
+        e = gl.load(block_expert_ptr + pid_m)
+        if e < E_LOC:
+            row0 = pid_m * (2 * HALF_M)
+            wrow0 = e * (W_TILES * N) + pid_n * BN
+            x0, ok0, cc = _ws_x_rows(x_ptr, sorted_ids_ptr, row0, num_slots, stride_x, TOP_K, HALF_M, BK, VEC)
+            x1, ok1, cc = _ws_x_rows(x_ptr, sorted_ids_ptr, row0 + HALF_M, num_slots, stride_x, TOP_K, HALF_M, BK,
+                                     VEC)
+            full = row0 >= 0  # every block full unless SKIP_HALF looks
+            if SKIP_HALF:
+                full = gl.load(sorted_ids_ptr + row0 + HALF_M) < num_slots  # the second half holds a real row
+            for kk in range(n_k):
+                s = it % STAGES
+                mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
+                bar = ready.index(s)
+                mbarrier.expect(bar, wbytes)
+                tma.async_copy_global_to_shared(w_desc, [wrow0, kk * BK], bar, wg_bufs.index(s))
+                if GATED:
+                    tma.async_copy_global_to_shared(w_desc, [wrow0 + N, kk * BK], bar, wu_bufs.index(s))
+                _ws_x_copy(a0_bufs.index(s), x0, ok0, kk * BK + cc, K)
+                if full:
+                    _ws_x_copy(a1_bufs.index(s), x1, ok1, kk * BK + cc, K)
+                async_copy.mbarrier_arrive(bar, increment_count=False)
+                it += 1
+
+
+@gluon.jit
+def _ring_ready(ready, it, STAGES: gl.constexpr, X_GATHER: gl.constexpr = False):
+    """A consumer's next ring slot once its operands landed; with ``X_GATHER`` its token tile came by cp.async (the
+    generic proxy): a proxy fence before the wgmma reads it. Returns the slot."""
+    s = it % STAGES
+    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+    if X_GATHER:
+        fence_async_shared()
+    return s
 
 
 @gluon.jit
@@ -235,10 +324,10 @@ def _ws_store(acc_g, acc_u, e, slots, row_ok, tok64, out_rows, cols, n_ok, out_p
 
 
 @gluon.jit
-def _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it, pg, pu, GATED: gl.constexpr, STAGES: gl.constexpr):
+def _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it, pg, pu, GATED: gl.constexpr, STAGES: gl.constexpr,
+                   XG: gl.constexpr = False):
     """Ring step ``it``'s wgmmas into the partial set ``pg`` (/ ``pu``), fresh (use_acc False), not waited for."""
-    s = it % STAGES
-    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+    s = _ring_ready(ready, it, STAGES, XG)
     pg = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), pg, use_acc=False, is_async=True)
     if GATED:
         pu = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), pu, use_acc=False, is_async=True)
@@ -284,7 +373,7 @@ def _ws_pipe_retire(empty, acc_g, acc_u, dg, du, fg, fu, it, AHEAD: gl.constexpr
 @gluon.jit
 def _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, pa_g, pa_u, it, n_k,
                     GATED: gl.constexpr, STAGES: gl.constexpr, as_rows=0, ws0_ptr=0, ws1_ptr=0,
-                    BLOCK: gl.constexpr = False):
+                    BLOCK: gl.constexpr = False, XG: gl.constexpr = False):
     """The promoted K loop with two partial sets taking turns (``_ws_consumer``'s PIPE): set A holds the even K
     blocks, set B the odd ones; each block's wgmmas are issued before the block before it is waited for and added.
     Unrolled by two (the sets keep their registers): pairs (A, B) while a block follows them, then the tail -- one
@@ -294,7 +383,7 @@ def _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, pa_g, 
     kb0 = it  # (the tile's K block = ring step - kb0)
     pb_g = gl.zeros_like(pa_g)
     pb_u = gl.zeros_like(pa_u)
-    pa_g, pa_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it, pa_g, pa_u, GATED, STAGES)
+    pa_g, pa_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it, pa_g, pa_u, GATED, STAGES, XG)
     sa_g = 0
     sa_u = 0
     if BLOCK:
@@ -305,21 +394,21 @@ def _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, pa_g, 
     else:
         pa_g = warpgroup_mma_wait(num_outstanding=1, deps=(pa_g,))
     for _ in range((n_k - 1) // 2):  # blocks 2j (A, in flight) and 2j + 1; block 2j + 2 exists
-        pb_g, pb_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 1, pb_g, pb_u, GATED, STAGES)
+        pb_g, pb_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 1, pb_g, pb_u, GATED, STAGES, XG)
         sb_g = 0
         sb_u = 0
         if BLOCK:
             sb_g, sb_u = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, it + 1 - kb0, GATED)
         acc_g, acc_u, pa_g, pa_u, pb_g, pb_u = _ws_pipe_retire(empty, acc_g, acc_u, pa_g, pa_u, pb_g, pb_u, it, True,
                                                                GATED, STAGES, sa_g, sa_u, BLOCK)
-        pa_g, pa_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 2, pa_g, pa_u, GATED, STAGES)
+        pa_g, pa_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 2, pa_g, pa_u, GATED, STAGES, XG)
         if BLOCK:
             sa_g, sa_u = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, it + 2 - kb0, GATED)
         acc_g, acc_u, pb_g, pb_u, pa_g, pa_u = _ws_pipe_retire(empty, acc_g, acc_u, pb_g, pb_u, pa_g, pa_u, it + 1,
                                                                True, GATED, STAGES, sb_g, sb_u, BLOCK)
         it += 2
     if n_k % 2 == 0:  # two blocks left: A (in flight) and the last
-        pb_g, pb_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 1, pb_g, pb_u, GATED, STAGES)
+        pb_g, pb_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 1, pb_g, pb_u, GATED, STAGES, XG)
         sb_g = 0
         sb_u = 0
         if BLOCK:
@@ -383,15 +472,14 @@ def _ws_sub_step(a, wg_bufs, wu_bufs, s, j: gl.constexpr, GATED: gl.constexpr, S
 @gluon.jit
 def _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0, acc1, acc2, acc3, it, s_prev,
                         CARRIED: gl.constexpr, GATED: gl.constexpr, STAGES: gl.constexpr, SN: gl.constexpr,
-                        s0=0, s1=0, s1_prev=0, BLOCK: gl.constexpr = False):
+                        s0=0, s1=0, s1_prev=0, BLOCK: gl.constexpr = False, XG: gl.constexpr = False):
     """Ring step ``it``'s four sub-tiles, 0 into ``pa``, 1 into ``pb``, 2 into ``pa``, 3 into ``pb``, each issued
     before the one before it is waited for and added (into ``acc<j - 1>``); sub-tile 3 is left in flight.
     ``CARRIED``: the block before's sub-tile 3 (``pb``) is still in flight -- sub-tile 0 goes in first, then it is
     waited for and added into ``acc3`` and the block before's slot ``s_prev`` released. ``BLOCK``: sub-tiles 0-1
     scaled by ``s0``, 2-3 by ``s1`` (:func:`_ws_blk_scales`), the carried one by the block before's ``s1_prev``.
     Returns the sets, the sums and this block's slot."""
-    s = it % STAGES
-    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+    s = _ring_ready(ready, it, STAGES, XG)
     a = a_bufs.index(s)
     if CARRIED:
         pa, pb, acc3 = _ws_sub_step(a, wg_bufs, wu_bufs, s, 0, GATED, SN, pa, pb, acc3, s1_prev, BLOCK)
@@ -407,7 +495,7 @@ def _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0, ac
 @gluon.jit
 def _ws_wide_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc0, acc1, acc2, acc3, it, n_k,
                          GATED: gl.constexpr, STAGES: gl.constexpr, SN: gl.constexpr, as_rows=0, ws0_ptr=0,
-                         ws1_ptr=0, BLOCK: gl.constexpr = False):
+                         ws1_ptr=0, BLOCK: gl.constexpr = False, XG: gl.constexpr = False):
     """The promoted K loop of a wide one-set tile (``_ws_consumer``'s ONE_PART) pipelined: each K block as four
     ``SN``-column sub-tiles (gated: gate's two halves, then up's) whose fresh partial sums alternate between two
     ``SN``-column sets -- sub-tile j + 1's wgmma is issued before the warpgroup waits for sub-tile j's and adds it
@@ -433,21 +521,21 @@ def _ws_wide_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc0, acc1, acc
         s0, s1 = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, 0, True)
     pa, pb, acc0, acc1, acc2, acc3, s = _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0,
                                                             acc1, acc2, acc3, it, 0, False, GATED, STAGES, SN, s0, s1,
-                                                            s1, BLOCK)
+                                                            s1, BLOCK, XG)
     for kk in range(n_k - 2):
         s1_prev = s1
         if BLOCK:
             s0, s1 = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, 1 + kk, True)
         pa, pb, acc0, acc1, acc2, acc3, s = _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0,
                                                                 acc1, acc2, acc3, it + 1 + kk, s, True, GATED,
-                                                                STAGES, SN, s0, s1, s1_prev, BLOCK)
+                                                                STAGES, SN, s0, s1, s1_prev, BLOCK, XG)
     if n_k >= 2:  # the last block (see above: this shape, not the loop running one more trip)
         s1_prev = s1
         if BLOCK:
             s0, s1 = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, n_k - 1, True)
         pa, pb, acc0, acc1, acc2, acc3, s = _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0,
                                                                 acc1, acc2, acc3, it + n_k - 1, s, True, GATED,
-                                                                STAGES, SN, s0, s1, s1_prev, BLOCK)
+                                                                STAGES, SN, s0, s1, s1_prev, BLOCK, XG)
         pb, pa = warpgroup_mma_wait(num_outstanding=0, deps=(pb, pa))
     else:
         pb = warpgroup_mma_wait(num_outstanding=0, deps=(pb,))
@@ -469,7 +557,7 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                  MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                  GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr, RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr,
                  A_PADDED: gl.constexpr, ZERO_PAD: gl.constexpr, PIPE: gl.constexpr = False,
-                 W_SCALAR: gl.constexpr = False):
+                 W_SCALAR: gl.constexpr = False, X_GATHER: gl.constexpr = False):
     """MMA warpgroup for rows [HALF * 64, HALF * 64 + 64) of every tile: per K block a fresh
     wgmma (gated: gate and up), one wait, the slot released, the fp32 adds; then the epilogue.
 
@@ -489,7 +577,10 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
     W_SCALAR (FP8 blocks; ``triton_moe._ws_block_w_scalar``): one weight scale a K block for each of
     the tile's column groups, loaded as a scalar -- where each group lies in one 128-row scale block
     -- instead of a per-column vector (``w_s[col // 128]``): the same FMA per product, the same bits;
-    the wide tiles need it, the narrow ones take it under ``set_ws_block_scalar_scales``."""
+    the wide tiles need it, the narrow ones take it under ``set_ws_block_scalar_scales``.
+
+    X_GATHER: the A tiles came by cp.async (``_ws_x_loader``): a proxy fence after each ring wait
+    (:func:`_ring_ready`)."""
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
     ONE_PART: gl.constexpr = QUANT != Q_NONE and ((GATED and BN == 128) or ((not GATED) and BN == 256))
     PN: gl.constexpr = BN // 2 if ONE_PART and not GATED else BN  # columns of one accumulator
@@ -549,8 +640,7 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                 # 16-bit operands: one accumulator chain; the K block before this one has retired when
                 # at most this block's wgmmas are in flight -> its slot is released
                 for kk in range(n_k):
-                    s = it % STAGES
-                    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                    s = _ring_ready(ready, it, STAGES, X_GATHER)
                     acc_g = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), acc_g, is_async=True)
                     if GATED:
                         acc_u = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), acc_u,
@@ -573,11 +663,10 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                 acc3 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
                 acc0, acc1, acc2, acc3, it = _ws_wide_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc0, acc1,
                                                                   acc2, acc3, it, n_k, GATED, STAGES, SN, as_rows,
-                                                                  ws0_ptr, ws1_ptr, QUANT == Q_BLOCK)
+                                                                  ws0_ptr, ws1_ptr, QUANT == Q_BLOCK, X_GATHER)
             elif ONE_PART:
                 for kk in range(n_k):
-                    s = it % STAGES
-                    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                    s = _ring_ready(ready, it, STAGES, X_GATHER)
                     if GATED:
                         b0 = wg_bufs.index(s).permute((1, 0))
                         b1 = wu_bufs.index(s).permute((1, 0))
@@ -603,11 +692,10 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
             elif PIPE:  # (FP8 blocks: with W_SCALAR -- the per-column scale vectors of two partial sets spilled)
                 acc_g, acc_u, it = _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, part_g,
                                                    part_u, it, n_k, GATED, STAGES, as_rows, ws0_ptr, ws1_ptr,
-                                                   QUANT == Q_BLOCK)
+                                                   QUANT == Q_BLOCK, X_GATHER)
             else:
                 for kk in range(n_k):
-                    s = it % STAGES
-                    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+                    s = _ring_ready(ready, it, STAGES, X_GATHER)
                     part_g = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), part_g, use_acc=False,
                                            is_async=True)
                     if GATED:
@@ -692,17 +780,19 @@ def _ring_release(empty, slot, T_RELEASE: gl.constexpr):
 def _ws_gemm_kernel(
     a_desc, w_desc, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr,
     block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be,
-    act_alpha, act_beta, act_limit,
+    act_alpha, act_beta, act_limit, x_ptr, stride_x,
     TOP_K: gl.constexpr, E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, QUANT: gl.constexpr,
     OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
     MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
     GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr = True, RCP_DIV: gl.constexpr = False,
     OUT_PADDED: gl.constexpr = False, A_PADDED: gl.constexpr = False, ZERO_PAD: gl.constexpr = False,
-    PIPE: gl.constexpr = False, W_SCALAR: gl.constexpr = False,
+    PIPE: gl.constexpr = False, W_SCALAR: gl.constexpr = False, X_GATHER: gl.constexpr = False,
 ):
     """One grouped GEMM + its epilogue, warp-specialized (see the module docstring). Launch with
     ``num_warps=4`` (the first MMA warpgroup; the second and the loader warp are workers: 12 warps
-    after rounding) on ``min(tiles, SMs)`` programs."""
+    after rounding) on ``min(tiles, SMs)`` programs. ``X_GATHER``: the A rows by cp.async from ``x_ptr`` (the
+    unsorted rows, row ``slot // TOP_K``, stride ``stride_x``; 16-byte aligned) by a four-warp loader; ``a_desc``
+    then only gives the A tiles' shape and layout."""
     HALF_M: gl.constexpr = a_desc.block_type.shape[0]
     a0_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     a1_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
@@ -710,21 +800,21 @@ def _ws_gemm_kernel(
     wu_bufs = wg_bufs  # gated: the up tiles' ring
     if GATED:
         wu_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
-    ready, empty = _ring_barriers(STAGES)
+    ready, empty = _ring_barriers(STAGES, 2, 1 + 32 * X_LOADER_WARPS if X_GATHER else 1)
     gl.warp_specialize([
         (_ws_consumer, (a0_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 0, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
-                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR)),
+                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR, X_GATHER)),
         (_ws_consumer, (a1_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 1, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
-                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR)),
+                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR, X_GATHER)),
         (_ws_loader, (a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr,
-                      block_expert_ptr, num_post_padded_ptr, N, K, num_slots, E_LOC, BN, BK, STAGES, GROUP_M, GATED,
-                      SKIP_HALF)),
-    ], [4, 1], [232, 40])
+                      block_expert_ptr, num_post_padded_ptr, N, K, num_slots, x_ptr, stride_x, E_LOC, BN, BK, STAGES,
+                      GROUP_M, GATED, SKIP_HALF, TOP_K, X_GATHER)),
+    ], [4, X_LOADER_WARPS if X_GATHER else 1], [232, 48 if X_GATHER else 40])
