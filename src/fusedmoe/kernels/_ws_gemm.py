@@ -104,17 +104,16 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
     ring; a slot is refilled once both MMA warpgroups have released it. A block whose second half
     is all padding (an expert's last block with <= 64 rows: its first row there is the sentinel)
     gets its first half of A only -- the second warpgroup skips that tile (``_ws_consumer``;
-    SKIP_HALF). ``X_GATHER`` (four warps): the A rows come by cp.async from the unsorted rows at ``x_ptr``
-    (:func:`_ws_x_loader`) -- no gather launch before the kernel -- and only the weights by TMA."""
-    if X_GATHER:
-        _ws_x_loader(w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
-                     num_post_padded_ptr, N, K, num_slots, x_ptr, stride_x, E_LOC, BN, BK, STAGES, GROUP_M, GATED,
-                     SKIP_HALF, TOP_K)
-        return
+    SKIP_HALF). ``X_GATHER`` (four warps): only the weights by TMA (the expect), then each thread's cp.async of its
+    part of the A halves from the unsorted rows at ``x_ptr`` (:func:`_ws_x_rows`, :func:`_ws_x_copy`) -- no gather
+    launch before the kernel -- and its ``.noinc`` arrival once they landed; the consumers fence before their
+    wgmmas read the A tile (:func:`_ring_ready`)."""
     HALF_M: gl.constexpr = a_desc.block_type.shape[0]
     W_TILES: gl.constexpr = 2 if GATED else 1
-    nbytes: gl.constexpr = 2 * a_desc.block_type.nbytes + W_TILES * w_desc.block_type.nbytes
+    wbytes: gl.constexpr = W_TILES * w_desc.block_type.nbytes
+    nbytes: gl.constexpr = 2 * a_desc.block_type.nbytes + wbytes
     nbytes_half: gl.constexpr = nbytes - a_desc.block_type.nbytes
+    VEC: gl.constexpr = 128 // a_desc.dtype.primitive_bitwidth  # (X_GATHER: 16 bytes a copy)
     num_m = gl.load(num_post_padded_ptr) // (2 * HALF_M)
     num_n = gl.cdiv(N, BN)
     n_k = gl.cdiv(K, BK)
@@ -125,6 +124,10 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
         if e < E_LOC:
             row0 = pid_m * (2 * HALF_M)
             wrow0 = e * (W_TILES * N) + pid_n * BN
+            if X_GATHER:  # the block's rows' input rows, for every K block
+                x0, ok0, cc = _ws_x_rows(x_ptr, sorted_ids_ptr, row0, num_slots, stride_x, TOP_K, HALF_M, BK, VEC)
+                x1, ok1, cc = _ws_x_rows(x_ptr, sorted_ids_ptr, row0 + HALF_M, num_slots, stride_x, TOP_K, HALF_M,
+                                         BK, VEC)
             full = row0 >= 0  # every block full unless SKIP_HALF looks (a tensor: the predicates below take it)
             if SKIP_HALF:
                 full = gl.load(sorted_ids_ptr + row0 + HALF_M) < num_slots  # the second half holds a real row
@@ -132,13 +135,22 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
                 s = it % STAGES
                 mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
                 bar = ready.index(s)
-                mbarrier.expect(bar, nbytes, pred=full)
-                mbarrier.expect(bar, nbytes_half, pred=full == 0)
-                tma.async_copy_global_to_shared(a_desc, [row0, kk * BK], bar, a0_bufs.index(s))
-                tma.async_copy_global_to_shared(a_desc, [row0 + HALF_M, kk * BK], bar, a1_bufs.index(s), pred=full)
+                if X_GATHER:
+                    mbarrier.expect(bar, wbytes)
+                else:
+                    mbarrier.expect(bar, nbytes, pred=full)
+                    mbarrier.expect(bar, nbytes_half, pred=full == 0)
+                    tma.async_copy_global_to_shared(a_desc, [row0, kk * BK], bar, a0_bufs.index(s))
+                    tma.async_copy_global_to_shared(a_desc, [row0 + HALF_M, kk * BK], bar, a1_bufs.index(s),
+                                                    pred=full)
                 tma.async_copy_global_to_shared(w_desc, [wrow0, kk * BK], bar, wg_bufs.index(s))
                 if GATED:
                     tma.async_copy_global_to_shared(w_desc, [wrow0 + N, kk * BK], bar, wu_bufs.index(s))
+                if X_GATHER:
+                    _ws_x_copy(a0_bufs.index(s), x0, ok0, kk * BK + cc, K)
+                    if full:
+                        _ws_x_copy(a1_bufs.index(s), x1, ok1, kk * BK + cc, K)
+                    async_copy.mbarrier_arrive(bar, increment_count=False)
                 it += 1
 
 
@@ -167,49 +179,6 @@ def _ws_x_copy(buf, xrow, ok, cols, K):
     """cp.async of one [64, BK] A half: the rows ``xrow`` at K columns ``cols`` into ``buf``; padding rows and
     columns past ``K`` zero-filled (as TMA's bounds)."""
     async_copy.async_copy_global_to_shared(buf, xrow + cols[None, :], mask=ok[:, None] & (cols < K)[None, :])
-
-
-@gluon.jit
-def _ws_x_loader(w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
-                 num_post_padded_ptr, N, K, num_slots, x_ptr, stride_x, E_LOC: gl.constexpr, BN: gl.constexpr,
-                 BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
-                 SKIP_HALF: gl.constexpr, TOP_K: gl.constexpr):
-    """:func:`_ws_loader` with ``X_GATHER``: per K block the weight tile(s) by TMA (the expect), then this thread's
-    cp.async of both A halves (the second only where it holds a real row, SKIP_HALF) and its ``.noinc`` arrival
-    once they landed. The consumers fence before their wgmmas read the A tile (:func:`_ring_ready`)."""
-    HALF_M: gl.constexpr = a0_bufs.shape[1]
-    VEC: gl.constexpr = 128 // x_ptr.dtype.element_ty.primitive_bitwidth  # 16 bytes
-    W_TILES: gl.constexpr = 2 if GATED else 1
-    wbytes: gl.constexpr = W_TILES * w_desc.block_type.nbytes
-    num_m = gl.load(num_post_padded_ptr) // (2 * HALF_M)
-    num_n = gl.cdiv(N, BN)
-    n_k = gl.cdiv(K, BK)
-    it = 0
-    for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
-        pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
-        e = gl.load(block_expert_ptr + pid_m)
-        if e < E_LOC:
-            row0 = pid_m * (2 * HALF_M)
-            wrow0 = e * (W_TILES * N) + pid_n * BN
-            x0, ok0, cc = _ws_x_rows(x_ptr, sorted_ids_ptr, row0, num_slots, stride_x, TOP_K, HALF_M, BK, VEC)
-            x1, ok1, cc = _ws_x_rows(x_ptr, sorted_ids_ptr, row0 + HALF_M, num_slots, stride_x, TOP_K, HALF_M, BK,
-                                     VEC)
-            full = row0 >= 0  # every block full unless SKIP_HALF looks
-            if SKIP_HALF:
-                full = gl.load(sorted_ids_ptr + row0 + HALF_M) < num_slots  # the second half holds a real row
-            for kk in range(n_k):
-                s = it % STAGES
-                mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
-                bar = ready.index(s)
-                mbarrier.expect(bar, wbytes)
-                tma.async_copy_global_to_shared(w_desc, [wrow0, kk * BK], bar, wg_bufs.index(s))
-                if GATED:
-                    tma.async_copy_global_to_shared(w_desc, [wrow0 + N, kk * BK], bar, wu_bufs.index(s))
-                _ws_x_copy(a0_bufs.index(s), x0, ok0, kk * BK + cc, K)
-                if full:
-                    _ws_x_copy(a1_bufs.index(s), x1, ok1, kk * BK + cc, K)
-                async_copy.mbarrier_arrive(bar, increment_count=False)
-                it += 1
 
 
 @gluon.jit
