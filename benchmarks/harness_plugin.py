@@ -44,7 +44,9 @@ one);
 ``fusedmoe-noblkw1`` (the Triton FP8 block GEMMs with a 128-vector of weight scales over each tile's rows, as before the
 thirty-eighth session, instead of one scale a tile: ``set_block_w1(False)``; same bits); ``fusedmoe-noaltrig`` (the
 decode align letting the next grid launch only as its programs exit, as before the fortieth session:
-``set_align_early_trigger(False)``; same bits).
+``set_align_early_trigger(False)``; same bits); ``fusedmoe-noxg`` / ``fusedmoe-xg`` (the warp-specialized prefill
+GEMMs' input rows always by a gather launch / always copied by the kernel, against the default rule,
+``set_ws_x_gather(False / True)``; same bits).
 """
 
 import torch
@@ -268,6 +270,8 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-noblkscalar": _with_setting("set_ws_block_scalar_scales", False),
          "fusedmoe-noblkw1": _with_setting("set_block_w1", False),
          "fusedmoe-noaltrig": _with_setting("set_align_early_trigger", False),
+         "fusedmoe-noxg": _with_setting("set_ws_x_gather", False),
+         "fusedmoe-xg": _with_setting("set_ws_x_gather", True),
          "fusedmoe-ws-noblkscalar": _with_setting("set_ws_block_scalar_scales", False,
                                                 _config_peer(_ws(True), "the warp-specialized kernels", _WS_DTYPES)),
          "fusedmoe-notrim": _with_setting("set_trim_stages", False),
