@@ -20,7 +20,7 @@ import torch
 from gluon_sm90 import SCRIPT_HEAD
 from moe_cases import env_starts
 from test_triton_fp4 import run_sm90_script
-from test_triton_moe import (ACT_FMT, DEV, INTERP, _bounds, _errors, _graph_replay_matches, _params,
+from test_triton_moe import (ACT_FMT, DEV, INTERP, _errors, _graph_replay_matches, _params,
                              _run_within_bound, gpu, interpreter, make_problem, run_case)
 
 from fusedmoe.backends.kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, load_tuned_configs,
