@@ -1143,10 +1143,11 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     # the prefill kernel's under set_ws_x_gather
     aligned = (not a_padded and a.data_ptr() % 16 == 0 and a.stride(1) == 1
                and (a.stride(0) * a.element_size()) % 16 == 0 and Kd % 16 == 0)
-    xg = _WS_X_GATHER["mode"]
-    if xg == "auto":
-        xg = ws_x_gather_auto(N * (2 if gated else 1), TK / max(1, E))
-    x_gather = aligned and (_WS_DEC["x_gather"] if decode else xg)
+    if decode:
+        x_gather = aligned and _WS_DEC["x_gather"]
+    else:
+        xg = _WS_X_GATHER["mode"]
+        x_gather = aligned and (ws_x_gather_auto(N * (2 if gated else 1), TK / max(1, E)) if xg == "auto" else xg)
     rows = a.view(dt) if a_padded or x_gather else _gather_slot_rows(a, al, BM, row_div, TK, E,
                                                                      real_only=decode).view(dt)
     if decode:

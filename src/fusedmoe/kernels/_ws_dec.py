@@ -59,9 +59,8 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 
 from ._moe_gemm import ACT_IDENTITY, OUT_PLAIN, Q_BLOCK, Q_NONE, _scale_block
 from ._ws_fp4 import _fp4_chunk_count, _split_gate_up
-from ._ws_fp4_dec import (_dec_gdc, _dec_rows, _dec_slot, _dec_slot_w, _dec_split_sum, _dec_token_box,
-                          _dec_unit, _dec_x_copy, _dec_x_lanes, _dec_x_src)
-from ._ws_gemm import _ring_barriers, _ring_ready, _ring_release, _ws_store
+from ._ws_fp4_dec import _dec_gdc, _dec_rows, _dec_slot, _dec_slot_w, _dec_split_sum, _dec_token_box, _dec_unit
+from ._ws_gemm import _ring_barriers, _ring_ready, _ring_release, _ws_store, _x_copy, _x_lanes, _x_src
 
 
 @gluon.jit
@@ -86,7 +85,7 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
     BT: gl.constexpr = x_desc.block_type.shape[0]
     BKE: gl.constexpr = x_desc.block_type.shape[1]
     wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
-    rr, cc = _dec_x_lanes(BT, BKE, 128 // x_desc.dtype.primitive_bitwidth)  # 16-byte copies
+    rr, cc = _x_lanes(BT, BKE, 128 // x_desc.dtype.primitive_bitwidth)  # 16-byte copies
     num_m = gl.load(num_post_padded_ptr) // BT
     it = it + 0 * gl.program_id(0)  # (a tensor: the ring position is loop-carried)
     for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
@@ -95,7 +94,7 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
         if e < E_LOC:
             n8 = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8)  # 8-row chunks with real rows
             if X_GATHER:  # (DEP_WAIT: the intermediate's rows at their block-padded positions)
-                xrow, ok = _dec_x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, BT, TOP_K, DEP_WAIT)
+                xrow, ok = _x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, BT, TOP_K, DEP_WAIT)
             r0, r1 = _dec_rows(pid_n, N, GATED)
             row0 = e * R + r0
             row1 = e * R + r1
@@ -126,7 +125,7 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
                             passed = gl.atomic_add(dep_ptr + pid_m, 1, sem="relaxed", scope="gpu")
                             if passed == dep_target + num_n * SPLIT - 1:
                                 gl.atomic_xchg(dep_ptr + pid_m, 0, sem="relaxed", scope="gpu")
-                    _dec_x_copy(x_bufs, s * KB, kk * KB * BKE, xrow, ok, cc, K, bar, KB)
+                    _x_copy(x_bufs, s * KB, kk * KB * BKE, xrow, ok, cc, K, bar, KB)
                 it += 1
     return it
 

@@ -68,7 +68,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 
 from . import _blockscaled as _bs
 from ._ws_fp4 import _fp4_acc_factors, _fp4_chunk_count, _fp4_epilogue, _fp4_scale_cols, _fp4_scale_factor
-from ._ws_gemm import _ring_barriers, _ring_ready, _ring_release
+from ._ws_gemm import _ring_barriers, _ring_ready, _ring_release, _x_copy, _x_lanes, _x_src
 
 
 def dot64_cols(K: int) -> torch.Tensor:
@@ -152,50 +152,13 @@ def _dec_slot(x_desc, x8_desc, ready, empty, it, n8, wbytes: gl.constexpr, STAGE
 def _dec_slot_w(ready, empty, it, wbytes: gl.constexpr, STAGES: gl.constexpr):
     """The loader's next ring slot where the token rows come by cp.async (``X_GATHER``): waits until the consumer
     released it and arms its ``ready`` barrier with the weights' bytes only -- the loader warp's 32
-    ``cp.async.mbarrier.arrive.noinc`` (:func:`_dec_x_copy`) are the phase's other arrivals (ready barriers of 33).
+    ``cp.async.mbarrier.arrive.noinc`` (:func:`_ws_gemm._x_copy`) are the phase's other arrivals (ready barriers of 33).
     Returns (slot, barrier)."""
     s = it % STAGES
     mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
     bar = ready.index(s)
     mbarrier.expect(bar, wbytes)
     return s, bar
-
-
-@gluon.jit
-def _dec_x_lanes(BT: gl.constexpr, BKE: gl.constexpr, VEC: gl.constexpr):
-    """The loader warp's lanes over a [BT, BKE] token tile for cp.async, VEC elements (16 bytes) a copy: (row
-    indices, column indices) in that blocked layout."""
-    lw: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, VEC], threads_per_warp=[32 // (BKE // VEC), BKE // VEC],
-                                        warps_per_cta=[1, 1], order=[1, 0])
-    return gl.arange(0, BT, layout=gl.SliceLayout(1, lw)), gl.arange(0, BKE, layout=gl.SliceLayout(0, lw))
-
-
-@gluon.jit
-def _dec_x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, BT: gl.constexpr, TOP_K: gl.constexpr,
-               PADDED: gl.constexpr):
-    """(row start pointers, real-row mask) of block ``pid_m``'s token rows ``rr`` in ``x_ptr``: row ``slot // TOP_K``
-    of the unsorted rows, or (``PADDED``) the block-padded row itself."""
-    sl = gl.load(sorted_ids_ptr + pid_m * BT + rr)
-    ok = sl < num_slots
-    if PADDED:
-        xrow = x_ptr + (pid_m * BT + rr).to(gl.int64)[:, None] * stride_x
-    else:
-        xrow = x_ptr + (gl.where(ok, sl, 0) // TOP_K).to(gl.int64)[:, None] * stride_x
-    return xrow, ok
-
-
-@gluon.jit
-def _dec_x_copy(x_bufs, first, k0, xrow, ok, cc, K, bar, KB: gl.constexpr, ARRIVE: gl.constexpr = True):
-    """cp.async of KB token tiles (K columns ``k0 + h BKE + cc``, h < KB) into ``x_bufs[first + h]``, 16 bytes a
-    copy; padding rows and columns past ``K`` zero-filled. Then (``ARRIVE``) this thread's ``.noinc`` arrival on
-    ``bar`` once its copies landed: one of the phase's 32 + 1 (:func:`_dec_slot_w`)."""
-    BKE: gl.constexpr = x_bufs.shape[2]
-    for h in gl.static_range(KB):
-        cols = k0 + h * BKE + cc
-        async_copy.async_copy_global_to_shared(x_bufs.index(first + h), xrow + cols[None, :],
-                                               mask=ok[:, None] & (cols < K)[None, :])
-    if ARRIVE:
-        async_copy.mbarrier_arrive(bar, increment_count=False)
 
 
 @gluon.jit
@@ -270,12 +233,12 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
     move as many bytes through L2 as the weights. (Fewer than 8 rows would split the 128-byte swizzle's 8-row
     atom, which Gluon does not slice.) The rows left out keep whatever the slot held: they only reach the wgmma's
     padding columns, never stored. ``X_GATHER`` (GEMM1): the token tiles come by cp.async from ``x_ptr`` [T, K]
-    (hidden in the dot order, row ``slot // TOP_K``; :func:`_dec_x_copy`) after the step's weight boxes went out --
+    (hidden in the dot order, row ``slot // TOP_K``; :func:`_ws_gemm._x_copy`) after the step's weight boxes went out --
     no gather launch before the kernel. ``S_SMEM``: the step's block scales too (:func:`_dec_s_copy`), then the
     thread's cp.async arrival."""
     BT: gl.constexpr = x_desc.block_type.shape[0]
     wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
-    rr, cc = _dec_x_lanes(BT, 64, 8)
+    rr, cc = _x_lanes(BT, 64, 8)
     num_m = gl.load(num_post_padded_ptr) // BT
     it = 0
     for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
@@ -283,7 +246,7 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
         e = gl.load(block_expert_ptr + pid_m)
         if e < E_LOC:
             if X_GATHER:
-                xrow, ok = _dec_x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, BT, TOP_K, False)
+                xrow, ok = _x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, BT, TOP_K, False)
             else:
                 n8 = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8)  # 8-row chunks with real rows
             r0, r1 = _dec_rows(pid_n, N, GATED)  # (N a multiple of 64: each box within one 64-row tile)
@@ -309,7 +272,7 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
                     tma.async_copy_global_to_shared(w_desc, [(base1 + piece) * 64 + r1 % 64, col], bar,
                                                     wb.slice(32, 32))
                 if X_GATHER:  # K blocks past n64 (block_k 128, K an odd number of 64s): zeros
-                    _dec_x_copy(x_bufs, s * KB, kk * KB * 64, xrow, ok, cc, n64 * 64, bar, KB, not S_SMEM)
+                    _x_copy(x_bufs, s * KB, kk * KB * 64, xrow, ok, cc, n64 * 64, bar, KB, not S_SMEM)
                 if S_SMEM:  # the step's block scales, then this thread's one cp.async arrival
                     _dec_s_copy(s_bufs.index(s), s_ptr, e, r0, r1, kk, n64, stride_se, stride_sr, stride_sk, NV, KB)
                     async_copy.mbarrier_arrive(bar, increment_count=False)

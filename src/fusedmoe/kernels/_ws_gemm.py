@@ -106,7 +106,7 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
     is all padding (an expert's last block with <= 64 rows: its first row there is the sentinel)
     gets its first half of A only -- the second warpgroup skips that tile (``_ws_consumer``;
     SKIP_HALF). ``X_GATHER`` (four warps): only the weights by TMA (the expect), then each thread's cp.async of its
-    part of the A halves from the unsorted rows at ``x_ptr`` (:func:`_ws_x_rows`, :func:`_ws_x_copy`) -- no gather
+    part of the A halves from the unsorted rows at ``x_ptr`` (:func:`_x_src`, :func:`_x_copy`) -- no gather
     launch before the kernel -- and its ``.noinc`` arrival once they landed; the consumers fence before their
     wgmmas read the A tile (:func:`_ring_ready`). ``LOADER_FENCE`` (OPT-IN, forty-third session, compiled only;
     >= 3 stages): the loader fences instead -- each K block's copies a commit group; once block ``b``'s copies are
@@ -131,10 +131,10 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
         if e < E_LOC:
             row0 = pid_m * (2 * HALF_M)
             wrow0 = e * (W_TILES * N) + pid_n * BN
-            if X_GATHER:  # the block's rows' input rows, for every K block
-                x0, ok0, cc = _ws_x_rows(x_ptr, sorted_ids_ptr, row0, num_slots, stride_x, TOP_K, HALF_M, BK, VEC)
-                x1, ok1, cc = _ws_x_rows(x_ptr, sorted_ids_ptr, row0 + HALF_M, num_slots, stride_x, TOP_K, HALF_M,
-                                         BK, VEC)
+            if X_GATHER:  # the block's rows' input rows (its two halves: 64-row blocks 2 pid_m, 2 pid_m + 1)
+                rr, cc = _x_lanes(HALF_M, BK, VEC, X_LOADER_WARPS)
+                x0, ok0 = _x_src(x_ptr, sorted_ids_ptr, 2 * pid_m, num_slots, stride_x, rr, HALF_M, TOP_K, False)
+                x1, ok1 = _x_src(x_ptr, sorted_ids_ptr, 2 * pid_m + 1, num_slots, stride_x, rr, HALF_M, TOP_K, False)
             full = row0 >= 0  # every block full unless SKIP_HALF looks (a tensor: the predicates below take it)
             if SKIP_HALF:
                 full = gl.load(sorted_ids_ptr + row0 + HALF_M) < num_slots  # the second half holds a real row
@@ -154,9 +154,9 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
                 if GATED:
                     tma.async_copy_global_to_shared(w_desc, [wrow0 + N, kk * BK], bar, wu_bufs.index(s))
                 if X_GATHER:
-                    _ws_x_copy(a0_bufs.index(s), x0, ok0, kk * BK + cc, K)
+                    _x_copy(a0_bufs, s, kk * BK, x0, ok0, cc, K, bar, 1, False)
                     if full:
-                        _ws_x_copy(a1_bufs.index(s), x1, ok1, kk * BK + cc, K)
+                        _x_copy(a1_bufs, s, kk * BK, x1, ok1, cc, K, bar, 1, False)
                     if LOADER_FENCE:
                         async_copy.commit_group()
                         if it >= STAGES - 2:  # block it - L landed: fenced for the wgmma, signalled
@@ -186,25 +186,43 @@ X_LOADER_WARPS = gl.constexpr(4)
 
 
 @gluon.jit
-def _ws_x_rows(x_ptr, sorted_ids_ptr, row0, num_slots, stride_x, TOP_K: gl.constexpr, HALF_M: gl.constexpr,
-               BK: gl.constexpr, VEC: gl.constexpr):
-    """The X_GATHER loader's view of the 64 block-padded rows from ``row0``: (their input rows' start pointers --
-    row ``slot // TOP_K`` of ``x_ptr``, padding rows row 0 --, which are real, the lanes' column offsets), in the
-    loader's blocked layout (VEC elements, 16 bytes, a copy)."""
-    lw: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, VEC], threads_per_warp=[32 // (BK // VEC), BK // VEC],
-                                        warps_per_cta=[X_LOADER_WARPS, 1], order=[1, 0])
-    rr = gl.arange(0, HALF_M, layout=gl.SliceLayout(1, lw))
-    sl = gl.load(sorted_ids_ptr + row0 + rr)
-    ok = sl < num_slots
-    xrow = x_ptr + (gl.where(ok, sl, 0) // TOP_K).to(gl.int64)[:, None] * stride_x
-    return xrow, ok, gl.arange(0, BK, layout=gl.SliceLayout(0, lw))
+def _x_lanes(BT: gl.constexpr, BKE: gl.constexpr, VEC: gl.constexpr, WARPS: gl.constexpr = 1):
+    """The loader's lanes (``WARPS`` warps) over a [BT, BKE] token tile for cp.async, VEC elements (16 bytes) a copy:
+    (row indices, column indices) in that blocked layout. The decode kernels' one-warp loaders and the X_GATHER
+    loader here (:data:`X_LOADER_WARPS`)."""
+    lw: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, VEC], threads_per_warp=[32 // (BKE // VEC), BKE // VEC],
+                                        warps_per_cta=[WARPS, 1], order=[1, 0])
+    return gl.arange(0, BT, layout=gl.SliceLayout(1, lw)), gl.arange(0, BKE, layout=gl.SliceLayout(0, lw))
 
 
 @gluon.jit
-def _ws_x_copy(buf, xrow, ok, cols, K):
-    """cp.async of one [64, BK] A half: the rows ``xrow`` at K columns ``cols`` into ``buf``; padding rows and
-    columns past ``K`` zero-filled (as TMA's bounds)."""
-    async_copy.async_copy_global_to_shared(buf, xrow + cols[None, :], mask=ok[:, None] & (cols < K)[None, :])
+def _x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, BT: gl.constexpr, TOP_K: gl.constexpr,
+           PADDED: gl.constexpr):
+    """(row start pointers, real-row mask) of block ``pid_m``'s token rows ``rr`` (blocks of BT rows) in ``x_ptr``:
+    row ``slot // TOP_K`` of the unsorted rows (padding rows: row 0, masked), or (``PADDED``) the block-padded row
+    itself."""
+    sl = gl.load(sorted_ids_ptr + pid_m * BT + rr)
+    ok = sl < num_slots
+    if PADDED:
+        xrow = x_ptr + (pid_m * BT + rr).to(gl.int64)[:, None] * stride_x
+    else:
+        xrow = x_ptr + (gl.where(ok, sl, 0) // TOP_K).to(gl.int64)[:, None] * stride_x
+    return xrow, ok
+
+
+@gluon.jit
+def _x_copy(x_bufs, first, k0, xrow, ok, cc, K, bar, KB: gl.constexpr, ARRIVE: gl.constexpr = True):
+    """cp.async of KB token tiles (K columns ``k0 + h BKE + cc``, h < KB) into ``x_bufs[first + h]``, 16 bytes a
+    copy; padding rows and columns past ``K`` zero-filled (as TMA's bounds). Then (``ARRIVE``) this thread's
+    ``.noinc`` arrival on ``bar`` once its copies landed (the FP4 decode kernel: one of the phase's 32 + 1,
+    ``_ws_fp4_dec._dec_slot_w``)."""
+    BKE: gl.constexpr = x_bufs.shape[2]
+    for h in gl.static_range(KB):
+        cols = k0 + h * BKE + cc
+        async_copy.async_copy_global_to_shared(x_bufs.index(first + h), xrow + cols[None, :],
+                                               mask=ok[:, None] & (cols < K)[None, :])
+    if ARRIVE:
+        async_copy.mbarrier_arrive(bar, increment_count=False)
 
 
 @gluon.jit
