@@ -209,23 +209,22 @@ def test_ws_pipelined_promotion_switch():
 
 
 _XG_SCRIPT = _SCRIPT_HEAD + r'''
-# X_GATHER: the A rows by cp.async (a four-warp loader); (ACT, GATED, QUANT, BN, PIPE), each with its TMA twin and
-# (LF) the loader fencing the copies: FP8 per channel GEMM1 / GEMM2 pipelined, FP8 blocks, BF16 2 x 128
+# X_GATHER: the A rows by cp.async (a four-warp loader); (ACT, GATED, QUANT, BN, PIPE, X_GATHER), each with its
+# TMA twin: FP8 per channel GEMM1 / GEMM2 pipelined, FP8 blocks, BF16 2 x 128
 for ACT, GATED, QUANT, BN, PIPE in ((0, True, 2, 64, True), (7, False, 2, 128, True), (0, True, 3, 64, False),
                                     (0, True, 0, 128, False)):
-    for XG, LF in ((False, False), (True, False), (True, True)):
+    for XG in (False, True):
         dt, BK, gdt = ("fp8e4nv", 128, gl.float8e4nv) if QUANT else ("bf16", 64, gl.bfloat16)
         cx = dict(TOP_K=8, E_LOC=64, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q=0, ROUND_DTYPE=gl.bfloat16,
                   HAS_BIAS=False, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=ACT == 7, BN=BN, BK=BK, STAGES=4,
-                  GROUP_M=8, PIPE=PIPE, W_SCALAR=QUANT == 3, X_GATHER=XG, LOADER_FENCE=LF)
+                  GROUP_M=8, PIPE=PIPE, W_SCALAR=QUANT == 3, X_GATHER=XG)
         # (x_ptr, its row stride and K 16-byte aligned, as the JIT specializes them: cp.async needs 16-byte copies)
         k, sass = compile_sm90(ws._ws_gemm_kernel, ws_sig(dt, gdt, BK, BN, "bf16", 0), cx,
                                aligned=("x_ptr", "stride_x", "K"))
         loop = k_loop(sass_instructions(sass))
         print(ACT, QUANT, BN, XG, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"), sass.count("LDGSTS"),
               sass.count("UTMALDG"), sass.count("ARRIVES.LDGSTSBAR"), sum("FENCE.VIEW.ASYNC" in x for x in loop),
-              k.metadata.shared, LF, sum("MEMBAR" in x for x in loop), sass.count("LDGDEPBAR"),
-              sass.count("DEPBAR.LE SB0"), sep="|", flush=True)
+              k.metadata.shared, sep="|", flush=True)
 '''
 
 
@@ -233,29 +232,23 @@ def test_ws_gemm_x_gather_compiles_for_sm90(tmp_path):
     """``X_GATHER`` (``set_ws_x_gather``): the loader copies the A rows by cp.async (``LDGSTS``) and TMA-loads only
     the weight tiles (one or two boxes a K block against four with the A halves), each of its threads arrives on
     the ready barrier once its copies landed (``ARRIVES.LDGSTSBAR``), the consumers fence the generic proxy's writes
-    in their K loops; 12 warps, no spills, the shared memory of the TMA twin. With ``LOADER_FENCE`` the consumers' K
-    loops hold no fence or memory barrier; the loader commits its copies as groups (``LDGDEPBAR``) and waits for
-    them (``DEPBAR.LE SB0``: in its K loop and for its last blocks) instead of arriving by cp.async."""
+    in their K loops; 12 warps, no spills, the shared memory of the TMA twin."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _XG_SCRIPT)
-    assert len(rows) == 12, rows
+    assert len(rows) == 8, rows
     twins = {}
-    for act, quant, bn, xg, warps, spills, ldgsts, tma, arrives, fences, smem, lf, membars, commits, waits in rows:
-        where = f"ACT={act} QUANT={quant} BN={bn} X_GATHER={xg} LOADER_FENCE={lf}"
+    for act, quant, bn, xg, warps, spills, ldgsts, tma, arrives, fences, smem in rows:
+        where = f"ACT={act} QUANT={quant} BN={bn} X_GATHER={xg}"
         assert int(warps) == 12 and int(spills) == 0, (where, warps, spills)
         gated = act == "0"
         if xg == "True":
-            assert int(ldgsts) > 0 and int(tma) == (2 if gated else 1), (where, ldgsts, tma)
+            assert int(ldgsts) > 0 and int(arrives) > 0 and int(fences) >= 1, (where, ldgsts, arrives, fences)
+            assert int(tma) == (2 if gated else 1), (where, tma)
         else:
             assert int(ldgsts) == 0 and int(tma) == (4 if gated else 3), (where, ldgsts, tma)
-        if lf == "True":
-            assert int(fences) == int(membars) == int(arrives) == 0, (where, fences, membars, arrives)
-            assert int(commits) >= 1 and int(waits) >= 2, (where, commits, waits)
-        elif xg == "True":
-            assert int(arrives) > 0 and int(fences) >= 1 and int(commits) == 0, (where, arrives, fences, commits)
-        twins.setdefault((act, quant, bn), {})[(xg, lf)] = int(smem)
-    for t in twins.values():  # (larger ready barrier counts, no more buffers)
-        assert all(0 <= v - t[("False", "False")] <= 64 for v in t.values()), twins
+        twins.setdefault((act, quant, bn), {})[xg] = int(smem)
+    for t in twins.values():
+        assert 0 <= t["True"] - t["False"] <= 64, twins  # (a larger ready barrier count, no more buffers)
 
 
 def test_ws_x_gather_switch_and_rule(monkeypatch):
@@ -291,7 +284,7 @@ def test_ws_x_gather_switch_and_rule(monkeypatch):
                                                                                          dtype=a.dtype))
     E, K, NB, BM = 4, 256, 3, 128
 
-    def x_gather(N, gated, TK, *, rows=None, a_padded=False, stages=4, fence=False):
+    def x_gather(N, gated, TK, *, rows=None, a_padded=False):
         cap = LaunchCapture()
         monkeypatch.setattr(ws, "_ws_gemm_kernel", cap)
         M = 2 * N if gated else N
@@ -300,11 +293,11 @@ def test_ws_x_gather_switch_and_rule(monkeypatch):
         al = tm.AlignResult(torch.zeros(NB * BM, dtype=torch.int32), torch.zeros(NB, dtype=torch.int32),
                             torch.zeros(1, dtype=torch.int32), BM, NB)
         tw = torch.ones(TK)
-        tm._ws_gemm(ws_config(gated, stages=stages), a, tw, 1, w, torch.ones(E), 1, 0, tw, False, tw, tw, 0, al,
+        tm._ws_gemm(ws_config(gated), a, tw, 1, w, torch.ones(E), 1, 0, tw, False, tw, tw, 0, al,
                     torch.empty(TK, N, dtype=torch.bfloat16), N, 2, TK, E, 0 if gated else 3, gated,
                     ActivationParams(), None, False, False, 132, a_padded=a_padded)
         (grid, args, kw), = cap.calls
-        return (kw["X_GATHER"], kw["LOADER_FENCE"]) if fence else kw["X_GATHER"]
+        return kw["X_GATHER"]
 
     assert x_gather(768, True, 2048) and not x_gather(2048, True, 1024) and x_gather(2048, True, 256)
     assert x_gather(2048, False, 1024) and not x_gather(4096, False, 1024)
@@ -316,21 +309,6 @@ def test_ws_x_gather_switch_and_rule(monkeypatch):
             assert x_gather(2048, True, 1024) is want and x_gather(768, True, 2048) is want
         finally:
             tm.set_ws_x_gather(prev)
-    # the loader fencing the copies (opt-in): only with them, and from 3 ring stages (it signals a block
-    # stages - 2 blocks late)
-    prev = tm.set_ws_x_gather_loader_fence(True)
-    try:
-        assert prev is False
-        with pytest.raises(TypeError, match="bool"):
-            tm.set_ws_x_gather_loader_fence(1)
-        assert x_gather(768, True, 2048, fence=True) == (True, True)
-        assert x_gather(768, True, 2048, stages=3, fence=True) == (True, True)
-        assert x_gather(768, True, 2048, stages=2, fence=True) == (True, False)
-        assert x_gather(2048, True, 1024, fence=True) == (False, False)
-    finally:
-        tm.set_ws_x_gather_loader_fence(prev)
-    assert x_gather(768, True, 2048, fence=True) == (True, False)
-    env_starts("set_ws_x_gather_loader_fence", "FUSEDMOE_WS_XGATHER_LFENCE", {"1": True, "0": False, "": False})
 
 
 _BLOCK_SCRIPT = _SCRIPT_HEAD + r'''
@@ -1044,9 +1022,8 @@ def test_gpu_ws_x_gather_same_bits(wfmt, monkeypatch):
     boxes -- both GEMMs warp-specialized (GEMM2 reading the slot rows itself where no padded hand-off runs: per-token
     scales, or the hand-off off), gated and not, half-empty blocks (SKIP_HALF), K not a multiple of the K block (FP8:
     704 = 5.5 x 128), the non-local group, top-1, the pipelined and wide FP8 tiles, eager and in a CUDA graph; within
-    the reference's bound; and no gather launch runs for a warp-specialized GEMM with it on; the loader fencing the
-    copies (``set_ws_x_gather_loader_fence``) gives the same bits. (Ran on an H100 in the forty-third session with
-    the switch's True / False, before "auto" and the loader fence: 4 passed.)"""
+    the reference's bound; and no gather launch runs for a warp-specialized GEMM with it on. (Ran on an H100 in the
+    forty-third session, 4 passed; in the forty-fourth with the loader-fence opt-in, since removed, 4 passed.)"""
     from fusedmoe.backends import triton_moe as tm
 
     dtype = torch.bfloat16
@@ -1070,25 +1047,20 @@ def test_gpu_ws_x_gather_same_bits(wfmt, monkeypatch):
                                     E_glob=24 if K > 1 else 32, seed=seed)
                 kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)
                 prev = tm.set_ws_padded_handoff(handoff)
-                tag = (act, T, K, cfg.gemm1.block_n, handoff)
                 try:
                     calls.clear()
-                    off = _switch_same_bits(tm.set_ws_x_gather, prob, kw, tag,
-                                            graph=I if act is Activation.SWIGLU and T == 160 else None)
-                    assert len(calls) >= 1, tag  # the switched-off run gathers (GEMM1 at least)
-                    prev_xg = tm.set_ws_x_gather(True)
-                    prev_lf = tm.set_ws_x_gather_loader_fence(False)
-                    try:
-                        calls.clear()
-                        _run_within_bound(prob, tag=(tag, "on"), **kw)
-                        assert len(calls) == 0, (tag, len(calls))  # no gather launch with it on
-                        tm.set_ws_x_gather_loader_fence(True)  # the loader fencing the copies: the same bits
-                        assert torch.equal(_run_within_bound(prob, tag=(tag, "loader fence"), **kw), off), tag
-                    finally:
-                        tm.set_ws_x_gather(prev_xg)
-                        tm.set_ws_x_gather_loader_fence(prev_lf)
+                    _switch_same_bits(tm.set_ws_x_gather, prob, kw, (act, T, K, cfg.gemm1.block_n, handoff),
+                                      graph=I if act is Activation.SWIGLU and T == 160 else None)
                 finally:
                     tm.set_ws_padded_handoff(prev)
+                assert len(calls) >= 1, (act, T)  # the switched-off run gathers (GEMM1 at least)
+                prev_xg = tm.set_ws_x_gather(True)
+                try:
+                    calls.clear()
+                    _run_within_bound(prob, tag=(act, T, "on"), **kw)
+                finally:
+                    tm.set_ws_x_gather(prev_xg)
+                assert len(calls) == 0, (act, T, K, handoff, len(calls))  # no gather launch with it on
 
 
 @contextlib.contextmanager

@@ -626,9 +626,7 @@ def _ws_skips_padding_half(weight_format: Format) -> bool:
 _WS_PIPE = {"enabled": os.environ.get("FUSEDMOE_WS_PIPE", "0") == "1"}
 # the prefill kernel's A rows by cp.async from the unsorted rows, no gather launch (set_ws_x_gather): "auto" (the
 # default: kernel_configs.ws_x_gather_auto), True, False
-_WS_X_GATHER = {"mode": {"1": True, "0": False}.get(os.environ.get("FUSEDMOE_WS_XGATHER", "auto"), "auto"),
-                # the loader fences the copies instead of the consumers (set_ws_x_gather_loader_fence; opt-in)
-                "loader_fence": os.environ.get("FUSEDMOE_WS_XGATHER_LFENCE", "0") == "1"}
+_WS_X_GATHER = {"mode": {"1": True, "0": False}.get(os.environ.get("FUSEDMOE_WS_XGATHER", "auto"), "auto")}
 
 
 def set_ws_x_gather(mode) -> "bool | str":
@@ -646,17 +644,6 @@ def set_ws_x_gather(mode) -> "bool | str":
         raise TypeError(f"set_ws_x_gather: mode must be True, False or 'auto', got {mode!r}")
     prev, _WS_X_GATHER["mode"] = _WS_X_GATHER["mode"], mode
     return prev
-
-
-def set_ws_x_gather_loader_fence(enabled: bool) -> bool:
-    """``True`` (OPT-IN, forty-third session, compiled only; ``FUSEDMOE_WS_XGATHER_LFENCE=1``): where the
-    warp-specialized prefill GEMMs copy their own rows (:func:`set_ws_x_gather`) and run >= 3 ring stages, the loader
-    fences the copies for the wgmmas (each K block's copies a commit group, waited for once the next block's are
-    issued; ``kernels/_ws_gemm.py`` ``LOADER_FENCE``) instead of each consumer warpgroup after every ring wait -- a
-    ``MEMBAR.ALL.CTA`` + ``FENCE.VIEW.ASYNC.S`` in sm_90 SASS, which waits for the warpgroup's outstanding memory
-    operations, the suspect of the 5-10 % the copies cost busy GEMMs (H100: DeepSeek-V3 at 8192 tokens 0.93-0.99x).
-    Same data in the same slots: the same bits. Returns the previous setting."""
-    return _swap_bool(_WS_X_GATHER, enabled, "loader_fence")
 
 
 def set_ws_pipelined_promotion(enabled: bool) -> bool:
@@ -1170,8 +1157,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
         SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], OUT_PADDED=out_padded,
         A_PADDED=a_scales_padded, ZERO_PAD=out_padded and _WS_ZERO_PAD_ROWS,
-        PIPE=pipe, W_SCALAR=w_scalar, X_GATHER=x_gather,
-        LOADER_FENCE=x_gather and _WS_X_GATHER["loader_fence"] and c.num_stages >= 3, num_warps=4)
+        PIPE=pipe, W_SCALAR=w_scalar, X_GATHER=x_gather, num_warps=4)
 
 
 # ---- the warp-specialized 16-bit / FP8 GEMMs at decode (opt-in) -----------------------------------------------

@@ -98,8 +98,7 @@ from ._moe_gemm import (FP8_MAX, OUT_FP8_STATIC, OUT_PLAIN_AMAX, Q_BLOCK, Q_NONE
 def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
                num_post_padded_ptr, N, K, num_slots, x_ptr, stride_x, E_LOC: gl.constexpr, BN: gl.constexpr,
                BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
-               SKIP_HALF: gl.constexpr, TOP_K: gl.constexpr, X_GATHER: gl.constexpr,
-               LOADER_FENCE: gl.constexpr = False):
+               SKIP_HALF: gl.constexpr, TOP_K: gl.constexpr, X_GATHER: gl.constexpr):
     """TMA producer (one warp): both 64-row halves of A and the weight tile(s) (gated: gate rows
     ``e * 2N + n``, up rows ``e * 2N + N + n``) of every K block of this program's tiles into the
     ring; a slot is refilled once both MMA warpgroups have released it. A block whose second half
@@ -108,13 +107,7 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
     SKIP_HALF). ``X_GATHER`` (four warps): only the weights by TMA (the expect), then each thread's cp.async of its
     part of the A halves from the unsorted rows at ``x_ptr`` (:func:`_x_src`, :func:`_x_copy`) -- no gather
     launch before the kernel -- and its ``.noinc`` arrival once they landed; the consumers fence before their
-    wgmmas read the A tile (:func:`_ring_ready`). ``LOADER_FENCE`` (OPT-IN, forty-third session, compiled only;
-    >= 3 stages): the loader fences instead -- each K block's copies a commit group; once block ``b``'s copies are
-    issued, each thread waits for block ``b - L``'s (``wait_group(L)``, L = STAGES - 2: L + 1 blocks of copies in
-    flight), fences the generic proxy, and the warpgroup's one arrival (after its barrier) completes that block's
-    ready barrier with the expect; the program's last L blocks at its end. Signalling L blocks late cannot deadlock:
-    issuing block ``b`` waited for the consumers to release ``b - STAGES``, and a consumer waiting on block
-    ``b - L`` has released ``b - L - 2 = b - STAGES`` (it holds at most the block before)."""
+    wgmmas read the A tile (:func:`_ring_ready`)."""
     HALF_M: gl.constexpr = a_desc.block_type.shape[0]
     W_TILES: gl.constexpr = 2 if GATED else 1
     wbytes: gl.constexpr = W_TILES * w_desc.block_type.nbytes
@@ -157,27 +150,8 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
                     _x_copy(a0_bufs, s, kk * BK, x0, ok0, cc, K, bar, 1, False)
                     if full:
                         _x_copy(a1_bufs, s, kk * BK, x1, ok1, cc, K, bar, 1, False)
-                    if LOADER_FENCE:
-                        async_copy.commit_group()
-                        if it >= STAGES - 2:  # block it - L landed: fenced for the wgmma, signalled
-                            _ws_x_signal(ready, it - (STAGES - 2), STAGES, STAGES - 2)
-                    else:
-                        async_copy.mbarrier_arrive(bar, increment_count=False)
+                    async_copy.mbarrier_arrive(bar, increment_count=False)
                 it += 1
-    if X_GATHER and LOADER_FENCE:  # the last L blocks
-        for j in gl.static_range(STAGES - 2):
-            if it - (STAGES - 2) + j >= 0:
-                _ws_x_signal(ready, it - (STAGES - 2) + j, STAGES, STAGES - 3 - j)
-
-
-@gluon.jit
-def _ws_x_signal(ready, it, STAGES: gl.constexpr, PENDING: gl.constexpr):
-    """``LOADER_FENCE``: ring step ``it``'s copies landed (this thread's: all but its ``PENDING`` latest commit
-    groups), the generic proxy's writes fenced for the async proxy, then the warpgroup's one arrival on the step's
-    ready barrier (Gluon's ``mbarrier.arrive``: a warpgroup barrier before one thread's arrive)."""
-    async_copy.wait_group(PENDING)
-    fence_async_shared()
-    mbarrier.arrive(ready.index(it % STAGES), count=1)
 
 
 # the X_GATHER loader's warps: they copy a K block's [64, BK] A halves 16 bytes a lane, and each of its threads
@@ -593,7 +567,7 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
     the wide tiles need it, the narrow ones take it under ``set_ws_block_scalar_scales``.
 
     X_GATHER: the A tiles came by cp.async (``_ws_loader``): a proxy fence after each ring wait
-    (:func:`_ring_ready`) -- the kernel passes it False where the loader fences (``LOADER_FENCE``)."""
+    (:func:`_ring_ready`)."""
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
     ONE_PART: gl.constexpr = QUANT != Q_NONE and ((GATED and BN == 128) or ((not GATED) and BN == 256))
     PN: gl.constexpr = BN // 2 if ONE_PART and not GATED else BN  # columns of one accumulator
@@ -800,14 +774,12 @@ def _ws_gemm_kernel(
     GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr = True, RCP_DIV: gl.constexpr = False,
     OUT_PADDED: gl.constexpr = False, A_PADDED: gl.constexpr = False, ZERO_PAD: gl.constexpr = False,
     PIPE: gl.constexpr = False, W_SCALAR: gl.constexpr = False, X_GATHER: gl.constexpr = False,
-    LOADER_FENCE: gl.constexpr = False,
 ):
     """One grouped GEMM + its epilogue, warp-specialized (see the module docstring). Launch with
     ``num_warps=4`` (the first MMA warpgroup; the second and the loader warp are workers: 12 warps
     after rounding) on ``min(tiles, SMs)`` programs. ``X_GATHER``: the A rows by cp.async from ``x_ptr`` (the
     unsorted rows, row ``slot // TOP_K``, stride ``stride_x``; 16-byte aligned) by a four-warp loader; ``a_desc``
-    then only gives the A tiles' shape and layout; ``LOADER_FENCE`` (with it, >= 3 stages): the loader fences its
-    copies for the wgmmas instead of the consumers (``_ws_loader``)."""
+    then only gives the A tiles' shape and layout."""
     HALF_M: gl.constexpr = a_desc.block_type.shape[0]
     a0_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     a1_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
@@ -815,24 +787,21 @@ def _ws_gemm_kernel(
     wu_bufs = wg_bufs  # gated: the up tiles' ring
     if GATED:
         wu_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
-    # ready: the expect (TMA bytes) and, with X_GATHER, each loader thread's cp.async arrival or (LOADER_FENCE) the
-    # loader warpgroup's one arrival
-    X_FENCE: gl.constexpr = X_GATHER and not LOADER_FENCE  # (the consumers fence the copies)
-    ready, empty = _ring_barriers(STAGES, 2, (1 + 32 * X_LOADER_WARPS if X_FENCE else 2) if X_GATHER else 1)
+    ready, empty = _ring_barriers(STAGES, 2, 1 + 32 * X_LOADER_WARPS if X_GATHER else 1)
     gl.warp_specialize([
         (_ws_consumer, (a0_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 0, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
-                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR, X_FENCE)),
+                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR, X_GATHER)),
         (_ws_consumer, (a1_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 1, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
-                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR, X_FENCE)),
+                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR, X_GATHER)),
         (_ws_loader, (a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr,
                       block_expert_ptr, num_post_padded_ptr, N, K, num_slots, x_ptr, stride_x, E_LOC, BN, BK, STAGES,
-                      GROUP_M, GATED, SKIP_HALF, TOP_K, X_GATHER, LOADER_FENCE)),
+                      GROUP_M, GATED, SKIP_HALF, TOP_K, X_GATHER)),
     ], [4, X_LOADER_WARPS if X_GATHER else 1], [232, 48 if X_GATHER else 40])
