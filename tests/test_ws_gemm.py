@@ -62,7 +62,8 @@ def ws_sig(dt, gdt, BK, BN, OD, OUT_Q):
             "topk_w_ptr": "*fp32", "out_qscale_ptr": "*i32" if OUT_Q == 5 else "*fp32", "sorted_ids_ptr": "*i32",
             "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32", "N": "i32", "K": "i32", "num_slots": "i32",
             "stride_om": "i32", "stride_asm": "i32", "stride_wse": "i32", "stride_wsn": "i32", "stride_be": "i32",
-            "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32", "x_ptr": f"*{dt}", "stride_x": "i32"}
+            "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32", "x_ptr": f"*{dt}", "stride_x": "i32",
+            "tile_ctr_ptr": "*i32"}
 '''
 
 _SCRIPT = _SCRIPT_HEAD + r'''
@@ -309,6 +310,86 @@ def test_ws_x_gather_switch_and_rule(monkeypatch):
             assert x_gather(2048, True, 1024) is want and x_gather(768, True, 2048) is want
         finally:
             tm.set_ws_x_gather(prev)
+
+
+_DYN_SCRIPT = _SCRIPT_HEAD + r'''
+# DYN (tiles by a global counter) off / on: FP8 per channel GEMM1 / GEMM2 pipelined, the wide GEMM1, FP8 blocks,
+# BF16, the X_GATHER loader (four warps)
+for ACT, GATED, QUANT, BN, PIPE, XG in ((0, True, 2, 64, True, False), (7, False, 2, 128, True, False),
+                                        (0, True, 2, 128, True, False), (0, True, 3, 64, False, False),
+                                        (0, True, 0, 128, False, False), (3, False, 2, 128, True, True)):
+    dt, BK, gdt = ("fp8e4nv", 128, gl.float8e4nv) if QUANT else ("bf16", 64, gl.bfloat16)
+    for DYN in (False, True):
+        cx = dict(TOP_K=8, E_LOC=64, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q=0, ROUND_DTYPE=gl.bfloat16,
+                  HAS_BIAS=False, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=ACT == 7, BN=BN, BK=BK, STAGES=4,
+                  GROUP_M=8, PIPE=PIPE, W_SCALAR=QUANT == 3, X_GATHER=XG, DYN=DYN)
+        k, sass = compile_sm90(ws._ws_gemm_kernel, ws_sig(dt, gdt, BK, BN, "bf16", 0), cx,
+                               aligned=("x_ptr", "stride_x", "K") if XG else ())
+        print(ACT, QUANT, BN, XG, DYN, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"),
+              sass.count("ATOMG.E.ADD"), sass.count("MEMBAR.ALL.GPU"), k.metadata.shared, sep="|", flush=True)
+'''
+
+
+def test_ws_dynamic_tiles_compiles_for_sm90(tmp_path):
+    """``DYN`` (``set_ws_dynamic_tiles``): the loader fetches tile indices by relaxed atomics (``ATOMG.E.ADD``, no
+    ``MEMBAR.ALL.GPU`` before them: the fetch publishes nothing) -- the first and one a tile -- and counts itself
+    done by one acq_rel atomic (one ``MEMBAR.ALL.GPU``) -- only when it is on; 12 warps, no spills (the wide
+    per-channel 2 x 128 tile: 2 on sm_90, outside the K loop), the tile queue's few hundred bytes of shared memory
+    more."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _DYN_SCRIPT)
+    assert len(rows) == 12, rows
+    smem = {}
+    for act, quant, bn, xg, dyn, warps, spills, atomics, membars, shared in rows:
+        where = (act, quant, bn, xg, dyn)
+        wide = quant != "0" and act == "0" and bn == "128"
+        assert int(warps) == 12 and int(spills) <= (16 if wide and dyn == "True" else 0), (where, warps, spills)
+        on = dyn == "True"
+        assert int(atomics) == (3 if on else 0) and int(membars) == (1 if on else 0), (where, atomics, membars)
+        smem.setdefault((act, quant, bn, xg), {})[dyn] = int(shared)
+    for key, v in smem.items():
+        assert 0 < v["True"] - v["False"] <= 512, (key, v)
+
+
+def test_ws_dynamic_tiles_switch(monkeypatch):
+    """``set_ws_dynamic_tiles``: off by default, bools only, ``FUSEDMOE_WS_DYN=1`` starts a process with it on; the
+    launch passes ``DYN`` and, when on, a zeroed int32 [2] counter pair (cached per device and stream when eager)."""
+    from gluon_sm90 import LaunchCapture
+
+    from fusedmoe.backends import triton_moe as tm
+    from fusedmoe.config import ActivationParams
+    from fusedmoe.formats.tensor import QuantizedTensor
+    from fusedmoe.kernels import _ws_gemm as ws
+
+    with pytest.raises(TypeError, match="bool"):
+        tm.set_ws_dynamic_tiles(1)
+    assert tm.set_ws_dynamic_tiles(False) is False  # the default
+    env_starts("set_ws_dynamic_tiles", "FUSEDMOE_WS_DYN", {"1": True, "0": False, "": False})
+    ctr = torch.zeros(2, dtype=torch.int32)
+    monkeypatch.setattr(tm, "_ws_tile_counters", lambda device: ctr)
+    E, K, NB, BM, N, TK = 4, 256, 3, 128, 768, 4096
+
+    def launch():
+        cap = LaunchCapture()
+        monkeypatch.setattr(ws, "_ws_gemm_kernel", cap)
+        w = QuantizedTensor(torch.zeros(E, 2 * N, K, dtype=torch.float8_e4m3fn), Format.FP8_TENSOR, torch.ones(E))
+        al = tm.AlignResult(torch.zeros(NB * BM, dtype=torch.int32), torch.zeros(NB, dtype=torch.int32),
+                            torch.zeros(1, dtype=torch.int32), BM, NB)
+        tm._ws_gemm(ws_config(True), torch.zeros(TK // 2, K, dtype=torch.float8_e4m3fn), torch.ones(TK), 1, w,
+                    torch.ones(E), 1, 0, torch.ones(TK), False, torch.ones(TK), torch.ones(TK), 0, al,
+                    torch.empty(TK, N, dtype=torch.bfloat16), N, 2, TK, E, 0, True, ActivationParams(), None, False,
+                    False, 132)
+        (grid, args, kw), = cap.calls
+        return kw["DYN"], kw["tile_ctr_ptr"], al
+
+    dyn, ptr, al = launch()
+    assert dyn is False and ptr is al.num_post_padded  # off: a placeholder, never read
+    prev = tm.set_ws_dynamic_tiles(True)
+    try:
+        dyn, ptr, _ = launch()
+        assert dyn is True and ptr is ctr
+    finally:
+        tm.set_ws_dynamic_tiles(prev)
 
 
 _BLOCK_SCRIPT = _SCRIPT_HEAD + r'''
@@ -1061,6 +1142,39 @@ def test_gpu_ws_x_gather_same_bits(wfmt, monkeypatch):
                 finally:
                     tm.set_ws_x_gather(prev_xg)
                 assert len(calls) == 0, (act, T, K, handoff, len(calls))  # no gather launch with it on
+
+
+@gpu
+@pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK, Format.BF16],
+                         ids=lambda f: f.name)
+def test_gpu_ws_dynamic_tiles_same_bits(wfmt):
+    """Tiles by a global counter (``set_ws_dynamic_tiles``): the bits of the static tiles -- many tiles a program
+    (4000 tokens of 16 local experts: ~8 blocks an expert) and fewer tiles than programs, gated and not, half-empty
+    blocks, the non-local group, top-1, the pipelined and wide FP8 tiles, rows by cp.async and by the gather, eager
+    (the cached counters left at zero for the next call) and in a CUDA graph; within the reference's bound."""
+    from fusedmoe.backends import triton_moe as tm
+
+    dtype = torch.bfloat16
+    H, I = (768, 256) if wfmt is Format.FP8_BLOCK else (704, 192)
+    for act in (Activation.SWIGLU, Activation.RELU2):
+        gated = act.is_gated
+        cfgs = [bf16_config(gated)] if wfmt is Format.BF16 else [moe_config(gated, gemm2=True)]
+        if wfmt in WS_FMTS:
+            cfgs.append(MoEKernelConfig(ws_pipelined(ws_config(gated), wfmt), ws_pipelined(ws_config(False), wfmt)))
+            cfgs.append(MoEKernelConfig(ws_config(gated, bn=128 if gated else 256), ws_config(False, bn=256)))
+        for cfg in cfgs:
+            for T, K, seed, xg in ((4000, 4, 71, False), (1500, 4, 72, True), (3000, 1, 73, False), (40, 4, 74, True)):
+                prob = make_problem(T=T, H=H, I=I, I_pad=I, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype, offset=8,
+                                    E_glob=24 if K > 1 else 32, seed=seed)
+                kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)
+                prev_xg = tm.set_ws_x_gather(xg)
+                try:
+                    _switch_same_bits(tm.set_ws_dynamic_tiles, prob, kw, (act, T, K, cfg.gemm1.block_n, xg),
+                                      graph=I if act is Activation.SWIGLU and T == 1500 else None)
+                finally:
+                    tm.set_ws_x_gather(prev_xg)
+                for ctr in tm._WS_DYN["counters"].values():
+                    assert ctr.tolist() == [0, 0], (act, T, K, ctr.tolist())
 
 
 @contextlib.contextmanager

@@ -646,6 +646,39 @@ def set_ws_x_gather(mode) -> "bool | str":
     return prev
 
 
+# OPT-IN: the warp-specialized prefill GEMMs' tiles by a global counter (set_ws_dynamic_tiles); the counters by
+# (device, stream)
+_WS_DYN = {"enabled": os.environ.get("FUSEDMOE_WS_DYN", "0") == "1", "counters": {}}
+
+
+def set_ws_dynamic_tiles(enabled: bool) -> bool:
+    """OPT-IN (forty-fourth session, compiled for sm_90, not yet run on a GPU; ``FUSEDMOE_WS_DYN=1``): the
+    warp-specialized 16-bit / FP8 prefill GEMMs (``kernels/_ws_gemm.py``, ``DYN``) take their tiles from a global
+    counter -- each program's loader fetches the next tile index by a relaxed atomic as it starts a tile and hands
+    it to the consumer warpgroups through a queue in shared memory -- instead of the static ``program_id + i *
+    num_programs``. The tiles in flight then always form one window of the tile walk: an expert's M-blocks load
+    the same weight tiles together (persistent programs with static tiles drift apart: DeepSeek-V3 FP8 at 8192
+    tokens read 10.0 GB from DRAM for ~8 GB of data with the 2 x 64 GEMM1 tile, 13.4 GB with the 2 x 128 one --
+    forty-third session), and programs that drew short tiles (half-empty blocks) take more. The counters (int32
+    [2]) are left at zero by the kernel; eager calls reuse one pair per (device, stream), a CUDA graph captures a
+    zeroed pair of its own. Same tiles, same arithmetic: the same bits. Returns the previous setting."""
+    return _swap_bool(_WS_DYN, enabled)
+
+
+def _ws_tile_counters(device: torch.device) -> torch.Tensor:
+    """Zeroed int32 [2] tile counters for one ``DYN`` launch (:func:`set_ws_dynamic_tiles`): eager, a pair cached
+    per (device, stream) -- launches on one stream run in order and each leaves them at zero; while a CUDA graph is
+    captured, a fresh zeroed pair (a graph may be replayed beside another)."""
+    if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+        return torch.zeros(2, dtype=torch.int32, device=device)
+    key = (device.index if device.index is not None else torch.cuda.current_device(),
+           torch.cuda.current_stream(device).cuda_stream)
+    ctr = _WS_DYN["counters"].get(key)
+    if ctr is None:
+        ctr = _WS_DYN["counters"][key] = torch.zeros(2, dtype=torch.int32, device=device)
+    return ctr
+
+
 def set_ws_pipelined_promotion(enabled: bool) -> bool:
     """``False`` (the default; ``FUSEDMOE_WS_PIPE=1`` starts with ``True``): the config decides
     (``KernelConfig.pipelined_promotion``, a tuner candidate). ``True``: every warp-specialized FP8 prefill tile
@@ -1148,6 +1181,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     a_desc = TensorDescriptor.from_tensor(rows, [64, BK], a_layout)
     w_desc = TensorDescriptor.from_tensor(w.data.view(-1, Kd), [c.block_n, BK], w_layout)
     tiles = al.max_blocks * cdiv(N, c.block_n)
+    dyn = _WS_DYN["enabled"]
     _ws._ws_gemm_kernel[(max(1, min(tiles, num_sms or 1)),)](
         a_desc, w_desc, out, a_s, w_s, bias, tw_flat, q_scale, al.sorted_ids, al.block_expert, al.num_post_padded,
         N, Kd, TK, out.stride(0), a_s_stride, wse, wsn, bias.stride(0) if has_bias else 0,
@@ -1157,7 +1191,8 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
         SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], OUT_PADDED=out_padded,
         A_PADDED=a_scales_padded, ZERO_PAD=out_padded and _WS_ZERO_PAD_ROWS,
-        PIPE=pipe, W_SCALAR=w_scalar, X_GATHER=x_gather, num_warps=4)
+        PIPE=pipe, W_SCALAR=w_scalar, X_GATHER=x_gather,
+        tile_ctr_ptr=_ws_tile_counters(a.device) if dyn else al.num_post_padded, DYN=dyn, num_warps=4)
 
 
 # ---- the warp-specialized 16-bit / FP8 GEMMs at decode (opt-in) -----------------------------------------------

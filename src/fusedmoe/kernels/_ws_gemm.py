@@ -98,7 +98,8 @@ from ._moe_gemm import (FP8_MAX, OUT_FP8_STATIC, OUT_PLAIN_AMAX, Q_BLOCK, Q_NONE
 def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
                num_post_padded_ptr, N, K, num_slots, x_ptr, stride_x, E_LOC: gl.constexpr, BN: gl.constexpr,
                BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
-               SKIP_HALF: gl.constexpr, TOP_K: gl.constexpr, X_GATHER: gl.constexpr):
+               SKIP_HALF: gl.constexpr, TOP_K: gl.constexpr, X_GATHER: gl.constexpr, tile_ctr_ptr=0, tiles=0,
+               tq_ready=0, tq_empty=0, DYN: gl.constexpr = False, TQ: gl.constexpr = 1):
     """TMA producer (one warp): both 64-row halves of A and the weight tile(s) (gated: gate rows
     ``e * 2N + n``, up rows ``e * 2N + N + n``) of every K block of this program's tiles into the
     ring; a slot is refilled once both MMA warpgroups have released it. A block whose second half
@@ -107,51 +108,112 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
     SKIP_HALF). ``X_GATHER`` (four warps): only the weights by TMA (the expect), then each thread's cp.async of its
     part of the A halves from the unsorted rows at ``x_ptr`` (:func:`_x_src`, :func:`_x_copy`) -- no gather
     launch before the kernel -- and its ``.noinc`` arrival once they landed; the consumers fence before their
-    wgmmas read the A tile (:func:`_ring_ready`)."""
+    wgmmas read the A tile (:func:`_ring_ready`). ``DYN`` (OPT-IN): the program's tiles are not ``program_id +
+    i * num_programs`` but the values of a global counter (``tile_ctr_ptr[0]``), fetched one tile ahead and handed
+    to the consumers through a queue in shared memory (:func:`_ws_tile_publish`) -- the tiles in flight on the GPU
+    then always form one window of the tile walk."""
+    HALF_M: gl.constexpr = a_desc.block_type.shape[0]
+    num_m = gl.load(num_post_padded_ptr) // (2 * HALF_M)
+    num_n = gl.cdiv(N, BN)
+    n_k = gl.cdiv(K, BK)
+    it = 0
+    if DYN:  # tiles in the order of a global counter, each handed to the consumers (_ws_tile_publish)
+        q = 0
+        t = gl.atomic_add(tile_ctr_ptr, 1, sem="relaxed")
+        while t < num_m * num_n:
+            _ws_tile_publish(tiles, tq_ready, tq_empty, q, t, TQ, X_LOADER_WARPS if X_GATHER else 1)
+            q += 1
+            # the next tile fetched before this one's loads (the scalar atomic waits for its value: one round trip a
+            # tile in the loader, behind the ring's lead)
+            t_next = gl.atomic_add(tile_ctr_ptr, 1, sem="relaxed")
+            it = _ws_load_tile(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr,
+                               block_expert_ptr, N, K, num_slots, x_ptr, stride_x, t, num_m, num_n, n_k, it, E_LOC, BN,
+                               BK, STAGES, GROUP_M, GATED, SKIP_HALF, TOP_K, X_GATHER)
+            t = t_next
+        # (past the last tile: the consumers stop)
+        _ws_tile_publish(tiles, tq_ready, tq_empty, q, t, TQ, X_LOADER_WARPS if X_GATHER else 1)
+        # the program whose fetch past the end comes last leaves the counters at zero for the next launch (acq_rel:
+        # every program's fetches before its count, the reset after the last count)
+        if gl.atomic_add(tile_ctr_ptr + 1, 1, sem="acq_rel") == gl.num_programs(0) - 1:
+            gl.store(tile_ctr_ptr, 0)
+            gl.store(tile_ctr_ptr + 1, 0)
+    else:
+        for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+            it = _ws_load_tile(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr,
+                               block_expert_ptr, N, K, num_slots, x_ptr, stride_x, t, num_m, num_n, n_k, it, E_LOC, BN,
+                               BK, STAGES, GROUP_M, GATED, SKIP_HALF, TOP_K, X_GATHER)
+
+
+@gluon.jit
+def _ws_load_tile(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
+                  N, K, num_slots, x_ptr, stride_x, t, num_m, num_n, n_k, it, E_LOC: gl.constexpr, BN: gl.constexpr,
+                  BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
+                  SKIP_HALF: gl.constexpr, TOP_K: gl.constexpr, X_GATHER: gl.constexpr):
+    """:func:`_ws_loader`'s work for tile ``t``: every K block's operands into the ring from ring step ``it`` on
+    (nothing for a tile of a non-local expert). Returns the next ring step."""
     HALF_M: gl.constexpr = a_desc.block_type.shape[0]
     W_TILES: gl.constexpr = 2 if GATED else 1
     wbytes: gl.constexpr = W_TILES * w_desc.block_type.nbytes
     nbytes: gl.constexpr = 2 * a_desc.block_type.nbytes + wbytes
     nbytes_half: gl.constexpr = nbytes - a_desc.block_type.nbytes
     VEC: gl.constexpr = 128 // a_desc.dtype.primitive_bitwidth  # (X_GATHER: 16 bytes a copy)
-    num_m = gl.load(num_post_padded_ptr) // (2 * HALF_M)
-    num_n = gl.cdiv(N, BN)
-    n_k = gl.cdiv(K, BK)
-    it = 0
-    for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
-        pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
-        e = gl.load(block_expert_ptr + pid_m)
-        if e < E_LOC:
-            row0 = pid_m * (2 * HALF_M)
-            wrow0 = e * (W_TILES * N) + pid_n * BN
-            if X_GATHER:  # the block's rows' input rows (its two halves: 64-row blocks 2 pid_m, 2 pid_m + 1)
-                rr, cc = _x_lanes(HALF_M, BK, VEC, X_LOADER_WARPS)
-                x0, ok0 = _x_src(x_ptr, sorted_ids_ptr, 2 * pid_m, num_slots, stride_x, rr, HALF_M, TOP_K, False)
-                x1, ok1 = _x_src(x_ptr, sorted_ids_ptr, 2 * pid_m + 1, num_slots, stride_x, rr, HALF_M, TOP_K, False)
-            full = row0 >= 0  # every block full unless SKIP_HALF looks (a tensor: the predicates below take it)
-            if SKIP_HALF:
-                full = gl.load(sorted_ids_ptr + row0 + HALF_M) < num_slots  # the second half holds a real row
-            for kk in range(n_k):
-                s = it % STAGES
-                mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
-                bar = ready.index(s)
-                if X_GATHER:
-                    mbarrier.expect(bar, wbytes)
-                else:
-                    mbarrier.expect(bar, nbytes, pred=full)
-                    mbarrier.expect(bar, nbytes_half, pred=full == 0)
-                    tma.async_copy_global_to_shared(a_desc, [row0, kk * BK], bar, a0_bufs.index(s))
-                    tma.async_copy_global_to_shared(a_desc, [row0 + HALF_M, kk * BK], bar, a1_bufs.index(s),
-                                                    pred=full)
-                tma.async_copy_global_to_shared(w_desc, [wrow0, kk * BK], bar, wg_bufs.index(s))
-                if GATED:
-                    tma.async_copy_global_to_shared(w_desc, [wrow0 + N, kk * BK], bar, wu_bufs.index(s))
-                if X_GATHER:
-                    _x_copy(a0_bufs, s, kk * BK, x0, ok0, cc, K, bar, 1, False)
-                    if full:
-                        _x_copy(a1_bufs, s, kk * BK, x1, ok1, cc, K, bar, 1, False)
-                    async_copy.mbarrier_arrive(bar, increment_count=False)
-                it += 1
+    pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
+    e = gl.load(block_expert_ptr + pid_m)
+    if e < E_LOC:
+        row0 = pid_m * (2 * HALF_M)
+        wrow0 = e * (W_TILES * N) + pid_n * BN
+        if X_GATHER:  # the block's rows' input rows (its two halves: 64-row blocks 2 pid_m, 2 pid_m + 1)
+            rr, cc = _x_lanes(HALF_M, BK, VEC, X_LOADER_WARPS)
+            x0, ok0 = _x_src(x_ptr, sorted_ids_ptr, 2 * pid_m, num_slots, stride_x, rr, HALF_M, TOP_K, False)
+            x1, ok1 = _x_src(x_ptr, sorted_ids_ptr, 2 * pid_m + 1, num_slots, stride_x, rr, HALF_M, TOP_K, False)
+        full = row0 >= 0  # every block full unless SKIP_HALF looks (a tensor: the predicates below take it)
+        if SKIP_HALF:
+            full = gl.load(sorted_ids_ptr + row0 + HALF_M) < num_slots  # the second half holds a real row
+        for kk in range(n_k):
+            s = it % STAGES
+            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
+            bar = ready.index(s)
+            if X_GATHER:
+                mbarrier.expect(bar, wbytes)
+            else:
+                mbarrier.expect(bar, nbytes, pred=full)
+                mbarrier.expect(bar, nbytes_half, pred=full == 0)
+                tma.async_copy_global_to_shared(a_desc, [row0, kk * BK], bar, a0_bufs.index(s))
+                tma.async_copy_global_to_shared(a_desc, [row0 + HALF_M, kk * BK], bar, a1_bufs.index(s),
+                                                pred=full)
+            tma.async_copy_global_to_shared(w_desc, [wrow0, kk * BK], bar, wg_bufs.index(s))
+            if GATED:
+                tma.async_copy_global_to_shared(w_desc, [wrow0 + N, kk * BK], bar, wu_bufs.index(s))
+            if X_GATHER:
+                _x_copy(a0_bufs, s, kk * BK, x0, ok0, cc, K, bar, 1, False)
+                if full:
+                    _x_copy(a1_bufs, s, kk * BK, x1, ok1, cc, K, bar, 1, False)
+                async_copy.mbarrier_arrive(bar, increment_count=False)
+            it += 1
+    return it
+
+
+@gluon.jit
+def _ws_tile_publish(tiles, tq_ready, tq_empty, q, t, TQ: gl.constexpr, WARPS: gl.constexpr):
+    """``DYN``: the loader (``WARPS`` warps) hands tile ``t`` (its ``q``-th) to the consumer warpgroups through slot
+    ``q % TQ`` of the tile queue in shared memory, once both have taken the tile ``TQ`` before (the arrive after
+    the store: the loader's barrier orders its threads' writes first, the arrive releases them)."""
+    s = q % TQ
+    mbarrier.wait(tq_empty.index(s), ((q // TQ) & 1) ^ 1)
+    lay: gl.constexpr = gl.BlockedLayout(size_per_thread=[1], threads_per_warp=[32], warps_per_cta=[WARPS], order=[0])
+    tiles.index(s).store(gl.full([1], t, gl.int32, layout=lay))
+    mbarrier.arrive(tq_ready.index(s), count=1)
+
+
+@gluon.jit
+def _ws_tile_take(tiles, tq_ready, tq_empty, q, TQ: gl.constexpr):
+    """``DYN``: a consumer warpgroup's ``q``-th tile from the queue (:func:`_ws_tile_publish`)."""
+    s = q % TQ
+    mbarrier.wait(tq_ready.index(s), (q // TQ) & 1)
+    lay: gl.constexpr = gl.BlockedLayout(size_per_thread=[1], threads_per_warp=[32], warps_per_cta=[4], order=[0])
+    t = gl.max(tiles.index(s).load(lay), axis=0)
+    mbarrier.arrive(tq_empty.index(s), count=1)
+    return t
 
 
 # the X_GATHER loader's warps: they copy a K block's [64, BK] A halves 16 bytes a lane, and each of its threads
@@ -544,7 +606,8 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                  MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                  GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr, RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr,
                  A_PADDED: gl.constexpr, ZERO_PAD: gl.constexpr, PIPE: gl.constexpr = False,
-                 W_SCALAR: gl.constexpr = False, X_GATHER: gl.constexpr = False):
+                 W_SCALAR: gl.constexpr = False, X_GATHER: gl.constexpr = False, tiles=0, tq_ready=0,
+                 tq_empty=0, DYN: gl.constexpr = False, TQ: gl.constexpr = 1):
     """MMA warpgroup for rows [HALF * 64, HALF * 64 + 64) of every tile: per K block a fresh
     wgmma (gated: gate and up), one wait, the slot released, the fp32 adds; then the epilogue.
 
@@ -567,11 +630,13 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
     the wide tiles need it, the narrow ones take it under ``set_ws_block_scalar_scales``.
 
     X_GATHER: the A tiles came by cp.async (``_ws_loader``): a proxy fence after each ring wait
-    (:func:`_ring_ready`)."""
+    (:func:`_ring_ready`).
+
+    DYN (OPT-IN): the tiles in the order the loader fetched them from the global counter, taken from the tile queue
+    in shared memory (:func:`_ws_tile_take`) until one past the last."""
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
     ONE_PART: gl.constexpr = QUANT != Q_NONE and ((GATED and BN == 128) or ((not GATED) and BN == 256))
     PN: gl.constexpr = BN // 2 if ONE_PART and not GATED else BN  # columns of one accumulator
-    SUB_PIPE: gl.constexpr = ONE_PART and PIPE  # _ws_wide_pipe_k_loop
     layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                      instr_shape=[16, PN, INSTR_K])
     num_m = gl.load(num_post_padded_ptr) // (2 * HALF_M)
@@ -579,162 +644,210 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
     n_k = gl.cdiv(K, BK)
     part_g = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
     part_u = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
+    it = 0
+    if DYN:
+        q = 0
+        t = _ws_tile_take(tiles, tq_ready, tq_empty, q, TQ)
+        while t < num_m * num_n:
+            it, part_g, part_u = _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, wu_bufs,
+                                                  ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
+                                                  out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, N, K,
+                                                  num_slots, stride_om, stride_asm,
+                                                  stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit,
+                                                  HALF, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE,
+                                                  HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES,
+                                                  GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED, A_PADDED, ZERO_PAD, PIPE,
+                                                  W_SCALAR, X_GATHER)
+            q += 1
+            t = _ws_tile_take(tiles, tq_ready, tq_empty, q, TQ)
+    else:
+        for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+            it, part_g, part_u = _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, wu_bufs,
+                                                  ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
+                                                  out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, N, K,
+                                                  num_slots, stride_om, stride_asm,
+                                                  stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit,
+                                                  HALF, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE,
+                                                  HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES,
+                                                  GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED, A_PADDED, ZERO_PAD, PIPE,
+                                                  W_SCALAR, X_GATHER)
+
+
+@gluon.jit
+def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr,
+                     a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr,
+                     N, K, num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
+                     act_limit, HALF: gl.constexpr, HALF_M: gl.constexpr, TOP_K: gl.constexpr, E_LOC: gl.constexpr,
+                     ACT: gl.constexpr, GATED: gl.constexpr, QUANT: gl.constexpr, OUT_Q: gl.constexpr,
+                     ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
+                     MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+                     GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr, RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr,
+                     A_PADDED: gl.constexpr, ZERO_PAD: gl.constexpr, PIPE: gl.constexpr, W_SCALAR: gl.constexpr,
+                     X_GATHER: gl.constexpr):
+    """:func:`_ws_consumer`'s work for tile ``t``: its K blocks from ring step ``it`` on, then its epilogue (nothing
+    for a tile of a non-local expert; the ring kept in step for a half it skips). ``part_g`` / ``part_u``: the
+    partial-sum registers, carried from tile to tile. Returns (the next ring step, part_g, part_u)."""
+    INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
+    ONE_PART: gl.constexpr = QUANT != Q_NONE and ((GATED and BN == 128) or ((not GATED) and BN == 256))
+    PN: gl.constexpr = BN // 2 if ONE_PART and not GATED else BN  # columns of one accumulator
+    SUB_PIPE: gl.constexpr = ONE_PART and PIPE  # _ws_wide_pipe_k_loop
+    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                     instr_shape=[16, PN, INSTR_K])
     # PIPE on a wide one-set tile: its K blocks as four SN-column sub-tiles (_ws_wide_pipe_k_loop)
     SN: gl.constexpr = 64
     sub_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, SN, INSTR_K])
-    it = 0
-    for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
-        pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
-        e = gl.load(block_expert_ptr + pid_m)
-        live = e < E_LOC
-        if SKIP_HALF and HALF == 1:  # the second half of an expert's last block may be all padding (valid rows first)
-            live = live & (gl.load(sorted_ids_ptr + pid_m * (2 * HALF_M) + HALF_M) < num_slots)
-        if (e < E_LOC) & (live == 0):
-            # nothing to compute or store: keep step with the ring (each slot's data has landed before
-            # it is released, so the loader's phases stay in order), no MMA, no A half was loaded
-            for kk in range(n_k):
-                s = it % STAGES
-                mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-                mbarrier.arrive(empty.index(s), count=1)
-                it += 1
-        if live:
-            acc_g = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
-            acc_u = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
-            as_rows = 0  # (FP8 blocks' scale pointers; placeholders for the loops' signatures otherwise)
-            ws0_ptr = 0
-            ws1_ptr = 0
-            if QUANT == Q_BLOCK:  # FP8 128 x 128 blocks: per K block, a_s[row, kb] and w_s[col // 128, kb]
-                e64 = e.to(gl.int64)
-                if SUB_PIPE:  # (the rows in the sub-tiles' layout)
-                    slots, row_ok, tok64, cols, n_ok, _ = _ws_rows(sorted_ids_ptr, pid_m, pid_n * BN, num_slots, N,
-                                                                   HALF, HALF_M, TOP_K, SN, A_PADDED, sub_layout)
-                else:
-                    slots, row_ok, tok64, cols, n_ok, _ = _ws_rows(sorted_ids_ptr, pid_m, pid_n * BN, num_slots, N,
-                                                                   HALF, HALF_M, TOP_K, PN, A_PADDED, layout)
-                as_rows = a_scale_ptr + tok64 * stride_asm
-                if ONE_PART or W_SCALAR:  # one scale block for each half's columns (the launcher's W_SCALAR rule)
-                    ws0_ptr = w_scale_ptr + e64 * stride_wse + ((pid_n * BN) // 128) * stride_wsn
-                    if GATED:
-                        ws1_ptr = w_scale_ptr + e64 * stride_wse + ((N + pid_n * BN) // 128) * stride_wsn
-                    else:  # (a tail tile's second half past N: the first's scales, never stored -- no read past
-                        # the scale rows)
-                        ws1_ptr = ws0_ptr + (pid_n * BN + 128 < N).to(gl.int32) * stride_wsn
-                else:
-                    wsg_cols = w_scale_ptr + e64 * stride_wse + (cols // 128) * stride_wsn
-                    wsu_cols = w_scale_ptr + e64 * stride_wse + ((N + cols) // 128) * stride_wsn
-            if QUANT == Q_NONE:
-                # 16-bit operands: one accumulator chain; the K block before this one has retired when
-                # at most this block's wgmmas are in flight -> its slot is released
-                for kk in range(n_k):
-                    s = _ring_ready(ready, it, STAGES, X_GATHER)
-                    acc_g = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), acc_g, is_async=True)
-                    if GATED:
-                        acc_u = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), acc_u,
-                                              is_async=True)
-                        acc_g, acc_u = warpgroup_mma_wait(num_outstanding=2, deps=(acc_g, acc_u))
-                    else:
-                        acc_g = warpgroup_mma_wait(num_outstanding=1, deps=(acc_g,))
-                    if kk > 0:
-                        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-                    it += 1
+    pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
+    e = gl.load(block_expert_ptr + pid_m)
+    live = e < E_LOC
+    if SKIP_HALF and HALF == 1:  # the second half of an expert's last block may be all padding (valid rows first)
+        live = live & (gl.load(sorted_ids_ptr + pid_m * (2 * HALF_M) + HALF_M) < num_slots)
+    if (e < E_LOC) & (live == 0):
+        # nothing to compute or store: keep step with the ring (each slot's data has landed before
+        # it is released, so the loader's phases stay in order), no MMA, no A half was loaded
+        for kk in range(n_k):
+            s = it % STAGES
+            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+            mbarrier.arrive(empty.index(s), count=1)
+            it += 1
+    if live:
+        acc_g = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
+        acc_u = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
+        as_rows = 0  # (FP8 blocks' scale pointers; placeholders for the loops' signatures otherwise)
+        ws0_ptr = 0
+        ws1_ptr = 0
+        if QUANT == Q_BLOCK:  # FP8 128 x 128 blocks: per K block, a_s[row, kb] and w_s[col // 128, kb]
+            e64 = e.to(gl.int64)
+            if SUB_PIPE:  # (the rows in the sub-tiles' layout)
+                slots, row_ok, tok64, cols, n_ok, _ = _ws_rows(sorted_ids_ptr, pid_m, pid_n * BN, num_slots, N,
+                                                               HALF, HALF_M, TOP_K, SN, A_PADDED, sub_layout)
+            else:
+                slots, row_ok, tok64, cols, n_ok, _ = _ws_rows(sorted_ids_ptr, pid_m, pid_n * BN, num_slots, N,
+                                                               HALF, HALF_M, TOP_K, PN, A_PADDED, layout)
+            as_rows = a_scale_ptr + tok64 * stride_asm
+            if ONE_PART or W_SCALAR:  # one scale block for each half's columns (the launcher's W_SCALAR rule)
+                ws0_ptr = w_scale_ptr + e64 * stride_wse + ((pid_n * BN) // 128) * stride_wsn
                 if GATED:
-                    acc_g, acc_u = warpgroup_mma_wait(num_outstanding=0, deps=(acc_g, acc_u))
+                    ws1_ptr = w_scale_ptr + e64 * stride_wse + ((N + pid_n * BN) // 128) * stride_wsn
+                else:  # (a tail tile's second half past N: the first's scales, never stored -- no read past
+                    # the scale rows)
+                    ws1_ptr = ws0_ptr + (pid_n * BN + 128 < N).to(gl.int32) * stride_wsn
+            else:
+                wsg_cols = w_scale_ptr + e64 * stride_wse + (cols // 128) * stride_wsn
+                wsu_cols = w_scale_ptr + e64 * stride_wse + ((N + cols) // 128) * stride_wsn
+        if QUANT == Q_NONE:
+            # 16-bit operands: one accumulator chain; the K block before this one has retired when
+            # at most this block's wgmmas are in flight -> its slot is released
+            for kk in range(n_k):
+                s = _ring_ready(ready, it, STAGES, X_GATHER)
+                acc_g = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), acc_g, is_async=True)
+                if GATED:
+                    acc_u = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), acc_u,
+                                          is_async=True)
+                    acc_g, acc_u = warpgroup_mma_wait(num_outstanding=2, deps=(acc_g, acc_u))
                 else:
-                    acc_g = warpgroup_mma_wait(num_outstanding=0, deps=(acc_g,))
-                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-            elif SUB_PIPE:  # the wide tile as four SN-column sub-tiles, two partial sets in turn
-                acc0 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
-                acc1 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
-                acc2 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
-                acc3 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
-                acc0, acc1, acc2, acc3, it = _ws_wide_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc0, acc1,
-                                                                  acc2, acc3, it, n_k, GATED, STAGES, SN, as_rows,
-                                                                  ws0_ptr, ws1_ptr, QUANT == Q_BLOCK, X_GATHER)
-            elif ONE_PART:
-                for kk in range(n_k):
-                    s = _ring_ready(ready, it, STAGES, X_GATHER)
-                    if GATED:
-                        b0 = wg_bufs.index(s).permute((1, 0))
-                        b1 = wu_bufs.index(s).permute((1, 0))
-                    else:
-                        b0 = wg_bufs.index(s).slice(0, PN).permute((1, 0))
-                        b1 = wg_bufs.index(s).slice(PN, PN).permute((1, 0))
-                    part_g = warpgroup_mma(a_bufs.index(s), b0, part_g, use_acc=False, is_async=True)
-                    if QUANT == Q_BLOCK:  # this K block's scale factors, loaded while the MMA runs
-                        s0, s1 = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, kk, True)
-                    part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
-                    if QUANT == Q_BLOCK:
-                        acc_g = _ws_fma(acc_g, part_g, s0)
-                    else:
-                        acc_g = acc_g + part_g
-                    part_g = warpgroup_mma(a_bufs.index(s), b1, part_g, use_acc=False, is_async=True)
-                    part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
-                    mbarrier.arrive(empty.index(s), count=1)
-                    if QUANT == Q_BLOCK:
-                        acc_u = _ws_fma(acc_u, part_g, s1)
-                    else:
-                        acc_u = acc_u + part_g
-                    it += 1
-            elif PIPE:  # (FP8 blocks: with W_SCALAR -- the per-column scale vectors of two partial sets spilled)
-                acc_g, acc_u, it = _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, part_g,
-                                                   part_u, it, n_k, GATED, STAGES, as_rows, ws0_ptr, ws1_ptr,
-                                                   QUANT == Q_BLOCK, X_GATHER)
+                    acc_g = warpgroup_mma_wait(num_outstanding=1, deps=(acc_g,))
+                if kk > 0:
+                    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+                it += 1
+            if GATED:
+                acc_g, acc_u = warpgroup_mma_wait(num_outstanding=0, deps=(acc_g, acc_u))
             else:
-                for kk in range(n_k):
-                    s = _ring_ready(ready, it, STAGES, X_GATHER)
-                    part_g = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), part_g, use_acc=False,
+                acc_g = warpgroup_mma_wait(num_outstanding=0, deps=(acc_g,))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+        elif SUB_PIPE:  # the wide tile as four SN-column sub-tiles, two partial sets in turn
+            acc0 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
+            acc1 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
+            acc2 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
+            acc3 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
+            acc0, acc1, acc2, acc3, it = _ws_wide_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc0, acc1,
+                                                              acc2, acc3, it, n_k, GATED, STAGES, SN, as_rows,
+                                                              ws0_ptr, ws1_ptr, QUANT == Q_BLOCK, X_GATHER)
+        elif ONE_PART:
+            for kk in range(n_k):
+                s = _ring_ready(ready, it, STAGES, X_GATHER)
+                if GATED:
+                    b0 = wg_bufs.index(s).permute((1, 0))
+                    b1 = wu_bufs.index(s).permute((1, 0))
+                else:
+                    b0 = wg_bufs.index(s).slice(0, PN).permute((1, 0))
+                    b1 = wg_bufs.index(s).slice(PN, PN).permute((1, 0))
+                part_g = warpgroup_mma(a_bufs.index(s), b0, part_g, use_acc=False, is_async=True)
+                if QUANT == Q_BLOCK:  # this K block's scale factors, loaded while the MMA runs
+                    s0, s1 = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, kk, True)
+                part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
+                if QUANT == Q_BLOCK:
+                    acc_g = _ws_fma(acc_g, part_g, s0)
+                else:
+                    acc_g = acc_g + part_g
+                part_g = warpgroup_mma(a_bufs.index(s), b1, part_g, use_acc=False, is_async=True)
+                part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
+                mbarrier.arrive(empty.index(s), count=1)
+                if QUANT == Q_BLOCK:
+                    acc_u = _ws_fma(acc_u, part_g, s1)
+                else:
+                    acc_u = acc_u + part_g
+                it += 1
+        elif PIPE:  # (FP8 blocks: with W_SCALAR -- the per-column scale vectors of two partial sets spilled)
+            acc_g, acc_u, it = _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, part_g,
+                                               part_u, it, n_k, GATED, STAGES, as_rows, ws0_ptr, ws1_ptr,
+                                               QUANT == Q_BLOCK, X_GATHER)
+        else:
+            for kk in range(n_k):
+                s = _ring_ready(ready, it, STAGES, X_GATHER)
+                part_g = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), part_g, use_acc=False,
+                                       is_async=True)
+                if GATED:
+                    part_u = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), part_u, use_acc=False,
                                            is_async=True)
+                if QUANT == Q_BLOCK and W_SCALAR:  # one weight scale for the gate tile's columns, one for
+                    # the up tile's: this K block's scale factors, loaded while the MMAs run
+                    sg, su = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, kk, GATED)
+                elif QUANT == Q_BLOCK:  # this K block's scales, loaded while the MMAs run
+                    a_s = gl.load(as_rows + kk)
+                    wg_s = gl.load(wsg_cols + kk, mask=n_ok, other=0.0)
                     if GATED:
-                        part_u = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), part_u, use_acc=False,
-                                               is_async=True)
-                    if QUANT == Q_BLOCK and W_SCALAR:  # one weight scale for the gate tile's columns, one for
-                        # the up tile's: this K block's scale factors, loaded while the MMAs run
-                        sg, su = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, kk, GATED)
-                    elif QUANT == Q_BLOCK:  # this K block's scales, loaded while the MMAs run
-                        a_s = gl.load(as_rows + kk)
-                        wg_s = gl.load(wsg_cols + kk, mask=n_ok, other=0.0)
-                        if GATED:
-                            wu_s = gl.load(wsu_cols + kk, mask=n_ok, other=0.0)
-                    if GATED:
-                        part_g, part_u = warpgroup_mma_wait(num_outstanding=0, deps=(part_g, part_u))
-                        if QUANT == Q_BLOCK and W_SCALAR:
-                            acc_u = _ws_fma(acc_u, part_u, su)
-                        elif QUANT == Q_BLOCK:
-                            acc_u = acc_u + _scale_block(part_u, a_s, wu_s, False)
-                        else:
-                            acc_u = acc_u + part_u
-                    else:
-                        part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
-                    mbarrier.arrive(empty.index(s), count=1)
+                        wu_s = gl.load(wsu_cols + kk, mask=n_ok, other=0.0)
+                if GATED:
+                    part_g, part_u = warpgroup_mma_wait(num_outstanding=0, deps=(part_g, part_u))
                     if QUANT == Q_BLOCK and W_SCALAR:
-                        acc_g = _ws_fma(acc_g, part_g, sg)
+                        acc_u = _ws_fma(acc_u, part_u, su)
                     elif QUANT == Q_BLOCK:
-                        acc_g = acc_g + _scale_block(part_g, a_s, wg_s, False)
+                        acc_u = acc_u + _scale_block(part_u, a_s, wu_s, False)
                     else:
-                        acc_g = acc_g + part_g
-                    it += 1
+                        acc_u = acc_u + part_u
+                else:
+                    part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
+                mbarrier.arrive(empty.index(s), count=1)
+                if QUANT == Q_BLOCK and W_SCALAR:
+                    acc_g = _ws_fma(acc_g, part_g, sg)
+                elif QUANT == Q_BLOCK:
+                    acc_g = acc_g + _scale_block(part_g, a_s, wg_s, False)
+                else:
+                    acc_g = acc_g + part_g
+                it += 1
 
-            # ---- epilogue: scales, routing weight on input, bias, activation, store by slot ----
-            if SUB_PIPE:  # the four sub-tile sums: gated (gate, up) of two SN-column halves, else quarters
-                _ws_sub_epilogues(acc0, acc1, acc2, acc3, e, pid_m, pid_n * BN, out_ptr, a_scale_ptr, w_scale_ptr,
-                                  bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om,
-                                  stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF,
-                                  HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT,
-                                  MUL_ROUTING_WEIGHT, SN, RCP_DIV, OUT_PADDED, A_PADDED, ZERO_PAD, sub_layout)
-            else:
-                # (ONE_PART, not gated: acc_g and acc_u hold the tile's two column halves, stored in turn)
-                _ws_epilogue(acc_g, acc_u, e, pid_m, pid_n * BN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
-                             topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm,
-                             stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K,
-                             ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN,
-                             RCP_DIV, OUT_PADDED, A_PADDED, ZERO_PAD, layout)
-                if ONE_PART and not GATED:
-                    _ws_epilogue(acc_u, acc_u, e, pid_m, pid_n * BN + PN, out_ptr, a_scale_ptr, w_scale_ptr,
-                                 bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om,
-                                 stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF,
-                                 HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT,
-                                 MUL_ROUTING_WEIGHT, PN, RCP_DIV, OUT_PADDED, A_PADDED, ZERO_PAD, layout)
+        # ---- epilogue: scales, routing weight on input, bias, activation, store by slot ----
+        if SUB_PIPE:  # the four sub-tile sums: gated (gate, up) of two SN-column halves, else quarters
+            _ws_sub_epilogues(acc0, acc1, acc2, acc3, e, pid_m, pid_n * BN, out_ptr, a_scale_ptr, w_scale_ptr,
+                              bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om,
+                              stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF,
+                              HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT,
+                              MUL_ROUTING_WEIGHT, SN, RCP_DIV, OUT_PADDED, A_PADDED, ZERO_PAD, sub_layout)
+        else:
+            # (ONE_PART, not gated: acc_g and acc_u hold the tile's two column halves, stored in turn)
+            _ws_epilogue(acc_g, acc_u, e, pid_m, pid_n * BN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
+                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm,
+                         stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF, HALF_M, TOP_K,
+                         ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, PN,
+                         RCP_DIV, OUT_PADDED, A_PADDED, ZERO_PAD, layout)
+            if ONE_PART and not GATED:
+                _ws_epilogue(acc_u, acc_u, e, pid_m, pid_n * BN + PN, out_ptr, a_scale_ptr, w_scale_ptr,
+                             bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om,
+                             stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit, HALF,
+                             HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT,
+                             MUL_ROUTING_WEIGHT, PN, RCP_DIV, OUT_PADDED, A_PADDED, ZERO_PAD, layout)
+    return it, part_g, part_u
 
 
 @gluon.jit
@@ -774,12 +887,14 @@ def _ws_gemm_kernel(
     GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr = True, RCP_DIV: gl.constexpr = False,
     OUT_PADDED: gl.constexpr = False, A_PADDED: gl.constexpr = False, ZERO_PAD: gl.constexpr = False,
     PIPE: gl.constexpr = False, W_SCALAR: gl.constexpr = False, X_GATHER: gl.constexpr = False,
+    tile_ctr_ptr=0, DYN: gl.constexpr = False,
 ):
     """One grouped GEMM + its epilogue, warp-specialized (see the module docstring). Launch with
     ``num_warps=4`` (the first MMA warpgroup; the second and the loader warp are workers: 12 warps
     after rounding) on ``min(tiles, SMs)`` programs. ``X_GATHER``: the A rows by cp.async from ``x_ptr`` (the
     unsorted rows, row ``slot // TOP_K``, stride ``stride_x``; 16-byte aligned) by a four-warp loader; ``a_desc``
-    then only gives the A tiles' shape and layout."""
+    then only gives the A tiles' shape and layout. ``DYN`` (OPT-IN): tiles by a global counter, ``tile_ctr_ptr``
+    int32 [2] (zeros; left zero), instead of ``program_id + i * num_programs`` (``_ws_loader``)."""
     HALF_M: gl.constexpr = a_desc.block_type.shape[0]
     a0_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     a1_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
@@ -788,20 +903,28 @@ def _ws_gemm_kernel(
     if GATED:
         wu_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
     ready, empty = _ring_barriers(STAGES, 2, 1 + 32 * X_LOADER_WARPS if X_GATHER else 1)
+    TQ: gl.constexpr = STAGES + 2  # (DYN: the tile queue's depth -- the loader may run a few short tiles ahead)
+    tiles = 0
+    tq_ready = 0
+    tq_empty = 0
+    if DYN:
+        tiles = gl.allocate_shared_memory(gl.int32, [TQ, 1], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        tq_ready, tq_empty = _ring_barriers(TQ, 2, 1)
     gl.warp_specialize([
         (_ws_consumer, (a0_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 0, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
-                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR, X_GATHER)),
+                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR, X_GATHER, tiles, tq_ready, tq_empty, DYN, TQ)),
         (_ws_consumer, (a1_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 1, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
-                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR, X_GATHER)),
+                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR, X_GATHER, tiles, tq_ready, tq_empty, DYN, TQ)),
         (_ws_loader, (a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr,
                       block_expert_ptr, num_post_padded_ptr, N, K, num_slots, x_ptr, stride_x, E_LOC, BN, BK, STAGES,
-                      GROUP_M, GATED, SKIP_HALF, TOP_K, X_GATHER)),
+                      GROUP_M, GATED, SKIP_HALF, TOP_K, X_GATHER, tile_ctr_ptr, tiles, tq_ready, tq_empty, DYN,
+                      TQ)),
     ], [4, X_LOADER_WARPS if X_GATHER else 1], [232, 48 if X_GATHER else 40])
