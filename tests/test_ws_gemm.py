@@ -353,7 +353,8 @@ def test_ws_dynamic_tiles_compiles_for_sm90(tmp_path):
 
 def test_ws_dynamic_tiles_switch(monkeypatch):
     """``set_ws_dynamic_tiles``: off by default, bools only, ``FUSEDMOE_WS_DYN=1`` starts a process with it on; the
-    launch passes ``DYN`` and, when on, a zeroed int32 [2] counter pair (cached per device and stream when eager)."""
+    launch passes ``DYN`` and, when on, a zeroed int32 [2] counter pair -- eager, two cached a device and stream,
+    taken in turn; under capture (here: not CUDA) a fresh one."""
     from gluon_sm90 import LaunchCapture
 
     from fusedmoe.backends import triton_moe as tm
@@ -365,6 +366,8 @@ def test_ws_dynamic_tiles_switch(monkeypatch):
         tm.set_ws_dynamic_tiles(1)
     assert tm.set_ws_dynamic_tiles(False) is False  # the default
     env_starts("set_ws_dynamic_tiles", "FUSEDMOE_WS_DYN", {"1": True, "0": False, "": False})
+    a, b = tm._ws_tile_counters(torch.device("cpu")), tm._ws_tile_counters(torch.device("cpu"))
+    assert a.tolist() == b.tolist() == [0, 0] and a is not b and a.dtype == torch.int32
     ctr = torch.zeros(2, dtype=torch.int32)
     monkeypatch.setattr(tm, "_ws_tile_counters", lambda device: ctr)
     E, K, NB, BM, N, TK = 4, 256, 3, 128, 768, 4096
@@ -1095,6 +1098,16 @@ def test_gpu_ws_padded_handoff_same_bits():
         assert cap["padded"] is expect, (wfmt, static)
 
 
+def _ws_both_configs(wfmt, gated: bool) -> list:
+    """Configs with both GEMMs warp-specialized for the same-bits tests of a switch: the default tiles, and for FP8
+    per tensor / channel the pipelined and the wide ones."""
+    cfgs = [bf16_config(gated)] if wfmt is Format.BF16 else [moe_config(gated, gemm2=True)]
+    if wfmt in WS_FMTS:
+        cfgs.append(MoEKernelConfig(ws_pipelined(ws_config(gated), wfmt), ws_pipelined(ws_config(False), wfmt)))
+        cfgs.append(MoEKernelConfig(ws_config(gated, bn=128 if gated else 256), ws_config(False, bn=256)))
+    return cfgs
+
+
 @gpu
 @pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK, Format.BF16],
                          ids=lambda f: f.name)
@@ -1118,11 +1131,7 @@ def test_gpu_ws_x_gather_same_bits(wfmt, monkeypatch):
     H, I = (768, 256) if wfmt is Format.FP8_BLOCK else (704, 192)
     for act in (Activation.SWIGLU, Activation.RELU2):
         gated = act.is_gated
-        cfgs = [bf16_config(gated)] if wfmt is Format.BF16 else [moe_config(gated, gemm2=True)]
-        if wfmt in WS_FMTS:
-            cfgs.append(MoEKernelConfig(ws_pipelined(ws_config(gated), wfmt), ws_pipelined(ws_config(False), wfmt)))
-            cfgs.append(MoEKernelConfig(ws_config(gated, bn=128 if gated else 256), ws_config(False, bn=256)))
-        for cfg in cfgs:
+        for cfg in _ws_both_configs(wfmt, gated):
             for T, K, seed, handoff in ((160, 4, 41, True), (600, 4, 42, False), (900, 1, 43, True)):
                 prob = make_problem(T=T, H=H, I=I, I_pad=I, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype, offset=8,
                                     E_glob=24 if K > 1 else 32, seed=seed)
@@ -1158,11 +1167,7 @@ def test_gpu_ws_dynamic_tiles_same_bits(wfmt):
     H, I = (768, 256) if wfmt is Format.FP8_BLOCK else (704, 192)
     for act in (Activation.SWIGLU, Activation.RELU2):
         gated = act.is_gated
-        cfgs = [bf16_config(gated)] if wfmt is Format.BF16 else [moe_config(gated, gemm2=True)]
-        if wfmt in WS_FMTS:
-            cfgs.append(MoEKernelConfig(ws_pipelined(ws_config(gated), wfmt), ws_pipelined(ws_config(False), wfmt)))
-            cfgs.append(MoEKernelConfig(ws_config(gated, bn=128 if gated else 256), ws_config(False, bn=256)))
-        for cfg in cfgs:
+        for cfg in _ws_both_configs(wfmt, gated):
             for T, K, seed, xg in ((4000, 4, 71, False), (1500, 4, 72, True), (3000, 1, 73, False), (40, 4, 74, True)):
                 prob = make_problem(T=T, H=H, I=I, I_pad=I, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype, offset=8,
                                     E_glob=24 if K > 1 else 32, seed=seed)
@@ -1173,8 +1178,8 @@ def test_gpu_ws_dynamic_tiles_same_bits(wfmt):
                                       graph=I if act is Activation.SWIGLU and T == 1500 else None)
                 finally:
                     tm.set_ws_x_gather(prev_xg)
-                for ctr in tm._WS_DYN["counters"].values():
-                    assert ctr.tolist() == [0, 0], (act, T, K, ctr.tolist())
+                for pairs in tm._WS_DYN["counters"].values():
+                    assert [c.tolist() for c in pairs] == [[0, 0]] * 2, (act, T, K, pairs)
 
 
 @contextlib.contextmanager

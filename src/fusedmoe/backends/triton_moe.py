@@ -660,23 +660,26 @@ def set_ws_dynamic_tiles(enabled: bool) -> bool:
     the same weight tiles together (persistent programs with static tiles drift apart: DeepSeek-V3 FP8 at 8192
     tokens read 10.0 GB from DRAM for ~8 GB of data with the 2 x 64 GEMM1 tile, 13.4 GB with the 2 x 128 one --
     forty-third session), and programs that drew short tiles (half-empty blocks) take more. The counters (int32
-    [2]) are left at zero by the kernel; eager calls reuse one pair per (device, stream), a CUDA graph captures a
+    [2]) are left at zero by the kernel; eager calls take turns between two pairs per (device, stream) -- consecutive
+    launches never share one, should a launch ever start before the last one ends -- and a CUDA graph captures a
     zeroed pair of its own. Same tiles, same arithmetic: the same bits. Returns the previous setting."""
     return _swap_bool(_WS_DYN, enabled)
 
 
 def _ws_tile_counters(device: torch.device) -> torch.Tensor:
-    """Zeroed int32 [2] tile counters for one ``DYN`` launch (:func:`set_ws_dynamic_tiles`): eager, a pair cached
-    per (device, stream) -- launches on one stream run in order and each leaves them at zero; while a CUDA graph is
-    captured, a fresh zeroed pair (a graph may be replayed beside another)."""
+    """Zeroed int32 [2] tile counters for one ``DYN`` launch (:func:`set_ws_dynamic_tiles`): eager, one of two pairs
+    cached per (device, stream), in turn -- each launch leaves its pair at zero, and consecutive launches (GEMM1,
+    GEMM2) get different pairs; while a CUDA graph is captured, a fresh zeroed pair (a graph may be replayed beside
+    another)."""
     if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
         return torch.zeros(2, dtype=torch.int32, device=device)
     key = (device.index if device.index is not None else torch.cuda.current_device(),
            torch.cuda.current_stream(device).cuda_stream)
-    ctr = _WS_DYN["counters"].get(key)
-    if ctr is None:
-        ctr = _WS_DYN["counters"][key] = torch.zeros(2, dtype=torch.int32, device=device)
-    return ctr
+    pairs = _WS_DYN["counters"].get(key)
+    if pairs is None:
+        pairs = _WS_DYN["counters"][key] = [torch.zeros(2, dtype=torch.int32, device=device) for _ in range(2)]
+    pairs.reverse()
+    return pairs[0]
 
 
 def set_ws_pipelined_promotion(enabled: bool) -> bool:
