@@ -644,40 +644,32 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
     n_k = gl.cdiv(K, BK)
     part_g = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
     part_u = gl.zeros((HALF_M, PN), dtype=gl.float32, layout=layout)
+    rt = (out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr,
+          N, K, num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit)
     it = 0
     if DYN:
         q = 0
         t = _ws_tile_take(tiles, tq_ready, tq_empty, q, TQ)
         while t < num_m * num_n:
             it, part_g, part_u = _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, wu_bufs,
-                                                  ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
-                                                  out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, N, K,
-                                                  num_slots, stride_om, stride_asm,
-                                                  stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit,
-                                                  HALF, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE,
-                                                  HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES,
-                                                  GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED, A_PADDED, ZERO_PAD, PIPE,
-                                                  W_SCALAR, X_GATHER)
+                                                  ready, empty, rt, HALF, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT,
+                                                  OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
+                                                  BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED, A_PADDED,
+                                                  ZERO_PAD, PIPE, W_SCALAR, X_GATHER)
             q += 1
             t = _ws_tile_take(tiles, tq_ready, tq_empty, q, TQ)
     else:
         for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
             it, part_g, part_u = _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, wu_bufs,
-                                                  ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
-                                                  out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, N, K,
-                                                  num_slots, stride_om, stride_asm,
-                                                  stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit,
-                                                  HALF, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE,
-                                                  HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES,
-                                                  GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED, A_PADDED, ZERO_PAD, PIPE,
-                                                  W_SCALAR, X_GATHER)
+                                                  ready, empty, rt, HALF, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT,
+                                                  OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
+                                                  BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED, A_PADDED,
+                                                  ZERO_PAD, PIPE, W_SCALAR, X_GATHER)
 
 
 @gluon.jit
-def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr,
-                     a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr,
-                     N, K, num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
-                     act_limit, HALF: gl.constexpr, HALF_M: gl.constexpr, TOP_K: gl.constexpr, E_LOC: gl.constexpr,
+def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, wu_bufs, ready, empty, rt,
+                     HALF: gl.constexpr, HALF_M: gl.constexpr, TOP_K: gl.constexpr, E_LOC: gl.constexpr,
                      ACT: gl.constexpr, GATED: gl.constexpr, QUANT: gl.constexpr, OUT_Q: gl.constexpr,
                      ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
                      MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
@@ -686,7 +678,10 @@ def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, 
                      X_GATHER: gl.constexpr):
     """:func:`_ws_consumer`'s work for tile ``t``: its K blocks from ring step ``it`` on, then its epilogue (nothing
     for a tile of a non-local expert; the ring kept in step for a half it skips). ``part_g`` / ``part_u``: the
-    partial-sum registers, carried from tile to tile. Returns (the next ring step, part_g, part_u)."""
+    partial-sum registers, carried from tile to tile; ``rt``: the consumer's runtime arguments from ``out_ptr`` to
+    ``act_limit`` (but ``num_post_padded_ptr``). Returns (the next ring step, part_g, part_u)."""
+    out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, N, K, \
+        num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit = rt
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
     ONE_PART: gl.constexpr = QUANT != Q_NONE and ((GATED and BN == 128) or ((not GATED) and BN == 256))
     PN: gl.constexpr = BN // 2 if ONE_PART and not GATED else BN  # columns of one accumulator
