@@ -46,8 +46,9 @@ thirty-eighth session, instead of one scale a tile: ``set_block_w1(False)``; sam
 decode align letting the next grid launch only as its programs exit, as before the fortieth session:
 ``set_align_early_trigger(False)``; same bits); ``fusedmoe-noxg`` / ``fusedmoe-xg`` (the warp-specialized prefill
 GEMMs' input rows always by a gather launch / always copied by the kernel, against the default rule,
-``set_ws_x_gather(False / True)``; same bits); ``fusedmoe-dyn`` (the warp-specialized prefill GEMMs' tiles by a
-global counter, ``set_ws_dynamic_tiles(True)``; same bits).
+``set_ws_x_gather(False / True)``; same bits); ``fusedmoe-nodyn`` / ``fusedmoe-dyn`` (the warp-specialized prefill
+GEMMs' tiles always by a fixed stride / always by a global counter, against the default rule,
+``set_ws_dynamic_tiles(False / True)``; same bits).
 """
 
 import torch
@@ -274,6 +275,7 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-noxg": _with_setting("set_ws_x_gather", False),
          "fusedmoe-xg": _with_setting("set_ws_x_gather", True),
          "fusedmoe-dyn": _with_setting("set_ws_dynamic_tiles", True),
+         "fusedmoe-nodyn": _with_setting("set_ws_dynamic_tiles", False),
          "fusedmoe-ws-noblkscalar": _with_setting("set_ws_block_scalar_scales", False,
                                                 _config_peer(_ws(True), "the warp-specialized kernels", _WS_DTYPES)),
          "fusedmoe-notrim": _with_setting("set_trim_stages", False),

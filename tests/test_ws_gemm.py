@@ -351,48 +351,67 @@ def test_ws_dynamic_tiles_compiles_for_sm90(tmp_path):
         assert 0 < v["True"] - v["False"] <= 512, (key, v)
 
 
-def test_ws_dynamic_tiles_switch(monkeypatch):
-    """``set_ws_dynamic_tiles``: off by default, bools only, ``FUSEDMOE_WS_DYN=1`` starts a process with it on; the
-    launch passes ``DYN`` and, when on, a zeroed int32 [2] counter pair -- eager, two cached a device and stream,
-    taken in turn; under capture (here: not CUDA) a fresh one."""
+def test_ws_dynamic_tiles_switch_and_rule(monkeypatch):
+    """``set_ws_dynamic_tiles``: "auto" by default, True or False, nothing else; ``FUSEDMOE_WS_DYN=1`` / ``0`` start
+    a process forced on / off. "auto" takes ``kernel_configs.ws_dynamic_tiles_auto`` per GEMM -- FP8 weights (per
+    tensor, per channel, blocks) with at least 64 local experts, never 16-bit ones. The launch passes ``DYN`` and,
+    when on, a zeroed int32 [2] counter pair -- eager, two cached a device and stream, taken in turn; under capture
+    (here: not CUDA) a fresh one."""
     from gluon_sm90 import LaunchCapture
 
     from fusedmoe.backends import triton_moe as tm
+    from fusedmoe.backends.kernel_configs import WS_DYN_MIN_EXPERTS, ws_dynamic_tiles_auto
     from fusedmoe.config import ActivationParams
     from fusedmoe.formats.tensor import QuantizedTensor
     from fusedmoe.kernels import _ws_gemm as ws
 
-    with pytest.raises(TypeError, match="bool"):
-        tm.set_ws_dynamic_tiles(1)
-    assert tm.set_ws_dynamic_tiles(False) is False  # the default
-    env_starts("set_ws_dynamic_tiles", "FUSEDMOE_WS_DYN", {"1": True, "0": False, "": False})
+    prev = tm.set_ws_dynamic_tiles(True)
+    try:
+        assert prev == "auto"
+        for bad in (1, 0, 1.0, "on", None):
+            with pytest.raises(TypeError, match="True, False or 'auto'"):
+                tm.set_ws_dynamic_tiles(bad)
+        assert tm.set_ws_dynamic_tiles(False) is True and tm.set_ws_dynamic_tiles("auto") is False
+    finally:
+        tm.set_ws_dynamic_tiles(prev)
+    env_starts("set_ws_dynamic_tiles", "FUSEDMOE_WS_DYN", {"1": True, "0": False, "": "auto", "auto": "auto"})
+    # the rule: DeepSeek-V3 / MiniMax-M2 / Qwen3-30B FP8 (256 / 128 experts) yes; Mixtral (8) and 16-bit weights no
+    assert WS_DYN_MIN_EXPERTS == 64
+    for fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK):
+        assert ws_dynamic_tiles_auto(fmt, 256) and ws_dynamic_tiles_auto(fmt, 64) and not ws_dynamic_tiles_auto(fmt, 63)
+        assert not ws_dynamic_tiles_auto(fmt, 8)
+    assert not ws_dynamic_tiles_auto(Format.BF16, 256) and not ws_dynamic_tiles_auto(Format.MXFP4, 256)
     a, b = tm._ws_tile_counters(torch.device("cpu")), tm._ws_tile_counters(torch.device("cpu"))
     assert a.tolist() == b.tolist() == [0, 0] and a is not b and a.dtype == torch.int32
     ctr = torch.zeros(2, dtype=torch.int32)
     monkeypatch.setattr(tm, "_ws_tile_counters", lambda device: ctr)
-    E, K, NB, BM, N, TK = 4, 256, 3, 128, 768, 4096
+    K, NB, BM, N, TK = 256, 3, 128, 768, 4096
 
-    def launch():
+    def launch(E, fmt=Format.FP8_TENSOR):
         cap = LaunchCapture()
         monkeypatch.setattr(ws, "_ws_gemm_kernel", cap)
-        w = QuantizedTensor(torch.zeros(E, 2 * N, K, dtype=torch.float8_e4m3fn), Format.FP8_TENSOR, torch.ones(E))
+        dt = torch.bfloat16 if fmt is Format.BF16 else torch.float8_e4m3fn
+        w = QuantizedTensor(torch.zeros(E, 2 * N, K, dtype=dt), fmt, None if fmt is Format.BF16 else torch.ones(E))
         al = tm.AlignResult(torch.zeros(NB * BM, dtype=torch.int32), torch.zeros(NB, dtype=torch.int32),
                             torch.zeros(1, dtype=torch.int32), BM, NB)
-        tm._ws_gemm(ws_config(True), torch.zeros(TK // 2, K, dtype=torch.float8_e4m3fn), torch.ones(TK), 1, w,
+        tm._ws_gemm(ws_config(True), torch.zeros(TK // 2, K, dtype=dt), torch.ones(TK), 1, w,
                     torch.ones(E), 1, 0, torch.ones(TK), False, torch.ones(TK), torch.ones(TK), 0, al,
                     torch.empty(TK, N, dtype=torch.bfloat16), N, 2, TK, E, 0, True, ActivationParams(), None, False,
                     False, 132)
         (grid, args, kw), = cap.calls
         return kw["DYN"], kw["tile_ctr_ptr"], al
 
-    dyn, ptr, al = launch()
-    assert dyn is False and ptr is al.num_post_padded  # off: a placeholder, never read
-    prev = tm.set_ws_dynamic_tiles(True)
-    try:
-        dyn, ptr, _ = launch()
-        assert dyn is True and ptr is ctr
-    finally:
-        tm.set_ws_dynamic_tiles(prev)
+    for E, fmt, want in ((4, Format.FP8_TENSOR, False), (64, Format.FP8_TENSOR, True), (64, Format.BF16, False)):
+        dyn, ptr, al = launch(E, fmt)  # "auto"
+        assert dyn is want and (ptr is ctr if want else ptr is al.num_post_padded), (E, fmt)  # off: never read
+    for mode in (True, False):
+        prev = tm.set_ws_dynamic_tiles(mode)
+        try:
+            for E in (4, 64):
+                dyn, ptr, al = launch(E)
+                assert dyn is mode and (ptr is ctr if mode else ptr is al.num_post_padded), (mode, E)
+        finally:
+            tm.set_ws_dynamic_tiles(prev)
 
 
 _BLOCK_SCRIPT = _SCRIPT_HEAD + r'''

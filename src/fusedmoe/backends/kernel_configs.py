@@ -827,6 +827,9 @@ _WS_SMEM = 220 * 1024  # the operand ring's budget (Hopper: 227 KB a block, barr
 # expert has at most this many weight rows (gated GEMM1: 2 x the intermediate), or at most this many rows an expert
 WS_X_GATHER_MAX_WEIGHT_ROWS = 2048
 WS_X_GATHER_MAX_ROWS_PER_EXPERT = 64
+# the tiles from a global counter (DYN, triton_moe.set_ws_dynamic_tiles) for FP8 weights from this many local experts
+# (ws_dynamic_tiles_auto: measured between Mixtral's 8, slightly slower, and Qwen3-30B's 128, even)
+WS_DYN_MIN_EXPERTS = 64
 
 
 def ws_x_gather_auto(weight_rows: int, rows_per_expert: float) -> bool:
@@ -839,6 +842,18 @@ def ws_x_gather_auto(weight_rows: int, rows_per_expert: float) -> bool:
     at 8192 tokens (4096 / 7168 rows, 256 an expert) 0.93-0.99x and Mixtral-8x7B (28672 / 4096 rows) 0.94-1.00x --
     those keep the gather."""
     return weight_rows <= WS_X_GATHER_MAX_WEIGHT_ROWS or rows_per_expert <= WS_X_GATHER_MAX_ROWS_PER_EXPERT
+
+
+def ws_dynamic_tiles_auto(weight_format: Format, num_local_experts: int) -> bool:
+    """Whether a warp-specialized 16-bit / FP8 prefill GEMM takes its tiles from a global counter by default
+    (``triton_moe.set_ws_dynamic_tiles`` "auto", ``DYN``): FP8 weights (per tensor, per channel, 128 x 128 blocks)
+    with at least ``WS_DYN_MIN_EXPERTS`` local experts. Measured (H100, forty-fifth session, ``FUSEDMOE_WS_DYN=0|1
+    benchmarks/kernel_breakdown.py``, BENCHMARKS.md): with 256 experts the static tiles drift apart and read an
+    expert's weights more than once -- DeepSeek-V3 FP8 1.01-1.11x at 2048 / 8192 tokens (with the wide 2 x 128
+    GEMM1 tile at 8192 tokens 1.07-1.11x over the static narrow one), MiniMax-M2 1.00-1.07x --; Qwen3-30B-A3B (128
+    experts) and DeepSeek-V3 TP8 (256 experts of 256 columns) within +-1 %; Mixtral-8x7B (8 experts) 0.98-1.02x and
+    16-bit weights 0.97-1.00x (``decode_ab.py --settings default,wsdyn``) -- those keep the static tiles."""
+    return weight_format in WS_PROMOTED_FORMATS and num_local_experts >= WS_DYN_MIN_EXPERTS
 SM90_SMEM_PER_SM = 228 * 1024
 # a decode-kernel program's shared memory besides the ring: barriers and the epilogue's layout conversions (sm_90
 # compile: 4228 B), and the 1 KB the runtime reserves

@@ -105,7 +105,8 @@ from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_persistent, choose_moe_config,
                              held_a_problem, join_gate_up, k_loop_stages, triton_tile, warp_specialized_problem,
                              WS_FP4_FORMATS,
-                             WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config, ws_x_gather_auto,
+                             WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
+                             ws_dynamic_tiles_auto, ws_x_gather_auto,
                              WS_DEC_BLOCK_M, WS_FORMATS, WS_PROMOTED_FORMATS, ws_dec_block_k, ws_dec_config,
                              ws_dec_max_blocks,
                              ws_dec_stage_bytes, ws_dec_max_stages, ws_fp4_dec_stage_bytes, WS_DEC_CTAS,
@@ -629,6 +630,15 @@ _WS_PIPE = {"enabled": os.environ.get("FUSEDMOE_WS_PIPE", "0") == "1"}
 _WS_X_GATHER = {"mode": {"1": True, "0": False}.get(os.environ.get("FUSEDMOE_WS_XGATHER", "auto"), "auto")}
 
 
+def _swap_mode(store: dict, mode, name: str) -> "bool | str":
+    """``store["mode"] = mode`` for the switches with a rule (``True``, ``False`` or ``"auto"``); returns the previous
+    mode."""
+    if not (isinstance(mode, bool) or (isinstance(mode, str) and mode == "auto")):
+        raise TypeError(f"{name}: mode must be True, False or 'auto', got {mode!r}")
+    prev, store["mode"] = store["mode"], mode
+    return prev
+
+
 def set_ws_x_gather(mode) -> "bool | str":
     """Whether the warp-specialized 16-bit / FP8 prefill GEMMs (``kernels/_ws_gemm.py``) read their input rows
     straight from the unsorted rows -- GEMM1 the (quantized) hidden states, row ``slot // top_k``; GEMM2 the
@@ -640,30 +650,29 @@ def set_ws_x_gather(mode) -> "bool | str":
     there; ``True``: every such GEMM; ``False``: none. Where the rows are not 16-byte aligned, or GEMM2 reads GEMM1's
     padded rows (``set_ws_padded_handoff``), the gather stays. Same values in the same tiles: the same bits. Returns
     the previous mode."""
-    if not (isinstance(mode, bool) or (isinstance(mode, str) and mode == "auto")):
-        raise TypeError(f"set_ws_x_gather: mode must be True, False or 'auto', got {mode!r}")
-    prev, _WS_X_GATHER["mode"] = _WS_X_GATHER["mode"], mode
-    return prev
+    return _swap_mode(_WS_X_GATHER, mode, "set_ws_x_gather")
 
 
-# OPT-IN: the warp-specialized prefill GEMMs' tiles by a global counter (set_ws_dynamic_tiles); the counters by
-# (device, stream)
-_WS_DYN = {"enabled": os.environ.get("FUSEDMOE_WS_DYN", "0") == "1", "counters": {}}
+# the warp-specialized prefill GEMMs' tiles by a global counter (set_ws_dynamic_tiles): "auto" (the default:
+# kernel_configs.ws_dynamic_tiles_auto), True, False; the counters by (device, stream)
+_WS_DYN = {"mode": {"1": True, "0": False}.get(os.environ.get("FUSEDMOE_WS_DYN", "auto"), "auto"), "counters": {}}
 
 
-def set_ws_dynamic_tiles(enabled: bool) -> bool:
-    """OPT-IN (forty-fourth session, compiled for sm_90, not yet run on a GPU; ``FUSEDMOE_WS_DYN=1``): the
-    warp-specialized 16-bit / FP8 prefill GEMMs (``kernels/_ws_gemm.py``, ``DYN``) take their tiles from a global
-    counter -- each program's loader fetches the next tile index by a relaxed atomic as it starts a tile and hands
-    it to the consumer warpgroups through a queue in shared memory -- instead of the static ``program_id + i *
-    num_programs``. The tiles in flight then always form one window of the tile walk: an expert's M-blocks load
-    the same weight tiles together (persistent programs with static tiles drift apart: DeepSeek-V3 FP8 at 8192
-    tokens read 10.0 GB from DRAM for ~8 GB of data with the 2 x 64 GEMM1 tile, 13.4 GB with the 2 x 128 one --
-    forty-third session), and programs that drew short tiles (half-empty blocks) take more. The counters (int32
-    [2]) are left at zero by the kernel; eager calls take turns between two pairs per (device, stream) -- consecutive
-    launches never share one, should a launch ever start before the last one ends -- and a CUDA graph captures a
-    zeroed pair of its own. Same tiles, same arithmetic: the same bits. Returns the previous setting."""
-    return _swap_bool(_WS_DYN, enabled)
+def set_ws_dynamic_tiles(mode) -> "bool | str":
+    """Whether the warp-specialized 16-bit / FP8 prefill GEMMs (``kernels/_ws_gemm.py``, ``DYN``; forty-fourth
+    session, measured in the forty-fifth) take their tiles from a global counter -- each program's loader fetches the
+    next tile index by a relaxed atomic as it starts a tile and hands it to the consumer warpgroups through a queue in
+    shared memory -- instead of the static ``program_id + i * num_programs``. The tiles in flight then always form
+    one window of the tile walk: an expert's M-blocks load the same weight tiles together (persistent programs with
+    static tiles drift apart: DeepSeek-V3 FP8 at 8192 tokens read 10.0 GB from DRAM for ~8 GB of data with the 2 x 64
+    GEMM1 tile, 13.4 GB with the 2 x 128 one -- forty-third session), and programs that drew short tiles (half-empty
+    blocks) take more. ``"auto"`` (the default; ``FUSEDMOE_WS_DYN=1`` / ``0`` start a process with ``True`` /
+    ``False``): where :func:`kernel_configs.ws_dynamic_tiles_auto` says -- FP8 weights, many local experts; ``True``:
+    every such GEMM; ``False``: none. The counters (int32 [2]) are left at zero by the kernel; eager calls take turns
+    between two pairs per (device, stream) -- consecutive launches never share one, should a launch ever start
+    before the last one ends -- and a CUDA graph captures a zeroed pair of its own. Same tiles, same arithmetic: the
+    same bits. Returns the previous mode."""
+    return _swap_mode(_WS_DYN, mode, "set_ws_dynamic_tiles")
 
 
 def _ws_tile_counters(device: torch.device) -> torch.Tensor:
@@ -1184,7 +1193,8 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     a_desc = TensorDescriptor.from_tensor(rows, [64, BK], a_layout)
     w_desc = TensorDescriptor.from_tensor(w.data.view(-1, Kd), [c.block_n, BK], w_layout)
     tiles = al.max_blocks * cdiv(N, c.block_n)
-    dyn = _WS_DYN["enabled"]
+    dyn = _WS_DYN["mode"]
+    dyn = ws_dynamic_tiles_auto(w.fmt, E) if dyn == "auto" else dyn
     _ws._ws_gemm_kernel[(max(1, min(tiles, num_sms or 1)),)](
         a_desc, w_desc, out, a_s, w_s, bias, tw_flat, q_scale, al.sorted_ids, al.block_expert, al.num_post_padded,
         N, Kd, TK, out.stride(0), a_s_stride, wse, wsn, bias.stride(0) if has_bias else 0,
