@@ -60,7 +60,7 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN in (
            "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32", "N": "i32", "K": "i32", "num_slots": "i32",
            "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32", "stride_sr": "i32", "stride_om": "i32",
            "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32", "gs_ptr": "*fp32",
-           "stride_sk": "i32"}
+           "stride_sk": "i32", "tile_ctr_ptr": "*i32"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
               ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, CHUNKS=CH, NV=NV,
               SC_AHEAD=SCA, JOIN=JN)
@@ -102,6 +102,50 @@ def test_ws_fp4_compiles_for_sm90(tmp_path):
         need = 4 * _ws_fp4_stage_bytes(int(bt)) + _ws_fp4_fixed_bytes(gated == "True")
         assert need <= int(smem) <= need + 512, (where, smem, need)
         assert 4 * int(full_waits) <= int(gmma), (where, full_waits, gmma)  # serialized: one a wgmma
+
+
+_DYN_SCRIPT = SCRIPT_HEAD + r'''
+from fusedmoe.kernels import _ws_fp4 as k4
+# (ACT, GATED, HAS_BIAS, MUL_ROUTING_WEIGHT, BT, TK, CHUNKS, NV, JOIN): the defaults' shapes, static and DYN
+for ACT, GATED, HB, MRW, BT, TK, CH, NV, JN in ((2, True, True, False, 256, 64, 4, False, True),
+                                                (3, False, False, False, 256, 128, 4, True, True),
+                                                (7, False, False, True, 128, 64, 1, False, False)):
+    XT = BT // CH
+    xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
+    wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
+    sig = {"x_desc": f"tensordesc<bf16[{XT}, 64],{xl}>", "w0_desc": f"tensordesc<i16[64, 16],{wl}>",
+           "out_ptr": "*bf16", "s_ptr": "*fp8e4nv" if NV else "*u8", "bias_ptr": "*fp32", "topk_w_ptr": "*fp32",
+           "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32", "N": "i32",
+           "K": "i32", "num_slots": "i32", "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32",
+           "stride_sr": "i32", "stride_om": "i32", "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32",
+           "act_limit": "fp32", "gs_ptr": "*fp32", "stride_sk": "i32", "tile_ctr_ptr": "*i32"}
+    for DYN in (False, True):
+        cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=MRW,
+                  ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=not NV, BK=64, TK=TK, STAGES=4, GROUP_M=8, CHUNKS=CH,
+                  NV=NV, SC_AHEAD=True, JOIN=JN, DYN=DYN)
+        k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
+        print(ACT, NV, BT, DYN, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"), sass.count("ATOMG.E.ADD"),
+              sass.count("MEMBAR.ALL.GPU"), k.metadata.shared, sass.count("HGMMA.64x"), sep="|", flush=True)
+'''
+
+
+def test_ws_fp4_dynamic_tiles_compiles_for_sm90(tmp_path):
+    """``DYN`` in the FP4 prefill kernel (``set_ws_dynamic_tiles(True)``; ``_ws_gemm_kernel``'s loader and tile
+    queue): the relaxed tile fetches (``ATOMG.E.ADD``: the first, one a tile, the finished count) and one acq_rel
+    fence (``MEMBAR.ALL.GPU``) only when on; 12 warps, no spills, the queue's few hundred bytes of shared memory more,
+    the same wgmmas."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _DYN_SCRIPT)
+    assert len(rows) == 6, rows
+    by = {}
+    for act, nv, bt, dyn, warps, spills, atomics, membars, shared, gmma in rows:
+        on = dyn == "True"
+        where = (act, nv, bt, dyn)
+        assert int(warps) == 12 and int(spills) == 0, (where, warps, spills)
+        assert int(atomics) == (3 if on else 0) and int(membars) == (1 if on else 0), (where, atomics, membars)
+        by.setdefault((act, nv, bt), {})[on] = (int(shared), int(gmma))
+    for key, v in by.items():
+        assert 0 < v[True][0] - v[False][0] <= 512 and v[True][1] == v[False][1], (key, v)
 
 
 # ---- CPU: config rules and refusals ----------------------------------------------------------------
@@ -392,6 +436,17 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     assert (b["CHUNKS"], b["NV"], b["OUT_PADDED"], b["MUL_ROUTING_WEIGHT"], b["TK"]) == (chunks, fmt is Format.NVFP4,
                                                                                         padded, True, tk)
     assert b["SC_AHEAD"] is ahead and b["JOIN"] is join
+    assert b["DYN"] is False and b["tile_ctr_ptr"] is al.num_post_padded  # "auto": never FP4 (not yet measured)
+    prev_dyn = triton_moe.set_ws_dynamic_tiles(True)  # forced on: the tiles by a global counter here too
+    try:
+        triton_moe._ws_fp4_gemm(cfg, rows, w, tw, False, tw, al, out, N, 1, TK, 4, 7, False,
+                                triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw, a_padded=True,
+                                out_padded=padded)
+    finally:
+        triton_moe.set_ws_dynamic_tiles(prev_dyn)
+    b = sig.bind(*cap.calls[1][1], **{k: v for k, v in cap.calls[1][2].items() if k != "num_warps"}).arguments
+    ctr = b["tile_ctr_ptr"]
+    assert b["DYN"] is True and ctr.dtype == torch.int32 and ctr.tolist() == [0, 0]
 
 @gpu
 @pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
@@ -487,6 +542,30 @@ def test_gpu_ws_fp4_scales_ahead_same_bits(act, fmt):
             triton_moe.set_ws_fp4_scales_ahead(prev)
         assert torch.equal(ahead, in_step), (T, bm)
         _ep_check(c, ahead, hidden, W, topk, (T, bm))
+
+
+@gpu
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
+def test_gpu_ws_fp4_dynamic_tiles_same_bits(act, fmt):
+    """Tiles by a global counter (``set_ws_dynamic_tiles(True)``) give the bits of the static tiles: the same tiles,
+    the same arithmetic. 128- and 256-token tiles (the 256-token ones in joined chunks), fewer tiles than programs
+    (300 tokens) and several a program (3000: ~1500 rows an expert), gated with biases and non-gated, expert
+    parallelism; the cached counters left at zero; within the reference's bound."""
+    for T, bm in ((300, 128), (3000, 128), (3000, 256)):
+        c, hidden, W, topk = _ep_case(act, fmt, T, 29)
+        prev = triton_moe.set_ws_dynamic_tiles(False)
+        try:
+            static = _ws_call(hidden, W, topk, offset=2, block_m=bm)
+            triton_moe.set_ws_dynamic_tiles(True)
+            counted = _ws_call(hidden, W, topk, offset=2, block_m=bm)
+            again = _ws_call(hidden, W, topk, offset=2, block_m=bm)  # (the counters reset by the launches before)
+        finally:
+            triton_moe.set_ws_dynamic_tiles(prev)
+        assert torch.equal(counted, static) and torch.equal(again, static), (T, bm)
+        for pairs in triton_moe._WS_DYN["counters"].values():
+            assert [p.tolist() for p in pairs] == [[0, 0]] * 2, (T, bm, pairs)
+        _ep_check(c, counted, hidden, W, topk, (T, bm))
 
 
 @gpu

@@ -852,7 +852,8 @@ def ws_dynamic_tiles_auto(weight_format: Format, num_local_experts: int) -> bool
     expert's weights more than once -- DeepSeek-V3 FP8 1.01-1.11x at 2048 / 8192 tokens (with the wide 2 x 128
     GEMM1 tile at 8192 tokens 1.07-1.11x over the static narrow one), MiniMax-M2 1.00-1.07x --; Qwen3-30B-A3B (128
     experts) and DeepSeek-V3 TP8 (256 experts of 256 columns) within +-1 %; Mixtral-8x7B (8 experts) 0.98-1.02x and
-    16-bit weights 0.97-1.00x (``decode_ab.py --settings default,wsdyn``) -- those keep the static tiles."""
+    16-bit weights 0.97-1.00x (``decode_ab.py --settings default,wsdyn``) -- those keep the static tiles. FP4
+    weights (the FP4 prefill kernel's ``DYN``, forty-fifth session) are not measured yet: static."""
     return weight_format in WS_PROMOTED_FORMATS and num_local_experts >= WS_DYN_MIN_EXPERTS
 SM90_SMEM_PER_SM = 228 * 1024
 # a decode-kernel program's shared memory besides the ring: barriers and the epilogue's layout conversions (sm_90

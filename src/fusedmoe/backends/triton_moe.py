@@ -659,20 +659,31 @@ _WS_DYN = {"mode": {"1": True, "0": False}.get(os.environ.get("FUSEDMOE_WS_DYN",
 
 
 def set_ws_dynamic_tiles(mode) -> "bool | str":
-    """Whether the warp-specialized 16-bit / FP8 prefill GEMMs (``kernels/_ws_gemm.py``, ``DYN``; forty-fourth
-    session, measured in the forty-fifth) take their tiles from a global counter -- each program's loader fetches the
-    next tile index by a relaxed atomic as it starts a tile and hands it to the consumer warpgroups through a queue in
-    shared memory -- instead of the static ``program_id + i * num_programs``. The tiles in flight then always form
-    one window of the tile walk: an expert's M-blocks load the same weight tiles together (persistent programs with
-    static tiles drift apart: DeepSeek-V3 FP8 at 8192 tokens read 10.0 GB from DRAM for ~8 GB of data with the 2 x 64
-    GEMM1 tile, 13.4 GB with the 2 x 128 one -- forty-third session), and programs that drew short tiles (half-empty
-    blocks) take more. ``"auto"`` (the default; ``FUSEDMOE_WS_DYN=1`` / ``0`` start a process with ``True`` /
-    ``False``): where :func:`kernel_configs.ws_dynamic_tiles_auto` says -- FP8 weights, many local experts; ``True``:
-    every such GEMM; ``False``: none. The counters (int32 [2]) are left at zero by the kernel; eager calls take turns
-    between two pairs per (device, stream) -- consecutive launches never share one, should a launch ever start
-    before the last one ends -- and a CUDA graph captures a zeroed pair of its own. Same tiles, same arithmetic: the
-    same bits. Returns the previous mode."""
+    """Whether the warp-specialized 16-bit / FP8 prefill GEMMs (``kernels/_ws_gemm.py``, ``DYN``; forty-fourth session,
+    measured in the forty-fifth) take their tiles from a global counter -- each program's loader fetches the next tile
+    index by a relaxed atomic as it starts a tile and hands it to the consumer warpgroups through a queue in shared
+    memory -- instead of the static ``program_id + i * num_programs``. The tiles in flight then always form one window
+    of the tile walk: an expert's M-blocks load the same weight tiles together (persistent programs with static tiles
+    drift apart: DeepSeek-V3 FP8 at 8192 tokens read 10.0 GB from DRAM for ~8 GB of data with the 2 x 64 GEMM1 tile,
+    13.4 GB with the 2 x 128 one -- forty-third session), and programs that drew short tiles (half-empty blocks) take
+    more. ``"auto"`` (the default; ``FUSEDMOE_WS_DYN=1`` / ``0`` start a process with ``True`` / ``False``): where
+    :func:`kernel_configs.ws_dynamic_tiles_auto` says -- FP8 weights, many local experts; ``True``: every such GEMM, and
+    the FP4 x BF16 prefill GEMMs (``kernels/_ws_fp4.py``, forty-fifth session: compiled for sm_90, not yet run on a GPU
+    -- "auto" leaves them static); ``False``: none. The counters (int32 [2]) are left at zero by the kernel; eager calls
+    take turns between two pairs per (device, stream) -- consecutive launches never share one, should a launch ever
+    start before the last one ends -- and a CUDA graph captures a zeroed pair of its own. Same tiles, same arithmetic:
+    the same bits. Returns the previous mode."""
     return _swap_mode(_WS_DYN, mode, "set_ws_dynamic_tiles")
+
+
+def _ws_dynamic_args(weight_format: Format, E: int, al: "AlignResult") -> dict:
+    """The prefill kernels' ``DYN`` launch arguments (``_ws_gemm_kernel``, ``_ws_fp4_kernel``): whether their tiles
+    come from a global counter (:func:`set_ws_dynamic_tiles`; "auto": :func:`kernel_configs.ws_dynamic_tiles_auto`
+    for ``E`` local experts -- never FP4 weights so far) and the counters (off: a placeholder, never read)."""
+    mode = _WS_DYN["mode"]
+    dyn = ws_dynamic_tiles_auto(weight_format, E) if mode == "auto" else mode
+    device = al.num_post_padded.device
+    return dict(tile_ctr_ptr=_ws_tile_counters(device) if dyn else al.num_post_padded, DYN=dyn)
 
 
 def _ws_tile_counters(device: torch.device) -> torch.Tensor:
@@ -1193,8 +1204,6 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     a_desc = TensorDescriptor.from_tensor(rows, [64, BK], a_layout)
     w_desc = TensorDescriptor.from_tensor(w.data.view(-1, Kd), [c.block_n, BK], w_layout)
     tiles = al.max_blocks * cdiv(N, c.block_n)
-    dyn = _WS_DYN["mode"]
-    dyn = ws_dynamic_tiles_auto(w.fmt, E) if dyn == "auto" else dyn
     _ws._ws_gemm_kernel[(max(1, min(tiles, num_sms or 1)),)](
         a_desc, w_desc, out, a_s, w_s, bias, tw_flat, q_scale, al.sorted_ids, al.block_expert, al.num_post_padded,
         N, Kd, TK, out.stride(0), a_s_stride, wse, wsn, bias.stride(0) if has_bias else 0,
@@ -1204,8 +1213,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
         SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], OUT_PADDED=out_padded,
         A_PADDED=a_scales_padded, ZERO_PAD=out_padded and _WS_ZERO_PAD_ROWS,
-        PIPE=pipe, W_SCALAR=w_scalar, X_GATHER=x_gather,
-        tile_ctr_ptr=_ws_tile_counters(a.device) if dyn else al.num_post_padded, DYN=dyn, num_warps=4)
+        PIPE=pipe, W_SCALAR=w_scalar, X_GATHER=x_gather, **_ws_dynamic_args(w.fmt, E, al), num_warps=4)
 
 
 # ---- the warp-specialized 16-bit / FP8 GEMMs at decode (opt-in) -----------------------------------------------
@@ -1841,7 +1849,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
         GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
-        num_warps=4)
+        **_ws_dynamic_args(w.fmt, E, al), num_warps=4)
 
 
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,

@@ -37,7 +37,8 @@ Tiles: NC output columns (gated 64: warpgroup h computes gate rows n0 + 32 h + [
 same up rows in one 64-row MMA tile -- gate in its rows 0-31, up in 32-63 -- so its epilogue pairs
 them; non-gated 128: warpgroup h rows n0 + 64 h + [0, 64)) x BT token rows. Persistent
 (``program_id, program_id + num_programs, ...`` over the (M-block, column tile) grid in GROUP_M
-bands), blocks of experts >= E_LOC skipped by all partitions (their rows are the launcher's).
+bands; or, with ``DYN``, the order of a global counter -- ``_ws_gemm``'s tile queue), blocks of experts >= E_LOC
+skipped by all partitions (their rows are the launcher's).
 
 Conversion (``_blockscaled._e2m1x4_bf16_nib``, the library's PTX converter on 16-bit words; SWZ:
 the bit-swizzled words of ExpertWeights' default layout): e2m1 times the block scale exactly in
@@ -59,7 +60,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 from . import _blockscaled as _bs
 from ._moe_gemm import _activation, _tile_ids
-from ._ws_gemm import _ring_barriers
+from ._ws_gemm import _ring_barriers, _ws_tile_publish, _ws_tile_take, _ws_tiles_done
 
 _MX_FOLD_EXP_BIAS = gl.constexpr(110)  # _blockscaled._MX_FOLD_EXP_BIAS
 _NV_SCALE_BIAS = gl.constexpr(2.0 ** 110)  # _blockscaled._NIB_SCALE_BIAS
@@ -90,48 +91,77 @@ def _fp4_x(x_bufs, s, c0: gl.constexpr, n: gl.constexpr, XT: gl.constexpr, CHUNK
 def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr,
                 num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC: gl.constexpr, NC: gl.constexpr,
                 BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
-                CHUNKS: gl.constexpr, JOIN: gl.constexpr):
+                CHUNKS: gl.constexpr, JOIN: gl.constexpr, tile_ctr_ptr=0, tiles=0, tq_ready=0, tq_empty=0,
+                DYN: gl.constexpr = False, TQ: gl.constexpr = 1):
     """TMA producer (one warp): per K step the [BT, BK] input tile and the tile's two 64-row weight boxes (gated:
     gate rows n0 + [0, 64) and up rows N + n0 + [0, 64); otherwise rows n0 + [0, 128)) into the ring. With
     ``CHUNKS`` > 1 the input tile is that many chunks of BT / CHUNKS rows (``x_desc``'s box), only the chunks that
-    hold real rows loaded (an expert's last block holds its rows first)."""
+    hold real rows loaded (an expert's last block holds its rows first). ``DYN`` (``_ws_gemm._ws_loader``'s): the
+    tiles from a global counter, fetched a tile ahead and handed to the consumers through the tile queue."""
+    XT: gl.constexpr = x_desc.block_type.shape[0]
+    num_m = gl.load(num_post_padded_ptr) // (XT * CHUNKS)
+    num_n = gl.cdiv(N, NC)
+    n_k = K // BK
+    it = 0
+    if DYN:
+        q = 0
+        t = gl.atomic_add(tile_ctr_ptr, 1, sem="relaxed")
+        while t < num_m * num_n:
+            _ws_tile_publish(tiles, tq_ready, tq_empty, q, t, TQ, 1)
+            q += 1
+            t_next = gl.atomic_add(tile_ctr_ptr, 1, sem="relaxed")  # (its round trip behind the ring's lead)
+            it = _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
+                                block_expert_ptr, N, num_slots, R_TILES, K_PIECES, t, num_m, num_n, n_k, it, E_LOC,
+                                BK, TK, STAGES, GROUP_M, GATED, CHUNKS, JOIN)
+            t = t_next
+        _ws_tiles_done(tile_ctr_ptr, tiles, tq_ready, tq_empty, q, t, TQ, 1)
+    else:
+        for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+            it = _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
+                                block_expert_ptr, N, num_slots, R_TILES, K_PIECES, t, num_m, num_n, n_k, it, E_LOC,
+                                BK, TK, STAGES, GROUP_M, GATED, CHUNKS, JOIN)
+
+
+@gluon.jit
+def _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr, N,
+                   num_slots, R_TILES, K_PIECES, t, num_m, num_n, n_k, it, E_LOC: gl.constexpr, BK: gl.constexpr,
+                   TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
+                   CHUNKS: gl.constexpr, JOIN: gl.constexpr):
+    """:func:`_fp4_loader`'s work for tile ``t``: every K step's operands into the ring from ring step ``it`` on
+    (nothing for a block of a non-local expert). Returns the next ring step."""
     XT: gl.constexpr = x_desc.block_type.shape[0]
     BT: gl.constexpr = XT * CHUNKS
     wbytes: gl.constexpr = 2 * w0_desc.block_type.nbytes
     xbytes: gl.constexpr = x_desc.block_type.nbytes
-    num_m = gl.load(num_post_padded_ptr) // BT
-    num_n = gl.cdiv(N, NC)
-    n_k = K // BK
-    it = 0
-    for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
-        pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
-        e = gl.load(block_expert_ptr + pid_m)
-        if e < E_LOC:
-            if GATED:
-                rt0 = pid_n  # NC = 64: one row tile of gate rows, the same of up rows
-                rt1 = N // 64 + pid_n
-            else:
-                rt0 = pid_n * 2
-                rt1 = rt0 + 1
-            base0 = (e * R_TILES + rt0) * K_PIECES
-            base1 = (e * R_TILES + rt1) * K_PIECES
-            n_ch = 1
-            if CHUNKS > 1:
-                n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS)
-            for kk in range(n_k):
-                piece = (kk * BK) // TK
-                col = ((kk * BK) % TK) // 4
-                s = it % STAGES
-                mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
-                bar = ready.index(s)
-                for c in gl.static_range(1, CHUNKS + 1):  # one of them: arrive + the step's bytes
-                    mbarrier.expect(bar, wbytes + c * xbytes, pred=n_ch == c)
-                for c in gl.static_range(CHUNKS):
-                    tma.async_copy_global_to_shared(x_desc, [pid_m * BT + c * XT, kk * BK], bar,
-                                                    _fp4_x(x_bufs, s, c, 1, XT, CHUNKS, JOIN), pred=c < n_ch)
-                tma.async_copy_global_to_shared(w0_desc, [(base0 + piece) * 64, col], bar, w0_bufs.index(s))
-                tma.async_copy_global_to_shared(w0_desc, [(base1 + piece) * 64, col], bar, w1_bufs.index(s))
-                it += 1
+    pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
+    e = gl.load(block_expert_ptr + pid_m)
+    if e < E_LOC:
+        if GATED:
+            rt0 = pid_n  # NC = 64: one row tile of gate rows, the same of up rows
+            rt1 = N // 64 + pid_n
+        else:
+            rt0 = pid_n * 2
+            rt1 = rt0 + 1
+        base0 = (e * R_TILES + rt0) * K_PIECES
+        base1 = (e * R_TILES + rt1) * K_PIECES
+        n_ch = 1
+        if CHUNKS > 1:
+            n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS)
+        for kk in range(n_k):
+            piece = (kk * BK) // TK
+            col = ((kk * BK) % TK) // 4
+            s = it % STAGES
+            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
+            bar = ready.index(s)
+            for c in gl.static_range(1, CHUNKS + 1):  # one of them: arrive + the step's bytes
+                mbarrier.expect(bar, wbytes + c * xbytes, pred=n_ch == c)
+            for c in gl.static_range(CHUNKS):
+                tma.async_copy_global_to_shared(x_desc, [pid_m * BT + c * XT, kk * BK], bar,
+                                                _fp4_x(x_bufs, s, c, 1, XT, CHUNKS, JOIN), pred=c < n_ch)
+            tma.async_copy_global_to_shared(w0_desc, [(base0 + piece) * 64, col], bar, w0_bufs.index(s))
+            tma.async_copy_global_to_shared(w0_desc, [(base1 + piece) * 64, col], bar, w1_bufs.index(s))
+            it += 1
+    return it
 
 
 @gluon.jit
@@ -268,13 +298,16 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                   HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
                   ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr,
                   STAGES: gl.constexpr, GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr,
-                  OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, JOIN: gl.constexpr):
+                  OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, tiles=0, tq_ready=0,
+                  tq_empty=0, DYN: gl.constexpr = False, TQ: gl.constexpr = 1):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
     turn), one asynchronous wgmma with the step's input tile, at most one step in flight; then the epilogue.
     ``CHUNKS`` > 1 (``set_ws_fp4_chunks``; MXFP4's default 2 since the thirty-second session): the block's BT token
     rows as that many wgmmas of BT / CHUNKS rows into as many accumulators, only the chunks that hold real rows
     multiplied and stored (an expert's last block
-    holds its rows first; the loader skipped the others' input). Same products, same order: the same bits."""
+    holds its rows first; the loader skipped the others' input). Same products, same order: the same bits. ``DYN``:
+    the tiles in the order the loader fetched them, from the tile queue (``_ws_gemm._ws_tile_take``) until one past
+    the last."""
     XT: gl.constexpr = BT // CHUNKS  # token rows of one wgmma
     BQ: gl.constexpr = BK // 16
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, XT, 16])
@@ -288,25 +321,57 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
     n_k = K // BK
     r = gl.arange(0, RH, layout=gl.SliceLayout(1, sl))
     jq, s_step = _fp4_scale_cols(gl.arange(0, BQ, layout=gl.SliceLayout(0, sl)), stride_sk, NV)  # (BK 64: BQ 4)
+    rt = (x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
+          block_expert_ptr, gs_ptr, N, num_slots, stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta,
+          act_limit, r, jq, s_step, n_k)
     it = 0
-    for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
-        pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
-        e = gl.load(block_expert_ptr + pid_m)
-        if e < E_LOC:
-            n0 = pid_n * NC
-            sc_a, sc_b, ok_a = _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF, GATED)
-            n_ch = 1  # (whole tiles: a constant, the loop below one direct call)
-            if CHUNKS > 1:
-                n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS)
-            # one instance a chunk count, each with only its accumulators live (zeros kept live for unused chunks
-            # made ptxas move them inside the wgmma pipeline and serialize it, C7515)
-            for nch in gl.static_range(1, CHUNKS + 1):
-                if n_ch == nch:
-                    it = _fp4_chunk_tile(nch, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a,
-                                         sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr,
-                                         N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
-                                         CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                                         ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD, JOIN)
+    if DYN:
+        q = 0
+        t = _ws_tile_take(tiles, tq_ready, tq_empty, q, TQ)
+        while t < num_m * num_n:
+            it = _fp4_consume_tile(t, it, num_m, num_n, rt, HALF, XT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
+                                   MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M, CHUNKS, NV,
+                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l)
+            q += 1
+            t = _ws_tile_take(tiles, tq_ready, tq_empty, q, TQ)
+    else:
+        for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
+            it = _fp4_consume_tile(t, it, num_m, num_n, rt, HALF, XT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
+                                   MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M, CHUNKS, NV,
+                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l)
+
+
+@gluon.jit
+def _fp4_consume_tile(t, it, num_m, num_n, rt, HALF: gl.constexpr, XT: gl.constexpr, E_LOC: gl.constexpr,
+                      ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
+                      MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
+                      FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+                      GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr, OUT_PADDED: gl.constexpr,
+                      SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, wl: gl.constexpr, acc_l: gl.constexpr):
+    """:func:`_fp4_consumer`'s work for tile ``t`` (its runtime arguments as the tuple ``rt``): the tile's scale
+    pointers and chunk count, then :func:`_fp4_chunk_tile` (nothing for a block of a non-local expert). Returns the
+    next ring step."""
+    (x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
+     block_expert_ptr, gs_ptr, N, num_slots, stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta,
+     act_limit, r, jq, s_step, n_k) = rt
+    pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
+    e = gl.load(block_expert_ptr + pid_m)
+    if e < E_LOC:
+        n0 = pid_n * NC
+        sc_a, sc_b, ok_a = _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF, GATED)
+        n_ch = 1  # (whole tiles: a constant, the loop below one direct call)
+        if CHUNKS > 1:
+            n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS)
+        # one instance a chunk count, each with only its accumulators live (zeros kept live for unused chunks
+        # made ptxas move them inside the wgmma pipeline and serialize it, C7515)
+        for nch in gl.static_range(1, CHUNKS + 1):
+            if n_ch == nch:
+                it = _fp4_chunk_tile(nch, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, it, sc_a,
+                                     sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr,
+                                     N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
+                                     CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
+                                     ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD, JOIN)
+    return it
 
 
 @gluon.jit
@@ -473,7 +538,7 @@ def _ws_fp4_kernel(
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
-    SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False,
+    SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False, tile_ctr_ptr=0, DYN: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -485,7 +550,10 @@ def _ws_fp4_kernel(
     (``triton_moe.set_ws_fp4_scales_ahead``): a consumer loads K step k + 1's block scales from global memory before
     its ring wait of step k, so their latency overlaps step k's conversion and wgmma instead of stalling step k + 1's
     conversion (otherwise each step's scale load is issued after its wait and used ~40 instructions later). The same
-    values: the same bits; NVFP4 1.13-1.19x at 4096 / 8192 tokens (H100, forty-first session)."""
+    values: the same bits; NVFP4 1.13-1.19x at 4096 / 8192 tokens (H100, forty-first session). ``DYN``
+    (``triton_moe.set_ws_dynamic_tiles(True)``; compiled only so far): tiles by a global counter, ``tile_ctr_ptr``
+    int32 [2] (zeros; left zero), as ``_ws_gemm._ws_gemm_kernel``'s -- the programs that drew blocks with few real
+    chunks take more tiles."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     XT: gl.constexpr = x_desc.block_type.shape[0]
@@ -500,18 +568,25 @@ def _ws_fp4_kernel(
     d0 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
     d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
     ready, empty = _ring_barriers(STAGES)  # both consumer warpgroups release a slot
+    TQ: gl.constexpr = STAGES + 2  # (DYN: the tile queue's depth, as _ws_gemm_kernel's)
+    tiles = 0
+    tq_ready = 0
+    tq_empty = 0
+    if DYN:
+        tiles = gl.allocate_shared_memory(gl.int32, [TQ, 1], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        tq_ready, tq_empty = _ring_barriers(TQ, 2, 1)
     gl.warp_specialize([
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready, tq_empty, DYN, TQ)),
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready, tq_empty, DYN, TQ)),
         (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
-                       STAGES, GROUP_M, GATED, CHUNKS, JOIN)),
+                       STAGES, GROUP_M, GATED, CHUNKS, JOIN, tile_ctr_ptr, tiles, tq_ready, tq_empty, DYN, TQ)),
     ], [4, 1], [232, 40])

@@ -130,13 +130,7 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
                                block_expert_ptr, N, K, num_slots, x_ptr, stride_x, t, num_m, num_n, n_k, it, E_LOC, BN,
                                BK, STAGES, GROUP_M, GATED, SKIP_HALF, TOP_K, X_GATHER)
             t = t_next
-        # (past the last tile: the consumers stop)
-        _ws_tile_publish(tiles, tq_ready, tq_empty, q, t, TQ, X_LOADER_WARPS if X_GATHER else 1)
-        # the program whose fetch past the end comes last leaves the counters at zero for the next launch (acq_rel:
-        # every program's fetches before its count, the reset after the last count)
-        if gl.atomic_add(tile_ctr_ptr + 1, 1, sem="acq_rel") == gl.num_programs(0) - 1:
-            gl.store(tile_ctr_ptr, 0)
-            gl.store(tile_ctr_ptr + 1, 0)
+        _ws_tiles_done(tile_ctr_ptr, tiles, tq_ready, tq_empty, q, t, TQ, X_LOADER_WARPS if X_GATHER else 1)
     else:
         for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
             it = _ws_load_tile(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr,
@@ -203,6 +197,17 @@ def _ws_tile_publish(tiles, tq_ready, tq_empty, q, t, TQ: gl.constexpr, WARPS: g
     lay: gl.constexpr = gl.BlockedLayout(size_per_thread=[1], threads_per_warp=[32], warps_per_cta=[WARPS], order=[0])
     tiles.index(s).store(gl.full([1], t, gl.int32, layout=lay))
     mbarrier.arrive(tq_ready.index(s), count=1)
+
+
+@gluon.jit
+def _ws_tiles_done(tile_ctr_ptr, tiles, tq_ready, tq_empty, q, t, TQ: gl.constexpr, WARPS: gl.constexpr):
+    """``DYN``: the loader's fetch ``t`` was past the last tile -- handed to the consumers as their stop
+    (:func:`_ws_tile_publish`); the program whose fetch past the end comes last leaves the counters at zero for the
+    next launch (acq_rel: every program's fetches before its count, the reset after the last count)."""
+    _ws_tile_publish(tiles, tq_ready, tq_empty, q, t, TQ, WARPS)
+    if gl.atomic_add(tile_ctr_ptr + 1, 1, sem="acq_rel") == gl.num_programs(0) - 1:
+        gl.store(tile_ctr_ptr, 0)
+        gl.store(tile_ctr_ptr + 1, 0)
 
 
 @gluon.jit
