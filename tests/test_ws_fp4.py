@@ -412,17 +412,22 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     ahead = fmt is Format.NVFP4  # (the switch, either way)
     prev_ahead = triton_moe.set_ws_fp4_scales_ahead(ahead)
     prev_join = triton_moe.set_ws_fp4_join(join)
-    try:
+
+    def launch():
         triton_moe._ws_fp4_gemm(cfg, rows, w, tw, False, tw, al, out, N, 1, TK, 4, 7, False,
                                 triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw, a_padded=True,
                                 out_padded=padded)
+        args, kw = cap.calls[-1][1:]
+        assert kw.pop("num_warps") == 4
+        return sig.bind(*args, **kw).arguments
+
+    try:
+        b = launch()
     finally:
         triton_moe.set_ws_fp4_chunks(prev)
         triton_moe.set_ws_fp4_scales_ahead(prev_ahead)
         triton_moe.set_ws_fp4_join(prev_join)
-    (grid, args, kw), = cap.calls
-    assert kw.pop("num_warps") == 4
-    b = sig.bind(*args, **kw).arguments
+    (grid, _, _), = cap.calls
     tk = w.value_tile_k
     chunks = 4 if join else chunks or triton_moe.WS_FP4_AUTO_CHUNKS[fmt]  # 0: by format (the default); join: 4
     assert grid == (min(NB * (N // 128), 132),)
@@ -438,13 +443,12 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     assert b["SC_AHEAD"] is ahead and b["JOIN"] is join
     assert b["DYN"] is False and b["tile_ctr_ptr"] is al.num_post_padded  # "auto": never FP4 (not yet measured)
     prev_dyn = triton_moe.set_ws_dynamic_tiles(True)  # forced on: the tiles by a global counter here too
+    prev_join = triton_moe.set_ws_fp4_join(join)
     try:
-        triton_moe._ws_fp4_gemm(cfg, rows, w, tw, False, tw, al, out, N, 1, TK, 4, 7, False,
-                                triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw, a_padded=True,
-                                out_padded=padded)
+        b = launch()
     finally:
         triton_moe.set_ws_dynamic_tiles(prev_dyn)
-    b = sig.bind(*cap.calls[1][1], **{k: v for k, v in cap.calls[1][2].items() if k != "num_warps"}).arguments
+        triton_moe.set_ws_fp4_join(prev_join)
     ctr = b["tile_ctr_ptr"]
     assert b["DYN"] is True and ctr.dtype == torch.int32 and ctr.tolist() == [0, 0]
 

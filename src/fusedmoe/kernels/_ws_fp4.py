@@ -60,7 +60,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 from . import _blockscaled as _bs
 from ._moe_gemm import _activation, _tile_ids
-from ._ws_gemm import _ring_barriers, _ws_tile_publish, _ws_tile_take, _ws_tiles_done
+from ._ws_gemm import _ring_barriers, _ws_tile_publish, _ws_tile_queue, _ws_tile_take, _ws_tiles_done
 
 _MX_FOLD_EXP_BIAS = gl.constexpr(110)  # _blockscaled._MX_FOLD_EXP_BIAS
 _NV_SCALE_BIAS = gl.constexpr(2.0 ** 110)  # _blockscaled._NIB_SCALE_BIAS
@@ -569,12 +569,7 @@ def _ws_fp4_kernel(
     d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
     ready, empty = _ring_barriers(STAGES)  # both consumer warpgroups release a slot
     TQ: gl.constexpr = STAGES + 2  # (DYN: the tile queue's depth, as _ws_gemm_kernel's)
-    tiles = 0
-    tq_ready = 0
-    tq_empty = 0
-    if DYN:
-        tiles = gl.allocate_shared_memory(gl.int32, [TQ, 1], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-        tq_ready, tq_empty = _ring_barriers(TQ, 2, 1)
+    tiles, tq_ready, tq_empty = _ws_tile_queue(TQ, DYN)
     gl.warp_specialize([
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,

@@ -200,6 +200,19 @@ def _ws_tile_publish(tiles, tq_ready, tq_empty, q, t, TQ: gl.constexpr, WARPS: g
 
 
 @gluon.jit
+def _ws_tile_queue(TQ: gl.constexpr, DYN: gl.constexpr):
+    """``DYN``: the tile queue in shared memory -- ``TQ`` int32 slots and their ready / empty barriers (both consumer
+    warpgroups take each tile); without it three placeholders, never used."""
+    tiles = 0
+    tq_ready = 0
+    tq_empty = 0
+    if DYN:
+        tiles = gl.allocate_shared_memory(gl.int32, [TQ, 1], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+        tq_ready, tq_empty = _ring_barriers(TQ, 2, 1)
+    return tiles, tq_ready, tq_empty
+
+
+@gluon.jit
 def _ws_tiles_done(tile_ctr_ptr, tiles, tq_ready, tq_empty, q, t, TQ: gl.constexpr, WARPS: gl.constexpr):
     """``DYN``: the loader's fetch ``t`` was past the last tile -- handed to the consumers as their stop
     (:func:`_ws_tile_publish`); the program whose fetch past the end comes last leaves the counters at zero for the
@@ -904,12 +917,7 @@ def _ws_gemm_kernel(
         wu_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES] + w_desc.block_type.shape, w_desc.layout)
     ready, empty = _ring_barriers(STAGES, 2, 1 + 32 * X_LOADER_WARPS if X_GATHER else 1)
     TQ: gl.constexpr = STAGES + 2  # (DYN: the tile queue's depth -- the loader may run a few short tiles ahead)
-    tiles = 0
-    tq_ready = 0
-    tq_empty = 0
-    if DYN:
-        tiles = gl.allocate_shared_memory(gl.int32, [TQ, 1], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-        tq_ready, tq_empty = _ring_barriers(TQ, 2, 1)
+    tiles, tq_ready, tq_empty = _ws_tile_queue(TQ, DYN)
     gl.warp_specialize([
         (_ws_consumer, (a0_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
