@@ -252,6 +252,21 @@ def test_ws_gemm_x_gather_compiles_for_sm90(tmp_path):
         assert 0 <= t["True"] - t["False"] <= 64, twins  # (a larger ready barrier count, no more buffers)
 
 
+def _check_mode_switch(setter, env: str) -> None:
+    """A triton_moe switch with a rule: "auto" by default, True, False or "auto" and nothing else; ``env`` = 1 / 0
+    starts a process forced on / off, unset or "auto" with the rule."""
+    prev = setter(True)
+    try:
+        assert prev == "auto"
+        for bad in (1, 0, 1.0, "on", None):
+            with pytest.raises(TypeError, match="True, False or 'auto'"):
+                setter(bad)
+        assert setter(False) is True and setter("auto") is False
+    finally:
+        setter(prev)
+    env_starts(setter.__name__, env, {"1": True, "0": False, "": "auto", "auto": "auto"})
+
+
 def test_ws_x_gather_switch_and_rule(monkeypatch):
     """``set_ws_x_gather``: "auto" by default, True or False, nothing else; ``FUSEDMOE_WS_XGATHER=1`` / ``0`` start a
     process forced on / off. "auto" takes ``kernel_configs.ws_x_gather_auto`` per GEMM -- at most 2048 weight rows an
@@ -265,16 +280,7 @@ def test_ws_x_gather_switch_and_rule(monkeypatch):
     from fusedmoe.formats.tensor import QuantizedTensor
     from fusedmoe.kernels import _ws_gemm as ws
 
-    prev = tm.set_ws_x_gather(True)
-    try:
-        assert prev == "auto"
-        for bad in (1, 0, 1.0, "on", None):
-            with pytest.raises(TypeError, match="True, False or 'auto'"):
-                tm.set_ws_x_gather(bad)
-        assert tm.set_ws_x_gather(False) is True and tm.set_ws_x_gather("auto") is False
-    finally:
-        tm.set_ws_x_gather(prev)
-    env_starts("set_ws_x_gather", "FUSEDMOE_WS_XGATHER", {"1": True, "0": False, "": "auto", "auto": "auto"})
+    _check_mode_switch(tm.set_ws_x_gather, "FUSEDMOE_WS_XGATHER")
     # the rule: Qwen3-30B-A3B's GEMMs (1536 / 2048 weight rows) yes; DeepSeek-V3's (4096 / 7168) only at <= 64 rows an
     # expert; Mixtral-8x7B's (28672 / 4096) at its prefill row counts no
     assert ws_x_gather_auto(1536, 512) and ws_x_gather_auto(2048, 2048) and not ws_x_gather_auto(2049, 65)
@@ -365,16 +371,7 @@ def test_ws_dynamic_tiles_switch_and_rule(monkeypatch):
     from fusedmoe.formats.tensor import QuantizedTensor
     from fusedmoe.kernels import _ws_gemm as ws
 
-    prev = tm.set_ws_dynamic_tiles(True)
-    try:
-        assert prev == "auto"
-        for bad in (1, 0, 1.0, "on", None):
-            with pytest.raises(TypeError, match="True, False or 'auto'"):
-                tm.set_ws_dynamic_tiles(bad)
-        assert tm.set_ws_dynamic_tiles(False) is True and tm.set_ws_dynamic_tiles("auto") is False
-    finally:
-        tm.set_ws_dynamic_tiles(prev)
-    env_starts("set_ws_dynamic_tiles", "FUSEDMOE_WS_DYN", {"1": True, "0": False, "": "auto", "auto": "auto"})
+    _check_mode_switch(tm.set_ws_dynamic_tiles, "FUSEDMOE_WS_DYN")
     # the rule: DeepSeek-V3 / MiniMax-M2 / Qwen3-30B FP8 (256 / 128 experts) yes; Mixtral (8) and 16-bit weights no
     assert WS_DYN_MIN_EXPERTS == 64
     for fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK):
