@@ -59,7 +59,9 @@ sets in turn, across K blocks too (``_ws_wide_pipe_k_loop``) -- the same product
 bits.
 
 Tiles walk ``program_id, program_id + num_programs, ...`` over the (M-block, column tile) grid of
-the rows in use (``num_post_padded``, read on the device) in GROUP_M bands (``_tile_ids``); a
+the rows in use (``num_post_padded``, read on the device) in GROUP_M bands (``_tile_ids``) -- or, with
+``DYN`` (``triton_moe.set_ws_dynamic_tiles``, by default FP8 with >= 64 local experts), in the order a global
+counter hands them out, so the tiles in flight stay one window of that walk; a
 persistent launch (one program per SM) lets the loader run into the next tile while the MMA
 warpgroups store. Blocks of the non-local group (expert >= E_LOC) are skipped by every partition
 alike (their output rows are the launcher's to zero). Epilogue (per warpgroup, fp32): scales,
@@ -108,10 +110,10 @@ def _ws_loader(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty,
     SKIP_HALF). ``X_GATHER`` (four warps): only the weights by TMA (the expect), then each thread's cp.async of its
     part of the A halves from the unsorted rows at ``x_ptr`` (:func:`_x_src`, :func:`_x_copy`) -- no gather
     launch before the kernel -- and its ``.noinc`` arrival once they landed; the consumers fence before their
-    wgmmas read the A tile (:func:`_ring_ready`). ``DYN`` (OPT-IN): the program's tiles are not ``program_id +
-    i * num_programs`` but the values of a global counter (``tile_ctr_ptr[0]``), fetched one tile ahead and handed
-    to the consumers through a queue in shared memory (:func:`_ws_tile_publish`) -- the tiles in flight on the GPU
-    then always form one window of the tile walk."""
+    wgmmas read the A tile (:func:`_ring_ready`). ``DYN`` (``triton_moe.set_ws_dynamic_tiles``): the program's
+    tiles are not ``program_id + i * num_programs`` but the values of a global counter (``tile_ctr_ptr[0]``),
+    fetched one tile ahead and handed to the consumers through a queue in shared memory (:func:`_ws_tile_publish`)
+    -- the tiles in flight on the GPU then always form one window of the tile walk."""
     HALF_M: gl.constexpr = a_desc.block_type.shape[0]
     num_m = gl.load(num_post_padded_ptr) // (2 * HALF_M)
     num_n = gl.cdiv(N, BN)
@@ -650,7 +652,7 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
     X_GATHER: the A tiles came by cp.async (``_ws_loader``): a proxy fence after each ring wait
     (:func:`_ring_ready`).
 
-    DYN (OPT-IN): the tiles in the order the loader fetched them from the global counter, taken from the tile queue
+    DYN: the tiles in the order the loader fetched them from the global counter, taken from the tile queue
     in shared memory (:func:`_ws_tile_take`) until one past the last."""
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
     ONE_PART: gl.constexpr = QUANT != Q_NONE and ((GATED and BN == 128) or ((not GATED) and BN == 256))
@@ -906,8 +908,8 @@ def _ws_gemm_kernel(
     ``num_warps=4`` (the first MMA warpgroup; the second and the loader warp are workers: 12 warps
     after rounding) on ``min(tiles, SMs)`` programs. ``X_GATHER``: the A rows by cp.async from ``x_ptr`` (the
     unsorted rows, row ``slot // TOP_K``, stride ``stride_x``; 16-byte aligned) by a four-warp loader; ``a_desc``
-    then only gives the A tiles' shape and layout. ``DYN`` (OPT-IN): tiles by a global counter, ``tile_ctr_ptr``
-    int32 [2] (zeros; left zero), instead of ``program_id + i * num_programs`` (``_ws_loader``)."""
+    then only gives the A tiles' shape and layout. ``DYN`` (``set_ws_dynamic_tiles``): tiles by a global counter,
+    ``tile_ctr_ptr`` int32 [2] (zeros; left zero), instead of ``program_id + i * num_programs`` (``_ws_loader``)."""
     HALF_M: gl.constexpr = a_desc.block_type.shape[0]
     a0_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     a1_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
