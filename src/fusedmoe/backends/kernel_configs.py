@@ -855,6 +855,8 @@ def ws_dynamic_tiles_auto(weight_format: Format, num_local_experts: int) -> bool
     16-bit weights 0.97-1.00x (``decode_ab.py --settings default,wsdyn``) -- those keep the static tiles. FP4
     weights (the FP4 prefill kernel's ``DYN``, forty-fifth session) are not measured yet: static."""
     return weight_format in WS_PROMOTED_FORMATS and num_local_experts >= WS_DYN_MIN_EXPERTS
+
+
 SM90_SMEM_PER_SM = 228 * 1024
 # a decode-kernel program's shared memory besides the ring: barriers and the epilogue's layout conversions (sm_90
 # compile: 4228 B), and the 1 KB the runtime reserves
