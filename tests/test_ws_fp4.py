@@ -528,6 +528,26 @@ def test_gpu_ws_fp4_chunks_same_bits(act, fmt, chunks):
         _ep_check(c, chunked, hidden, W, topk, T)
 
 
+def _switch_same_bits(act, fmt, setter, cases, seed: int, repeats: int = 1, after=None) -> None:
+    """For each (tokens, block_m) of ``cases`` (:func:`_ep_case`): the layer with ``setter(False)``, then ``repeats``
+    times with ``setter(True)`` -- the same bits each time, within the reference's bound; the setting restored;
+    ``after()`` once a case."""
+    for T, bm in cases:
+        c, hidden, W, topk = _ep_case(act, fmt, T, seed)
+        prev = setter(False)
+        try:
+            off = _ws_call(hidden, W, topk, offset=2, block_m=bm)
+            setter(True)
+            ons = [_ws_call(hidden, W, topk, offset=2, block_m=bm) for _ in range(repeats)]
+        finally:
+            setter(prev)
+        for on in ons:
+            assert torch.equal(on, off), (T, bm)
+        if after is not None:
+            after()
+        _ep_check(c, ons[0], hidden, W, topk, (T, bm))
+
+
 @gpu
 @pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
 @pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
@@ -535,17 +555,7 @@ def test_gpu_ws_fp4_scales_ahead_same_bits(act, fmt):
     """The block scales loaded a K step ahead (``set_ws_fp4_scales_ahead``) give the bits of the in-step loads: the
     same values multiply the same products. 128- and 256-token tiles (whole and in chunks), gated with biases and
     non-gated, expert parallelism; within the reference's bound."""
-    for T, bm in ((300, 128), (560, 256)):
-        c, hidden, W, topk = _ep_case(act, fmt, T, 19)
-        prev = triton_moe.set_ws_fp4_scales_ahead(False)
-        try:
-            in_step = _ws_call(hidden, W, topk, offset=2, block_m=bm)
-            triton_moe.set_ws_fp4_scales_ahead(True)
-            ahead = _ws_call(hidden, W, topk, offset=2, block_m=bm)
-        finally:
-            triton_moe.set_ws_fp4_scales_ahead(prev)
-        assert torch.equal(ahead, in_step), (T, bm)
-        _ep_check(c, ahead, hidden, W, topk, (T, bm))
+    _switch_same_bits(act, fmt, triton_moe.set_ws_fp4_scales_ahead, ((300, 128), (560, 256)), 19)
 
 
 @gpu
@@ -555,21 +565,14 @@ def test_gpu_ws_fp4_dynamic_tiles_same_bits(act, fmt):
     """Tiles by a global counter (``set_ws_dynamic_tiles(True)``) give the bits of the static tiles: the same tiles,
     the same arithmetic. 128- and 256-token tiles (the 256-token ones in joined chunks), fewer tiles than programs
     (300 tokens) and several a program (3000: ~1500 rows an expert), gated with biases and non-gated, expert
-    parallelism; the cached counters left at zero; within the reference's bound."""
-    for T, bm in ((300, 128), (3000, 128), (3000, 256)):
-        c, hidden, W, topk = _ep_case(act, fmt, T, 29)
-        prev = triton_moe.set_ws_dynamic_tiles(False)
-        try:
-            static = _ws_call(hidden, W, topk, offset=2, block_m=bm)
-            triton_moe.set_ws_dynamic_tiles(True)
-            counted = _ws_call(hidden, W, topk, offset=2, block_m=bm)
-            again = _ws_call(hidden, W, topk, offset=2, block_m=bm)  # (the counters reset by the launches before)
-        finally:
-            triton_moe.set_ws_dynamic_tiles(prev)
-        assert torch.equal(counted, static) and torch.equal(again, static), (T, bm)
+    parallelism; twice with it on (the second with the counters the first left), the cached counters left at zero;
+    within the reference's bound."""
+    def counters_zero():
         for pairs in triton_moe._WS_DYN["counters"].values():
-            assert [p.tolist() for p in pairs] == [[0, 0]] * 2, (T, bm, pairs)
-        _ep_check(c, counted, hidden, W, topk, (T, bm))
+            assert [p.tolist() for p in pairs] == [[0, 0]] * 2, pairs
+
+    _switch_same_bits(act, fmt, triton_moe.set_ws_dynamic_tiles, ((300, 128), (3000, 128), (3000, 256)), 29,
+                      repeats=2, after=counters_zero)
 
 
 @gpu
