@@ -13,6 +13,8 @@ kernels of the same tiles on real shapes.
 import contextlib
 import dataclasses
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -391,6 +393,10 @@ def test_ws_lag_switch(monkeypatch):
             tm.set_ws_lag(bad)
     assert tm.set_ws_lag(0) == 0  # the default
     env_starts("set_ws_lag", "FUSEDMOE_WS_LAG", {"3": 3, "0": 0, "": 0}, arg="0")
+    for bad in ("-1", "two"):  # a bad value stops the import with the variable's name, never a negative lag
+        res = subprocess.run([sys.executable, "-c", "import fusedmoe.backends.triton_moe"], capture_output=True,
+                             text=True, env={**os.environ, "FUSEDMOE_WS_LAG": bad})
+        assert res.returncode != 0 and "FUSEDMOE_WS_LAG must be an int >= 0" in res.stderr, (bad, res.stderr[-500:])
     E, K, NB, BM, N, TK = 4, 256, 3, 128, 768, 4096
 
     def lag(stages):

@@ -676,8 +676,9 @@ def set_ws_dynamic_tiles(mode) -> "bool | str":
     return _swap_mode(_WS_DYN, mode, "set_ws_dynamic_tiles")
 
 
-# OPT-IN: the second MMA warpgroup of the 16-bit / FP8 prefill GEMMs this many K blocks behind the first (set_ws_lag)
-_WS_LAG = {"steps": int(os.environ.get("FUSEDMOE_WS_LAG", "0") or 0)}
+# OPT-IN: the second MMA warpgroup of the 16-bit / FP8 prefill GEMMs this many K blocks behind the first (set_ws_lag;
+# FUSEDMOE_WS_LAG is checked by it when the module loads, below)
+_WS_LAG = {"steps": 0}
 
 
 def set_ws_lag(steps: int) -> int:
@@ -692,6 +693,13 @@ def set_ws_lag(steps: int) -> int:
         raise TypeError(f"set_ws_lag: steps must be an int >= 0, got {steps!r}")
     prev, _WS_LAG["steps"] = _WS_LAG["steps"], steps
     return prev
+
+
+_lag_env = os.environ.get("FUSEDMOE_WS_LAG", "") or "0"
+try:
+    set_ws_lag(int(_lag_env))
+except (ValueError, TypeError) as _err:
+    raise ValueError(f"FUSEDMOE_WS_LAG must be an int >= 0 (K blocks), got {_lag_env!r}") from _err
 
 
 def _ws_dynamic_args(weight_format: Format, E: int, al: "AlignResult") -> dict:
