@@ -526,6 +526,20 @@ def _ws_add(acc, p):
 
 
 @gluon.jit
+def _ws_promote(acc, part, sc, a_s, w_s, QUANT: gl.constexpr, W_SCALAR: gl.constexpr):
+    """One K block's partial sum ``part`` added into ``acc`` (the base loop's promotion): FP8 blocks times the
+    block's scale factors -- ``sc`` (:func:`_ws_blk_scales`) with ``W_SCALAR``, else ``a_s`` and the per-column
+    ``w_s`` (``_moe_gemm._scale_block``) -- otherwise plainly."""
+    if QUANT == Q_BLOCK and W_SCALAR:
+        acc = _ws_fma(acc, part, sc)
+    elif QUANT == Q_BLOCK:
+        acc = acc + _scale_block(part, a_s, w_s, False)
+    else:
+        acc = acc + part
+    return acc
+
+
+@gluon.jit
 def _ws_fma(acc, p, sc):
     """``acc + p * sc`` as one fp32 FMA (round to nearest; what ptxas contracts the plain expression to) in PTX the
     compiler may not move (``_ws_add``'s reason)."""
@@ -844,6 +858,11 @@ def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, 
                 if GATED:
                     part_u = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), part_u, use_acc=False,
                                            is_async=True)
+                sg = 0  # (the scale factors _ws_promote takes; placeholders unless FP8 blocks)
+                su = 0
+                a_s = 0
+                wg_s = 0
+                wu_s = 0
                 if QUANT == Q_BLOCK and W_SCALAR:  # one weight scale for the gate tile's columns, one for
                     # the up tile's: this K block's scale factors, loaded while the MMAs run
                     sg, su = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, kk, GATED)
@@ -854,21 +873,11 @@ def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, 
                         wu_s = gl.load(wsu_cols + kk, mask=n_ok, other=0.0)
                 if GATED:
                     part_g, part_u = warpgroup_mma_wait(num_outstanding=0, deps=(part_g, part_u))
-                    if QUANT == Q_BLOCK and W_SCALAR:
-                        acc_u = _ws_fma(acc_u, part_u, su)
-                    elif QUANT == Q_BLOCK:
-                        acc_u = acc_u + _scale_block(part_u, a_s, wu_s, False)
-                    else:
-                        acc_u = acc_u + part_u
+                    acc_u = _ws_promote(acc_u, part_u, su, a_s, wu_s, QUANT, W_SCALAR)
                 else:
                     part_g = warpgroup_mma_wait(num_outstanding=0, deps=(part_g,))
                 mbarrier.arrive(empty.index(s), count=1)
-                if QUANT == Q_BLOCK and W_SCALAR:
-                    acc_g = _ws_fma(acc_g, part_g, sg)
-                elif QUANT == Q_BLOCK:
-                    acc_g = acc_g + _scale_block(part_g, a_s, wg_s, False)
-                else:
-                    acc_g = acc_g + part_g
+                acc_g = _ws_promote(acc_g, part_g, sg, a_s, wg_s, QUANT, W_SCALAR)
                 it += 1
 
         if LEAD:  # a first tile of at most LAG steps: step LAG never came -- the second warpgroup goes now
