@@ -39,9 +39,6 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             # ... their tiles by a global counter (s44; the default, "auto", since s45: FP8 with >= 64 experts; forced
             # on: the FP4 prefill GEMMs too, s45, compiled only)
             "wsdyn": ("set_ws_dynamic_tiles", True), "nowsdyn": ("set_ws_dynamic_tiles", False),
-            # ... their second MMA warpgroup 1-3 K blocks behind the first (s45, opt-in, compiled only; capped at
-            # num_stages - 1)
-            "wslag1": ("set_ws_lag", 1), "wslag2": ("set_ws_lag", 2), "wslag3": ("set_ws_lag", 3),
             # the FP4 warp-specialized prefill GEMMs (MXFP4 x BF16, block_m >= 128): off, or 128- / 256-token tiles
             "nows4": ("set_ws_fp4", False), "ws4bt128": ("set_ws_fp4", (True, 128)),
             "ws4bt256": ("set_ws_fp4", (True, 256)),

@@ -13,8 +13,6 @@ kernels of the same tiles on real shapes.
 import contextlib
 import dataclasses
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -336,90 +334,6 @@ for ACT, GATED, QUANT, BN, PIPE, XG in ((0, True, 2, 64, True, False), (7, False
         print(ACT, QUANT, BN, XG, DYN, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"),
               sass.count("ATOMG.E.ADD"), sass.count("MEMBAR.ALL.GPU"), k.metadata.shared, sep="|", flush=True)
 '''
-
-
-_LAG_SCRIPT = _SCRIPT_HEAD + r'''
-# LAG (the second MMA warpgroup LAG K blocks behind the first) off / on: FP8 per channel GEMM1 / GEMM2 pipelined,
-# the wide pipelined GEMM1, FP8 blocks, BF16, the X_GATHER loader
-for ACT, GATED, QUANT, BN, PIPE, XG in ((0, True, 2, 64, True, False), (7, False, 2, 128, True, False),
-                                        (0, True, 2, 128, True, False), (0, True, 3, 64, False, False),
-                                        (0, True, 0, 128, False, False), (3, False, 2, 128, True, True)):
-    dt, BK, gdt = ("fp8e4nv", 128, gl.float8e4nv) if QUANT else ("bf16", 64, gl.bfloat16)
-    for LAG in (0, 2):
-        cx = dict(TOP_K=8, E_LOC=64, ACT=ACT, GATED=GATED, QUANT=QUANT, OUT_Q=0, ROUND_DTYPE=gl.bfloat16,
-                  HAS_BIAS=False, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=ACT == 7, BN=BN, BK=BK, STAGES=4,
-                  GROUP_M=8, PIPE=PIPE, W_SCALAR=QUANT == 3, X_GATHER=XG, LAG=LAG)
-        k, sass = compile_sm90(ws._ws_gemm_kernel, ws_sig(dt, gdt, BK, BN, "bf16", 0), cx,
-                               aligned=("x_ptr", "stride_x", "K") if XG else ())
-        loop = k_loop(sass_instructions(sass))
-        waits = sorted({int(m.group(1), 16) for t in loop
-                        for m in [re.search(r"DEPBAR.LE gsb0, (0x[0-9a-f]+)", t)] if m})
-        print(ACT, QUANT, BN, XG, LAG, sass.count("LDL") + sass.count("STL"), len(loop),
-              sum("GMMA" in t for t in loop), ",".join(map(str, waits)), sass.count("SYNCS.ARRIVE"),
-              k.metadata.shared, sep="|", flush=True)
-'''
-
-
-def test_ws_lag_compiles_for_sm90(tmp_path):
-    """``LAG`` (``set_ws_lag``, opt-in): the K loops keep their wgmmas and their asynchronous waits (the same
-    ``WARPGROUP.DEPBAR.LE`` depths: ptxas did not serialize them) and gain at most two instructions (the step
-    compare); the lag barrier's arrivals (the leading warpgroup's, in a branch taken once, and the one at its end)
-    appear only when on; no spills; one barrier's bytes of shared memory more."""
-    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
-    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _LAG_SCRIPT)
-    assert len(rows) == 12, rows
-    by = {}
-    for act, quant, bn, xg, lag, spills, loop, gmma, waits, arrives, shared in rows:
-        assert int(spills) == 0, (act, quant, bn, xg, lag, spills)
-        by.setdefault((act, quant, bn, xg), {})[lag] = (int(loop), int(gmma), waits, int(arrives), int(shared))
-    for key, v in by.items():
-        (l0, g0, w0, a0, s0), (l2, g2, w2, a2, s2) = v["0"], v["2"]
-        assert g2 == g0 > 0 and w2 == w0 and 0 <= l2 - l0 <= 2, (key, v)
-        assert a2 > a0 and 0 < s2 - s0 <= 64, (key, v)
-
-
-def test_ws_lag_switch(monkeypatch):
-    """``set_ws_lag``: 0 (off) by default, ints >= 0 only, ``FUSEDMOE_WS_LAG=n`` starts a process with n; the launch
-    passes ``LAG`` capped at ``num_stages - 1`` (the ring must hold both warpgroups' K blocks)."""
-    from gluon_sm90 import LaunchCapture
-
-    from fusedmoe.backends import triton_moe as tm
-    from fusedmoe.config import ActivationParams
-    from fusedmoe.formats.tensor import QuantizedTensor
-    from fusedmoe.kernels import _ws_gemm as ws
-
-    for bad in (True, -1, 1.5, "2", None):
-        with pytest.raises(TypeError, match="int >= 0"):
-            tm.set_ws_lag(bad)
-    assert tm.set_ws_lag(0) == 0  # the default
-    env_starts("set_ws_lag", "FUSEDMOE_WS_LAG", {"3": 3, "0": 0, "": 0}, arg="0")
-    for bad in ("-1", "two"):  # a bad value stops the import with the variable's name, never a negative lag
-        res = subprocess.run([sys.executable, "-c", "import fusedmoe.backends.triton_moe"], capture_output=True,
-                             text=True, env={**os.environ, "FUSEDMOE_WS_LAG": bad})
-        assert res.returncode != 0 and "FUSEDMOE_WS_LAG must be an int >= 0" in res.stderr, (bad, res.stderr[-500:])
-    E, K, NB, BM, N, TK = 4, 256, 3, 128, 768, 4096
-
-    def lag(stages):
-        cap = LaunchCapture()
-        monkeypatch.setattr(ws, "_ws_gemm_kernel", cap)
-        w = QuantizedTensor(torch.zeros(E, 2 * N, K, dtype=torch.float8_e4m3fn), Format.FP8_TENSOR, torch.ones(E))
-        al = tm.AlignResult(torch.zeros(NB * BM, dtype=torch.int32), torch.zeros(NB, dtype=torch.int32),
-                            torch.zeros(1, dtype=torch.int32), BM, NB)
-        tm._ws_gemm(ws_config(True, stages=stages), torch.zeros(TK // 2, K, dtype=torch.float8_e4m3fn),
-                    torch.ones(TK), 1, w, torch.ones(E), 1, 0, torch.ones(TK), False, torch.ones(TK), torch.ones(TK), 0,
-                    al, torch.empty(TK, N, dtype=torch.bfloat16), N, 2, TK, E, 0, True, ActivationParams(), None,
-                    False, False, 132)
-        (_, _, kw), = cap.calls
-        return kw["LAG"]
-
-    assert lag(4) == 0
-    prev = tm.set_ws_lag(2)
-    try:
-        assert lag(4) == 2 and lag(3) == 2
-        tm.set_ws_lag(5)
-        assert lag(4) == 3 and lag(6) == 5
-    finally:
-        tm.set_ws_lag(prev)
 
 
 def test_ws_dynamic_tiles_compiles_for_sm90(tmp_path):
@@ -1294,24 +1208,6 @@ def test_gpu_ws_dynamic_tiles_same_bits(wfmt):
 
     _switch_sweep(wfmt, tm.set_ws_dynamic_tiles, tm.set_ws_x_gather,
                   ((4000, 4, 71, False), (1500, 4, 72, True), (3000, 1, 73, False), (40, 4, 74, True)), counters_zero)
-
-
-@gpu
-@pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK, Format.BF16],
-                         ids=lambda f: f.name)
-def test_gpu_ws_lag_same_bits(wfmt):
-    """The second MMA warpgroup ``LAG`` K blocks behind the first (``set_ws_lag(3)``, capped at ``num_stages - 1``):
-    the bits of the two together -- many tiles a program and fewer tiles than programs, a call with fewer K blocks
-    than the lag (the leading warpgroup's end releases the other), gated and not, half-empty blocks (the second
-    warpgroup skipping), the non-local group, top-1, the pipelined and wide FP8 tiles, tiles from the counter and
-    static, eager and in a CUDA graph; within the reference's bound."""
-    from fusedmoe.backends import triton_moe as tm
-
-    def lagged(on):  # (_switch_same_bits' bool switch)
-        return tm.set_ws_lag(3 if on else 0) > 0
-
-    _switch_sweep(wfmt, lagged, tm.set_ws_dynamic_tiles,
-                  ((4000, 4, 81, True), (1500, 4, 82, False), (3000, 1, 83, True), (3, 2, 84, False)))
 
 
 @contextlib.contextmanager

@@ -676,32 +676,6 @@ def set_ws_dynamic_tiles(mode) -> "bool | str":
     return _swap_mode(_WS_DYN, mode, "set_ws_dynamic_tiles")
 
 
-# OPT-IN: the second MMA warpgroup of the 16-bit / FP8 prefill GEMMs this many K blocks behind the first (set_ws_lag;
-# FUSEDMOE_WS_LAG is checked by it when the module loads, below)
-_WS_LAG = {"steps": 0}
-
-
-def set_ws_lag(steps: int) -> int:
-    """OPT-IN (forty-fifth session, compiled for sm_90, not yet run on a GPU; ``FUSEDMOE_WS_LAG=n``): in the
-    warp-specialized 16-bit / FP8 prefill GEMMs (``kernels/_ws_gemm.py``, ``LAG``) the second MMA warpgroup starts
-    ``steps`` K blocks after the first (at most ``num_stages - 1``: the ring holds both), so the two stay that far
-    apart -- while one runs a tile's epilogue the other's last K blocks keep the tensor cores busy, instead of both
-    storing at once with them idle (an epilogue is ~585 instructions a warp against ~115 a K block, FP8 GEMM2
-    64 x 128: sm_90 SASS). Each warpgroup still computes its own 64 rows of every tile with the same arithmetic:
-    the same bits. 0 (the default): together. Returns the previous setting."""
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
-        raise TypeError(f"set_ws_lag: steps must be an int >= 0, got {steps!r}")
-    prev, _WS_LAG["steps"] = _WS_LAG["steps"], steps
-    return prev
-
-
-_lag_env = os.environ.get("FUSEDMOE_WS_LAG", "") or "0"
-try:
-    set_ws_lag(int(_lag_env))
-except (ValueError, TypeError) as _err:
-    raise ValueError(f"FUSEDMOE_WS_LAG must be an int >= 0 (K blocks), got {_lag_env!r}") from _err
-
-
 def _ws_dynamic_args(weight_format: Format, E: int, al: "AlignResult") -> dict:
     """The prefill kernels' ``DYN`` launch arguments (``_ws_gemm_kernel``, ``_ws_fp4_kernel``): whether their tiles
     come from a global counter (:func:`set_ws_dynamic_tiles`; "auto": :func:`kernel_configs.ws_dynamic_tiles_auto`
@@ -1239,8 +1213,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
         SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], OUT_PADDED=out_padded,
         A_PADDED=a_scales_padded, ZERO_PAD=out_padded and _WS_ZERO_PAD_ROWS,
-        PIPE=pipe, W_SCALAR=w_scalar, X_GATHER=x_gather, **_ws_dynamic_args(w.fmt, E, al),
-        LAG=min(_WS_LAG["steps"], c.num_stages - 1), num_warps=4)
+        PIPE=pipe, W_SCALAR=w_scalar, X_GATHER=x_gather, **_ws_dynamic_args(w.fmt, E, al), num_warps=4)
 
 
 # ---- the warp-specialized 16-bit / FP8 GEMMs at decode (opt-in) -----------------------------------------------

@@ -282,16 +282,9 @@ def _x_copy(x_bufs, first, k0, xrow, ok, cc, K, bar, KB: gl.constexpr, ARRIVE: g
 
 
 @gluon.jit
-def _ring_ready(ready, it, STAGES: gl.constexpr, X_GATHER: gl.constexpr = False, lag=0,
-                LAG: gl.constexpr = 0):
+def _ring_ready(ready, it, STAGES: gl.constexpr, X_GATHER: gl.constexpr = False):
     """A consumer's next ring slot once its operands landed; with ``X_GATHER`` its token tile came by cp.async (the
-    generic proxy): a proxy fence before the wgmma reads it. ``LAG`` (the leading consumer warpgroup under
-    ``_ws_consumer``'s LAG; ``lag``: the barrier and the step, -1 after the first tile): at that ring step it lets the
-    other warpgroup start (one arrival on the barrier). Returns the slot."""
-    if LAG:
-        lag_bar, lag_at = lag
-        if it == lag_at:
-            mbarrier.arrive(lag_bar, count=1)
+    generic proxy): a proxy fence before the wgmma reads it. Returns the slot."""
     s = it % STAGES
     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
     if X_GATHER:
@@ -401,9 +394,9 @@ def _ws_store(acc_g, acc_u, e, slots, row_ok, tok64, out_rows, cols, n_ok, out_p
 
 @gluon.jit
 def _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it, pg, pu, GATED: gl.constexpr, STAGES: gl.constexpr,
-                   XG: gl.constexpr = False, lag=0, LAG: gl.constexpr = 0):
+                   XG: gl.constexpr = False):
     """Ring step ``it``'s wgmmas into the partial set ``pg`` (/ ``pu``), fresh (use_acc False), not waited for."""
-    s = _ring_ready(ready, it, STAGES, XG, lag, LAG)
+    s = _ring_ready(ready, it, STAGES, XG)
     pg = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), pg, use_acc=False, is_async=True)
     if GATED:
         pu = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), pu, use_acc=False, is_async=True)
@@ -449,7 +442,7 @@ def _ws_pipe_retire(empty, acc_g, acc_u, dg, du, fg, fu, it, AHEAD: gl.constexpr
 @gluon.jit
 def _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, pa_g, pa_u, it, n_k,
                     GATED: gl.constexpr, STAGES: gl.constexpr, as_rows=0, ws0_ptr=0, ws1_ptr=0,
-                    BLOCK: gl.constexpr = False, XG: gl.constexpr = False, lag=0, LAG: gl.constexpr = 0):
+                    BLOCK: gl.constexpr = False, XG: gl.constexpr = False):
     """The promoted K loop with two partial sets taking turns (``_ws_consumer``'s PIPE): set A holds the even K
     blocks, set B the odd ones; each block's wgmmas are issued before the block before it is waited for and added.
     Unrolled by two (the sets keep their registers): pairs (A, B) while a block follows them, then the tail -- one
@@ -459,7 +452,7 @@ def _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, pa_g, 
     kb0 = it  # (the tile's K block = ring step - kb0)
     pb_g = gl.zeros_like(pa_g)
     pb_u = gl.zeros_like(pa_u)
-    pa_g, pa_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it, pa_g, pa_u, GATED, STAGES, XG, lag, LAG)
+    pa_g, pa_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it, pa_g, pa_u, GATED, STAGES, XG)
     sa_g = 0
     sa_u = 0
     if BLOCK:
@@ -470,24 +463,21 @@ def _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, pa_g, 
     else:
         pa_g = warpgroup_mma_wait(num_outstanding=1, deps=(pa_g,))
     for _ in range((n_k - 1) // 2):  # blocks 2j (A, in flight) and 2j + 1; block 2j + 2 exists
-        pb_g, pb_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 1, pb_g, pb_u, GATED, STAGES, XG,
-                                    lag, LAG)
+        pb_g, pb_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 1, pb_g, pb_u, GATED, STAGES, XG)
         sb_g = 0
         sb_u = 0
         if BLOCK:
             sb_g, sb_u = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, it + 1 - kb0, GATED)
         acc_g, acc_u, pa_g, pa_u, pb_g, pb_u = _ws_pipe_retire(empty, acc_g, acc_u, pa_g, pa_u, pb_g, pb_u, it, True,
                                                                GATED, STAGES, sa_g, sa_u, BLOCK)
-        pa_g, pa_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 2, pa_g, pa_u, GATED, STAGES, XG,
-                                    lag, LAG)
+        pa_g, pa_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 2, pa_g, pa_u, GATED, STAGES, XG)
         if BLOCK:
             sa_g, sa_u = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, it + 2 - kb0, GATED)
         acc_g, acc_u, pb_g, pb_u, pa_g, pa_u = _ws_pipe_retire(empty, acc_g, acc_u, pb_g, pb_u, pa_g, pa_u, it + 1,
                                                                True, GATED, STAGES, sb_g, sb_u, BLOCK)
         it += 2
     if n_k % 2 == 0:  # two blocks left: A (in flight) and the last
-        pb_g, pb_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 1, pb_g, pb_u, GATED, STAGES, XG,
-                                    lag, LAG)
+        pb_g, pb_u = _ws_pipe_issue(a_bufs, wg_bufs, wu_bufs, ready, it + 1, pb_g, pb_u, GATED, STAGES, XG)
         sb_g = 0
         sb_u = 0
         if BLOCK:
@@ -565,15 +555,14 @@ def _ws_sub_step(a, wg_bufs, wu_bufs, s, j: gl.constexpr, GATED: gl.constexpr, S
 @gluon.jit
 def _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0, acc1, acc2, acc3, it, s_prev,
                         CARRIED: gl.constexpr, GATED: gl.constexpr, STAGES: gl.constexpr, SN: gl.constexpr,
-                        s0=0, s1=0, s1_prev=0, BLOCK: gl.constexpr = False, XG: gl.constexpr = False, lag=0,
-                        LAG: gl.constexpr = 0):
+                        s0=0, s1=0, s1_prev=0, BLOCK: gl.constexpr = False, XG: gl.constexpr = False):
     """Ring step ``it``'s four sub-tiles, 0 into ``pa``, 1 into ``pb``, 2 into ``pa``, 3 into ``pb``, each issued
     before the one before it is waited for and added (into ``acc<j - 1>``); sub-tile 3 is left in flight.
     ``CARRIED``: the block before's sub-tile 3 (``pb``) is still in flight -- sub-tile 0 goes in first, then it is
     waited for and added into ``acc3`` and the block before's slot ``s_prev`` released. ``BLOCK``: sub-tiles 0-1
     scaled by ``s0``, 2-3 by ``s1`` (:func:`_ws_blk_scales`), the carried one by the block before's ``s1_prev``.
     Returns the sets, the sums and this block's slot."""
-    s = _ring_ready(ready, it, STAGES, XG, lag, LAG)
+    s = _ring_ready(ready, it, STAGES, XG)
     a = a_bufs.index(s)
     if CARRIED:
         pa, pb, acc3 = _ws_sub_step(a, wg_bufs, wu_bufs, s, 0, GATED, SN, pa, pb, acc3, s1_prev, BLOCK)
@@ -589,8 +578,7 @@ def _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0, ac
 @gluon.jit
 def _ws_wide_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc0, acc1, acc2, acc3, it, n_k,
                          GATED: gl.constexpr, STAGES: gl.constexpr, SN: gl.constexpr, as_rows=0, ws0_ptr=0,
-                         ws1_ptr=0, BLOCK: gl.constexpr = False, XG: gl.constexpr = False, lag=0,
-                         LAG: gl.constexpr = 0):
+                         ws1_ptr=0, BLOCK: gl.constexpr = False, XG: gl.constexpr = False):
     """The promoted K loop of a wide one-set tile (``_ws_consumer``'s ONE_PART) pipelined: each K block as four
     ``SN``-column sub-tiles (gated: gate's two halves, then up's) whose fresh partial sums alternate between two
     ``SN``-column sets -- sub-tile j + 1's wgmma is issued before the warpgroup waits for sub-tile j's and adds it
@@ -616,21 +604,21 @@ def _ws_wide_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc0, acc1, acc
         s0, s1 = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, 0, True)
     pa, pb, acc0, acc1, acc2, acc3, s = _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0,
                                                             acc1, acc2, acc3, it, 0, False, GATED, STAGES, SN, s0, s1,
-                                                            s1, BLOCK, XG, lag, LAG)
+                                                            s1, BLOCK, XG)
     for kk in range(n_k - 2):
         s1_prev = s1
         if BLOCK:
             s0, s1 = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, 1 + kk, True)
         pa, pb, acc0, acc1, acc2, acc3, s = _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0,
                                                                 acc1, acc2, acc3, it + 1 + kk, s, True, GATED,
-                                                                STAGES, SN, s0, s1, s1_prev, BLOCK, XG, lag, LAG)
+                                                                STAGES, SN, s0, s1, s1_prev, BLOCK, XG)
     if n_k >= 2:  # the last block (see above: this shape, not the loop running one more trip)
         s1_prev = s1
         if BLOCK:
             s0, s1 = _ws_blk_scales(as_rows, ws0_ptr, ws1_ptr, n_k - 1, True)
         pa, pb, acc0, acc1, acc2, acc3, s = _ws_wide_pipe_block(a_bufs, wg_bufs, wu_bufs, ready, empty, pa, pb, acc0,
                                                                 acc1, acc2, acc3, it + n_k - 1, s, True, GATED,
-                                                                STAGES, SN, s0, s1, s1_prev, BLOCK, XG, lag, LAG)
+                                                                STAGES, SN, s0, s1, s1_prev, BLOCK, XG)
         pb, pa = warpgroup_mma_wait(num_outstanding=0, deps=(pb, pa))
     else:
         pb = warpgroup_mma_wait(num_outstanding=0, deps=(pb,))
@@ -653,7 +641,7 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                  GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr, RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr,
                  A_PADDED: gl.constexpr, ZERO_PAD: gl.constexpr, PIPE: gl.constexpr = False,
                  W_SCALAR: gl.constexpr = False, X_GATHER: gl.constexpr = False, tiles=0, tq_ready=0,
-                 tq_empty=0, DYN: gl.constexpr = False, TQ: gl.constexpr = 1, lag_bar=0, LAG: gl.constexpr = 0):
+                 tq_empty=0, DYN: gl.constexpr = False, TQ: gl.constexpr = 1):
     """MMA warpgroup for rows [HALF * 64, HALF * 64 + 64) of every tile: per K block a fresh
     wgmma (gated: gate and up), one wait, the slot released, the fp32 adds; then the epilogue.
 
@@ -679,14 +667,7 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
     (:func:`_ring_ready`).
 
     DYN: the tiles in the order the loader fetched them from the global counter, taken from the tile queue
-    in shared memory (:func:`_ws_tile_take`) until one past the last.
-
-    LAG (OPT-IN, ``triton_moe.set_ws_lag``): on the program's first tile with ring steps the second warpgroup starts
-    only once the first has reached ring step ``LAG`` (``lag_bar``: the first arrives there, :func:`_ring_ready`, or
-    at that tile's end if it has fewer steps -- so a warpgroup never waits on the other beyond one tile, whatever
-    the tile queue holds), and the two then run about ``LAG`` K blocks apart: while one stores a tile, the other's
-    last K blocks keep the tensor cores busy, instead of both storing at once with the tensor cores idle. Within the
-    ring's depth (``LAG < STAGES``) and the same tiles and arithmetic: the same bits."""
+    in shared memory (:func:`_ws_tile_take`) until one past the last."""
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
     ONE_PART: gl.constexpr = QUANT != Q_NONE and ((GATED and BN == 128) or ((not GATED) and BN == 256))
     PN: gl.constexpr = BN // 2 if ONE_PART and not GATED else BN  # columns of one accumulator
@@ -708,7 +689,7 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                                                   ready, empty, rt, HALF, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT,
                                                   OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
                                                   BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED, A_PADDED,
-                                                  ZERO_PAD, PIPE, W_SCALAR, X_GATHER, lag_bar, LAG)
+                                                  ZERO_PAD, PIPE, W_SCALAR, X_GATHER)
             q += 1
             t = _ws_tile_take(tiles, tq_ready, tq_empty, q, TQ)
     else:
@@ -717,7 +698,7 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
                                                   ready, empty, rt, HALF, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT,
                                                   OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
                                                   BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED, A_PADDED,
-                                                  ZERO_PAD, PIPE, W_SCALAR, X_GATHER, lag_bar, LAG)
+                                                  ZERO_PAD, PIPE, W_SCALAR, X_GATHER)
 
 
 @gluon.jit
@@ -728,13 +709,11 @@ def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, 
                      MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                      GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr, RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr,
                      A_PADDED: gl.constexpr, ZERO_PAD: gl.constexpr, PIPE: gl.constexpr, W_SCALAR: gl.constexpr,
-                     X_GATHER: gl.constexpr, lag_bar=0, LAG: gl.constexpr = 0):
+                     X_GATHER: gl.constexpr):
     """:func:`_ws_consumer`'s work for tile ``t``: its K blocks from ring step ``it`` on, then its epilogue (nothing
     for a tile of a non-local expert; the ring kept in step for a half it skips). ``part_g`` / ``part_u``: the
     partial-sum registers, carried from tile to tile; ``rt``: the consumer's runtime arguments from ``out_ptr`` to
-    ``act_limit`` (but ``num_post_padded_ptr``); ``lag_bar`` / ``LAG``: ``_ws_consumer``'s LAG -- on the first tile
-    with ring steps (``it`` 0) the first warpgroup arrives at step ``LAG`` or at the tile's end, the second waits
-    before its first step. Returns (the next ring step, part_g, part_u)."""
+    ``act_limit`` (but ``num_post_padded_ptr``). Returns (the next ring step, part_g, part_u)."""
     out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, N, K, \
         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit = rt
     INSTR_K: gl.constexpr = 16 if QUANT == Q_NONE else 32  # wgmma's K: 32 bytes of either operand
@@ -752,14 +731,6 @@ def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, 
     live = e < E_LOC
     if SKIP_HALF and HALF == 1:  # the second half of an expert's last block may be all padding (valid rows first)
         live = live & (gl.load(sorted_ids_ptr + pid_m * (2 * HALF_M) + HALF_M) < num_slots)
-    lag = 0
-    if LAG:  # (_ws_consumer's LAG) the first warpgroup's arrival step on this tile: LAG on the first one, else none
-        first = it == 0
-        lag = (lag_bar, LAG - (it != 0).to(gl.int32) * (LAG + 1))
-        if HALF == 1:
-            if (e < E_LOC) & first:
-                mbarrier.wait(lag_bar, 0)
-    LEAD: gl.constexpr = LAG if HALF == 0 else 0  # (the second warpgroup passes no barrier on)
     if (e < E_LOC) & (live == 0):
         # nothing to compute or store: keep step with the ring (each slot's data has landed before
         # it is released, so the loader's phases stay in order), no MMA, no A half was loaded
@@ -797,7 +768,7 @@ def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, 
             # 16-bit operands: one accumulator chain; the K block before this one has retired when
             # at most this block's wgmmas are in flight -> its slot is released
             for kk in range(n_k):
-                s = _ring_ready(ready, it, STAGES, X_GATHER, lag, LEAD)
+                s = _ring_ready(ready, it, STAGES, X_GATHER)
                 acc_g = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), acc_g, is_async=True)
                 if GATED:
                     acc_u = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), acc_u,
@@ -820,10 +791,10 @@ def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, 
             acc3 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
             acc0, acc1, acc2, acc3, it = _ws_wide_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc0, acc1,
                                                               acc2, acc3, it, n_k, GATED, STAGES, SN, as_rows,
-                                                              ws0_ptr, ws1_ptr, QUANT == Q_BLOCK, X_GATHER, lag, LEAD)
+                                                              ws0_ptr, ws1_ptr, QUANT == Q_BLOCK, X_GATHER)
         elif ONE_PART:
             for kk in range(n_k):
-                s = _ring_ready(ready, it, STAGES, X_GATHER, lag, LEAD)
+                s = _ring_ready(ready, it, STAGES, X_GATHER)
                 if GATED:
                     b0 = wg_bufs.index(s).permute((1, 0))
                     b1 = wu_bufs.index(s).permute((1, 0))
@@ -849,10 +820,10 @@ def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, 
         elif PIPE:  # (FP8 blocks: with W_SCALAR -- the per-column scale vectors of two partial sets spilled)
             acc_g, acc_u, it = _ws_pipe_k_loop(a_bufs, wg_bufs, wu_bufs, ready, empty, acc_g, acc_u, part_g,
                                                part_u, it, n_k, GATED, STAGES, as_rows, ws0_ptr, ws1_ptr,
-                                               QUANT == Q_BLOCK, X_GATHER, lag, LEAD)
+                                               QUANT == Q_BLOCK, X_GATHER)
         else:
             for kk in range(n_k):
-                s = _ring_ready(ready, it, STAGES, X_GATHER, lag, LEAD)
+                s = _ring_ready(ready, it, STAGES, X_GATHER)
                 part_g = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), part_g, use_acc=False,
                                        is_async=True)
                 if GATED:
@@ -879,10 +850,6 @@ def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, 
                 mbarrier.arrive(empty.index(s), count=1)
                 acc_g = _ws_promote(acc_g, part_g, sg, a_s, wg_s, QUANT, W_SCALAR)
                 it += 1
-
-        if LEAD:  # a first tile of at most LAG steps: step LAG never came -- the second warpgroup goes now
-            if first & (it <= LAG):
-                mbarrier.arrive(lag_bar, count=1)
 
         # ---- epilogue: scales, routing weight on input, bias, activation, store by slot ----
         if SUB_PIPE:  # the four sub-tile sums: gated (gate, up) of two SN-column halves, else quarters
@@ -944,16 +911,14 @@ def _ws_gemm_kernel(
     GROUP_M: gl.constexpr, SKIP_HALF: gl.constexpr = True, RCP_DIV: gl.constexpr = False,
     OUT_PADDED: gl.constexpr = False, A_PADDED: gl.constexpr = False, ZERO_PAD: gl.constexpr = False,
     PIPE: gl.constexpr = False, W_SCALAR: gl.constexpr = False, X_GATHER: gl.constexpr = False,
-    tile_ctr_ptr=0, DYN: gl.constexpr = False, LAG: gl.constexpr = 0,
+    tile_ctr_ptr=0, DYN: gl.constexpr = False,
 ):
     """One grouped GEMM + its epilogue, warp-specialized (see the module docstring). Launch with
     ``num_warps=4`` (the first MMA warpgroup; the second and the loader warp are workers: 12 warps
     after rounding) on ``min(tiles, SMs)`` programs. ``X_GATHER``: the A rows by cp.async from ``x_ptr`` (the
     unsorted rows, row ``slot // TOP_K``, stride ``stride_x``; 16-byte aligned) by a four-warp loader; ``a_desc``
     then only gives the A tiles' shape and layout. ``DYN`` (``set_ws_dynamic_tiles``): tiles by a global counter,
-    ``tile_ctr_ptr`` int32 [2] (zeros; left zero), instead of ``program_id + i * num_programs`` (``_ws_loader``).
-    ``LAG`` (OPT-IN, 0 < LAG < STAGES): the second MMA warpgroup runs LAG K blocks behind the first
-    (``_ws_consumer``)."""
+    ``tile_ctr_ptr`` int32 [2] (zeros; left zero), instead of ``program_id + i * num_programs`` (``_ws_loader``)."""
     HALF_M: gl.constexpr = a_desc.block_type.shape[0]
     a0_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     a1_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
@@ -964,25 +929,19 @@ def _ws_gemm_kernel(
     ready, empty = _ring_barriers(STAGES, 2, 1 + 32 * X_LOADER_WARPS if X_GATHER else 1)
     TQ: gl.constexpr = STAGES + 2  # (DYN: the tile queue's depth -- the loader may run a few short tiles ahead)
     tiles, tq_ready, tq_empty = _ws_tile_queue(TQ, DYN)
-    lag_bar = 0
-    if LAG:
-        lag_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        mbarrier.init(lag_bar, count=1)
     gl.warp_specialize([
         (_ws_consumer, (a0_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 0, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
-                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR, X_GATHER, tiles, tq_ready, tq_empty, DYN, TQ, lag_bar,
-                        LAG)),
+                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR, X_GATHER, tiles, tq_ready, tq_empty, DYN, TQ)),
         (_ws_consumer, (a1_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
                         topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K,
                         num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta,
                         act_limit, 1, HALF_M, TOP_K, E_LOC, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS,
                         WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, BK, STAGES, GROUP_M, SKIP_HALF, RCP_DIV, OUT_PADDED,
-                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR, X_GATHER, tiles, tq_ready, tq_empty, DYN, TQ, lag_bar,
-                        LAG)),
+                        A_PADDED, ZERO_PAD, PIPE, W_SCALAR, X_GATHER, tiles, tq_ready, tq_empty, DYN, TQ)),
         (_ws_loader, (a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, sorted_ids_ptr,
                       block_expert_ptr, num_post_padded_ptr, N, K, num_slots, x_ptr, stride_x, E_LOC, BN, BK, STAGES,
                       GROUP_M, GATED, SKIP_HALF, TOP_K, X_GATHER, tile_ctr_ptr, tiles, tq_ready, tq_empty, DYN,
