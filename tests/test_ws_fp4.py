@@ -413,8 +413,8 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     prev_ahead = triton_moe.set_ws_fp4_scales_ahead(ahead)
     prev_join = triton_moe.set_ws_fp4_join(join)
 
-    def launch():
-        triton_moe._ws_fp4_gemm(cfg, rows, w, tw, False, tw, al, out, N, 1, TK, 4, 7, False,
+    def launch(E=4):
+        triton_moe._ws_fp4_gemm(cfg, rows, w, tw, False, tw, al, out, N, 1, TK, E, 7, False,
                                 triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw, a_padded=True,
                                 out_padded=padded)
         args, kw = cap.calls[-1][1:]
@@ -441,16 +441,18 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     assert (b["CHUNKS"], b["NV"], b["OUT_PADDED"], b["MUL_ROUTING_WEIGHT"], b["TK"]) == (chunks, fmt is Format.NVFP4,
                                                                                         padded, True, tk)
     assert b["SC_AHEAD"] is ahead and b["JOIN"] is join
-    assert b["DYN"] is False and b["tile_ctr_ptr"] is al.num_post_padded  # "auto": never FP4 (not yet measured)
-    prev_dyn = triton_moe.set_ws_dynamic_tiles(True)  # forced on: the tiles by a global counter here too
-    prev_join = triton_moe.set_ws_fp4_join(join)
-    try:
-        b = launch()
-    finally:
-        triton_moe.set_ws_dynamic_tiles(prev_dyn)
-        triton_moe.set_ws_fp4_join(prev_join)
-    ctr = b["tile_ctr_ptr"]
-    assert b["DYN"] is True and ctr.dtype == torch.int32 and ctr.tolist() == [0, 0]
+    assert b["DYN"] is False and b["tile_ctr_ptr"] is al.num_post_padded  # "auto" with 4 local experts (< 64): static
+    # the tiles by a global counter: "auto" from 64 local experts (FP4 too since the forty-sixth session), forced on
+    for E, mode in ((64, "auto"), (4, True)):
+        prev_dyn = triton_moe.set_ws_dynamic_tiles(mode)
+        prev_join = triton_moe.set_ws_fp4_join(join)
+        try:
+            b = launch(E)
+        finally:
+            triton_moe.set_ws_dynamic_tiles(prev_dyn)
+            triton_moe.set_ws_fp4_join(prev_join)
+        ctr = b["tile_ctr_ptr"]
+        assert b["DYN"] is True and ctr.dtype == torch.int32 and ctr.tolist() == [0, 0], (E, mode)
 
 @gpu
 @pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)

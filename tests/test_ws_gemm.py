@@ -360,9 +360,9 @@ def test_ws_dynamic_tiles_compiles_for_sm90(tmp_path):
 def test_ws_dynamic_tiles_switch_and_rule(monkeypatch):
     """``set_ws_dynamic_tiles``: "auto" by default, True or False, nothing else; ``FUSEDMOE_WS_DYN=1`` / ``0`` start
     a process forced on / off. "auto" takes ``kernel_configs.ws_dynamic_tiles_auto`` per GEMM -- FP8 weights (per
-    tensor, per channel, blocks) with at least 64 local experts, never 16-bit ones. The launch passes ``DYN`` and,
-    when on, a zeroed int32 [2] counter pair -- eager, two cached a device and stream, taken in turn; under capture
-    (here: not CUDA) a fresh one."""
+    tensor, per channel, blocks) and MXFP4 / NVFP4 ones with at least 64 local experts, never 16-bit ones. The
+    launch passes ``DYN`` and, when on, a zeroed int32 [2] counter pair -- eager, two cached a device and stream,
+    taken in turn; under capture (here: not CUDA) a fresh one."""
     from gluon_sm90 import LaunchCapture
 
     from fusedmoe.backends import triton_moe as tm
@@ -377,7 +377,9 @@ def test_ws_dynamic_tiles_switch_and_rule(monkeypatch):
     for fmt in (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK):
         assert ws_dynamic_tiles_auto(fmt, 256) and ws_dynamic_tiles_auto(fmt, 64) and not ws_dynamic_tiles_auto(fmt, 63)
         assert not ws_dynamic_tiles_auto(fmt, 8)
-    assert not ws_dynamic_tiles_auto(Format.BF16, 256) and not ws_dynamic_tiles_auto(Format.MXFP4, 256)
+    for fmt in (Format.MXFP4, Format.NVFP4):  # the FP4 prefill kernel's (forty-sixth session)
+        assert ws_dynamic_tiles_auto(fmt, 128) and ws_dynamic_tiles_auto(fmt, 64) and not ws_dynamic_tiles_auto(fmt, 32)
+    assert not ws_dynamic_tiles_auto(Format.BF16, 256) and not ws_dynamic_tiles_auto(Format.MXFP8, 256)
     a, b = tm._ws_tile_counters(torch.device("cpu")), tm._ws_tile_counters(torch.device("cpu"))
     assert a.tolist() == b.tolist() == [0, 0] and a is not b and a.dtype == torch.int32
     ctr = torch.zeros(2, dtype=torch.int32)

@@ -827,9 +827,10 @@ _WS_SMEM = 220 * 1024  # the operand ring's budget (Hopper: 227 KB a block, barr
 # expert has at most this many weight rows (gated GEMM1: 2 x the intermediate), or at most this many rows an expert
 WS_X_GATHER_MAX_WEIGHT_ROWS = 2048
 WS_X_GATHER_MAX_ROWS_PER_EXPERT = 64
-# the tiles from a global counter (DYN, triton_moe.set_ws_dynamic_tiles) for FP8 weights from this many local experts
-# (ws_dynamic_tiles_auto: measured between Mixtral's 8, slightly slower, and Qwen3-30B's 128, even)
+# the tiles from a global counter (DYN, triton_moe.set_ws_dynamic_tiles) for FP8 and FP4 weights from this many local
+# experts (ws_dynamic_tiles_auto: FP8 measured between Mixtral's 8, slightly slower, and Qwen3-30B's 128, even)
 WS_DYN_MIN_EXPERTS = 64
+WS_DYN_FORMATS = (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK, Format.MXFP4, Format.NVFP4)
 
 
 def ws_x_gather_auto(weight_rows: int, rows_per_expert: float) -> bool:
@@ -845,16 +846,20 @@ def ws_x_gather_auto(weight_rows: int, rows_per_expert: float) -> bool:
 
 
 def ws_dynamic_tiles_auto(weight_format: Format, num_local_experts: int) -> bool:
-    """Whether a warp-specialized 16-bit / FP8 prefill GEMM takes its tiles from a global counter by default
+    """Whether a warp-specialized prefill GEMM takes its tiles from a global counter by default
     (``triton_moe.set_ws_dynamic_tiles`` "auto", ``DYN``): FP8 weights (per tensor, per channel, 128 x 128 blocks)
-    with at least ``WS_DYN_MIN_EXPERTS`` local experts. Measured (H100, forty-fifth session, ``FUSEDMOE_WS_DYN=0|1
-    benchmarks/kernel_breakdown.py``, BENCHMARKS.md): with 256 experts the static tiles drift apart and read an
-    expert's weights more than once -- DeepSeek-V3 FP8 1.01-1.11x at 2048 / 8192 tokens (with the wide 2 x 128
-    GEMM1 tile at 8192 tokens 1.07-1.11x over the static narrow one), MiniMax-M2 1.00-1.07x --; Qwen3-30B-A3B (128
-    experts) and DeepSeek-V3 TP8 (256 experts of 256 columns) within +-1 %; Mixtral-8x7B (8 experts) 0.98-1.02x and
-    16-bit weights 0.97-1.00x (``decode_ab.py --settings default,wsdyn``) -- those keep the static tiles. FP4
-    weights (the FP4 prefill kernel's ``DYN``, forty-fifth session) are not measured yet: static."""
-    return weight_format in WS_PROMOTED_FORMATS and num_local_experts >= WS_DYN_MIN_EXPERTS
+    and MXFP4 / NVFP4 weights with at least ``WS_DYN_MIN_EXPERTS`` local experts. Measured (H100, forty-fifth
+    session, ``FUSEDMOE_WS_DYN=0|1 benchmarks/kernel_breakdown.py``, BENCHMARKS.md): with 256 experts the static
+    tiles drift apart and read an expert's weights more than once -- DeepSeek-V3 FP8 1.01-1.11x at 2048 / 8192
+    tokens (with the wide 2 x 128 GEMM1 tile at 8192 tokens 1.07-1.11x over the static narrow one), MiniMax-M2
+    1.00-1.07x --; Qwen3-30B-A3B (128 experts) and DeepSeek-V3 TP8 (256 experts of 256 columns) within +-1 %;
+    Mixtral-8x7B (8 experts) 0.98-1.02x and 16-bit weights 0.97-1.00x (``decode_ab.py --settings default,wsdyn``) --
+    those keep the static tiles. MXFP4 / NVFP4 weights too (the FP4 x BF16 prefill kernel's ``DYN``; H100,
+    forty-sixth session, ``decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano --weight-format
+    mxfp4,nvfp4 --tokens 2048,4096,8192 --settings default,wsdyn``): 1.003-1.052x at all 18 points (128 / 512
+    experts; a tile's cost varies with its real 64-row chunks, so static tile lists finish unevenly). FP4 with fewer
+    experts is not measured: static, as FP8 there."""
+    return weight_format in WS_DYN_FORMATS and num_local_experts >= WS_DYN_MIN_EXPERTS
 
 
 SM90_SMEM_PER_SM = 228 * 1024

@@ -659,27 +659,27 @@ _WS_DYN = {"mode": {"1": True, "0": False}.get(os.environ.get("FUSEDMOE_WS_DYN",
 
 
 def set_ws_dynamic_tiles(mode) -> "bool | str":
-    """Whether the warp-specialized 16-bit / FP8 prefill GEMMs (``kernels/_ws_gemm.py``, ``DYN``; forty-fourth session,
-    measured in the forty-fifth) take their tiles from a global counter -- each program's loader fetches the next tile
-    index by a relaxed atomic as it starts a tile and hands it to the consumer warpgroups through a queue in shared
-    memory -- instead of the static ``program_id + i * num_programs``. The tiles in flight then always form one window
-    of the tile walk: an expert's M-blocks load the same weight tiles together (persistent programs with static tiles
-    drift apart: DeepSeek-V3 FP8 at 8192 tokens read 10.0 GB from DRAM for ~8 GB of data with the 2 x 64 GEMM1 tile,
-    13.4 GB with the 2 x 128 one -- forty-third session), and programs that drew short tiles (half-empty blocks) take
-    more. ``"auto"`` (the default; ``FUSEDMOE_WS_DYN=1`` / ``0`` start a process with ``True`` / ``False``): where
-    :func:`kernel_configs.ws_dynamic_tiles_auto` says -- FP8 weights, many local experts; ``True``: every such GEMM, and
-    the FP4 x BF16 prefill GEMMs (``kernels/_ws_fp4.py``, forty-fifth session: compiled for sm_90, not yet run on a GPU
-    -- "auto" leaves them static); ``False``: none. The counters (int32 [2]) are left at zero by the kernel; eager calls
+    """Whether the warp-specialized prefill GEMMs (``DYN``: 16-bit / FP8 ``kernels/_ws_gemm.py``, forty-fourth
+    session, measured in the forty-fifth; FP4 ``kernels/_ws_fp4.py``, forty-fifth, measured in the forty-sixth) take
+    their tiles from a global counter -- each program's loader fetches the next tile index by a relaxed atomic as it
+    starts a tile and hands it to the consumer warpgroups through a queue in shared memory -- instead of the static
+    ``program_id + i * num_programs``. The tiles in flight then always form one window of the tile walk: an expert's
+    M-blocks load the same weight tiles together (persistent programs with static tiles drift apart: DeepSeek-V3 FP8
+    at 8192 tokens read 10.0 GB from DRAM for ~8 GB of data with the 2 x 64 GEMM1 tile, 13.4 GB with the 2 x 128 one
+    -- forty-third session), and programs that drew short tiles (half-empty blocks) take more. ``"auto"`` (the
+    default; ``FUSEDMOE_WS_DYN=1`` / ``0`` start a process with ``True`` / ``False``): where
+    :func:`kernel_configs.ws_dynamic_tiles_auto` says -- FP8, MXFP4 and NVFP4 weights with many local experts;
+    ``True``: every such GEMM; ``False``: none. The counters (int32 [2]) are left at zero by the kernel; eager calls
     take turns between two pairs per (device, stream) -- consecutive launches never share one, should a launch ever
-    start before the last one ends -- and a CUDA graph captures a zeroed pair of its own. Same tiles, same arithmetic:
-    the same bits. Returns the previous mode."""
+    start before the last one ends -- and a CUDA graph captures a zeroed pair of its own. Same tiles, same
+    arithmetic: the same bits. Returns the previous mode."""
     return _swap_mode(_WS_DYN, mode, "set_ws_dynamic_tiles")
 
 
 def _ws_dynamic_args(weight_format: Format, E: int, al: "AlignResult") -> dict:
     """The prefill kernels' ``DYN`` launch arguments (``_ws_gemm_kernel``, ``_ws_fp4_kernel``): whether their tiles
     come from a global counter (:func:`set_ws_dynamic_tiles`; "auto": :func:`kernel_configs.ws_dynamic_tiles_auto`
-    for ``E`` local experts -- never FP4 weights so far) and the counters (off: a placeholder, never read)."""
+    for ``E`` local experts) and the counters (off: a placeholder, never read)."""
     mode = _WS_DYN["mode"]
     dyn = ws_dynamic_tiles_auto(weight_format, E) if mode == "auto" else mode
     device = al.num_post_padded.device
