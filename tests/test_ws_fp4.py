@@ -477,7 +477,9 @@ def test_gpu_ws_fp4_matches_reference(act, fmt):
 @gpu
 def test_gpu_ws_fp4_fold_same_bits_and_graph():
     """The MX fold (the converter's 2^126 moved to the scale and the accumulator) gives the bits of the restoring
-    converter; a CUDA graph of the call replays to the eager bits on new inputs."""
+    converter; a CUDA graph of the call replays to the eager bits on new inputs, twice -- with static tiles and with
+    tiles by a global counter (``set_ws_dynamic_tiles(True)``: the graph's own zeroed counter pair, which each replay
+    must leave at zero for the next)."""
     c = Case(F.MXFP4, F.BF16, A.SWIGLU, T=512, H=512, I=256, E=4, K=2, dtype=torch.bfloat16, seed=12)
     hidden, W, topk = make_case(c)
     assert triton_moe._mx_fold_cvt(W.w13, True) == 2
@@ -488,16 +490,22 @@ def test_gpu_ws_fp4_fold_same_bits_and_graph():
     finally:
         triton_moe.set_mx_fold(prev)
     assert torch.equal(folded, restored)
-    h2 = torch.randn_like(hidden)
     static = hidden.clone()
-    _ws_call(static, W, topk)  # compile outside the capture
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out = run_triton(static, W, topk, F.BF16)
-    static.copy_(h2)
-    g.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, _ws_call(h2, W, topk))
+    for dyn in (False, True):
+        prev_dyn = triton_moe.set_ws_dynamic_tiles(dyn)
+        try:
+            _ws_call(static, W, topk)  # compile outside the capture
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                out = run_triton(static, W, topk, F.BF16)
+            for rep in range(2):
+                h2 = torch.randn_like(hidden)
+                static.copy_(h2)
+                g.replay()
+                torch.cuda.synchronize()
+                assert torch.equal(out, _ws_call(h2, W, topk)), (dyn, rep)
+        finally:
+            triton_moe.set_ws_dynamic_tiles(prev_dyn)
 
 
 @gpu
