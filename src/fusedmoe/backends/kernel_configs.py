@@ -830,7 +830,6 @@ WS_X_GATHER_MAX_ROWS_PER_EXPERT = 64
 # the tiles from a global counter (DYN, triton_moe.set_ws_dynamic_tiles) for FP8 and FP4 weights from this many local
 # experts (ws_dynamic_tiles_auto: FP8 measured between Mixtral's 8, slightly slower, and Qwen3-30B's 128, even)
 WS_DYN_MIN_EXPERTS = 64
-WS_DYN_FORMATS = (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK, Format.MXFP4, Format.NVFP4)
 
 
 def ws_x_gather_auto(weight_rows: int, rows_per_expert: float) -> bool:
@@ -1101,6 +1100,9 @@ def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str
 # the FP8 formats whose warp-specialized prefill tiles promote partial sums to fp32 each K block: the ones that can
 # take pipelined_promotion and the wide one-set tiles (2 x 128 gated / 256)
 WS_PROMOTED_FORMATS = (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK)
+# the formats whose warp-specialized prefill GEMMs take their tiles from a global counter by default
+# (ws_dynamic_tiles_auto): the FP8 kernel's and the FP4 kernel's
+WS_DYN_FORMATS = WS_PROMOTED_FORMATS + WS_FP4_FORMATS
 
 
 def _ws_pipe_problem(cfg: KernelConfig, weight_format: Format) -> Optional[str]:
