@@ -28,3 +28,12 @@ def env_starts(setter: str, env: str, want: dict) -> None:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                              env={**os.environ, env: val}).stdout.strip()
         assert out == str(on), (env, val, out)
+
+
+def assert_dyn_counters_zero() -> None:
+    """The cached tile-counter pairs of the warp-specialized prefill GEMMs (``triton_moe._WS_DYN``, ``DYN``) are all
+    back at zero: each launch leaves its pair so for the next."""
+    from fusedmoe.backends import triton_moe as tm
+
+    for pairs in tm._WS_DYN["counters"].values():
+        assert [c.tolist() for c in pairs] == [[0, 0]] * 2, pairs

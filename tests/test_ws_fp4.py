@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from gluon_sm90 import SCRIPT_HEAD, LaunchCapture
-from moe_cases import env_starts
+from moe_cases import assert_dyn_counters_zero, env_starts
 from test_triton_fp4 import Case, make_case, run_reference, run_sm90_script, run_triton
 from test_triton_moe import gpu
 
@@ -445,12 +445,10 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     # the tiles by a global counter: "auto" from 64 local experts (FP4 too since the forty-sixth session), forced on
     for E, mode in ((64, "auto"), (4, True)):
         prev_dyn = triton_moe.set_ws_dynamic_tiles(mode)
-        prev_join = triton_moe.set_ws_fp4_join(join)
         try:
             b = launch(E)
         finally:
             triton_moe.set_ws_dynamic_tiles(prev_dyn)
-            triton_moe.set_ws_fp4_join(prev_join)
         ctr = b["tile_ctr_ptr"]
         assert b["DYN"] is True and ctr.dtype == torch.int32 and ctr.tolist() == [0, 0], (E, mode)
 
@@ -577,12 +575,8 @@ def test_gpu_ws_fp4_dynamic_tiles_same_bits(act, fmt):
     (300 tokens) and several a program (3000: ~1500 rows an expert), gated with biases and non-gated, expert
     parallelism; twice with it on (the second with the counters the first left), the cached counters left at zero;
     within the reference's bound."""
-    def counters_zero():
-        for pairs in triton_moe._WS_DYN["counters"].values():
-            assert [p.tolist() for p in pairs] == [[0, 0]] * 2, pairs
-
     _switch_same_bits(act, fmt, triton_moe.set_ws_dynamic_tiles, ((300, 128), (3000, 128), (3000, 256)), 29,
-                      repeats=2, after=counters_zero)
+                      repeats=2, after=assert_dyn_counters_zero)
 
 
 @gpu

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from gluon_sm90 import SCRIPT_HEAD
-from moe_cases import env_starts
+from moe_cases import assert_dyn_counters_zero, env_starts
 from test_triton_fp4 import run_sm90_script
 from test_triton_moe import (ACT_FMT, DEV, INTERP, _errors, _graph_replay_matches, _params,
                              _run_within_bound, gpu, interpreter, make_problem, run_case)
@@ -1171,29 +1171,6 @@ def test_gpu_ws_x_gather_same_bits(wfmt, monkeypatch):
                 assert len(calls) == 0, (act, T, K, handoff, len(calls))  # no gather launch with it on
 
 
-def _switch_sweep(wfmt, setter, other, cases, after=None) -> None:
-    """:func:`_switch_same_bits` of ``setter`` over SwiGLU and ReLU^2, :func:`_ws_both_configs` and ``cases`` (T, top
-    k, seed, a value of the switch ``other`` in force meanwhile) of 16 local experts (offset 8: the non-local group;
-    top-1 of 32, else of 24), the SwiGLU call of 1500 tokens also replayed from a CUDA graph; ``after()`` once a
-    case."""
-    dtype = torch.bfloat16
-    H, I = (768, 256) if wfmt is Format.FP8_BLOCK else (704, 192)
-    for act in (Activation.SWIGLU, Activation.RELU2):
-        for cfg in _ws_both_configs(wfmt, act.is_gated):
-            for T, K, seed, v in cases:
-                prob = make_problem(T=T, H=H, I=I, I_pad=I, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype, offset=8,
-                                    E_glob=24 if K > 1 else 32, seed=seed)
-                kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)
-                prev = other(v)
-                try:
-                    _switch_same_bits(setter, prob, kw, (act, T, K, cfg.gemm1.block_n, v),
-                                      graph=I if act is Activation.SWIGLU and T == 1500 else None)
-                finally:
-                    other(prev)
-                if after is not None:
-                    after()
-
-
 @gpu
 @pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK, Format.BF16],
                          ids=lambda f: f.name)
@@ -1204,12 +1181,21 @@ def test_gpu_ws_dynamic_tiles_same_bits(wfmt):
     (the cached counters left at zero for the next call) and in a CUDA graph; within the reference's bound."""
     from fusedmoe.backends import triton_moe as tm
 
-    def counters_zero():
-        for pairs in tm._WS_DYN["counters"].values():
-            assert [c.tolist() for c in pairs] == [[0, 0]] * 2, pairs
-
-    _switch_sweep(wfmt, tm.set_ws_dynamic_tiles, tm.set_ws_x_gather,
-                  ((4000, 4, 71, False), (1500, 4, 72, True), (3000, 1, 73, False), (40, 4, 74, True)), counters_zero)
+    dtype = torch.bfloat16
+    H, I = (768, 256) if wfmt is Format.FP8_BLOCK else (704, 192)
+    for act in (Activation.SWIGLU, Activation.RELU2):
+        for cfg in _ws_both_configs(wfmt, act.is_gated):
+            for T, K, seed, xg in ((4000, 4, 71, False), (1500, 4, 72, True), (3000, 1, 73, False), (40, 4, 74, True)):
+                prob = make_problem(T=T, H=H, I=I, I_pad=I, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype, offset=8,
+                                    E_glob=24 if K > 1 else 32, seed=seed)
+                kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)
+                prev_xg = tm.set_ws_x_gather(xg)
+                try:
+                    _switch_same_bits(tm.set_ws_dynamic_tiles, prob, kw, (act, T, K, cfg.gemm1.block_n, xg),
+                                      graph=I if act is Activation.SWIGLU and T == 1500 else None)
+                finally:
+                    tm.set_ws_x_gather(prev_xg)
+                assert_dyn_counters_zero()
 
 
 @contextlib.contextmanager
