@@ -270,8 +270,9 @@ def _check_mode_switch(setter, env: str) -> None:
 def test_ws_x_gather_switch_and_rule(monkeypatch):
     """``set_ws_x_gather``: "auto" by default, True or False, nothing else; ``FUSEDMOE_WS_XGATHER=1`` / ``0`` start a
     process forced on / off. "auto" takes ``kernel_configs.ws_x_gather_auto`` per GEMM -- at most 2048 weight rows an
-    expert (gated GEMM1: twice the intermediate) or at most 64 rows an expert (slots / local experts) -- and only
-    for rows the loader can copy 16 bytes at a time, not for rows GEMM2 reads at their padded positions."""
+    expert (gated GEMM1: twice the intermediate) or at most 64 rows an expert (slots / local experts), or any GEMM of
+    a gated layer whose tiles come from the global counter -- and only for rows the loader can copy 16 bytes at a
+    time, not for rows GEMM2 reads at their padded positions."""
     from gluon_sm90 import LaunchCapture
 
     from fusedmoe.backends import triton_moe as tm
@@ -282,16 +283,23 @@ def test_ws_x_gather_switch_and_rule(monkeypatch):
 
     _check_mode_switch(tm.set_ws_x_gather, "FUSEDMOE_WS_XGATHER")
     # the rule: Qwen3-30B-A3B's GEMMs (1536 / 2048 weight rows) yes; DeepSeek-V3's (4096 / 7168) only at <= 64 rows an
-    # expert; Mixtral-8x7B's (28672 / 4096) at its prefill row counts no
-    assert ws_x_gather_auto(1536, 512) and ws_x_gather_auto(2048, 2048) and not ws_x_gather_auto(2049, 65)
-    assert ws_x_gather_auto(4096, 64) and ws_x_gather_auto(7168, 32) and not ws_x_gather_auto(4096, 256)
-    assert not ws_x_gather_auto(28672, 512) and not ws_x_gather_auto(4096, 2048)
+    # expert; Mixtral-8x7B's (28672 / 4096) at its prefill row counts no -- with static tiles
+    def rule(weight_rows, rows_per_expert, dyn=False, gated=True):
+        return ws_x_gather_auto(weight_rows, rows_per_expert, dyn=dyn, gated=gated)
+
+    assert rule(1536, 512) and rule(2048, 2048) and not rule(2049, 65)
+    assert rule(4096, 64) and rule(7168, 32) and not rule(4096, 256)
+    assert not rule(28672, 512) and not rule(4096, 2048) and not rule(2688, 384, gated=False)
+    # tiles from the global counter: every GEMM of a gated layer (DeepSeek-V3 / Qwen3-235B at 8192 tokens); a
+    # non-gated layer's (Nemotron's GEMM2: 2688 weight rows, 384 rows an expert) still by the rows alone
+    assert rule(4096, 256, dyn=True) and rule(7168, 2048, dyn=True) and rule(28672, 512, dyn=True)
+    assert not rule(2688, 384, dyn=True, gated=False) and rule(1920, 384, dyn=True, gated=False)
 
     monkeypatch.setattr(tm, "_gather_slot_rows", lambda a, al, BM, *r, **kw: torch.zeros(al.max_blocks * BM, a.shape[1],
                                                                                          dtype=a.dtype))
     E, K, NB, BM = 4, 256, 3, 128
 
-    def x_gather(N, gated, TK, *, rows=None, a_padded=False):
+    def x_gather(N, gated, TK, *, rows=None, a_padded=False, layer_gated=None):
         cap = LaunchCapture()
         monkeypatch.setattr(ws, "_ws_gemm_kernel", cap)
         M = 2 * N if gated else N
@@ -302,7 +310,7 @@ def test_ws_x_gather_switch_and_rule(monkeypatch):
         tw = torch.ones(TK)
         tm._ws_gemm(ws_config(gated), a, tw, 1, w, torch.ones(E), 1, 0, tw, False, tw, tw, 0, al,
                     torch.empty(TK, N, dtype=torch.bfloat16), N, 2, TK, E, 0 if gated else 3, gated,
-                    ActivationParams(), None, False, False, 132, a_padded=a_padded)
+                    ActivationParams(), None, False, False, 132, a_padded=a_padded, layer_gated=layer_gated)
         (grid, args, kw), = cap.calls
         return kw["X_GATHER"]
 
@@ -310,6 +318,12 @@ def test_ws_x_gather_switch_and_rule(monkeypatch):
     assert x_gather(2048, False, 1024) and not x_gather(4096, False, 1024)
     assert not x_gather(768, True, 2048, rows=torch.zeros(1024, K + 8, dtype=torch.float8_e4m3fn)[:, :K])  # stride
     assert not x_gather(768, True, 2048, a_padded=True)  # GEMM2 reading GEMM1's padded rows: no gather at all
+    prev = tm.set_ws_dynamic_tiles(True)  # (4 experts: "auto" would leave the counter off)
+    try:  # with counted tiles: a gated layer's GEMM1 and GEMM2 (layer_gated) copy, a non-gated layer's GEMM2 not
+        assert x_gather(2048, True, 1024) and x_gather(4096, False, 1024, layer_gated=True)
+        assert not x_gather(4096, False, 1024) and not x_gather(4096, False, 1024, layer_gated=False)
+    finally:
+        tm.set_ws_dynamic_tiles(prev)
     for mode, want in ((True, True), (False, False)):
         prev = tm.set_ws_x_gather(mode)
         try:

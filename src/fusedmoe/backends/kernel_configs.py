@@ -824,7 +824,8 @@ WS_WIDE_MIN_ROWS_PER_EXPERT = 256  # FP8 per tensor / channel GEMM1: the wide ti
 _WS_SMEM = 220 * 1024  # the operand ring's budget (Hopper: 227 KB a block, barriers and the epilogue's scratch)
 # the warp-specialized prefill GEMMs' A rows by cp.async from the unsorted rows (X_GATHER, triton_moe.set_ws_x_gather)
 # instead of a gather launch and TMA boxes, where an H100 measured it faster (forty-third session): a GEMM whose
-# expert has at most this many weight rows (gated GEMM1: 2 x the intermediate), or at most this many rows an expert
+# expert has at most this many weight rows (gated GEMM1: 2 x the intermediate), or at most this many rows an expert;
+# and (forty-seventh session) every such GEMM of a gated layer whose tiles come from the global counter (DYN)
 WS_X_GATHER_MAX_WEIGHT_ROWS = 2048
 WS_X_GATHER_MAX_ROWS_PER_EXPERT = 64
 # the tiles from a global counter (DYN, triton_moe.set_ws_dynamic_tiles) for FP8 and FP4 weights from this many local
@@ -832,16 +833,23 @@ WS_X_GATHER_MAX_ROWS_PER_EXPERT = 64
 WS_DYN_MIN_EXPERTS = 64
 
 
-def ws_x_gather_auto(weight_rows: int, rows_per_expert: float) -> bool:
+def ws_x_gather_auto(weight_rows: int, rows_per_expert: float, *, dyn: bool, gated: bool) -> bool:
     """Whether a warp-specialized 16-bit / FP8 prefill GEMM reads its A rows by cp.async by default (``set_ws_x_gather``
     "auto"). The gather launch it saves writes and reads P x K elements, the same for every weight row, so its share
     of the GEMM's time falls with the weight rows an expert; the cp.async loader costs the GEMM itself a little where
-    its tensor cores are busy (both 64-row halves of most blocks full). Measured (H100, ``benchmarks/decode_ab.py
-    --settings default,wsxg``, BENCHMARKS.md): Qwen3-30B-A3B (1536 / 2048 weight rows) FP8 1.04-1.08x at 2048 and 8192
-    tokens; DeepSeek-V3 at 2048 tokens (64 rows an expert: most blocks' second halves skipped) 1.03-1.04x; DeepSeek-V3
-    at 8192 tokens (4096 / 7168 rows, 256 an expert) 0.93-0.99x and Mixtral-8x7B (28672 / 4096 rows) 0.94-1.00x --
-    those keep the gather."""
-    return weight_rows <= WS_X_GATHER_MAX_WEIGHT_ROWS or rows_per_expert <= WS_X_GATHER_MAX_ROWS_PER_EXPERT
+    its tensor cores are busy (both 64-row halves of most blocks full). ``dyn``: the GEMM takes its tiles from the
+    global counter (``ws_dynamic_tiles_auto`` or forced); ``gated``: the layer's activation is gated (GEMM2 too).
+    Measured (H100, ``benchmarks/decode_ab.py --settings default,wsxg``, BENCHMARKS.md): Qwen3-30B-A3B (1536 / 2048
+    weight rows) FP8 1.04-1.08x at 2048 and 8192 tokens; DeepSeek-V3 at 2048 tokens (64 rows an expert: most blocks'
+    second halves skipped) 1.03-1.04x; with static tiles (forty-third session) DeepSeek-V3 at 8192 tokens (4096 /
+    7168 rows, 256 an expert) 0.93-0.99x and Mixtral-8x7B (28672 / 4096 rows) 0.94-1.00x -- those kept the gather.
+    With counted tiles (forty-seventh session, two runs at most points) the gated many-expert layers gain at every
+    point: DeepSeek-V3 at 8192 tokens FP8 per channel 1.032-1.033x, per tensor 1.022-1.025x, blocks 1.009x,
+    MiniMax-M2 1.005-1.023x, Qwen3-235B-A22B at 2048 / 8192 tokens 1.003-1.020x; the one non-gated shape measured,
+    Nemotron-3-Nano (ReLU^2, 128 experts), was mixed -- per channel 1.005-1.040x, per tensor 0.955-0.992x -- so
+    non-gated layers keep the rule without the counter."""
+    return (weight_rows <= WS_X_GATHER_MAX_WEIGHT_ROWS or rows_per_expert <= WS_X_GATHER_MAX_ROWS_PER_EXPERT
+            or (dyn and gated))
 
 
 def ws_dynamic_tiles_auto(weight_format: Format, num_local_experts: int) -> bool:

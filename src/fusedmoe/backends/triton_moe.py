@@ -646,10 +646,11 @@ def set_ws_x_gather(mode) -> "bool | str":
     gather launch into block-padded slot order and TMA boxes: one launch and a write and read of P x K elements less
     a GEMM (DeepSeek-V3 FP8 per channel at 8192 tokens on an H100: 233 + 104 of ~8700 µs). ``"auto"`` (the default;
     ``FUSEDMOE_WS_XGATHER=1`` / ``0`` start a process with ``True`` / ``False``): where
-    :func:`kernel_configs.ws_x_gather_auto` says -- few weight rows an expert or few rows an expert, measured faster
-    there; ``True``: every such GEMM; ``False``: none. Where the rows are not 16-byte aligned, or GEMM2 reads GEMM1's
-    padded rows (``set_ws_padded_handoff``), the gather stays. Same values in the same tiles: the same bits. Returns
-    the previous mode."""
+    :func:`kernel_configs.ws_x_gather_auto` says -- few weight rows an expert or few rows an expert, or a gated layer
+    whose tiles come from the global counter (:func:`set_ws_dynamic_tiles`), measured faster there; ``True``: every
+    such GEMM; ``False``: none. Where the rows are not 16-byte aligned, or GEMM2 reads GEMM1's padded rows
+    (``set_ws_padded_handoff``), the gather stays. Same values in the same tiles: the same bits. Returns the previous
+    mode."""
     return _swap_mode(_WS_X_GATHER, mode, "set_ws_x_gather")
 
 
@@ -676,12 +677,16 @@ def set_ws_dynamic_tiles(mode) -> "bool | str":
     return _swap_mode(_WS_DYN, mode, "set_ws_dynamic_tiles")
 
 
-def _ws_dynamic_args(weight_format: Format, E: int, al: "AlignResult") -> dict:
-    """The prefill kernels' ``DYN`` launch arguments (``_ws_gemm_kernel``, ``_ws_fp4_kernel``): whether their tiles
-    come from a global counter (:func:`set_ws_dynamic_tiles`; "auto": :func:`kernel_configs.ws_dynamic_tiles_auto`
-    for ``E`` local experts) and the counters (off: a placeholder, never read)."""
+def _ws_dyn(weight_format: Format, E: int) -> bool:
+    """Whether a prefill kernel (``_ws_gemm_kernel``, ``_ws_fp4_kernel``) takes its tiles from a global counter
+    (:func:`set_ws_dynamic_tiles`; "auto": :func:`kernel_configs.ws_dynamic_tiles_auto` for ``E`` local experts)."""
     mode = _WS_DYN["mode"]
-    dyn = ws_dynamic_tiles_auto(weight_format, E) if mode == "auto" else mode
+    return ws_dynamic_tiles_auto(weight_format, E) if mode == "auto" else mode
+
+
+def _ws_dynamic_args(dyn: bool, al: "AlignResult") -> dict:
+    """The prefill kernels' ``DYN`` launch arguments: ``dyn`` (:func:`_ws_dyn`) and the counters (off: a placeholder,
+    never read)."""
     device = al.num_post_padded.device
     return dict(tile_ctr_ptr=_ws_tile_counters(device) if dyn else al.num_post_padded, DYN=dyn)
 
@@ -1163,7 +1168,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
              tw_flat, q_scale, out_q, al: "AlignResult", out: torch.Tensor, N: int, row_div: int, TK: int, E: int,
              act_code: int, gated: bool, p, round_tl, weight_on_input: bool, mul_routing_weight: bool,
              num_sms, *, a_padded: bool = False, out_padded: bool = False, a_scales_padded: bool = False,
-             part=None, cnt=None, pdl=None) -> None:
+             part=None, cnt=None, pdl=None, layer_gated: Optional[bool] = None) -> None:
     """One GEMM by ``kernels/_ws_gemm``: its input rows ``a`` [rows, K] e4m3 or 16-bit (hidden or
     its quantization for GEMM1, ``row_div`` = top_k; the slot-indexed intermediate for GEMM2,
     ``row_div`` = 1) gathered into block-padded slot order (one extra write and read of P x K
@@ -1173,7 +1178,8 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     ``a_padded``: ``a`` already holds the rows in block-padded order (GEMM2 after GEMM1 with
     ``out_padded``, which stores at the rows' padded positions into ``out`` [P_max, N]): no gather;
     ``a_scales_padded``: its per-row scales ``a_s`` are in that order too (the 1 x 128 group
-    quantization of the padded intermediate)."""
+    quantization of the padded intermediate). ``layer_gated``: whether the layer's activation is gated (default
+    ``gated``; GEMM2 passes the layer's) -- the row copies' rule reads it (:func:`kernel_configs.ws_x_gather_auto`)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from ..kernels import _ws_gemm as _ws
@@ -1182,6 +1188,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     BM, BK = c.block_m, c.block_k
     dt = a.dtype if a.element_size() == 2 else _E4M3
     decode = BM == WS_DEC_BLOCK_M
+    dyn = not decode and _ws_dyn(w.fmt, E)
     # the loader copies the rows itself (cp.async) where they are 16-byte aligned: the decode kernel's by default,
     # the prefill kernel's under set_ws_x_gather
     aligned = (not a_padded and a.data_ptr() % 16 == 0 and a.stride(1) == 1
@@ -1190,7 +1197,9 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         x_gather = aligned and _WS_DEC["x_gather"]
     else:
         xg = _WS_X_GATHER["mode"]
-        x_gather = aligned and (ws_x_gather_auto(N * (2 if gated else 1), TK / max(1, E)) if xg == "auto" else xg)
+        x_gather = aligned and (ws_x_gather_auto(N * (2 if gated else 1), TK / max(1, E), dyn=dyn,
+                                                 gated=gated if layer_gated is None else layer_gated)
+                                if xg == "auto" else xg)
     rows = a.view(dt) if a_padded or x_gather else _gather_slot_rows(a, al, BM, row_div, TK, E,
                                                                      real_only=decode).view(dt)
     if decode:
@@ -1213,7 +1222,7 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
         MUL_ROUTING_WEIGHT=mul_routing_weight, BN=c.block_n, BK=BK, STAGES=c.num_stages, GROUP_M=c.group_m,
         SKIP_HALF=_ws_skips_padding_half(w.fmt), RCP_DIV=_RCP_DIV["enabled"], OUT_PADDED=out_padded,
         A_PADDED=a_scales_padded, ZERO_PAD=out_padded and _WS_ZERO_PAD_ROWS,
-        PIPE=pipe, W_SCALAR=w_scalar, X_GATHER=x_gather, **_ws_dynamic_args(w.fmt, E, al), num_warps=4)
+        PIPE=pipe, W_SCALAR=w_scalar, X_GATHER=x_gather, **_ws_dynamic_args(dyn, al), num_warps=4)
 
 
 # ---- the warp-specialized 16-bit / FP8 GEMMs at decode (opt-in) -----------------------------------------------
@@ -1849,7 +1858,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
         GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
-        **_ws_dynamic_args(w.fmt, E, al), num_warps=4)
+        **_ws_dynamic_args(_ws_dyn(w.fmt, E), al), num_warps=4)
 
 
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,
@@ -2385,7 +2394,7 @@ def triton_experts(
         _ws_gemm(c2, inter, a2_s, a2_s_stride, w2, w2_s, wse2, wsn2, b2, w2_bias is not None, tw_flat, tw_flat,
                  _OUT_PLAIN, al, y, H, 1, TK, E, _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl,
                  False, not weight_on_input, num_sms, a_padded=padded,
-                 a_scales_padded=padded and post_quant is not None, part=ws2, cnt=cnt2, pdl=pdl)
+                 a_scales_padded=padded and post_quant is not None, part=ws2, cnt=cnt2, pdl=pdl, layer_gated=gated)
     else:
         launch(_gemm._gemm2_kernel, grid2,
             inter_d, a2_s, w2_d, w2_s, b2, tw_flat,
