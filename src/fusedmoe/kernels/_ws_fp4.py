@@ -551,9 +551,9 @@ def _ws_fp4_kernel(
     its ring wait of step k, so their latency overlaps step k's conversion and wgmma instead of stalling step k + 1's
     conversion (otherwise each step's scale load is issued after its wait and used ~40 instructions later). The same
     values: the same bits; NVFP4 1.13-1.19x at 4096 / 8192 tokens (H100, forty-first session). ``DYN``
-    (``triton_moe.set_ws_dynamic_tiles(True)``; compiled only so far): tiles by a global counter, ``tile_ctr_ptr``
-    int32 [2] (zeros; left zero), as ``_ws_gemm._ws_gemm_kernel``'s -- the programs that drew blocks with few real
-    chunks take more tiles."""
+    (``triton_moe.set_ws_dynamic_tiles``; by default from 64 local experts since the forty-sixth session): tiles by
+    a global counter, ``tile_ctr_ptr`` int32 [2] (zeros; left zero), as ``_ws_gemm._ws_gemm_kernel``'s -- the
+    programs that drew blocks with few real chunks take more tiles."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     XT: gl.constexpr = x_desc.block_type.shape[0]
