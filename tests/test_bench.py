@@ -365,6 +365,26 @@ def test_search_space(fmt, T):
     assert len(search_space(T, 2048, 768, 128, 8, fmt, Activation.SWIGLU, "NVIDIA H200", max_candidates=3)) == 3
 
 
+@pytest.mark.parametrize("fmt", [Format.FP8_CHANNEL, Format.FP8_TENSOR, Format.FP8_BLOCK])
+@pytest.mark.parametrize("T", [2048, 8192])
+def test_search_space_short_k_pairs_the_wide_ws_gemm1_with_the_held_gemm2(fmt, T):
+    """A TP shard's short GEMM2 K (DeepSeek-V3 TP8: 256): within the tune's usual 8 candidates, the warp-specialized
+    GEMM1s -- narrow, and wide with and without the pipelined promotion -- each with the held-activation GEMM2 (the
+    pair that won on the H100, forty-eighth session; no candidate had it before). Without a table: the shipped one
+    holds that pair at 8192 tokens now, which would pass this test on its own."""
+    from fusedmoe.backends.kernel_configs import use_tuned_configs
+    use_tuned_configs(TunedTable())
+    try:
+        cands = search_space(T, 7168, 256, 256, 8, fmt, Activation.SWIGLU, "NVIDIA H100 80GB HBM3", num_sms=132,
+                             max_candidates=8)
+    finally:
+        use_tuned_configs(None)
+    held = [c.config.gemm1 for c in cands if c.config.gemm2.n_tiles > 1 and c.config.gemm1.warp_specialized]
+    assert all(g.block_m == 128 for g in held)
+    widths = {(g.block_n, g.pipelined_promotion) for g in held}
+    assert {(64, False), (128, True), (128, False)} <= widths, widths
+
+
 @pytest.mark.parametrize("fmt", [Format.NVFP4, Format.MXFP4, Format.FP8_TENSOR, Format.BF16])
 def test_search_space_swap_prefill(fmt):
     """Prefill tiles (block_m >= 64) try swap-AB only for weights dequantized in registers (FP4 / MXFP8), for each

@@ -290,6 +290,20 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         # the warp-specialized Gluon kernels (KernelConfig.warp_specialized) at 4 and 5 stages (16-bit: 3, 4): both
         # GEMMs, and GEMM1 alone with each base's GEMM2 at 128 rows (on short K also the
         # held-activation GEMM2)
+        if weight_format in HELD_A_FORMATS and intermediate_padded <= HELD_A_MAX_K:
+            # short K (TP shards): the held-activation GEMM2 beat the warp-specialized one by 1.1-1.2x at every
+            # DeepSeek-V3 TP8 FP8 point (H100, forty-eighth session), so its pairs with the warp-specialized GEMM1s
+            # come first, the wide one among them (with the pipelined promotion: 1.08-1.11x the layer at 8192
+            # tokens; no earlier pair had it, and a max_candidates cut dropped the later ones)
+            g2h = (cur.gemm2 if cur.gemm2.n_tiles > 1 and cur.gemm2.block_m == 128
+                   else held_a_config(128, hidden, intermediate_padded, weight_format))
+            g1s = [warp_specialized_variant(cur, gated, gemm2=False, weight_format=weight_format).gemm1]
+            if weight_format in WS_PROMOTED_FORMATS and not (weight_format is Format.FP8_BLOCK and gated
+                                                             and intermediate_padded % 128):
+                g1w = ws_wide_config(gated, weight_format)
+                g1s += [ws_pipelined(g1w, weight_format), g1w]
+            for g1 in g1s:
+                add(g1, g2h, "warp_specialized")
         for st in ((3, 4) if weight_format is Format.BF16 else (4, 5)):  # (16-bit: 48 KB stages, at most 4)
             v = warp_specialized_variant(heur, gated, num_stages=st, weight_format=weight_format)
             add(v.gemm1, v.gemm2, "warp_specialized")
