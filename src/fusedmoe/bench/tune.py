@@ -291,10 +291,10 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         # GEMMs, and GEMM1 alone with each base's GEMM2 at 128 rows (on short K also the
         # held-activation GEMM2)
         if weight_format in HELD_A_FORMATS and intermediate_padded <= HELD_A_MAX_K:
-            # short K (TP shards): the held-activation GEMM2 beat the warp-specialized one by 1.1-1.2x at every
-            # DeepSeek-V3 TP8 FP8 point (H100, forty-eighth session), so its pairs with the warp-specialized GEMM1s
-            # come first, the wide one among them (with the pipelined promotion: 1.08-1.11x the layer at 8192
-            # tokens; no earlier pair had it, and a max_candidates cut dropped the later ones)
+            # short K (TP shards): the held-activation GEMM2 beat the warp-specialized one (layer 1.06-1.19x) at
+            # every DeepSeek-V3 TP8 FP8 point (H100, forty-eighth session), so its pairs with the warp-specialized
+            # GEMM1s come first, the wide one among them (with the pipelined promotion: 1.08-1.11x the layer at
+            # 8192 tokens; no earlier pair had it, and a max_candidates cut dropped the later ones)
             g2h = (cur.gemm2 if cur.gemm2.n_tiles > 1 and cur.gemm2.block_m == 128
                    else held_a_config(128, hidden, intermediate_padded, weight_format))
             g1s = [warp_specialized_variant(cur, gated, gemm2=False, weight_format=weight_format).gemm1]
