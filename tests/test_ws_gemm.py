@@ -284,26 +284,32 @@ def test_ws_x_gather_switch_and_rule(monkeypatch):
     _check_mode_switch(tm.set_ws_x_gather, "FUSEDMOE_WS_XGATHER")
     # the rule: Qwen3-30B-A3B's GEMMs (1536 / 2048 weight rows) yes; DeepSeek-V3's (4096 / 7168) only at <= 64 rows an
     # expert; Mixtral-8x7B's (28672 / 4096) at its prefill row counts no -- with static tiles
-    def rule(weight_rows, rows_per_expert, dyn=False, gated=True):
-        return ws_x_gather_auto(weight_rows, rows_per_expert, dyn=dyn, gated=gated)
+    def rule(weight_rows, rows_per_expert, dyn=False, gated=True, fmt=Format.FP8_TENSOR):
+        return ws_x_gather_auto(weight_rows, rows_per_expert, dyn=dyn, gated=gated, weight_format=fmt)
 
     assert rule(1536, 512) and rule(2048, 2048) and not rule(2049, 65)
     assert rule(4096, 64) and rule(7168, 32) and not rule(4096, 256)
     assert not rule(28672, 512) and not rule(4096, 2048) and not rule(2688, 384, gated=False)
     # tiles from the global counter: every GEMM of a gated layer (DeepSeek-V3 / Qwen3-235B at 8192 tokens); a
-    # non-gated layer's (Nemotron's GEMM2: 2688 weight rows, 384 rows an expert) still by the rows alone
+    # non-gated layer's (Nemotron's GEMM2: 2688 weight rows, 384 rows an expert) with FP8 per channel weights, else
+    # still by the rows alone
     assert rule(4096, 256, dyn=True) and rule(7168, 2048, dyn=True) and rule(28672, 512, dyn=True)
     assert not rule(2688, 384, dyn=True, gated=False) and rule(1920, 384, dyn=True, gated=False)
+    assert rule(2688, 384, dyn=True, gated=False, fmt=Format.FP8_CHANNEL)
+    assert not rule(2688, 384, gated=False, fmt=Format.FP8_CHANNEL)
+    for fmt in (Format.FP8_BLOCK, Format.BF16):
+        assert not rule(2688, 384, dyn=True, gated=False, fmt=fmt) and rule(2688, 384, dyn=True, fmt=fmt)
 
     monkeypatch.setattr(tm, "_gather_slot_rows", lambda a, al, BM, *r, **kw: torch.zeros(al.max_blocks * BM, a.shape[1],
                                                                                          dtype=a.dtype))
     E, K, NB, BM = 4, 256, 3, 128
 
-    def x_gather(N, gated, TK, *, rows=None, a_padded=False, layer_gated=None):
+    def x_gather(N, gated, TK, *, rows=None, a_padded=False, layer_gated=None, fmt=Format.FP8_TENSOR):
         cap = LaunchCapture()
         monkeypatch.setattr(ws, "_ws_gemm_kernel", cap)
         M = 2 * N if gated else N
-        w = QuantizedTensor(torch.zeros(E, M, K, dtype=torch.float8_e4m3fn), Format.FP8_TENSOR, torch.ones(E))
+        scale = torch.ones(E, M) if fmt is Format.FP8_CHANNEL else torch.ones(E)
+        w = QuantizedTensor(torch.zeros(E, M, K, dtype=torch.float8_e4m3fn), fmt, scale)
         a = torch.zeros(TK // 2, K, dtype=torch.float8_e4m3fn) if rows is None else rows
         al = tm.AlignResult(torch.zeros(NB * BM, dtype=torch.int32), torch.zeros(NB, dtype=torch.int32),
                             torch.zeros(1, dtype=torch.int32), BM, NB)
@@ -322,6 +328,7 @@ def test_ws_x_gather_switch_and_rule(monkeypatch):
     try:  # with counted tiles: a gated layer's GEMM1 and GEMM2 (layer_gated) copy, a non-gated layer's GEMM2 not
         assert x_gather(2048, True, 1024) and x_gather(4096, False, 1024, layer_gated=True)
         assert not x_gather(4096, False, 1024) and not x_gather(4096, False, 1024, layer_gated=False)
+        assert x_gather(4096, False, 1024, fmt=Format.FP8_CHANNEL)  # the weights' format reaches the rule
     finally:
         tm.set_ws_dynamic_tiles(prev)
     for mode, want in ((True, True), (False, False)):

@@ -833,12 +833,14 @@ WS_X_GATHER_MAX_ROWS_PER_EXPERT = 64
 WS_DYN_MIN_EXPERTS = 64
 
 
-def ws_x_gather_auto(weight_rows: int, rows_per_expert: float, *, dyn: bool, gated: bool) -> bool:
+def ws_x_gather_auto(weight_rows: int, rows_per_expert: float, *, dyn: bool, gated: bool,
+                     weight_format: Format) -> bool:
     """Whether a warp-specialized 16-bit / FP8 prefill GEMM reads its A rows by cp.async by default (``set_ws_x_gather``
     "auto"). The gather launch it saves writes and reads P x K elements, the same for every weight row, so its share
     of the GEMM's time falls with the weight rows an expert; the cp.async loader costs the GEMM itself a little where
     its tensor cores are busy (both 64-row halves of most blocks full). ``dyn``: the GEMM takes its tiles from the
-    global counter (``ws_dynamic_tiles_auto`` or forced); ``gated``: the layer's activation is gated (GEMM2 too).
+    global counter (``ws_dynamic_tiles_auto`` or forced); ``gated``: the layer's activation is gated (GEMM2 too);
+    ``weight_format``: the GEMM's weights.
     Measured (H100, ``benchmarks/decode_ab.py --settings default,wsxg``, BENCHMARKS.md): Qwen3-30B-A3B (1536 / 2048
     weight rows) FP8 1.04-1.08x at 2048 and 8192 tokens; DeepSeek-V3 at 2048 tokens (64 rows an expert: most blocks'
     second halves skipped) 1.03-1.04x; with static tiles (forty-third session) DeepSeek-V3 at 8192 tokens (4096 /
@@ -846,10 +848,13 @@ def ws_x_gather_auto(weight_rows: int, rows_per_expert: float, *, dyn: bool, gat
     With counted tiles (forty-seventh session, two runs at most points) the gated many-expert layers gain at every
     point: DeepSeek-V3 at 8192 tokens FP8 per channel 1.032-1.033x, per tensor 1.022-1.025x, blocks 1.009x,
     MiniMax-M2 1.005-1.023x, Qwen3-235B-A22B at 2048 / 8192 tokens 1.003-1.020x; the one non-gated shape measured,
-    Nemotron-3-Nano (ReLU^2, 128 experts), was mixed -- per channel 1.005-1.040x, per tensor 0.955-0.992x -- so
-    non-gated layers keep the rule without the counter."""
+    Nemotron-3-Nano (ReLU^2, 128 experts), was mixed -- per channel 1.005-1.040x, per tensor 0.955-0.992x; the
+    forty-eighth session's harness (H100, ``PEERS=fusedmoe,fusedmoe-xg``, Nemotron FP8 at 2048 / 8192 tokens) the
+    same pattern a third time: per channel 1.039 / 1.033x, per tensor 1.000 / 0.969x -- so a non-gated layer copies
+    its rows with counted tiles for FP8 per channel weights (per-token activation scales) only, and keeps the rule
+    without the counter otherwise. (Why per tensor loses is open: its sm_90 builds have no spills either way.)"""
     return (weight_rows <= WS_X_GATHER_MAX_WEIGHT_ROWS or rows_per_expert <= WS_X_GATHER_MAX_ROWS_PER_EXPERT
-            or (dyn and gated))
+            or (dyn and (gated or weight_format is Format.FP8_CHANNEL)))
 
 
 def ws_dynamic_tiles_auto(weight_format: Format, num_local_experts: int) -> bool:

@@ -647,7 +647,8 @@ def set_ws_x_gather(mode) -> "bool | str":
     a GEMM (DeepSeek-V3 FP8 per channel at 8192 tokens on an H100: 233 + 104 of ~8700 µs). ``"auto"`` (the default;
     ``FUSEDMOE_WS_XGATHER=1`` / ``0`` start a process with ``True`` / ``False``): where
     :func:`kernel_configs.ws_x_gather_auto` says -- few weight rows an expert or few rows an expert, or a gated layer
-    whose tiles come from the global counter (:func:`set_ws_dynamic_tiles`), measured faster there; ``True``: every
+    (or FP8 per channel weights) whose tiles come from the global counter (:func:`set_ws_dynamic_tiles`), measured
+    faster there; ``True``: every
     such GEMM; ``False``: none. Where the rows are not 16-byte aligned, or GEMM2 reads GEMM1's padded rows
     (``set_ws_padded_handoff``), the gather stays. Same values in the same tiles: the same bits. Returns the previous
     mode."""
@@ -1198,7 +1199,8 @@ def _ws_gemm(c: KernelConfig, a: torch.Tensor, a_s, a_s_stride, w: QuantizedTens
     else:
         xg = _WS_X_GATHER["mode"]
         x_gather = aligned and (ws_x_gather_auto(N * (2 if gated else 1), TK / max(1, E), dyn=dyn,
-                                                 gated=gated if layer_gated is None else layer_gated)
+                                                 gated=gated if layer_gated is None else layer_gated,
+                                                 weight_format=w.fmt)
                                 if xg == "auto" else xg)
     rows = a.view(dt) if a_padded or x_gather else _gather_slot_rows(a, al, BM, row_div, TK, E,
                                                                      real_only=decode).view(dt)
