@@ -80,6 +80,9 @@ def test_tune_summary_rows():
     assert [rows[0][col[c]] for c in ("T", "heuristic", "table", "tuned", "speedup", "vs table", "tried")] == [
         "512", "120.0", "100.0", "80.0", "1.50x", "1.25x", "5/8"]
     assert (rows[1][col["table"]], rows[1][col["vs table"]]) == ("=", "1.00x")
+    # a --max-candidates cut shows what the search space offered
+    assert tune_rows([dict(pts[0], offered=31)])[0][col["tried"]] == "5/8 of 31"
+    assert tune_rows([dict(pts[0], offered=8)])[0][col["tried"]] == "5/8"
 
 
 def test_demo_small_cpu(capsys):
@@ -162,6 +165,10 @@ def test_tune_dry_run_and_errors(capsys):
                  "--tokens", "1,256", "--verbose"]) == 0
     out = capsys.readouterr().out
     assert "candidates" in out and "(heuristic)" in out and "multiple of 128" in out and "[gemm2]" in out
+    assert main(["tune", "--dry-run", "--preset", "qwen3-30b-a3b", "--weight-format", "bf16", "--tokens", "256",
+                 "--max-candidates", "3"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"\b3 of \d+", out), out  # the cut and what the search space offered
     _usage_error(capsys, ["tune", "--dry-run", "--weight-format", "fp8_token"], "has no fp8_token weights")
     _usage_error(capsys, ["tune", "--dry-run", "--preset", "x"], "unknown preset")
 

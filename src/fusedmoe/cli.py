@@ -395,10 +395,17 @@ TUNE_COLUMNS = ("preset", "weights", "T", "heuristic", "table", "tuned", "speedu
                 "errors")
 
 
+def _kept(pt) -> str:
+    """A tune point's candidate count, with the search space's own where a ``--max-candidates`` cut dropped some."""
+    n = pt["candidates"] if isinstance(pt["candidates"], int) else len(pt["candidates"])
+    offered = pt.get("offered", n)
+    return f"{n} of {offered}" if offered > n else str(n)
+
+
 def tune_rows(points) -> list:
     """``fusedmoe tune``'s summary rows (:data:`TUNE_COLUMNS`) from ``run_tune``'s points: µs of the heuristic, of
     what the active table served before the tune ('=': the heuristic) and of the winner; the winner's speedup over
-    each."""
+    each; candidates tried / kept, and "of N" where ``--max-candidates`` cut the N the search space offered."""
     def us(v):
         return "-" if v is None else f"{v:.1f}"
 
@@ -407,7 +414,7 @@ def tune_rows(points) -> list:
 
     return [[pt["preset"], pt["weight_format"], str(pt["tokens"]), us(pt["heuristic_us"]),
              "=" if pt.get("table_us") is None else us(pt["table_us"]), us(pt["tuned_us"]), x(pt["speedup"]),
-             x(pt.get("vs_table")), f"{pt['tried']}/{pt['candidates']}", str(pt["rejected"]), str(pt["errors"])]
+             x(pt.get("vs_table")), f"{pt['tried']}/{_kept(pt)}", str(pt["rejected"]), str(pt["errors"])]
             for pt in points if "tokens" in pt and pt.get("status") != "budget"]
 
 
@@ -448,7 +455,7 @@ def cmd_tune(args) -> int:
         for pt in pts:
             n = len(pt["candidates"])
             total += n
-            rows.append([pt["preset"], pt["weight_format"], str(pt["tokens"]), str(pt["bucket"]), str(n),
+            rows.append([pt["preset"], pt["weight_format"], str(pt["tokens"]), str(pt["bucket"]), _kept(pt),
                          "skipped" if pt.get("skip") else describe_config(pt["candidates"][0].config) + "  (heuristic)"])
         _table(f"tune plan for {name}: {len(pts)} points, {total} candidates",
                ["preset", "weights", "T", "bucket", "candidates", "first candidate"], rows)

@@ -617,6 +617,18 @@ class TuneOptions:
     jobs: int = 0  # processes compiling candidates ahead of timing (0/1: none)
 
 
+def point_candidates(opts: TuneOptions, preset: Any, weight_format: Format, tokens: int, intermediate_padded: int,
+                     device_name: str, num_sms: Optional[int]) -> Tuple[List[Candidate], int]:
+    """``search_space`` of one point under ``opts``, and how many candidates it offered before the
+    ``--max-candidates`` cut (the tune reports both: a cut can drop the winner -- the forty-eighth session's
+    DeepSeek-V3 TP8 pair sat past it)."""
+    full = search_space(tokens, preset.hidden, intermediate_padded, preset.experts, preset.top_k, weight_format,
+                        preset.activation, device_name, exhaustive=opts.exhaustive,
+                        fp8_fast_accum=opts.fp8_fast_accum, num_sms=num_sms)
+    keep = full if opts.max_candidates is None else full[:max(1, opts.max_candidates)]
+    return keep, len(full)
+
+
 def plan(opts: TuneOptions, device_name: str = "NVIDIA H200", num_sms: Optional[int] = None) -> List[Dict[str, Any]]:
     """The points and their candidates, without running anything (``--dry-run``)."""
     from ..weights.expert_weights import default_alignment, round_up
@@ -632,12 +644,10 @@ def plan(opts: TuneOptions, device_name: str = "NVIDIA H200", num_sms: Optional[
                          "tokens": T, "bucket": token_bucket(T), "H": p.hidden, "I_pad": I_pad, "E": p.experts,
                          "top_k": p.top_k}
                 if why:
-                    entry.update(skip=why, candidates=[])
+                    entry.update(skip=why, candidates=[], offered=0)
                 else:
-                    entry["candidates"] = search_space(T, p.hidden, I_pad, p.experts, p.top_k, wf, p.activation,
-                                                       device_name, exhaustive=opts.exhaustive, num_sms=num_sms,
-                                                       fp8_fast_accum=opts.fp8_fast_accum,
-                                                       max_candidates=opts.max_candidates)
+                    entry["candidates"], entry["offered"] = point_candidates(opts, p, wf, T, I_pad, device_name,
+                                                                             num_sms)
                 out.append(entry)
     return out
 
@@ -680,14 +690,11 @@ def run_tune(opts: TuneOptions, *, progress: Optional[Callable[[str, int], None]
             weights = calibrate_static_scales(weights, case, device=dev)
             I_pad = weights.padded_intermediate_size
             new = TunedTable()
-            cands_by_T = {T: search_space(T, p.hidden, I_pad, p.experts, p.top_k, wf, p.activation, name,
-                                          exhaustive=opts.exhaustive, fp8_fast_accum=opts.fp8_fast_accum,
-                                          num_sms=sms, max_candidates=opts.max_candidates)
-                          for T in opts.tokens}
+            cands_by_T = {T: point_candidates(opts, p, wf, T, I_pad, name, sms) for T in opts.tokens}
             if opts.jobs > 1 and cuda:
                 from .presets import weights_nbytes
 
-                items = [(T, c.config) for T, cs in cands_by_T.items() for c in cs]
+                items = [(T, c.config) for T, (cs, _) in cands_by_T.items() for c in cs]
                 precompile(p, wf, items, jobs=opts.jobs, weight_bytes=weights_nbytes(weights), seed=opts.seed, log=log)
             for T in opts.tokens:
                 if deadline is not None and time.perf_counter() > deadline:
@@ -716,13 +723,13 @@ def run_tune(opts: TuneOptions, *, progress: Optional[Callable[[str, int], None]
                              for s in sets]
                     return time_calls(calls, dev, reps=30, budget_s=0.3).median_s
 
-                cands = cands_by_T[T]
+                cands, offered = cands_by_T[T]
                 if progress:
                     progress(f"{p.name}/{wf.value} T={T}", 0)
                 res = tune_point(cands, run, validate, time_fn, deadline=deadline, progress=progress)
                 pt = {"preset": p.name, "weight_format": wf.value, "activation": p.activation.value, "tokens": T,
                       "bucket": token_bucket(T), "H": p.hidden, "I_pad": I_pad, "E": p.experts, "top_k": p.top_k,
-                      "candidates": len(cands), "tried": len(res.rows),
+                      "candidates": len(cands), "offered": offered, "tried": len(res.rows),
                       "rejected": sum(1 for r in res.rows if r.get("status") == "rejected"),
                       "errors": sum(1 for r in res.rows if r.get("status") == "error"),
                       "heuristic_us": None if res.heuristic_s is None else res.heuristic_s * 1e6,
