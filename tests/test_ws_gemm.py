@@ -271,8 +271,8 @@ def test_ws_x_gather_switch_and_rule(monkeypatch):
     """``set_ws_x_gather``: "auto" by default, True or False, nothing else; ``FUSEDMOE_WS_XGATHER=1`` / ``0`` start a
     process forced on / off. "auto" takes ``kernel_configs.ws_x_gather_auto`` per GEMM -- at most 2048 weight rows an
     expert (gated GEMM1: twice the intermediate) or at most 64 rows an expert (slots / local experts), or any GEMM of
-    a gated layer whose tiles come from the global counter -- and only for rows the loader can copy 16 bytes at a
-    time, not for rows GEMM2 reads at their padded positions."""
+    a gated layer -- or with FP8 per channel weights -- whose tiles come from the global counter -- and only for rows
+    the loader can copy 16 bytes at a time, not for rows GEMM2 reads at their padded positions."""
     from gluon_sm90 import LaunchCapture
 
     from fusedmoe.backends import triton_moe as tm
