@@ -648,10 +648,9 @@ def set_ws_x_gather(mode) -> "bool | str":
     ``FUSEDMOE_WS_XGATHER=1`` / ``0`` start a process with ``True`` / ``False``): where
     :func:`kernel_configs.ws_x_gather_auto` says -- few weight rows an expert or few rows an expert, or a gated layer
     (or FP8 per channel weights) whose tiles come from the global counter (:func:`set_ws_dynamic_tiles`), measured
-    faster there; ``True``: every
-    such GEMM; ``False``: none. Where the rows are not 16-byte aligned, or GEMM2 reads GEMM1's padded rows
-    (``set_ws_padded_handoff``), the gather stays. Same values in the same tiles: the same bits. Returns the previous
-    mode."""
+    faster there; ``True``: every such GEMM; ``False``: none. Where the rows are not 16-byte aligned, or GEMM2 reads
+    GEMM1's padded rows (``set_ws_padded_handoff``), the gather stays. Same values in the same tiles: the same bits.
+    Returns the previous mode."""
     return _swap_mode(_WS_X_GATHER, mode, "set_ws_x_gather")
 
 

@@ -286,43 +286,42 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         for ctas in WS_FP4_DEC_TUNE_CTAS:
             d = ws_fp4_decode_config(tokens, hidden, intermediate_padded, experts, top_k, gated, num_sms, ctas)
             add(d.gemm1, d.gemm2, "ws_fp4_decode")
+    short_k = weight_format in HELD_A_FORMATS and intermediate_padded <= HELD_A_MAX_K
     if weight_format in WS_TUNE_FORMATS and tokens >= WS_MIN_TOKENS and _device_traits(device_name).hopper:
         # the warp-specialized Gluon kernels (KernelConfig.warp_specialized) at 4 and 5 stages (16-bit: 3, 4): both
         # GEMMs, and GEMM1 alone with each base's GEMM2 at 128 rows (on short K also the
         # held-activation GEMM2)
-        if weight_format in HELD_A_FORMATS and intermediate_padded <= HELD_A_MAX_K:
+        # the wide FP8 tiles (one promoted partial set for two 128-column halves; 4 stages of 48 KB; FP8 blocks: one
+        # weight scale a half -- a gated intermediate of whole 128-row scale blocks, triton_moe._ws_block_w_scalar,
+        # which search_space's own callers may pass otherwise)
+        wide = weight_format in WS_PROMOTED_FORMATS and not (weight_format is Format.FP8_BLOCK and gated
+                                                             and intermediate_padded % 128)
+        g1w = ws_wide_config(gated, weight_format) if wide else None
+        if short_k:
             # short K (TP shards): the held-activation GEMM2 beat the warp-specialized one (layer 1.06-1.19x) at
             # every DeepSeek-V3 TP8 FP8 point (H100, forty-eighth session), so its pairs with the warp-specialized
-            # GEMM1s come first, the wide one among them (with the pipelined promotion: 1.08-1.11x the layer at
-            # 8192 tokens; no earlier pair had it, and a max_candidates cut dropped the later ones)
+            # GEMM1s come first -- each base's, and the wide one (with the pipelined promotion: 1.08-1.11x the layer
+            # at 8192 tokens; no pair had it before, and a max_candidates cut dropped the later ones)
             g2h = (cur.gemm2 if cur.gemm2.n_tiles > 1 and cur.gemm2.block_m == 128
                    else held_a_config(128, hidden, intermediate_padded, weight_format))
-            g1s = [warp_specialized_variant(cur, gated, gemm2=False, weight_format=weight_format).gemm1]
-            if weight_format in WS_PROMOTED_FORMATS and not (weight_format is Format.FP8_BLOCK and gated
-                                                             and intermediate_padded % 128):
-                g1w = ws_wide_config(gated, weight_format)
+            g1s = [warp_specialized_variant(b, gated, gemm2=False, weight_format=weight_format).gemm1
+                   for b in (cur, heur)]
+            if wide:
                 g1s += [ws_pipelined(g1w, weight_format), g1w]
             for g1 in g1s:
                 add(g1, g2h, "warp_specialized")
         for st in ((3, 4) if weight_format is Format.BF16 else (4, 5)):  # (16-bit: 48 KB stages, at most 4)
             v = warp_specialized_variant(heur, gated, num_stages=st, weight_format=weight_format)
             add(v.gemm1, v.gemm2, "warp_specialized")
-        if weight_format in WS_PROMOTED_FORMATS and not (weight_format is Format.FP8_BLOCK and gated
-                                                         and intermediate_padded % 128):
-            # the wide FP8 tiles (one promoted partial set for two 128-column halves; 4 stages of 48 KB):
-            # both GEMMs, GEMM1 with the narrow GEMM2, and the narrow GEMM1 with GEMM2 (FP8 blocks: one weight
-            # scale a half -- a gated intermediate of whole 128-row scale blocks, triton_moe._ws_block_w_scalar,
-            # which search_space's own callers may pass otherwise)
-            g1w, g2w = ws_wide_config(gated, weight_format), ws_wide_config(False, weight_format)
+        if wide:  # both GEMMs wide, the wide GEMM1 with the narrow GEMM2, the narrow GEMM1 with the wide GEMM2
+            g2w = ws_wide_config(False, weight_format)
             add(g1w, g2w, "warp_specialized")
             add(g1w, warp_specialized_config(False, num_stages=5, weight_format=weight_format), "warp_specialized")
             add(warp_specialized_config(gated, num_stages=5, weight_format=weight_format), g2w, "warp_specialized")
         for b in (cur, heur):
             v = warp_specialized_variant(b, gated, gemm2=False, weight_format=weight_format)
             add(v.gemm1, v.gemm2, "warp_specialized")
-            if weight_format in HELD_A_FORMATS and intermediate_padded <= HELD_A_MAX_K:
-                add(v.gemm1, held_a_config(128, hidden, intermediate_padded, weight_format), "warp_specialized")
-    if weight_format in HELD_A_FORMATS and intermediate_padded <= HELD_A_MAX_K:
+    if short_k:
         # short K (TP shards): GEMM2 holding its activation tile across column tiles
         # (``KernelConfig.n_tiles``) at 64- and 128-row tiles (GEMM1 follows the block_m), 64 and
         # 128 weight rows, the default and twice the columns per program
