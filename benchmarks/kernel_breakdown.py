@@ -40,11 +40,17 @@ def main() -> None:
     ap.add_argument("--no-gemm1-amax", action="store_true",
                     help="dynamic per-tensor intermediate scales by the zero-filled intermediate and an absmax pass "
                          "(triton_moe.set_gemm1_amax(False)) instead of GEMM1's epilogue amax")
+    ap.add_argument("--fused-combine", type=int, default=None, metavar="TOKENS",
+                    help="calls of at most TOKENS tokens run the top-k combine inside GEMM2 where its config allows "
+                         "(triton_moe.set_fused_combine; one program a tile, no held activation tile)")
     a = ap.parse_args()
-    if a.no_gemm1_amax:
+    if a.no_gemm1_amax or a.fused_combine is not None:
         from fusedmoe.backends import triton_moe
 
-        triton_moe.set_gemm1_amax(False)
+        if a.no_gemm1_amax:
+            triton_moe.set_gemm1_amax(False)
+        if a.fused_combine is not None:
+            triton_moe.set_fused_combine(a.fused_combine)
     dev = torch.device("cuda")
     rows = []
     for pname in a.preset.split(","):
