@@ -6,6 +6,7 @@ sweep, and the peers' graceful absence. GPU numbers come from ``fusedmoe bench``
 import json
 import math
 import os
+import time
 
 import pytest
 import torch
@@ -476,6 +477,65 @@ def test_tune_point_budget_and_all_rejected():
     assert res.best == base and res.rows[-1]["status"] == "budget"
 
 
+def test_tune_point_confirms_the_winner_before_it_replaces_the_table():
+    """The fastest candidate is re-timed against what the point ran before (the "table" candidate, else the
+    heuristic), in turns, and replaces it only ``min_gain`` ahead on the medians."""
+    heur = MoEKernelConfig(_kc(16, 64), _kc(16, 64))
+    table = MoEKernelConfig(_kc(16, 128), _kc(16, 64))
+    lucky = MoEKernelConfig(_kc(16, 64), _kc(16, 128))
+    cands = [Candidate(heur, "base"), Candidate(table, "table"), Candidate(lucky, "gemm2")]
+
+    def timer(seq):
+        calls = []
+
+        def time_fn(c):
+            calls.append(c)
+            return seq[c].pop(0)
+        return time_fn, calls
+
+    # one lucky timing (1 % ahead), then slower: the table's entry stays
+    time_fn, calls = timer({heur: [10.0], table: [8.0, 8.0, 8.1], lucky: [7.92, 8.3, 8.2]})
+    res = tune_point(cands, lambda c: 0, lambda o: (True, ""), time_fn, confirm_rounds=2, min_gain=0.02)
+    assert res.best == table and res.confirmed is False and res.vs_table == pytest.approx(1.0)
+    assert res.table_s == 8.0 and res.best_s == 8.0 and res.heuristic_s == 10.0
+    assert calls[3:] == [table, lucky, lucky, table]  # in turns, the order alternating each round
+    row = res.rows[-1]
+    assert row["varies"] == "confirm" and row["status"] == "kept" and row["against"] == "table"
+    assert row["samples"] == 3 and "the table's config stays" in row["error"]
+    # a real lead holds, at its median
+    time_fn, _ = timer({heur: [10.0], table: [8.0, 8.2, 8.1], lucky: [7.0, 7.2, 7.1]})
+    res = tune_point(cands, lambda c: 0, lambda o: (True, ""), time_fn, confirm_rounds=2, min_gain=0.02)
+    assert res.best == lucky and res.confirmed is True and res.best_s == 7.1 and res.table_s == 8.1
+    assert res.vs_table == pytest.approx(8.1 / 7.1) and res.rows[-1]["status"] == "ok"
+    # no table entry: the heuristic is the reference; below the gain on the first timings alone (past the deadline)
+    time_fn, calls = timer({heur: [10.0], lucky: [9.9]})
+
+    def slow_time_fn(c):  # the budget runs out while the last candidate is timed
+        if c == lucky:
+            time.sleep(0.2)
+        return time_fn(c)
+    res = tune_point([Candidate(heur, "base"), Candidate(lucky, "gemm2")], lambda c: 0, lambda o: (True, ""),
+                     slow_time_fn, confirm_rounds=2, min_gain=0.02, deadline=time.perf_counter() + 0.1)
+    assert res.best == heur and res.best_s == 10.0 and res.confirmed is False and len(calls) == 2
+    assert "not re-timed" in res.rows[-1]["error"]
+    time_fn, calls = timer({heur: [10.0, 10.0, 10.0], lucky: [9.9, 9.0, 9.1]})
+    res = tune_point([Candidate(heur, "base"), Candidate(lucky, "gemm2")], lambda c: 0, lambda o: (True, ""), time_fn,
+                     confirm_rounds=2, min_gain=0.02)
+    assert res.best == lucky and res.best_s == 9.1 and res.heuristic_s == 10.0 and len(calls) == 6
+    # the winner is the reference (the table's entry): nothing to confirm
+    time_fn, calls = timer({heur: [8.0], table: [7.0], lucky: [9.0]})
+    res = tune_point(cands, lambda c: 0, lambda o: (True, ""), time_fn, confirm_rounds=2, min_gain=0.02)
+    assert res.best == table and res.confirmed is None and len(calls) == 3 and res.rows[-1]["varies"] == "gemm2"
+    # the defaults (no rounds, no gain): the fastest single timing wins, no confirm row
+    time_fn, calls = timer({heur: [10.0], table: [8.0], lucky: [7.92]})
+    res = tune_point(cands, lambda c: 0, lambda o: (True, ""), time_fn)
+    assert res.best == lucky and res.confirmed is None and len(calls) == 3 and res.rows[-1]["varies"] == "gemm2"
+    with pytest.raises(ValueError, match="confirm_rounds"):
+        tune_point(cands, lambda c: 0, lambda o: (True, ""), lambda c: 1.0, confirm_rounds=-1)
+    with pytest.raises(ValueError, match="min_gain"):
+        tune_point(cands, lambda c: 0, lambda o: (True, ""), lambda c: 1.0, min_gain=1.0)
+
+
 def test_tuned_table_written_loaded_and_picked(tmp_path):
     H, I_pad, E, K = 2048, 768, 128, 8
     tuned = MoEKernelConfig(KernelConfig(32, 128, 64, 1, 8, 3, False), KernelConfig(32, 64, 128, 1, 4, 4, False))
@@ -558,7 +618,7 @@ def test_run_tune_driver_in_interpreter(tmp_path):
     assert pt["tried"] >= 3 and pt["tuned_us"] > 0 and pt["heuristic_us"] > 0 and pt["best"]
     # (the shipped table has no "cpu" entries: the table served the heuristic)
     assert pt["table_us"] is None and pt["vs_table"] == pytest.approx(pt["heuristic_us"] / pt["tuned_us"])
-    assert all(r["status"] in ("ok", "error", "rejected") for r in pt["rows"])
+    assert all(r["status"] in ("ok", "error", "rejected", "kept") for r in pt["rows"])
     table = load_tuned_configs(out)
     got = choose_moe_config(4, p.hidden, pt["I_pad"], p.experts, p.top_k, Format.FP8_TENSOR, p.activation, "cpu",
                             table=table)

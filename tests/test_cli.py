@@ -83,6 +83,10 @@ def test_tune_summary_rows():
     # a --max-candidates cut shows what the search space offered
     assert tune_rows([dict(pts[0], offered=31)])[0][col["tried"]] == "5/8 of 31"
     assert tune_rows([dict(pts[0], offered=8)])[0][col["tried"]] == "5/8"
+    # the fastest candidate did not hold its lead when re-timed: what the point ran before stays
+    kept = dict(pts[0], tuned_us=100.0, speedup=1.2, vs_table=1.0, confirmed=False)
+    assert tune_rows([kept])[0][col["vs table"]] == "1.00x kept"
+    assert tune_rows([dict(pts[0], confirmed=True)])[0][col["vs table"]] == "1.25x"
 
 
 def test_demo_small_cpu(capsys):

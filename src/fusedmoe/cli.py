@@ -212,6 +212,26 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _nonnegative_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return v
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 <= v < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}")
+    return v
+
+
 _DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
 
 
@@ -405,7 +425,8 @@ def _kept(pt) -> str:
 def tune_rows(points) -> list:
     """``fusedmoe tune``'s summary rows (:data:`TUNE_COLUMNS`) from ``run_tune``'s points: µs of the heuristic, of
     what the active table served before the tune ('=': the heuristic) and of the winner; the winner's speedup over
-    each; candidates tried / kept, and "of N" where ``--max-candidates`` cut the N the search space offered."""
+    each ("kept": the fastest candidate, re-timed, was not ``--min-gain`` ahead of what the point ran before, which
+    stays); candidates tried / kept, and "of N" where ``--max-candidates`` cut the N the search space offered."""
     def us(v):
         return "-" if v is None else f"{v:.1f}"
 
@@ -414,7 +435,8 @@ def tune_rows(points) -> list:
 
     return [[pt["preset"], pt["weight_format"], str(pt["tokens"]), us(pt["heuristic_us"]),
              "=" if pt.get("table_us") is None else us(pt["table_us"]), us(pt["tuned_us"]), x(pt["speedup"]),
-             x(pt.get("vs_table")), f"{pt['tried']}/{_kept(pt)}", str(pt["rejected"]), str(pt["errors"])]
+             x(pt.get("vs_table")) + (" kept" if pt.get("confirmed") is False else ""), f"{pt['tried']}/{_kept(pt)}",
+             str(pt["rejected"]), str(pt["errors"])]
             for pt in points if "tokens" in pt and pt.get("status") != "budget"]
 
 
@@ -443,6 +465,7 @@ def cmd_tune(args) -> int:
     out = args.out or DEFAULT_TABLE_PATH
     opts = TuneOptions(presets=presets, weight_formats=fmts, tokens=tokens, out=out, report=args.report,
                        exhaustive=args.exhaustive, fp8_fast_accum=args.fp8_fast_accum, max_candidates=args.max_candidates, budget_s=args.budget_s,
+                       confirm_rounds=args.confirm_rounds, min_gain=args.min_gain,
                        seed=args.seed, device=args.device or "cuda",
                        jobs=args.jobs if args.jobs is not None else min(8, (os.cpu_count() or 2) // 2))
     if args.dry_run:
@@ -595,6 +618,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "2.3-2.8x the RMS error of the default path (H200, K 2048); the tuned table then changes results")
     t.add_argument("--max-candidates", type=_positive_int, default=None, help="at most this many candidates per point")
     t.add_argument("--budget-s", type=_positive_float, default=None, help="stop trying new candidates after this many seconds")
+    t.add_argument("--confirm-rounds", type=_nonnegative_int, default=2,
+                   help="re-time the fastest candidate and what the point ran before (the table's entry, else the "
+                        "heuristic) this many more times each, in turns, before replacing it (default 2; 0: one timing)")
+    t.add_argument("--min-gain", type=_fraction, default=0.02,
+                   help="the fastest candidate replaces what the point ran before only this far ahead on the median "
+                        "(default 0.02: 2 %%)")
     t.add_argument("--jobs", type=int, default=None,
                    help="processes compiling candidates ahead of timing (default: min(8, CPUs / 2); 0 or 1: none)")
     t.add_argument("--device", default=None, help="the CUDA device to tune (default: cuda)")

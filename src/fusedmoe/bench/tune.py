@@ -24,7 +24,10 @@ compile or would not fit in shared memory are dropped up front.
 :func:`tune_point` runs every candidate once, **validates its output against the reference
 before timing it** (a candidate that errors or misses the bound is recorded and never timed),
 times the valid ones, then also tries the best GEMM1 variant combined with the best GEMM2 variant.
-The winner's two GEMM configs are added to a :class:`~fusedmoe.backends.kernel_configs.TunedTable`
+The fastest then has to hold its lead: it and what the point ran before (the table's entry, else the
+heuristic) are timed ``confirm_rounds`` more times each, in turns, and it replaces that only ``min_gain``
+ahead on the medians (CLI ``--confirm-rounds`` 2, ``--min-gain`` 0.02 by default; one timing a
+candidate picks a noise winner among dozens easily). The winner's two GEMM configs are added to a :class:`~fusedmoe.backends.kernel_configs.TunedTable`
 under (device name, weight format, activation, gemm, N, K, E, token bucket) -- the key the triton
 backend looks up -- and the file is written with ``save_tuned_configs`` (merged with the entries
 already in it). The default output is the table the package loads automatically
@@ -38,6 +41,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -394,6 +398,9 @@ class TuneOutcome:
     table_s: Optional[float] = None
     best: Optional[MoEKernelConfig] = None
     best_s: Optional[float] = None
+    #: the fastest candidate's re-timing against what the point ran before (``confirm_rounds``): True it held its
+    #: lead, False it did not (``best`` is then that reference), None not run (the reference won outright)
+    confirmed: Optional[bool] = None
 
     @property
     def speedup(self) -> Optional[float]:
@@ -419,12 +426,25 @@ def _cfg_dict(c: MoEKernelConfig) -> Dict[str, Any]:
 def tune_point(candidates: Sequence[Candidate], run: Callable[[MoEKernelConfig], Any],
                validate: Callable[[Any], Tuple[bool, str]], time_fn: Callable[[MoEKernelConfig], float], *,
                deadline: Optional[float] = None,
-               progress: Optional[Callable[[str, int], None]] = None) -> TuneOutcome:
+               progress: Optional[Callable[[str, int], None]] = None, confirm_rounds: int = 0,
+               min_gain: float = 0.0) -> TuneOutcome:
     """Try ``candidates`` in order: ``run(config)`` -> output, ``validate(output)`` -> (ok, why);
     only valid candidates are timed with ``time_fn(config)`` (seconds). Afterwards the best
     GEMM1-only and GEMM2-only variants at the winning block_m are combined and tried the same
     way. ``deadline`` (``time.perf_counter()`` value) stops trying new candidates (the heuristic,
-    first, is always tried)."""
+    first, is always tried).
+
+    The fastest candidate then has to beat the reference -- what the point ran before: the "table" candidate, else
+    the heuristic (the first "base") -- by ``min_gain`` (0.02: 2 %) on the median of its times, after
+    ``confirm_rounds`` more timings of both, taken in turns (the order alternating each round) so that drift hits
+    both alike; otherwise the reference stays the point's config (``confirmed`` False, a "confirm" row says why).
+    One timing each picks the winner among many candidates, so a lead of a percent or two is often noise -- the
+    forty-ninth session's H100 tune took a Mixtral FP8 entry 1.01x ahead that the harness then measured 1.08x
+    behind. Past the ``deadline`` the rule applies to the timings at hand, without re-timing."""
+    if not isinstance(confirm_rounds, int) or isinstance(confirm_rounds, bool) or confirm_rounds < 0:
+        raise ValueError(f"confirm_rounds must be an int >= 0, got {confirm_rounds!r}")
+    if not isinstance(min_gain, (int, float)) or isinstance(min_gain, bool) or not 0.0 <= min_gain < 1.0:
+        raise ValueError(f"min_gain must be a fraction in [0, 1), got {min_gain!r}")
     res = TuneOutcome()
     timed: List[Tuple[float, Candidate]] = []
 
@@ -477,7 +497,47 @@ def tune_point(candidates: Sequence[Candidate], run: Callable[[MoEKernelConfig],
             attempt(Candidate(combo, "combined"))
     t_best, c_best = min(timed, key=lambda p: p[0])
     res.best, res.best_s = c_best.config, t_best
+    ref = next((p for p in timed if p[1].varies == "table"), None) or next(
+        (p for p in timed if p[1].varies == "base"), None)
+    if ref is not None and ref[1].config != c_best.config and (confirm_rounds or min_gain):
+        _confirm(res, ref, (t_best, c_best), time_fn, confirm_rounds, min_gain, deadline)
     return res
+
+
+def _confirm(res: TuneOutcome, ref: Tuple[float, Candidate], best: Tuple[float, Candidate],
+             time_fn: Callable[[MoEKernelConfig], float], rounds: int, min_gain: float,
+             deadline: Optional[float]) -> None:
+    """:func:`tune_point`'s last step: the winner ``best`` against the reference ``ref`` over ``rounds`` more
+    timings each, in turns; the reference stays unless the winner's median is ``min_gain`` ahead of its."""
+    s_ref, s_best = [ref[0]], [best[0]]
+    notes = []
+    if rounds and (deadline is None or time.perf_counter() <= deadline):
+        try:
+            for r in range(rounds):
+                for s, c in ((s_ref, ref[1]), (s_best, best[1]))[::1 if r % 2 == 0 else -1]:
+                    s.append(float(time_fn(c.config)))
+        except Exception as exc:  # a timing that failed now: the first timings decide
+            notes.append(f"timing: {type(exc).__name__}: {exc}")
+            s_ref, s_best = s_ref[:1], s_best[:1]
+    elif rounds:
+        notes.append("budget spent: not re-timed")
+    m_ref, m_best = statistics.median(s_ref), statistics.median(s_best)
+    held = m_ref >= m_best * (1.0 + min_gain)
+    if not held:
+        notes.append(f"{m_ref / m_best:.3f}x the {ref[1].varies}'s median, under the {1 + min_gain:.2f}x needed: "
+                     f"the {ref[1].varies}'s config stays")
+    row: Dict[str, Any] = {"varies": "confirm", "config": _cfg_dict(best[1].config), "against": ref[1].varies,
+                           "status": "ok" if held else "kept", "t_us": m_best * 1e6, "ref_us": m_ref * 1e6,
+                           "samples": len(s_best)}
+    if notes:
+        row["error"] = "; ".join(notes)
+    res.rows.append(row)
+    res.confirmed = held
+    if ref[1].varies == "table":
+        res.table_s = m_ref
+    else:
+        res.heuristic_s = m_ref
+    res.best, res.best_s = (best[1].config, m_best) if held else (ref[1].config, m_ref)
 
 
 def table_key(device_name: str, weight_format: Format, activation: Activation, hidden: int,
@@ -614,6 +674,8 @@ class TuneOptions:
     seed: int = 0
     device: str = "cuda"
     jobs: int = 0  # processes compiling candidates ahead of timing (0/1: none)
+    confirm_rounds: int = 2  # re-timings of the winner and of what the point ran before (tune_point)
+    min_gain: float = 0.02  # the winner's lead over that, on the medians, to replace it
 
 
 def point_candidates(opts: TuneOptions, preset: Any, weight_format: Format, tokens: int, intermediate_padded: int,
@@ -725,7 +787,8 @@ def run_tune(opts: TuneOptions, *, progress: Optional[Callable[[str, int], None]
                 cands, offered = cands_by_T[T]
                 if progress:
                     progress(f"{p.name}/{wf.value} T={T}", 0)
-                res = tune_point(cands, run, validate, time_fn, deadline=deadline, progress=progress)
+                res = tune_point(cands, run, validate, time_fn, deadline=deadline, progress=progress,
+                                 confirm_rounds=opts.confirm_rounds, min_gain=opts.min_gain)
                 pt = {"preset": p.name, "weight_format": wf.value, "activation": p.activation.value, "tokens": T,
                       "bucket": token_bucket(T), "H": p.hidden, "I_pad": I_pad, "E": p.experts, "top_k": p.top_k,
                       "candidates": len(cands), "offered": offered, "tried": len(res.rows),
@@ -734,15 +797,17 @@ def run_tune(opts: TuneOptions, *, progress: Optional[Callable[[str, int], None]
                       "heuristic_us": None if res.heuristic_s is None else res.heuristic_s * 1e6,
                       "table_us": None if res.table_s is None else res.table_s * 1e6,
                       "tuned_us": None if res.best_s is None else res.best_s * 1e6, "speedup": res.speedup,
-                      "vs_table": res.vs_table,
+                      "vs_table": res.vs_table, "confirmed": res.confirmed,
                       "best": None if res.best is None else _cfg_dict(res.best), "rows": res.rows}
                 points.append(pt)
                 if res.best is not None:
                     add_to_table(new, res.best, device_name=name, weight_format=wf, activation=p.activation,
                                  hidden=p.hidden, intermediate_padded=I_pad, experts=p.experts, tokens=T)
+                    kept = (f"; the fastest candidate, re-timed, was not {opts.min_gain:.0%} ahead: kept"
+                            if res.confirmed is False else "")
                     log(f"{p.name}/{wf.value} T={T}: heuristic {pt['heuristic_us'] or float('nan'):.1f} us -> "
                         f"tuned {pt['tuned_us']:.1f} us ({(res.speedup or float('nan')):.2f}x; "
-                        f"{(res.vs_table or float('nan')):.2f}x the table's) {describe_config(res.best)}")
+                        f"{(res.vs_table or float('nan')):.2f}x the table's{kept}) {describe_config(res.best)}")
                 else:
                     log(f"{p.name}/{wf.value} T={T}: no valid candidate ({pt['rejected']} rejected, {pt['errors']} errors)")
                 del sets, ref
