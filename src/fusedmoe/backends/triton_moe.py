@@ -563,7 +563,9 @@ def _pdl_args(device: torch.device, interp: bool, tokens: int) -> dict:
 # in the shared harness (CUDA graphs, H200, session 6) it made 1-32-token calls 4 % slower
 # (geomean over 25 cases each; up to 20 % on DeepSeek-V3 TP8, whose short GEMM2 programs pay the
 # per-row arrivals -- fence, atomics, barriers -- and the serialized row sums) against the 1.7 us
-# combine launch it saves; FP4 decode, which splits K anyway, gained 1-2 us.
+# combine launch it saves; FP4 decode, which splits K anyway, gained 1-2 us. At prefill it needs one program a tile
+# (no held activation tile), and even in a column-major tile order, where a token's rows of y are still in L2 when its
+# last slot arrives, GEMM2 + combine ran 2.4-4.2x slower (H100, DeepSeek-V3 TP8 at 8192 tokens, forty-ninth session).
 _FUSED_COMBINE = {"max_tokens": 0}
 
 
