@@ -22,7 +22,7 @@ from fusedmoe.bench.runner import (BenchOptions, load_results, markdown_report, 
                                    write_results)
 from fusedmoe.bench.timing import time_calls
 from fusedmoe.bench.tune import (SMEM_LIMIT, Candidate, _smem_bytes, add_to_table, describe_config, merge_into_file,
-                                 search_space, tune_point)
+                                 search_space, table_key, tune_point)
 from fusedmoe.config import Activation, Format, RoutingMethod
 
 INTERP = os.environ.get("TRITON_INTERPRET") == "1"
@@ -605,6 +605,27 @@ def test_check_detects_a_wrong_backend(monkeypatch):
 
 
 @pytest.mark.skipif(not INTERP, reason="needs TRITON_INTERPRET=1 on a CPU")
+def test_shipped_table_entries_are_reachable():
+    """Every entry of the shipped tuned table keys a shape some model preset runs -- N and K of its GEMM with the
+    intermediate padded as the weights pad it (``default_alignment``), E its experts. A hand-added entry under the
+    unpadded intermediate is never read (the forty-ninth session shipped one: Nemotron-Nano FP8 per channel under
+    I = 1856, where non-gated layers pad to 1920)."""
+    from fusedmoe.backends.kernel_configs import DEFAULT_TABLE_PATH
+    from fusedmoe.weights.expert_weights import default_alignment, round_up
+
+    keys = set()
+    for p in PRESETS.values():
+        for wf in Format:
+            I_pad = round_up(p.intermediate, default_alignment(wf, p.gated))
+            for gemm, (N, K) in table_key("-", wf, p.activation, p.hidden, I_pad, p.experts).items():
+                keys.add((wf.value, p.activation.value, gemm, N, K, p.experts))
+    assert ("fp8_channel", "relu2", "gemm1", 1856, 2688, 128) not in keys  # the dead entry's key
+    assert ("fp8_channel", "relu2", "gemm1", 1920, 2688, 128) in keys
+    entries = json.load(open(DEFAULT_TABLE_PATH))["entries"]
+    dead = [e for e in entries if (e["weight_format"], e["activation"], e["gemm"], e["N"], e["K"], e["E"]) not in keys]
+    assert len(entries) > 1000 and not dead, dead[:5]
+
+
 def test_run_tune_driver_in_interpreter(tmp_path):
     """The whole tune driver (weights, reference, validation, timing, table and report) on the
     interpreter: the written table is what choose_moe_config then picks for this shape."""
