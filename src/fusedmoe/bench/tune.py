@@ -27,9 +27,9 @@ times the valid ones, then also tries the best GEMM1 variant combined with the b
 The fastest then has to hold its lead: it and what the point ran before (the table's entry, else the
 heuristic) are timed ``confirm_rounds`` more times each, in turns, and it replaces that only ``min_gain``
 ahead on the medians (CLI ``--confirm-rounds`` 2, ``--min-gain`` 0.02 by default; one timing a
-candidate picks a noise winner among dozens easily). The winner's two GEMM configs are added to a :class:`~fusedmoe.backends.kernel_configs.TunedTable`
-under (device name, weight format, activation, gemm, N, K, E, token bucket) -- the key the triton
-backend looks up -- and the file is written with ``save_tuned_configs`` (merged with the entries
+candidate picks a noise winner among dozens easily). The winner's two GEMM configs are added to a
+:class:`~fusedmoe.backends.kernel_configs.TunedTable` under (device name, weight format, activation,
+gemm, N, K, E, token bucket) -- the key the triton backend looks up -- and the file is written with ``save_tuned_configs`` (merged with the entries
 already in it). The default output is the table the package loads automatically
 (``kernel_configs.DEFAULT_TABLE_PATH``).
 
