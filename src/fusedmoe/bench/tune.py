@@ -29,9 +29,9 @@ heuristic) are timed ``confirm_rounds`` more times each, in turns, and it replac
 ahead on the medians (CLI ``--confirm-rounds`` 2, ``--min-gain`` 0.02 by default; one timing a
 candidate picks a noise winner among dozens easily). The winner's two GEMM configs are added to a
 :class:`~fusedmoe.backends.kernel_configs.TunedTable` under (device name, weight format, activation,
-gemm, N, K, E, token bucket) -- the key the triton backend looks up -- and the file is written with ``save_tuned_configs`` (merged with the entries
-already in it). The default output is the table the package loads automatically
-(``kernel_configs.DEFAULT_TABLE_PATH``).
+gemm, N, K, E, token bucket) -- the key the triton backend looks up -- and the file is written with
+``save_tuned_configs`` (merged with the entries already in it). The default output is the table the
+package loads automatically (``kernel_configs.DEFAULT_TABLE_PATH``).
 
 The runner, validator and timer are injected, so the search logic is tested on a CPU with fakes.
 """
