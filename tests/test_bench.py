@@ -607,16 +607,16 @@ def test_check_detects_a_wrong_backend(monkeypatch):
 @pytest.mark.skipif(not INTERP, reason="needs TRITON_INTERPRET=1 on a CPU")
 def test_shipped_table_entries_are_reachable():
     """Every entry of the shipped tuned table keys a shape some model preset runs -- N and K of its GEMM with the
-    intermediate padded as the weights pad it (``default_alignment``), E its experts. A hand-added entry under the
+    intermediate padded as the weights pad it (``padded_intermediate``), E its experts. A hand-added entry under the
     unpadded intermediate is never read (the forty-ninth session shipped one: Nemotron-Nano FP8 per channel under
     I = 1856, where non-gated layers pad to 1920)."""
     from fusedmoe.backends.kernel_configs import DEFAULT_TABLE_PATH
-    from fusedmoe.weights.expert_weights import default_alignment, round_up
+    from fusedmoe.weights.expert_weights import padded_intermediate
 
     keys = set()
     for p in PRESETS.values():
         for wf in Format:
-            I_pad = round_up(p.intermediate, default_alignment(wf, p.gated))
+            I_pad = padded_intermediate(p.intermediate, wf, p.gated)
             for gemm, (N, K) in table_key("-", wf, p.activation, p.hidden, I_pad, p.experts).items():
                 keys.add((wf.value, p.activation.value, gemm, N, K, p.experts))
     assert ("fp8_channel", "relu2", "gemm1", 1856, 2688, 128) not in keys  # the dead entry's key

@@ -5,7 +5,7 @@ import torch
 
 import fusedmoe as fm
 from fusedmoe.formats import quantize_weight
-from fusedmoe.weights import default_alignment
+from fusedmoe.weights import default_alignment, padded_intermediate
 
 A, F = fm.Activation, fm.Format
 
@@ -16,6 +16,10 @@ def test_default_alignment():
     assert default_alignment(F.FP8_BLOCK, True) == 128
     assert default_alignment(F.MXFP4, True) == 32
     assert default_alignment(F.NVFP4, True) == 16
+    # the I_pad the weights store and the tuned table keys: Nemotron-Nano's 1856 non-gated -> 1920, gated stays
+    assert padded_intermediate(1856, F.FP8_CHANNEL, False) == 1920
+    assert padded_intermediate(1856, F.FP8_CHANNEL, True) == 1856
+    assert padded_intermediate(2880, F.MXFP4, True) == 2880 and padded_intermediate(1, F.FP8_BLOCK, True) == 128
 
 
 def test_gated_padding_is_per_half_and_bias_follows():

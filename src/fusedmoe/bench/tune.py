@@ -692,14 +692,14 @@ def point_candidates(opts: TuneOptions, preset: Any, weight_format: Format, toke
 
 def plan(opts: TuneOptions, device_name: str = "NVIDIA H200", num_sms: Optional[int] = None) -> List[Dict[str, Any]]:
     """The points and their candidates, without running anything (``--dry-run``)."""
-    from ..weights.expert_weights import default_alignment, round_up
+    from ..weights.expert_weights import padded_intermediate
     from .presets import format_problem
 
     out = []
     for p in opts.presets:
         for wf in opts.weight_formats:
             why = format_problem(p, wf)
-            I_pad = round_up(p.intermediate, default_alignment(wf, p.gated))
+            I_pad = padded_intermediate(p.intermediate, wf, p.gated)
             for T in opts.tokens:
                 entry = {"preset": p.name, "weight_format": wf.value, "activation": p.activation.value,
                          "tokens": T, "bucket": token_bucket(T), "H": p.hidden, "I_pad": I_pad, "E": p.experts,

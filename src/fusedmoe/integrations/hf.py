@@ -46,7 +46,7 @@ import torch.nn.functional as F
 
 from ..config import Activation, ActivationParams, Format, TopK
 from ..weights import ExpertWeights
-from ..weights.expert_weights import default_alignment
+from ..weights.expert_weights import padded_intermediate
 
 try:  # the routed-mode entry point that can skip the id-range check (no host sync per layer)
     from ..layer import _run_experts as _RUN_EXPERTS
@@ -304,7 +304,7 @@ def _convert(module, layout: _Layout, fmt: Format, name: str = "") -> ExpertWeig
     I = w2.shape[2]
     if fmt is Format.BF16:
         # Zero-copy when the layout already is the canonical one (no reorder, no padding).
-        I_pad = -(-I // default_alignment(fmt, layout.gated)) * default_alignment(fmt, layout.gated)
+        I_pad = padded_intermediate(I, fmt, layout.gated)
         if (I == I_pad and not layout.transposed and not layout.interleaved and w13.is_contiguous()
                 and w2.is_contiguous() and w13.dtype in (torch.bfloat16, torch.float16, torch.float32)
                 and w2.dtype == w13.dtype):

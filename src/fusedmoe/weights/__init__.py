@@ -2,7 +2,7 @@
 checkpoint loaders (ModelOpt FP8 / NVFP4, compressed-tensors FP8, DeepSeek/MiniMax FP8 block,
 gpt-oss MXFP4)."""
 
-from .expert_weights import ExpertWeights, default_alignment, round_up
+from .expert_weights import ExpertWeights, default_alignment, padded_intermediate, round_up
 from .loaders import (
     CHECKPOINT_FORMATS,
     CheckpointError,
@@ -21,6 +21,7 @@ from .loaders import (
 __all__ = [
     "ExpertWeights",
     "default_alignment",
+    "padded_intermediate",
     "round_up",
     "CHECKPOINT_FORMATS",
     "CheckpointError",

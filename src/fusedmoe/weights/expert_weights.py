@@ -37,7 +37,7 @@ if _FP4_LAYOUT not in ("swizzled", "tiled", "linear"):
 # FUSEDMOE_MX_SCALE_PAD=0 keeps the checkpoint's rows
 _MX_SCALE_ROWS_PADDED = os.environ.get("FUSEDMOE_MX_SCALE_PAD", "1") != "0"
 
-__all__ = ["ExpertWeights", "default_alignment", "round_up"]
+__all__ = ["ExpertWeights", "default_alignment", "padded_intermediate", "round_up"]
 
 
 def round_up(x: int, m: int) -> int:
@@ -50,6 +50,12 @@ def default_alignment(fmt: Format, gated: bool) -> int:
     GEMM2's K blocks never straddle real and padded columns."""
     base = 16 if gated else 128
     return max(base, fmt.block_size or 1)
+
+
+def padded_intermediate(intermediate: int, fmt: Format, gated: bool) -> int:
+    """The intermediate size as the weights store it by default: rounded up to :func:`default_alignment` (the
+    ``I_pad`` the kernels and the tuned table's keys see)."""
+    return round_up(intermediate, default_alignment(fmt, gated))
 
 
 def _check_float(name: str, t, dims: int):

@@ -56,7 +56,7 @@ import torch
 
 from ..config import Activation, ActivationParams, Format
 from ..formats import QuantizedTensor
-from .expert_weights import ExpertWeights, default_alignment, round_up
+from .expert_weights import ExpertWeights, padded_intermediate
 
 __all__ = [
     "CheckpointError",
@@ -288,7 +288,7 @@ def _load_fp8_tensor(sd, prefix, names, E, activation, scale_name: str, device, 
     g, u, d = names
     I, H = _first_shape(sd, prefix, u, _E4M3, what)
     gated = g is not None
-    I_pad = round_up(I, default_alignment(Format.FP8_TENSOR, gated))
+    I_pad = padded_intermediate(I, Format.FP8_TENSOR, gated)
     q13, s13, q2, s2 = [], [], [], []
     for e in range(E):
         shards = []
@@ -332,7 +332,7 @@ def _load_fp8_block(sd, prefix, names, E, activation, scale_name, device, what) 
         raise CheckpointError(f"tensor '{_key(prefix, 0, u, 'weight')}': hidden size {H} is not a multiple of 128, "
                               "which 128x128 block FP8 needs")
     gated = g is not None
-    I_pad = round_up(I, default_alignment(Format.FP8_BLOCK, gated))
+    I_pad = padded_intermediate(I, Format.FP8_BLOCK, gated)
     nI, nH, nIp = -(-I // 128), H // 128, I_pad // 128
     eps = _EPS_SCALE.item()
     q13, s13, q2, s2 = [], [], [], []
@@ -370,7 +370,7 @@ def _load_fp8_channel(sd, prefix, names, E, activation, device, what) -> ExpertW
     g, u, d = names
     I, H = _first_shape(sd, prefix, u, _E4M3, what)
     gated = g is not None
-    I_pad = round_up(I, default_alignment(Format.FP8_CHANNEL, gated))
+    I_pad = padded_intermediate(I, Format.FP8_CHANNEL, gated)
     eps = _EPS_SCALE.item()
 
     def scale(key, n):
@@ -469,7 +469,7 @@ def load_modelopt_nvfp4_experts(state_dict: Mapping[str, torch.Tensor], prefix: 
         raise CheckpointError(f"intermediate size {I} (from '{_key(prefix, 0, u, 'weight')}') is not a multiple of 16, "
                               "which NVFP4 needs")
     gated = g is not None
-    I_pad = round_up(I, default_alignment(Format.NVFP4, gated))
+    I_pad = padded_intermediate(I, Format.NVFP4, gated)
     q13, s13, g13, q2, s2, g2 = [], [], [], [], [], []
     rescaled = []
     for e in range(E):
@@ -546,7 +546,7 @@ def load_gpt_oss_mxfp4_experts(state_dict: Mapping[str, torch.Tensor], prefix: s
     b2 = _take(sd, k("down_proj_blocks"), (E, H, I // 32, 16), torch.uint8, what)
     sc2 = _take(sd, k("down_proj_scales"), (E, H, I // 32), torch.uint8, what)
     bias2 = _take(sd, k("down_proj_bias"), (E, H), _FLOAT_W, what)
-    I_pad = round_up(I, default_alignment(Format.MXFP4, True))
+    I_pad = padded_intermediate(I, Format.MXFP4, True)
     d13 = b13.reshape(E, M, H // 2)
     w13 = _stack_w13(d13[:, 0::2], d13[:, 1::2], I, I_pad, dim=1)
     s13 = _stack_w13(sc13[:, 0::2], sc13[:, 1::2], I, I_pad, dim=1)
