@@ -38,6 +38,8 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "nowsxg": ("set_ws_x_gather", False),  # ... off: every such GEMM's rows by a gather launch
             # ... their tiles by a global counter (s44; the default, "auto", since s45: FP8 with >= 64 experts, and
             # since s46 the FP4 prefill GEMMs' MXFP4 / NVFP4 with >= 64 experts too)
+            # 16-bit weights' warp-specialized GEMMs skip a block's all-padding half as FP8 does (s50)
+            "ws16skip": ("set_ws_skip_padding_half_16bit", True),
             "wsdyn": ("set_ws_dynamic_tiles", True), "nowsdyn": ("set_ws_dynamic_tiles", False),
             # the FP4 warp-specialized prefill GEMMs (MXFP4 x BF16, block_m >= 128): off, or 128- / 256-token tiles
             "nows4": ("set_ws_fp4", False), "ws4bt128": ("set_ws_fp4", (True, 128)),

@@ -983,6 +983,26 @@ def test_gpu_ws_skip_padding_half_same_bits(wfmt):
 
 
 @gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_gpu_ws_skip_padding_half_16bit_same_bits(dtype):
+    """16-bit weights skipping a block's all-padding half (``set_ws_skip_padding_half_16bit``): the bits of both
+    warpgroups running every block, at 24-40 rows per expert (every block half empty) and ~150 (some), top-1 with
+    the non-local group, both GEMMs warp-specialized (64- and 128-column GEMM1 tiles), gated and not, eager and in a
+    CUDA graph; within the reference's bound."""
+    from fusedmoe.backends.triton_moe import set_ws_skip_padding_half_16bit
+
+    wfmt = Format.BF16
+    for act in (Activation.SWIGLU, Activation.RELU2):
+        for T, K, seed, bn in ((160, 4, 21, None), (600, 4, 22, 128), (900, 1, 23, None)):
+            prob = make_problem(T=T, H=704, I=192, I_pad=192, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype,
+                                offset=8, E_glob=24 if K > 1 else 32, seed=seed)
+            kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8,
+                      config=bf16_config(act.is_gated, bn=bn))
+            _switch_same_bits(set_ws_skip_padding_half_16bit, prob, kw, (act, T, K),
+                              graph=192 if act is Activation.SWIGLU and T == 160 else None)
+
+
+@gpu
 @pytest.mark.parametrize("wfmt", WS_FMTS + [Format.FP8_BLOCK], ids=lambda f: f.name)
 def test_gpu_ws_pipelined_promotion_same_bits(wfmt):
     """The pipelined promotion (two partial sets taking turns) gives the bits of the base K loop, switched on for
@@ -1241,14 +1261,25 @@ def test_ws_padded_handoff_switch():
 
 
 def test_ws_skip_padding_half_switch():
-    from fusedmoe.backends.triton_moe import _ws_skips_padding_half, set_ws_skip_padding_half
+    from fusedmoe.backends.triton_moe import (_ws_skips_padding_half, set_ws_skip_padding_half,
+                                              set_ws_skip_padding_half_16bit)
 
     with _switched_off(set_ws_skip_padding_half):
         assert not any(_ws_skips_padding_half(f) for f in Format)
         assert set_ws_skip_padding_half(True) is False
-        # FP8 weights skip; 16-bit weights never (slower at 8192 tokens on the H200)
+        # FP8 weights skip; 16-bit weights only with their own switch (slower at 8192 tokens on the H200)
         assert all(_ws_skips_padding_half(f) for f in (Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK))
         assert not _ws_skips_padding_half(Format.BF16)
+        prev = set_ws_skip_padding_half_16bit(True)
+        try:
+            assert prev is False and _ws_skips_padding_half(Format.BF16)
+            set_ws_skip_padding_half(False)
+            assert not _ws_skips_padding_half(Format.BF16)  # the main switch off: nothing skips
+        finally:
+            set_ws_skip_padding_half_16bit(prev)
+            set_ws_skip_padding_half(True)
+        with pytest.raises(TypeError):
+            set_ws_skip_padding_half_16bit("yes")
 
 
 @gpu

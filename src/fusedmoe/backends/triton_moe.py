@@ -603,7 +603,7 @@ def set_persistent_gemm2(enabled: bool) -> bool:
 
 # ---- warp-specialized GEMMs: the padding half of a block skipped ------------------------------------
 
-_WS_SKIP_HALF = {"enabled": True}
+_WS_SKIP_HALF = {"enabled": True, "16bit": os.environ.get("FUSEDMOE_WS_SKIP16", "0") == "1"}
 
 
 def set_ws_skip_padding_half(enabled: bool) -> bool:
@@ -612,16 +612,27 @@ def set_ws_skip_padding_half(enabled: bool) -> bool:
     <= 64 rows) is computed by the first MMA warpgroup alone -- the second issues no wgmma and its
     half of A is not loaded; ``False``: both warpgroups run every block (for A/B measurements; the
     results are bit-identical either way: the skipped rows are never stored). 16-bit weights never
-    skip (:func:`_ws_skips_padding_half`). Returns the previous setting."""
+    skip unless :func:`set_ws_skip_padding_half_16bit` says so (:func:`_ws_skips_padding_half`). Returns the
+    previous setting."""
     return _swap_bool(_WS_SKIP_HALF, enabled)
+
+
+def set_ws_skip_padding_half_16bit(enabled: bool) -> bool:
+    """``False`` (the default; ``FUSEDMOE_WS_SKIP16=1`` starts with ``True``): 16-bit weights' warp-specialized GEMMs
+    run both warpgroups on every block; ``True``: they skip a block's all-padding half as FP8 does (where
+    :func:`set_ws_skip_padding_half` is on) -- for the A/B that decides it again (the fifteenth session's H200
+    measurement, 0.75-0.81x at DeepSeek-V3 SwiGLU 8192 tokens, predates the counted tiles, the row copies and the
+    padded hand-off). The same bits either way. Returns the previous setting."""
+    return _swap_bool(_WS_SKIP_HALF, enabled, "16bit")
 
 
 def _ws_skips_padding_half(weight_format: Format) -> bool:
     """Whether the warp-specialized GEMM of ``weight_format`` skips a block's all-padding half. FP8
-    (per tensor / channel / 128 x 128 blocks) with the setting on; 16-bit weights never: on the H200
-    the skip made their 8192-token layers slower (DeepSeek-V3 SwiGLU BF16 0.75-0.81x in three runs,
-    BENCHMARKS.md, fifteenth session) while FP8 gained at every token count (1.10x at 512)."""
-    return _WS_SKIP_HALF["enabled"] and weight_format is not Format.BF16
+    (per tensor / channel / 128 x 128 blocks) with the setting on; 16-bit weights only with
+    :func:`set_ws_skip_padding_half_16bit`: on the H200 the skip made their 8192-token layers slower (DeepSeek-V3
+    SwiGLU BF16 0.75-0.81x in three runs, BENCHMARKS.md, fifteenth session) while FP8 gained at every token count
+    (1.10x at 512)."""
+    return _WS_SKIP_HALF["enabled"] and (weight_format is not Format.BF16 or _WS_SKIP_HALF["16bit"])
 
 
 # ---- warp-specialized FP8 GEMMs: the promoted accumulation pipelined (per config, or forced on) -------------
