@@ -159,12 +159,14 @@ def test_gather_slot_rows_dot64():
 
 
 @interpreter
-@pytest.mark.parametrize("T,C", [(1, 2880 // 15), (20, 512)], ids=["one-token-tail", "ten-programs"])
+@pytest.mark.parametrize("T,C", [(1, 2880 // 15), (20, 512), (3, 1216)],
+                         ids=["one-token-tail", "ten-programs", "column-tiles"])
 def test_align_copies_dot_rows(T, C):
     """The decode align's launch with a :class:`triton_moe.DotRowsPlan` (the FP4 decode kernel's GEMM1 input with
     ``x_gather``): the align's outputs are those of the align alone, and the plan's result is hidden with each
     64-wide K block in the dot order (``dot64_cols``), whatever the programs' share of rows (1 row, 2 a program) and
-    columns (a 512-wide step past C = 192). Rows that are not 16-bit, or of a C not a multiple of 64, are refused."""
+    columns (one 256-wide tile past C = 192; three 512-wide tiles of 1216 columns, the last one partly past C).
+    Rows that are not 16-bit, or of a C not a multiple of 64, are refused."""
     from fusedmoe.kernels._ws_fp4_dec import dot64_cols
 
     torch.manual_seed(3)
@@ -172,7 +174,7 @@ def test_align_copies_dot_rows(T, C):
     ids = torch.stack([torch.randperm(E)[:K] for _ in range(T)]).to(torch.int32).to(DEV)
     h = torch.randn(T, C, device=DEV).to(torch.bfloat16)
     plan = triton_moe.DotRowsPlan(h)
-    assert plan.programs == {1: 1, 20: 10}[T]
+    assert plan.programs == {1: 1, 20: 10, 3: 9}[T]  # (3 rows of 3 column tiles)
     al = triton_moe.align_slots(ids.reshape(-1), E, 16, tokens=T, quant=plan)
     ref = triton_moe.align_slots(ids.reshape(-1), E, 16, tokens=T)
     assert torch.equal(al.num_post_padded, ref.num_post_padded) and torch.equal(al.block_expert, ref.block_expert)

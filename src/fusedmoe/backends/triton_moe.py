@@ -1147,13 +1147,14 @@ class DotRowsPlan:
                              f"{tuple(x.shape)} with strides {tuple(x.stride())}")
         self.x = x
         self.out = torch.empty((T, C), dtype=x.dtype, device=x.device)
-        # a few rows a program: one token's 5.6 KB (gpt-oss-120b) in one program, 64 tokens in 16
+        # a tile of a few rows x up to 512 columns a program (one load and store each): one gpt-oss-120b token's
+        # 5.6 KB in 6 programs, 64 tokens in 16 x 6
         self.block_t = max(1, min(8, next_pow2(cdiv(T, 16))))
         self.block_c = min(512, next_pow2(C))
 
     @property
     def programs(self) -> int:
-        return cdiv(self.x.shape[0], self.block_t)
+        return cdiv(self.x.shape[0], self.block_t) * cdiv(self.x.shape[1], self.block_c)
 
     def fused_args(self):
         """(runtime arguments from ``x_ptr`` on, constexprs) of ``_align_scatter_quant_kernel`` with ``DOT_ROWS``
