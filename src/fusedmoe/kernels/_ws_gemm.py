@@ -49,7 +49,11 @@ first warpgroup has the tensor cores to itself. Same bits (the skipped rows are 
 Measured (H200, fifteenth session, harness, both GEMMs warp-specialized): FP8 1.10x at 512 tokens
 (up to 1.21x: FP8 block DeepSeek-V3), 1.04x at 2048, 1.015x at 8192, flat on Mixtral (8 experts:
 hardly any padding); 16-bit weights 1.05x at 512 but 0.75-0.92x at 8192 (DeepSeek-V3 SwiGLU
-0.75-0.81x in three runs; not understood: the compiled loop is the same), so they never skip.
+0.75-0.81x in three runs; not understood: the compiled loop is the same), so they skip only with
+``triton_moe.set_ws_skip_padding_half_16bit``. The fiftieth session (H100) placed the loss: DeepSeek-V3 BF16 at 8192
+tokens 0.761x, all of it in GEMM1 (8159 -> 12832 µs; GEMM2 4454 -> 4351), with the same K loop either way -- most
+likely the static tiles drifting apart (skipped tiles are shorter) and the weight tiles an expert's blocks share then
+read from DRAM more than once; with the counted tiles (``DYN``) not yet measured.
 
 Pipelined promotion (PIPE: ``KernelConfig.pipelined_promotion``, or every tile with
 ``triton_moe.set_ws_pipelined_promotion``; FP8 per tensor / channel / blocks): in the two-set tiles each warpgroup's
