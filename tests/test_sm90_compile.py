@@ -418,6 +418,35 @@ def test_align_early_trigger_for_sm90(tmp_path):
         assert rows[f"{name} 1 1"] == "wait launch_dependents", rows
 
 
+_ALIGN_DOT_ROWS = r'''
+from fusedmoe.kernels import _align as AL
+
+if __name__ == "__main__":
+    ids = dict(topk_ids_ptr="*i32", sorted_ids_ptr="*i32", block_expert_ptr="*i32", num_post_padded_ptr="*i32")
+    meta = dict(E_LOC=128, INCLUDE_NONLOCAL=False, NUM_BINS=128, CHUNK=32, BLOCK_M=16, BLOCKS_PER_ITER=16,
+                ZERO_BLOCK=0, USE_GDC=True, EARLY_TRIGGER=True)
+    rows = dict(x_ptr="*bf16", q_ptr="*bf16", s_ptr="*bf16", src_ptr="*bf16")
+    for C, BT, BC in ((2880, 1, 512), (1024, 4, 512), (2688, 8, 512)):
+        qmeta = dict(C=C, GROUPS=False, SCALE_MODE=0, GROUP=0, MX=False, OUT_FP32=False, BLOCK_T=BT, BLOCK_C=BC,
+                     RCP_DIV=False, DOT_ROWS=True)
+        k = compile_kernel(AL._align_scatter_quant_kernel, dict(ids, **rows), dict(meta, **qmeta), 4, 1)
+        sass, regs = sass_of(k)
+        print(f"{C} {BT}|{regs}|{len(re.findall(r'(?:LDL|STL)', sass))}", flush=True)
+'''
+
+
+def test_align_dot_rows_for_sm90(tmp_path):
+    """The decode align launch with the FP4 decode kernel's dot-order copy of hidden (``DOT_ROWS``: one row block x
+    512-column tile a program, fiftieth session) compiles for sm_90 at gpt-oss-120b's, Nemotron-3-Super's and
+    Nemotron-3-Nano's hidden sizes and 1-8 rows a program, within the align's register budget and without spills."""
+    head, sep, _ = _SM90_SCRIPT.partition('if __name__ == "__main__":')
+    assert sep, "the fp4 test's script changed shape: update this test"
+    rows = dict((name, [int(v) for v in rest]) for name, *rest in run_sm90_script(tmp_path, head + _ALIGN_DOT_ROWS))
+    assert len(rows) == 3, rows
+    for name, (regs, spills) in rows.items():
+        assert spills == 0 and regs <= 64, (name, regs, spills)
+
+
 def test_dot_order_repro_keeps_the_failing_structure_for_sm90(tmp_path):
     """``benchmarks/dot_order_repro.py`` (the next device session's repro of the dot-order activations' 8-warp
     failure without FP4) compiles for sm_90 into the structure of the failing kernel: register A, the cp.async token
