@@ -175,6 +175,9 @@ def test_tune_dry_run_and_errors(capsys):
     assert re.search(r"\b3 of \d+", out), out  # the cut and what the search space offered
     _usage_error(capsys, ["tune", "--dry-run", "--weight-format", "fp8_token"], "has no fp8_token weights")
     _usage_error(capsys, ["tune", "--dry-run", "--preset", "x"], "unknown preset")
+    _usage_error(capsys, ["tune", "--dry-run", "--min-gain", "1"], "a fraction in [0, 1)")
+    _usage_error(capsys, ["tune", "--dry-run", "--min-gain", "x"], "expected a number")
+    _usage_error(capsys, ["tune", "--dry-run", "--confirm-rounds", "-1"], ">= 0")
 
 
 def test_check_cpu_subset(capsys, tmp_path):

@@ -962,44 +962,28 @@ def test_gpu_ws_gemm_bf16_refuses_mixed_dtypes():
 
 
 @gpu
-@pytest.mark.parametrize("wfmt", [Format.FP8_TENSOR, Format.FP8_CHANNEL, Format.FP8_BLOCK], ids=lambda f: f.name)
-def test_gpu_ws_skip_padding_half_same_bits(wfmt):
+@pytest.mark.parametrize("wfmt,dtype", [(Format.FP8_TENSOR, torch.bfloat16), (Format.FP8_CHANNEL, torch.bfloat16),
+                                        (Format.FP8_BLOCK, torch.bfloat16), (Format.BF16, torch.bfloat16),
+                                        (Format.BF16, torch.float16)], ids=lambda v: getattr(v, "name", str(v)))
+def test_gpu_ws_skip_padding_half_same_bits(wfmt, dtype):
     """A block whose second 64 rows are all padding is computed by one MMA warpgroup
-    (``set_ws_skip_padding_half``): the bits of both warpgroups running it, at 24-40 rows per
-    expert (every block half empty), ~150 (some), top-1 with the non-local group, both GEMMs
-    warp-specialized, gated and not, eager and in a CUDA graph; within the reference's bound."""
-    from fusedmoe.backends.triton_moe import set_ws_skip_padding_half
+    (``set_ws_skip_padding_half``; 16-bit weights: ``set_ws_skip_padding_half_16bit``, opt-in): the bits of both
+    warpgroups running it, at 24-40 rows per expert (every block half empty), ~150 (some), top-1 with the non-local
+    group, both GEMMs warp-specialized (16-bit: 64- and 128-column GEMM1 tiles), gated and not, eager and in a CUDA
+    graph; within the reference's bound."""
+    from fusedmoe.backends.triton_moe import set_ws_skip_padding_half, set_ws_skip_padding_half_16bit
 
-    dtype = torch.bfloat16
+    sixteen = wfmt is Format.BF16
+    switch = set_ws_skip_padding_half_16bit if sixteen else set_ws_skip_padding_half
     for act in (Activation.SWIGLU, Activation.RELU2):
-        cfg = moe_config(act.is_gated, gemm2=True)
         for T, K, seed in ((160, 4, 11), (600, 4, 12), (900, 1, 13)):
+            cfg = (bf16_config(act.is_gated, bn=128 if T == 600 else None) if sixteen
+                   else moe_config(act.is_gated, gemm2=True))
             H, I = (768, 256) if wfmt is Format.FP8_BLOCK else (704, 192)  # 128 x 128 blocks: whole blocks
             prob = make_problem(T=T, H=H, I=I, I_pad=I, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype,
                                 offset=8, E_glob=24 if K > 1 else 32, seed=seed)
             kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8, config=cfg)
-            _switch_same_bits(set_ws_skip_padding_half, prob, kw, (act, T, K),
-                              graph=I if act is Activation.SWIGLU and T == 160 else None)
-
-
-@gpu
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-def test_gpu_ws_skip_padding_half_16bit_same_bits(dtype):
-    """16-bit weights skipping a block's all-padding half (``set_ws_skip_padding_half_16bit``): the bits of both
-    warpgroups running every block, at 24-40 rows per expert (every block half empty) and ~150 (some), top-1 with
-    the non-local group, both GEMMs warp-specialized (64- and 128-column GEMM1 tiles), gated and not, eager and in a
-    CUDA graph; within the reference's bound."""
-    from fusedmoe.backends.triton_moe import set_ws_skip_padding_half_16bit
-
-    wfmt = Format.BF16
-    for act in (Activation.SWIGLU, Activation.RELU2):
-        for T, K, seed, bn in ((160, 4, 21, None), (600, 4, 22, 128), (900, 1, 23, None)):
-            prob = make_problem(T=T, H=704, I=192, I_pad=192, E=16, K=K, act=act, wfmt=wfmt, dtype=dtype,
-                                offset=8, E_glob=24 if K > 1 else 32, seed=seed)
-            kw = dict(act=act, wfmt=wfmt, dtype=dtype, params=_params(act), offset=8,
-                      config=bf16_config(act.is_gated, bn=bn))
-            _switch_same_bits(set_ws_skip_padding_half_16bit, prob, kw, (act, T, K),
-                              graph=192 if act is Activation.SWIGLU and T == 160 else None)
+            _switch_same_bits(switch, prob, kw, (act, T, K), graph=I if act is Activation.SWIGLU and T == 160 else None)
 
 
 @gpu

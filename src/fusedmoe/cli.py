@@ -192,14 +192,21 @@ def _shape(text: str):
     return tuple(vals)
 
 
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return v
+def _float_where(ok, what: str):
+    """An argparse type: a number for which ``ok(value)`` holds (``what`` names the range in the error)."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return v
+    return parse
+
+
+_positive_float = _float_where(lambda v: v > 0, "a number > 0")
+_fraction = _float_where(lambda v: 0.0 <= v < 1.0, "a fraction in [0, 1)")
 
 
 def _int_at_least(lo: int):
@@ -217,16 +224,6 @@ def _int_at_least(lo: int):
 
 _positive_int = _int_at_least(1)
 _nonnegative_int = _int_at_least(0)
-
-
-def _fraction(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0.0 <= v < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}")
-    return v
 
 
 _DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
