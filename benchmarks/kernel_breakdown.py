@@ -28,6 +28,9 @@ def main() -> None:
     ap.add_argument("--tokens", default="1,8")
     ap.add_argument("--calls", type=int, default=40)
     ap.add_argument("--bw", type=float, default=4.4, help="memory roofline in TB/s for the floor column")
+    ap.add_argument("--sets", type=int, default=16,
+                    help="input sets the calls rotate over (1: the same experts every call -- their weights stay in L2 "
+                         "where they fit, the kernels' time with the DRAM reads mostly gone)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--heuristic", action="store_true", help="heuristic configs only (ignore the tuned table)")
     ap.add_argument("--gemm2", action="append", default=[], metavar="JSON",
@@ -61,7 +64,7 @@ def main() -> None:
             case = BenchCase(p, wf, wf.natural_activation_format(), p.routing_config())
             per_expert = weights_nbytes(w) / p.experts
             for T in (int(t) for t in a.tokens.split(",")):
-                sets = make_inputs(case, T, device=dev, nsets=16)
+                sets = make_inputs(case, T, device=dev, nsets=a.sets)
                 base = choose_moe_config(T, p.hidden, w.padded_intermediate_size, w.num_experts, p.top_k, wf,
                                          p.activation, torch.cuda.get_device_name(),
                                          table=TunedTable() if a.heuristic else None)
