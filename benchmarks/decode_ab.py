@@ -74,10 +74,6 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             # ... and every consumer thread freeing the ring slots (no warpgroup barriers around the release)
             "ws4decsr": ("set_ws_fp4_decode", (True, 3, 8, 128, True, True, True)),
             "ws4dec4sr": ("set_ws_fp4_decode", (True, 4, 8, 128, True, True, True)),
-            # ... each unit's weight bytes prefetched into L2 at its start (s51; opt-in)
-            "ws4l2pf": ("set_ws_fp4_dec_l2_prefetch", (True, False)),
-            "ws4l2pfn": ("set_ws_fp4_dec_l2_prefetch", (True, True)),  # ... and GEMM1's of GEMM2's weights
-            "ws4pfn": ("set_ws_fp4_dec_l2_prefetch", (False, True)),  # ... only GEMM1's of GEMM2's weights
             # the Triton decode GEMMs at every token count (the default runs one-token FP4 calls in the decode kernel)
             "nows4dec": ("set_ws_fp4_decode", False),
             # the 16-bit / FP8 decode kernel (opt-in): 2 programs an SM, stages that fit; 1 / 3 programs; 2 blocks a step

@@ -60,19 +60,14 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS in (
         (7, False, True, False, True, True, False, 64, 6, 4, 2, 64, 0, 1),     # MX GEMM2 (TMA rows), 4 an SM
         (0, True, False, True, False, False, True, 128, 4, 1, 1, 128, 1, 1),   # NVFP4, bk 64, top 1
         (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 2),     # gpt-oss GEMM1, all three options
-        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 2),    # NVFP4 GEMM2, 4 an SM
-        # L2PF (the unit's weight bytes prefetched into L2 at its start; GEMM1 also PF_NEXT, a share of GEMM2's
-        # weights after each unit): SS 3 = all three options and those
-        (2, True, True, False, False, True, False, 64, 8, 1, 2, 80, 4, 3),     # gpt-oss GEMM1, split 1
-        (7, False, True, False, True, True, False, 64, 8, 2, 2, 80, 0, 3)):    # MX GEMM2, bias, split 2
+        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 2)):   # NVFP4 GEMM2, 4 an SM
     xl = gl.NVMMASharedLayout.get_default_for([16, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
     sig = {"x_desc": f"tensordesc<bf16[16, 64],{xl}>", "x8_desc": f"tensordesc<bf16[8, 64],{xl}>",
            "w_desc": f"tensordesc<i16[32, 16],{wl}>",
            "out_ptr": "*bf16", "s_ptr": "*fp8e4nv" if NV else "*u8", "gs_ptr": "*fp32", "bias_ptr": "*fp32",
            "topk_w_ptr": "*fp32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32",
-           "part_ptr": "*fp32", "cnt_ptr": "*i32", "x_ptr": "*bf16", "w_ptr": "*u8", "nxt_ptr": "*u8",
-           "N": "i32", "n_k": "i32", "n64": "i32",
+           "part_ptr": "*fp32", "cnt_ptr": "*i32", "x_ptr": "*bf16", "N": "i32", "n_k": "i32", "n64": "i32",
            "num_n": "i32", "num_slots": "i32", "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32",
            "stride_sr": "i32", "stride_sk": "i32", "stride_om": "i32", "stride_be": "i32", "stride_x": "i32",
            "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
@@ -80,8 +75,7 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS in (
               ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=FOLD, NV=NV, TK=TK, STAGES=ST, SPLIT=SPLIT, KB=KB,
               OUT_PADDED_DOT=not MRW,  # GEMM1: stores GEMM2's rows (padded positions, dot order)
               USE_GDC=SPLIT == 4,  # programmatic dependent launch
-              X_GATHER=XG > 0, TOP_K=max(XG, 1), S_SMEM=SS > 0, T_RELEASE=SS >= 2, L2PF=SS == 3,
-              PF_NEXT=SS == 3 and not MRW)
+              X_GATHER=XG > 0, TOP_K=max(XG, 1), S_SMEM=SS > 0, T_RELEASE=SS == 2)
     # (16-byte aligned arguments specialized as the JIT does; the launcher checks the scales' for S_SMEM)
     k, sass = compile_sm90(kd._ws_fp4_dec_kernel, sig, cx, maxnreg=mr,
                            aligned=(("x_ptr", "stride_x") if XG else ())
@@ -96,8 +90,7 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS in (
           sum(("ACQBULK" in x) or ("PREEXIT" in x) for _, x in ins), XG, sum("LDGSTS" in x for _, x in ins),
           sum("UTMALDG" in x for _, x in ins), sum("ARRIVES.LDGSTSBAR" in x for _, x in ins),
           sum("FENCE.VIEW.ASYNC.S" in x for x in loop), ST, SS, sum(bool(re.search(r"(^|\s)LDG\.", x)) for x in loop),
-          sum("BAR.SYNC" in x for x in loop), sum("UBLKPF" in x for _, x in ins), sum("UBLKPF" in x for x in loop),
-          sep="|", flush=True)
+          sum("BAR.SYNC" in x for x in loop), sep="|", flush=True)
 '''
 
 
@@ -106,22 +99,18 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
     the A operand in registers, none serialized (no ``DEPBAR.LE gsb0, 0x0`` in the K loop: ptxas keeps them
     asynchronous only while each block's A registers stay untouched until its wgmma retired), no shared-memory
     stores in the K loop (no BF16 tile round trip), no spills under the register cap that fits 2-3 programs an SM,
-    and 3 programs' shared memory within an SM's 228 KB at 8 stages. ``L2PF``: the unit's bulk L2 prefetch, outside
-    the K loop."""
+    and 3 programs' shared memory within an SM's 228 KB at 8 stages."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 18, rows
+    assert len(rows) == 16, rows
     for (act, nv, split, kb, mr, warps, smem, loop, hgmma, areg, serial, sts, spills, gdc, gdc_ops, xg, ldgsts, tma,
-         arrives, fences, st, ss, ldg, bars, l2pf, l2pf_loop) in rows:
+         arrives, fences, st, ss, ldg, bars) in rows:
         where = f"ACT={act} NV={nv} SPLIT={split} KB={kb} X_GATHER={xg} S_SMEM={ss}"
-        # L2PF: one bulk L2 prefetch (UBLKPF, in the lanes' loop) at a unit's start, GEMM1's PF_NEXT one more after
-        # the unit's K loop; none in the K loop
-        assert (int(l2pf), int(l2pf_loop)) == ((2 if act == "2" else 1) if ss == "3" else 0, 0), (where, l2pf)
         # the block scales: global loads in the K loop, or (S_SMEM) none there -- the loader's copies and arrival
         assert (int(ldg) == 0) == (ss != "0") and (ss == "0" or int(arrives) > 0), (where, ldg, arrives)
         # the slot release: one thread's arrive between warpgroup barriers, or (T_RELEASE) every thread's, which
         # leaves one warpgroup barrier in the loop (3 -> 1 at two blocks a step)
-        assert (int(bars) == 1) == (ss in ("2", "3")), (where, bars)
+        assert (int(bars) == 1) == (ss == "2"), (where, bars)
         # the token rows by cp.async (16 bytes a copy: 16 rows x 8 copies a 64-wide block over 32 lanes, 4 a lane and
         # block) with their barrier arrival and the consumer's proxy fence, beside the weights' TMA boxes (2 a
         # block); or all by TMA (4 a block: the weights' two, the 16- and the 8-row token boxes)
@@ -243,12 +232,6 @@ def test_ws_fp4_dec_config_rules(monkeypatch):
         for bad in ("on", -1, 1.0, None):
             with pytest.raises(TypeError, match="number of tokens"):
                 triton_moe.set_ws_fp4_decode(bad)
-        # the L2 prefetches (fifty-first session): off by default, bools only
-        assert triton_moe.set_ws_fp4_dec_l2_prefetch(True, True) == (False, False)
-        assert triton_moe.set_ws_fp4_dec_l2_prefetch(False) == (True, True)
-        for bad in ((1,), (False, "yes")):
-            with pytest.raises(TypeError, match="bools"):
-                triton_moe.set_ws_fp4_dec_l2_prefetch(*bad)
         # FUSEDMOE_WS_FP4_DECODE: unset -- the default reach; 1 / 0 -- every call / none; a number -- that many tokens
         env = triton_moe._env_decode_tokens
         assert (env(""), env("1"), env("0"), env("4")) == (1, True, False, 4)
@@ -320,15 +303,12 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
     p = triton_moe._DEFAULT_ACT_PARAMS
     # (the scales' ring and the per-thread slot release with the cp.async rows)
     prev = triton_moe.set_ws_fp4_decode(False, scales_smem=x_gather, thread_release=x_gather)
-    prev_pf = triton_moe.set_ws_fp4_dec_l2_prefetch(x_gather, x_gather)  # (and the L2 prefetches)
     try:
         triton_moe._ws_fp4_dec_launch(cfg, rows, w, tw, False, tw, al, out, N, TK, 4, 0, gated, p, None, False,
                                       False, 132, 0, part, cnt, out_padded=True,
-                                      pdl={"USE_GDC": True, "launch_pdl": True}, x_gather=x_gather, top_k=2,
-                                      nxt=W.w2)
+                                      pdl={"USE_GDC": True, "launch_pdl": True}, x_gather=x_gather, top_k=2)
     finally:
         triton_moe.set_ws_fp4_decode(*prev)
-        triton_moe.set_ws_fp4_dec_l2_prefetch(*prev_pf)
     (grid, args, kw), = cap.calls
     kw = dict(kw)
     assert kw.pop("launch_pdl") is True
@@ -346,13 +326,7 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
         assert b["x_desc"].base is rows and b["X_GATHER"] is False
     assert b["x8_desc"].base is b["x_desc"].base and b["w_desc"].base.data_ptr() == w.data.data_ptr()
     assert b["S_SMEM"] is x_gather and triton_moe._ws_fp4_scales_copyable(w, N)  # ExpertWeights' scales qualify
-    assert b["T_RELEASE"] is x_gather and b["L2PF"] is x_gather
-    assert b["w_ptr"].dtype == torch.uint8 and b["w_ptr"].data_ptr() == w.data.data_ptr()
-    assert b["w_ptr"].numel() == w.data.numel() * w.data.element_size()
-    # PF_NEXT: GEMM2's values as bytes, K * N / 2 of them an expert (the kernel's share arithmetic)
-    assert b["PF_NEXT"] is x_gather
-    assert b["nxt_ptr"].data_ptr() == (W.w2 if x_gather else w).data.data_ptr() and b["nxt_ptr"].dtype == torch.uint8
-    assert W.w2.data.numel() * W.w2.data.element_size() == W.w2.shape[0] * 512 * N // 2
+    assert b["T_RELEASE"] is x_gather
     buf = torch.zeros(w.scale.untyped_storage().nbytes() + 16, dtype=torch.uint8).view(w.scale.dtype)
     w_odd = dataclasses.replace(w, scale=buf.as_strided(w.scale.shape, w.scale.stride(), 1))  # 1 byte off
     assert not triton_moe._ws_fp4_scales_copyable(w_odd, N)  # (unaligned scales: the global loads instead)
@@ -457,17 +431,6 @@ def test_ws_fp4_dec_tuner_candidates_and_table_entries(monkeypatch):
 # ---- CPU: the kernel's index math, emulated ---------------------------------------------------------------
 
 
-def _l2pf_ranges(base0, base1, k0, k1, k_pieces, gated, tk, kb):
-    """The byte ranges [start, end) that ``_ws_fp4_dec._dec_l2_prefetch``'s lanes ask L2 for (a mirror of its
-    arithmetic): 32 lanes (gated 16 a tile) over the pieces of K steps [k0, k1)."""
-    piece, parts = 32 * tk, 16 if gated else 32
-    p0, p1 = (k0 * kb * 64) // tk, min(((k1 * kb - 1) * 64) // tk + 1, k_pieces)
-    chunk = (p1 - p0) * (piece // parts)
-    assert chunk % 16 == 0  # cp.async.bulk's size
-    return [((t + p0) * piece + (lane % parts) * chunk, (t + p0) * piece + (lane % parts + 1) * chunk)
-            for lane in range(32) for t in [(base0 if lane < 16 or not gated else base1)]]
-
-
 def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots, top_k=0, s_smem=False):
     """A torch mirror of ``_ws_fp4_dec``'s loader and consumer index math (the unit walk, the K shares, the TMA box
     coordinates in the tiled layout's 16-bit view -- out-of-range boxes zero as TMA leaves them --, the 8-row token
@@ -515,12 +478,6 @@ def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots, top_k=0, s_smem=Fa
         base1 = (e * R_TILES + r1 // 64) * K_PIECES
         k0, k1 = (n_k * ks) // split, (n_k * (ks + 1)) // split
         b_last = min(k1 * kb, n64) - 1
-        # L2PF: the unit's prefetched bytes lie inside the weights and hold every weight box it reads (below)
-        pf = _l2pf_ranges(base0, base1, k0, k1, K_PIECES, gated, tk, kb)
-        assert all(0 <= a < b <= w.data.numel() for a, b in pf), (pf, w.data.numel())
-        covered = torch.zeros(w.data.numel() + 64, dtype=torch.bool)
-        for a, b in pf:
-            covered[a:b] = True
         acc = torch.zeros(64, BT, dtype=torch.float64)
         for kk in range(k0, k1):
             for h in range(kb):
@@ -528,8 +485,6 @@ def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots, top_k=0, s_smem=Fa
                 piece, col = (kq * 64) // tk, ((kq * 64) % tk) // 4
 
                 def box(row):
-                    for r in range(row, min(row + 32, w2d.shape[0]) if kq < n64 else row):  # (the K tail: unused)
-                        assert covered[r * (tk // 2) + 2 * col:r * (tk // 2) + 2 * col + 32].all(), (r, col)
                     b = torch.zeros(32, 16, dtype=torch.int16)
                     if row < w2d.shape[0]:
                         part = w2d[row:row + 32, col:col + 16]
@@ -669,17 +624,15 @@ def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb, x_gather, s_sm
 
 
 def _dec_call(hidden, W, topk, *, split=None, offset=0, woi=False, capture=None, x_gather=True, scales_smem=False,
-              thread_release=False, l2_prefetch=(False, False)):
+              thread_release=False):
     """The layer through the decode kernel: the automatic choice with the switch on (``split`` None), or an
     explicit decode config with that split-K for both GEMMs; asserts that it ran. ``x_gather``: GEMM1's token rows
     by cp.async from the align launch's dot-order copy of hidden (the default), else the gather launch's TMA boxes;
-    ``scales_smem``: the block scales through the ring; ``thread_release``: every consumer thread frees the slots;
-    ``l2_prefetch``: ``set_ws_fp4_dec_l2_prefetch``'s (enabled, next_weights)."""
+    ``scales_smem``: the block scales through the ring; ``thread_release``: every consumer thread frees the slots."""
     cap = {} if capture is None else capture
     gated = W.activation.is_gated
     prev = triton_moe.set_ws_fp4_decode(True, x_gather=x_gather, scales_smem=scales_smem,
                                         thread_release=thread_release)
-    prev_pf = triton_moe.set_ws_fp4_dec_l2_prefetch(*l2_prefetch)
     try:
         # (each GEMM's split-K at most its 128-wide K steps: the rule that every share has a step)
         cfg = None if split is None else MoEKernelConfig(
@@ -688,7 +641,6 @@ def _dec_call(hidden, W, topk, *, split=None, offset=0, woi=False, capture=None,
         out = run_triton(hidden, W, topk, F.BF16, offset=offset, woi=woi, config=cfg, capture=cap)
     finally:
         triton_moe.set_ws_fp4_decode(*prev)
-        triton_moe.set_ws_fp4_dec_l2_prefetch(*prev_pf)
     c = cap["config"]
     assert c.block_m == 16 and c.gemm1.warp_specialized and c.gemm2.warp_specialized, c
     return out
@@ -703,8 +655,7 @@ def test_gpu_ws_fp4_dec_matches_reference(act, fmt):
     shares add in split order, so repeated calls give the same bits; GEMM1 storing GEMM2's rows itself (padded
     positions, dot order; ``set_ws_padded_handoff``, the default) gives the bits of the gathered hand-off,
     GEMM1's token rows by cp.async (the default) those of the gather launch's TMA boxes, and the block scales
-    through the ring (``scales_smem``, also with ``thread_release``) those of the global loads; the L2 prefetch
-    of each unit's weights (and GEMM1's of GEMM2's) changes no bit."""
+    through the ring (``scales_smem``, also with ``thread_release``) those of the global loads."""
     c = Case(fmt, F.BF16, act, T=6, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
              dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=21)
     hidden, W, topk = make_case(c)
@@ -729,7 +680,6 @@ def test_gpu_ws_fp4_dec_matches_reference(act, fmt):
         assert torch.equal(got, _dec_call(hidden, W, topk, split=split, offset=2, scales_smem=True))
         assert torch.equal(got, _dec_call(hidden, W, topk, split=split, offset=2, scales_smem=True,
                                           thread_release=True))
-        assert torch.equal(got, _dec_call(hidden, W, topk, split=split, offset=2, l2_prefetch=(True, True)))
 
 
 @gpu
@@ -812,6 +762,3 @@ def test_gpu_ws_fp4_dec_model_shapes(shape, T):
     # the block scales through the ring: the same bits (gpt-oss-120b: 45 K blocks, the last step's clamp)
     assert torch.equal(got, _dec_call(hidden, W, topk, scales_smem=True))
     assert torch.equal(got, _dec_call(hidden, W, topk, thread_release=True))
-    # the L2 prefetch of each unit's weights (a hint: the same bits; gpt-oss-120b's last step past K not prefetched)
-    assert torch.equal(got, _dec_call(hidden, W, topk, l2_prefetch=(True, False)))
-    assert torch.equal(got, _dec_call(hidden, W, topk, l2_prefetch=(True, True)))  # and GEMM2's weights

@@ -1567,12 +1567,7 @@ _WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128,
                "s_smem": os.environ.get("FUSEDMOE_WS_FP4_DECODE_SSMEM", "1") != "0",
                # every consumer thread frees the ring slots (no warpgroup barriers around one thread's arrive; same
                # sessions: 1.00-1.04x on the same 18 points, with the scales through the ring)
-               "t_release": os.environ.get("FUSEDMOE_WS_FP4_DECODE_TRELEASE", "1") != "0",
-               # an L2 prefetch of each unit's weight bytes at its start (set_ws_fp4_dec_l2_prefetch; fifty-first
-               # session, opt-in until measured)
-               "l2pf": os.environ.get("FUSEDMOE_WS_FP4_DECODE_L2PF", "0") == "1",
-               # ... and GEMM1's of GEMM2's weights after each unit (set_ws_fp4_dec_l2_prefetch's next_weights)
-               "l2pf_next": os.environ.get("FUSEDMOE_WS_FP4_DECODE_L2PF_NEXT", "0") == "1"}
+               "t_release": os.environ.get("FUSEDMOE_WS_FP4_DECODE_TRELEASE", "1") != "0"}
 _WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80, 4: 64}
 
 
@@ -1609,22 +1604,6 @@ def set_ws_fp4_decode(enabled, ctas: int = 3, num_stages: int = 8, block_k: int 
     _WS_FP4["decode"] = enabled
     _WS_FP4_DEC.update(ctas=ctas, stages=num_stages, block_k=block_k, x_gather=x_gather, s_smem=scales_smem,
                        t_release=thread_release)
-    return prev
-
-
-def set_ws_fp4_dec_l2_prefetch(enabled: bool, next_weights: bool = False) -> tuple:
-    """L2 prefetches in the FP4 decode kernel (fifty-first session; opt-in until measured). ``enabled`` ``False``
-    (the default; ``FUSEDMOE_WS_FP4_DECODE_L2PF=1`` starts a process with ``True``): the loader streams a unit's
-    weights through its ring, ``num_stages`` steps ahead of the consumer; ``True``: it first asks L2 for all of the
-    unit's weight bytes (``cp.async.bulk.prefetch.L2``, ``kernels/_ws_fp4_dec._dec_l2_prefetch``), so that DRAM gets
-    every byte requested at once while the consumer converts -- at one token each program has at most one unit.
-    ``next_weights`` (``FUSEDMOE_WS_FP4_DECODE_L2PF_NEXT=1``): GEMM1's loader, after each unit's last weight box,
-    asks L2 for a share of that expert's GEMM2 weights (``_dec_l2_prefetch_share``), so that GEMM2 starts on weights
-    in L2. Hints: the same bits either way. Returns the previous ``(enabled, next_weights)``."""
-    if not (isinstance(enabled, bool) and isinstance(next_weights, bool)):
-        raise TypeError(f"enabled and next_weights must be bools, got {enabled!r}, {next_weights!r}")
-    prev = (_WS_FP4_DEC["l2pf"], _WS_FP4_DEC["l2pf_next"])
-    _WS_FP4_DEC.update(l2pf=enabled, l2pf_next=next_weights)
     return prev
 
 
@@ -1841,7 +1820,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
                  out: torch.Tensor, N: int, row_div: int, TK: int, E: int, act_code: int, gated: bool, p, round_tl,
                  weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part, cnt, *,
                  a_padded: bool = False, out_padded: bool = False, pdl=None,
-                 x_dot: Optional[torch.Tensor] = None, nxt: Optional[QuantizedTensor] = None) -> None:
+                 x_dot: Optional[torch.Tensor] = None) -> None:
     """One GEMM by the FP4 warp-specialized kernels: its BF16 input rows ``a`` [rows, K] (hidden for GEMM1,
     ``row_div`` = top_k; the slot-indexed intermediate for GEMM2, ``row_div`` = 1) gathered into block-padded slot
     order, then ``kernels/_ws_fp4`` (prefill tiles) or, for decode tiles (block_m 16), ``kernels/_ws_fp4_dec``
@@ -1850,8 +1829,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     kernel's in its dot order); ``a_padded``: ``a`` is such a GEMM1 output already (no gather); ``x_dot`` (decode
     GEMM1, :class:`DotRowsPlan`'s result): ``a`` [T, K] in the dot order, which the decode kernel's loader copies
     by slot itself (cp.async; no gather). ``w``: MXFP4 / NVFP4 values in the tiled layout, read through TMA as
-    16-bit words; its block scales row-major (MX) / K-major (NVFP4). ``nxt`` (GEMM1): the next GEMM's weights, for
-    the decode kernel's L2 prefetch of them (:func:`set_ws_fp4_dec_l2_prefetch`)."""
+    16-bit words; its block scales row-major (MX) / K-major (NVFP4)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from ..kernels import _ws_fp4 as _w4
@@ -1873,7 +1851,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     if decode:
         _ws_fp4_dec_launch(c, rows, w, bias, has_bias, tw_flat, al, out, N, TK, E, act_code, gated, p, round_tl,
                            weight_on_input, mul_routing_weight, num_sms, fold_cvt, part, cnt, out_padded=out_padded,
-                           pdl=pdl, x_gather=x_dot is not None, top_k=row_div, nxt=nxt)
+                           pdl=pdl, x_gather=x_dot is not None, top_k=row_div)
         return
     # (the x box is then that fraction of a block)
     join = _WS_FP4["join"] and BM == 256
@@ -1901,15 +1879,13 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,
                        al: "AlignResult", out: torch.Tensor, N: int, TK: int, E: int, act_code: int, gated: bool, p,
                        round_tl, weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part,
-                       cnt, *, out_padded: bool = False, pdl=None, x_gather: bool = False, top_k: int = 1,
-                       nxt: Optional[QuantizedTensor] = None) -> None:
+                       cnt, *, out_padded: bool = False, pdl=None, x_gather: bool = False, top_k: int = 1) -> None:
     """The FP4 decode kernel on gathered rows (``rows`` [max_blocks * 16, K] bf16 in the dot order; ``x_gather``:
     [T, K] unsorted, the loader copying each slot's row ``slot // top_k`` by cp.async): persistent,
     ``set_ws_fp4_decode``'s programs an SM, into ``out`` [T*K, N] by slot (``out_padded``: [max_blocks * 16, N] at
     the rows' padded positions, each 64-wide block in the dot order -- the next GEMM's ``rows``); ``part`` / ``cnt``:
     the split-K scratch (``c.split_k`` > 1: ``tiles * split_k * 64 * 16`` fp32 and ``tiles`` zeroed int32, tiles =
-    blocks x column tiles). ``nxt``: the next GEMM's weights (GEMM1: w2), whose experts' bytes the loader prefetches
-    into L2 with :func:`set_ws_fp4_dec_l2_prefetch`'s ``next_weights`` (contiguous experts only)."""
+    blocks x column tiles)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from ..kernels import _ws_fp4_dec as _wd
@@ -1931,21 +1907,16 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
     grid, maxnreg = _ws_dec_grid(c, al.max_blocks * num_n * c.split_k, num_sms, _WS_FP4_DEC["ctas"])
     nv = w.fmt is Format.NVFP4
     s_smem = _WS_FP4_DEC["s_smem"] and _ws_fp4_scales_copyable(w, N)
-    # (the kernel takes GEMM2's [E, K, N] values as K * N / 2 contiguous bytes an expert)
-    pf_next = (_WS_FP4_DEC["l2pf_next"] and nxt is not None and nxt.data.is_contiguous()
-               and nxt.data.numel() * nxt.data.element_size() == nxt.shape[0] * Kd * N // 2)
     _wd._ws_fp4_dec_kernel[grid](
         *x_descs, w_desc, out, w.scale, w.global_scale if nv else tw_flat, bias, tw_flat, al.sorted_ids,
-        al.block_expert, al.num_post_padded, part, cnt, rows, w.data.view(torch.uint8),
-        (nxt if pf_next else w).data.view(torch.uint8), N, cdiv(n64, kb), n64, num_n, TK, R // 64, Kd // tk,
-        w.scale.stride(0), w.scale.stride(1), w.scale.stride(2), out.stride(0),
-        bias.stride(0) if has_bias else 0, rows.stride(0), float(p.alpha), float(p.beta), float(p.limit),
+        al.block_expert, al.num_post_padded, part, cnt, rows, N, cdiv(n64, kb), n64, num_n, TK, R // 64, Kd // tk,
+        w.scale.stride(0), w.scale.stride(1), w.scale.stride(2), out.stride(0), bias.stride(0) if has_bias else 0,
+        rows.stride(0), float(p.alpha), float(p.beta), float(p.limit),
         E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
         FOLD=fold_cvt == _bs.MX_FOLD.value, NV=nv, TK=tk, STAGES=c.num_stages, SPLIT=c.split_k, KB=kb,
         OUT_PADDED_DOT=out_padded, X_GATHER=x_gather, TOP_K=top_k, S_SMEM=s_smem,
-        T_RELEASE=_WS_FP4_DEC["t_release"], L2PF=_WS_FP4_DEC["l2pf"], PF_NEXT=pf_next, num_warps=4, maxnreg=maxnreg,
-        **(pdl or {}))
+        T_RELEASE=_WS_FP4_DEC["t_release"], num_warps=4, maxnreg=maxnreg, **(pdl or {}))
 
 
 def _ws_fp4_scales_copyable(w: QuantizedTensor, N: int) -> bool:
@@ -2332,7 +2303,7 @@ def triton_experts(
     if c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (prefill), _ws_fp4_dec (decode)
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
                      _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1, ws1, cnt1,
-                     out_padded=padded_fp4, pdl=pdl, x_dot=x_dot, nxt=w2)
+                     out_padded=padded_fp4, pdl=pdl, x_dot=x_dot)
     elif fused_dec:  # both GEMMs in one launch, at GEMM2's place below
         assert padded, "the fused decode launch reads GEMM1's rows at their block-padded positions"
     elif c1.warp_specialized:  # kernels/_ws_gemm (FP8, 16-bit)

@@ -136,50 +136,6 @@ def _dec_rows(pid_n, N, GATED: gl.constexpr):
 
 
 @gluon.jit
-def _dec_l2_prefetch(w_ptr, base0, base1, k0, k1, K_PIECES, GATED: gl.constexpr, TK: gl.constexpr,
-                     KB: gl.constexpr):
-    """``L2PF``: the loader warp asks L2 for all of a unit's weight bytes at the unit's start
-    (``cp.async.bulk.prefetch.L2``, fire and forget) -- the 64-row tiles ``base0`` (and, gated, ``base1``: the up
-    rows') over the pieces that K steps [k0, k1) read, each contiguous in the tiled layout (a piece: 64 rows of TK / 2
-    bytes), split over the warp's lanes (gated: 16 lanes a tile). Gated units read 32 rows of each tile: the other
-    32 are the neighbouring unit's, whose own prefetch then finds them in L2. The ring's TMA boxes then mostly hit
-    L2, and DRAM sees every byte of the unit requested at once rather than ``STAGES`` steps at a time."""
-    PIECE: gl.constexpr = 32 * TK  # bytes of a piece
-    PARTS: gl.constexpr = 16 if GATED else 32
-    lane = gl.arange(0, 32, layout=gl.BlockedLayout([1], [32], [1], [0]))
-    p0 = (k0 * KB * 64) // TK
-    # (exclusive; a last step past K -- K an odd number of 64s at block_k 128 -- reads past the tile's last piece:
-    # its TMA boxes' words only meet zero token columns, and are not prefetched)
-    p1 = gl.minimum(((k1 * KB - 1) * 64) // TK + 1, K_PIECES)
-    chunk = (p1 - p0) * (PIECE // PARTS)  # a multiple of 16 bytes (TK a multiple of 64)
-    if GATED:
-        tile = gl.where(lane < 16, base0, base1)
-    else:
-        tile = base0 + lane * 0
-    start = (tile + p0).to(gl.int64) * PIECE + (lane % PARTS).to(gl.int64) * chunk
-    gl.inline_asm_elementwise("cp.async.bulk.prefetch.L2.global [$1], $2; // dummy $0", "=r,l,r",
-                              [w_ptr + start, chunk + lane * 0], dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
-def _dec_l2_prefetch_share(nxt_ptr, nxt_bytes, e, q, Q):
-    """``PF_NEXT`` (GEMM1): after a unit's last weight box went out, the loader warp asks L2 for share ``q`` of ``Q``
-    of expert ``e``'s bytes of the NEXT GEMM's weights (``nxt_ptr``: GEMM2's FP4 values, ``nxt_bytes`` an expert,
-    contiguous) -- the units of an expert's block together cover all of them, so GEMM2 starts on weights in L2 while
-    GEMM1's last units still convert. 16-byte aligned pieces over the warp's 32 lanes (a lane with none issues
-    nothing)."""
-    lane = gl.arange(0, 32, layout=gl.BlockedLayout([1], [32], [1], [0]))
-    lo = ((nxt_bytes // 16) * q // Q) * 16
-    hi = ((nxt_bytes // 16) * (q + 1) // Q) * 16
-    chunk = ((hi - lo) // 16 + 31) // 32 * 16
-    start = lo + lane * chunk
-    size = gl.maximum(gl.minimum(chunk, hi - start), 0)
-    gl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; } // dummy $0",
-        "=r,l,r", [nxt_ptr + (e.to(gl.int64) * nxt_bytes + start), size], dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
 def _dec_slot(x_desc, x8_desc, ready, empty, it, n8, wbytes: gl.constexpr, STAGES: gl.constexpr, KB: gl.constexpr):
     """The loader's next ring slot: waits until the consumer released it (a fresh slot passes at once) and arms its
     ``ready`` barrier with the step's bytes -- the weights' ``wbytes`` and KB token boxes of 8 rows (``n8`` == 1: the
@@ -267,11 +223,10 @@ def _dec_token_box(x_desc, x8_desc, row, kc, bar, xb, n8):
 
 @gluon.jit
 def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x_ptr, s_ptr, sorted_ids_ptr,
-                block_expert_ptr, num_post_padded_ptr, w_ptr, nxt_ptr, N, R_TILES, K_PIECES, n_k, n64,
-                num_n, num_slots, stride_x, stride_se, stride_sr, stride_sk, E_LOC: gl.constexpr, GATED: gl.constexpr,
-                TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr, X_GATHER: gl.constexpr,
-                TOP_K: gl.constexpr, NV: gl.constexpr, S_SMEM: gl.constexpr, L2PF: gl.constexpr,
-                PF_NEXT: gl.constexpr):
+                block_expert_ptr, num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots, stride_x,
+                stride_se, stride_sr, stride_sk, E_LOC: gl.constexpr, GATED: gl.constexpr, TK: gl.constexpr,
+                STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr, X_GATHER: gl.constexpr,
+                TOP_K: gl.constexpr, NV: gl.constexpr, S_SMEM: gl.constexpr):
     """TMA producer (one warp): per K step KB token boxes and KB x 2 [32, 16] weight boxes (the 64 rows of the
     unit's column tile) into ring slot ``it % STAGES``. Where a block has at most 8 real rows (at one token an
     expert's block holds one), the token box is its first 8 rows (``x8_desc``): BT rows for every 64 weight rows
@@ -280,8 +235,7 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
     padding columns, never stored. ``X_GATHER`` (GEMM1): the token tiles come by cp.async from ``x_ptr`` [T, K]
     (hidden in the dot order, row ``slot // TOP_K``; :func:`_ws_gemm._x_copy`) after the step's weight boxes went out --
     no gather launch before the kernel. ``S_SMEM``: the step's block scales too (:func:`_dec_s_copy`), then the
-    thread's cp.async arrival. ``L2PF``: at a unit's start, an L2 prefetch of all its weight bytes
-    (:func:`_dec_l2_prefetch`; ``w_ptr`` the tiled FP4 values' bytes)."""
+    thread's cp.async arrival."""
     BT: gl.constexpr = x_desc.block_type.shape[0]
     wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
     rr, cc = _x_lanes(BT, 64, 8)
@@ -300,8 +254,6 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
             base1 = (e * R_TILES + r1 // 64) * K_PIECES
             k0 = (n_k * ks) // SPLIT
             k1 = (n_k * (ks + 1)) // SPLIT
-            if L2PF:
-                _dec_l2_prefetch(w_ptr, base0, base1, k0, k1, K_PIECES, GATED, TK, KB)
             for kk in range(k0, k1):
                 if X_GATHER:
                     s, bar = _dec_slot_w(ready, empty, it, wbytes, STAGES)
@@ -325,9 +277,6 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
                     _dec_s_copy(s_bufs.index(s), s_ptr, e, r0, r1, kk, n64, stride_se, stride_sr, stride_sk, NV, KB)
                     async_copy.mbarrier_arrive(bar, increment_count=False)
                 it += 1
-            if PF_NEXT:
-                # (GEMM2's weights [E, K, N] FP4: K * N / 2 bytes an expert)
-                _dec_l2_prefetch_share(nxt_ptr, n64 * 32 * N, e, pid_n * SPLIT + ks, num_n * SPLIT)
 
 
 @gluon.jit
@@ -430,15 +379,14 @@ def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, 
 @gluon.jit
 def _ws_fp4_dec_kernel(
     x_desc, x8_desc, w_desc, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, block_expert_ptr,
-    num_post_padded_ptr, part_ptr, cnt_ptr, x_ptr, w_ptr, nxt_ptr, N, n_k, n64, num_n, num_slots, R_TILES, K_PIECES,
-    stride_se,
+    num_post_padded_ptr, part_ptr, cnt_ptr, x_ptr, N, n_k, n64, num_n, num_slots, R_TILES, K_PIECES, stride_se,
     stride_sr, stride_sk, stride_om, stride_be, stride_x, act_alpha, act_beta, act_limit,
     E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
     FOLD: gl.constexpr, NV: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
     KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False, USE_GDC: gl.constexpr = False,
     X_GATHER: gl.constexpr = False, TOP_K: gl.constexpr = 1, S_SMEM: gl.constexpr = False,
-    T_RELEASE: gl.constexpr = False, L2PF: gl.constexpr = False, PF_NEXT: gl.constexpr = False,
+    T_RELEASE: gl.constexpr = False,
 ):
     """One grouped FP4 x BF16 decode GEMM + its epilogue (module docstring). Launch with ``num_warps=4`` (the
     consumer warpgroup; the loader warp is a worker), persistent, a few programs an SM (``maxnreg`` caps the
@@ -448,11 +396,7 @@ def _ws_fp4_dec_kernel(
     the tiles' shapes and layout. ``S_SMEM`` (OPT-IN, thirty-third session, compiled only): the block scales come
     through the ring too (:func:`_dec_s_copy` / :func:`_dec_s_read`) instead of the consumer's global loads.
     ``T_RELEASE`` (OPT-IN, likewise): every consumer thread frees the ring slots itself
-    (:func:`_ws_gemm._ring_release`). ``L2PF`` (OPT-IN, fifty-first session): the loader asks L2 for each unit's
-    weight bytes at the unit's start (:func:`_dec_l2_prefetch`; ``w_ptr``: the tiled FP4 values as bytes).
-    ``PF_NEXT`` (OPT-IN, likewise; GEMM1): after each unit's last weight box, a share of its expert's bytes of GEMM2's
-    weights (``nxt_ptr``: [E, K, N] FP4 values, K * N / 2 contiguous bytes an expert;
-    :func:`_dec_l2_prefetch_share`)."""
+    (:func:`_ws_gemm._ring_release`)."""
     _dec_gdc(USE_GDC)
     BT: gl.constexpr = x_desc.block_type.shape[0]
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)
@@ -474,7 +418,7 @@ def _ws_fp4_dec_kernel(
                          act_limit, BT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE,
                          SWZ, FOLD, NV, STAGES, SPLIT, KB, OUT_PADDED_DOT, X_GATHER, S_SMEM, T_RELEASE)),
         (_dec_loader, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x_ptr, s_ptr, sorted_ids_ptr,
-                       block_expert_ptr, num_post_padded_ptr, w_ptr, nxt_ptr, N, R_TILES, K_PIECES, n_k,
-                       n64, num_n, num_slots, stride_x, stride_se, stride_sr, stride_sk, E_LOC, GATED, TK, STAGES,
-                       SPLIT, KB, X_GATHER, TOP_K, NV, S_SMEM, L2PF, PF_NEXT)),
+                       block_expert_ptr, num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots,
+                       stride_x, stride_se, stride_sr, stride_sk, E_LOC, GATED, TK, STAGES, SPLIT, KB, X_GATHER, TOP_K,
+                       NV, S_SMEM)),
     ], [1], [40])
