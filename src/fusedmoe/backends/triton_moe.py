@@ -620,9 +620,10 @@ def set_ws_skip_padding_half(enabled: bool) -> bool:
 def set_ws_skip_padding_half_16bit(enabled: bool) -> bool:
     """``False`` (the default; ``FUSEDMOE_WS_SKIP16=1`` starts with ``True``): 16-bit weights' warp-specialized GEMMs
     run both warpgroups on every block; ``True``: they skip a block's all-padding half as FP8 does (where
-    :func:`set_ws_skip_padding_half` is on) -- for the A/B that decides it again (the fifteenth session's H200
-    measurement, 0.75-0.81x at DeepSeek-V3 SwiGLU 8192 tokens, predates the counted tiles, the row copies and the
-    padded hand-off). The same bits either way. Returns the previous setting."""
+    :func:`set_ws_skip_padding_half` is on) -- for A/B measurements: slower at 8192 tokens on the H200 (fifteenth
+    session, DeepSeek-V3 SwiGLU 0.75-0.81x) and on an H100 (fiftieth, 0.761x, all in GEMM1), with the counted tiles
+    too (fifty-first, ``wsdyn+ws16skip``: DeepSeek-V3 / TP8 / Qwen3-30B BF16 0.930 / 0.938 / 0.990x). The same bits
+    either way. Returns the previous setting."""
     return _swap_bool(_WS_SKIP_HALF, enabled, "16bit")
 
 

@@ -51,9 +51,10 @@ Measured (H200, fifteenth session, harness, both GEMMs warp-specialized): FP8 1.
 hardly any padding); 16-bit weights 1.05x at 512 but 0.75-0.92x at 8192 (DeepSeek-V3 SwiGLU
 0.75-0.81x in three runs; not understood: the compiled loop is the same), so they skip only with
 ``triton_moe.set_ws_skip_padding_half_16bit``. The fiftieth session (H100) placed the loss: DeepSeek-V3 BF16 at 8192
-tokens 0.761x, all of it in GEMM1 (8159 -> 12832 µs; GEMM2 4454 -> 4351), with the same K loop either way -- most
-likely the static tiles drifting apart (skipped tiles are shorter) and the weight tiles an expert's blocks share then
-read from DRAM more than once; with the counted tiles (``DYN``) not yet measured.
+tokens 0.761x, all of it in GEMM1 (8159 -> 12832 µs; GEMM2 4454 -> 4351), with the same K loop either way. Not the
+static tiles drifting apart, as that session guessed: with the counted tiles (``DYN``) too the skip loses (fifty-first
+session, H100, ``decode_ab.py --settings default,wsdyn,wsdyn+ws16skip``: DeepSeek-V3 / TP8 / Qwen3-30B BF16 at 8192
+tokens 0.930 / 0.938 / 0.990x of the default). Still not understood.
 
 Pipelined promotion (PIPE: ``KernelConfig.pipelined_promotion``, or every tile with
 ``triton_moe.set_ws_pipelined_promotion``; FP8 per tensor / channel / blocks): in the two-set tiles each warpgroup's
