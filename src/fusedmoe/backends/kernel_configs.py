@@ -867,11 +867,11 @@ def ws_dynamic_tiles_auto(weight_format: Format, num_local_experts: int) -> bool
     1.00-1.07x --; Qwen3-30B-A3B (128 experts) and DeepSeek-V3 TP8 (256 experts of 256 columns) within +-1 %;
     Mixtral-8x7B (8 experts) 0.98-1.02x and 16-bit weights 0.97-1.00x (``decode_ab.py --settings default,wsdyn``;
     fifty-first session, the shared harness's 18 BF16 points of the many-expert models at 2048 / 8192 tokens, peer
-    ``fusedmoe-dyn``: 0.997x) -- those keep the static tiles. MXFP4 / NVFP4 weights too (the FP4 x BF16 prefill kernel's ``DYN``; H100,
-    forty-sixth session, ``decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano --weight-format
-    mxfp4,nvfp4 --tokens 2048,4096,8192 --settings default,wsdyn``): 1.003-1.052x at all 18 points (128 / 512
-    experts; a tile's cost varies with its real 64-row chunks, so static tile lists finish unevenly). FP4 with fewer
-    experts is not measured: static, as FP8 there."""
+    ``fusedmoe-dyn``: 0.997x) -- those keep the static tiles. MXFP4 / NVFP4 weights too (the FP4 x BF16 prefill
+    kernel's ``DYN``; H100, forty-sixth session, ``decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano
+    --weight-format mxfp4,nvfp4 --tokens 2048,4096,8192 --settings default,wsdyn``): 1.003-1.052x at all 18 points
+    (128 / 512 experts; a tile's cost varies with its real 64-row chunks, so static tile lists finish unevenly). FP4
+    with fewer experts is not measured: static, as FP8 there."""
     return weight_format in WS_DYN_FORMATS and num_local_experts >= WS_DYN_MIN_EXPERTS
 
 
