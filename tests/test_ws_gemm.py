@@ -357,6 +357,44 @@ for ACT, GATED, QUANT, BN, PIPE, XG in ((0, True, 2, 64, True, False), (7, False
 '''
 
 
+def _pair_tile_plan(pid_n: int, num_n: int, half: bool, n_k: int):
+    """A mirror of ``_ws_gemm``'s decisions for one tile of a local expert's block under ``SKIP_HALF`` 2 (paired
+    halves): (ring steps the loader fills, {warpgroup: (ring steps it takes, the (column tile, row half) it stores or
+    None)}) -- ``_ws_load_tile`` / ``_ws_load_pair`` and ``_ws_consume_tile`` / ``_ws_consume_pair``."""
+    pair = half and pid_n % 2 == 0 and pid_n + 1 < num_n
+    gone = half and pid_n % 2 == 1
+    loader = 2 * n_k if pair else 0 if gone else n_k
+    wgs = {}
+    for wg in (0, 1):
+        if pair:
+            wgs[wg] = (2 * n_k, (pid_n + wg, 0))
+        elif gone:
+            wgs[wg] = (0, None)
+        elif half and wg == 1:  # the plain skip: the second warpgroup passes the ring
+            wgs[wg] = (n_k, None)
+        else:
+            wgs[wg] = (n_k, (pid_n, wg))
+    return loader, wgs
+
+
+def test_ws_paired_halves_plan():
+    """The paired halves' tile decisions (mirrored): every column tile of a block stored exactly once per row half it
+    has real rows in -- a full block both halves of every tile, a half block the first half of every tile (odd tile
+    counts: the last tile by the plain skip) -- and each tile's warpgroups take exactly the ring steps its loader
+    fills, so the ring's phases stay in step."""
+    n_k = 5
+    for num_n in range(1, 8):
+        for half in (False, True):
+            stored = []
+            for pid_n in range(num_n):
+                loader, wgs = _pair_tile_plan(pid_n, num_n, half, n_k)
+                assert all(steps == loader for steps, _ in wgs.values()), (num_n, half, pid_n, loader, wgs)
+                stored += [out for _, out in wgs.values() if out is not None]
+            want = [(n, h) for n in range(num_n) for h in ((0,) if half else (0, 1))]
+            assert sorted(stored) == sorted(want), (num_n, half, stored)
+            if half:  # the MMA: one 64-row half a column tile, as many as the plain skip's
+                assert len(stored) == num_n
+
 _PAIR_SCRIPT = _SCRIPT_HEAD + r"""
 # 16-bit weights' half blocks as paired halves (SKIP_HALF 2) against the plain skip (1): BF16 GEMM1 SwiGLU 2 x 128,
 # fp16 clamped SwiGLU with biases 2 x 64, GEMM2 256 columns with the routing weight; static and counted tiles, the
