@@ -1046,7 +1046,7 @@ def test_gpu_ws_gemm_bf16_refuses_mixed_dtypes():
     (Format.FP8_BLOCK, torch.bfloat16, False), (Format.BF16, torch.bfloat16, False),
     (Format.BF16, torch.float16, False),
     (Format.BF16, torch.bfloat16, True), (Format.BF16, torch.float16, True)],
-    ids=lambda v: getattr(v, "name", "paired" if v is True else "" if v is False else str(v)))
+    ids=lambda v: getattr(v, "name", "paired" if v is True else "plain" if v is False else str(v)))
 def test_gpu_ws_skip_padding_half_same_bits(wfmt, dtype, pair):
     """A block whose second 64 rows are all padding is computed by one MMA warpgroup
     (``set_ws_skip_padding_half``; 16-bit weights: ``set_ws_skip_padding_half_16bit``, opt-in) or, ``pair``, as
