@@ -68,7 +68,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 
 from . import _blockscaled as _bs
 from ._ws_fp4 import _fp4_acc_factors, _fp4_chunk_count, _fp4_epilogue, _fp4_scale_cols, _fp4_scale_factor
-from ._ws_gemm import _ring_barriers, _ring_ready, _ring_release, _x_copy, _x_lanes, _x_src
+from ._ws_gemm import _ring_barriers, _ring_ready, _ring_release, _ring_slot, _x_copy, _x_lanes, _x_src
 
 
 def dot64_cols(K: int) -> torch.Tensor:
@@ -140,9 +140,7 @@ def _dec_slot(x_desc, x8_desc, ready, empty, it, n8, wbytes: gl.constexpr, STAGE
     """The loader's next ring slot: waits until the consumer released it (a fresh slot passes at once) and arms its
     ``ready`` barrier with the step's bytes -- the weights' ``wbytes`` and KB token boxes of 8 rows (``n8`` == 1: the
     block has at most 8 real rows) or of all its rows; one of the two arrive-and-expects. Returns (slot, barrier)."""
-    s = it % STAGES
-    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
-    bar = ready.index(s)
+    s, bar = _ring_slot(ready, empty, it, STAGES)
     mbarrier.expect(bar, wbytes + KB * x8_desc.block_type.nbytes, pred=n8 == 1)
     mbarrier.expect(bar, wbytes + KB * x_desc.block_type.nbytes, pred=n8 > 1)
     return s, bar
@@ -154,9 +152,7 @@ def _dec_slot_w(ready, empty, it, wbytes: gl.constexpr, STAGES: gl.constexpr):
     released it and arms its ``ready`` barrier with the weights' bytes only -- the loader warp's 32
     ``cp.async.mbarrier.arrive.noinc`` (:func:`_ws_gemm._x_copy`) are the phase's other arrivals (ready barriers of 33).
     Returns (slot, barrier)."""
-    s = it % STAGES
-    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
-    bar = ready.index(s)
+    s, bar = _ring_slot(ready, empty, it, STAGES)
     mbarrier.expect(bar, wbytes)
     return s, bar
 

@@ -186,7 +186,7 @@ def _ws_load_tile(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, emp
                                    K, x0, ok0, n_k, it, BN, BK, STAGES, GATED, X_GATHER)
             steps = gl.where(pair | gone, 0, n_k)
         for kk in range(steps):
-            s, bar = _ws_ring_slot(ready, empty, it, STAGES)
+            s, bar = _ring_slot(ready, empty, it, STAGES)
             if X_GATHER:
                 mbarrier.expect(bar, wbytes)
             else:
@@ -203,15 +203,6 @@ def _ws_load_tile(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, emp
                 async_copy.mbarrier_arrive(bar, increment_count=False)
             it += 1
     return it
-
-
-@gluon.jit
-def _ws_ring_slot(ready, empty, it, STAGES: gl.constexpr):
-    """The loader's ring step ``it``: waits until both MMA warpgroups released its slot (a fresh slot passes at once).
-    Returns (slot, its ready barrier)."""
-    s = it % STAGES
-    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
-    return s, ready.index(s)
 
 
 @gluon.jit
@@ -239,7 +230,7 @@ def _ws_load_pair(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, emp
     VEC: gl.constexpr = 128 // a_desc.dtype.primitive_bitwidth
     for kk in range(n_k):
         for j in gl.static_range(2):
-            s, bar = _ws_ring_slot(ready, empty, it, STAGES)
+            s, bar = _ring_slot(ready, empty, it, STAGES)
             if X_GATHER:
                 mbarrier.expect(bar, wbytes)
             else:
@@ -350,6 +341,15 @@ def _x_copy(x_bufs, first, k0, xrow, ok, cc, K, bar, KB: gl.constexpr, ARRIVE: g
                                                mask=ok[:, None] & (cols < K)[None, :])
     if ARRIVE:
         async_copy.mbarrier_arrive(bar, increment_count=False)
+
+
+@gluon.jit
+def _ring_slot(ready, empty, it, STAGES: gl.constexpr):
+    """A loader's ring step ``it``: waits until the consumers released its slot (a fresh slot passes at once).
+    Returns (slot, its ready barrier), for the step's expect and copies."""
+    s = it % STAGES
+    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+    return s, ready.index(s)
 
 
 @gluon.jit
