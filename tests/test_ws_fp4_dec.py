@@ -40,27 +40,30 @@ A, F = Activation, Format
 _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4_dec as kd
 # ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, FOLD, NV, TK, STAGES, SPLIT, KB, maxnreg, X_GATHER,
-# S_SMEM (the block scales through the ring; 2: and T_RELEASE, every consumer thread frees the ring slots)
-for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS in (
-        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 0, 0),     # gpt-oss GEMM1, split 2, 3 an SM
-        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 0, 0),  # NVFP4 ReLU2 GEMM1
-        (7, False, True, False, True, True, False, 64, 8, 4, 2, 80, 0, 0),     # GEMM2: bias, routing weight, split 4
-        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 0, 0),  # weight on input, restoring cvt, bk 64
-        (7, False, False, False, True, False, True, 64, 8, 2, 2, 80, 0, 0),    # NVFP4 GEMM2
+# S_SMEM (the block scales through the ring; 2: and T_RELEASE, every consumer thread frees the ring slots), STREAM
+for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS, STR in (
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 0, 0, 0),     # gpt-oss GEMM1, split 2, 3 an SM
+        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 0, 0, 0),  # NVFP4 ReLU2 GEMM1
+        (7, False, True, False, True, True, False, 64, 8, 4, 2, 80, 0, 0, 0),     # GEMM2: bias, routing weight, split 4
+        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 0, 0, 0),  # weight on input, restoring cvt, bk64
+        (7, False, False, False, True, False, True, 64, 8, 2, 2, 80, 0, 0, 0),    # NVFP4 GEMM2
         # GEMM1's token rows by cp.async from the align launch's dot-order copy of hidden (no gather launch)
-        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 0),     # gpt-oss GEMM1, top_k 4
-        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 22, 0), # Nemotron-3-Super NVFP4 ReLU2 GEMM1
-        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 1, 0),  # top 1, weight on input, bk 64
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 0, 0),     # gpt-oss GEMM1, top_k 4
+        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 22, 0, 0), # Nemotron-3-Super NVFP4 ReLU2 GEMM1
+        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 1, 0, 0),  # top 1, weight on input, bk 64
         # 4 programs an SM: 64 registers a thread, the 6 stages of 128 K values that fit
-        (2, True, True, False, False, True, False, 64, 6, 2, 2, 64, 4, 0),     # gpt-oss GEMM1, cp.async rows
-        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 0),    # NVFP4 GEMM2, split 4
+        (2, True, True, False, False, True, False, 64, 6, 2, 2, 64, 4, 0, 0),     # gpt-oss GEMM1, cp.async rows
+        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 0, 0),    # NVFP4 GEMM2, split 4
         # the block scales through the ring (MX words / NVFP4 8-byte runs), with and without cp.async token rows
-        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 1),     # gpt-oss GEMM1
-        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 22, 1), # NVFP4 ReLU2 GEMM1
-        (7, False, True, False, True, True, False, 64, 6, 4, 2, 64, 0, 1),     # MX GEMM2 (TMA rows), 4 an SM
-        (0, True, False, True, False, False, True, 128, 4, 1, 1, 128, 1, 1),   # NVFP4, bk 64, top 1
-        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 2),     # gpt-oss GEMM1, all three options
-        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 2)):   # NVFP4 GEMM2, 4 an SM
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 1, 0),     # gpt-oss GEMM1
+        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 22, 1, 0), # NVFP4 ReLU2 GEMM1
+        (7, False, True, False, True, True, False, 64, 6, 4, 2, 64, 0, 1, 0),     # MX GEMM2 (TMA rows), 4 an SM
+        (0, True, False, True, False, False, True, 128, 4, 1, 1, 128, 1, 1, 0),   # NVFP4, bk 64, top 1
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 2, 0),     # gpt-oss GEMM1, all three options
+        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 2, 0),    # NVFP4 GEMM2, 4 an SM
+        # stream-K (balanced shares of the ring steps, SPLIT 1): the defaults' gpt-oss GEMM1 and NVFP4 GEMM2
+        (2, True, True, False, False, True, False, 64, 8, 1, 2, 80, 4, 2, 1),
+        (7, False, False, False, True, False, True, 64, 6, 1, 2, 64, 0, 2, 1)):
     xl = gl.NVMMASharedLayout.get_default_for([16, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
     sig = {"x_desc": f"tensordesc<bf16[16, 64],{xl}>", "x8_desc": f"tensordesc<bf16[8, 64],{xl}>",
@@ -75,7 +78,7 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS in (
               ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=FOLD, NV=NV, TK=TK, STAGES=ST, SPLIT=SPLIT, KB=KB,
               OUT_PADDED_DOT=not MRW,  # GEMM1: stores GEMM2's rows (padded positions, dot order)
               USE_GDC=SPLIT == 4,  # programmatic dependent launch
-              X_GATHER=XG > 0, TOP_K=max(XG, 1), S_SMEM=SS > 0, T_RELEASE=SS == 2)
+              X_GATHER=XG > 0, TOP_K=max(XG, 1), S_SMEM=SS > 0, T_RELEASE=SS == 2, STREAM=STR > 0)
     # (16-byte aligned arguments specialized as the JIT does; the launcher checks the scales' for S_SMEM)
     k, sass = compile_sm90(kd._ws_fp4_dec_kernel, sig, cx, maxnreg=mr,
                            aligned=(("x_ptr", "stride_x") if XG else ())
@@ -90,7 +93,7 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS in (
           sum(("ACQBULK" in x) or ("PREEXIT" in x) for _, x in ins), XG, sum("LDGSTS" in x for _, x in ins),
           sum("UTMALDG" in x for _, x in ins), sum("ARRIVES.LDGSTSBAR" in x for _, x in ins),
           sum("FENCE.VIEW.ASYNC.S" in x for x in loop), ST, SS, sum(bool(re.search(r"(^|\s)LDG\.", x)) for x in loop),
-          sum("BAR.SYNC" in x for x in loop), sep="|", flush=True)
+          sum("BAR.SYNC" in x for x in loop), STR, sep="|", flush=True)
 '''
 
 
@@ -99,13 +102,16 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
     the A operand in registers, none serialized (no ``DEPBAR.LE gsb0, 0x0`` in the K loop: ptxas keeps them
     asynchronous only while each block's A registers stay untouched until its wgmma retired), no shared-memory
     stores in the K loop (no BF16 tile round trip), no spills under the register cap that fits 2-3 programs an SM,
-    and 3 programs' shared memory within an SM's 228 KB at 8 stages."""
+    and 3 programs' shared memory within an SM's 228 KB at 8 stages; stream-K (``STREAM``) as well, its K loop as
+    long as without it (within 8 instructions)."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 16, rows
+    assert len(rows) == 18, rows
+    loops = {}
     for (act, nv, split, kb, mr, warps, smem, loop, hgmma, areg, serial, sts, spills, gdc, gdc_ops, xg, ldgsts, tma,
-         arrives, fences, st, ss, ldg, bars) in rows:
-        where = f"ACT={act} NV={nv} SPLIT={split} KB={kb} X_GATHER={xg} S_SMEM={ss}"
+         arrives, fences, st, ss, ldg, bars, stream) in rows:
+        where = f"ACT={act} NV={nv} SPLIT={split} KB={kb} X_GATHER={xg} S_SMEM={ss} STREAM={stream}"
+        loops.setdefault((act, nv, xg, ss, mr), {})[stream] = int(loop)
         # the block scales: global loads in the K loop, or (S_SMEM) none there -- the loader's copies and arrival
         assert (int(ldg) == 0) == (ss != "0") and (ss == "0" or int(arrives) > 0), (where, ldg, arrives)
         # the slot release: one thread's arrive between warpgroup barriers, or (T_RELEASE) every thread's, which
@@ -127,6 +133,10 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
         assert int(smem) <= WS_DEC_FIXED_SMEM - 1024 + int(st) * ws_fp4_dec_stage_bytes(64 * int(kb)), (
             where, smem)  # the rules' fixed share covers the rest
         assert int(gdc_ops) == (2 if gdc == "1" else 0), (where, gdc_ops)  # griddepcontrol.wait / launch_dependents
+    # stream-K changes the walk over the units, not the K loop: within a few instructions of the same variant's
+    for key, by in loops.items():
+        if "1" in by:
+            assert abs(by["1"] - by["0"]) <= 8, (key, by)
 
 
 # ---- CPU: the dot-order gather, rules ------------------------------------------------------------------
@@ -273,14 +283,17 @@ def test_ws_fp4_dec_config_rules(monkeypatch):
         triton_moe.set_ws_fp4_decode(*prev)
 
 
-@pytest.mark.parametrize("fmt,gated,x_gather", [(F.MXFP4, True, False), (F.NVFP4, False, False),
-                                                (F.MXFP4, True, True), (F.NVFP4, False, True)])
-def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gather):
+@pytest.mark.parametrize("fmt,gated,x_gather,stream", [
+    (F.MXFP4, True, False, False), (F.NVFP4, False, False, False), (F.MXFP4, True, True, False),
+    (F.NVFP4, False, True, False), (F.MXFP4, True, True, True), (F.NVFP4, False, False, True)])
+def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gather, stream):
     """``triton_moe._ws_fp4_dec_launch``'s positional arguments bound to the kernel's signature: the rows and the
     tiled FP4 words' TMA boxes (16 / 8 token rows of 64, 32 weight rows of 16 words), the scale strides (MX row-major,
     NVFP4 K-major), the K steps, the constexprs and the persistent grid -- a count or order slip fails. ``x_gather``:
     the unsorted dot-order rows [T, K] as the cp.async source with their row stride and top_k, the token boxes'
-    descriptors over the weights' bytes (shape and layout only: the source may have one row)."""
+    descriptors over the weights' bytes (shape and layout only: the source may have one row). ``stream``
+    (``set_ws_fp4_decode_stream_k``): every SM's programs (``ctas x num_sms``), SPLIT 1, and scratch too small for
+    two partials a program refused."""
     import inspect
 
     from fusedmoe.kernels import _ws_fp4_dec as kd
@@ -298,26 +311,35 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
     N = W.padded_intermediate_size
     out = torch.empty(TK, N, dtype=torch.bfloat16)
     tw = torch.ones(TK)
-    part, cnt = torch.zeros(1 << 16), torch.zeros(64, dtype=torch.int32)
+    ctas = triton_moe._WS_FP4_DEC["ctas"]
+    part, cnt = torch.zeros(2 * ctas * 132 * 64 * 16 if stream else 1 << 16), torch.zeros(64, dtype=torch.int32)
     cfg = ws_fp4_dec_config(gated, "gemm1", 2, 8, 128)
     p = triton_moe._DEFAULT_ACT_PARAMS
     # (the scales' ring and the per-thread slot release with the cp.async rows)
     prev = triton_moe.set_ws_fp4_decode(False, scales_smem=x_gather, thread_release=x_gather)
+    was = triton_moe.set_ws_fp4_decode_stream_k(stream)
     try:
-        triton_moe._ws_fp4_dec_launch(cfg, rows, w, tw, False, tw, al, out, N, TK, 4, 0, gated, p, None, False,
-                                      False, 132, 0, part, cnt, out_padded=True,
-                                      pdl={"USE_GDC": True, "launch_pdl": True}, x_gather=x_gather, top_k=2)
+        def launch(part):
+            triton_moe._ws_fp4_dec_launch(cfg, rows, w, tw, False, tw, al, out, N, TK, 4, 0, gated, p, None, False,
+                                          False, 132, 0, part, cnt, out_padded=True,
+                                          pdl={"USE_GDC": True, "launch_pdl": True}, x_gather=x_gather, top_k=2)
+
+        launch(part)
+        if stream:
+            with pytest.raises(ValueError, match="stream-K needs"):
+                launch(part[:-1])
     finally:
         triton_moe.set_ws_fp4_decode(*prev)
+        triton_moe.set_ws_fp4_decode_stream_k(was)
     (grid, args, kw), = cap.calls
     kw = dict(kw)
     assert kw.pop("launch_pdl") is True
-    ctas = triton_moe._WS_FP4_DEC["ctas"]
     assert kw.pop("num_warps") == 4 and kw.pop("maxnreg") == triton_moe._WS_FP4_DEC_MAXNREG[ctas]
     b = sig.bind(*args, **kw).arguments
     tk = w.value_tile_k
     num_n = N // 32 if gated else -(-N // 64)
-    assert grid == (min(NB * num_n * 2, ctas * 132),)
+    assert grid == ((ctas * 132,) if stream else (min(NB * num_n * 2, ctas * 132),))
+    assert b["STREAM"] is stream
     assert [b[n].block_shape for n in ("x_desc", "x8_desc", "w_desc")] == [[16, 64], [8, 64], [32, 16]]
     if x_gather:
         assert b["x_desc"].base.data_ptr() == w.data.data_ptr() and b["x_desc"].base.dtype == torch.bfloat16
@@ -336,7 +358,8 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
     assert (b["R_TILES"], b["K_PIECES"]) == (w.shape[-2] // 64, 512 // tk)
     assert (b["stride_se"], b["stride_sr"], b["stride_sk"]) == tuple(w.scale.stride())
     assert (b["stride_om"], b["stride_be"]) == (N, 0)
-    assert (b["TK"], b["SPLIT"], b["KB"], b["STAGES"], b["GATED"], b["NV"]) == (tk, 2, 2, 8, gated, fmt is F.NVFP4)
+    assert (b["TK"], b["SPLIT"], b["KB"], b["STAGES"], b["GATED"], b["NV"]) == (
+        tk, 1 if stream else 2, 2, 8, gated, fmt is F.NVFP4)
     assert b["OUT_PADDED_DOT"] is True and b["E_LOC"] == 4 and b["SWZ"] == w.value_swizzled and b["USE_GDC"] is True
 
 
@@ -431,7 +454,71 @@ def test_ws_fp4_dec_tuner_candidates_and_table_entries(monkeypatch):
 # ---- CPU: the kernel's index math, emulated ---------------------------------------------------------------
 
 
-def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots, top_k=0, s_smem=False):
+def _stream_pieces(S, G, n_k):
+    """A mirror of ``_ws_fp4_dec``'s stream-K walk (``_dec_units`` / ``_dec_piece``, the empty-piece guard) for S
+    ring steps of tiles of n_k steps over G programs (the shares over at most S of them): per program its pieces
+    ``(tile, k0, k1)``."""
+    out = []
+    g = max(min(G, S), 1)
+    for pid in range(G):
+        s_lo, s_hi = min(pid, g) * S // g, min(pid + 1, g) * S // g
+        pieces = []
+        for u in range(s_lo // n_k, (s_hi + n_k - 1) // n_k):
+            k0 = max(s_lo - u * n_k, 0)
+            k1 = max(min(s_hi - u * n_k, n_k), k0)
+            if k1 > k0:
+                pieces.append((u, k0, k1))
+        out.append(pieces)
+    return out
+
+
+def _stream_contributors(tile, n_k, S, G):
+    """``_dec_stream_sum``'s contributors of ``tile``: (p_first, p_last) and each one's partial slot
+    (``_dec_stream_slot``), in program order (G: the programs sharing the steps, at most S)."""
+    G = max(min(G, S), 1)
+    t0 = tile * n_k
+    p_first, p_last = ((t0 + 1) * G - 1) // S, ((t0 + n_k) * G - 1) // S
+    return p_first, p_last, [p * 2 + int(t0 > p * S // G) for p in range(p_first, p_last + 1)]
+
+
+def test_ws_fp4_dec_stream_shares():
+    """Stream-K's index math (``set_ws_fp4_decode_stream_k``), mirrored: for tile counts, K steps and program counts
+    around the model shapes' (gpt-oss-120b one token: 360 tiles x 23 steps on 396 programs) and the corners (fewer
+    steps than programs, one step a tile, one program), every ring step is worked on once, by the program whose
+    balanced share ``[p S // G, (p + 1) S // G)`` holds it; a program's shares are at most two cut tiles (its first
+    and last piece) -- whose partial slots ``_dec_stream_slot`` keeps apart (0 first, 1 last) --, the rest whole
+    tiles; and the reduction's contributors ``p_first .. p_last`` are exactly the programs with a piece of the tile,
+    in K order, with distinct slots, so its last arrival adds every partial once in K order."""
+    cases = [(360, 23, 396), (180, 23, 396), (252, 15, 396), (6, 23, 396), (1, 1, 396), (5, 3, 7), (7, 1, 3),
+             (1, 40, 1), (3, 5, 1), (0, 23, 396), (90, 23, 132), (13, 11, 17)]
+    for tiles, n_k, G in cases:
+        S = tiles * n_k
+        plan = _stream_pieces(S, G, n_k)
+        owner = {}
+        for pid, pieces in enumerate(plan):
+            steps = [t * n_k + k for t, k0, k1 in pieces for k in range(k0, k1)]
+            g = max(min(G, S), 1)
+            assert steps == list(range(min(pid, g) * S // g, min(pid + 1, g) * S // g)), (tiles, n_k, G, pid)
+            cut = [i for i, (t, k0, k1) in enumerate(pieces) if k1 - k0 < n_k]
+            assert set(cut) <= {0, len(pieces) - 1}, (tiles, n_k, G, pid, pieces)
+            for t, k0, k1 in pieces:
+                owner.setdefault(t, []).append((pid, k0, k1))
+        assert sorted(owner) == list(range(tiles))
+        for t, parts in owner.items():
+            p_first, p_last, slots = _stream_contributors(t, n_k, S, G)
+            assert [p for p, _, _ in parts] == list(range(p_first, p_last + 1)), (tiles, n_k, G, t)
+            assert [k0 for _, k0, _ in parts] == sorted(k0 for _, k0, _ in parts) and parts[0][1] == 0
+            assert parts[-1][2] == n_k and all(a[2] == b[1] for a, b in zip(parts, parts[1:]))
+            if len(parts) > 1:  # cut: each contributor's slot is its own (2 p or 2 p + 1), first piece 0, last 1
+                for (p, k0, _), slot in zip(parts, slots):
+                    assert slot // 2 == p and slot % 2 == int((plan[p][0][0], plan[p][0][1]) != (t, k0))
+                    assert 0 < len(plan[p])
+        # no slot holds two partials of one call: (program, first / last) pairs are unique over the cut tiles
+        used = [s for t, parts in owner.items() if len(parts) > 1 for s in _stream_contributors(t, n_k, S, G)[2]]
+        assert len(used) == len(set(used)), (tiles, n_k, G)
+
+
+def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots, top_k=0, s_smem=False, stream=0):
     """A torch mirror of ``_ws_fp4_dec``'s loader and consumer index math (the unit walk, the K shares, the TMA box
     coordinates in the tiled layout's 16-bit view -- out-of-range boxes zero as TMA leaves them --, the 8-row token
     boxes with the rows left out as NaN, the scale indices with their clamp, the A operand built from the words in
@@ -459,9 +546,16 @@ def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots, top_k=0, s_smem=Fa
     sids, bexp = al.sorted_ids.long(), al.block_expert.long()
     c = torch.arange(4)
     out = {}
-    for u in range(num_m * num_n * split):
-        per_m = num_n * split
-        pid_m, pid_n, ks = u // per_m, (u % per_m) // split, (u % per_m) % split
+    if stream:  # stream-K over ``stream`` programs: their pieces (tile, K steps), in program order
+        pieces = [(t // num_n, t % num_n, k0, k1) for ps in _stream_pieces(num_m * num_n * n_k, stream, n_k)
+                  for t, k0, k1 in ps]
+    else:
+        pieces = []
+        for u in range(num_m * num_n * split):
+            per_m = num_n * split
+            pid_m, pid_n, ks = u // per_m, (u % per_m) // split, (u % per_m) % split
+            pieces.append((pid_m, pid_n, (n_k * ks) // split, (n_k * (ks + 1)) // split))
+    for pid_m, pid_n, k0, k1 in pieces:
         e = int(bexp[pid_m])
         if e >= E:
             continue
@@ -476,7 +570,6 @@ def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots, top_k=0, s_smem=Fa
             wrow = torch.clamp(n0 + torch.arange(64), max=N - 1)
         base0 = (e * R_TILES + r0 // 64) * K_PIECES
         base1 = (e * R_TILES + r1 // 64) * K_PIECES
-        k0, k1 = (n_k * ks) // split, (n_k * (ks + 1)) // split
         b_last = min(k1 * kb, n64) - 1
         acc = torch.zeros(64, BT, dtype=torch.float64)
         for kk in range(k0, k1):
@@ -539,15 +632,17 @@ def _emulate_dec(w, rows, al, N, gated, split, kb, num_slots, top_k=0, s_smem=Fa
 
 
 @interpreter
-@pytest.mark.parametrize("fmt,H,gated,split,kb,x_gather,s_smem", [
-    (F.MXFP4, 192, True, 2, 2, False, False), (F.NVFP4, 256, False, 1, 2, False, False),
-    (F.MXFP4, 256, False, 3, 1, False, False), (F.NVFP4, 192, True, 2, 2, False, False),
-    (F.MXFP4, 192, True, 2, 2, True, False), (F.NVFP4, 256, False, 1, 2, True, False),
-    (F.MXFP4, 192, True, 2, 2, True, True), (F.NVFP4, 192, True, 2, 2, False, True),
-    (F.MXFP4, 320, False, 2, 1, False, True), (F.NVFP4, 256, False, 3, 1, True, True)],
+@pytest.mark.parametrize("fmt,H,gated,split,kb,x_gather,s_smem,stream", [
+    (F.MXFP4, 192, True, 2, 2, False, False, 0), (F.NVFP4, 256, False, 1, 2, False, False, 0),
+    (F.MXFP4, 256, False, 3, 1, False, False, 0), (F.NVFP4, 192, True, 2, 2, False, False, 0),
+    (F.MXFP4, 192, True, 2, 2, True, False, 0), (F.NVFP4, 256, False, 1, 2, True, False, 0),
+    (F.MXFP4, 192, True, 2, 2, True, True, 0), (F.NVFP4, 192, True, 2, 2, False, True, 0),
+    (F.MXFP4, 320, False, 2, 1, False, True, 0), (F.NVFP4, 256, False, 3, 1, True, True, 0),
+    (F.MXFP4, 320, True, 1, 1, True, True, 7), (F.NVFP4, 256, False, 1, 1, False, False, 5)],
     ids=["mx-gated-tail", "nv-relu2", "mx-kb1-split3", "nv-gated-tail", "mx-gated-tail-cpasync", "nv-relu2-cpasync",
-         "mx-gated-tail-ssmem", "nv-gated-tail-ssmem", "mx-kb1-ssmem", "nv-kb1-split3-ssmem"])
-def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb, x_gather, s_smem):
+         "mx-gated-tail-ssmem", "nv-gated-tail-ssmem", "mx-kb1-ssmem", "nv-kb1-split3-ssmem", "mx-gated-stream7",
+         "nv-relu2-stream5"])
+def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb, x_gather, s_smem, stream):
     """The decode kernel's addressing, mirrored in torch (``_emulate_dec``) on the tiled / swizzled FP4 values and
     the MX row-major / NVFP4 K-major scales that ExpertWeights stores, with the real dot-order gather (interpreter):
     every stored output (real slot rows) equals the slot's token row times the dequantized weight rows in fp64 (MX:
@@ -556,7 +651,8 @@ def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb, x_gather, s_sm
     store (``_ws_fp4._fp4_epilogue``'s ``OUT_PADDED_DOT`` column map) equals the gather of its slot-ordered rows.
     ``x_gather``: GEMM1's rows from the align launch's dot-order copy of hidden (:class:`triton_moe.DotRowsPlan`),
     row ``slot // top_k`` (the loader's cp.async addressing); ``s_smem``: the block scales through the ring (the
-    loader's MX words / NVFP4 columns and the consumer's byte index)."""
+    loader's MX words / NVFP4 columns and the consumer's byte index); ``stream``: stream-K's pieces over that many
+    programs (``test_ws_fp4_dec_stream_shares`` checks the walk itself), tiles cut between programs."""
     from fusedmoe.formats import dequantize
 
     act = A.SWIGLU if gated else A.RELU2
@@ -576,11 +672,11 @@ def test_ws_fp4_dec_index_math_emulated(fmt, H, gated, split, kb, x_gather, s_sm
     if x_gather:
         plan = triton_moe.DotRowsPlan(hidden)
         al = triton_moe.align_slots(ids, E, 16, tokens=T, quant=plan)
-        got = _emulate_dec(w, plan.result(), al, N, gated, split, kb, T * Kt, top_k=Kt, s_smem=s_smem)
+        got = _emulate_dec(w, plan.result(), al, N, gated, split, kb, T * Kt, top_k=Kt, s_smem=s_smem, stream=stream)
     else:
         al = triton_moe.align_slots(ids, E, 16, tokens=T)
         rows = triton_moe._gather_slot_rows(hidden, al, 16, Kt, T * Kt, E, dot64=True).view(torch.bfloat16)
-        got = _emulate_dec(w, rows, al, N, gated, split, kb, T * Kt, s_smem=s_smem)
+        got = _emulate_dec(w, rows, al, N, gated, split, kb, T * Kt, s_smem=s_smem, stream=stream)
     if s_smem:
         assert triton_moe._ws_fp4_scales_copyable(w, N)  # ExpertWeights' scales: the copies' alignment holds
     wd = dequantize(w).double()  # [E, R, H]
@@ -762,3 +858,42 @@ def test_gpu_ws_fp4_dec_model_shapes(shape, T):
     # the block scales through the ring: the same bits (gpt-oss-120b: 45 K blocks, the last step's clamp)
     assert torch.equal(got, _dec_call(hidden, W, topk, scales_smem=True))
     assert torch.equal(got, _dec_call(hidden, W, topk, thread_release=True))
+
+
+@gpu
+@pytest.mark.parametrize("shape,T", [("gpt-oss-120b", 1), ("gpt-oss-120b", 8), ("nemotron-nano", 1), ("small-ep", 5)])
+def test_gpu_ws_fp4_dec_stream_k(shape, T):
+    """Stream-K (``set_ws_fp4_decode_stream_k``): the programs' balanced shares of the ring steps, a cut tile summed
+    by its last contributor. gpt-oss-120b's expert shape (MXFP4, clamped SwiGLU with biases; 360 tiles of 23 steps
+    at one token: every tile cut in two), Nemotron-3-Nano's (NVFP4 + ReLU^2) and a small expert-parallel case (one
+    local expert skipped; 128 ring steps, fewer than the programs): within the reference's bound, close to the
+    default units (the same products, only the partials' order differs), the same bits on a second call (the
+    counters left zero; the split points fixed by the sizes) and from a CUDA graph's replay."""
+    if shape == "gpt-oss-120b":
+        c = Case(F.MXFP4, F.BF16, A.SWIGLU_OAI, T=T, H=2880, I=2880, E=32, K=4, bias=True, dtype=torch.bfloat16,
+                 seed=27)
+    elif shape == "nemotron-nano":
+        c = Case(F.NVFP4, F.BF16, A.RELU2, T=T, H=2688, I=1856, E=32, K=6, dtype=torch.bfloat16, seed=28)
+    else:
+        c = Case(F.NVFP4, F.BF16, A.SWIGLU, T=T, H=512, I=256, E=4, K=2, offset=1, dtype=torch.bfloat16, seed=29)
+    hidden, W, topk = make_case(c)
+    off = c.offset
+    ref = run_reference(hidden, W, topk, F.BF16, offset=off, E_glob=c.E_glob)
+    base = _dec_call(hidden, W, topk, offset=off)
+    prev = triton_moe.set_ws_fp4_decode_stream_k(True)
+    try:
+        got = _dec_call(hidden, W, topk, offset=off)
+        again = _dec_call(hidden, W, topk, offset=off)
+        static = hidden.clone()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = _dec_call(static, W, topk, offset=off)
+        h2 = torch.randn_like(hidden)
+        static.copy_(h2)
+        g.replay()
+        torch.cuda.synchronize()
+        eager_new = _dec_call(h2, W, topk, offset=off)
+    finally:
+        triton_moe.set_ws_fp4_decode_stream_k(prev)
+    assert _rel(got, ref) <= 2e-2 and _rel(got, base) <= 2e-3, (_rel(got, ref), _rel(got, base))
+    assert torch.equal(got, again) and torch.equal(out, eager_new)

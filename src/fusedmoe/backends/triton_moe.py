@@ -1587,7 +1587,10 @@ _WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128,
                "s_smem": os.environ.get("FUSEDMOE_WS_FP4_DECODE_SSMEM", "1") != "0",
                # every consumer thread frees the ring slots (no warpgroup barriers around one thread's arrive; same
                # sessions: 1.00-1.04x on the same 18 points, with the scales through the ring)
-               "t_release": os.environ.get("FUSEDMOE_WS_FP4_DECODE_TRELEASE", "1") != "0"}
+               "t_release": os.environ.get("FUSEDMOE_WS_FP4_DECODE_TRELEASE", "1") != "0",
+               # balanced K shares ("stream-K", set_ws_fp4_decode_stream_k; OPT-IN, fifty-second session, compiled
+               # for sm_90 only until its GPU tests ran)
+               "stream": os.environ.get("FUSEDMOE_WS_FP4_DECODE_STREAMK", "0") == "1"}
 _WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80, 4: 64}
 
 
@@ -1625,6 +1628,28 @@ def set_ws_fp4_decode(enabled, ctas: int = 3, num_stages: int = 8, block_k: int 
     _WS_FP4_DEC.update(ctas=ctas, stages=num_stages, block_k=block_k, x_gather=x_gather, s_smem=scales_smem,
                        t_release=thread_release)
     return prev
+
+
+def set_ws_fp4_decode_stream_k(enabled: bool) -> bool:
+    """``True`` (OPT-IN, ``FUSEDMOE_WS_FP4_DECODE_STREAMK=1``; fifty-second session, compiled for sm_90 only until
+    its GPU tests ran): the FP4 decode kernel's programs -- every SM the same number, ``ctas x num_sms`` -- take
+    balanced shares of all the GEMM's ring steps in tile order instead of whole units (a unit: block x column tile
+    x 1 / split_k of K) round robin; a tile cut between programs is summed by its last contributor from their
+    partials in K order (``kernels/_ws_fp4_dec._dec_stream_sum``; the config's split_k is then not used).
+    Why: Nsight of one gpt-oss-120b / Nemotron-3-Nano token on the H100 (fifty-first session's report): the SMs
+    were active 72-78 % of the decode GEMMs' time -- 360 programs of one unit each on 132 SMs is 3 on 96 SMs and 2
+    on 36, and the SMs of 3 set the time. Same values within fp32 summation order (a tile's partials are added in
+    K order; the split points depend on the GEMM's size and the SM count, not on timing). Returns the previous
+    setting."""
+    return _swap_bool(_WS_FP4_DEC, enabled, "stream")
+
+
+def _ws_fp4_dec_stream(c: KernelConfig, num_sms) -> int:
+    """The FP4 decode kernel's stream-K programs for config ``c`` (``set_ws_fp4_decode_stream_k`` on and decode
+    tiles: ``ctas x num_sms``), else 0."""
+    if not (_WS_FP4_DEC["stream"] and c.warp_specialized and c.block_m == WS_FP4_DEC_BLOCK_M):
+        return 0
+    return (c.persistent or _WS_FP4_DEC["ctas"]) * (num_sms or 1)
 
 
 def _ws_fp4_decode_on(tokens: int) -> bool:
@@ -1925,6 +1950,12 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
     n64 = Kd // 64
     num_n = N // 32 if gated else cdiv(N, 64)
     grid, maxnreg = _ws_dec_grid(c, al.max_blocks * num_n * c.split_k, num_sms, _WS_FP4_DEC["ctas"])
+    stream = _ws_fp4_dec_stream(c, num_sms)
+    if stream:  # balanced shares of the ring steps: every SM the same programs; their two partials each
+        grid = (stream,)
+        if part.numel() < 2 * stream * 64 * BM or cnt.numel() < al.max_blocks * num_n:
+            raise ValueError(f"the FP4 decode kernel's stream-K needs {2 * stream * 64 * BM} partials and "
+                             f"{al.max_blocks * num_n} counters, got {part.numel()} and {cnt.numel()}")
     nv = w.fmt is Format.NVFP4
     s_smem = _WS_FP4_DEC["s_smem"] and _ws_fp4_scales_copyable(w, N)
     _wd._ws_fp4_dec_kernel[grid](
@@ -1934,9 +1965,9 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
         rows.stride(0), float(p.alpha), float(p.beta), float(p.limit),
         E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
-        FOLD=fold_cvt == _bs.MX_FOLD.value, NV=nv, TK=tk, STAGES=c.num_stages, SPLIT=c.split_k, KB=kb,
-        OUT_PADDED_DOT=out_padded, X_GATHER=x_gather, TOP_K=top_k, S_SMEM=s_smem,
-        T_RELEASE=_WS_FP4_DEC["t_release"], num_warps=4, maxnreg=maxnreg, **(pdl or {}))
+        FOLD=fold_cvt == _bs.MX_FOLD.value, NV=nv, TK=tk, STAGES=c.num_stages, SPLIT=1 if stream else c.split_k,
+        KB=kb, OUT_PADDED_DOT=out_padded, X_GATHER=x_gather, TOP_K=top_k, S_SMEM=s_smem,
+        T_RELEASE=_WS_FP4_DEC["t_release"], STREAM=bool(stream), num_warps=4, maxnreg=maxnreg, **(pdl or {}))
 
 
 def _ws_fp4_scales_copyable(w: QuantizedTensor, N: int) -> bool:
@@ -2173,6 +2204,9 @@ def triton_experts(
     tiles2 = NB * cdiv(H, c2.block_n)
     n_part1 = tiles1 * c1.split_k * (2 if gated else 1) * BM * c1.block_n if c1.split_k > 1 else 0
     n_part2 = tiles2 * c2.split_k * BM * c2.block_n if c2.split_k > 1 else 0
+    if wfmt in WS_FP4_FORMATS:  # the FP4 decode kernel's stream-K: two [64, BM] partials a program
+        g1, g2 = _ws_fp4_dec_stream(c1, num_sms), _ws_fp4_dec_stream(c2, num_sms)
+        n_part1, n_part2 = (2 * g1 * 64 * BM if g1 else n_part1), (2 * g2 * 64 * BM if g2 else n_part2)
     n_comb = T * cdiv(H, c2.block_n) if fuse else 0  # GEMM2's (token, column tile) counters
     # both decode GEMMs in one launch (opt-in): GEMM2's per-block wait for GEMM1's column tiles
     fused_dec = _ws_dec_fuses(c1, c2, wfmt, a2_scale, hidden)
