@@ -61,9 +61,10 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS, STR in (
         (0, True, False, True, False, False, True, 128, 4, 1, 1, 128, 1, 1, 0),   # NVFP4, bk 64, top 1
         (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 2, 0),     # gpt-oss GEMM1, all three options
         (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 2, 0),    # NVFP4 GEMM2, 4 an SM
-        # stream-K (balanced shares of the ring steps, SPLIT 1): the defaults' gpt-oss GEMM1 and NVFP4 GEMM2
-        (2, True, True, False, False, True, False, 64, 8, 1, 2, 80, 4, 2, 1),
-        (7, False, False, False, True, False, True, 64, 6, 1, 2, 64, 0, 2, 1)):
+        # stream-K (1: balanced shares of the ring steps, SPLIT 1), GEMM2's weights before its grid wait (2), both (3)
+        (2, True, True, False, False, True, False, 64, 8, 1, 2, 80, 4, 2, 1),  # the defaults' gpt-oss GEMM1
+        (7, False, False, False, True, False, True, 64, 6, 1, 2, 64, 0, 2, 3),  # NVFP4 GEMM2, 4 an SM
+        (7, False, True, False, True, True, False, 64, 6, 4, 2, 64, 0, 1, 2)):  # MX GEMM2 (TMA rows), 4 an SM
     xl = gl.NVMMASharedLayout.get_default_for([16, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
     sig = {"x_desc": f"tensordesc<bf16[16, 64],{xl}>", "x8_desc": f"tensordesc<bf16[8, 64],{xl}>",
@@ -77,8 +78,9 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS, STR in (
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
               ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=FOLD, NV=NV, TK=TK, STAGES=ST, SPLIT=SPLIT, KB=KB,
               OUT_PADDED_DOT=not MRW,  # GEMM1: stores GEMM2's rows (padded positions, dot order)
-              USE_GDC=SPLIT == 4,  # programmatic dependent launch
-              X_GATHER=XG > 0, TOP_K=max(XG, 1), S_SMEM=SS > 0, T_RELEASE=SS == 2, STREAM=STR > 0)
+              USE_GDC=SPLIT == 4 or STR >= 2,  # programmatic dependent launch
+              X_GATHER=XG > 0, TOP_K=max(XG, 1), S_SMEM=SS > 0, T_RELEASE=SS == 2, STREAM=STR % 2 == 1,
+              EARLY_W=STR >= 2)
     # (16-byte aligned arguments specialized as the JIT does; the launcher checks the scales' for S_SMEM)
     k, sass = compile_sm90(kd._ws_fp4_dec_kernel, sig, cx, maxnreg=mr,
                            aligned=(("x_ptr", "stride_x") if XG else ())
@@ -89,7 +91,7 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS, STR in (
     print(ACT, NV, SPLIT, KB, mr, k.metadata.num_warps, k.metadata.shared, len(loop), len(hg),
           int(all(re.search(r"HGMMA[^,]*, R[0-9]+, gdesc", x) for x in hg)),
           sum("DEPBAR.LE gsb0, 0x0" in x for x in loop), sum(x.startswith("STS") for x in loop),
-          sum(("LDL" in x) or ("STL" in x) for _, x in ins), int(SPLIT == 4),
+          sum(("LDL" in x) or ("STL" in x) for _, x in ins), int(SPLIT == 4 or STR >= 2),
           sum(("ACQBULK" in x) or ("PREEXIT" in x) for _, x in ins), XG, sum("LDGSTS" in x for _, x in ins),
           sum("UTMALDG" in x for _, x in ins), sum("ARRIVES.LDGSTSBAR" in x for _, x in ins),
           sum("FENCE.VIEW.ASYNC.S" in x for x in loop), ST, SS, sum(bool(re.search(r"(^|\s)LDG\.", x)) for x in loop),
@@ -106,7 +108,7 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
     long as without it (within 8 instructions)."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 18, rows
+    assert len(rows) == 19, rows
     loops = {}
     for (act, nv, split, kb, mr, warps, smem, loop, hgmma, areg, serial, sts, spills, gdc, gdc_ops, xg, ldgsts, tma,
          arrives, fences, st, ss, ldg, bars, stream) in rows:
@@ -123,7 +125,8 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
         gather = xg != "0"
         assert (int(ldgsts) >= 4 * int(kb), int(fences) > 0) == (gather,) * 2, (where, ldgsts, fences)
         assert (int(arrives) > 0) == (gather or ss != "0"), (where, arrives)
-        assert int(tma) == (2 if gather else 4) * int(kb), (where, tma)
+        # (EARLY_W: the token boxes of the catch-up, inlined twice, as well)
+        assert int(tma) == ((2 if gather else 4) + (4 if int(stream) >= 2 else 0)) * int(kb), (where, tma)
         assert int(warps) == 8, where
         assert int(hgmma) == 4 * int(kb) and int(areg) == 1, (where, hgmma, areg)
         assert int(serial) == 0 and int(sts) == 0 and int(spills) == 0, (where, serial, sts, spills)
@@ -132,11 +135,16 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
         assert (int(smem) + 1024) * ctas <= 228 * 1024, (where, smem)  # (1 KB a program reserved by the runtime)
         assert int(smem) <= WS_DEC_FIXED_SMEM - 1024 + int(st) * ws_fp4_dec_stage_bytes(64 * int(kb)), (
             where, smem)  # the rules' fixed share covers the rest
-        assert int(gdc_ops) == (2 if gdc == "1" else 0), (where, gdc_ops)  # griddepcontrol.wait / launch_dependents
-    # stream-K changes the walk over the units, not the K loop: within a few instructions of the same variant's
+        # griddepcontrol.wait / launch_dependents; EARLY_W: the loader's waits too (its catch-up, inlined twice)
+        if int(stream) >= 2:
+            assert int(gdc_ops) >= 4, (where, gdc_ops)
+        else:
+            assert int(gdc_ops) == (2 if gdc == "1" else 0), (where, gdc_ops)
+    # stream-K and the early weights change the walk over the units, not the K loop: within a few instructions of
+    # the same variant's
     for key, by in loops.items():
-        if "1" in by:
-            assert abs(by["1"] - by["0"]) <= 8, (key, by)
+        for v in set(by) - {"0"}:
+            assert "0" in by and abs(by[v] - by["0"]) <= 8, (key, by)
 
 
 # ---- CPU: the dot-order gather, rules ------------------------------------------------------------------
@@ -293,7 +301,8 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
     the unsorted dot-order rows [T, K] as the cp.async source with their row stride and top_k, the token boxes'
     descriptors over the weights' bytes (shape and layout only: the source may have one row). ``stream``
     (``set_ws_fp4_decode_stream_k``): every SM's programs (``ctas x num_sms``), SPLIT 1, and scratch too small for
-    two partials a program refused."""
+    two partials a program refused; with ``set_ws_fp4_decode_early_weights`` too, ``EARLY_W`` where the token rows
+    come by TMA (under programmatic dependent launch)."""
     import inspect
 
     from fusedmoe.kernels import _ws_fp4_dec as kd
@@ -318,6 +327,7 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
     # (the scales' ring and the per-thread slot release with the cp.async rows)
     prev = triton_moe.set_ws_fp4_decode(False, scales_smem=x_gather, thread_release=x_gather)
     was = triton_moe.set_ws_fp4_decode_stream_k(stream)
+    was_early = triton_moe.set_ws_fp4_decode_early_weights(stream)
     try:
         def launch(part):
             triton_moe._ws_fp4_dec_launch(cfg, rows, w, tw, False, tw, al, out, N, TK, 4, 0, gated, p, None, False,
@@ -331,6 +341,7 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
     finally:
         triton_moe.set_ws_fp4_decode(*prev)
         triton_moe.set_ws_fp4_decode_stream_k(was)
+        triton_moe.set_ws_fp4_decode_early_weights(was_early)
     (grid, args, kw), = cap.calls
     kw = dict(kw)
     assert kw.pop("launch_pdl") is True
@@ -339,7 +350,7 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
     tk = w.value_tile_k
     num_n = N // 32 if gated else -(-N // 64)
     assert grid == ((ctas * 132,) if stream else (min(NB * num_n * 2, ctas * 132),))
-    assert b["STREAM"] is stream
+    assert b["STREAM"] is stream and b["EARLY_W"] is (stream and not x_gather)  # (early weights: GEMM2's TMA rows)
     assert [b[n].block_shape for n in ("x_desc", "x8_desc", "w_desc")] == [[16, 64], [8, 64], [32, 16]]
     if x_gather:
         assert b["x_desc"].base.data_ptr() == w.data.data_ptr() and b["x_desc"].base.dtype == torch.bfloat16
@@ -868,7 +879,8 @@ def test_gpu_ws_fp4_dec_stream_k(shape, T):
     at one token: every tile cut in two), Nemotron-3-Nano's (NVFP4 + ReLU^2) and a small expert-parallel case (one
     local expert skipped; 128 ring steps, fewer than the programs): within the reference's bound, close to the
     default units (the same products, only the partials' order differs), the same bits on a second call (the
-    counters left zero; the split points fixed by the sizes) and from a CUDA graph's replay."""
+    counters left zero; the split points fixed by the sizes; that call with GEMM2's early weights,
+    ``set_ws_fp4_decode_early_weights``, which give the units' bits as well) and from a CUDA graph's replay."""
     if shape == "gpt-oss-120b":
         c = Case(F.MXFP4, F.BF16, A.SWIGLU_OAI, T=T, H=2880, I=2880, E=32, K=4, bias=True, dtype=torch.bfloat16,
                  seed=27)
@@ -880,10 +892,19 @@ def test_gpu_ws_fp4_dec_stream_k(shape, T):
     off = c.offset
     ref = run_reference(hidden, W, topk, F.BF16, offset=off, E_glob=c.E_glob)
     base = _dec_call(hidden, W, topk, offset=off)
+    was = triton_moe.set_ws_fp4_decode_early_weights(True)  # GEMM2's weights before its wait: the same copies
+    try:
+        assert torch.equal(base, _dec_call(hidden, W, topk, offset=off))
+    finally:
+        triton_moe.set_ws_fp4_decode_early_weights(was)
     prev = triton_moe.set_ws_fp4_decode_stream_k(True)
     try:
         got = _dec_call(hidden, W, topk, offset=off)
-        again = _dec_call(hidden, W, topk, offset=off)
+        was = triton_moe.set_ws_fp4_decode_early_weights(True)
+        try:
+            again = _dec_call(hidden, W, topk, offset=off)
+        finally:
+            triton_moe.set_ws_fp4_decode_early_weights(was)
         static = hidden.clone()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):

@@ -1590,7 +1590,10 @@ _WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128,
                "t_release": os.environ.get("FUSEDMOE_WS_FP4_DECODE_TRELEASE", "1") != "0",
                # balanced K shares ("stream-K", set_ws_fp4_decode_stream_k; OPT-IN, fifty-second session, compiled
                # for sm_90 only until its GPU tests ran)
-               "stream": os.environ.get("FUSEDMOE_WS_FP4_DECODE_STREAMK", "0") == "1"}
+               "stream": os.environ.get("FUSEDMOE_WS_FP4_DECODE_STREAMK", "0") == "1",
+               # GEMM2's weights of its first ring steps before its wait for GEMM1 (set_ws_fp4_decode_early_weights;
+               # OPT-IN, fifty-second session, compiled for sm_90 only until its GPU tests ran)
+               "early_w": os.environ.get("FUSEDMOE_WS_FP4_DECODE_EARLYW", "0") == "1"}
 _WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80, 4: 64}
 
 
@@ -1642,6 +1645,17 @@ def set_ws_fp4_decode_stream_k(enabled: bool) -> bool:
     K order; the split points depend on the GEMM's size and the SM count, not on timing). Returns the previous
     setting."""
     return _swap_bool(_WS_FP4_DEC, enabled, "stream")
+
+
+def set_ws_fp4_decode_early_weights(enabled: bool) -> bool:
+    """``True`` (OPT-IN, ``FUSEDMOE_WS_FP4_DECODE_EARLYW=1``; fifty-second session, compiled for sm_90 only until its
+    GPU tests ran): under programmatic dependent launch, the FP4 decode kernel's GEMM2 loader sends the weights and
+    block scales of its first ring steps before it waits for GEMM1 -- they do not depend on it; the align's block
+    layout it reads for them is final before GEMM2 starts -- and their token boxes after
+    (``kernels/_ws_fp4_dec._dec_catch_up``). Why: GEMM2's programs that start while GEMM1's last ones finish would
+    otherwise begin with a dependent chain -- the wait, the align's outputs, then the weights from DRAM -- before
+    their first wgmma. The same bits (the same copies into the same slots). Returns the previous setting."""
+    return _swap_bool(_WS_FP4_DEC, enabled, "early_w")
 
 
 def _ws_fp4_dec_stream(c: KernelConfig, num_sms) -> int:
@@ -1967,7 +1981,9 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
         MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
         FOLD=fold_cvt == _bs.MX_FOLD.value, NV=nv, TK=tk, STAGES=c.num_stages, SPLIT=1 if stream else c.split_k,
         KB=kb, OUT_PADDED_DOT=out_padded, X_GATHER=x_gather, TOP_K=top_k, S_SMEM=s_smem,
-        T_RELEASE=_WS_FP4_DEC["t_release"], STREAM=bool(stream), num_warps=4, maxnreg=maxnreg, **(pdl or {}))
+        T_RELEASE=_WS_FP4_DEC["t_release"], STREAM=bool(stream),
+        EARLY_W=_WS_FP4_DEC["early_w"] and not x_gather and bool((pdl or {}).get("USE_GDC")), num_warps=4,
+        maxnreg=maxnreg, **(pdl or {}))
 
 
 def _ws_fp4_scales_copyable(w: QuantizedTensor, N: int) -> bool:

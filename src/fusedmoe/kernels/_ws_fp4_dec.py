@@ -203,6 +203,34 @@ def _dec_gdc(USE_GDC: gl.constexpr):
 
 
 @gluon.jit
+def _dec_gdc_wait(USE_GDC: gl.constexpr):
+    """``EARLY_W``: the loader's wait for the prior grid (programmatic dependent launch), after the weights of its
+    first ring steps went out (:func:`_dec_catch_up`)."""
+    if USE_GDC:
+        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _dec_index(ptr, EARLY_W: gl.constexpr):
+    """A load of the align's outputs by the loader: with ``EARLY_W`` before the wait for the prior grid, so past L1
+    (``.cg``), which may still hold lines of an earlier call's (the align's grid finished before this one started:
+    its writes are in L2)."""
+    if EARLY_W:
+        return gl.load(ptr, cache_modifier=".cg")
+    else:
+        return gl.load(ptr)
+
+
+@gluon.jit
+def _dec_n8(sorted_ids_ptr, pid_m, num_slots, BT: gl.constexpr, EARLY_W: gl.constexpr):
+    """The 8-row chunks of block ``pid_m`` with real rows, 1 or 2 (an expert's rows come first in its blocks)."""
+    if EARLY_W:
+        return 1 + (_dec_index(sorted_ids_ptr + pid_m * BT + 8, EARLY_W) < num_slots).to(gl.int32)
+    else:
+        return _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8)
+
+
+@gluon.jit
 def _dec_rows(pid_n, N, GATED: gl.constexpr):
     """The first weight rows (within the expert) of a decode unit's two 32-row boxes: gated, gate rows ``32 pid_n``
     and the same up rows ``N + 32 pid_n``; otherwise rows ``64 pid_n`` and ``64 pid_n + 32`` (also
@@ -299,11 +327,39 @@ def _dec_token_box(x_desc, x8_desc, row, kc, bar, xb, n8):
 
 
 @gluon.jit
+def _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_ptr, lo, hi, step, s_lo, s_hi, n_k,
+                  num_n, num_slots, E_LOC: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr,
+                  STREAM: gl.constexpr, USE_GDC: gl.constexpr):
+    """``EARLY_W``: the loader's wait for the prior grid -- whose output the token rows are --, then the token boxes
+    of its first ``STAGES`` ring steps, whose weights (and block scales) went out before it: the same walk as
+    :func:`_dec_loader`'s, into the same slots, on barriers armed with the steps' whole bytes."""
+    _dec_gdc_wait(USE_GDC)
+    BT: gl.constexpr = x_desc.block_type.shape[0]
+    it = 0
+    for u in range(lo, hi, step):
+        pid_m, pid_n, ks, k0, k1 = _dec_piece(u, n_k, num_n, s_lo, s_hi, SPLIT, STREAM)
+        e = _dec_index(block_expert_ptr + pid_m, True)
+        work = (e < E_LOC) & (it < STAGES)
+        if STREAM:
+            work = work & (k1 > k0)
+        if work:
+            n8 = _dec_n8(sorted_ids_ptr, pid_m, num_slots, BT, True)
+            ka, kz = _dec_ksteps(ks, k0, k1, n_k, SPLIT, STREAM)
+            for kk in range(ka, kz):
+                if it < STAGES:  # (a fresh slot: step it's own)
+                    for h in gl.static_range(KB):
+                        _dec_token_box(x_desc, x8_desc, pid_m * BT, (kk * KB + h) * 64, ready.index(it),
+                                       x_bufs.index(it * KB + h), n8)
+                it += 1
+
+
+@gluon.jit
 def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x_ptr, s_ptr, sorted_ids_ptr,
                 block_expert_ptr, num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots, stride_x,
                 stride_se, stride_sr, stride_sk, E_LOC: gl.constexpr, GATED: gl.constexpr, TK: gl.constexpr,
                 STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr, X_GATHER: gl.constexpr,
-                TOP_K: gl.constexpr, NV: gl.constexpr, S_SMEM: gl.constexpr, STREAM: gl.constexpr):
+                TOP_K: gl.constexpr, NV: gl.constexpr, S_SMEM: gl.constexpr, STREAM: gl.constexpr,
+                EARLY_W: gl.constexpr, USE_GDC: gl.constexpr):
     """TMA producer (one warp): per K step KB token boxes and KB x 2 [32, 16] weight boxes (the 64 rows of the
     unit's column tile) into ring slot ``it % STAGES``. Where a block has at most 8 real rows (at one token an
     expert's block holds one), the token box is its first 8 rows (``x8_desc``): BT rows for every 64 weight rows
@@ -312,16 +368,19 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
     padding columns, never stored. ``X_GATHER`` (GEMM1): the token tiles come by cp.async from ``x_ptr`` [T, K]
     (hidden in the dot order, row ``slot // TOP_K``; :func:`_ws_gemm._x_copy`) after the step's weight boxes went out --
     no gather launch before the kernel. ``S_SMEM``: the step's block scales too (:func:`_dec_s_copy`), then the
-    thread's cp.async arrival."""
+    thread's cp.async arrival. ``EARLY_W`` (GEMM2 under programmatic dependent launch; the kernel does not wait for
+    the prior grid at its start): the weights and scales of the first ``STAGES`` steps go out before the wait, their
+    token boxes after it (:func:`_dec_catch_up`, once those steps are issued) -- the align's outputs it reads for
+    that are final before this grid starts."""
     BT: gl.constexpr = x_desc.block_type.shape[0]
     wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
     rr, cc = _x_lanes(BT, 64, 8)
-    num_m = gl.load(num_post_padded_ptr) // BT
+    num_m = _dec_index(num_post_padded_ptr, EARLY_W) // BT
     lo, hi, step, s_lo, s_hi, S, G = _dec_units(n_k, num_m, num_n, SPLIT, STREAM)
     it = 0
     for u in range(lo, hi, step):
         pid_m, pid_n, ks, k0, k1 = _dec_piece(u, n_k, num_n, s_lo, s_hi, SPLIT, STREAM)
-        e = gl.load(block_expert_ptr + pid_m)
+        e = _dec_index(block_expert_ptr + pid_m, EARLY_W)
         work = e < E_LOC
         if STREAM:
             work = work & (k1 > k0)  # (a program with no steps: an empty piece)
@@ -329,7 +388,7 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
             if X_GATHER:
                 xrow, ok = _x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, BT, TOP_K, False)
             else:
-                n8 = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8)  # 8-row chunks with real rows
+                n8 = _dec_n8(sorted_ids_ptr, pid_m, num_slots, BT, EARLY_W)  # 8-row chunks with real rows
             r0, r1 = _dec_rows(pid_n, N, GATED)  # (N a multiple of 64: each box within one 64-row tile)
             base0 = (e * R_TILES + r0 // 64) * K_PIECES
             base1 = (e * R_TILES + r1 // 64) * K_PIECES
@@ -345,7 +404,11 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
                     col = ((kq * 64) % TK) // 4
                     slot = s * KB + h
                     if not X_GATHER:
-                        _dec_token_box(x_desc, x8_desc, pid_m * BT, kq * 64, bar, x_bufs.index(slot), n8)
+                        if EARLY_W:
+                            if it >= STAGES:  # (the first STAGES steps' token boxes: _dec_catch_up)
+                                _dec_token_box(x_desc, x8_desc, pid_m * BT, kq * 64, bar, x_bufs.index(slot), n8)
+                        else:
+                            _dec_token_box(x_desc, x8_desc, pid_m * BT, kq * 64, bar, x_bufs.index(slot), n8)
                     wb = w_bufs.index(slot)
                     tma.async_copy_global_to_shared(w_desc, [(base0 + piece) * 64 + r0 % 64, col], bar,
                                                     wb.slice(0, 32))
@@ -357,6 +420,14 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
                     _dec_s_copy(s_bufs.index(s), s_ptr, e, r0, r1, kk, n64, stride_se, stride_sr, stride_sk, NV, KB)
                     async_copy.mbarrier_arrive(bar, increment_count=False)
                 it += 1
+                if EARLY_W:
+                    if it == STAGES:
+                        _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_ptr, lo, hi, step,
+                                      s_lo, s_hi, n_k, num_n, num_slots, E_LOC, STAGES, SPLIT, KB, STREAM, USE_GDC)
+    if EARLY_W:
+        if it < STAGES:  # (fewer steps than the ring: their token boxes now)
+            _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_ptr, lo, hi, step, s_lo, s_hi,
+                          n_k, num_n, num_slots, E_LOC, STAGES, SPLIT, KB, STREAM, USE_GDC)
 
 
 @gluon.jit
@@ -380,11 +451,15 @@ def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, 
                   WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                   SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
                   SPLIT: gl.constexpr, KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr, X_GATHER: gl.constexpr,
-                  S_SMEM: gl.constexpr, T_RELEASE: gl.constexpr, STREAM: gl.constexpr):
+                  S_SMEM: gl.constexpr, T_RELEASE: gl.constexpr, STREAM: gl.constexpr, EARLY_W: gl.constexpr,
+                  USE_GDC: gl.constexpr):
     """Consumer warpgroup: per unit its K steps, each 64-wide block converted into the register A operand and
     multiplied with the block's token rows (one wgmma in flight); then the split-K reduction and the epilogue. The
     block scales: loaded from global memory two blocks ahead, or (``S_SMEM``) read from the ring slot, where the
-    loader copied them (:func:`_dec_s_read`)."""
+    loader copied them (:func:`_dec_s_read`). ``EARLY_W``: the wait for the prior grid at its start (the kernel's
+    is the loader's)."""
+    if EARLY_W:
+        _dec_gdc(USE_GDC)
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BT, 16])
     dot_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_l, k_width=2)
     # a thread: rows 16 w + g and 16 w + 8 + g (g = lane // 4), words 4 c .. 4 c + 3 (c = lane % 4)
@@ -471,7 +546,7 @@ def _ws_fp4_dec_kernel(
     FOLD: gl.constexpr, NV: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
     KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False, USE_GDC: gl.constexpr = False,
     X_GATHER: gl.constexpr = False, TOP_K: gl.constexpr = 1, S_SMEM: gl.constexpr = False,
-    T_RELEASE: gl.constexpr = False, STREAM: gl.constexpr = False,
+    T_RELEASE: gl.constexpr = False, STREAM: gl.constexpr = False, EARLY_W: gl.constexpr = False,
 ):
     """One grouped FP4 x BF16 decode GEMM + its epilogue (module docstring). Launch with ``num_warps=4`` (the
     consumer warpgroup; the loader warp is a worker), persistent, a few programs an SM (``maxnreg`` caps the
@@ -482,7 +557,9 @@ def _ws_fp4_dec_kernel(
     through the ring too (:func:`_dec_s_copy` / :func:`_dec_s_read`) instead of the consumer's global loads.
     ``T_RELEASE`` (OPT-IN, likewise): every consumer thread frees the ring slots itself
     (:func:`_ws_gemm._ring_release`)."""
-    _dec_gdc(USE_GDC)
+    gl.static_assert(not (EARLY_W and X_GATHER), "EARLY_W defers TMA token boxes: GEMM2's")
+    if not EARLY_W:
+        _dec_gdc(USE_GDC)
     BT: gl.constexpr = x_desc.block_type.shape[0]
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)
     w_bufs = gl.allocate_shared_memory(w_desc.dtype, [STAGES * KB, 64, 16], w_desc.layout)
@@ -501,9 +578,10 @@ def _ws_fp4_dec_kernel(
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n,
                          num_slots, stride_se, stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta,
                          act_limit, BT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE,
-                         SWZ, FOLD, NV, STAGES, SPLIT, KB, OUT_PADDED_DOT, X_GATHER, S_SMEM, T_RELEASE, STREAM)),
+                         SWZ, FOLD, NV, STAGES, SPLIT, KB, OUT_PADDED_DOT, X_GATHER, S_SMEM, T_RELEASE, STREAM,
+                         EARLY_W, USE_GDC)),
         (_dec_loader, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x_ptr, s_ptr, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots,
                        stride_x, stride_se, stride_sr, stride_sk, E_LOC, GATED, TK, STAGES, SPLIT, KB, X_GATHER, TOP_K,
-                       NV, S_SMEM, STREAM)),
+                       NV, S_SMEM, STREAM, EARLY_W, USE_GDC)),
     ], [1], [48 if STREAM else 40])
