@@ -101,8 +101,8 @@ def _dec_units(n_k, num_m, num_n, SPLIT: gl.constexpr, STREAM: gl.constexpr):
     if STREAM:
         S = num_m * num_n * n_k
         G = gl.maximum(gl.minimum(G, S), 1)
-        s_lo = (gl.minimum(pid, G) * S) // G
-        s_hi = (gl.minimum(pid + 1, G) * S) // G
+        s_lo = ((gl.minimum(pid, G).to(gl.int64) * S) // G).to(gl.int32)  # (int64: S G may pass 2^31)
+        s_hi = ((gl.minimum(pid + 1, G).to(gl.int64) * S) // G).to(gl.int32)
         return s_lo // n_k, (s_hi + n_k - 1) // n_k, 1, s_lo, s_hi, S, G
     else:
         return pid, num_m * num_n * SPLIT, G, 0, 0, 0, G
@@ -157,7 +157,7 @@ def _dec_stream_slot(p, t0, S, G):
     the share is the first piece of the program's steps (the tile started before them, or with them), else 1 (the
     program's last piece). A program has at most those two partial pieces -- any other tile it touches it holds
     whole -- so that ``2 G`` slots of [64, BT] fp32 serve any number of tiles."""
-    return p * 2 + (t0 > (p * S) // G).to(gl.int32)
+    return p * 2 + (t0 > ((p.to(gl.int64) * S) // G).to(gl.int32)).to(gl.int32)
 
 
 @gluon.jit
@@ -171,8 +171,8 @@ def _dec_stream_sum(acc, part_ptr, cnt_ptr, tile, n_k, S, G, acc_l: gl.constexpr
     :func:`_dec_units`', at most S, so that every program in between holds a step)."""
     BT: gl.constexpr = acc.shape[1]
     t0 = tile * n_k
-    p_first = ((t0 + 1) * G - 1) // S
-    p_last = ((t0 + n_k) * G - 1) // S
+    p_first = (((t0 + 1).to(gl.int64) * G - 1) // S).to(gl.int32)
+    p_last = (((t0 + n_k).to(gl.int64) * G - 1) // S).to(gl.int32)
     last = p_last >= p_first  # (true: a tensor, as the branch's)
     if p_last > p_first:
         ar = gl.arange(0, 64, layout=gl.SliceLayout(1, acc_l))
