@@ -82,6 +82,8 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "ws4stream": ("set_ws_fp4_decode_stream_k", True),
             # ... GEMM2's first ring steps' weights before its wait for GEMM1 (s52)
             "ws4earlyw": ("set_ws_fp4_decode_early_weights", True),
+            # ... GEMM1's L2 prefetch of its first 4 ring steps before the align ends, at one token (s52)
+            "ws4earlypf": ("set_ws_fp4_decode_early_prefetch", 4),
             # the 16-bit / FP8 decode kernel (opt-in): 2 programs an SM, stages that fit; 1 / 3 programs; 2 blocks a step
             "wsdec": ("set_ws_decode", True), "wsdec1": ("set_ws_decode", (True, 1)),
             "wsdec3": ("set_ws_decode", (True, 3)), "wsdec2b": ("set_ws_decode", (True, 2, 0, 2)),

@@ -61,10 +61,13 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS, STR in (
         (0, True, False, True, False, False, True, 128, 4, 1, 1, 128, 1, 1, 0),   # NVFP4, bk 64, top 1
         (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 2, 0),     # gpt-oss GEMM1, all three options
         (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 2, 0),    # NVFP4 GEMM2, 4 an SM
-        # stream-K (1: balanced shares of the ring steps, SPLIT 1), GEMM2's weights before its grid wait (2), both (3)
+        # bits: stream-K (1: balanced shares of the ring steps, SPLIT 1), GEMM2's weights before its grid wait (2),
+        # GEMM1's L2 prefetch of 4 steps before it (4)
         (2, True, True, False, False, True, False, 64, 8, 1, 2, 80, 4, 2, 1),  # the defaults' gpt-oss GEMM1
         (7, False, False, False, True, False, True, 64, 6, 1, 2, 64, 0, 2, 3),  # NVFP4 GEMM2, 4 an SM
-        (7, False, True, False, True, True, False, 64, 6, 4, 2, 64, 0, 1, 2)):  # MX GEMM2 (TMA rows), 4 an SM
+        (7, False, True, False, True, True, False, 64, 6, 4, 2, 64, 0, 1, 2),  # MX GEMM2 (TMA rows), 4 an SM
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 2, 4),  # the defaults' gpt-oss GEMM1
+        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 22, 1, 5)):  # NVFP4 ReLU2 GEMM1, stream
     xl = gl.NVMMASharedLayout.get_default_for([16, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
     sig = {"x_desc": f"tensordesc<bf16[16, 64],{xl}>", "x8_desc": f"tensordesc<bf16[8, 64],{xl}>",
@@ -74,13 +77,14 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS, STR in (
            "part_ptr": "*fp32", "cnt_ptr": "*i32", "x_ptr": "*bf16", "N": "i32", "n_k": "i32", "n64": "i32",
            "num_n": "i32", "num_slots": "i32", "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32",
            "stride_sr": "i32", "stride_sk": "i32", "stride_om": "i32", "stride_be": "i32", "stride_x": "i32",
-           "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
+           "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32",
+           "ids_ptr": "*i32", "expert_offset": "i32", "wq_ptr": "*u8"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
               ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=FOLD, NV=NV, TK=TK, STAGES=ST, SPLIT=SPLIT, KB=KB,
               OUT_PADDED_DOT=not MRW,  # GEMM1: stores GEMM2's rows (padded positions, dot order)
               USE_GDC=SPLIT == 4 or STR >= 2,  # programmatic dependent launch
               X_GATHER=XG > 0, TOP_K=max(XG, 1), S_SMEM=SS > 0, T_RELEASE=SS == 2, STREAM=STR % 2 == 1,
-              EARLY_W=STR >= 2)
+              EARLY_W=STR % 4 >= 2, EARLY_PF=4 if STR >= 4 else 0)
     # (16-byte aligned arguments specialized as the JIT does; the launcher checks the scales' for S_SMEM)
     k, sass = compile_sm90(kd._ws_fp4_dec_kernel, sig, cx, maxnreg=mr,
                            aligned=(("x_ptr", "stride_x") if XG else ())
@@ -108,7 +112,7 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
     long as without it (within 8 instructions)."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 19, rows
+    assert len(rows) == 21, rows
     loops = {}
     for (act, nv, split, kb, mr, warps, smem, loop, hgmma, areg, serial, sts, spills, gdc, gdc_ops, xg, ldgsts, tma,
          arrives, fences, st, ss, ldg, bars, stream) in rows:
@@ -126,7 +130,7 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
         assert (int(ldgsts) >= 4 * int(kb), int(fences) > 0) == (gather,) * 2, (where, ldgsts, fences)
         assert (int(arrives) > 0) == (gather or ss != "0"), (where, arrives)
         # (EARLY_W: the token boxes of the catch-up, inlined twice, as well)
-        assert int(tma) == ((2 if gather else 4) + (4 if int(stream) >= 2 else 0)) * int(kb), (where, tma)
+        assert int(tma) == ((2 if gather else 4) + (4 if int(stream) % 4 >= 2 else 0)) * int(kb), (where, tma)
         assert int(warps) == 8, where
         assert int(hgmma) == 4 * int(kb) and int(areg) == 1, (where, hgmma, areg)
         assert int(serial) == 0 and int(sts) == 0 and int(spills) == 0, (where, serial, sts, spills)
@@ -135,9 +139,10 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
         assert (int(smem) + 1024) * ctas <= 228 * 1024, (where, smem)  # (1 KB a program reserved by the runtime)
         assert int(smem) <= WS_DEC_FIXED_SMEM - 1024 + int(st) * ws_fp4_dec_stage_bytes(64 * int(kb)), (
             where, smem)  # the rules' fixed share covers the rest
-        # griddepcontrol.wait / launch_dependents; EARLY_W: the loader's waits too (its catch-up, inlined twice)
-        if int(stream) >= 2:
-            assert int(gdc_ops) >= 4, (where, gdc_ops)
+        # griddepcontrol.wait / launch_dependents; EARLY_W / EARLY_PF: the loader's waits too (EARLY_W: its
+        # catch-up, inlined twice)
+        if int(stream) >= 2:  # (the consumer's wait and launch_dependents, the loader's wait at least once)
+            assert int(gdc_ops) >= 3, (where, gdc_ops)
         else:
             assert int(gdc_ops) == (2 if gdc == "1" else 0), (where, gdc_ops)
     # stream-K and the early weights change the walk over the units, not the K loop: within a few instructions of
@@ -302,7 +307,8 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
     descriptors over the weights' bytes (shape and layout only: the source may have one row). ``stream``
     (``set_ws_fp4_decode_stream_k``): every SM's programs (``ctas x num_sms``), SPLIT 1, and scratch too small for
     two partials a program refused; with ``set_ws_fp4_decode_early_weights`` too, ``EARLY_W`` where the token rows
-    come by TMA (under programmatic dependent launch)."""
+    come by TMA (under programmatic dependent launch), and with ``set_ws_fp4_decode_early_prefetch`` GEMM1's
+    ``EARLY_PF`` with the routed ids where they are one token's (cp.async rows), not for three tokens'."""
     import inspect
 
     from fusedmoe.kernels import _ws_fp4_dec as kd
@@ -328,12 +334,20 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
     prev = triton_moe.set_ws_fp4_decode(False, scales_smem=x_gather, thread_release=x_gather)
     was = triton_moe.set_ws_fp4_decode_stream_k(stream)
     was_early = triton_moe.set_ws_fp4_decode_early_weights(stream)
+    was_pf = triton_moe.set_ws_fp4_decode_early_prefetch(4 if stream else 0)
+    ids = torch.tensor([3, 1], dtype=torch.int32)  # one token's top 2 (the early prefetch: GEMM1 at one token)
     try:
-        def launch(part):
+        def launch(part, ids=ids):
             triton_moe._ws_fp4_dec_launch(cfg, rows, w, tw, False, tw, al, out, N, TK, 4, 0, gated, p, None, False,
                                           False, 132, 0, part, cnt, out_padded=True,
-                                          pdl={"USE_GDC": True, "launch_pdl": True}, x_gather=x_gather, top_k=2)
+                                          pdl={"USE_GDC": True, "launch_pdl": True}, x_gather=x_gather, top_k=2,
+                                          ids=ids, expert_offset=1)
 
+        if stream:  # three tokens' ids: no early prefetch
+            launch(part, torch.arange(6, dtype=torch.int32))
+            (_, _, kw3), = cap.calls
+            assert "EARLY_PF" not in kw3 and "ids_ptr" not in kw3
+            cap.calls.clear()
         launch(part)
         if stream:
             with pytest.raises(ValueError, match="stream-K needs"):
@@ -342,6 +356,7 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
         triton_moe.set_ws_fp4_decode(*prev)
         triton_moe.set_ws_fp4_decode_stream_k(was)
         triton_moe.set_ws_fp4_decode_early_weights(was_early)
+        triton_moe.set_ws_fp4_decode_early_prefetch(was_pf)
     (grid, args, kw), = cap.calls
     kw = dict(kw)
     assert kw.pop("launch_pdl") is True
@@ -351,6 +366,11 @@ def test_ws_fp4_dec_launch_binds_every_argument(monkeypatch, fmt, gated, x_gathe
     num_n = N // 32 if gated else -(-N // 64)
     assert grid == ((ctas * 132,) if stream else (min(NB * num_n * 2, ctas * 132),))
     assert b["STREAM"] is stream and b["EARLY_W"] is (stream and not x_gather)  # (early weights: GEMM2's TMA rows)
+    if stream and x_gather:  # GEMM1's early prefetch: the routed ids, the offset, the FP4 values as bytes
+        assert (b["EARLY_PF"], b["ids_ptr"] is ids, b["expert_offset"]) == (4, True, 1)
+        assert b["wq_ptr"].dtype == torch.uint8 and b["wq_ptr"].data_ptr() == w.data.data_ptr()
+    else:
+        assert "EARLY_PF" not in kw
     assert [b[n].block_shape for n in ("x_desc", "x8_desc", "w_desc")] == [[16, 64], [8, 64], [32, 16]]
     if x_gather:
         assert b["x_desc"].base.data_ptr() == w.data.data_ptr() and b["x_desc"].base.dtype == torch.bfloat16
@@ -460,6 +480,25 @@ def test_ws_fp4_dec_tuner_candidates_and_table_entries(monkeypatch):
             triton_moe.set_ws_fp4(*was)
     finally:
         triton_moe.set_ws_fp4_decode(*prev)
+
+
+def test_ws_fp4_decode_opt_in_switches():
+    """The fifty-second session's opt-in switches: each returns its previous setting and refuses what it cannot take
+    (stream-K and the early weights a bool, the early prefetch a number of steps 0-64, not a bool)."""
+    for setter, on, off in ((triton_moe.set_ws_fp4_decode_stream_k, True, False),
+                            (triton_moe.set_ws_fp4_decode_early_weights, True, False),
+                            (triton_moe.set_ws_fp4_decode_early_prefetch, 4, 0)):
+        prev = setter(on)
+        try:
+            assert setter(off) == on and setter(prev) == off
+            with pytest.raises((TypeError, ValueError)):
+                setter(1.0)
+        finally:
+            setter(prev)
+    with pytest.raises(ValueError, match="steps"):
+        triton_moe.set_ws_fp4_decode_early_prefetch(True)
+    with pytest.raises(ValueError, match="steps"):
+        triton_moe.set_ws_fp4_decode_early_prefetch(65)
 
 
 # ---- CPU: the kernel's index math, emulated ---------------------------------------------------------------
@@ -880,7 +919,8 @@ def test_gpu_ws_fp4_dec_stream_k(shape, T):
     local expert skipped; 128 ring steps, fewer than the programs): within the reference's bound, close to the
     default units (the same products, only the partials' order differs), the same bits on a second call (the
     counters left zero; the split points fixed by the sizes; that call with GEMM2's early weights,
-    ``set_ws_fp4_decode_early_weights``, which give the units' bits as well) and from a CUDA graph's replay."""
+    ``set_ws_fp4_decode_early_weights``, which give the units' bits as well, as GEMM1's early prefetch does,
+    ``set_ws_fp4_decode_early_prefetch``) and from a CUDA graph's replay."""
     if shape == "gpt-oss-120b":
         c = Case(F.MXFP4, F.BF16, A.SWIGLU_OAI, T=T, H=2880, I=2880, E=32, K=4, bias=True, dtype=torch.bfloat16,
                  seed=27)
@@ -893,10 +933,12 @@ def test_gpu_ws_fp4_dec_stream_k(shape, T):
     ref = run_reference(hidden, W, topk, F.BF16, offset=off, E_glob=c.E_glob)
     base = _dec_call(hidden, W, topk, offset=off)
     was = triton_moe.set_ws_fp4_decode_early_weights(True)  # GEMM2's weights before its wait: the same copies
+    was_pf = triton_moe.set_ws_fp4_decode_early_prefetch(4)  # ... and GEMM1's prefetch (one token): the same bits
     try:
         assert torch.equal(base, _dec_call(hidden, W, topk, offset=off))
     finally:
         triton_moe.set_ws_fp4_decode_early_weights(was)
+        triton_moe.set_ws_fp4_decode_early_prefetch(was_pf)
     prev = triton_moe.set_ws_fp4_decode_stream_k(True)
     try:
         got = _dec_call(hidden, W, topk, offset=off)

@@ -327,6 +327,51 @@ def _dec_token_box(x_desc, x8_desc, row, kc, bar, xb, n8):
 
 
 @gluon.jit
+def _dec_l2_prefetch(wq_ptr, start, nbytes):
+    """``cp.async.bulk.prefetch.L2`` of ``nbytes`` (a multiple of 512) from byte ``start`` of the tiled FP4 values,
+    split over the loader warp's 32 lanes (none where ``nbytes`` is 0)."""
+    lane = gl.arange(0, 32, layout=gl.BlockedLayout([1], [32], [1], [0]))
+    chunk = nbytes // 32
+    gl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; } // dummy $0",
+        "=r,l,r", [wq_ptr + (start + lane.to(gl.int64) * chunk), chunk + lane * 0], dtype=gl.int32, is_pure=False,
+        pack=1)
+
+
+@gluon.jit
+def _dec_early_prefetch(ids_ptr, expert_offset, wq_ptr, num_slots, N, R_TILES, K_PIECES, n_k, num_n,
+                        E_LOC: gl.constexpr, GATED: gl.constexpr, TK: gl.constexpr, KB: gl.constexpr,
+                        SPLIT: gl.constexpr, STREAM: gl.constexpr, PF: gl.constexpr):
+    """``EARLY_PF`` (GEMM1 of a one-token call, before the wait for the align): an L2 prefetch of the weights of
+    this program's first ``PF`` ring steps. The expert comes from the routed ids ``ids_ptr`` [num_slots <= 32]
+    (global, ``expert_offset`` subtracted), not from the align: at one token block b is the b-th smallest local
+    expert, one a block. Only a guess where it is not so (repeated ids): then the prefetch is of other bytes, never
+    of wrong results -- the ring reads whatever the align says afterwards."""
+    L2D: gl.constexpr = gl.BlockedLayout([1, 32], [32, 1], [1, 1], [1, 0])
+    row = gl.arange(0, 32, layout=gl.SliceLayout(1, L2D))
+    col = gl.arange(0, 32, layout=gl.SliceLayout(0, L2D))
+    br = gl.load(ids_ptr + row, mask=row < num_slots, other=0).to(gl.int32) - expert_offset
+    bc = gl.load(ids_ptr + col, mask=col < num_slots, other=0).to(gl.int32) - expert_offset
+    lr = (row < num_slots) & (br >= 0) & (br < E_LOC)
+    lc = (col < num_slots) & (bc >= 0) & (bc < E_LOC)
+    rank = gl.sum(((bc[None, :] < br[:, None]) & lc[None, :]).to(gl.int32), axis=1)  # among the local ids
+    n_loc = gl.sum(lr.to(gl.int32), axis=0)
+    lo, hi, step, s_lo, s_hi, S, G = _dec_units(n_k, n_loc, num_n, SPLIT, STREAM)
+    pid_m, pid_n, ks, k0, k1 = _dec_piece(lo, n_k, num_n, s_lo, s_hi, SPLIT, STREAM)
+    ka, kz = _dec_ksteps(ks, k0, k1, n_k, SPLIT, STREAM)
+    e = gl.sum(gl.where(lr & (rank == pid_m), br, 0), axis=0)
+    if (lo < hi) & (pid_m < n_loc) & (kz > ka):
+        r0, r1 = _dec_rows(pid_n, N, GATED)
+        p0 = (ka * KB * 64) // TK  # the 64-row pieces (TK K values, 32 TK bytes) of steps [ka, ka + PF)
+        p1 = gl.minimum(((gl.minimum(ka + PF, kz) * KB - 1) * 64) // TK + 1, K_PIECES)
+        PIECE: gl.constexpr = 32 * TK
+        nbytes = (p1 - p0) * PIECE
+        _dec_l2_prefetch(wq_ptr, ((e * R_TILES + r0 // 64) * K_PIECES + p0).to(gl.int64) * PIECE, nbytes)
+        if GATED:  # the up rows' tile (not gated: rows r0 .. r0 + 63, one tile)
+            _dec_l2_prefetch(wq_ptr, ((e * R_TILES + r1 // 64) * K_PIECES + p0).to(gl.int64) * PIECE, nbytes)
+
+
+@gluon.jit
 def _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_ptr, lo, hi, step, s_lo, s_hi, n_k,
                   num_n, num_slots, E_LOC: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr,
                   STREAM: gl.constexpr, USE_GDC: gl.constexpr):
@@ -359,7 +404,8 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
                 stride_se, stride_sr, stride_sk, E_LOC: gl.constexpr, GATED: gl.constexpr, TK: gl.constexpr,
                 STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr, X_GATHER: gl.constexpr,
                 TOP_K: gl.constexpr, NV: gl.constexpr, S_SMEM: gl.constexpr, STREAM: gl.constexpr,
-                EARLY_W: gl.constexpr, USE_GDC: gl.constexpr):
+                EARLY_W: gl.constexpr, USE_GDC: gl.constexpr, ids_ptr, expert_offset, wq_ptr,
+                EARLY_PF: gl.constexpr):
     """TMA producer (one warp): per K step KB token boxes and KB x 2 [32, 16] weight boxes (the 64 rows of the
     unit's column tile) into ring slot ``it % STAGES``. Where a block has at most 8 real rows (at one token an
     expert's block holds one), the token box is its first 8 rows (``x8_desc``): BT rows for every 64 weight rows
@@ -371,7 +417,12 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
     thread's cp.async arrival. ``EARLY_W`` (GEMM2 under programmatic dependent launch; the kernel does not wait for
     the prior grid at its start): the weights and scales of the first ``STAGES`` steps go out before the wait, their
     token boxes after it (:func:`_dec_catch_up`, once those steps are issued) -- the align's outputs it reads for
-    that are final before this grid starts."""
+    that are final before this grid starts. ``EARLY_PF`` > 0 (GEMM1, one token): an L2 prefetch of its first
+    ``EARLY_PF`` steps' weights (:func:`_dec_early_prefetch`), then the wait for the prior grid (the align)."""
+    if EARLY_PF > 0:
+        _dec_early_prefetch(ids_ptr, expert_offset, wq_ptr, num_slots, N, R_TILES, K_PIECES, n_k, num_n, E_LOC, GATED,
+                            TK, KB, SPLIT, STREAM, EARLY_PF)
+        _dec_gdc_wait(USE_GDC)
     BT: gl.constexpr = x_desc.block_type.shape[0]
     wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
     rr, cc = _x_lanes(BT, 64, 8)
@@ -452,13 +503,13 @@ def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, 
                   SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
                   SPLIT: gl.constexpr, KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr, X_GATHER: gl.constexpr,
                   S_SMEM: gl.constexpr, T_RELEASE: gl.constexpr, STREAM: gl.constexpr, EARLY_W: gl.constexpr,
-                  USE_GDC: gl.constexpr):
+                  USE_GDC: gl.constexpr, EARLY_PF: gl.constexpr):
     """Consumer warpgroup: per unit its K steps, each 64-wide block converted into the register A operand and
     multiplied with the block's token rows (one wgmma in flight); then the split-K reduction and the epilogue. The
     block scales: loaded from global memory two blocks ahead, or (``S_SMEM``) read from the ring slot, where the
-    loader copied them (:func:`_dec_s_read`). ``EARLY_W``: the wait for the prior grid at its start (the kernel's
-    is the loader's)."""
-    if EARLY_W:
+    loader copied them (:func:`_dec_s_read`). ``EARLY_W`` / ``EARLY_PF``: the wait for the prior grid at its start
+    (the kernel's is the loader's)."""
+    if EARLY_W or EARLY_PF > 0:
         _dec_gdc(USE_GDC)
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BT, 16])
     dot_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_l, k_width=2)
@@ -547,6 +598,7 @@ def _ws_fp4_dec_kernel(
     KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False, USE_GDC: gl.constexpr = False,
     X_GATHER: gl.constexpr = False, TOP_K: gl.constexpr = 1, S_SMEM: gl.constexpr = False,
     T_RELEASE: gl.constexpr = False, STREAM: gl.constexpr = False, EARLY_W: gl.constexpr = False,
+    ids_ptr=0, expert_offset=0, wq_ptr=0, EARLY_PF: gl.constexpr = 0,
 ):
     """One grouped FP4 x BF16 decode GEMM + its epilogue (module docstring). Launch with ``num_warps=4`` (the
     consumer warpgroup; the loader warp is a worker), persistent, a few programs an SM (``maxnreg`` caps the
@@ -558,7 +610,8 @@ def _ws_fp4_dec_kernel(
     ``T_RELEASE`` (OPT-IN, likewise): every consumer thread frees the ring slots itself
     (:func:`_ws_gemm._ring_release`)."""
     gl.static_assert(not (EARLY_W and X_GATHER), "EARLY_W defers TMA token boxes: GEMM2's")
-    if not EARLY_W:
+    gl.static_assert(not (EARLY_W and EARLY_PF > 0), "EARLY_PF is GEMM1's, EARLY_W GEMM2's")
+    if not (EARLY_W or EARLY_PF > 0):
         _dec_gdc(USE_GDC)
     BT: gl.constexpr = x_desc.block_type.shape[0]
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)
@@ -579,9 +632,9 @@ def _ws_fp4_dec_kernel(
                          num_slots, stride_se, stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta,
                          act_limit, BT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE,
                          SWZ, FOLD, NV, STAGES, SPLIT, KB, OUT_PADDED_DOT, X_GATHER, S_SMEM, T_RELEASE, STREAM,
-                         EARLY_W, USE_GDC)),
+                         EARLY_W, USE_GDC, EARLY_PF)),
         (_dec_loader, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x_ptr, s_ptr, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots,
                        stride_x, stride_se, stride_sr, stride_sk, E_LOC, GATED, TK, STAGES, SPLIT, KB, X_GATHER, TOP_K,
-                       NV, S_SMEM, STREAM, EARLY_W, USE_GDC)),
-    ], [1], [48 if STREAM else 40])
+                       NV, S_SMEM, STREAM, EARLY_W, USE_GDC, ids_ptr, expert_offset, wq_ptr, EARLY_PF)),
+    ], [1], [48 if STREAM or EARLY_PF > 0 else 40])
