@@ -78,12 +78,10 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "ws4dec4sr": ("set_ws_fp4_decode", (True, 4, 8, 128, True, True, True)),
             # the Triton decode GEMMs at every token count (the default runs one-token FP4 calls in the decode kernel)
             "nows4dec": ("set_ws_fp4_decode", False),
-            # the FP4 decode kernel's programs take balanced shares of the ring steps (stream-K; s52)
-            "ws4stream": ("set_ws_fp4_decode_stream_k", True),
-            # ... GEMM2's first ring steps' weights before its wait for GEMM1 (s52)
+            # the FP4 decode kernel's GEMM2 waits for GEMM1 before its first weights (the default since s52: they go
+            # out before the wait; "ws4earlyw" forces that on)
+            "nows4earlyw": ("set_ws_fp4_decode_early_weights", False),
             "ws4earlyw": ("set_ws_fp4_decode_early_weights", True),
-            # ... GEMM1's L2 prefetch of its first 4 ring steps before the align ends, at one token (s52)
-            "ws4earlypf": ("set_ws_fp4_decode_early_prefetch", 4),
             # the 16-bit / FP8 decode kernel (opt-in): 2 programs an SM, stages that fit; 1 / 3 programs; 2 blocks a step
             "wsdec": ("set_ws_decode", True), "wsdec1": ("set_ws_decode", (True, 1)),
             "wsdec3": ("set_ws_decode", (True, 3)), "wsdec2b": ("set_ws_decode", (True, 2, 0, 2)),

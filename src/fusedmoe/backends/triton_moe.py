@@ -1588,15 +1588,9 @@ _WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128,
                # every consumer thread frees the ring slots (no warpgroup barriers around one thread's arrive; same
                # sessions: 1.00-1.04x on the same 18 points, with the scales through the ring)
                "t_release": os.environ.get("FUSEDMOE_WS_FP4_DECODE_TRELEASE", "1") != "0",
-               # balanced K shares ("stream-K", set_ws_fp4_decode_stream_k; OPT-IN, fifty-second session, compiled
-               # for sm_90 only until its GPU tests ran)
-               "stream": os.environ.get("FUSEDMOE_WS_FP4_DECODE_STREAMK", "0") == "1",
-               # GEMM2's weights of its first ring steps before its wait for GEMM1 (set_ws_fp4_decode_early_weights;
-               # OPT-IN, fifty-second session, compiled for sm_90 only until its GPU tests ran)
-               "early_w": os.environ.get("FUSEDMOE_WS_FP4_DECODE_EARLYW", "0") == "1",
-               # GEMM1's L2 prefetch of its first ring steps at one token before the align ends: the steps, 0 off
-               # (set_ws_fp4_decode_early_prefetch; OPT-IN, fifty-second session, compiled for sm_90 only)
-               "early_pf": int(os.environ.get("FUSEDMOE_WS_FP4_DECODE_EARLYPF", "0"))}
+               # GEMM2's first ring steps' weights before its wait for GEMM1 (set_ws_fp4_decode_early_weights; the
+               # default since the fifty-second session: H100, 1.04-1.12x at one token on all six FP4 model points)
+               "early_w": os.environ.get("FUSEDMOE_WS_FP4_DECODE_EARLYW", "1") != "0"}
 _WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80, 4: 64}
 
 
@@ -1636,51 +1630,20 @@ def set_ws_fp4_decode(enabled, ctas: int = 3, num_stages: int = 8, block_k: int 
     return prev
 
 
-def set_ws_fp4_decode_stream_k(enabled: bool) -> bool:
-    """``True`` (OPT-IN, ``FUSEDMOE_WS_FP4_DECODE_STREAMK=1``; fifty-second session, compiled for sm_90 only until
-    its GPU tests ran): the FP4 decode kernel's programs -- every SM the same number, ``ctas x num_sms`` -- take
-    balanced shares of all the GEMM's ring steps in tile order instead of whole units (a unit: block x column tile
-    x 1 / split_k of K) round robin; a tile cut between programs is summed by its last contributor from their
-    partials in K order (``kernels/_ws_fp4_dec._dec_stream_sum``; the config's split_k is then not used).
-    Why: Nsight of one gpt-oss-120b / Nemotron-3-Nano token on the H100 (fifty-first session's report): the SMs
-    were active 72-78 % of the decode GEMMs' time -- 360 programs of one unit each on 132 SMs is 3 on 96 SMs and 2
-    on 36, and the SMs of 3 set the time. Same values within fp32 summation order (a tile's partials are added in
-    K order; the split points depend on the GEMM's size and the SM count, not on timing). Returns the previous
-    setting."""
-    return _swap_bool(_WS_FP4_DEC, enabled, "stream")
-
-
 def set_ws_fp4_decode_early_weights(enabled: bool) -> bool:
-    """``True`` (OPT-IN, ``FUSEDMOE_WS_FP4_DECODE_EARLYW=1``; fifty-second session, compiled for sm_90 only until its
-    GPU tests ran): under programmatic dependent launch, the FP4 decode kernel's GEMM2 loader sends the weights and
-    block scales of its first ring steps before it waits for GEMM1 -- they do not depend on it; the align's block
-    layout it reads for them is final before GEMM2 starts -- and their token boxes after
-    (``kernels/_ws_fp4_dec._dec_catch_up``). Why: GEMM2's programs that start while GEMM1's last ones finish would
-    otherwise begin with a dependent chain -- the wait, the align's outputs, then the weights from DRAM -- before
-    their first wgmma. The same bits (the same copies into the same slots). Returns the previous setting."""
+    """``True`` (the default since the fifty-second session; ``FUSEDMOE_WS_FP4_DECODE_EARLYW=0`` turns it off): under
+    programmatic dependent launch, the FP4 decode kernel's GEMM2 loader sends the weights and block scales of its
+    first ring steps before it waits for GEMM1 -- they do not depend on it -- and their token boxes after
+    (``kernels/_ws_fp4_dec._dec_catch_up``). The align's block layout it reads for them is final before GEMM2
+    starts: every kernel of the layer lets the next one launch only after its own wait for the one before, so
+    when a grid starts, every grid before its prior one has finished (the same holds for GEMM1 after a gather
+    launch, which takes it too; not with GEMM1's cp.async rows, whose prior grid is the align itself). Our reading
+    of the gain: GEMM2's programs start on the SMs GEMM1 leaves free (360 programs of 3 an SM on 132 SMs) and on
+    those its first weights arrive during GEMM1 instead of after a dependent chain -- the wait, the align's
+    outputs, then DRAM (the stream-K test, which fills every SM with GEMM1, lost 0.82-0.85x). H100, one token (``decode_ab.py --settings default,ws4earlyw``, twice): gpt-oss-120b,
+    Nemotron-3-Nano / Super x MXFP4 / NVFP4 1.04-1.12x. The same bits (the same copies into the same slots; GPU
+    tests). Returns the previous setting."""
     return _swap_bool(_WS_FP4_DEC, enabled, "early_w")
-
-
-def set_ws_fp4_decode_early_prefetch(steps: int) -> int:
-    """``steps`` > 0 (OPT-IN, ``FUSEDMOE_WS_FP4_DECODE_EARLYPF=N``; fifty-second session, compiled for sm_90 only
-    until its GPU tests ran): in a one-token call under programmatic dependent launch, the FP4 decode kernel's GEMM1
-    loader asks L2 for the weights of its first ``steps`` ring steps before it waits for the align -- the expert of
-    its first block from the routed ids (block b: the b-th smallest local expert), not from the align's outputs,
-    which it may not read yet (``kernels/_ws_fp4_dec._dec_early_prefetch``). Why: GEMM1's programs start while the
-    align runs (its early trigger) and wait for it; their first ring steps then find the weights in L2 instead of
-    DRAM. A prefetch only: the same bits whatever it fetched. 0 turns it off. Returns the previous setting."""
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 0 <= steps <= 64:
-        raise ValueError(f"steps must be an int in [0, 64], got {steps!r}")
-    prev, _WS_FP4_DEC["early_pf"] = _WS_FP4_DEC["early_pf"], steps
-    return prev
-
-
-def _ws_fp4_dec_stream(c: KernelConfig, num_sms) -> int:
-    """The FP4 decode kernel's stream-K programs for config ``c`` (``set_ws_fp4_decode_stream_k`` on and decode
-    tiles: ``ctas x num_sms``), else 0."""
-    if not (_WS_FP4_DEC["stream"] and c.warp_specialized and c.block_m == WS_FP4_DEC_BLOCK_M):
-        return 0
-    return (c.persistent or _WS_FP4_DEC["ctas"]) * (num_sms or 1)
 
 
 def _ws_fp4_decode_on(tokens: int) -> bool:
@@ -1896,8 +1859,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
                  out: torch.Tensor, N: int, row_div: int, TK: int, E: int, act_code: int, gated: bool, p, round_tl,
                  weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part, cnt, *,
                  a_padded: bool = False, out_padded: bool = False, pdl=None,
-                 x_dot: Optional[torch.Tensor] = None, ids: Optional[torch.Tensor] = None,
-                 expert_offset: int = 0) -> None:
+                 x_dot: Optional[torch.Tensor] = None) -> None:
     """One GEMM by the FP4 warp-specialized kernels: its BF16 input rows ``a`` [rows, K] (hidden for GEMM1,
     ``row_div`` = top_k; the slot-indexed intermediate for GEMM2, ``row_div`` = 1) gathered into block-padded slot
     order, then ``kernels/_ws_fp4`` (prefill tiles) or, for decode tiles (block_m 16), ``kernels/_ws_fp4_dec``
@@ -1906,9 +1868,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     kernel's in its dot order); ``a_padded``: ``a`` is such a GEMM1 output already (no gather); ``x_dot`` (decode
     GEMM1, :class:`DotRowsPlan`'s result): ``a`` [T, K] in the dot order, which the decode kernel's loader copies
     by slot itself (cp.async; no gather). ``w``: MXFP4 / NVFP4 values in the tiled layout, read through TMA as
-    16-bit words; its block scales row-major (MX) / K-major (NVFP4). ``ids`` / ``expert_offset``: the routed ids
-    (flat) and the local experts' offset, for the decode kernel's early prefetch
-    (``set_ws_fp4_decode_early_prefetch``)."""
+    16-bit words; its block scales row-major (MX) / K-major (NVFP4)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from ..kernels import _ws_fp4 as _w4
@@ -1930,7 +1890,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     if decode:
         _ws_fp4_dec_launch(c, rows, w, bias, has_bias, tw_flat, al, out, N, TK, E, act_code, gated, p, round_tl,
                            weight_on_input, mul_routing_weight, num_sms, fold_cvt, part, cnt, out_padded=out_padded,
-                           pdl=pdl, x_gather=x_dot is not None, top_k=row_div, ids=ids, expert_offset=expert_offset)
+                           pdl=pdl, x_gather=x_dot is not None, top_k=row_div)
         return
     # (the x box is then that fraction of a block)
     join = _WS_FP4["join"] and BM == 256
@@ -1958,16 +1918,13 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,
                        al: "AlignResult", out: torch.Tensor, N: int, TK: int, E: int, act_code: int, gated: bool, p,
                        round_tl, weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part,
-                       cnt, *, out_padded: bool = False, pdl=None, x_gather: bool = False, top_k: int = 1,
-                       ids: Optional[torch.Tensor] = None, expert_offset: int = 0) -> None:
+                       cnt, *, out_padded: bool = False, pdl=None, x_gather: bool = False, top_k: int = 1) -> None:
     """The FP4 decode kernel on gathered rows (``rows`` [max_blocks * 16, K] bf16 in the dot order; ``x_gather``:
     [T, K] unsorted, the loader copying each slot's row ``slot // top_k`` by cp.async): persistent,
     ``set_ws_fp4_decode``'s programs an SM, into ``out`` [T*K, N] by slot (``out_padded``: [max_blocks * 16, N] at
     the rows' padded positions, each 64-wide block in the dot order -- the next GEMM's ``rows``); ``part`` / ``cnt``:
     the split-K scratch (``c.split_k`` > 1: ``tiles * split_k * 64 * 16`` fp32 and ``tiles`` zeroed int32, tiles =
-    blocks x column tiles). ``ids`` / ``expert_offset``: the routed ids (flat) and the local experts' offset -- GEMM1
-    of a one-token call prefetches its first weights from them before the align ends
-    (``set_ws_fp4_decode_early_prefetch``)."""
+    blocks x column tiles)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from ..kernels import _ws_fp4_dec as _wd
@@ -1987,21 +1944,8 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
     n64 = Kd // 64
     num_n = N // 32 if gated else cdiv(N, 64)
     grid, maxnreg = _ws_dec_grid(c, al.max_blocks * num_n * c.split_k, num_sms, _WS_FP4_DEC["ctas"])
-    stream = _ws_fp4_dec_stream(c, num_sms)
-    if stream:  # balanced shares of the ring steps: every SM the same programs; their two partials each
-        grid = (stream,)
-        if part.numel() < 2 * stream * 64 * BM or cnt.numel() < al.max_blocks * num_n:
-            raise ValueError(f"the FP4 decode kernel's stream-K needs {2 * stream * 64 * BM} partials and "
-                             f"{al.max_blocks * num_n} counters, got {part.numel()} and {cnt.numel()}")
     nv = w.fmt is Format.NVFP4
     s_smem = _WS_FP4_DEC["s_smem"] and _ws_fp4_scales_copyable(w, N)
-    gdc = bool((pdl or {}).get("USE_GDC"))
-    # GEMM1 of a one-token call (top_k slots, at most 32): an L2 prefetch of its first steps before the align's end
-    early_pf = _WS_FP4_DEC["early_pf"] if (x_gather and gdc and ids is not None and ids.dim() == 1
-                                            and ids.numel() == top_k <= 32
-                                            and ids.dtype in (torch.int32, torch.int64)) else 0
-    pf_args = {"ids_ptr": ids, "expert_offset": int(expert_offset), "wq_ptr": w.data.view(torch.uint8),
-               "EARLY_PF": early_pf} if early_pf else {}
     _wd._ws_fp4_dec_kernel[grid](
         *x_descs, w_desc, out, w.scale, w.global_scale if nv else tw_flat, bias, tw_flat, al.sorted_ids,
         al.block_expert, al.num_post_padded, part, cnt, rows, N, cdiv(n64, kb), n64, num_n, TK, R // 64, Kd // tk,
@@ -2009,10 +1953,11 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
         rows.stride(0), float(p.alpha), float(p.beta), float(p.limit),
         E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias, WEIGHT_ON_INPUT=weight_on_input,
         MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl, SWZ=w.value_swizzled,
-        FOLD=fold_cvt == _bs.MX_FOLD.value, NV=nv, TK=tk, STAGES=c.num_stages, SPLIT=1 if stream else c.split_k,
-        KB=kb, OUT_PADDED_DOT=out_padded, X_GATHER=x_gather, TOP_K=top_k, S_SMEM=s_smem,
-        T_RELEASE=_WS_FP4_DEC["t_release"], STREAM=bool(stream), EARLY_W=_WS_FP4_DEC["early_w"] and not x_gather
-        and gdc, num_warps=4, maxnreg=maxnreg, **pf_args, **(pdl or {}))
+        FOLD=fold_cvt == _bs.MX_FOLD.value, NV=nv, TK=tk, STAGES=c.num_stages, SPLIT=c.split_k, KB=kb,
+        OUT_PADDED_DOT=out_padded, X_GATHER=x_gather, TOP_K=top_k, S_SMEM=s_smem,
+        T_RELEASE=_WS_FP4_DEC["t_release"],
+        EARLY_W=_WS_FP4_DEC["early_w"] and not x_gather and bool((pdl or {}).get("USE_GDC")), num_warps=4,
+        maxnreg=maxnreg, **(pdl or {}))
 
 
 def _ws_fp4_scales_copyable(w: QuantizedTensor, N: int) -> bool:
@@ -2249,9 +2194,6 @@ def triton_experts(
     tiles2 = NB * cdiv(H, c2.block_n)
     n_part1 = tiles1 * c1.split_k * (2 if gated else 1) * BM * c1.block_n if c1.split_k > 1 else 0
     n_part2 = tiles2 * c2.split_k * BM * c2.block_n if c2.split_k > 1 else 0
-    if wfmt in WS_FP4_FORMATS:  # the FP4 decode kernel's stream-K: two [64, BM] partials a program
-        g1, g2 = _ws_fp4_dec_stream(c1, num_sms), _ws_fp4_dec_stream(c2, num_sms)
-        n_part1, n_part2 = (2 * g1 * 64 * BM if g1 else n_part1), (2 * g2 * 64 * BM if g2 else n_part2)
     n_comb = T * cdiv(H, c2.block_n) if fuse else 0  # GEMM2's (token, column tile) counters
     # both decode GEMMs in one launch (opt-in): GEMM2's per-block wait for GEMM1's column tiles
     fused_dec = _ws_dec_fuses(c1, c2, wfmt, a2_scale, hidden)
@@ -2402,7 +2344,7 @@ def triton_experts(
     if c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (prefill), _ws_fp4_dec (decode)
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
                      _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1, ws1, cnt1,
-                     out_padded=padded_fp4, pdl=pdl, x_dot=x_dot, ids=ids_flat, expert_offset=local_expert_offset)
+                     out_padded=padded_fp4, pdl=pdl, x_dot=x_dot)
     elif fused_dec:  # both GEMMs in one launch, at GEMM2's place below
         assert padded, "the fused decode launch reads GEMM1's rows at their block-padded positions"
     elif c1.warp_specialized:  # kernels/_ws_gemm (FP8, 16-bit)

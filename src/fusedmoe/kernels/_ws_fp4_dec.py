@@ -90,47 +90,6 @@ def _dec_unit(u, num_n, SPLIT: gl.constexpr):
 
 
 @gluon.jit
-def _dec_units(n_k, num_m, num_n, SPLIT: gl.constexpr, STREAM: gl.constexpr):
-    """This program's work loop ``range(lo, hi, step)`` and, with ``STREAM``, its balanced share ``[s_lo, s_hi)``
-    of all ``S = num_m * num_n * n_k`` ring steps in tile order: steps ``p S // G`` to ``(p + 1) S // G`` of program
-    p < G, G the programs but at most S (so that every share has a step; the programs past it none) -- the tiles it
-    touches, one a loop iteration. Otherwise units ``p, p + G, ...`` of ``num_m * num_n * SPLIT`` (``s_lo`` =
-    ``s_hi`` = S = 0). Returns (lo, hi, step, s_lo, s_hi, S, G)."""
-    pid = gl.program_id(0)
-    G = gl.num_programs(0)
-    if STREAM:
-        S = num_m * num_n * n_k
-        G = gl.maximum(gl.minimum(G, S), 1)
-        s_lo = ((gl.minimum(pid, G).to(gl.int64) * S) // G).to(gl.int32)  # (int64: S G may pass 2^31)
-        s_hi = ((gl.minimum(pid + 1, G).to(gl.int64) * S) // G).to(gl.int32)
-        return s_lo // n_k, (s_hi + n_k - 1) // n_k, 1, s_lo, s_hi, S, G
-    else:
-        return pid, num_m * num_n * SPLIT, G, 0, 0, 0, G
-
-
-@gluon.jit
-def _dec_piece(u, n_k, num_n, s_lo, s_hi, SPLIT: gl.constexpr, STREAM: gl.constexpr):
-    """Loop iteration ``u``'s (block, column tile, K share, first and past-the-last K step): with ``STREAM`` tile
-    ``u``'s steps inside ``[s_lo, s_hi)`` (share 0: :func:`_dec_stream_sum` tells the contributors apart), else unit
-    ``u``'s share of ``SPLIT`` with K steps 0, 0 -- :func:`_dec_ksteps` gives them where the unit is worked on."""
-    if STREAM:
-        k0 = gl.maximum(s_lo - u * n_k, 0)
-        return u // num_n, u % num_n, 0, k0, gl.maximum(gl.minimum(s_hi - u * n_k, n_k), k0)
-    else:
-        pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
-        return pid_m, pid_n, ks, 0, 0
-
-
-@gluon.jit
-def _dec_ksteps(ks, k0, k1, n_k, SPLIT: gl.constexpr, STREAM: gl.constexpr):
-    """A piece's K steps ``[first, end)``: :func:`_dec_piece`'s with ``STREAM``, else share ``ks`` of ``SPLIT``."""
-    if STREAM:
-        return k0, k1
-    else:
-        return (n_k * ks) // SPLIT, (n_k * (ks + 1)) // SPLIT
-
-
-@gluon.jit
 def _dec_split_sum(acc, part_ptr, cnt_ptr, tile, ks, SPLIT: gl.constexpr, acc_l: gl.constexpr):
     """Split-K of a decode unit's [64, BT] fp32 ``acc`` (layout ``acc_l``; share ``ks`` of ``tile``): stored as the
     tile's partial ``ks``; the last of the SPLIT programs to arrive (an acq_rel counter, left zero for the next call)
@@ -148,46 +107,6 @@ def _dec_split_sum(acc, part_ptr, cnt_ptr, tile, ks, SPLIT: gl.constexpr, acc_l:
         acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
         for sk in gl.static_range(SPLIT):  # in split order
             acc += gl.load(part_ptr + (tile * SPLIT + sk).to(gl.int64) * (64 * BT) + p_offs, cache_modifier=".cg")
-    return acc, last
-
-
-@gluon.jit
-def _dec_stream_slot(p, t0, S, G):
-    """The partial-sum slot of program ``p``'s share of the tile whose steps start at ``t0`` (``STREAM``): 0 where
-    the share is the first piece of the program's steps (the tile started before them, or with them), else 1 (the
-    program's last piece). A program has at most those two partial pieces -- any other tile it touches it holds
-    whole -- so that ``2 G`` slots of [64, BT] fp32 serve any number of tiles."""
-    return p * 2 + (t0 > ((p.to(gl.int64) * S) // G).to(gl.int32)).to(gl.int32)
-
-
-@gluon.jit
-def _dec_stream_sum(acc, part_ptr, cnt_ptr, tile, n_k, S, G, acc_l: gl.constexpr):
-    """Stream-K's reduction of tile ``tile``'s [64, BT] fp32 ``acc`` (``STREAM``: programs own balanced shares of
-    all S ring steps, :func:`_dec_units`): where the tile's n_k steps lie in one program's share, ``(acc, True)``.
-    Otherwise its contributors -- the programs ``p_first .. p_last`` whose shares hold them, in K order -- store their
-    partials (:func:`_dec_stream_slot`); the last to arrive (an acq_rel counter, left zero for the next call) gets
-    ``(the partials summed in program order -- the same bits whichever arrived last, True)``, the others ``(acc,
-    False)``. The program holding step x is ``((x + 1) G - 1) // S``: the largest p with ``p S // G <= x`` (G:
-    :func:`_dec_units`', at most S, so that every program in between holds a step)."""
-    BT: gl.constexpr = acc.shape[1]
-    t0 = tile * n_k
-    p_first = (((t0 + 1).to(gl.int64) * G - 1) // S).to(gl.int32)
-    p_last = (((t0 + n_k).to(gl.int64) * G - 1) // S).to(gl.int32)
-    last = p_last >= p_first  # (true: a tensor, as the branch's)
-    if p_last > p_first:
-        ar = gl.arange(0, 64, layout=gl.SliceLayout(1, acc_l))
-        at = gl.arange(0, BT, layout=gl.SliceLayout(0, acc_l))
-        p_offs = ar[:, None] * BT + at[None, :]
-        mine = _dec_stream_slot(gl.program_id(0), t0, S, G)
-        gl.store(part_ptr + mine.to(gl.int64) * (64 * BT) + p_offs, acc)
-        gl.thread_barrier()  # every thread's partial is stored before the (release) arrival
-        last = gl.atomic_add(cnt_ptr + tile, 1, sem="acq_rel", scope="gpu") == p_last - p_first
-        if last:
-            gl.atomic_xchg(cnt_ptr + tile, 0, sem="relaxed", scope="gpu")  # ready for the next call
-            acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
-            for p in range(p_first, p_last + 1):  # in K order
-                slot = _dec_stream_slot(p, t0, S, G)
-                acc += gl.load(part_ptr + slot.to(gl.int64) * (64 * BT) + p_offs, cache_modifier=".cg")
     return acc, last
 
 
@@ -327,70 +246,21 @@ def _dec_token_box(x_desc, x8_desc, row, kc, bar, xb, n8):
 
 
 @gluon.jit
-def _dec_l2_prefetch(wq_ptr, start, nbytes):
-    """``cp.async.bulk.prefetch.L2`` of ``nbytes`` (a multiple of 512) from byte ``start`` of the tiled FP4 values,
-    split over the loader warp's 32 lanes (none where ``nbytes`` is 0)."""
-    lane = gl.arange(0, 32, layout=gl.BlockedLayout([1], [32], [1], [0]))
-    chunk = nbytes // 32
-    gl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; } // dummy $0",
-        "=r,l,r", [wq_ptr + (start + lane.to(gl.int64) * chunk), chunk + lane * 0], dtype=gl.int32, is_pure=False,
-        pack=1)
-
-
-@gluon.jit
-def _dec_early_prefetch(ids_ptr, expert_offset, wq_ptr, num_slots, N, R_TILES, K_PIECES, n_k, num_n,
-                        E_LOC: gl.constexpr, GATED: gl.constexpr, TK: gl.constexpr, KB: gl.constexpr,
-                        SPLIT: gl.constexpr, STREAM: gl.constexpr, PF: gl.constexpr):
-    """``EARLY_PF`` (GEMM1 of a one-token call, before the wait for the align): an L2 prefetch of the weights of
-    this program's first ``PF`` ring steps. The expert comes from the routed ids ``ids_ptr`` [num_slots <= 32]
-    (global, ``expert_offset`` subtracted), not from the align: at one token block b is the b-th smallest local
-    expert, one a block. Only a guess where it is not so (repeated ids): then the prefetch is of other bytes, never
-    of wrong results -- the ring reads whatever the align says afterwards."""
-    L2D: gl.constexpr = gl.BlockedLayout([1, 32], [32, 1], [1, 1], [1, 0])
-    row = gl.arange(0, 32, layout=gl.SliceLayout(1, L2D))
-    col = gl.arange(0, 32, layout=gl.SliceLayout(0, L2D))
-    br = gl.load(ids_ptr + row, mask=row < num_slots, other=0).to(gl.int32) - expert_offset
-    bc = gl.load(ids_ptr + col, mask=col < num_slots, other=0).to(gl.int32) - expert_offset
-    lr = (row < num_slots) & (br >= 0) & (br < E_LOC)
-    lc = (col < num_slots) & (bc >= 0) & (bc < E_LOC)
-    rank = gl.sum(((bc[None, :] < br[:, None]) & lc[None, :]).to(gl.int32), axis=1)  # among the local ids
-    n_loc = gl.sum(lr.to(gl.int32), axis=0)
-    lo, hi, step, s_lo, s_hi, S, G = _dec_units(n_k, n_loc, num_n, SPLIT, STREAM)
-    pid_m, pid_n, ks, k0, k1 = _dec_piece(lo, n_k, num_n, s_lo, s_hi, SPLIT, STREAM)
-    ka, kz = _dec_ksteps(ks, k0, k1, n_k, SPLIT, STREAM)
-    e = gl.sum(gl.where(lr & (rank == pid_m), br, 0), axis=0)
-    if (lo < hi) & (pid_m < n_loc) & (kz > ka):
-        r0, r1 = _dec_rows(pid_n, N, GATED)
-        p0 = (ka * KB * 64) // TK  # the 64-row pieces (TK K values, 32 TK bytes) of steps [ka, ka + PF)
-        p1 = gl.minimum(((gl.minimum(ka + PF, kz) * KB - 1) * 64) // TK + 1, K_PIECES)
-        PIECE: gl.constexpr = 32 * TK
-        nbytes = (p1 - p0) * PIECE
-        _dec_l2_prefetch(wq_ptr, ((e * R_TILES + r0 // 64) * K_PIECES + p0).to(gl.int64) * PIECE, nbytes)
-        if GATED:  # the up rows' tile (not gated: rows r0 .. r0 + 63, one tile)
-            _dec_l2_prefetch(wq_ptr, ((e * R_TILES + r1 // 64) * K_PIECES + p0).to(gl.int64) * PIECE, nbytes)
-
-
-@gluon.jit
-def _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_ptr, lo, hi, step, s_lo, s_hi, n_k,
-                  num_n, num_slots, E_LOC: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr,
-                  STREAM: gl.constexpr, USE_GDC: gl.constexpr):
+def _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_ptr, num_m, n_k, num_n, num_slots,
+                  E_LOC: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr,
+                  USE_GDC: gl.constexpr):
     """``EARLY_W``: the loader's wait for the prior grid -- whose output the token rows are --, then the token boxes
     of its first ``STAGES`` ring steps, whose weights (and block scales) went out before it: the same walk as
     :func:`_dec_loader`'s, into the same slots, on barriers armed with the steps' whole bytes."""
     _dec_gdc_wait(USE_GDC)
     BT: gl.constexpr = x_desc.block_type.shape[0]
     it = 0
-    for u in range(lo, hi, step):
-        pid_m, pid_n, ks, k0, k1 = _dec_piece(u, n_k, num_n, s_lo, s_hi, SPLIT, STREAM)
+    for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
+        pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
         e = _dec_index(block_expert_ptr + pid_m, True)
-        work = (e < E_LOC) & (it < STAGES)
-        if STREAM:
-            work = work & (k1 > k0)
-        if work:
+        if (e < E_LOC) & (it < STAGES):
             n8 = _dec_n8(sorted_ids_ptr, pid_m, num_slots, BT, True)
-            ka, kz = _dec_ksteps(ks, k0, k1, n_k, SPLIT, STREAM)
-            for kk in range(ka, kz):
+            for kk in range((n_k * ks) // SPLIT, (n_k * (ks + 1)) // SPLIT):
                 if it < STAGES:  # (a fresh slot: step it's own)
                     for h in gl.static_range(KB):
                         _dec_token_box(x_desc, x8_desc, pid_m * BT, (kk * KB + h) * 64, ready.index(it),
@@ -403,9 +273,8 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
                 block_expert_ptr, num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots, stride_x,
                 stride_se, stride_sr, stride_sk, E_LOC: gl.constexpr, GATED: gl.constexpr, TK: gl.constexpr,
                 STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr, X_GATHER: gl.constexpr,
-                TOP_K: gl.constexpr, NV: gl.constexpr, S_SMEM: gl.constexpr, STREAM: gl.constexpr,
-                EARLY_W: gl.constexpr, USE_GDC: gl.constexpr, ids_ptr, expert_offset, wq_ptr,
-                EARLY_PF: gl.constexpr):
+                TOP_K: gl.constexpr, NV: gl.constexpr, S_SMEM: gl.constexpr, EARLY_W: gl.constexpr,
+                USE_GDC: gl.constexpr):
     """TMA producer (one warp): per K step KB token boxes and KB x 2 [32, 16] weight boxes (the 64 rows of the
     unit's column tile) into ring slot ``it % STAGES``. Where a block has at most 8 real rows (at one token an
     expert's block holds one), the token box is its first 8 rows (``x8_desc``): BT rows for every 64 weight rows
@@ -417,25 +286,16 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
     thread's cp.async arrival. ``EARLY_W`` (GEMM2 under programmatic dependent launch; the kernel does not wait for
     the prior grid at its start): the weights and scales of the first ``STAGES`` steps go out before the wait, their
     token boxes after it (:func:`_dec_catch_up`, once those steps are issued) -- the align's outputs it reads for
-    that are final before this grid starts. ``EARLY_PF`` > 0 (GEMM1, one token): an L2 prefetch of its first
-    ``EARLY_PF`` steps' weights (:func:`_dec_early_prefetch`), then the wait for the prior grid (the align)."""
-    if EARLY_PF > 0:
-        _dec_early_prefetch(ids_ptr, expert_offset, wq_ptr, num_slots, N, R_TILES, K_PIECES, n_k, num_n, E_LOC, GATED,
-                            TK, KB, SPLIT, STREAM, EARLY_PF)
-        _dec_gdc_wait(USE_GDC)
+    that are final before this grid starts."""
     BT: gl.constexpr = x_desc.block_type.shape[0]
     wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
     rr, cc = _x_lanes(BT, 64, 8)
     num_m = _dec_index(num_post_padded_ptr, EARLY_W) // BT
-    lo, hi, step, s_lo, s_hi, S, G = _dec_units(n_k, num_m, num_n, SPLIT, STREAM)
     it = 0
-    for u in range(lo, hi, step):
-        pid_m, pid_n, ks, k0, k1 = _dec_piece(u, n_k, num_n, s_lo, s_hi, SPLIT, STREAM)
+    for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
+        pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
         e = _dec_index(block_expert_ptr + pid_m, EARLY_W)
-        work = e < E_LOC
-        if STREAM:
-            work = work & (k1 > k0)  # (a program with no steps: an empty piece)
-        if work:
+        if e < E_LOC:
             if X_GATHER:
                 xrow, ok = _x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, BT, TOP_K, False)
             else:
@@ -443,8 +303,9 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
             r0, r1 = _dec_rows(pid_n, N, GATED)  # (N a multiple of 64: each box within one 64-row tile)
             base0 = (e * R_TILES + r0 // 64) * K_PIECES
             base1 = (e * R_TILES + r1 // 64) * K_PIECES
-            ka, kz = _dec_ksteps(ks, k0, k1, n_k, SPLIT, STREAM)
-            for kk in range(ka, kz):
+            k0 = (n_k * ks) // SPLIT
+            k1 = (n_k * (ks + 1)) // SPLIT
+            for kk in range(k0, k1):
                 if X_GATHER:
                     s, bar = _dec_slot_w(ready, empty, it, wbytes, STAGES)
                 else:
@@ -473,12 +334,12 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
                 it += 1
                 if EARLY_W:
                     if it == STAGES:
-                        _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_ptr, lo, hi, step,
-                                      s_lo, s_hi, n_k, num_n, num_slots, E_LOC, STAGES, SPLIT, KB, STREAM, USE_GDC)
+                        _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_ptr, num_m, n_k,
+                                      num_n, num_slots, E_LOC, STAGES, SPLIT, KB, USE_GDC)
     if EARLY_W:
         if it < STAGES:  # (fewer steps than the ring: their token boxes now)
-            _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_ptr, lo, hi, step, s_lo, s_hi,
-                          n_k, num_n, num_slots, E_LOC, STAGES, SPLIT, KB, STREAM, USE_GDC)
+            _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_ptr, num_m, n_k, num_n,
+                          num_slots, E_LOC, STAGES, SPLIT, KB, USE_GDC)
 
 
 @gluon.jit
@@ -502,14 +363,13 @@ def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, 
                   WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                   SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
                   SPLIT: gl.constexpr, KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr, X_GATHER: gl.constexpr,
-                  S_SMEM: gl.constexpr, T_RELEASE: gl.constexpr, STREAM: gl.constexpr, EARLY_W: gl.constexpr,
-                  USE_GDC: gl.constexpr, EARLY_PF: gl.constexpr):
+                  S_SMEM: gl.constexpr, T_RELEASE: gl.constexpr, EARLY_W: gl.constexpr, USE_GDC: gl.constexpr):
     """Consumer warpgroup: per unit its K steps, each 64-wide block converted into the register A operand and
     multiplied with the block's token rows (one wgmma in flight); then the split-K reduction and the epilogue. The
     block scales: loaded from global memory two blocks ahead, or (``S_SMEM``) read from the ring slot, where the
-    loader copied them (:func:`_dec_s_read`). ``EARLY_W`` / ``EARLY_PF``: the wait for the prior grid at its start
-    (the kernel's is the loader's)."""
-    if EARLY_W or EARLY_PF > 0:
+    loader copied them (:func:`_dec_s_read`). ``EARLY_W``: the wait for the prior grid at its start (the kernel's
+    is the loader's)."""
+    if EARLY_W:
         _dec_gdc(USE_GDC)
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BT, 16])
     dot_l: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_l, k_width=2)
@@ -524,32 +384,29 @@ def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, 
     r = rw[:, None, None, None] * 16 + rh[None, :, None, None] * 8 + rg[None, None, :, None]  # row of the tile
     jq, bstep = _fp4_scale_cols(cc[None, None, None, :], stride_sk, NV)  # thread column c's block scale
     num_m = gl.load(num_post_padded_ptr) // BT
-    lo, hi, step, s_lo, s_hi, S, G = _dec_units(n_k, num_m, num_n, SPLIT, STREAM)
     it = 0
     a_prev = gl.zeros((64, 64), gl.bfloat16, layout=dot_l)
-    for u in range(lo, hi, step):
-        pid_m, pid_n, ks, k0, k1 = _dec_piece(u, n_k, num_n, s_lo, s_hi, SPLIT, STREAM)
+    for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
+        pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
         e = gl.load(block_expert_ptr + pid_m)
-        work = e < E_LOC
-        if STREAM:
-            work = work & (k1 > k0)  # (a program with no steps: an empty piece)
-        if work:
+        if e < E_LOC:
             if GATED:
                 n0 = pid_n * 32
                 wrow = gl.where(r < 32, n0 + r, N + n0 + r - 32)
             else:
                 n0 = pid_n * 64
                 wrow = gl.minimum(n0 + r, N - 1)  # rows past N (never stored) read row N - 1's scales
-            ka, kz = _dec_ksteps(ks, k0, k1, n_k, SPLIT, STREAM)
+            k0 = (n_k * ks) // SPLIT
+            k1 = (n_k * (ks + 1)) // SPLIT
             if not S_SMEM:
                 sp = s_ptr + e.to(gl.int64) * stride_se + wrow.to(gl.int64) * stride_sr + jq
                 # block scales two 64-wide blocks ahead (mostly cache hits); past the unit's last block the last one
                 # again (the index is uniform: a clamp instead of masks)
-                b_last = gl.minimum(kz * KB, n64) - 1  # (>= ka KB where the share has a step; clamped below if not)
-                sc = gl.load(sp + gl.minimum(ka * KB, n64 - 1) * bstep)
-                sc_n = gl.load(sp + gl.maximum(gl.minimum(ka * KB + 1, b_last), 0) * bstep)
+                b_last = gl.minimum(k1 * KB, n64) - 1  # (>= k0 KB where the share has a step; clamped below if not)
+                sc = gl.load(sp + gl.minimum(k0 * KB, n64 - 1) * bstep)
+                sc_n = gl.load(sp + gl.maximum(gl.minimum(k0 * KB + 1, b_last), 0) * bstep)
             acc = gl.zeros((64, BT), dtype=gl.float32, layout=acc_l)
-            for kk in range(ka, kz):
+            for kk in range(k0, k1):
                 s = _ring_ready(ready, it, STAGES, X_GATHER)
                 wd = 0
                 if S_SMEM and not NV:  # the rows' scale words, once a step
@@ -567,7 +424,7 @@ def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, 
                     acc, a_prev = warpgroup_mma_wait(num_outstanding=1, deps=(acc, a_prev))
                     a_prev = a
                     if h == 0:
-                        if kk > ka:  # the step before's last wgmma retired: its ring slot is free
+                        if kk > k0:  # the step before's last wgmma retired: its ring slot is free
                             _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
                     if not S_SMEM:
                         sc = sc_n
@@ -576,9 +433,7 @@ def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, 
             acc, a_prev = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a_prev))
             _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
             last = True
-            if STREAM:
-                acc, last = _dec_stream_sum(acc, part_ptr, cnt_ptr, u, n_k, S, G, acc_l)
-            elif SPLIT > 1:
+            if SPLIT > 1:
                 acc, last = _dec_split_sum(acc, part_ptr, cnt_ptr, pid_m * num_n + pid_n, ks, SPLIT, acc_l)
             if last:
                 acc = _fp4_acc_factors(acc, gs_ptr, e, FOLD, NV)
@@ -597,8 +452,7 @@ def _ws_fp4_dec_kernel(
     FOLD: gl.constexpr, NV: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
     KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False, USE_GDC: gl.constexpr = False,
     X_GATHER: gl.constexpr = False, TOP_K: gl.constexpr = 1, S_SMEM: gl.constexpr = False,
-    T_RELEASE: gl.constexpr = False, STREAM: gl.constexpr = False, EARLY_W: gl.constexpr = False,
-    ids_ptr=0, expert_offset=0, wq_ptr=0, EARLY_PF: gl.constexpr = 0,
+    T_RELEASE: gl.constexpr = False, EARLY_W: gl.constexpr = False,
 ):
     """One grouped FP4 x BF16 decode GEMM + its epilogue (module docstring). Launch with ``num_warps=4`` (the
     consumer warpgroup; the loader warp is a worker), persistent, a few programs an SM (``maxnreg`` caps the
@@ -608,10 +462,10 @@ def _ws_fp4_dec_kernel(
     the tiles' shapes and layout. ``S_SMEM`` (OPT-IN, thirty-third session, compiled only): the block scales come
     through the ring too (:func:`_dec_s_copy` / :func:`_dec_s_read`) instead of the consumer's global loads.
     ``T_RELEASE`` (OPT-IN, likewise): every consumer thread frees the ring slots itself
-    (:func:`_ws_gemm._ring_release`)."""
+    (:func:`_ws_gemm._ring_release`). ``EARLY_W`` (GEMM2 under ``USE_GDC``; fifty-second session): its loader sends
+    the first ring steps' weights and scales before it waits for the prior grid (:func:`_dec_loader`)."""
     gl.static_assert(not (EARLY_W and X_GATHER), "EARLY_W defers TMA token boxes: GEMM2's")
-    gl.static_assert(not (EARLY_W and EARLY_PF > 0), "EARLY_PF is GEMM1's, EARLY_W GEMM2's")
-    if not (EARLY_W or EARLY_PF > 0):
+    if not EARLY_W:
         _dec_gdc(USE_GDC)
     BT: gl.constexpr = x_desc.block_type.shape[0]
     x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * KB] + x_desc.block_type.shape, x_desc.layout)
@@ -631,10 +485,10 @@ def _ws_fp4_dec_kernel(
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n,
                          num_slots, stride_se, stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta,
                          act_limit, BT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE,
-                         SWZ, FOLD, NV, STAGES, SPLIT, KB, OUT_PADDED_DOT, X_GATHER, S_SMEM, T_RELEASE, STREAM,
-                         EARLY_W, USE_GDC, EARLY_PF)),
+                         SWZ, FOLD, NV, STAGES, SPLIT, KB, OUT_PADDED_DOT, X_GATHER, S_SMEM, T_RELEASE, EARLY_W,
+                         USE_GDC)),
         (_dec_loader, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x_ptr, s_ptr, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots,
                        stride_x, stride_se, stride_sr, stride_sk, E_LOC, GATED, TK, STAGES, SPLIT, KB, X_GATHER, TOP_K,
-                       NV, S_SMEM, STREAM, EARLY_W, USE_GDC, ids_ptr, expert_offset, wq_ptr, EARLY_PF)),
-    ], [1], [48 if STREAM or EARLY_PF > 0 else 40])
+                       NV, S_SMEM, EARLY_W, USE_GDC)),
+    ], [1], [40])
