@@ -40,8 +40,6 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             # since s46 the FP4 prefill GEMMs' MXFP4 / NVFP4 with >= 64 experts too)
             # 16-bit weights' warp-specialized GEMMs skip a block's all-padding half as FP8 does (s50)
             "ws16skip": ("set_ws_skip_padding_half_16bit", True),
-            # ... as paired halves: the idle warpgroup takes the next column tile's weights on the same 64 rows (s51)
-            "ws16pair": ("set_ws_pair_padding_half_16bit", True),
             "wsdyn": ("set_ws_dynamic_tiles", True), "nowsdyn": ("set_ws_dynamic_tiles", False),
             # the FP4 warp-specialized prefill GEMMs (MXFP4 x BF16, block_m >= 128): off, or 128- / 256-token tiles
             "nows4": ("set_ws_fp4", False), "ws4bt128": ("set_ws_fp4", (True, 128)),

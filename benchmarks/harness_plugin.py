@@ -48,8 +48,7 @@ decode align letting the next grid launch only as its programs exit, as before t
 GEMMs' input rows always by a gather launch / always copied by the kernel, against the default rule,
 ``set_ws_x_gather(False / True)``; same bits); ``fusedmoe-nodyn`` / ``fusedmoe-dyn`` (the warp-specialized prefill
 GEMMs' tiles always by a fixed stride / always by a global counter, against the default rule,
-``set_ws_dynamic_tiles(False / True)``; same bits); ``fusedmoe-pair16`` (16-bit weights' half-empty blocks as
-paired halves, ``set_ws_pair_padding_half_16bit(True)``; same bits).
+``set_ws_dynamic_tiles(False / True)``; same bits).
 """
 
 import torch
@@ -277,7 +276,6 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-xg": _with_setting("set_ws_x_gather", True),
          "fusedmoe-dyn": _with_setting("set_ws_dynamic_tiles", True),
          "fusedmoe-nodyn": _with_setting("set_ws_dynamic_tiles", False),
-         "fusedmoe-pair16": _with_setting("set_ws_pair_padding_half_16bit", True),
          "fusedmoe-ws-noblkscalar": _with_setting("set_ws_block_scalar_scales", False,
                                                 _config_peer(_ws(True), "the warp-specialized kernels", _WS_DTYPES)),
          "fusedmoe-notrim": _with_setting("set_trim_stages", False),

@@ -357,85 +357,6 @@ for ACT, GATED, QUANT, BN, PIPE, XG in ((0, True, 2, 64, True, False), (7, False
 '''
 
 
-def _pair_tile_plan(pid_n: int, num_n: int, half: bool, n_k: int):
-    """A mirror of ``_ws_gemm``'s decisions for one tile of a local expert's block under ``SKIP_HALF`` 2 (paired
-    halves): (ring steps the loader fills, {warpgroup: (ring steps it takes, the (column tile, row half) it stores or
-    None)}) -- ``_ws_load_tile`` / ``_ws_load_pair`` and ``_ws_consume_tile`` / ``_ws_consume_pair``."""
-    pair = half and pid_n % 2 == 0 and pid_n + 1 < num_n
-    gone = half and pid_n % 2 == 1
-    loader = 2 * n_k if pair else 0 if gone else n_k
-    wgs = {}
-    for wg in (0, 1):
-        if pair:
-            wgs[wg] = (2 * n_k, (pid_n + wg, 0))
-        elif gone:
-            wgs[wg] = (0, None)
-        elif half and wg == 1:  # the plain skip: the second warpgroup passes the ring
-            wgs[wg] = (n_k, None)
-        else:
-            wgs[wg] = (n_k, (pid_n, wg))
-    return loader, wgs
-
-
-def test_ws_paired_halves_plan():
-    """The paired halves' tile decisions (mirrored): every column tile of a block stored exactly once per row half it
-    has real rows in -- a full block both halves of every tile, a half block the first half of every tile (odd tile
-    counts: the last tile by the plain skip) -- and each tile's warpgroups take exactly the ring steps its loader
-    fills, so the ring's phases stay in step."""
-    n_k = 5
-    for num_n in range(1, 8):
-        for half in (False, True):
-            stored = []
-            for pid_n in range(num_n):
-                loader, wgs = _pair_tile_plan(pid_n, num_n, half, n_k)
-                assert all(steps == loader for steps, _ in wgs.values()), (num_n, half, pid_n, loader, wgs)
-                stored += [out for _, out in wgs.values() if out is not None]
-            want = [(n, h) for n in range(num_n) for h in ((0,) if half else (0, 1))]
-            assert sorted(stored) == sorted(want), (num_n, half, stored)
-            if half:  # the MMA: one 64-row half a column tile, as many as the plain skip's
-                assert len(stored) == num_n
-
-_PAIR_SCRIPT = _SCRIPT_HEAD + r"""
-# 16-bit weights' half blocks as paired halves (SKIP_HALF 2) against the plain skip (1): BF16 GEMM1 SwiGLU 2 x 128,
-# fp16 clamped SwiGLU with biases 2 x 64, GEMM2 256 columns with the routing weight; static and counted tiles, the
-# cp.async loader
-for ACT, GATED, BN, HB, OD, DYN, XG in ((0, True, 128, False, "bf16", False, False),
-                                      (0, True, 128, False, "bf16", True, True),
-                                      (2, True, 64, True, "fp16", False, False),
-                                      (7, False, 256, False, "bf16", True, False)):
-    gdt = gl.float16 if OD == "fp16" else gl.bfloat16
-    for SKIP in (1, 2):
-        cx = dict(TOP_K=8, E_LOC=64, ACT=ACT, GATED=GATED, QUANT=0, OUT_Q=0, ROUND_DTYPE=gdt, HAS_BIAS=HB,
-                  WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=ACT == 7, BN=BN, BK=64, STAGES=4, GROUP_M=8,
-                  SKIP_HALF=SKIP, OUT_PADDED=ACT != 7, X_GATHER=XG, DYN=DYN)
-        k, sass = compile_sm90(ws._ws_gemm_kernel, ws_sig(OD, gdt, 64, BN, OD, 0), cx,
-                               aligned=("x_ptr", "stride_x", "K") if XG else ())
-        ins = sass_instructions(sass)
-        loop = k_loop(ins, "HGMMA")
-        print(ACT, BN, DYN, XG, SKIP, k.metadata.num_warps, sum(("LDL" in x) or ("STL" in x) for _, x in ins),
-              sum("HGMMA" in x for _, x in ins), sum("UTMALDG" in x for _, x in ins), k.metadata.shared, len(loop),
-              sep="|", flush=True)
-"""
-
-
-def test_ws_paired_halves_compile_for_sm90(tmp_path):
-    """16-bit paired halves (``SKIP_HALF`` 2, ``set_ws_pair_padding_half_16bit``) compile for sm_90 beside the plain
-    skip: 12 warps, the same spills as the plain skip (none, or the biased 2 x 128 epilogue's), more wgmmas and TMA
-    loads (the pair tile's K loop and its epilogue on top of the plain tile's), K loops of the plain tile's length,
-    the same shared memory (the pair tile uses the ring's slots)."""
-    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
-    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _PAIR_SCRIPT)
-    assert len(rows) == 8, rows
-    by = {}
-    for act, bn, dyn, xg, skip, warps, spills, hgmma, tma, shared, loop in rows:
-        by.setdefault((act, bn, dyn, xg), {})[skip] = (int(warps), int(spills), int(hgmma), int(tma), int(shared),
-                                                      int(loop))
-    for key, v in by.items():
-        (w1, sp1, hg1, tma1, sh1, loop1), (w2, sp2, hg2, tma2, sh2, loop2) = v["1"], v["2"]
-        assert w1 == w2 == 12 and sp2 <= sp1, (key, v)
-        assert hg2 > hg1 and (tma2 > tma1 or key[3] == "True"), (key, v)
-        assert sh2 == sh1 and abs(loop2 - loop1) <= 4, (key, v)  # (the shortest wgmma loop: either tile's)
-
 def test_ws_dynamic_tiles_compiles_for_sm90(tmp_path):
     """``DYN`` (``set_ws_dynamic_tiles``): the loader fetches tile indices by relaxed atomics (``ATOMG.E.ADD``, no
     ``MEMBAR.ALL.GPU`` before them: the fetch publishes nothing) -- the first and one a tile -- and counts itself
@@ -1041,26 +962,19 @@ def test_gpu_ws_gemm_bf16_refuses_mixed_dtypes():
 
 
 @gpu
-@pytest.mark.parametrize("wfmt,dtype,pair", [
-    (Format.FP8_TENSOR, torch.bfloat16, False), (Format.FP8_CHANNEL, torch.bfloat16, False),
-    (Format.FP8_BLOCK, torch.bfloat16, False), (Format.BF16, torch.bfloat16, False),
-    (Format.BF16, torch.float16, False),
-    (Format.BF16, torch.bfloat16, True), (Format.BF16, torch.float16, True)],
-    ids=lambda v: getattr(v, "name", "paired" if v is True else "plain" if v is False else str(v)))
-def test_gpu_ws_skip_padding_half_same_bits(wfmt, dtype, pair):
+@pytest.mark.parametrize("wfmt,dtype", [(Format.FP8_TENSOR, torch.bfloat16), (Format.FP8_CHANNEL, torch.bfloat16),
+                                        (Format.FP8_BLOCK, torch.bfloat16), (Format.BF16, torch.bfloat16),
+                                        (Format.BF16, torch.float16)], ids=lambda v: getattr(v, "name", str(v)))
+def test_gpu_ws_skip_padding_half_same_bits(wfmt, dtype):
     """A block whose second 64 rows are all padding is computed by one MMA warpgroup
-    (``set_ws_skip_padding_half``; 16-bit weights: ``set_ws_skip_padding_half_16bit``, opt-in) or, ``pair``, as
-    paired halves (16-bit, ``set_ws_pair_padding_half_16bit``: an even column tile with the next one's weights on the
-    second warpgroup; the odd one empty; a last unpaired tile -- GEMM1 at 64 columns of 192, GEMM2 at 256 of 704 --
-    the plain skip): the bits of both warpgroups running it, at 24-40 rows per expert (every block half empty), ~150
-    (some), top-1 with the non-local group, both GEMMs warp-specialized (16-bit: 64- and 128-column GEMM1 tiles),
-    gated and not, eager and in a CUDA graph; within the reference's bound."""
-    from fusedmoe.backends.triton_moe import (set_ws_pair_padding_half_16bit, set_ws_skip_padding_half,
-                                              set_ws_skip_padding_half_16bit)
+    (``set_ws_skip_padding_half``; 16-bit weights: ``set_ws_skip_padding_half_16bit``, opt-in): the bits of both
+    warpgroups running it, at 24-40 rows per expert (every block half empty), ~150 (some), top-1 with the non-local
+    group, both GEMMs warp-specialized (16-bit: 64- and 128-column GEMM1 tiles), gated and not, eager and in a CUDA
+    graph; within the reference's bound."""
+    from fusedmoe.backends.triton_moe import set_ws_skip_padding_half, set_ws_skip_padding_half_16bit
 
     sixteen = wfmt is Format.BF16
-    switch = (set_ws_pair_padding_half_16bit if pair else set_ws_skip_padding_half_16bit if sixteen
-              else set_ws_skip_padding_half)
+    switch = set_ws_skip_padding_half_16bit if sixteen else set_ws_skip_padding_half
     for act in (Activation.SWIGLU, Activation.RELU2):
         for T, K, seed in ((160, 4, 11), (600, 4, 12), (900, 1, 13)):
             cfg = (bf16_config(act.is_gated, bn=128 if T == 600 else None) if sixteen
@@ -1331,8 +1245,8 @@ def test_ws_padded_handoff_switch():
 
 
 def test_ws_skip_padding_half_switch():
-    from fusedmoe.backends.triton_moe import (_ws_skips_padding_half, set_ws_pair_padding_half_16bit,
-                                              set_ws_skip_padding_half, set_ws_skip_padding_half_16bit)
+    from fusedmoe.backends.triton_moe import (_ws_skips_padding_half, set_ws_skip_padding_half,
+                                              set_ws_skip_padding_half_16bit)
 
     with _switched_off(set_ws_skip_padding_half):
         assert not any(_ws_skips_padding_half(f) for f in Format)
@@ -1350,19 +1264,6 @@ def test_ws_skip_padding_half_switch():
             set_ws_skip_padding_half(True)
         with pytest.raises(TypeError):
             set_ws_skip_padding_half_16bit("yes")
-        # paired halves (16-bit only, SKIP_HALF 2): over the plain 16-bit skip, under the main switch
-        assert [_ws_skips_padding_half(f) for f in (Format.FP8_TENSOR, Format.BF16)] == [1, 0]
-        prev = set_ws_pair_padding_half_16bit(True)
-        try:
-            assert prev is False and _ws_skips_padding_half(Format.BF16) == 2
-            assert _ws_skips_padding_half(Format.FP8_CHANNEL) == 1  # FP8 keeps the plain skip
-            set_ws_skip_padding_half(False)
-            assert _ws_skips_padding_half(Format.BF16) == 0
-        finally:
-            set_ws_pair_padding_half_16bit(prev)
-            set_ws_skip_padding_half(True)
-        with pytest.raises(TypeError):
-            set_ws_pair_padding_half_16bit(2)
 
 
 @gpu

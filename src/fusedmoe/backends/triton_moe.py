@@ -603,8 +603,7 @@ def set_persistent_gemm2(enabled: bool) -> bool:
 
 # ---- warp-specialized GEMMs: the padding half of a block skipped ------------------------------------
 
-_WS_SKIP_HALF = {"enabled": True, "16bit": os.environ.get("FUSEDMOE_WS_SKIP16", "0") == "1",
-                 "16bit_pair": os.environ.get("FUSEDMOE_WS_PAIR16", "0") == "1"}
+_WS_SKIP_HALF = {"enabled": True, "16bit": os.environ.get("FUSEDMOE_WS_SKIP16", "0") == "1"}
 
 
 def set_ws_skip_padding_half(enabled: bool) -> bool:
@@ -628,31 +627,15 @@ def set_ws_skip_padding_half_16bit(enabled: bool) -> bool:
     return _swap_bool(_WS_SKIP_HALF, enabled, "16bit")
 
 
-def set_ws_pair_padding_half_16bit(enabled: bool) -> bool:
-    """``False`` (the default; ``FUSEDMOE_WS_PAIR16=1`` starts a process with ``True``): 16-bit weights'
-    warp-specialized GEMMs as :func:`set_ws_skip_padding_half_16bit` says; ``True`` (OPT-IN, fifty-first session,
-    compiled for sm_90 only): a block whose second 64 rows are all padding runs as **paired halves** -- its even
-    column tile also takes the next one's weights, the second warpgroup computing the block's first 64 rows against
-    them, and the odd tile loads and computes nothing (``kernels/_ws_gemm._ws_load_pair`` / ``_ws_consume_pair``; a
-    last even tile without a partner: the plain skip). Both warpgroups stay busy, so the tile walks K at a full
-    tile's pace (the plain skip runs one warpgroup about twice as fast along K, our reading of its loss:
-    docs/kernels.md), and the block costs half its MMA. Where :func:`set_ws_skip_padding_half` is on. The same bits
-    either way. Returns the previous setting."""
-    return _swap_bool(_WS_SKIP_HALF, enabled, "16bit_pair")
-
-
-def _ws_skips_padding_half(weight_format: Format) -> int:
-    """How the warp-specialized GEMM of ``weight_format`` treats a block's all-padding half (``SKIP_HALF``): 0 both
-    warpgroups compute it, 1 the second warpgroup skips it, 2 paired halves (16-bit weights,
-    :func:`set_ws_pair_padding_half_16bit`). FP8 (per tensor / channel / 128 x 128 blocks) skips with the setting on;
-    16-bit weights only with :func:`set_ws_skip_padding_half_16bit` or the pairing: on the H200 the skip made their
-    8192-token layers slower (DeepSeek-V3 SwiGLU BF16 0.75-0.81x in three runs, BENCHMARKS.md, fifteenth session)
-    while FP8 gained at every token count (1.10x at 512)."""
-    if not _WS_SKIP_HALF["enabled"]:
-        return 0
-    if weight_format is not Format.BF16:
-        return 1
-    return 2 if _WS_SKIP_HALF["16bit_pair"] else int(_WS_SKIP_HALF["16bit"])
+def _ws_skips_padding_half(weight_format: Format) -> bool:
+    """Whether the warp-specialized GEMM of ``weight_format`` skips a block's all-padding half. FP8
+    (per tensor / channel / 128 x 128 blocks) with the setting on; 16-bit weights only with
+    :func:`set_ws_skip_padding_half_16bit`: on the H200 the skip made their 8192-token layers slower (DeepSeek-V3
+    SwiGLU BF16 0.75-0.81x in three runs, BENCHMARKS.md, fifteenth session) while FP8 gained at every token count
+    (1.10x at 512); on the H100 still 0.75-0.96x at 8192 tokens (fifty-second session), and running such blocks as
+    paired halves instead (the second warpgroup on the next column tile's weights) was slower yet, 0.56-0.86x:
+    removed."""
+    return _WS_SKIP_HALF["enabled"] and (weight_format is not Format.BF16 or _WS_SKIP_HALF["16bit"])
 
 
 # ---- warp-specialized FP8 GEMMs: the promoted accumulation pipelined (per config, or forced on) -------------

@@ -54,12 +54,7 @@ hardly any padding); 16-bit weights 1.05x at 512 but 0.75-0.92x at 8192 (DeepSee
 tokens 0.761x, all of it in GEMM1 (8159 -> 12832 µs; GEMM2 4454 -> 4351), with the same K loop either way. Not the
 static tiles drifting apart, as that session guessed: with the counted tiles (``DYN``) too the skip loses (fifty-first
 session, H100, ``decode_ab.py --settings default,wsdyn,wsdyn+ws16skip``: DeepSeek-V3 / TP8 / Qwen3-30B BF16 at 8192
-tokens 0.930 / 0.938 / 0.990x of the default). Our reading: the half-skipped tile runs ahead along K of its
-expert's full blocks, which then re-read weights from DRAM. ``SKIP_HALF`` 2 (**paired halves**, 16-bit weights,
-``triton_moe.set_ws_pair_padding_half_16bit``, opt-in; fifty-first session, compiled only): a half block's even
-column tile runs two ring steps a K block -- the block's first 64 rows with its own weights for the first warpgroup,
-with the next column tile's for the second (:func:`_ws_load_pair`, :func:`_ws_consume_pair`) -- and the odd tile
-nothing, so both warpgroups work at a full tile's pace; a last even tile without a partner takes the plain skip.
+tokens 0.930 / 0.938 / 0.990x of the default). Still not understood.
 
 Pipelined promotion (PIPE: ``KernelConfig.pipelined_promotion``, or every tile with
 ``triton_moe.set_ws_pipelined_promotion``; FP8 per tensor / channel / blocks): in the two-set tiles each warpgroup's
@@ -168,8 +163,6 @@ def _ws_load_tile(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, emp
     if e < E_LOC:
         row0 = pid_m * (2 * HALF_M)
         wrow0 = e * (W_TILES * N) + pid_n * BN
-        x0 = 0  # (placeholders without X_GATHER)
-        ok0 = 0
         if X_GATHER:  # the block's rows' input rows (its two halves: 64-row blocks 2 pid_m, 2 pid_m + 1)
             rr, cc = _x_lanes(HALF_M, BK, VEC, X_LOADER_WARPS)
             x0, ok0 = _x_src(x_ptr, sorted_ids_ptr, 2 * pid_m, num_slots, stride_x, rr, HALF_M, TOP_K, False)
@@ -177,15 +170,7 @@ def _ws_load_tile(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, emp
         full = row0 >= 0  # every block full unless SKIP_HALF looks (a tensor: the predicates below take it)
         if SKIP_HALF:
             full = gl.load(sorted_ids_ptr + row0 + HALF_M) < num_slots  # the second half holds a real row
-        steps = n_k
-        if SKIP_HALF == 2:  # paired halves (16-bit): a half block's even column tile takes the odd one's weights too
-            pair = (full == 0) & (pid_n % 2 == 0) & (pid_n + 1 < num_n)
-            gone = (full == 0) & (pid_n % 2 == 1)  # ... which then loads nothing
-            if pair:
-                it = _ws_load_pair(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, row0, wrow0, N,
-                                   K, x0, ok0, n_k, it, BN, BK, STAGES, GATED, X_GATHER)
-            steps = gl.where(pair | gone, 0, n_k)
-        for kk in range(steps):
+        for kk in range(n_k):
             s, bar = _ring_slot(ready, empty, it, STAGES)
             if X_GATHER:
                 mbarrier.expect(bar, wbytes)
@@ -195,57 +180,13 @@ def _ws_load_tile(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, emp
                 tma.async_copy_global_to_shared(a_desc, [row0, kk * BK], bar, a0_bufs.index(s))
                 tma.async_copy_global_to_shared(a_desc, [row0 + HALF_M, kk * BK], bar, a1_bufs.index(s),
                                                 pred=full)
-            _ws_w_tiles(w_desc, wrow0, kk * BK, N, bar, wg_bufs.index(s), wu_bufs.index(s), GATED)
+            tma.async_copy_global_to_shared(w_desc, [wrow0, kk * BK], bar, wg_bufs.index(s))
+            if GATED:
+                tma.async_copy_global_to_shared(w_desc, [wrow0 + N, kk * BK], bar, wu_bufs.index(s))
             if X_GATHER:
                 _x_copy(a0_bufs, s, kk * BK, x0, ok0, cc, K, bar, 1, False)
                 if full:
                     _x_copy(a1_bufs, s, kk * BK, x1, ok1, cc, K, bar, 1, False)
-                async_copy.mbarrier_arrive(bar, increment_count=False)
-            it += 1
-    return it
-
-
-@gluon.jit
-def _ws_w_tiles(w_desc, wrow, col, N, bar, wg_buf, wu_buf, GATED: gl.constexpr):
-    """A K block's weight tile(s) by TMA: rows ``wrow`` + [0, BN) (gated: the gate rows, and the up rows ``wrow + N``
-    into ``wu_buf``), columns ``col`` + [0, BK)."""
-    tma.async_copy_global_to_shared(w_desc, [wrow, col], bar, wg_buf)
-    if GATED:
-        tma.async_copy_global_to_shared(w_desc, [wrow + N, col], bar, wu_buf)
-
-
-@gluon.jit
-def _ws_load_pair(a_desc, w_desc, a0_bufs, a1_bufs, wg_bufs, wu_bufs, ready, empty, row0, wrow0, N, K, x0, ok0, n_k,
-                  it, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GATED: gl.constexpr,
-                  X_GATHER: gl.constexpr):
-    """``SKIP_HALF`` 2 (paired halves, 16-bit weights): the loads of a half block's paired tile -- two ring steps a K
-    block, each with the block's first 64 rows of A (step 0 into the first warpgroup's A slot, step 1 into the
-    second's) and one column tile's weights (columns ``wrow0`` and ``wrow0 + BN``; gated: their gate and up rows).
-    Each warpgroup computes on its step and passes the other, so both run 64 rows x BN a K block, at a full tile's
-    pace. Returns the next ring step."""
-    HALF_M: gl.constexpr = a_desc.block_type.shape[0]
-    W_TILES: gl.constexpr = 2 if GATED else 1
-    wbytes: gl.constexpr = W_TILES * w_desc.block_type.nbytes
-    nbytes_half: gl.constexpr = a_desc.block_type.nbytes + wbytes
-    VEC: gl.constexpr = 128 // a_desc.dtype.primitive_bitwidth
-    for kk in range(n_k):
-        for j in gl.static_range(2):
-            s, bar = _ring_slot(ready, empty, it, STAGES)
-            if X_GATHER:
-                mbarrier.expect(bar, wbytes)
-            else:
-                mbarrier.expect(bar, nbytes_half)
-                if j == 0:
-                    tma.async_copy_global_to_shared(a_desc, [row0, kk * BK], bar, a0_bufs.index(s))
-                else:
-                    tma.async_copy_global_to_shared(a_desc, [row0, kk * BK], bar, a1_bufs.index(s))
-            _ws_w_tiles(w_desc, wrow0 + j * BN, kk * BK, N, bar, wg_bufs.index(s), wu_bufs.index(s), GATED)
-            if X_GATHER:
-                rr, cc = _x_lanes(HALF_M, BK, VEC, X_LOADER_WARPS)
-                if j == 0:
-                    _x_copy(a0_bufs, s, kk * BK, x0, ok0, cc, K, bar, 1, False)
-                else:
-                    _x_copy(a1_bufs, s, kk * BK, x0, ok0, cc, K, bar, 1, False)
                 async_copy.mbarrier_arrive(bar, increment_count=False)
             it += 1
     return it
@@ -773,42 +714,6 @@ def _ws_consumer(a_bufs, wg_bufs, wu_bufs, ready, empty, out_ptr, a_scale_ptr, w
 
 
 @gluon.jit
-def _ws_consume_pair(e, pid_m, pid_n, it, n_k, a_bufs, wg_bufs, wu_bufs, ready, empty, rt, HALF: gl.constexpr,
-                     HALF_M: gl.constexpr, TOP_K: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr,
-                     QUANT: gl.constexpr, OUT_Q: gl.constexpr, ROUND_DTYPE: gl.constexpr, HAS_BIAS: gl.constexpr,
-                     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, BN: gl.constexpr,
-                     STAGES: gl.constexpr, RCP_DIV: gl.constexpr, OUT_PADDED: gl.constexpr, A_PADDED: gl.constexpr,
-                     ZERO_PAD: gl.constexpr, X_GATHER: gl.constexpr):
-    """``SKIP_HALF`` 2 (paired halves, 16-bit weights): this warpgroup's part of a half block's paired tile -- of the
-    two ring steps a K block (:func:`_ws_load_pair`) it computes on step ``HALF`` (the block's first 64 rows in its
-    own A slot, column tile ``pid_n + HALF``'s weights) and passes the other, then stores rows [0, 64) of column
-    tile ``pid_n + HALF``: the products and sums of the plain tiles, the same bits. Returns the next ring step."""
-    out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, block_expert_ptr, N, K, \
-        num_slots, stride_om, stride_asm, stride_wse, stride_wsn, stride_be, act_alpha, act_beta, act_limit = rt
-    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
-    acc_g = gl.zeros((HALF_M, BN), dtype=gl.float32, layout=layout)
-    acc_u = gl.zeros((HALF_M, BN), dtype=gl.float32, layout=layout)
-    for kk in range(n_k):
-        for j in gl.static_range(2):
-            s = _ring_ready(ready, it, STAGES, X_GATHER)
-            if j == HALF:
-                acc_g = warpgroup_mma(a_bufs.index(s), wg_bufs.index(s).permute((1, 0)), acc_g, is_async=True)
-                if GATED:
-                    acc_u = warpgroup_mma(a_bufs.index(s), wu_bufs.index(s).permute((1, 0)), acc_u, is_async=True)
-                    acc_g, acc_u = warpgroup_mma_wait(num_outstanding=0, deps=(acc_g, acc_u))
-                else:
-                    acc_g = warpgroup_mma_wait(num_outstanding=0, deps=(acc_g,))
-            mbarrier.arrive(empty.index(s), count=1)
-            it += 1
-    _ws_epilogue(acc_g, acc_u, e, pid_m, (pid_n + HALF) * BN, out_ptr, a_scale_ptr, w_scale_ptr, bias_ptr,
-                 topk_w_ptr, out_qscale_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_asm, stride_wse,
-                 stride_wsn, stride_be, act_alpha, act_beta, act_limit, 0, HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q,
-                 ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BN, RCP_DIV, OUT_PADDED, A_PADDED,
-                 ZERO_PAD, layout)
-    return it
-
-
-@gluon.jit
 def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, wu_bufs, ready, empty, rt,
                      HALF: gl.constexpr, HALF_M: gl.constexpr, TOP_K: gl.constexpr, E_LOC: gl.constexpr,
                      ACT: gl.constexpr, GATED: gl.constexpr, QUANT: gl.constexpr, OUT_Q: gl.constexpr,
@@ -836,25 +741,9 @@ def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, 
     pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
     e = gl.load(block_expert_ptr + pid_m)
     live = e < E_LOC
-    idle = (e < E_LOC) & (live == 0)  # (False; below: the second half of a skipped block passing the ring)
-    if SKIP_HALF == 2:  # paired halves (16-bit; the loader's _ws_load_pair): both warpgroups on a half block's 64 rows
-        gl.static_assert(QUANT == Q_NONE, "paired halves: 16-bit weights only")
-        half = gl.load(sorted_ids_ptr + pid_m * (2 * HALF_M) + HALF_M) >= num_slots
-        pair = live & half & (pid_n % 2 == 0) & (pid_n + 1 < num_n)
-        gone = live & half & (pid_n % 2 == 1)  # the odd column tile: its pair took it, nothing loaded
-        if pair:
-            it = _ws_consume_pair(e, pid_m, pid_n, it, n_k, a_bufs, wg_bufs, wu_bufs, ready, empty, rt, HALF,
-                                  HALF_M, TOP_K, ACT, GATED, QUANT, OUT_Q, ROUND_DTYPE, HAS_BIAS, WEIGHT_ON_INPUT,
-                                  MUL_ROUTING_WEIGHT, BN, STAGES, RCP_DIV, OUT_PADDED, A_PADDED, ZERO_PAD, X_GATHER)
-        if HALF == 1:  # a last even column tile without a partner (an odd number of them): the plain skip
-            idle = live & half & (pair == 0) & (gone == 0)
-            live = live & (half == 0)
-        else:
-            live = live & (pair == 0) & (gone == 0)
-    elif SKIP_HALF and HALF == 1:  # the second half of an expert's last block may be all padding (valid rows first)
+    if SKIP_HALF and HALF == 1:  # the second half of an expert's last block may be all padding (valid rows first)
         live = live & (gl.load(sorted_ids_ptr + pid_m * (2 * HALF_M) + HALF_M) < num_slots)
-        idle = (e < E_LOC) & (live == 0)
-    if idle:
+    if (e < E_LOC) & (live == 0):
         # nothing to compute or store: keep step with the ring (each slot's data has landed before
         # it is released, so the loader's phases stay in order), no MMA, no A half was loaded
         for kk in range(n_k):
