@@ -283,10 +283,11 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
     padding columns, never stored. ``X_GATHER`` (GEMM1): the token tiles come by cp.async from ``x_ptr`` [T, K]
     (hidden in the dot order, row ``slot // TOP_K``; :func:`_ws_gemm._x_copy`) after the step's weight boxes went out --
     no gather launch before the kernel. ``S_SMEM``: the step's block scales too (:func:`_dec_s_copy`), then the
-    thread's cp.async arrival. ``EARLY_W`` (GEMM2 under programmatic dependent launch; the kernel does not wait for
-    the prior grid at its start): the weights and scales of the first ``STAGES`` steps go out before the wait, their
-    token boxes after it (:func:`_dec_catch_up`, once those steps are issued) -- the align's outputs it reads for
-    that are final before this grid starts."""
+    thread's cp.async arrival. ``EARLY_W`` (token rows by TMA -- GEMM2, or GEMM1 after a gather launch -- under
+    programmatic dependent launch; the kernel does not wait for the prior grid at its start): the weights and scales
+    of the first ``STAGES`` steps go out before the wait, their token boxes after it (:func:`_dec_catch_up`, once
+    those steps are issued) -- the align's outputs it reads for that are final before this grid starts, as every
+    kernel of the layer lets the next one launch only after its own wait."""
     BT: gl.constexpr = x_desc.block_type.shape[0]
     wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
     rr, cc = _x_lanes(BT, 64, 8)
@@ -462,9 +463,10 @@ def _ws_fp4_dec_kernel(
     the tiles' shapes and layout. ``S_SMEM`` (OPT-IN, thirty-third session, compiled only): the block scales come
     through the ring too (:func:`_dec_s_copy` / :func:`_dec_s_read`) instead of the consumer's global loads.
     ``T_RELEASE`` (OPT-IN, likewise): every consumer thread frees the ring slots itself
-    (:func:`_ws_gemm._ring_release`). ``EARLY_W`` (GEMM2 under ``USE_GDC``; fifty-second session): its loader sends
-    the first ring steps' weights and scales before it waits for the prior grid (:func:`_dec_loader`)."""
-    gl.static_assert(not (EARLY_W and X_GATHER), "EARLY_W defers TMA token boxes: GEMM2's")
+    (:func:`_ws_gemm._ring_release`). ``EARLY_W`` (TMA token rows under ``USE_GDC``; fifty-second session, the
+    launcher's default): its loader sends the first ring steps' weights and scales before it waits for the prior grid
+    (:func:`_dec_loader`). Not with ``X_GATHER``, whose token rows come from the prior grid itself (the align)."""
+    gl.static_assert(not (EARLY_W and X_GATHER), "EARLY_W defers the TMA token boxes (not the cp.async rows)")
     if not EARLY_W:
         _dec_gdc(USE_GDC)
     BT: gl.constexpr = x_desc.block_type.shape[0]
