@@ -92,7 +92,7 @@ def _wd_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, ready, empty, x_ptr, sor
         pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
         e = gl.load(block_expert_ptr + pid_m)
         if e < E_LOC:
-            n8 = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8)  # 8-row chunks with real rows
+            n8 = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8, "")  # 8-row chunks with real rows
             if X_GATHER:  # (DEP_WAIT: the intermediate's rows at their block-padded positions)
                 xrow, ok = _x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, BT, TOP_K, DEP_WAIT)
             r0, r1 = _dec_rows(pid_n, N, GATED)

@@ -68,12 +68,13 @@ _ACC_FACTOR = gl.constexpr(65536.0)  # _blockscaled._NIB_ACC_FACTOR: the 2^16 th
 
 
 @gluon.jit
-def _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT: gl.constexpr, CHUNKS: gl.constexpr):
+def _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT: gl.constexpr, CHUNKS: gl.constexpr, CM: gl.constexpr):
     """The ``XT``-row chunks of block ``pid_m`` that hold real rows (an expert's rows come first in its blocks):
-    1 .. CHUNKS."""
+    1 .. CHUNKS. ``CM``: the loads' cache modifier ("", or ``.cg`` where they may precede the wait for the prior
+    grid)."""
     n = 1
     for c in gl.static_range(1, CHUNKS):
-        n += (gl.load(sorted_ids_ptr + pid_m * (XT * CHUNKS) + c * XT) < num_slots).to(gl.int32)
+        n += (gl.load(sorted_ids_ptr + pid_m * (XT * CHUNKS) + c * XT, cache_modifier=CM) < num_slots).to(gl.int32)
     return n
 
 
@@ -146,7 +147,7 @@ def _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sort
         base1 = (e * R_TILES + rt1) * K_PIECES
         n_ch = 1
         if CHUNKS > 1:
-            n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS)
+            n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS, "")
         for kk in range(n_k):
             piece = (kk * BK) // TK
             col = ((kk * BK) % TK) // 4
@@ -361,7 +362,7 @@ def _fp4_consume_tile(t, it, num_m, num_n, rt, HALF: gl.constexpr, XT: gl.conste
         sc_a, sc_b, ok_a = _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF, GATED)
         n_ch = 1  # (whole tiles: a constant, the loop below one direct call)
         if CHUNKS > 1:
-            n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS)
+            n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS, "")
         # one instance a chunk count, each with only its accumulators live (zeros kept live for unused chunks
         # made ptxas move them inside the wgmma pipeline and serialize it, C7515)
         for nch in gl.static_range(1, CHUNKS + 1):

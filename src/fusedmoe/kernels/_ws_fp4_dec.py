@@ -116,37 +116,17 @@ def _dec_gdc(USE_GDC: gl.constexpr):
     anything is read, then let the next grid launch (it waits for this one's end itself). Also
     ``kernels/_ws_dec.py``'s."""
     if USE_GDC:
-        gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+        _dec_gdc_wait(USE_GDC)
         gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // dummy $0", "=r", [], dtype=gl.int32,
                                   is_pure=False, pack=1)
 
 
 @gluon.jit
 def _dec_gdc_wait(USE_GDC: gl.constexpr):
-    """``EARLY_W``: the loader's wait for the prior grid (programmatic dependent launch), after the weights of its
-    first ring steps went out (:func:`_dec_catch_up`)."""
+    """The wait for the prior grid alone (:func:`_dec_gdc`'s first half; ``EARLY_W``: the loader's, after the
+    weights of its first ring steps went out, :func:`_dec_catch_up`)."""
     if USE_GDC:
         gl.inline_asm_elementwise("griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
-def _dec_index(ptr, EARLY_W: gl.constexpr):
-    """A load of the align's outputs by the loader: with ``EARLY_W`` before the wait for the prior grid, so past L1
-    (``.cg``), which may still hold lines of an earlier call's (the align's grid finished before this one started:
-    its writes are in L2)."""
-    if EARLY_W:
-        return gl.load(ptr, cache_modifier=".cg")
-    else:
-        return gl.load(ptr)
-
-
-@gluon.jit
-def _dec_n8(sorted_ids_ptr, pid_m, num_slots, BT: gl.constexpr, EARLY_W: gl.constexpr):
-    """The 8-row chunks of block ``pid_m`` with real rows, 1 or 2 (an expert's rows come first in its blocks)."""
-    if EARLY_W:
-        return 1 + (_dec_index(sorted_ids_ptr + pid_m * BT + 8, EARLY_W) < num_slots).to(gl.int32)
-    else:
-        return _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8)
 
 
 @gluon.jit
@@ -257,9 +237,9 @@ def _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_p
     it = 0
     for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
         pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
-        e = _dec_index(block_expert_ptr + pid_m, True)
+        e = gl.load(block_expert_ptr + pid_m, cache_modifier=".cg")  # (before the wait: :func:`_dec_loader`)
         if (e < E_LOC) & (it < STAGES):
-            n8 = _dec_n8(sorted_ids_ptr, pid_m, num_slots, BT, True)
+            n8 = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8, ".cg")
             for kk in range((n_k * ks) // SPLIT, (n_k * (ks + 1)) // SPLIT):
                 if it < STAGES:  # (a fresh slot: step it's own)
                     for h in gl.static_range(KB):
@@ -291,16 +271,19 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
     BT: gl.constexpr = x_desc.block_type.shape[0]
     wbytes: gl.constexpr = KB * 2 * w_desc.block_type.nbytes
     rr, cc = _x_lanes(BT, 64, 8)
-    num_m = _dec_index(num_post_padded_ptr, EARLY_W) // BT
+    # (EARLY_W: the align's outputs read before the wait for the prior grid, so past L1 -- ``.cg`` --, which may still
+    # hold an earlier call's lines; the align's grid finished before this one started: its writes are in L2)
+    CM: gl.constexpr = ".cg" if EARLY_W else ""
+    num_m = gl.load(num_post_padded_ptr, cache_modifier=CM) // BT
     it = 0
     for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
         pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
-        e = _dec_index(block_expert_ptr + pid_m, EARLY_W)
+        e = gl.load(block_expert_ptr + pid_m, cache_modifier=CM)
         if e < E_LOC:
             if X_GATHER:
                 xrow, ok = _x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, BT, TOP_K, False)
             else:
-                n8 = _dec_n8(sorted_ids_ptr, pid_m, num_slots, BT, EARLY_W)  # 8-row chunks with real rows
+                n8 = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8, CM)  # 8-row chunks with real rows
             r0, r1 = _dec_rows(pid_n, N, GATED)  # (N a multiple of 64: each box within one 64-row tile)
             base0 = (e * R_TILES + r0 // 64) * K_PIECES
             base1 = (e * R_TILES + r1 // 64) * K_PIECES
