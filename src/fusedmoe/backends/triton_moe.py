@@ -1623,8 +1623,9 @@ def set_ws_fp4_decode_early_weights(enabled: bool) -> bool:
     launch, which takes it too; not with GEMM1's cp.async rows, whose prior grid is the align itself). Our reading
     of the gain: GEMM2's programs start on the SMs GEMM1 leaves free (360 programs of 3 an SM on 132 SMs) and on
     those its first weights arrive during GEMM1 instead of after a dependent chain -- the wait, the align's
-    outputs, then DRAM (the stream-K test, which fills every SM with GEMM1, lost 0.82-0.85x). H100, one token (``decode_ab.py --settings default,ws4earlyw``, twice): gpt-oss-120b,
-    Nemotron-3-Nano / Super x MXFP4 / NVFP4 1.04-1.12x. The same bits (the same copies into the same slots; GPU
+    outputs, then DRAM (the stream-K test, which fills every SM with GEMM1, lost 0.82-0.85x). H100, one token
+    (``decode_ab.py --settings default,ws4earlyw``, twice): gpt-oss-120b, Nemotron-3-Nano / Super x MXFP4 / NVFP4
+    1.04-1.12x. The same bits (the same copies into the same slots; GPU
     tests). Returns the previous setting."""
     return _swap_bool(_WS_FP4_DEC, enabled, "early_w")
 
