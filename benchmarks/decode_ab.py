@@ -80,6 +80,9 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             # out before the wait; "ws4earlyw" forces that on)
             "nows4earlyw": ("set_ws_fp4_decode_early_weights", False),
             "ws4earlyw": ("set_ws_fp4_decode_early_weights", True),
+            # the FP4 decode kernel's units over the align's block bound, not its num_post_padded (fifty-third
+            # session, opt-in)
+            "ws4mstatic": ("set_ws_fp4_decode_static_blocks", True),
             # the 16-bit / FP8 decode kernel (opt-in): 2 programs an SM, stages that fit; 1 / 3 programs; 2 blocks a step
             "wsdec": ("set_ws_decode", True), "wsdec1": ("set_ws_decode", (True, 1)),
             "wsdec3": ("set_ws_decode", (True, 3)), "wsdec2b": ("set_ws_decode", (True, 2, 0, 2)),

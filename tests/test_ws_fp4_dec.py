@@ -40,30 +40,34 @@ A, F = Activation, Format
 _SCRIPT = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4_dec as kd
 # ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, FOLD, NV, TK, STAGES, SPLIT, KB, maxnreg, X_GATHER,
-# S_SMEM (the block scales through the ring; 2: and T_RELEASE, every consumer thread frees the ring slots), EARLY_W
-for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS, EW in (
-        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 0, 0, 0),     # gpt-oss GEMM1, split 2, 3 an SM
-        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 0, 0, 0),  # NVFP4 ReLU2 GEMM1
-        (7, False, True, False, True, True, False, 64, 8, 4, 2, 80, 0, 0, 0),     # GEMM2: bias, routing weight, split 4
-        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 0, 0, 0),  # weight on input, restoring cvt, bk64
-        (7, False, False, False, True, False, True, 64, 8, 2, 2, 80, 0, 0, 0),    # NVFP4 GEMM2
+# S_SMEM (the block scales through the ring; 2: and T_RELEASE, every consumer thread frees the ring slots), EARLY_W,
+# M_STATIC
+for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS, EW, MS in (
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 0, 0, 0, 0),     # gpt-oss GEMM1, split 2, 3 an SM
+        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 0, 0, 0, 0),  # NVFP4 ReLU2 GEMM1
+        (7, False, True, False, True, True, False, 64, 8, 4, 2, 80, 0, 0, 0, 0),     # GEMM2: bias, routing w., split 4
+        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 0, 0, 0, 0),  # weight on input, restoring, bk64
+        (7, False, False, False, True, False, True, 64, 8, 2, 2, 80, 0, 0, 0, 0),    # NVFP4 GEMM2
         # GEMM1's token rows by cp.async from the align launch's dot-order copy of hidden (no gather launch)
-        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 0, 0),     # gpt-oss GEMM1, top_k 4
-        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 22, 0, 0), # Nemotron-3-Super NVFP4 ReLU2 GEMM1
-        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 1, 0, 0),  # top 1, weight on input, bk 64
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 0, 0, 0),     # gpt-oss GEMM1, top_k 4
+        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 22, 0, 0, 0), # Nemotron-3-Super NVFP4 GEMM1
+        (0, True, False, True, False, False, False, 128, 4, 1, 1, 128, 1, 0, 0, 0),  # top 1, weight on input, bk 64
         # 4 programs an SM: 64 registers a thread, the 6 stages of 128 K values that fit
-        (2, True, True, False, False, True, False, 64, 6, 2, 2, 64, 4, 0, 0),     # gpt-oss GEMM1, cp.async rows
-        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 0, 0),    # NVFP4 GEMM2, split 4
+        (2, True, True, False, False, True, False, 64, 6, 2, 2, 64, 4, 0, 0, 0),     # gpt-oss GEMM1, cp.async rows
+        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 0, 0, 0),    # NVFP4 GEMM2, split 4
         # the block scales through the ring (MX words / NVFP4 8-byte runs), with and without cp.async token rows
-        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 1, 0),     # gpt-oss GEMM1
-        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 22, 1, 0), # NVFP4 ReLU2 GEMM1
-        (7, False, True, False, True, True, False, 64, 6, 4, 2, 64, 0, 1, 0),     # MX GEMM2 (TMA rows), 4 an SM
-        (0, True, False, True, False, False, True, 128, 4, 1, 1, 128, 1, 1, 0),   # NVFP4, bk 64, top 1
-        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 2, 0),     # gpt-oss GEMM1, all three options
-        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 2, 0),    # NVFP4 GEMM2, 4 an SM
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 1, 0, 0),     # gpt-oss GEMM1
+        (3, False, False, False, False, False, True, 128, 8, 1, 2, 80, 22, 1, 0, 0), # NVFP4 ReLU2 GEMM1
+        (7, False, True, False, True, True, False, 64, 6, 4, 2, 64, 0, 1, 0, 0),     # MX GEMM2 (TMA rows), 4 an SM
+        (0, True, False, True, False, False, True, 128, 4, 1, 1, 128, 1, 1, 0, 0),   # NVFP4, bk 64, top 1
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 2, 0, 0),     # gpt-oss GEMM1, all three options
+        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 2, 0, 0),    # NVFP4 GEMM2, 4 an SM
         # GEMM2's first steps' weights before its grid wait (EARLY_W, the default with the TMA token rows)
-        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 2, 1),  # NVFP4 GEMM2, 4 an SM
-        (7, False, True, False, True, True, False, 64, 6, 4, 2, 64, 0, 1, 1)):  # MX GEMM2 (TMA rows), 4 an SM
+        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 2, 1, 0),  # NVFP4 GEMM2, 4 an SM
+        (7, False, True, False, True, True, False, 64, 6, 4, 2, 64, 0, 1, 1, 0),  # MX GEMM2 (TMA rows), 4 an SM
+        # the units over the align's block bound (M_STATIC): GEMM1 with cp.async rows, GEMM2 with the early weights
+        (2, True, True, False, False, True, False, 64, 8, 2, 2, 80, 4, 2, 0, 1),  # gpt-oss GEMM1
+        (7, False, False, False, True, False, True, 64, 6, 4, 2, 64, 0, 2, 1, 1)):  # NVFP4 GEMM2, 4 an SM
     xl = gl.NVMMASharedLayout.get_default_for([16, 64], gl.bfloat16)
     wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
     sig = {"x_desc": f"tensordesc<bf16[16, 64],{xl}>", "x8_desc": f"tensordesc<bf16[8, 64],{xl}>",
@@ -73,12 +77,13 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS, EW in (
            "part_ptr": "*fp32", "cnt_ptr": "*i32", "x_ptr": "*bf16", "N": "i32", "n_k": "i32", "n64": "i32",
            "num_n": "i32", "num_slots": "i32", "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32",
            "stride_sr": "i32", "stride_sk": "i32", "stride_om": "i32", "stride_be": "i32", "stride_x": "i32",
-           "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32"}
+           "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32", "max_m": "i32"}
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
               ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=FOLD, NV=NV, TK=TK, STAGES=ST, SPLIT=SPLIT, KB=KB,
               OUT_PADDED_DOT=not MRW,  # GEMM1: stores GEMM2's rows (padded positions, dot order)
               USE_GDC=SPLIT == 4 or EW == 1,  # programmatic dependent launch
-              X_GATHER=XG > 0, TOP_K=max(XG, 1), S_SMEM=SS > 0, T_RELEASE=SS == 2, EARLY_W=EW == 1)
+              X_GATHER=XG > 0, TOP_K=max(XG, 1), S_SMEM=SS > 0, T_RELEASE=SS == 2, EARLY_W=EW == 1,
+              M_STATIC=MS == 1)
     # (16-byte aligned arguments specialized as the JIT does; the launcher checks the scales' for S_SMEM)
     k, sass = compile_sm90(kd._ws_fp4_dec_kernel, sig, cx, maxnreg=mr,
                            aligned=(("x_ptr", "stride_x") if XG else ())
@@ -93,7 +98,7 @@ for ACT, GATED, HB, WOI, MRW, FOLD, NV, TK, ST, SPLIT, KB, mr, XG, SS, EW in (
           sum(("ACQBULK" in x) or ("PREEXIT" in x) for _, x in ins), XG, sum("LDGSTS" in x for _, x in ins),
           sum("UTMALDG" in x for _, x in ins), sum("ARRIVES.LDGSTSBAR" in x for _, x in ins),
           sum("FENCE.VIEW.ASYNC.S" in x for x in loop), ST, SS, sum(bool(re.search(r"(^|\s)LDG\.", x)) for x in loop),
-          sum("BAR.SYNC" in x for x in loop), EW, sep="|", flush=True)
+          sum("BAR.SYNC" in x for x in loop), EW, MS, sep="|", flush=True)
 '''
 
 
@@ -102,16 +107,17 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
     the A operand in registers, none serialized (no ``DEPBAR.LE gsb0, 0x0`` in the K loop: ptxas keeps them
     asynchronous only while each block's A registers stay untouched until its wgmma retired), no shared-memory
     stores in the K loop (no BF16 tile round trip), no spills under the register cap that fits 2-3 programs an SM,
-    and 3 programs' shared memory within an SM's 228 KB at 8 stages; GEMM2's early weights (``EARLY_W``) as well,
-    with their loader's wait and catch-up boxes, the K loop as long as without them (within 8 instructions)."""
+    and 3 programs' shared memory within an SM's 228 KB at 8 stages; GEMM2's early weights (``EARLY_W``) and the units
+    over the align's block bound (``M_STATIC``) as well, the early weights with their loader's wait and catch-up
+    boxes, the K loop as long as without either (within 8 instructions)."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SCRIPT)
-    assert len(rows) == 18, rows
+    assert len(rows) == 20, rows
     loops = {}
     for (act, nv, split, kb, mr, warps, smem, loop, hgmma, areg, serial, sts, spills, gdc, gdc_ops, xg, ldgsts, tma,
-         arrives, fences, st, ss, ldg, bars, ew) in rows:
-        where = f"ACT={act} NV={nv} SPLIT={split} KB={kb} X_GATHER={xg} S_SMEM={ss} EARLY_W={ew}"
-        loops.setdefault((act, nv, split, xg, ss, mr), {})[ew] = int(loop)
+         arrives, fences, st, ss, ldg, bars, ew, ms) in rows:
+        where = f"ACT={act} NV={nv} SPLIT={split} KB={kb} X_GATHER={xg} S_SMEM={ss} EARLY_W={ew} M_STATIC={ms}"
+        loops.setdefault((act, nv, split, xg, ss, mr), {})[ew, ms] = int(loop)
         # the block scales: global loads in the K loop, or (S_SMEM) none there -- the loader's copies and arrival
         assert (int(ldg) == 0) == (ss != "0") and (ss == "0" or int(arrives) > 0), (where, ldg, arrives)
         # the slot release: one thread's arrive between warpgroup barriers, or (T_RELEASE) every thread's, which
@@ -135,10 +141,14 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
             where, smem)  # the rules' fixed share covers the rest
         # griddepcontrol.wait / launch_dependents (EARLY_W: the consumer's two and the loader's waits)
         assert int(gdc_ops) >= 4 if ew == "1" else int(gdc_ops) == (2 if gdc == "1" else 0), (where, gdc_ops)
-    # GEMM2's early weights change the loader, not the K loop: within a few instructions of the same variant's
+    # GEMM2's early weights and the static block bound change the units' walk, not the K loop: within a few
+    # instructions of the same variant's without them (the early weights against neither, the bound against the
+    # same early-weights setting)
     for key, by in loops.items():
-        if "1" in by:
-            assert "0" in by and abs(by["1"] - by["0"]) <= 8, (key, by)
+        for (ew, ms), n in by.items():
+            if ew == "1" or ms == "1":
+                base = ("0", "0") if ms == "0" else (ew, "0")
+                assert base in by and abs(n - by[base]) <= 8, (key, by)
 
 
 # ---- CPU: the dot-order gather, rules ------------------------------------------------------------------
@@ -758,14 +768,31 @@ def test_ws_fp4_decode_early_weights_switch():
         assert prev is True
 
 
+def test_ws_fp4_decode_static_blocks_switch():
+    """``set_ws_fp4_decode_static_blocks``: off by default, returns the previous setting, a bool only."""
+    prev = triton_moe.set_ws_fp4_decode_static_blocks(True)
+    try:
+        assert triton_moe.set_ws_fp4_decode_static_blocks(False) is True
+        with pytest.raises(TypeError):
+            triton_moe.set_ws_fp4_decode_static_blocks(1)
+    finally:
+        triton_moe.set_ws_fp4_decode_static_blocks(prev)
+    if os.environ.get("FUSEDMOE_WS_FP4_DECODE_MSTATIC", "0") != "1":
+        assert prev is False
+
+
 @gpu
-@pytest.mark.parametrize("shape,T,offset", [("gpt-oss-120b", 1, 0), ("nemotron-nano", 1, 0), ("small-ep", 5, 1)])
-def test_gpu_ws_fp4_dec_early_weights_same_bits(shape, T, offset):
-    """GEMM2's early weights (``set_ws_fp4_decode_early_weights``, the default): the weights and scales of its first
-    ring steps before its wait for GEMM1, the token boxes after -- the same copies into the same slots, so the same
-    bits as with the switch off, also from a CUDA graph's replay. gpt-oss-120b (MXFP4, clamped SwiGLU with biases)
-    and Nemotron-3-Nano (NVFP4 + ReLU^2) at one token, and a small expert-parallel case (one local expert skipped;
-    fewer ring steps a program than the ring holds: the catch-up after the loop) at five."""
+@pytest.mark.parametrize("switch", ["set_ws_fp4_decode_early_weights", "set_ws_fp4_decode_static_blocks"])
+@pytest.mark.parametrize("shape,T,offset", [("gpt-oss-120b", 1, 0), ("nemotron-nano", 1, 0), ("small-ep", 5, 1),
+                                            ("gpt-oss-120b", 8, 0)])
+def test_gpu_ws_fp4_dec_early_weights_same_bits(switch, shape, T, offset):
+    """Switches of the decode kernel that move no bits, each off against on, also from a CUDA graph's replay: GEMM2's
+    early weights (``set_ws_fp4_decode_early_weights``, the default: the weights and scales of its first ring steps
+    before its wait for GEMM1, the token boxes after -- the same copies into the same slots) and the units over the
+    align's block bound (``set_ws_fp4_decode_static_blocks``: the blocks past the rows in use skipped by their -1).
+    gpt-oss-120b (MXFP4, clamped SwiGLU with biases) at one and eight tokens (more blocks bound than in use),
+    Nemotron-3-Nano (NVFP4 + ReLU^2) at one, and a small expert-parallel case (one local expert skipped; fewer ring
+    steps a program than the ring holds: the catch-up after the loop) at five."""
     if shape == "gpt-oss-120b":
         c = Case(F.MXFP4, F.BF16, A.SWIGLU_OAI, T=T, H=2880, I=2880, E=32, K=4, bias=True, dtype=torch.bfloat16,
                  seed=27)
@@ -775,10 +802,11 @@ def test_gpu_ws_fp4_dec_early_weights_same_bits(shape, T, offset):
         c = Case(F.NVFP4, F.BF16, A.SWIGLU, T=T, H=512, I=256, E=4, K=2, offset=offset, dtype=torch.bfloat16,
                  seed=29)
     hidden, W, topk = make_case(c)
-    was = triton_moe.set_ws_fp4_decode_early_weights(False)
+    setter = getattr(triton_moe, switch)
+    was = setter(False)
     try:
         off = _dec_call(hidden, W, topk, offset=offset)
-        triton_moe.set_ws_fp4_decode_early_weights(True)
+        setter(True)
         on = _dec_call(hidden, W, topk, offset=offset)
         static = hidden.clone()
         g = torch.cuda.CUDAGraph()
@@ -790,7 +818,7 @@ def test_gpu_ws_fp4_dec_early_weights_same_bits(shape, T, offset):
         torch.cuda.synchronize()
         eager_new = _dec_call(h2, W, topk, offset=offset)
     finally:
-        triton_moe.set_ws_fp4_decode_early_weights(was)
+        setter(was)
     ref = run_reference(hidden, W, topk, F.BF16, offset=offset, E_glob=c.E_glob)
     assert _rel(on, ref) <= 2e-2 and torch.equal(on, off) and torch.equal(out, eager_new)
 

@@ -1573,7 +1573,10 @@ _WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128,
                "t_release": os.environ.get("FUSEDMOE_WS_FP4_DECODE_TRELEASE", "1") != "0",
                # GEMM2's first ring steps' weights before its wait for GEMM1 (set_ws_fp4_decode_early_weights; the
                # default since the fifty-second session: H100, 1.04-1.12x at one token on all six FP4 model points)
-               "early_w": os.environ.get("FUSEDMOE_WS_FP4_DECODE_EARLYW", "1") != "0"}
+               "early_w": os.environ.get("FUSEDMOE_WS_FP4_DECODE_EARLYW", "1") != "0",
+               # the units walk the align's block bound (a host number) instead of its num_post_padded
+               # (set_ws_fp4_decode_static_blocks; opt-in, fifty-third session)
+               "m_static": os.environ.get("FUSEDMOE_WS_FP4_DECODE_MSTATIC", "0") == "1"}
 _WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80, 4: 64}
 
 
@@ -1628,6 +1631,16 @@ def set_ws_fp4_decode_early_weights(enabled: bool) -> bool:
     1.04-1.12x. The same bits (the same copies into the same slots; GPU
     tests). Returns the previous setting."""
     return _swap_bool(_WS_FP4_DEC, enabled, "early_w")
+
+
+def set_ws_fp4_decode_static_blocks(enabled: bool) -> bool:
+    """``True`` (OPT-IN, fifty-third session; ``FUSEDMOE_WS_FP4_DECODE_MSTATIC=1``): the FP4 decode kernel's units walk
+    the align's block bound ``max_blocks`` -- known on the host from the shapes -- instead of the rows in use it
+    writes (``num_post_padded``), and skip the blocks past those (the align marks them -1). A program's first weight
+    boxes then wait for one load of the align's outputs (its block's expert) instead of two in a row. At one token
+    the bound is the blocks in use (top_k distinct experts, one block each); at 8 tokens a few more units are
+    skipped. The same bits. Returns the previous setting."""
+    return _swap_bool(_WS_FP4_DEC, enabled, "m_static")
 
 
 def _ws_fp4_decode_on(tokens: int) -> bool:
@@ -1940,7 +1953,8 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
         FOLD=fold_cvt == _bs.MX_FOLD.value, NV=nv, TK=tk, STAGES=c.num_stages, SPLIT=c.split_k, KB=kb,
         OUT_PADDED_DOT=out_padded, X_GATHER=x_gather, TOP_K=top_k, S_SMEM=s_smem,
         T_RELEASE=_WS_FP4_DEC["t_release"],
-        EARLY_W=_WS_FP4_DEC["early_w"] and not x_gather and bool((pdl or {}).get("USE_GDC")), num_warps=4,
+        EARLY_W=_WS_FP4_DEC["early_w"] and not x_gather and bool((pdl or {}).get("USE_GDC")),
+        max_m=al.max_blocks if _WS_FP4_DEC["m_static"] else 0, M_STATIC=_WS_FP4_DEC["m_static"], num_warps=4,
         maxnreg=maxnreg, **(pdl or {}))
 
 

@@ -90,6 +90,26 @@ def _dec_unit(u, num_n, SPLIT: gl.constexpr):
 
 
 @gluon.jit
+def _dec_blocks(num_post_padded_ptr, max_m, BT: gl.constexpr, CM: gl.constexpr, M_STATIC: gl.constexpr):
+    """The blocks the units walk: the align's ``num_post_padded`` / BT, or (``M_STATIC``) the host's bound
+    ``max_m`` -- the blocks past the rows in use are the align's -1 (:func:`_dec_local` skips them), and the walk
+    does not wait for that load before it reads its first block's expert."""
+    if M_STATIC:
+        return max_m
+    else:
+        return gl.load(num_post_padded_ptr, cache_modifier=CM) // BT
+
+
+@gluon.jit
+def _dec_local(e, E_LOC: gl.constexpr, M_STATIC: gl.constexpr):
+    """Whether block expert ``e`` is a local expert's (``M_STATIC``: also not the align's -1 of an unused block)."""
+    if M_STATIC:
+        return (e >= 0) & (e < E_LOC)
+    else:
+        return e < E_LOC
+
+
+@gluon.jit
 def _dec_split_sum(acc, part_ptr, cnt_ptr, tile, ks, SPLIT: gl.constexpr, acc_l: gl.constexpr):
     """Split-K of a decode unit's [64, BT] fp32 ``acc`` (layout ``acc_l``; share ``ks`` of ``tile``): stored as the
     tile's partial ``ks``; the last of the SPLIT programs to arrive (an acq_rel counter, left zero for the next call)
@@ -228,6 +248,7 @@ def _dec_token_box(x_desc, x8_desc, row, kc, bar, xb, n8):
 @gluon.jit
 def _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_ptr, num_m, n_k, num_n, num_slots,
                   E_LOC: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr,
+                  M_STATIC: gl.constexpr,
                   USE_GDC: gl.constexpr):
     """``EARLY_W``: the loader's wait for the prior grid -- whose output the token rows are --, then the token boxes
     of its first ``STAGES`` ring steps, whose weights (and block scales) went out before it: the same walk as
@@ -238,7 +259,7 @@ def _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_p
     for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
         pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
         e = gl.load(block_expert_ptr + pid_m, cache_modifier=".cg")  # (before the wait: :func:`_dec_loader`)
-        if (e < E_LOC) & (it < STAGES):
+        if _dec_local(e, E_LOC, M_STATIC) & (it < STAGES):
             n8 = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, 8, BT // 8, ".cg")
             for kk in range((n_k * ks) // SPLIT, (n_k * (ks + 1)) // SPLIT):
                 if it < STAGES:  # (a fresh slot: step it's own)
@@ -250,11 +271,11 @@ def _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_p
 
 @gluon.jit
 def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x_ptr, s_ptr, sorted_ids_ptr,
-                block_expert_ptr, num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots, stride_x,
-                stride_se, stride_sr, stride_sk, E_LOC: gl.constexpr, GATED: gl.constexpr, TK: gl.constexpr,
+                block_expert_ptr, num_post_padded_ptr, max_m, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots,
+                stride_x, stride_se, stride_sr, stride_sk, E_LOC: gl.constexpr, GATED: gl.constexpr, TK: gl.constexpr,
                 STAGES: gl.constexpr, SPLIT: gl.constexpr, KB: gl.constexpr, X_GATHER: gl.constexpr,
                 TOP_K: gl.constexpr, NV: gl.constexpr, S_SMEM: gl.constexpr, EARLY_W: gl.constexpr,
-                USE_GDC: gl.constexpr):
+                USE_GDC: gl.constexpr, M_STATIC: gl.constexpr):
     """TMA producer (one warp): per K step KB token boxes and KB x 2 [32, 16] weight boxes (the 64 rows of the
     unit's column tile) into ring slot ``it % STAGES``. Where a block has at most 8 real rows (at one token an
     expert's block holds one), the token box is its first 8 rows (``x8_desc``): BT rows for every 64 weight rows
@@ -274,12 +295,12 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
     # (EARLY_W: the align's outputs read before the wait for the prior grid, so past L1 -- ``.cg`` --, which may still
     # hold an earlier call's lines; the align's grid finished before this one started: its writes are in L2)
     CM: gl.constexpr = ".cg" if EARLY_W else ""
-    num_m = gl.load(num_post_padded_ptr, cache_modifier=CM) // BT
+    num_m = _dec_blocks(num_post_padded_ptr, max_m, BT, CM, M_STATIC)
     it = 0
     for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
         pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
         e = gl.load(block_expert_ptr + pid_m, cache_modifier=CM)
-        if e < E_LOC:
+        if _dec_local(e, E_LOC, M_STATIC):
             if X_GATHER:
                 xrow, ok = _x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, BT, TOP_K, False)
             else:
@@ -319,11 +340,11 @@ def _dec_loader(x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x
                 if EARLY_W:
                     if it == STAGES:
                         _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_ptr, num_m, n_k,
-                                      num_n, num_slots, E_LOC, STAGES, SPLIT, KB, USE_GDC)
+                                      num_n, num_slots, E_LOC, STAGES, SPLIT, KB, M_STATIC, USE_GDC)
     if EARLY_W:
         if it < STAGES:  # (fewer steps than the ring: their token boxes now)
             _dec_catch_up(x_desc, x8_desc, x_bufs, ready, sorted_ids_ptr, block_expert_ptr, num_m, n_k, num_n,
-                          num_slots, E_LOC, STAGES, SPLIT, KB, USE_GDC)
+                          num_slots, E_LOC, STAGES, SPLIT, KB, M_STATIC, USE_GDC)
 
 
 @gluon.jit
@@ -341,13 +362,15 @@ def _dec_a_operand(words, sc, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.cons
 
 @gluon.jit
 def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
-                  block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n, num_slots, stride_se,
-                  stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta, act_limit, BT: gl.constexpr,
+                  block_expert_ptr, num_post_padded_ptr, max_m, part_ptr, cnt_ptr, N, n_k, n64, num_n, num_slots,
+                  stride_se, stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta, act_limit,
+                  BT: gl.constexpr,
                   E_LOC: gl.constexpr, ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
                   WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                   SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
                   SPLIT: gl.constexpr, KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr, X_GATHER: gl.constexpr,
-                  S_SMEM: gl.constexpr, T_RELEASE: gl.constexpr, EARLY_W: gl.constexpr, USE_GDC: gl.constexpr):
+                  S_SMEM: gl.constexpr, T_RELEASE: gl.constexpr, EARLY_W: gl.constexpr, USE_GDC: gl.constexpr,
+                  M_STATIC: gl.constexpr):
     """Consumer warpgroup: per unit its K steps, each 64-wide block converted into the register A operand and
     multiplied with the block's token rows (one wgmma in flight); then the split-K reduction and the epilogue. The
     block scales: loaded from global memory two blocks ahead, or (``S_SMEM``) read from the ring slot, where the
@@ -367,13 +390,13 @@ def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, 
     cc = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, sl))))
     r = rw[:, None, None, None] * 16 + rh[None, :, None, None] * 8 + rg[None, None, :, None]  # row of the tile
     jq, bstep = _fp4_scale_cols(cc[None, None, None, :], stride_sk, NV)  # thread column c's block scale
-    num_m = gl.load(num_post_padded_ptr) // BT
+    num_m = _dec_blocks(num_post_padded_ptr, max_m, BT, "", M_STATIC)
     it = 0
     a_prev = gl.zeros((64, 64), gl.bfloat16, layout=dot_l)
     for u in range(gl.program_id(0), num_m * num_n * SPLIT, gl.num_programs(0)):
         pid_m, pid_n, ks = _dec_unit(u, num_n, SPLIT)
         e = gl.load(block_expert_ptr + pid_m)
-        if e < E_LOC:
+        if _dec_local(e, E_LOC, M_STATIC):
             if GATED:
                 n0 = pid_n * 32
                 wrow = gl.where(r < 32, n0 + r, N + n0 + r - 32)
@@ -436,7 +459,7 @@ def _ws_fp4_dec_kernel(
     FOLD: gl.constexpr, NV: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, SPLIT: gl.constexpr,
     KB: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False, USE_GDC: gl.constexpr = False,
     X_GATHER: gl.constexpr = False, TOP_K: gl.constexpr = 1, S_SMEM: gl.constexpr = False,
-    T_RELEASE: gl.constexpr = False, EARLY_W: gl.constexpr = False,
+    T_RELEASE: gl.constexpr = False, EARLY_W: gl.constexpr = False, max_m=0, M_STATIC: gl.constexpr = False,
 ):
     """One grouped FP4 x BF16 decode GEMM + its epilogue (module docstring). Launch with ``num_warps=4`` (the
     consumer warpgroup; the loader warp is a worker), persistent, a few programs an SM (``maxnreg`` caps the
@@ -448,7 +471,10 @@ def _ws_fp4_dec_kernel(
     ``T_RELEASE`` (OPT-IN, likewise): every consumer thread frees the ring slots itself
     (:func:`_ws_gemm._ring_release`). ``EARLY_W`` (TMA token rows under ``USE_GDC``; fifty-second session, the
     launcher's default): its loader sends the first ring steps' weights and scales before it waits for the prior grid
-    (:func:`_dec_loader`). Not with ``X_GATHER``, whose token rows come from the prior grid itself (the align)."""
+    (:func:`_dec_loader`). Not with ``X_GATHER``, whose token rows come from the prior grid itself (the align).
+    ``M_STATIC`` (OPT-IN, fifty-third session): the units walk ``max_m`` blocks (the align's bound, a host number)
+    instead of ``num_post_padded`` / BT, skipping the unused blocks' -1 experts -- one dependent load less before
+    a program's first weights go out (:func:`_dec_blocks`)."""
     gl.static_assert(not (EARLY_W and X_GATHER), "EARLY_W defers the TMA token boxes (not the cp.async rows)")
     if not EARLY_W:
         _dec_gdc(USE_GDC)
@@ -467,13 +493,13 @@ def _ws_fp4_dec_kernel(
     ready, empty = _ring_barriers(STAGES, 128 if T_RELEASE else 1, 33 if X_GATHER or S_SMEM else 1)
     gl.warp_specialize([
         (_dec_consumer, (x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, bias_ptr, topk_w_ptr,
-                         sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, part_ptr, cnt_ptr, N, n_k, n64, num_n,
-                         num_slots, stride_se, stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta,
+                         sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, max_m, part_ptr, cnt_ptr, N, n_k, n64,
+                         num_n, num_slots, stride_se, stride_sr, stride_sk, stride_om, stride_be, act_alpha, act_beta,
                          act_limit, BT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE,
                          SWZ, FOLD, NV, STAGES, SPLIT, KB, OUT_PADDED_DOT, X_GATHER, S_SMEM, T_RELEASE, EARLY_W,
-                         USE_GDC)),
+                         USE_GDC, M_STATIC)),
         (_dec_loader, (x_desc, x8_desc, w_desc, x_bufs, w_bufs, s_bufs, ready, empty, x_ptr, s_ptr, sorted_ids_ptr,
-                       block_expert_ptr, num_post_padded_ptr, N, R_TILES, K_PIECES, n_k, n64, num_n, num_slots,
-                       stride_x, stride_se, stride_sr, stride_sk, E_LOC, GATED, TK, STAGES, SPLIT, KB, X_GATHER, TOP_K,
-                       NV, S_SMEM, EARLY_W, USE_GDC)),
+                       block_expert_ptr, num_post_padded_ptr, max_m, N, R_TILES, K_PIECES, n_k, n64, num_n,
+                       num_slots, stride_x, stride_se, stride_sr, stride_sk, E_LOC, GATED, TK, STAGES, SPLIT, KB,
+                       X_GATHER, TOP_K, NV, S_SMEM, EARLY_W, USE_GDC, M_STATIC)),
     ], [1], [40])
