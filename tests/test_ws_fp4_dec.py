@@ -755,30 +755,22 @@ def test_gpu_ws_fp4_dec_top1_weight_on_input_and_graph():
     assert torch.equal(out, eager_new)
 
 
-def test_ws_fp4_decode_early_weights_switch():
-    """``set_ws_fp4_decode_early_weights``: on by default, returns the previous setting, a bool only."""
-    prev = triton_moe.set_ws_fp4_decode_early_weights(False)
+@pytest.mark.parametrize("setter,env,default", [("set_ws_fp4_decode_early_weights", "FUSEDMOE_WS_FP4_DECODE_EARLYW", True),
+                                                ("set_ws_fp4_decode_static_blocks", "FUSEDMOE_WS_FP4_DECODE_MSTATIC",
+                                                 False)])
+def test_ws_fp4_decode_bool_switches(setter, env, default):
+    """The decode kernel's bit-neutral switches: ``set_ws_fp4_decode_early_weights`` on by default,
+    ``set_ws_fp4_decode_static_blocks`` off; each returns the previous setting and takes a bool only."""
+    fn = getattr(triton_moe, setter)
+    prev = fn(not default)
     try:
-        assert triton_moe.set_ws_fp4_decode_early_weights(True) is False
+        assert fn(default) is (not default)
         with pytest.raises(TypeError):
-            triton_moe.set_ws_fp4_decode_early_weights(1)
+            fn(1)
     finally:
-        triton_moe.set_ws_fp4_decode_early_weights(prev)
-    if os.environ.get("FUSEDMOE_WS_FP4_DECODE_EARLYW", "1") != "0":
-        assert prev is True
-
-
-def test_ws_fp4_decode_static_blocks_switch():
-    """``set_ws_fp4_decode_static_blocks``: off by default, returns the previous setting, a bool only."""
-    prev = triton_moe.set_ws_fp4_decode_static_blocks(True)
-    try:
-        assert triton_moe.set_ws_fp4_decode_static_blocks(False) is True
-        with pytest.raises(TypeError):
-            triton_moe.set_ws_fp4_decode_static_blocks(1)
-    finally:
-        triton_moe.set_ws_fp4_decode_static_blocks(prev)
-    if os.environ.get("FUSEDMOE_WS_FP4_DECODE_MSTATIC", "0") != "1":
-        assert prev is False
+        fn(prev)
+    if env not in os.environ:
+        assert prev is default
 
 
 @gpu
