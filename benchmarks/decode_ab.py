@@ -81,8 +81,12 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "nows4earlyw": ("set_ws_fp4_decode_early_weights", False),
             "ws4earlyw": ("set_ws_fp4_decode_early_weights", True),
             # the FP4 decode kernel's units over the align's block bound, not its num_post_padded (fifty-third
-            # session, opt-in)
+            # session; the default since: "nows4mstatic" turns it off)
             "ws4mstatic": ("set_ws_fp4_decode_static_blocks", True),
+            "nows4mstatic": ("set_ws_fp4_decode_static_blocks", False),
+            # the FP4 decode kernel's default range (one token) at n ring stages (fifty-third session: 4, the default
+            # since, against the 8 before)
+            **{f"ws4st{n}": ("set_ws_fp4_decode", (1, 3, n, 128, True, True, True)) for n in (2, 3, 4, 5, 6, 8)},
             # the 16-bit / FP8 decode kernel (opt-in): 2 programs an SM, stages that fit; 1 / 3 programs; 2 blocks a step
             "wsdec": ("set_ws_decode", True), "wsdec1": ("set_ws_decode", (True, 1)),
             "wsdec3": ("set_ws_decode", (True, 3)), "wsdec2b": ("set_ws_decode", (True, 2, 0, 2)),

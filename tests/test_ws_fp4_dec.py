@@ -246,7 +246,8 @@ def test_ws_fp4_dec_config_rules(monkeypatch):
     prev = triton_moe.set_ws_fp4_decode(False)
     try:
         # by default one-token calls, the block scales through the ring, per-thread release (thirty-fifth session)
-        assert prev == (triton_moe.WS_FP4_DEC_AUTO_MAX_TOKENS, 3, 8, 128, True, True, True)
+        # (4 ring stages since the fifty-third session)
+        assert prev == (triton_moe.WS_FP4_DEC_AUTO_MAX_TOKENS, 3, 4, 128, True, True, True)
         assert triton_moe.WS_FP4_DEC_AUTO_MAX_TOKENS == 1
         assert triton_moe.set_ws_fp4_decode(True, 2, 4, 64) == (False,) + prev[1:]
         with pytest.raises(ValueError, match="ctas"):
@@ -397,10 +398,11 @@ def test_ws_fp4_dec_gets_dot_rows_from_the_align(monkeypatch, T, x_gather):
 
 def test_ws_fp4_dec_tuner_candidates_and_table_entries(monkeypatch):
     """The tuner offers the FP4 decode kernel on Hopper at 1-64 tokens for MXFP4 / NVFP4 weights, at 3 and 4
-    programs an SM as ``ws_fp4_decode_config`` gives it (stages that fit: 8 / 6 of 128 K values; the split rule over
-    that many programs), valid by the kernel's rules; not at 128 tokens, not off Hopper. A table entry naming the
-    kernel runs as it is with the switch off; where it cannot run -- activations other than BF16, FP4 Gluon kernels
-    off (``set_ws_fp4(False)``), an atomic combine -- the call gets the heuristic's Triton config."""
+    programs an SM as ``ws_fp4_decode_config`` gives it, each at 4 and 8 ring stages (those that fit: 8 / 6 of 128 K
+    values; the split rule over that many programs), valid by the kernel's rules; not at 128 tokens, not off Hopper.
+    A table entry naming the kernel runs as it is with the switch off; where it cannot run -- activations other than
+    BF16, FP4 Gluon kernels off (``set_ws_fp4(False)``), an atomic combine -- the call gets the heuristic's Triton
+    config."""
     from fusedmoe.bench.tune import search_space
 
     def dec(T, fmt, device="NVIDIA H200"):
@@ -410,12 +412,12 @@ def test_ws_fp4_dec_tuner_candidates_and_table_entries(monkeypatch):
     for fmt in (F.MXFP4, F.NVFP4):
         for T in (1, 8, 64):
             got = dec(T, fmt)
-            assert sorted(c.gemm1.persistent for c in got) == [3, 4], (fmt, T, got)
+            assert sorted((c.gemm1.persistent, c.gemm1.num_stages) for c in got) == [(3, 4), (3, 8), (4, 4), (4, 6)], (
+                fmt, T, got)
             for cfg in got:
                 n = cfg.gemm1.persistent
-                want = triton_moe.ws_fp4_decode_config(T, 2880, 2880, 128, 4, True, 132, n)
-                assert cfg == want and cfg.gemm2.persistent == n
-                assert cfg.gemm1.num_stages == {3: 8, 4: 6}[n]
+                want = triton_moe.ws_fp4_decode_config(T, 2880, 2880, 128, 4, True, 132, n, cfg.gemm1.num_stages)
+                assert cfg == want and cfg.gemm2.persistent == n and cfg.gemm2.num_stages == cfg.gemm1.num_stages
                 for gemm, c in (("gemm1", cfg.gemm1), ("gemm2", cfg.gemm2)):
                     assert warp_specialized_problem(c, fmt, gemm, gemm == "gemm1", 2880) is None, (fmt, gemm, c)
         assert not dec(128, fmt) and not dec(1, fmt, "NVIDIA A100-SXM4-80GB")
@@ -757,10 +759,10 @@ def test_gpu_ws_fp4_dec_top1_weight_on_input_and_graph():
 
 @pytest.mark.parametrize("setter,env,default", [("set_ws_fp4_decode_early_weights", "FUSEDMOE_WS_FP4_DECODE_EARLYW", True),
                                                 ("set_ws_fp4_decode_static_blocks", "FUSEDMOE_WS_FP4_DECODE_MSTATIC",
-                                                 False)])
+                                                 True)])
 def test_ws_fp4_decode_bool_switches(setter, env, default):
-    """The decode kernel's bit-neutral switches: ``set_ws_fp4_decode_early_weights`` on by default,
-    ``set_ws_fp4_decode_static_blocks`` off; each returns the previous setting and takes a bool only."""
+    """The decode kernel's bit-neutral switches, both on by default: ``set_ws_fp4_decode_early_weights`` and
+    ``set_ws_fp4_decode_static_blocks``; each returns the previous setting and takes a bool only."""
     fn = getattr(triton_moe, setter)
     prev = fn(not default)
     try:

@@ -1559,7 +1559,9 @@ WS_NVFP4_MIN_ROWS_PER_EXPERT = 64
 _WS_FP4["nvfp4_min_rows"] = WS_NVFP4_MIN_ROWS_PER_EXPERT
 # the FP4 decode kernel (kernels/_ws_fp4_dec.py): programs an SM (each one consumer warpgroup and its loader warp:
 # 8 warps with the padding) and the register cap that lets that many share an SM's 64K registers, ring stages
-_WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128,
+# (4 stages since the fifty-third session: H100, Nemotron-3-Super MXFP4 / NVFP4 at one token 1.04-1.05x the 8 stages
+# before, the other FP4 model points' tuned-table entries keep theirs)
+_WS_FP4_DEC = {"ctas": 3, "stages": 4, "block_k": 128,
                # GEMM1's token rows by cp.async from the align launch's dot-order copy of hidden (DotRowsPlan) instead
                # of a gather launch and TMA boxes (thirty-third session; compiled for sm_90 only until its GPU tests
                # ran)
@@ -1575,12 +1577,13 @@ _WS_FP4_DEC = {"ctas": 3, "stages": 8, "block_k": 128,
                # default since the fifty-second session: H100, 1.04-1.12x at one token on all six FP4 model points)
                "early_w": os.environ.get("FUSEDMOE_WS_FP4_DECODE_EARLYW", "1") != "0",
                # the units walk the align's block bound (a host number) instead of its num_post_padded
-               # (set_ws_fp4_decode_static_blocks; opt-in, fifty-third session)
-               "m_static": os.environ.get("FUSEDMOE_WS_FP4_DECODE_MSTATIC", "0") == "1"}
+               # (set_ws_fp4_decode_static_blocks; the default since the fifty-third session: H100, 1.002-1.015x at
+               # one token on all six FP4 model points, three runs)
+               "m_static": os.environ.get("FUSEDMOE_WS_FP4_DECODE_MSTATIC", "1") != "0"}
 _WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80, 4: 64}
 
 
-def set_ws_fp4_decode(enabled, ctas: int = 3, num_stages: int = 8, block_k: int = 128,
+def set_ws_fp4_decode(enabled, ctas: int = 3, num_stages: int = 4, block_k: int = 128,
                       x_gather: bool = True, scales_smem: bool = True, thread_release: bool = True) -> tuple:
     """Where ``auto_ws_fp4`` picks the FP4 decode kernel (``kernels/_ws_fp4_dec.py``; MXFP4 / NVFP4 weights x BF16
     activations) for a call whose chosen config has decode tiles (block_m <= 16): ``enabled`` an int -- calls of at
@@ -1588,7 +1591,8 @@ def set_ws_fp4_decode(enabled, ctas: int = 3, num_stages: int = 8, block_k: int 
     the Triton GEMMs, thirty-fifth session, BENCHMARKS.md); ``True`` every such call; ``False`` none
     (``FUSEDMOE_WS_FP4_DECODE=1`` / ``0`` / a number). The kernel: 16 token rows a block, ``ctas`` programs an SM
     (1-4; 4: 64 registers a thread), ``num_stages`` ring steps of ``block_k`` (64 / 128) K values -- at most as many
-    as fit ``ctas`` programs an SM (4 x 6 of 128) --, split-K from :func:`ws_fp4_dec_split`.
+    as fit ``ctas`` programs an SM (4 x 6 of 128); 4 by default since the fifty-third session (H100, one token:
+    Nemotron-3-Super 1.04-1.05x the 8 before, BENCHMARKS.md) --, split-K from :func:`ws_fp4_dec_split`.
     ``x_gather`` (``FUSEDMOE_WS_FP4_DECODE_CPASYNC``, default on): where the align is one program (T x top_k <= 256),
     its launch also copies hidden in the kernel's dot order (:class:`DotRowsPlan`) and GEMM1's loader copies a
     block's rows from that by cp.async -- no gather launch between the align and GEMM1 (its 3.4 us were more than
@@ -1634,12 +1638,14 @@ def set_ws_fp4_decode_early_weights(enabled: bool) -> bool:
 
 
 def set_ws_fp4_decode_static_blocks(enabled: bool) -> bool:
-    """``True`` (OPT-IN, fifty-third session; ``FUSEDMOE_WS_FP4_DECODE_MSTATIC=1``): the FP4 decode kernel's units walk
+    """``True`` (the default since the fifty-third session; ``FUSEDMOE_WS_FP4_DECODE_MSTATIC=0`` turns it off): the
+    FP4 decode kernel's units walk
     the align's block bound ``max_blocks`` -- known on the host from the shapes -- instead of the rows in use it
     writes (``num_post_padded``), and skip the blocks past those (the align marks them -1). A program's first weight
     boxes then wait for one load of the align's outputs (its block's expert) instead of two in a row. At one token
     the bound is the blocks in use (top_k distinct experts, one block each); at 8 tokens a few more units are
-    skipped. The same bits. Returns the previous setting."""
+    skipped. H100, one token (``decode_ab.py --settings default,ws4mstatic``, three runs): gpt-oss-120b, Nemotron-3-Nano
+    / Super x MXFP4 / NVFP4 1.002-1.015x. The same bits (GPU tests). Returns the previous setting."""
     return _swap_bool(_WS_FP4_DEC, enabled, "m_static")
 
 
@@ -1678,16 +1684,18 @@ def _dec_splits(H: int, I_pad: int, experts: int, tokens: int, top_k: int, gated
 
 
 def ws_fp4_decode_config(tokens: int, hidden: int, intermediate_padded: int, experts: int, top_k: int, gated: bool,
-                         num_sms: Optional[int] = None, ctas: Optional[int] = None) -> MoEKernelConfig:
+                         num_sms: Optional[int] = None, ctas: Optional[int] = None,
+                         num_stages: Optional[int] = None) -> MoEKernelConfig:
     """The FP4 decode kernel's config for a layer shape at ``tokens``, as :func:`set_ws_fp4_decode`'s settings run
-    it: its ``block_k``, its stages (at most as many as fit the programs an SM: ``ws_dec_max_stages``), split-K of
+    it: its ``block_k``, its stages (``num_stages``, None: the switch's; at most as many as fit the programs an SM:
+    ``ws_dec_max_stages``), split-K of
     each GEMM by :func:`ws_fp4_dec_split` over the expected blocks (one an expert hit) on ``num_sms`` (default
     132) SMs. What :func:`auto_ws_fp4` picks with the switch on, and the tuner's candidates
     (``fusedmoe.bench.tune.search_space``). ``ctas``: programs an SM, recorded in the configs (``persistent``);
     None: the switch's, left to the launch."""
     n = ctas or _WS_FP4_DEC["ctas"]  # (``ws_fp4_dec_config`` refuses a ctas outside WS_DEC_CTAS)
     bk = _WS_FP4_DEC["block_k"]
-    st = max(2, min(_WS_FP4_DEC["stages"], ws_dec_max_stages(ws_fp4_dec_stage_bytes(bk), n)))
+    st = max(2, min(num_stages or _WS_FP4_DEC["stages"], ws_dec_max_stages(ws_fp4_dec_stage_bytes(bk), n)))
     s1, s2 = _dec_splits(hidden, intermediate_padded, experts, tokens, top_k, gated, bk, n * (num_sms or 132))
     return MoEKernelConfig(ws_fp4_dec_config(gated, "gemm1", s1, st, bk, ctas),
                            ws_fp4_dec_config(False, "gemm2", s2, st, bk, ctas))

@@ -199,6 +199,9 @@ WS_DEC_TUNE_MAX_TOKENS = 8  # the decode kernel is a candidate up to this many t
 # at these programs an SM: the table, not a rule, takes it where it measures faster than the Triton GEMMs
 WS_FP4_DEC_TUNE_MAX_TOKENS = 64
 WS_FP4_DEC_TUNE_CTAS = (3, 4)
+# ... each at these ring stages (at most those that fit: 6 of 128 K values at 4 an SM) -- the switch's default 4
+# since the fifty-third session, the 8 before it (H100, one token: the table's entries kept theirs, unmeasured since)
+WS_FP4_DEC_TUNE_STAGES = (4, 8)
 
 
 def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: int, top_k: int,
@@ -288,8 +291,9 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
         # a call with other activations falls back to the Triton config, triton_moe.auto_ws_fp4)
         from ..backends.triton_moe import ws_fp4_decode_config
         for ctas in WS_FP4_DEC_TUNE_CTAS:
-            d = ws_fp4_decode_config(tokens, hidden, intermediate_padded, experts, top_k, gated, num_sms, ctas)
-            add(d.gemm1, d.gemm2, "ws_fp4_decode")
+            for st in WS_FP4_DEC_TUNE_STAGES:
+                d = ws_fp4_decode_config(tokens, hidden, intermediate_padded, experts, top_k, gated, num_sms, ctas, st)
+                add(d.gemm1, d.gemm2, "ws_fp4_decode")
     short_k = weight_format in HELD_A_FORMATS and intermediate_padded <= HELD_A_MAX_K
     if weight_format in WS_TUNE_FORMATS and tokens >= WS_MIN_TOKENS and _device_traits(device_name).hopper:
         # the warp-specialized Gluon kernels (KernelConfig.warp_specialized) at 4 and 5 stages (16-bit: 3, 4): both

@@ -472,9 +472,9 @@ def _ws_fp4_dec_kernel(
     (:func:`_ws_gemm._ring_release`). ``EARLY_W`` (TMA token rows under ``USE_GDC``; fifty-second session, the
     launcher's default): its loader sends the first ring steps' weights and scales before it waits for the prior grid
     (:func:`_dec_loader`). Not with ``X_GATHER``, whose token rows come from the prior grid itself (the align).
-    ``M_STATIC`` (OPT-IN, fifty-third session): the units walk ``max_m`` blocks (the align's bound, a host number)
-    instead of ``num_post_padded`` / BT, skipping the unused blocks' -1 experts -- one dependent load less before
-    a program's first weights go out (:func:`_dec_blocks`)."""
+    ``M_STATIC`` (fifty-third session, the launcher's default): the units walk ``max_m`` blocks (the align's bound,
+    a host number) instead of ``num_post_padded`` / BT, skipping the unused blocks' -1 experts -- one dependent load
+    less before a program's first weights go out (:func:`_dec_blocks`)."""
     gl.static_assert(not (EARLY_W and X_GATHER), "EARLY_W defers the TMA token boxes (not the cp.async rows)")
     if not EARLY_W:
         _dec_gdc(USE_GDC)
