@@ -10,6 +10,8 @@ if [[ "$name" == *H200* ]]; then
 fi
 timeout 120 python3 benchmarks/decode_ab.py --preset gpt-oss-120b,nemotron-super,nemotron-nano --weight-format mxfp4,nvfp4 \
   --tokens 1 --settings default,nows4mstatic,ws4st8 --rounds 3 --budget-s 0.2 > $OUT/ab_defaults.txt 2>&1
+timeout 120 python3 benchmarks/decode_ab.py --preset deepseek-v3-tp8,qwen3-30b-a3b,nemotron-nano --weight-format bf16,fp8_tensor \
+  --tokens 1,8 --settings default,efirst --rounds 2 --budget-s 0.2 > $OUT/ab_efirst.txt 2>&1; tail -13 $OUT/ab_efirst.txt
 echo "ab rc=$?"; tail -7 $OUT/ab_defaults.txt
 # the table's entries at 4 stages (GEMM1 / GEMM2 overlays of the chosen config; both GEMMs' time under the profiler)
 timeout 120 python3 benchmarks/kernel_breakdown.py --preset gpt-oss-120b,nemotron-nano --weight-format mxfp4,nvfp4 \
