@@ -112,6 +112,19 @@ def _tile_ids(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
+def _block_used(block_expert_ptr, num_post_padded_ptr, pid_m, BLOCK_M: tl.constexpr, E_FIRST: tl.constexpr):
+    """(block ``pid_m``'s expert, whether the block is in use). ``E_FIRST`` (``triton_moe.set_block_expert_first``):
+    the expert is loaded beside the rows in use and a block is unused past them or where the align marked it -1 --
+    both loads before the caller's exit; otherwise the expert is 0 here and the caller loads it after its exit on
+    the rows alone (one dependent load more before its first weights)."""
+    if E_FIRST:
+        e = tl.load(block_expert_ptr + pid_m)
+        return e, (pid_m * BLOCK_M < tl.load(num_post_padded_ptr)) & (e >= 0)
+    else:
+        return 0, pid_m * BLOCK_M < tl.load(num_post_padded_ptr)
+
+
+@triton.jit
 def _block_slots(sorted_ids_ptr, pid_m, num_slots, BLOCK_M: tl.constexpr):
     """The slots of M-block ``pid_m`` of the aligned slot list and which rows are real.
 
@@ -531,13 +544,10 @@ def _gemm1_kernel(
     pid = tl.program_id(0)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _tile_ids(pid, num_blocks_m, num_pid_n, GROUP_M)
-    if E_FIRST:  # the block's expert loaded beside the rows in use, not after the test on them (_gemm2_kernel too)
-        e = tl.load(block_expert_ptr + pid_m)
-        if (pid_m * BLOCK_M >= tl.load(num_post_padded_ptr)) | (e < 0):
-            return
-    else:
-        if pid_m * BLOCK_M >= tl.load(num_post_padded_ptr):
-            return
+    e, used = _block_used(block_expert_ptr, num_post_padded_ptr, pid_m, BLOCK_M, E_FIRST)
+    if not used:
+        return
+    if not E_FIRST:
         e = tl.load(block_expert_ptr + pid_m)
     if e >= E_LOC:  # the non-local group (K = 1 layouts) has no GEMM1 work
         return
@@ -872,13 +882,10 @@ def _gemm2_held_a(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, 
     pid_m = pid // num_ng
     n_lo = (pid % num_ng) * N_TILES
     n_hi = tl.minimum(n_lo + N_TILES, num_pid_n)
-    if E_FIRST:  # (as _gemm1_kernel's)
-        e = tl.load(block_expert_ptr + pid_m)
-        if (pid_m * BLOCK_M >= tl.load(num_post_padded_ptr)) | (e < 0):
-            return
-    else:
-        if pid_m * BLOCK_M >= tl.load(num_post_padded_ptr):
-            return
+    e, used = _block_used(block_expert_ptr, num_post_padded_ptr, pid_m, BLOCK_M, E_FIRST)
+    if not used:
+        return
+    if not E_FIRST:
         e = tl.load(block_expert_ptr + pid_m)
     e64 = e.to(tl.int64)
     slots, row_ok = _block_slots(sorted_ids_ptr, pid_m, num_slots, BLOCK_M)
@@ -1059,13 +1066,10 @@ def _gemm2_kernel(
         return
     pid = tl.program_id(0)
     pid_m, pid_n = _tile_ids(pid, num_blocks_m, num_pid_n, GROUP_M)
-    if E_FIRST:  # (as _gemm1_kernel's)
-        e = tl.load(block_expert_ptr + pid_m)
-        if (pid_m * BLOCK_M >= tl.load(num_post_padded_ptr)) | (e < 0):
-            return
-    else:
-        if pid_m * BLOCK_M >= tl.load(num_post_padded_ptr):
-            return
+    e, used = _block_used(block_expert_ptr, num_post_padded_ptr, pid_m, BLOCK_M, E_FIRST)
+    if not used:
+        return
+    if not E_FIRST:
         e = tl.load(block_expert_ptr + pid_m)
     e64 = e.to(tl.int64)
 
