@@ -788,7 +788,7 @@ def test_ws_fp4_decode_bool_switches(setter, env, default):
 @pytest.mark.parametrize("switch", ["set_ws_fp4_decode_early_weights", "set_ws_fp4_decode_static_blocks"])
 @pytest.mark.parametrize("shape,T,offset", [("gpt-oss-120b", 1, 0), ("nemotron-nano", 1, 0), ("small-ep", 5, 1),
                                             ("gpt-oss-120b", 8, 0)])
-def test_gpu_ws_fp4_dec_early_weights_same_bits(switch, shape, T, offset):
+def test_gpu_ws_fp4_dec_switches_same_bits(switch, shape, T, offset):
     """Switches of the decode kernel that move no bits, each off against on, also from a CUDA graph's replay: GEMM2's
     early weights (``set_ws_fp4_decode_early_weights``, the default: the weights and scales of its first ring steps
     before its wait for GEMM1, the token boxes after -- the same copies into the same slots) and the units over the

@@ -1647,20 +1647,19 @@ def set_ws_fp4_decode_early_weights(enabled: bool) -> bool:
     those its first weights arrive during GEMM1 instead of after a dependent chain -- the wait, the align's
     outputs, then DRAM (the stream-K test, which fills every SM with GEMM1, lost 0.82-0.85x). H100, one token
     (``decode_ab.py --settings default,ws4earlyw``, twice): gpt-oss-120b, Nemotron-3-Nano / Super x MXFP4 / NVFP4
-    1.04-1.12x. The same bits (the same copies into the same slots; GPU
-    tests). Returns the previous setting."""
+    1.04-1.12x. The same bits (the same copies into the same slots; GPU tests). Returns the previous setting."""
     return _swap_bool(_WS_FP4_DEC, enabled, "early_w")
 
 
 def set_ws_fp4_decode_static_blocks(enabled: bool) -> bool:
     """``True`` (the default since the fifty-third session; ``FUSEDMOE_WS_FP4_DECODE_MSTATIC=0`` turns it off): the
-    FP4 decode kernel's units walk
-    the align's block bound ``max_blocks`` -- known on the host from the shapes -- instead of the rows in use it
-    writes (``num_post_padded``), and skip the blocks past those (the align marks them -1). A program's first weight
-    boxes then wait for one load of the align's outputs (its block's expert) instead of two in a row. At one token
-    the bound is the blocks in use (top_k distinct experts, one block each); at 8 tokens a few more units are
-    skipped. H100, one token (``decode_ab.py --settings default,ws4mstatic``, three runs): gpt-oss-120b, Nemotron-3-Nano
-    / Super x MXFP4 / NVFP4 1.002-1.015x. The same bits (GPU tests). Returns the previous setting."""
+    FP4 decode kernel's units walk the align's block bound ``max_blocks`` -- known on the host from the shapes --
+    instead of the rows in use it writes (``num_post_padded``), and skip the blocks past those (the align marks them
+    -1). A program's first weight boxes then wait for one load of the align's outputs (its block's expert) instead
+    of two in a row. At one token the bound is the blocks in use (top_k distinct experts, one block each); at 8
+    tokens a few more units are skipped. H100, one token (``decode_ab.py --settings default,ws4mstatic``, three
+    runs): gpt-oss-120b, Nemotron-3-Nano / Super x MXFP4 / NVFP4 1.002-1.015x. The same bits (GPU tests). Returns
+    the previous setting."""
     return _swap_bool(_WS_FP4_DEC, enabled, "m_static")
 
 

@@ -466,9 +466,9 @@ def _ws_fp4_dec_kernel(
     registers so that they fit). ``USE_GDC``: launched with programmatic dependent launch. ``X_GATHER`` (GEMM1):
     the token rows come from ``x_ptr`` [T, K] (hidden in the dot order, row stride ``stride_x``, 16-byte aligned;
     row ``slot // TOP_K``) by cp.async (:func:`_dec_loader`) instead of the TMA descriptors, which then only give
-    the tiles' shapes and layout. ``S_SMEM`` (OPT-IN, thirty-third session, compiled only): the block scales come
-    through the ring too (:func:`_dec_s_copy` / :func:`_dec_s_read`) instead of the consumer's global loads.
-    ``T_RELEASE`` (OPT-IN, likewise): every consumer thread frees the ring slots itself
+    the tiles' shapes and layout. ``S_SMEM`` (thirty-third session; the launcher's default since the thirty-fifth):
+    the block scales come through the ring too (:func:`_dec_s_copy` / :func:`_dec_s_read`) instead of the consumer's
+    global loads. ``T_RELEASE`` (likewise): every consumer thread frees the ring slots itself
     (:func:`_ws_gemm._ring_release`). ``EARLY_W`` (TMA token rows under ``USE_GDC``; fifty-second session, the
     launcher's default): its loader sends the first ring steps' weights and scales before it waits for the prior grid
     (:func:`_dec_loader`). Not with ``X_GATHER``, whose token rows come from the prior grid itself (the align).
