@@ -84,8 +84,6 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             # session; the default since: "nows4mstatic" turns it off)
             "ws4mstatic": ("set_ws_fp4_decode_static_blocks", True),
             "nows4mstatic": ("set_ws_fp4_decode_static_blocks", False),
-            # the Triton GEMMs load their block's expert beside the rows in use (fifty-third session, opt-in)
-            "efirst": ("set_block_expert_first", True),
             # the FP4 decode kernel's default range (one token) at n ring stages (fifty-third session: 4, the default
             # since, against the 8 before)
             **{f"ws4st{n}": ("set_ws_fp4_decode", (1, 3, n, 128, True, True, True)) for n in (2, 3, 4, 5, 6, 8)},

@@ -999,7 +999,7 @@ def _join(w, micro, swap):
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
          even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, cvt=None, kperm=None, pers=False, nt=1,
          hk=1, rcp=False, tiled=0, wsk1=False, swz=False, swap=None, ktail=0, aperm=False, odbk=0, srun=0,
-         blkw1=True, efirst=False):
+         blkw1=True):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
     ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py). swap: W @ A^T,
     by default below 64 token rows."""
@@ -1019,7 +1019,6 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
         ce["stride_wsk"] = 1
     ce["W_SRUN"] = srun  # > 0: weight block scales read in aligned runs (padded rows)
     ce["BLOCK_W1"] = blkw1  # FP8 blocks: one weight scale a tile of <= 128 rows (triton_moe.set_block_w1)
-    ce["E_FIRST"] = efirst  # the block's expert loaded beside the rows in use (triton_moe.set_block_expert_first)
     if which == 1:
         types = dict(common, ws_ptr="*fp32", cnt_ptr="*i32",
                      out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8", 5: "*bf16"}[out_q],

@@ -45,7 +45,6 @@ from fusedmoe.backends.kernel_configs import (  # noqa: E402
     save_tuned_configs,
     token_bucket,
 )
-from fusedmoe.backends import triton_moe  # noqa: E402
 from fusedmoe.backends.triton_moe import align_slots, max_padded_rows, triton_experts  # noqa: E402
 from fusedmoe.config import Activation, ActivationParams, Format  # noqa: E402
 from fusedmoe.formats import QuantizedTensor, dequantize, quantize, quantize_weight  # noqa: E402
@@ -965,34 +964,6 @@ def test_top1_weight_on_input_expert_parallel(wfmt):
         mx, rms = _errors(got, ref)
         bmx, brms = _bounds(wfmt, dtype)
         assert mx <= bmx and rms <= brms, (cfg, mx, rms)
-
-
-@interpreter
-@pytest.mark.parametrize("wfmt", [Format.BF16, Format.FP8_TENSOR], ids=lambda f: f.name)
-def test_block_expert_first_same_bits(wfmt):
-    """``set_block_expert_first`` (opt-in): the Triton GEMMs load their block's expert beside the rows in use and
-    exit on either -- the same bits as the test on the rows first, with unused blocks past them (the align's -1),
-    expert parallelism (K = 2 with non-local slots; K = 1, whose non-local group GEMM2 fills with zero rows) and
-    split-K; within the reference's bound."""
-    dtype, H, I_pad = _FMT_CASES[wfmt]
-    assert triton_moe.set_block_expert_first(False) is False  # (off by default)
-    for T, K, offset, E_glob, act, split in ((7, 2, 4, 12, Activation.SWIGLU_OAI, 1),
-                                             (6, 1, 4, 12, Activation.RELU2, 2), (9, 2, 0, 4, Activation.SWIGLU, 1)):
-        prob = make_problem(T=T, H=H, I=I_pad, I_pad=I_pad, E=4, K=K, act=act, wfmt=wfmt, dtype=dtype, bias=True,
-                            offset=offset, E_glob=E_glob, seed=T + K + 40)
-        if K == 1:
-            prob["ids"][0, 0] = 0  # a non-local token (other rank's expert) and a local one
-            prob["ids"][1, 0] = 5
-        cfg = MoEKernelConfig(KernelConfig(16, 32, 32, split_k=split), KernelConfig(16, 32, 32, split_k=split))
-        outs = []
-        for first in (False, True):
-            prev = triton_moe.set_block_expert_first(first)
-            try:
-                outs.append(_run_within_bound(prob, act=act, wfmt=wfmt, dtype=dtype, tag=(T, K, first),
-                                              params=_params(act), offset=offset, woi=K == 1, config=cfg))
-            finally:
-                triton_moe.set_block_expert_first(prev)
-        assert torch.equal(outs[0], outs[1]), (T, K)
 
 
 @interpreter

@@ -753,21 +753,6 @@ def set_block_w1(enabled: bool) -> bool:
     return _swap_bool(_BLOCK_W1, enabled)
 
 
-# ---- Triton GEMMs: the block's expert loaded beside the rows in use ----------------------------------------------
-
-_E_FIRST = {"enabled": os.environ.get("FUSEDMOE_BLOCK_EXPERT_FIRST", "0") == "1"}
-
-
-def set_block_expert_first(enabled: bool) -> bool:
-    """``True`` (OPT-IN, fifty-third session, not yet measured; ``FUSEDMOE_BLOCK_EXPERT_FIRST=1``): the Triton GEMMs
-    (``kernels/_moe_gemm``'s one-tile GEMM1 / GEMM2 programs and GEMM2's held-activation tiles) load their block's
-    expert together with the align's rows in use and exit on either (the align marks unused blocks -1), instead of
-    loading the expert only after the test on the rows: one dependent load less before a program's first weights --
-    what the FP4 decode kernel's static block bound measured 1.002-1.015x for at one token (H100). The same bits.
-    Returns the previous setting."""
-    return _swap_bool(_E_FIRST, enabled)
-
-
 # H100, the shared harness's FP8 block points at 512 / 2048 / 8192 tokens in one process (fortieth session, call 1):
 # the warp-specialized block tiles with the scalar scales 1.01-1.16x those with the vectors on all six points
 # (DeepSeek-V3 at 8192 tokens 11939 -> 10337 us)
@@ -2393,8 +2378,7 @@ def triton_experts(
             A_PERMUTED=dot1, OUT_DOT_BK=c2.block_k if dot2 else 0,
             W_SRUN=_scale_run(wfmt, w13_s, c1, c1.block_n * (2 if gated and join_gate_up(wfmt, c1.swap_ab) else 1),
                               H % c1.block_k == 0 or kt1 > 0, mxdot, dot1) if micro else 0,
-            BLOCK_W1=_BLOCK_W1["enabled"], E_FIRST=_E_FIRST["enabled"], num_warps=c1.num_warps,
-            num_stages=c1.num_stages,
+            BLOCK_W1=_BLOCK_W1["enabled"], num_warps=c1.num_warps, num_stages=c1.num_stages,
         )
 
     if as_fp32:
@@ -2492,8 +2476,7 @@ def triton_experts(
             W_TK=w2.value_tile_k, W_SWZ=w2.value_swizzled, K_TAIL=kt2, A_PERMUTED=dot2,
             W_SRUN=_scale_run(wfmt, w2_s, c2, c2.block_n, I_pad % c2.block_k == 0 or kt2 > 0, mxdot,
                               dot2) if micro else 0,
-            BLOCK_W1=_BLOCK_W1["enabled"], E_FIRST=_E_FIRST["enabled"], num_warps=c2.num_warps,
-            num_stages=c2.num_stages,
+            BLOCK_W1=_BLOCK_W1["enabled"], num_warps=c2.num_warps, num_stages=c2.num_stages,
         )
     if atomic or direct_out or fuse:
         return out

@@ -112,19 +112,6 @@ def _tile_ids(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def _block_used(block_expert_ptr, num_post_padded_ptr, pid_m, BLOCK_M: tl.constexpr, E_FIRST: tl.constexpr):
-    """(block ``pid_m``'s expert, whether the block is in use). ``E_FIRST`` (``triton_moe.set_block_expert_first``):
-    the expert is loaded beside the rows in use and a block is unused past them or where the align marked it -1 --
-    both loads before the caller's exit; otherwise the expert is 0 here and the caller loads it after its exit on
-    the rows alone (one dependent load more before its first weights)."""
-    if E_FIRST:
-        e = tl.load(block_expert_ptr + pid_m)
-        return e, (pid_m * BLOCK_M < tl.load(num_post_padded_ptr)) & (e >= 0)
-    else:
-        return 0, pid_m * BLOCK_M < tl.load(num_post_padded_ptr)
-
-
-@triton.jit
 def _block_slots(sorted_ids_ptr, pid_m, num_slots, BLOCK_M: tl.constexpr):
     """The slots of M-block ``pid_m`` of the aligned slot list and which rows are real.
 
@@ -524,7 +511,6 @@ def _gemm1_kernel(
     W_SRUN: tl.constexpr = 0,  # MICRO, not MXDOT: weight block scales read in aligned runs of W_SRUN bytes a row
     #                            (_blockscaled._tile_scales; launcher: triton_moe._scale_run)
     BLOCK_W1: tl.constexpr = True,  # BLOCK: tiles of <= 128 weight rows read one weight scale (_block_w_ptrs)
-    E_FIRST: tl.constexpr = False,  # the block's expert loaded with num_post_padded (triton_moe.set_block_expert_first)
 ):
     """GEMM1 + bias + activation + intermediate rounding/quantization.
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K).
@@ -544,11 +530,9 @@ def _gemm1_kernel(
     pid = tl.program_id(0)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _tile_ids(pid, num_blocks_m, num_pid_n, GROUP_M)
-    e, used = _block_used(block_expert_ptr, num_post_padded_ptr, pid_m, BLOCK_M, E_FIRST)
-    if not used:
+    if pid_m * BLOCK_M >= tl.load(num_post_padded_ptr):
         return
-    if not E_FIRST:
-        e = tl.load(block_expert_ptr + pid_m)
+    e = tl.load(block_expert_ptr + pid_m)
     if e >= E_LOC:  # the non-local group (K = 1 layouts) has no GEMM1 work
         return
     e64 = e.to(tl.int64)
@@ -872,7 +856,7 @@ def _gemm2_held_a(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, 
                   OUT_ATOMIC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   SWAP_AB: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr, UPCAST: tl.constexpr,
                   PRECISION: tl.constexpr, FAST_ACC: tl.constexpr, N_TILES: tl.constexpr, HELD_KB: tl.constexpr,
-                  BLOCK_W1: tl.constexpr, E_FIRST: tl.constexpr):
+                  BLOCK_W1: tl.constexpr = True):
     """GEMM2 with N_TILES column tiles per program (``_gemm2_kernel``'s N_TILES > 1): the activation
     tile is loaded once -- [BLOCK_M, BLOCK_K >= K], or for FP8 128 x 128 blocks (Q_BLOCK) HELD_KB = 1
     or 2 K-blocks of 128 with their per-row scales -- and each column tile runs the one-tile
@@ -882,11 +866,9 @@ def _gemm2_held_a(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, 
     pid_m = pid // num_ng
     n_lo = (pid % num_ng) * N_TILES
     n_hi = tl.minimum(n_lo + N_TILES, num_pid_n)
-    e, used = _block_used(block_expert_ptr, num_post_padded_ptr, pid_m, BLOCK_M, E_FIRST)
-    if not used:
+    if pid_m * BLOCK_M >= tl.load(num_post_padded_ptr):
         return
-    if not E_FIRST:
-        e = tl.load(block_expert_ptr + pid_m)
+    e = tl.load(block_expert_ptr + pid_m)
     e64 = e.to(tl.int64)
     slots, row_ok = _block_slots(sorted_ids_ptr, pid_m, num_slots, BLOCK_M)
     slot64 = slots.to(tl.int64)
@@ -1005,7 +987,6 @@ def _gemm2_kernel(
     A_PERMUTED: tl.constexpr = False,  # MICRO, 16-bit A: the intermediate in the dot order (GEMM1's OUT_DOT_BK)
     W_SRUN: tl.constexpr = 0,  # MICRO, not MXDOT: as in _gemm1_kernel
     BLOCK_W1: tl.constexpr = True,  # BLOCK: as in _gemm1_kernel
-    E_FIRST: tl.constexpr = False,  # as in _gemm1_kernel
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
@@ -1032,7 +1013,7 @@ def _gemm2_kernel(
                       num_post_padded_ptr, out_ptr, N, K, num_slots, num_pid_n, stride_am, stride_we, stride_wn,
                       stride_asm, stride_wse, stride_wsn, stride_be, stride_om, TOP_K, E_LOC, QUANT,
                       HAS_BIAS, MUL_ROUTING_WEIGHT, OUT_ATOMIC, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N,
-                      UPCAST, PRECISION, FAST_ACC, N_TILES, HELD_KB, BLOCK_W1, E_FIRST)
+                      UPCAST, PRECISION, FAST_ACC, N_TILES, HELD_KB, BLOCK_W1)
         if USE_GDC:
             tl.extra.cuda.gdc_launch_dependents()
         return
@@ -1066,11 +1047,9 @@ def _gemm2_kernel(
         return
     pid = tl.program_id(0)
     pid_m, pid_n = _tile_ids(pid, num_blocks_m, num_pid_n, GROUP_M)
-    e, used = _block_used(block_expert_ptr, num_post_padded_ptr, pid_m, BLOCK_M, E_FIRST)
-    if not used:
+    if pid_m * BLOCK_M >= tl.load(num_post_padded_ptr):
         return
-    if not E_FIRST:
-        e = tl.load(block_expert_ptr + pid_m)
+    e = tl.load(block_expert_ptr + pid_m)
     e64 = e.to(tl.int64)
 
     slots, row_ok = _block_slots(sorted_ids_ptr, pid_m, num_slots, BLOCK_M)
