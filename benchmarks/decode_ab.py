@@ -101,10 +101,36 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "dotdec": ("set_act_dot_order", (True, True, ("mxfp4", "nvfp4"), 16))}
 
 
+# name -> the GPU whose tuned-table entries the backend looks up instead of this one's (the name the table's
+# ``device`` field holds; a point without such an entry falls back as on that GPU: the sibling's entry, else the
+# heuristic). An H200 session can so measure the H100 table's entries -- tuned fifteen sessions later -- at the
+# layer in one process (the other traits the name implies are the same Hopper ones; the SM count stays this GPU's).
+TABLE_DEVICES = {"tabh100": "NVIDIA H100 80GB HBM3", "tabh200": "NVIDIA H200"}
+
+
+@contextlib.contextmanager
+def _table_device(name: str):
+    prev = triton_moe._device_info
+
+    def info(device):
+        dev_name, sms = prev(device)
+        return (name if device.type == "cuda" else dev_name), sms
+
+    triton_moe._device_info = info
+    try:
+        yield
+    finally:
+        triton_moe._device_info = prev
+
+
 @contextlib.contextmanager
 def _setting(name: str):
     if name == "default":
         yield
+        return
+    if name in TABLE_DEVICES:
+        with _table_device(TABLE_DEVICES[name]):
+            yield
         return
     if "+" in name:  # several settings at once: "ws4rega+ws4ch4"
         with contextlib.ExitStack() as stack:
@@ -139,8 +165,8 @@ def main() -> None:
     a = ap.parse_args()
     settings = a.settings.split(",")
     for s in settings:
-        if s != "default" and not all(part in SETTINGS for part in s.split("+")):
-            raise SystemExit(f"unknown setting {s!r}; expected default or some of {sorted(SETTINGS)} (joined by +)")
+        if s != "default" and not all(part in SETTINGS or part in TABLE_DEVICES for part in s.split("+")):
+            raise SystemExit(f"unknown setting {s!r}; expected default or some of {sorted(SETTINGS) + sorted(TABLE_DEVICES)} (joined by +)")
     if "default" not in settings:
         settings.insert(0, "default")
     dev = torch.device(a.device)
