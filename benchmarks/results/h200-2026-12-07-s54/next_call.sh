@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Planned in the fifty-fourth session: the next session's first call (carry .peers). On an H200: the layer under the
-# H100 table's entries against the H200 table at the FP8 prefill points where they differ (decode_ab's tabh100; the
-# H200 table lags by fifteen sessions of prefill entries), then issue 3's harness at the points whose H200 entries
+# H100 table's entries against the H200 table (decode_ab's tabh100; the H200 table lags by fifteen sessions of
+# entries) at the FP8 prefill points and at 1 / 8 tokens, then issue 3's harness at the points whose H200 entries
 # changed in the fifty-fourth session (the wide pipelined GEMM1). On an H100: the H100 table's one-token FP4 decode
-# entries (8 stages) against 4 stages at the layer (decode_ab ws4st4 applies to the switch only, so re-tune instead).
+# entries (8 stages) against 4 stages (decode_ab's ws4st4 changes only the switch's configs, so a re-tune instead).
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "$name"
 export PYTHONPATH=$PWD/src
 if [[ "$name" == *H200* ]]; then
   timeout 200 python3 benchmarks/decode_ab.py --preset deepseek-v3,minimax-m2,qwen3-30b-a3b,nemotron-nano,mixtral-8x7b \
     --weight-format fp8_channel,fp8_tensor,fp8_block --tokens 2048,8192 --settings default,tabh100 --rounds 2 \
     --budget-s 0.2 > $OUT/ab_tabh100.txt 2>&1; echo "ab rc=$?"; cut -c1-120 $OUT/ab_tabh100.txt
+  timeout 120 python3 benchmarks/decode_ab.py --preset deepseek-v3-tp8,qwen3-30b-a3b,nemotron-nano,minimax-m2 \
+    --weight-format bf16,fp8_tensor,fp8_channel --tokens 1,8 --settings default,tabh100 --rounds 2 --budget-s 0.2 \
+    > $OUT/ab_tabh100_dec.txt 2>&1; echo "abd rc=$?"; cut -c1-120 $OUT/ab_tabh100_dec.txt
   P="--models dsv3,dsv3_tp8,minimax_m2.5 --dtypes fp8_channel,fp8_tensor,fp8_block --tokens 2048,8192"
   export PEERS=sglang,fusedmoe BUDGET_S=90 PLAN_ARGS="$P" PRECOMPILE_ARGS="$P"
   OUT=$OUT/h timeout 110 bash benchmarks/harness_run.sh prep > $OUT/h_prep.txt 2>&1; echo "prep rc=$?"
