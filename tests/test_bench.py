@@ -609,16 +609,22 @@ def test_shipped_table_entries_are_reachable():
     """Every entry of the shipped tuned table keys a shape some model preset runs -- N and K of its GEMM with the
     intermediate padded as the weights pad it (``padded_intermediate``), E its experts. A hand-added entry under the
     unpadded intermediate is never read (the forty-ninth session shipped one: Nemotron-Nano FP8 per channel under
-    I = 1856, where non-gated layers pad to 1920)."""
+    I = 1856, where non-gated layers pad to 1920). The shared peer harness also runs the gated models' shapes with
+    ReLU^2 in BF16 (its BF16 ReLU^2 cases): their entries are reachable too."""
     from fusedmoe.backends.kernel_configs import DEFAULT_TABLE_PATH
     from fusedmoe.weights.expert_weights import padded_intermediate
 
     keys = set()
     for p in PRESETS.values():
-        for wf in Format:
-            I_pad = padded_intermediate(p.intermediate, wf, p.gated)
-            for gemm, (N, K) in table_key("-", wf, p.activation, p.hidden, I_pad, p.experts).items():
-                keys.add((wf.value, p.activation.value, gemm, N, K, p.experts))
+        runs = [(wf, p.activation) for wf in Format]
+        if p.gated:
+            runs.append((Format.BF16, Activation.RELU2))  # the harness's BF16 ReLU^2 case of the shape
+        for wf, act in runs:
+            I_pad = padded_intermediate(p.intermediate, wf, act.is_gated)
+            for gemm, (N, K) in table_key("-", wf, act, p.hidden, I_pad, p.experts).items():
+                keys.add((wf.value, act.value, gemm, N, K, p.experts))
+    assert ("bf16", "relu2", "gemm1", 768, 2048, 128) in keys  # Qwen3-30B's shape with ReLU^2
+    assert ("fp8_tensor", "relu2", "gemm1", 768, 2048, 128) not in keys  # (the harness runs it in BF16 only)
     assert ("fp8_channel", "relu2", "gemm1", 1856, 2688, 128) not in keys  # the dead entry's key
     assert ("fp8_channel", "relu2", "gemm1", 1920, 2688, 128) in keys
     entries = json.load(open(DEFAULT_TABLE_PATH))["entries"]
