@@ -166,7 +166,8 @@ def main() -> None:
     settings = a.settings.split(",")
     for s in settings:
         if s != "default" and not all(part in SETTINGS or part in TABLE_DEVICES for part in s.split("+")):
-            raise SystemExit(f"unknown setting {s!r}; expected default or some of {sorted(SETTINGS) + sorted(TABLE_DEVICES)} (joined by +)")
+            known = sorted(SETTINGS) + sorted(TABLE_DEVICES)
+            raise SystemExit(f"unknown setting {s!r}; expected default or some of {known} (joined by +)")
     if "default" not in settings:
         settings.insert(0, "default")
     dev = torch.device(a.device)
