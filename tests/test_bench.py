@@ -632,6 +632,36 @@ def test_shipped_table_entries_are_reachable():
     assert len(entries) > 1000 and not dead, dead[:5]
 
 
+def test_shipped_table_entries_can_launch():
+    """Every entry of the shipped tuned table is a config the launcher takes at its own key's shape: it compiles
+    (``compile_problem``), a warp-specialized tile keeps that kernel's tile rules at its K, a held-activation GEMM2
+    covers its K, and a warp-specialized FP8 block GEMM1 keeps each gated column group in one 128-row scale block (the
+    launcher's ``_ws_block_w_scalar``) -- so an entry edited in by hand, or carried over from another GPU's table,
+    fails here instead of at a user's first call (the fifty-fourth session put ten wide-tile entries in by hand)."""
+    from fusedmoe.backends.kernel_configs import (DEFAULT_TABLE_PATH, compile_problem, held_a_problem,
+                                                  warp_specialized_problem)
+    from fusedmoe.bench.tune import _ws_block_split_scales
+
+    entries = json.load(open(DEFAULT_TABLE_PATH))["entries"]
+    bad = []
+    for e in entries:
+        fmt, act, gemm, K = Format(e["weight_format"]), Activation(e["activation"]), e["gemm"], e["K"]
+        c = KernelConfig.from_dict(e["config"])
+        gated = act.is_gated and gemm == "gemm1"
+        why = (compile_problem(c, fmt) or warp_specialized_problem(c, fmt, gemm, gated, K)
+               or (held_a_problem(c, fmt, K) if gemm == "gemm2" else None)
+               or ("a column group across two scale blocks" if _ws_block_split_scales(c, fmt, gemm, e["N"], gated)
+                   else None))
+        if why:
+            bad.append((e["device"], e["weight_format"], e["activation"], gemm, e["N"], K, e["E"], e["tokens"], why))
+    assert len(entries) > 1000 and not bad, bad[:5]
+    # (the rules do reject: a wide FP8 block GEMM1 at an intermediate of 64-row halves, a held GEMM2 short of K)
+    wide = KernelConfig(128, 128, 128, num_warps=4, num_stages=4, warp_specialized=True, pipelined_promotion=True)
+    assert _ws_block_split_scales(wide, Format.FP8_BLOCK, "gemm1", 2 * 1984, True)
+    assert not _ws_block_split_scales(wide, Format.FP8_BLOCK, "gemm1", 2 * 2048, True)
+    assert held_a_problem(KernelConfig(64, 64, 128, num_warps=4, num_stages=3, n_tiles=28), Format.FP8_TENSOR, 512)
+
+
 def test_run_tune_driver_in_interpreter(tmp_path):
     """The whole tune driver (weights, reference, validation, timing, table and report) on the
     interpreter: the written table is what choose_moe_config then picks for this shape."""
