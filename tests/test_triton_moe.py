@@ -773,14 +773,27 @@ def test_reciprocal_quant_switch():
 
 
 @interpreter
-def test_gemm1_amax_same_bits():
+def test_gemm1_amax_same_bits(monkeypatch):
     """The dynamic per-tensor scale of GEMM2's FP8 input from GEMM1's epilogue (``set_gemm1_amax``,
     default on) gives the bits of the zero-filled intermediate and its absmax pass: gated and not,
-    with and without non-local experts (rows never written), one token and several."""
-    from fusedmoe.backends.triton_moe import set_gemm1_amax
+    with and without non-local experts (rows never written), one token and several. Its amax starts at 0 by the
+    align launch (``set_align_zero_fill``, default on: the buffer the align gets is filled with garbage first here,
+    so an amax the align did not zero shows) or, with that off, by a fill of its own."""
+    from fusedmoe.backends import triton_moe as tm
+    from fusedmoe.backends.triton_moe import set_align_zero_fill, set_gemm1_amax
 
     with pytest.raises(TypeError, match="bool"):
         set_gemm1_amax(1)
+    zeroed = []
+    align = tm.align_slots
+
+    def align_on_garbage(*args, zero=None, **kw):
+        if zero is not None:
+            zero.fill_(0x7F000000)  # the bits of 1.7e38f: an amax left at this wipes out GEMM2's input
+            zeroed.append(zero.numel())
+        return align(*args, zero=zero, **kw)
+
+    monkeypatch.setattr(tm, "align_slots", align_on_garbage)
     wfmt = Format.FP8_TENSOR
     dtype, H, I_pad = _FMT_CASES[wfmt]
     for act, offset, E_glob, T in ((Activation.SWIGLU, 0, 4, 5), (Activation.RELU2, 2, 8, 6),
@@ -788,17 +801,20 @@ def test_gemm1_amax_same_bits():
         prob = make_problem(T=T, H=H, I=I_pad, I_pad=I_pad, E=4, K=2, act=act, wfmt=wfmt, dtype=dtype, offset=offset,
                             E_glob=E_glob, static=False, seed=T + offset)
         outs = []
-        for on in (False, True):
-            prev = set_gemm1_amax(on)
+        for on, by_align in ((False, True), (True, True), (True, False)):
+            prev, prev_z = set_gemm1_amax(on), set_align_zero_fill(by_align)
+            zeroed.clear()
             try:
                 got, ref = run_case(prob, act=act, wfmt=wfmt, params=_params(act), offset=offset, static=False)
             finally:
                 set_gemm1_amax(prev)
+                set_align_zero_fill(prev_z)
+            assert bool(zeroed) == (on and by_align), (act, offset, on, by_align, zeroed)
             mx, rms = _errors(got, ref)
             bmx, brms = _bounds(wfmt, dtype)
             assert mx <= bmx and rms <= brms, (act, offset, on, mx, rms)
             outs.append(got)
-        assert torch.equal(outs[0], outs[1]), (act, offset, T)
+        assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2]), (act, offset, T)
     assert set_gemm1_amax(True) is True  # the default
 
 

@@ -864,7 +864,9 @@ def set_align_zero_fill(enabled: bool) -> bool:
     breaks the programmatic dependent launch of GEMM1 on the align. Enabled (the default): the align launch zeroes
     them itself (``kernels/_align._zero_fill``, after its wait for the prior grid), one graph node fewer per such
     call -- H200, FP4 decode of gpt-oss-120b / Nemotron-3-Super / DeepSeek-V3 at 1 and 8 tokens: 1.00-1.05x
-    (twenty-sixth session). ``False``: the memset node. Same bits. Returns the previous setting."""
+    (twenty-sixth session). The same launch zeroes GEMM1's amax of a dynamic per-tensor intermediate (FP8 / NVFP4
+    without a static scale; eager calls too, fifty-fourth session: unmeasured, a fill launch fewer). ``False``: the
+    memset node and the amax's fill. Same bits. Returns the previous setting."""
     return _swap_bool(_ALIGN_ZERO, enabled)
 
 
@@ -2203,13 +2205,24 @@ def triton_experts(
     # both decode GEMMs in one launch (opt-in): GEMM2's per-block wait for GEMM1's column tiles
     fused_dec = _ws_dec_fuses(c1, c2, wfmt, a2_scale, hidden)
     n_dep = NB if fused_dec else 0
-    zero = None
+    # GEMM1's epilogue reduces the amax of a dynamic per-tensor intermediate (FP8 / NVFP4 without a static scale,
+    # _OUT_PLAIN_AMAX below) into an int32 that starts at 0: the align launch zeroes it with the split-K counters
+    # (set_align_zero_fill) -- no fill launch between the align and GEMM1, which would also break GEMM1's
+    # programmatic dependent launch on the align
+    amax_zeroed = (act_format in (Format.FP8_TENSOR, Format.NVFP4) and a2_scale is None and _GEMM1_AMAX["enabled"]
+                   and _ALIGN_ZERO["enabled"])
+    zero = amax1 = None
     if n_part1 or n_part2 or n_comb or n_dep:
         zero_later = _align_zeroes_counters(dev)
-        counters, partials = split_scratch(tiles1 + tiles2 + n_comb + n_dep, n_part1 + n_part2, dev,
-                                           zero_later=zero_later)
+        n_cnt = tiles1 + tiles2 + n_comb + n_dep
+        # (fresh counters: the amax after them; cached ones stay zero by themselves, the amax does not)
+        n_amax = 1 if amax_zeroed and zero_later else 0
+        counters, partials = split_scratch(n_cnt + n_amax, n_part1 + n_part2, dev, zero_later=zero_later)
         if zero_later:
-            zero = counters[:tiles1 + tiles2 + n_comb + n_dep]
+            zero = counters[:n_cnt + n_amax]
+            amax1 = counters[n_cnt:n_cnt + 1] if n_amax else None
+    if amax_zeroed and amax1 is None and zero is None:
+        amax1 = zero = torch.empty((1,), dtype=torch.int32, device=dev)
     # the FP4 decode kernel's GEMM1 input in its dot order, copied by the align launch (its loader then reads the
     # rows by cp.async: no gather launch)
     x_dot = None
@@ -2285,7 +2298,7 @@ def triton_experts(
         # stores (only local slots: the rows of non-local ones are never written nor read)
         out_q = _OUT_PLAIN_AMAX
         inter = torch.empty((TK, I_pad), dtype=hidden.dtype, device=dev)
-        inter_amax = torch.zeros((1,), dtype=torch.int32, device=dev)
+        inter_amax = amax1 if amax1 is not None else torch.zeros((1,), dtype=torch.int32, device=dev)
         out_scale = q_scale = inter_amax  # (Triton: out_scale_ptr; Gluon: out_qscale_ptr)
         osm = 0
     elif out_q == _OUT_PLAIN:
