@@ -639,8 +639,7 @@ def test_shipped_table_entries_can_launch():
     launcher's ``_ws_block_w_scalar``) -- so an entry edited in by hand, or carried over from another GPU's table,
     fails here instead of at a user's first call (the fifty-fourth session put ten wide-tile entries in by hand)."""
     from fusedmoe.backends.kernel_configs import (DEFAULT_TABLE_PATH, compile_problem, held_a_problem,
-                                                  warp_specialized_problem)
-    from fusedmoe.bench.tune import _ws_block_split_scales
+                                                  warp_specialized_problem, ws_block_scale_problem)
 
     entries = json.load(open(DEFAULT_TABLE_PATH))["entries"]
     bad = []
@@ -650,15 +649,14 @@ def test_shipped_table_entries_can_launch():
         gated = act.is_gated and gemm == "gemm1"
         why = (compile_problem(c, fmt) or warp_specialized_problem(c, fmt, gemm, gated, K)
                or (held_a_problem(c, fmt, K) if gemm == "gemm2" else None)
-               or ("a column group across two scale blocks" if _ws_block_split_scales(c, fmt, gemm, e["N"], gated)
-                   else None))
+               or ws_block_scale_problem(c, fmt, gated, e["N"] // 2 if gated else e["N"]))
         if why:
             bad.append((e["device"], e["weight_format"], e["activation"], gemm, e["N"], K, e["E"], e["tokens"], why))
     assert len(entries) > 1000 and not bad, bad[:5]
     # (the rules do reject: a wide FP8 block GEMM1 at an intermediate of 64-row halves, a held GEMM2 short of K)
     wide = KernelConfig(128, 128, 128, num_warps=4, num_stages=4, warp_specialized=True, pipelined_promotion=True)
-    assert _ws_block_split_scales(wide, Format.FP8_BLOCK, "gemm1", 2 * 1984, True)
-    assert not _ws_block_split_scales(wide, Format.FP8_BLOCK, "gemm1", 2 * 2048, True)
+    assert "N a multiple of 128" in ws_block_scale_problem(wide, Format.FP8_BLOCK, True, 1984)
+    assert ws_block_scale_problem(wide, Format.FP8_BLOCK, True, 2048) is None
     assert held_a_problem(KernelConfig(64, 64, 128, num_warps=4, num_stages=3, n_tiles=28), Format.FP8_TENSOR, 512)
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "triton_tile",
     "warp_specialized_config",
     "warp_specialized_problem",
+    "ws_block_scale_problem",
     "ws_fp4_config",
     "ws_pipelined",
     "warp_specialized_variant",
@@ -1109,6 +1110,19 @@ def warp_specialized_problem(cfg: KernelConfig, weight_format: Format, gemm: str
     else:
         why = _ws_launch_problem(cfg, gemm, K, 16, " (TMA row strides)", stage, 0, "swap A and B")
     return None if why is None else f"{gemm.upper()} warp_specialized {why}"
+
+
+def ws_block_scale_problem(cfg: KernelConfig, weight_format: Format, gated: bool, N: int) -> Optional[str]:
+    """None, or why warp-specialized FP8 128 x 128 block tile ``cfg`` of a GEMM with ``N`` output columns (a gated
+    GEMM1: ``gated``, N its intermediate, the up half starting at row N of w13) cannot read one weight scale a K block
+    for each column group (``triton_moe._ws_block_w_scalar``): a gated tile's groups lie in one 128-row scale block
+    only where block_n divides N. A layer's FP8 block intermediate is whole 128-row blocks; the tuner's callers may
+    pass other sizes (and the table's nearest entry may be a wide tile)."""
+    if (weight_format is Format.FP8_BLOCK and cfg.warp_specialized and cfg.block_m != WS_DEC_BLOCK_M and gated
+            and N % cfg.block_n):
+        return (f"the warp-specialized FP8 block tile of {cfg.block_n} columns needs N a multiple of {cfg.block_n} "
+                f"(whole 128-row scale blocks a column group), got N={N}")
+    return None
 
 
 # the FP8 formats whose warp-specialized prefill tiles promote partial sums to fp32 each K block: the ones that can

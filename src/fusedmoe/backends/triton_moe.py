@@ -104,6 +104,7 @@ from ..kernels import _host
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_persistent, choose_moe_config,
                              held_a_problem, join_gate_up, k_loop_stages, triton_tile, warp_specialized_problem,
+                             ws_block_scale_problem,
                              WS_FP4_FORMATS,
                              WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
                              ws_dynamic_tiles_auto, ws_x_gather_auto,
@@ -780,9 +781,9 @@ def _ws_block_w_scalar(c: KernelConfig, N: int, gated: bool, pipe: bool = False)
     wide = c.block_n == (128 if gated else 256)
     if not (wide or pipe or _WS_BLOCK_SCALAR["enabled"]):
         return False
-    if gated and N % c.block_n:
-        raise ValueError(f"the warp-specialized FP8 block tile of {c.block_n} columns needs N a multiple of "
-                         f"{c.block_n} (whole 128-row scale blocks a column group), got N={N}")
+    why = ws_block_scale_problem(c, Format.FP8_BLOCK, gated, N)
+    if why is not None:
+        raise ValueError(why)
     return True
 
 

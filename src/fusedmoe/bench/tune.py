@@ -50,7 +50,8 @@ from ..backends.kernel_configs import (HELD_A_FORMATS, HELD_A_MAX_K, KernelConfi
                                        auto_persistent, choose_moe_config, compile_problem, fp8_fast_accum_variant,
                                        held_a_config, held_a_problem, load_tuned_configs, save_tuned_configs,
                                        token_bucket, triton_tile, warp_specialized_config, warp_specialized_problem,
-                                       warp_specialized_variant, with_block_m, ws_pipelined, ws_wide_config,
+                                       warp_specialized_variant, with_block_m, ws_block_scale_problem, ws_pipelined,
+                                       ws_wide_config,
                                        WS_DEC_BLOCK_M, WS_FORMATS, WS_PROMOTED_FORMATS, _device_traits)
 from ..config import Activation, Format
 
@@ -129,23 +130,15 @@ def _valid(c: KernelConfig, gemm: str, N: int, K: int, weight_format: Format, ga
         return False  # GEMM2 only; the held activation tile must cover K
     if warp_specialized_problem(c, weight_format, gemm, gated, K) is not None:
         return False  # the warp-specialized kernel's tile rules
-    if _ws_block_split_scales(c, weight_format, gemm, N, gated):
-        return False
+    gated1 = gemm == "gemm1" and gated
+    if ws_block_scale_problem(c, weight_format, gated1, N // 2 if gated1 else N) is not None:
+        return False  # one weight scale a column group (FP8 blocks)
     n_cols = N // 2 if (gemm == "gemm1" and gated) else N
     if c.block_n > max(_pow2_at_least(n_cols), base.block_n if base else 0):
         return False
     if c.block_k > max(_pow2_at_least(K), base.block_k if base else 0):
         return False
     return _smem_bytes(c, weight_format, gemm == "gemm1" and gated) <= SMEM_LIMIT
-
-
-def _ws_block_split_scales(c: KernelConfig, weight_format: Format, gemm: str, N: int, gated: bool) -> bool:
-    """Whether a warp-specialized FP8 128 x 128 block GEMM1 tile would put a gated column group across two scale
-    blocks (``triton_moe._ws_block_w_scalar`` refuses it at launch: its up group starts at row N / 2 of w13, a
-    multiple of block_n only for intermediate sizes of whole tiles; a layer's FP8 block intermediate is whole
-    128-row blocks, but the tuner's callers may pass other sizes, and the table's nearest entry may be wide)."""
-    return (weight_format is Format.FP8_BLOCK and c.warp_specialized and c.block_m == 128 and gemm == "gemm1"
-            and gated and (N // 2) % c.block_n != 0)
 
 
 def _kc(base: KernelConfig, **kw) -> Optional[KernelConfig]:
@@ -260,8 +253,8 @@ def search_space(tokens: int, hidden: int, intermediate_padded: int, experts: in
     cur = choose_moe_config(tokens, hidden, intermediate_padded, experts, top_k, weight_format, activation,
                             device_name, num_sms=num_sms)
     seen.add((cur.gemm1, cur.gemm2))
-    if (cur.gemm1, cur.gemm2) != (heur.gemm1, heur.gemm2) and not _ws_block_split_scales(
-            cur.gemm1, weight_format, "gemm1", n1, gated):
+    if (cur.gemm1, cur.gemm2) != (heur.gemm1, heur.gemm2) and ws_block_scale_problem(
+            cur.gemm1, weight_format, gated, intermediate_padded) is None:
         out.append(Candidate(MoEKernelConfig(cur.gemm1, cur.gemm2), "table"))
     if weight_format in _FP8_SIBLING:
         # FP8 per tensor and per channel share the tile economics (only the epilogue's scales
