@@ -466,6 +466,35 @@ def test_tune_point_reports_the_gain_over_the_table():
     assert res.speedup == pytest.approx(10 / 7.5) and res.vs_table == pytest.approx(8 / 7.5)
 
 
+def test_tune_point_writes_no_entry_for_the_heuristic_it_already_ran():
+    """``needs_entry``: no table entry where the winner is the heuristic and the point had no entry (it would only
+    shadow the neighbouring buckets' heuristic and the sibling GPU's), but an entry wherever the winner differs from
+    what ran before, and where the heuristic beats the table's entry (the entry must go)."""
+    heur = MoEKernelConfig(_kc(16, 64), _kc(16, 64))
+    table = MoEKernelConfig(_kc(16, 128), _kc(16, 64))
+    other = MoEKernelConfig(_kc(16, 64), _kc(16, 128))
+    ok = lambda o: (True, "")  # noqa: E731
+
+    def outcome(cands, times, **kw):
+        return tune_point(cands, lambda c: 0, ok, lambda c: times[c], **kw)
+    res = outcome([Candidate(heur, "base"), Candidate(other, "gemm2")], {heur: 9.0, other: 10.0})
+    assert (res.best, res.reference, res.reference_config) == (heur, "base", heur) and not res.needs_entry
+    res = outcome([Candidate(heur, "base"), Candidate(other, "gemm2")], {heur: 10.0, other: 9.0})
+    assert res.best == other and res.needs_entry
+    # kept after the re-timing: the heuristic stays, still no entry
+    res = outcome([Candidate(heur, "base"), Candidate(other, "gemm2")], {heur: 10.0, other: 9.95},
+                  confirm_rounds=1, min_gain=0.02)
+    assert res.best == heur and res.confirmed is False and not res.needs_entry
+    # with a table entry: the heuristic winning replaces it, the entry winning is written again
+    res = outcome([Candidate(heur, "base"), Candidate(table, "table")], {heur: 8.0, table: 10.0})
+    assert (res.best, res.reference) == (heur, "table") and res.needs_entry
+    res = outcome([Candidate(heur, "base"), Candidate(table, "table")], {heur: 10.0, table: 8.0})
+    assert res.best == table and res.needs_entry
+    # nothing valid: nothing to write
+    res = tune_point([Candidate(heur, "base")], lambda c: 0, lambda o: (False, "bad"), lambda c: 1.0)
+    assert res.best is None and res.reference is None and not res.needs_entry
+
+
 def test_tune_point_budget_and_all_rejected():
     base = MoEKernelConfig(_kc(16, 64), _kc(16, 64))
     other = MoEKernelConfig(_kc(16, 128), _kc(16, 64))
@@ -674,7 +703,10 @@ def test_run_tune_driver_in_interpreter(tmp_path):
     # (the shipped table has no "cpu" entries: the table served the heuristic)
     assert pt["table_us"] is None and pt["vs_table"] == pytest.approx(pt["heuristic_us"] / pt["tuned_us"])
     assert all(r["status"] in ("ok", "error", "rejected", "kept") for r in pt["rows"])
+    # the file exists either way; with the winner's entry, or none where the winner is the heuristic (which the
+    # point then runs anyway): the config chosen afterwards is the winner
     table = load_tuned_configs(out)
+    assert len(table) == (2 if pt["entry_written"] else 0)
     got = choose_moe_config(4, p.hidden, pt["I_pad"], p.experts, p.top_k, Format.FP8_TENSOR, p.activation, "cpu",
                             table=table)
     assert got.gemm1.to_dict() == pt["best"]["gemm1"] and got.gemm2.to_dict() == pt["best"]["gemm2"]

@@ -29,7 +29,8 @@ heuristic) are timed ``confirm_rounds`` more times each, in turns, and it replac
 ahead on the medians (CLI ``--confirm-rounds`` 2, ``--min-gain`` 0.02 by default; one timing a
 candidate picks a noise winner among dozens easily). The winner's two GEMM configs are added to a
 :class:`~fusedmoe.backends.kernel_configs.TunedTable` under (device name, weight format, activation,
-gemm, N, K, E, token bucket) -- the key the triton backend looks up -- and the file is written with
+gemm, N, K, E, token bucket) -- the key the triton backend looks up; not where the winner is the heuristic the
+point ran without an entry (``TuneOutcome.needs_entry``) -- and the file is written with
 ``save_tuned_configs`` (merged with the entries already in it). The default output is the table the
 package loads automatically (``kernel_configs.DEFAULT_TABLE_PATH``).
 
@@ -410,6 +411,20 @@ class TuneOutcome:
     #: the fastest candidate's re-timing against what the point ran before (``confirm_rounds``): True it held its
     #: lead, False it did not (``best`` is then that reference), None not run (the reference won outright)
     confirmed: Optional[bool] = None
+    #: what the point ran before the tune: "table" (an entry of the active table, the device's own or its
+    #: sibling's) or "base" (the heuristic: the table had nothing else); None when neither was timed
+    reference: Optional[str] = None
+    reference_config: Optional[MoEKernelConfig] = None
+
+    @property
+    def needs_entry(self) -> bool:
+        """Whether the winner belongs in the table: not where it is the heuristic the point already ran without an
+        entry. Such an entry would change nothing at its own bucket on this device, yet it would shadow the
+        heuristic at the neighbouring token counts (the nearest-bucket lookup) and the sibling GPU's own heuristic
+        or entries (``kernel_configs.table_devices``) -- unmeasured there."""
+        if self.best is None:
+            return False
+        return not (self.reference == "base" and self.best == self.reference_config)
 
     @property
     def speedup(self) -> Optional[float]:
@@ -508,6 +523,8 @@ def tune_point(candidates: Sequence[Candidate], run: Callable[[MoEKernelConfig],
     res.best, res.best_s = c_best.config, t_best
     ref = next((p for p in timed if p[1].varies == "table"), None) or next(
         (p for p in timed if p[1].varies == "base"), None)
+    if ref is not None:
+        res.reference, res.reference_config = ref[1].varies, ref[1].config
     if ref is not None and ref[1].config != c_best.config and (confirm_rounds or min_gain):
         _confirm(res, ref, (t_best, c_best), time_fn, confirm_rounds, min_gain, deadline)
     return res
@@ -806,22 +823,26 @@ def run_tune(opts: TuneOptions, *, progress: Optional[Callable[[str, int], None]
                       "heuristic_us": None if res.heuristic_s is None else res.heuristic_s * 1e6,
                       "table_us": None if res.table_s is None else res.table_s * 1e6,
                       "tuned_us": None if res.best_s is None else res.best_s * 1e6, "speedup": res.speedup,
-                      "vs_table": res.vs_table, "confirmed": res.confirmed,
+                      "vs_table": res.vs_table, "confirmed": res.confirmed, "entry_written": res.needs_entry,
                       "best": None if res.best is None else _cfg_dict(res.best), "rows": res.rows}
                 points.append(pt)
                 if res.best is not None:
-                    add_to_table(new, res.best, device_name=name, weight_format=wf, activation=p.activation,
-                                 hidden=p.hidden, intermediate_padded=I_pad, experts=p.experts, tokens=T)
+                    if res.needs_entry:
+                        add_to_table(new, res.best, device_name=name, weight_format=wf, activation=p.activation,
+                                     hidden=p.hidden, intermediate_padded=I_pad, experts=p.experts, tokens=T)
                     kept = (f"; the fastest candidate, re-timed, was not {opts.min_gain:.0%} ahead: kept"
                             if res.confirmed is False else "")
+                    if not res.needs_entry:
+                        kept += "; the heuristic stays, no entry written"
                     log(f"{p.name}/{wf.value} T={T}: heuristic {pt['heuristic_us'] or float('nan'):.1f} us -> "
                         f"tuned {pt['tuned_us']:.1f} us ({(res.speedup or float('nan')):.2f}x; "
                         f"{(res.vs_table or float('nan')):.2f}x the table's{kept}) {describe_config(res.best)}")
                 else:
                     log(f"{p.name}/{wf.value} T={T}: no valid candidate ({pt['rejected']} rejected, {pt['errors']} errors)")
                 del sets, ref
-            if len(new):
-                merge_into_file(new, opts.out)
+            # written even with no new entry (every winner the heuristic it already ran): the file the run names
+            # exists afterwards, holding what it held before
+            merge_into_file(new, opts.out)
             del weights
             if cuda:
                 torch.cuda.empty_cache()
