@@ -13,8 +13,10 @@ if [[ "$name" == *H200* ]]; then
   timeout 120 python3 benchmarks/decode_ab.py --preset deepseek-v3-tp8,qwen3-30b-a3b,nemotron-nano,minimax-m2 \
     --weight-format bf16,fp8_tensor,fp8_channel --tokens 1,8 --settings default,tabh100 --rounds 2 --budget-s 0.2 \
     > $OUT/ab_tabh100_dec.txt 2>&1; echo "abd rc=$?"; cut -c1-120 $OUT/ab_tabh100_dec.txt
+  # the harness takes space-separated lists, precompile_harness.py comma-separated ones (fixed in the fifty-fifth
+  # session: one comma string for both made the harness refuse its arguments)
   P="--models dsv3,dsv3_tp8,minimax_m2.5 --dtypes fp8_channel,fp8_tensor,fp8_block --tokens 2048,8192"
-  export PEERS=sglang,fusedmoe BUDGET_S=90 PLAN_ARGS="$P" PRECOMPILE_ARGS="$P"
+  export PEERS=sglang,fusedmoe BUDGET_S=90 PLAN_ARGS="${P//,/ }" PRECOMPILE_ARGS="$P"
   OUT=$OUT/h timeout 110 bash benchmarks/harness_run.sh prep > $OUT/h_prep.txt 2>&1; echo "prep rc=$?"
   OUT=$OUT/h timeout 110 bash benchmarks/harness_run.sh measure > $OUT/h_log.txt 2>&1; echo "harness rc=$?"
   python3 benchmarks/peer_ratio.py $OUT/h/peers.jsonl fusedmoe > $OUT/ratio.txt 2>&1; grep -E "^fp8" $OUT/ratio.txt
