@@ -244,7 +244,7 @@ fi
 if [[ "$stages" == *" alzero "* ]]; then
   # set_align_zero_fill (default since the twenty-sixth session): its GPU test, then the FP4 bench at decode with
   # it off (FUSEDMOE_ALIGN_ZERO=0) and on, twice each, in separate processes (the harness peers fusedmoe-noalzero /
-  # fusedmoe do the same for BF16 / FP8: PEERS=fusedmoe,fusedmoe-noalzero PLAN_ARGS="--tokens 1,8,32")
+  # fusedmoe do the same for BF16 / FP8: PEERS=fusedmoe,fusedmoe-noalzero PLAN_ARGS="--tokens 1 8 32")
   timeout 200 python3 -m pytest -q -rfE --tb=short -m gpu -p no:cacheprovider --timeout 180 tests/test_triton_moe.py \
       -k split_k_cuda_graph 2>&1 | tee "$OUT/alzero_test.log" | tail -5
   AZ="--preset ${ALZERO_PRESETS:-gpt-oss-120b,nemotron-super,deepseek-v3} --weight-format mxfp4,nvfp4 --tokens 1,8
