@@ -20,7 +20,7 @@ import torch
 from fusedmoe.backends import triton_moe
 from fusedmoe.backends.triton import run_weights
 from fusedmoe.bench.presets import (BenchCase, calibrate_static_scales, get_preset, make_inputs, make_weights,
-                                    weights_nbytes)
+                                    weights_nbytes, with_activation)
 from fusedmoe.bench.timing import time_calls
 from fusedmoe.config import Format
 
@@ -157,6 +157,9 @@ def main() -> None:
     ap.add_argument("--preset", default="qwen3-30b-a3b")
     ap.add_argument("--weight-format", default="bf16")
     ap.add_argument("--tokens", default="1,8")
+    ap.add_argument("--activation", default=None,
+                    help="run every preset's shape with this expert activation instead of its model's "
+                         "(e.g. relu2: the shared harness's non-gated cases of the gated models)")
     ap.add_argument("--settings", default="default,noalzero")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--nsets", type=int, default=8)
@@ -174,7 +177,8 @@ def main() -> None:
     print(f"{'preset':18s} {'w':6s} {'T':>4s} " + " ".join(f"{s:>11s}" for s in settings) + "   ratios default/x"
           "   TB/s(default)", flush=True)
     for pname in a.preset.split(","):
-        p = get_preset(pname)
+        p = get_preset(pname) if a.activation is None else with_activation(get_preset(pname), a.activation)
+        pname = p.name  # "<preset>:<activation>" with --activation
         for fname in a.weight_format.split(","):
             fmt = Format(fname)
             af = fmt.natural_activation_format()  # as fusedmoe bench: FP8 per tensor with calibrated static scales

@@ -17,7 +17,8 @@ import torch
 
 from fusedmoe.backends.kernel_configs import TunedTable, choose_moe_config
 from fusedmoe.backends.triton import run_weights
-from fusedmoe.bench.presets import BenchCase, get_preset, make_inputs, make_weights, weights_nbytes
+from fusedmoe.bench.presets import (BenchCase, get_preset, make_inputs, make_weights, weights_nbytes,
+                                    with_activation)
 from fusedmoe.config import Format
 
 
@@ -26,6 +27,9 @@ def main() -> None:
     ap.add_argument("--preset", default="qwen3-30b-a3b")
     ap.add_argument("--weight-format", default="bf16")
     ap.add_argument("--tokens", default="1,8")
+    ap.add_argument("--activation", default=None,
+                    help="run every preset's shape with this expert activation instead of its model's "
+                         "(e.g. relu2: the shared harness's non-gated cases of the gated models)")
     ap.add_argument("--calls", type=int, default=40)
     ap.add_argument("--bw", type=float, default=4.4, help="memory roofline in TB/s for the floor column")
     ap.add_argument("--sets", type=int, default=16,
@@ -57,7 +61,8 @@ def main() -> None:
     dev = torch.device("cuda")
     rows = []
     for pname in a.preset.split(","):
-        p = get_preset(pname)
+        p = get_preset(pname) if a.activation is None else with_activation(get_preset(pname), a.activation)
+        pname = p.name  # "<preset>:<activation>" with --activation
         for wf_name in a.weight_format.split(","):
             wf = Format(wf_name)
             w = make_weights(p, wf, device=dev)

@@ -17,7 +17,7 @@ from fusedmoe.bench import roofline as rl
 from fusedmoe.bench.peers import (GroupedMMPeer, SGLangPeer, TritonPeer, check_bound, find_sglang, make_peer,
                                   rel_errors)
 from fusedmoe.bench.presets import (PRESETS, BenchCase, custom_preset, format_problem, formats_for, get_preset,
-                                    make_inputs, make_weights)
+                                    make_inputs, make_weights, with_activation)
 from fusedmoe.bench.runner import (BenchOptions, load_results, markdown_report, run_bench, summarize, write_markdown,
                                    write_results)
 from fusedmoe.bench.timing import time_calls
@@ -54,6 +54,21 @@ def test_preset_errors():
         custom_preset(64, 32, 8, 8, Activation.SWIGLU)  # top_k must be < E
     with pytest.raises(ValueError, match="positive"):
         custom_preset(0, 32, 8, 2, Activation.SWIGLU)
+
+
+def test_with_activation():
+    """A preset's shape and routing with another activation (the benchmark scripts' ``--activation``): the weights
+    it makes are the non-gated layout, the name says it, the model's own activation gives the preset back."""
+    p = get_preset("tiny")
+    r = with_activation(p, "relu2")
+    assert (r.name, r.activation, r.hidden, r.intermediate, r.experts, r.top_k, r.routing) == (
+        "tiny:relu2", Activation.RELU2, p.hidden, p.intermediate, p.experts, p.top_k, p.routing)
+    assert with_activation(p, Activation.SWIGLU) is p and with_activation(p, "swiglu") is p
+    w = make_weights(r, Format.BF16, device="cpu")
+    assert w.w13.shape[1] == w.padded_intermediate_size  # [E, I_pad, H]: one half, no gate
+    assert with_activation(get_preset("gpt-oss-20b"), Activation.RELU2).expert_bias
+    with pytest.raises(ValueError):
+        with_activation(p, "nope")
 
 
 def test_make_weights_chunked_and_inputs():

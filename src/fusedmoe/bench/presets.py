@@ -150,6 +150,16 @@ def get_preset(name: str) -> Preset:
         raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
 
 
+def with_activation(preset: Preset, activation: "Activation | str") -> Preset:
+    """``preset``'s shape and routing with another expert activation, named ``<name>:<activation>`` (the shared
+    harness runs every gated model's shape with ReLU^2 too; the benchmark scripts' ``--activation``). Biases
+    (``expert_bias``) stay."""
+    act = activation if isinstance(activation, Activation) else Activation(activation)
+    if act is preset.activation:
+        return preset
+    return replace(preset, name=f"{preset.name}:{act.value}", activation=act)
+
+
 def custom_preset(hidden: int, intermediate: int, experts: int, top_k: int, activation: Activation,
                   routing: RoutingMethod = RoutingMethod.RENORMALIZE_NAIVE, *, n_group: int = 1, topk_group: int = 1,
                   routed_scaling_factor: float = 1.0, expert_bias: bool = False) -> Preset:
