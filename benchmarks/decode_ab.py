@@ -25,7 +25,15 @@ from fusedmoe.bench.timing import time_calls
 from fusedmoe.config import Format
 
 
-# name -> (setter of fusedmoe.backends.triton_moe, value): each setting is the defaults with that one change
+def _ws4_stages(n: int) -> tuple:
+    """``set_ws_fp4_decode``'s arguments as the switch stands (its environment variables included), ``n`` ring
+    stages."""
+    d = triton_moe._WS_FP4_DEC
+    return (triton_moe._WS_FP4["decode"], d["ctas"], n, d["block_k"], d["x_gather"], d["s_smem"], d["t_release"])
+
+
+# name -> (setter of fusedmoe.backends.triton_moe, value): each setting is the defaults with that one change (a
+# tuple: the setter's arguments; a callable: called for them when the setting is applied)
 SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programmatic_dependent_launch", False),
             # the decode align lets the next grid launch only as it exits (the default since s40: right at its wait)
             "noaltrig": ("set_align_early_trigger", False),
@@ -86,7 +94,7 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "nows4mstatic": ("set_ws_fp4_decode_static_blocks", False),
             # the FP4 decode kernel's default range (one token) at n ring stages (fifty-third session: 4, the default
             # since, against the 8 before)
-            **{f"ws4st{n}": ("set_ws_fp4_decode", (1, 3, n, 128, True, True, True)) for n in (2, 3, 4, 5, 6, 8)},
+            **{f"ws4st{n}": ("set_ws_fp4_decode", lambda n=n: _ws4_stages(n)) for n in (2, 3, 4, 5, 6, 8)},
             # the 16-bit / FP8 decode kernel (opt-in): 2 programs an SM, stages that fit; 1 / 3 programs; 2 blocks a step
             "wsdec": ("set_ws_decode", True), "wsdec1": ("set_ws_decode", (True, 1)),
             "wsdec3": ("set_ws_decode", (True, 3)), "wsdec2b": ("set_ws_decode", (True, 2, 0, 2)),
@@ -140,6 +148,8 @@ def _setting(name: str):
         return
     setter, value = SETTINGS[name]
     fn = getattr(triton_moe, setter)
+    if callable(value):
+        value = value()
     prev = fn(*value) if isinstance(value, tuple) else fn(value)  # a tuple: the setter's arguments
     try:
         yield
@@ -177,7 +187,7 @@ def main() -> None:
     print(f"{'preset':18s} {'w':6s} {'T':>4s} " + " ".join(f"{s:>11s}" for s in settings) + "   ratios default/x"
           "   TB/s(default)", flush=True)
     for pname in a.preset.split(","):
-        p = get_preset(pname) if a.activation is None else with_activation(get_preset(pname), a.activation)
+        p = with_activation(get_preset(pname), a.activation)
         pname = p.name  # "<preset>:<activation>" with --activation
         for fname in a.weight_format.split(","):
             fmt = Format(fname)

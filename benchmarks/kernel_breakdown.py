@@ -61,7 +61,7 @@ def main() -> None:
     dev = torch.device("cuda")
     rows = []
     for pname in a.preset.split(","):
-        p = get_preset(pname) if a.activation is None else with_activation(get_preset(pname), a.activation)
+        p = with_activation(get_preset(pname), a.activation)
         pname = p.name  # "<preset>:<activation>" with --activation
         for wf_name in a.weight_format.split(","):
             wf = Format(wf_name)

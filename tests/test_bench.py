@@ -64,6 +64,7 @@ def test_with_activation():
     assert (r.name, r.activation, r.hidden, r.intermediate, r.experts, r.top_k, r.routing) == (
         "tiny:relu2", Activation.RELU2, p.hidden, p.intermediate, p.experts, p.top_k, p.routing)
     assert with_activation(p, Activation.SWIGLU) is p and with_activation(p, "swiglu") is p
+    assert with_activation(p, None) is p
     w = make_weights(r, Format.BF16, device="cpu")
     assert w.w13.shape[1] == w.padded_intermediate_size  # [E, I_pad, H]: one half, no gate
     assert with_activation(get_preset("gpt-oss-20b"), Activation.RELU2).expert_bias

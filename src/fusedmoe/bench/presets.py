@@ -150,10 +150,12 @@ def get_preset(name: str) -> Preset:
         raise ValueError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
 
 
-def with_activation(preset: Preset, activation: "Activation | str") -> Preset:
+def with_activation(preset: Preset, activation: "Activation | str | None") -> Preset:
     """``preset``'s shape and routing with another expert activation, named ``<name>:<activation>`` (the shared
     harness runs every gated model's shape with ReLU^2 too; the benchmark scripts' ``--activation``). Biases
-    (``expert_bias``) stay."""
+    (``expert_bias``) stay. None or the preset's own activation: ``preset`` itself."""
+    if activation is None:
+        return preset
     act = activation if isinstance(activation, Activation) else Activation(activation)
     if act is preset.activation:
         return preset
