@@ -1022,9 +1022,9 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
     if which == 1:
         types = dict(common, ws_ptr="*fp32", cnt_ptr="*i32",
                      out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8", 5: "*bf16",
-                              6: "*bf16"}[out_q],
+                              6: "*bf16", 7: "*bf16"}[out_q],
                      out_scale_ptr={0: "*fp32", 1: "*fp32", 2: "*fp32", 3: "*u8", 4: "*u8", 5: "*i32",
-                                    6: "*i32"}[out_q],
+                                    6: "*i32", 7: "*i32"}[out_q],
                      out_qscale_ptr="*fp32")
         ce.update(ACT=act, GATED=gated, OUT_Q=out_q, ROUND_DTYPE=tl.bfloat16, Q_AS_FP32=False, WEIGHT_ON_INPUT=False,
                   SPLIT_K=split, JOIN=_join(w, micro, swap), RCP_DIV=rcp, OUT_DOT_BK=odbk)

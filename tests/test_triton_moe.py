@@ -827,28 +827,30 @@ def test_gemm1_amax_same_bits(monkeypatch):
     assert set_gemm1_amax(True) is True  # the default
 
 
-def _qload_case(prob, act, offset, config=None):
-    """One FP8 per-channel ``triton_experts`` call of ``prob`` (dynamic per-token intermediate) and what it ran:
-    (output, reference, GEMM1's output mode)."""
+def _qload_case(prob, act, offset, config=None, act_fmt=Format.FP8_TOKEN):
+    """One FP8 ``triton_experts`` call of ``prob`` with a dynamic per-token (per channel weights) or 1 x 128-group
+    (block weights) intermediate, and what it ran: (output, reference, GEMM1's output mode)."""
     cap = {}
     got = triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], activation=act,
-                         act_params=_params(act), act_format=Format.FP8_TOKEN,
-                         intermediate_size_padded=prob["I_pad"], local_expert_offset=offset, config=config,
-                         _capture=cap)
+                         act_params=_params(act), act_format=act_fmt, intermediate_size_padded=prob["I_pad"],
+                         local_expert_offset=offset, config=config, _capture=cap)
     ref = reference(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], act=act, params=_params(act),
-                    act_fmt=Format.FP8_TOKEN, I_pad=prob["I_pad"], b13=None, b2=None, a1=None, a2=None,
-                    offset=offset, woi=False)
+                    act_fmt=act_fmt, I_pad=prob["I_pad"], b13=None, b2=None, a1=None, a2=None, offset=offset,
+                    woi=False)
     return got, ref, cap["out_q"]
 
 
 @interpreter
-def test_gemm2_quant_on_load_same_bits(monkeypatch):
-    """GEMM2 quantizing the FP8 per-token intermediate on load (``set_gemm2_quant_on_load``: GEMM1 reduces each
-    row's amax, no quantization launch between the GEMMs) gives the bits of the quantization launch: gated and
-    not, expert parallel with a token routed to other ranks only (its rows never written), split-K on either GEMM,
-    one token and several. The rows' amax starts at 0 by the align launch (the buffer it gets is filled with garbage
-    here first, so an amax the align did not zero shows) or, with that off, by a fill of its own. Beyond decode
-    (T*K above one align program) the launch stays."""
+@pytest.mark.parametrize("wfmt", [Format.FP8_CHANNEL, Format.FP8_BLOCK], ids=lambda f: f.name)
+def test_gemm2_quant_on_load_same_bits(wfmt, monkeypatch):
+    """GEMM2 quantizing the FP8 intermediate on load (``set_gemm2_quant_on_load``: GEMM1 reduces each row's -- FP8
+    blocks: each row group's -- amax, no quantization launch between the GEMMs) gives the bits of the quantization
+    launch: per token (FP8 per channel) and in 1 x 128 groups (FP8 blocks: GEMM1 tiles of 64 / 32 columns, two groups
+    a row), gated and not, expert parallel with a token routed to other ranks only (its rows never written), split-K
+    on either GEMM, one token and several. The amax starts at 0 by the align launch (the buffer it gets is filled with
+    garbage here first, so an amax the align did not zero shows) or, with that off, by a fill of its own. Beyond
+    decode (T*K above one align program), and for FP8 block tiles that hold whole groups (their epilogue quantizes
+    them), the path is not taken."""
     from fusedmoe.backends import triton_moe as tm
     from fusedmoe.backends.triton_moe import set_align_zero_fill, set_gemm2_quant_on_load
 
@@ -856,11 +858,18 @@ def test_gemm2_quant_on_load_same_bits(monkeypatch):
         set_gemm2_quant_on_load(1)
     assert set_gemm2_quant_on_load(False) is False  # the default: off until measured on a GPU
     zeroed = _align_zeroes_garbage(monkeypatch)
-    wfmt = Format.FP8_CHANNEL
     dtype, H, I_pad = _FMT_CASES[wfmt]
-    cases = ((Activation.SWIGLU, 0, 4, 5, None), (Activation.RELU2, 2, 8, 6, None), (Activation.SWIGLU, 2, 8, 1, None),
-             (Activation.RELU2, 0, 4, 3, MoEKernelConfig(KernelConfig(16, 16, 32, split_k=2),
-                                                         KernelConfig(16, 32, 16, split_k=2))))
+    act_fmt, cols = ACT_FMT[wfmt], 1
+    if wfmt is Format.FP8_CHANNEL:
+        cases = ((Activation.SWIGLU, 0, 4, 5, None), (Activation.RELU2, 2, 8, 6, None),
+                 (Activation.SWIGLU, 2, 8, 1, None),
+                 (Activation.RELU2, 0, 4, 3, MoEKernelConfig(KernelConfig(16, 16, 32, split_k=2),
+                                                             KernelConfig(16, 32, 16, split_k=2))))
+    else:  # two 1 x 128 groups a row; GEMM1 tiles narrower than a group (block_k 128: whole scale blocks)
+        I_pad, cols = 256, 2
+        cases = ((Activation.SWIGLU, 0, 4, 5, MoEKernelConfig(KernelConfig(16, 64, 128), KernelConfig(16, 64, 128))),
+                 (Activation.RELU2, 2, 8, 1, MoEKernelConfig(KernelConfig(16, 32, 128, split_k=2),
+                                                             KernelConfig(16, 32, 128, split_k=2))))
     for act, offset, E_glob, T, cfg in cases:
         prob = make_problem(T=T, H=H, I=I_pad, I_pad=I_pad, E=4, K=2, act=act, wfmt=wfmt, dtype=dtype, offset=offset,
                             E_glob=E_glob, static=False, seed=T + offset)
@@ -871,12 +880,13 @@ def test_gemm2_quant_on_load_same_bits(monkeypatch):
             prev, prev_z = set_gemm2_quant_on_load(on), set_align_zero_fill(by_align)
             zeroed.clear()
             try:
-                got, ref, out_q = _qload_case(prob, act, offset, cfg)
+                got, ref, out_q = _qload_case(prob, act, offset, cfg, act_fmt)
             finally:
                 set_gemm2_quant_on_load(prev)
                 set_align_zero_fill(prev_z)
-            assert out_q == (tm._OUT_PLAIN_ROWAMAX if on else tm._OUT_PLAIN), (act, T, on, out_q)
-            assert (T * 2 in zeroed) == (on and by_align), (act, offset, on, by_align, zeroed)
+            want_q = (tm._OUT_PLAIN_ROWAMAX if cols == 1 else tm._OUT_PLAIN_GROUPAMAX) if on else tm._OUT_PLAIN
+            assert out_q == want_q, (act, T, on, out_q)
+            assert (T * 2 * cols in zeroed) == (on and by_align), (act, offset, on, by_align, zeroed)
             mx, rms = _errors(got, ref)
             bmx, brms = _bounds(wfmt, dtype)
             assert mx <= bmx and rms <= brms, (act, offset, on, mx, rms)
@@ -884,15 +894,19 @@ def test_gemm2_quant_on_load_same_bits(monkeypatch):
         assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2]), (act, offset, T)
         if offset:
             assert torch.equal(outs[1][0], torch.zeros_like(outs[1][0]))
-    # beyond one align program (T*K > 256) the quantization launch runs
-    prob = make_problem(T=129, H=H, I=I_pad, I_pad=I_pad, E=4, K=2, act=Activation.RELU2, wfmt=wfmt, dtype=dtype,
+    # beyond one align program (T*K > 256) the quantization launch runs; FP8 block tiles of whole groups quantize
+    # in GEMM1's epilogue
+    T, cfg, want_q = 129, cases[0][4], tm._OUT_PLAIN
+    if wfmt is Format.FP8_BLOCK:
+        T, cfg, want_q = 3, MoEKernelConfig(KernelConfig(16, 128, 128), KernelConfig(16, 64, 128)), tm._OUT_FP8_BLOCK
+    prob = make_problem(T=T, H=H, I=I_pad, I_pad=I_pad, E=4, K=2, act=Activation.RELU2, wfmt=wfmt, dtype=dtype,
                         static=False, seed=9)
     prev = set_gemm2_quant_on_load(True)
     try:
-        got, ref, out_q = _qload_case(prob, Activation.RELU2, 0)
+        got, ref, out_q = _qload_case(prob, Activation.RELU2, 0, cfg, act_fmt)
     finally:
         set_gemm2_quant_on_load(prev)
-    assert out_q == tm._OUT_PLAIN
+    assert out_q == want_q
     assert _errors(got, ref)[1] <= _bounds(wfmt, dtype)[1]
 
 
@@ -994,12 +1008,13 @@ def test_gpu_fused_combine_same_bits(wfmt):
 
 
 @gpu
+@pytest.mark.parametrize("wfmt", [Format.FP8_CHANNEL, Format.FP8_BLOCK], ids=lambda f: f.name)
 @pytest.mark.parametrize("act", [Activation.SWIGLU, Activation.RELU2], ids=lambda a: a.name)
-def test_gpu_gemm2_quant_on_load_same_bits(act):
-    """GEMM2 quantizing the FP8 per-token intermediate on load gives the quantization launch's bits on the GPU
-    (E4M3 by the hardware's conversion, reciprocal division): the DeepSeek-V3 TP8 / Qwen3-30B expert shapes at
-    decode token counts, expert parallel with a token routed elsewhere only, eager, repeated and in a CUDA graph
-    (the rows' amax zeroed by the captured align launch)."""
+def test_gpu_gemm2_quant_on_load_same_bits(act, wfmt):
+    """GEMM2 quantizing the FP8 per-token / 1 x 128-group intermediate on load gives the quantization launch's bits
+    on the GPU (E4M3 by the hardware's conversion, reciprocal division): the DeepSeek-V3 TP8 / Qwen3-30B expert
+    shapes at decode token counts (FP8 blocks with GEMM1 tiles of 64 columns), expert parallel with a token routed
+    elsewhere only, eager, repeated and in a CUDA graph (the amax zeroed by the captured align launch)."""
     from fusedmoe.backends import triton_moe as tm
     from fusedmoe.backends.triton_moe import set_gemm2_quant_on_load
 
@@ -1007,20 +1022,24 @@ def test_gpu_gemm2_quant_on_load_same_bits(act):
     try:
         for T, H, I, E, offset, E_glob in ((1, 7168, 256, 64, 0, 64), (8, 2048, 768, 64, 16, 128), (32, 2048, 768, 64,
                                                                                                      0, 64)):
-            prob = make_problem(T=T, H=H, I=I, I_pad=I, E=E, K=8, act=act, wfmt=Format.FP8_CHANNEL,
-                                dtype=torch.bfloat16, offset=offset, E_glob=E_glob, static=False, seed=T)
+            prob = make_problem(T=T, H=H, I=I, I_pad=I, E=E, K=8, act=act, wfmt=wfmt, dtype=torch.bfloat16,
+                                offset=offset, E_glob=E_glob, static=False, seed=T)
             if offset:
                 prob["ids"][0] = torch.arange(8, dtype=prob["ids"].dtype) + (offset + E) % E_glob
+            cfg = None
+            if wfmt is Format.FP8_BLOCK:
+                cfg = MoEKernelConfig(KernelConfig(16, 64, 128, group_m=1, swap_ab=True),
+                                      KernelConfig(16, 128, 128, group_m=1, swap_ab=True))
             set_gemm2_quant_on_load(False)
-            base, ref, out_q = _qload_case(prob, act, offset)
+            base, ref, out_q = _qload_case(prob, act, offset, cfg, ACT_FMT[wfmt])
             assert out_q == tm._OUT_PLAIN
             set_gemm2_quant_on_load(True)
             for _ in range(3):
-                got, _, out_q = _qload_case(prob, act, offset)
-                assert out_q == tm._OUT_PLAIN_ROWAMAX, (T, out_q)
+                got, _, out_q = _qload_case(prob, act, offset, cfg, ACT_FMT[wfmt])
+                assert out_q == (tm._OUT_PLAIN_ROWAMAX if wfmt is Format.FP8_CHANNEL else tm._OUT_PLAIN_GROUPAMAX)
                 assert torch.equal(got, base), (T, offset, (got.float() - base.float()).abs().max().item())
             mx, rms = _errors(got, ref)
-            bmx, brms = _bounds(Format.FP8_CHANNEL, torch.bfloat16)
+            bmx, brms = _bounds(wfmt, torch.bfloat16)
             assert mx <= bmx and rms <= brms, (T, mx, rms)
             if offset:
                 assert torch.equal(got[0], torch.zeros_like(got[0]))
@@ -1028,8 +1047,8 @@ def test_gpu_gemm2_quant_on_load_same_bits(act):
 
             def call():
                 triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], activation=act,
-                               act_params=_params(act), act_format=Format.FP8_TOKEN, intermediate_size_padded=I,
-                               local_expert_offset=offset, out=out)
+                               act_params=_params(act), act_format=ACT_FMT[wfmt], intermediate_size_padded=I,
+                               local_expert_offset=offset, config=cfg, out=out)
 
             call()
             graph = torch.cuda.CUDAGraph()

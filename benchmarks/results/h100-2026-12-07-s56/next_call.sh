@@ -11,10 +11,11 @@ bw=3.1; [[ "$name" == *H200* ]] && bw=4.3
 timeout 150 python3 -m pytest -q -rfE --tb=short -m gpu -p no:cacheprovider tests/test_triton_moe.py \
   -k "gemm2_quant_on_load" > $OUT/t_qload.txt 2>&1; echo "t_qload rc=$?"; tail -3 $OUT/t_qload.txt
 timeout 130 python3 benchmarks/decode_ab.py --preset deepseek-v3-tp8,qwen3-30b-a3b,nemotron-nano,minimax-m2,mixtral-8x7b,deepseek-v3 \
-  --weight-format fp8_channel --tokens 1,8 --settings default,qload --rounds 3 --budget-s 0.2 > $OUT/ab_qload.txt 2>&1
+  --weight-format fp8_channel,fp8_block --tokens 1,8 --settings default,qload --rounds 3 --budget-s 0.2 \
+  > $OUT/ab_qload.txt 2>&1
 echo "ab rc=$?"; cut -c1-110 $OUT/ab_qload.txt
-FUSEDMOE_GEMM2_QLOAD=1 timeout 50 python3 benchmarks/kernel_breakdown.py --preset qwen3-30b-a3b,deepseek-v3-tp8 \
-  --weight-format fp8_channel --tokens 1 --calls 10 --bw $bw > $OUT/kb_qload.txt 2>&1; echo "kb rc=$?"
+FUSEDMOE_GEMM2_QLOAD=1 timeout 60 python3 benchmarks/kernel_breakdown.py --preset qwen3-30b-a3b,deepseek-v3-tp8 \
+  --weight-format fp8_channel,fp8_block --tokens 1 --calls 10 --bw $bw > $OUT/kb_qload.txt 2>&1; echo "kb rc=$?"
 grep -E "floor|_kernel" $OUT/kb_qload.txt | grep -v Warn | cut -c1-110
 if [[ "$name" == *H200* ]]; then
   P="--models dsv3,dsv3_tp8,minimax_m2.5 --dtypes fp8_channel,fp8_tensor,fp8_block --tokens 2048,8192"

@@ -13,8 +13,9 @@ One forward (slot x = t*K + k; E = E_loc local experts; I = I_pad):
     [quantize_act(intermediate)]    FP8 per-token, dynamic FP8 per-tensor, dynamic NVFP4 (one
                                     global scale over the local intermediate), or FP8 block / MXFP8
                                     when GEMM1's block_n does not hold whole groups
-                                    (FP8 per-token at decode with set_gemm2_quant_on_load: GEMM2
-                                    quantizes its tiles on load from GEMM1's per-row amax instead)
+                                    (FP8 per-token / 1x128 groups at decode with
+                                    set_gemm2_quant_on_load: GEMM2 quantizes its tiles on load from
+                                    GEMM1's per-row / per-group amax instead)
     GEMM2 + bias + routing weight   -> y [T*K, H] in hidden's dtype (K = 1: straight into out)
     combine                         out[t] = sum_k y[t*K + k] in fp32 (skipped for K = 1)
 
@@ -280,7 +281,8 @@ _ACT_CODE = {
 # quantized operand pairs (kernels/_moe_gemm.py: Q_NONE, Q_TENSOR, Q_ROW, Q_BLOCK)
 _QUANT_CODE = {Format.BF16: 0, Format.FP8_TENSOR: 1, Format.FP8_CHANNEL: 2, Format.FP8_BLOCK: 3,
                Format.NVFP4: 4, Format.MXFP4: 4, Format.MXFP8: 4}
-_OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8, _OUT_NVFP4, _OUT_PLAIN_AMAX, _OUT_PLAIN_ROWAMAX = range(7)
+(_OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8, _OUT_NVFP4, _OUT_PLAIN_AMAX, _OUT_PLAIN_ROWAMAX,
+ _OUT_PLAIN_GROUPAMAX) = range(8)
 _TL_DTYPE = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32}
 _E4M3 = torch.float8_e4m3fn
 
@@ -593,20 +595,21 @@ def _swap_bool(store: dict, enabled: bool, key: str = "enabled") -> bool:
 
 # ---- FP8 per-token intermediate quantized by GEMM2 --------------------------------------------------
 
-# FP8 per channel weights x per-token activations at decode (T*K <= _SINGLE_ALIGN_MAX, Triton GEMMs, one tile a
-# GEMM2 program): GEMM1 stores the 16-bit intermediate and reduces each row's max |h| into an int32 a slot
-# (atomic_max on the float's bits, zeroed by the align launch), and GEMM2 quantizes its A tiles after the load with
-# those rows' scales (kernels/_moe_gemm.py A_QLOAD) -- the values and scales of the quantization launch between the
-# GEMMs, which it saves (H100 one-token breakdowns, fifty-sixth session: `_fp8_row_kernel` 1.4 us of a 19-29 us
-# layer, plus its place in the launch chain). Off by default until measured on a GPU (built without one).
+# FP8 per channel weights x per-token activations, or FP8 128 x 128 blocks x 1 x 128 groups where GEMM1's tiles are
+# narrower than a group, at decode (T*K <= _SINGLE_ALIGN_MAX, Triton GEMMs, one tile a GEMM2 program): GEMM1 stores
+# the 16-bit intermediate and reduces each row's (row group's) max |h| into an int32 (atomic_max on the float's
+# bits, zeroed by the align launch), and GEMM2 quantizes its A tiles after the load with those scales
+# (kernels/_moe_gemm.py A_QLOAD) -- the values and scales of the quantization launch between the GEMMs, which it
+# saves (H100 one-token breakdowns, fifty-sixth session: `_fp8_row_kernel` 1.4 us of a 19-29 us layer, plus its
+# place in the launch chain). Off by default until measured on a GPU (built without one).
 _GEMM2_QLOAD = {"enabled": os.environ.get("FUSEDMOE_GEMM2_QLOAD", "0") == "1"}
 
 
 def set_gemm2_quant_on_load(enabled: bool) -> bool:
-    """``True``: at decode, GEMM2 quantizes the FP8 per-token intermediate itself from GEMM1's per-row amax
-    (``_GEMM2_QLOAD``: one launch fewer; the same bits -- interpreter and GPU tests compare them); ``False`` (the
-    default; ``FUSEDMOE_GEMM2_QLOAD=1`` turns it on): the quantization launch between the GEMMs. Returns the
-    previous setting."""
+    """``True``: at decode, GEMM2 quantizes the FP8 per-token (or 1 x 128-group) intermediate itself from GEMM1's
+    per-row (per-group) amax (``_GEMM2_QLOAD``: one launch fewer; the same bits -- interpreter and GPU tests compare
+    them); ``False`` (the default; ``FUSEDMOE_GEMM2_QLOAD=1`` turns it on): the quantization launch between the GEMMs.
+    Returns the previous setting."""
     return _swap_bool(_GEMM2_QLOAD, enabled)
 
 
@@ -2229,15 +2232,22 @@ def triton_experts(
     n_dep = NB if fused_dec else 0
     # the FP8 per-token intermediate quantized by GEMM2 on load (set_gemm2_quant_on_load): GEMM1 reduces each row's
     # amax into an int32 a slot that the align launch zeroes (below); no quantization launch between the GEMMs
-    qload = (_GEMM2_QLOAD["enabled"] and act_format is Format.FP8_TOKEN and quant == 2 and not eb and not fused_dec
-             and not c1.warp_specialized and not c2.warp_specialized and c2.n_tiles == 1 and TK <= _SINGLE_ALIGN_MAX)
+    # (FP8 blocks: where GEMM1's tiles hold no whole 1 x 128 group -- otherwise its epilogue quantizes them --, each
+    # tile in one group)
+    qload_groups = (act_format is Format.FP8_BLOCK and quant == 3 and c1.block_n % 128 != 0 and 128 % c1.block_n == 0
+                    and c2.block_k == 128)
+    qload = (_GEMM2_QLOAD["enabled"] and ((act_format is Format.FP8_TOKEN and quant == 2) or qload_groups) and not eb
+             and not fused_dec and not c1.warp_specialized and not c2.warp_specialized and c2.n_tiles == 1
+             and TK <= _SINGLE_ALIGN_MAX)
+    qload_cols = I_pad // 128 if qload_groups else 1  # int32 amax values a slot
     # GEMM1's epilogue reduces the amax of a dynamic per-tensor intermediate (FP8 / NVFP4 without a static scale,
     # _OUT_PLAIN_AMAX below) into an int32 that starts at 0: the align launch zeroes it with the split-K counters
     # (set_align_zero_fill) -- no fill launch between the align and GEMM1, which would also break GEMM1's
     # programmatic dependent launch on the align
     amax_zeroed = (act_format in (Format.FP8_TENSOR, Format.NVFP4) and a2_scale is None and _GEMM1_AMAX["enabled"]
                    and _ALIGN_ZERO["enabled"])
-    amax_n = 1 if amax_zeroed else TK if qload and _ALIGN_ZERO["enabled"] else 0  # (per tensor, or a row a slot)
+    # (per tensor; a slot's row or its 1 x 128 groups)
+    amax_n = 1 if amax_zeroed else TK * qload_cols if qload and _ALIGN_ZERO["enabled"] else 0
     zero = amax1 = None
     if n_part1 or n_part2 or n_comb or n_dep:
         zero_later = _align_zeroes_counters(dev)
@@ -2321,12 +2331,14 @@ def triton_experts(
     dot2 = (micro and out_q == _OUT_PLAIN and post_quant is None and not padded and kt2 == 0
             and c1.block_n % c2.block_k == 0 and _dot_order_ok(c2, wfmt, I_pad, kt2, "gemm2"))
     if qload:
-        # 16-bit rows and their amax (int32 bits a slot): GEMM2 quantizes them on load
-        out_q, post_quant = _OUT_PLAIN_ROWAMAX, None
+        # 16-bit rows and their amax (int32 bits a slot, or a slot's group): GEMM2 quantizes them on load
+        out_q, post_quant = (_OUT_PLAIN_GROUPAMAX if qload_groups else _OUT_PLAIN_ROWAMAX), None
         inter = torch.empty((TK, I_pad), dtype=hidden.dtype, device=dev)
-        inter_amax = amax1 if amax1 is not None else torch.zeros((TK,), dtype=torch.int32, device=dev)
+        inter_amax = amax1 if amax1 is not None else torch.zeros((TK * qload_cols,), dtype=torch.int32, device=dev)
+        if qload_groups:
+            inter_amax = inter_amax.view(TK, qload_cols)
         out_scale = q_scale = inter_scale = inter_amax
-        osm = 0
+        osm = qload_cols
     elif out_q == _OUT_PLAIN and post_quant in (Format.FP8_TENSOR, Format.NVFP4) and _GEMM1_AMAX["enabled"]:
         # dynamic per-tensor scale of the intermediate: GEMM1's epilogue reduces max |h| of the rows it
         # stores (only local slots: the rows of non-local ones are never written nor read)

@@ -66,7 +66,7 @@ import triton.language as tl
 
 from ._blockscaled import (F_FP8, F_MXFP4, F_MXFP8, F_NVFP4, MX_FOLD, _NIB_ACC_FACTOR, _load_mx_block, _load_tile,
                            _dot_order_steps, _e4m3_f32, _nvfp4_quant_tile, _w_rows)
-from ._quant import (_MIN_SCALE, _clamp_fp8, _div_by_rcp, _div_by_scale, _div_rn, _e4m3_rne, _rcp_rn, _ue8m0_ceil,
+from ._quant import (_BLOCK_EPS, _MIN_SCALE, _clamp_fp8, _div_by_rcp, _div_by_scale, _div_rn, _e4m3_rne, _rcp_rn, _ue8m0_ceil,
                      _ue8m0_multiplier)
 
 # activation codes (launcher maps fusedmoe.Activation to these)
@@ -98,6 +98,9 @@ OUT_PLAIN_AMAX = tl.constexpr(5)  # hidden dtype, and max |h| over the stored va
 #                                   starts from: _atomic_amax; Triton: out_scale_ptr, Gluon: out_qscale_ptr)
 OUT_PLAIN_ROWAMAX = tl.constexpr(6)  # hidden dtype, and each row's max |h| into int32 [slots] (out_scale_ptr;
 #                                      Triton GEMM1 only): GEMM2 quantizes the rows to FP8 itself (A_QLOAD)
+OUT_PLAIN_GROUPAMAX = tl.constexpr(7)  # hidden dtype, and each row's max |h| over the tile's 1x128 group (BLOCK_N
+#                                        divides 128) into int32 [slots, N/128] (out_scale_ptr, row stride
+#                                        stride_osm): GEMM2 quantizes the 1x128 groups to FP8 itself (A_QLOAD)
 
 FP8_MAX = tl.constexpr(448.0)
 
@@ -272,11 +275,15 @@ def _atomic_row_amax(amax_ptr, slots, v, mask, row_ok):
 
 
 @triton.jit
-def _qload_scale(amax_ptr, slot64):
-    """Per-row FP8 scales of the intermediate from GEMM1's row amax bits (OUT_PLAIN_ROWAMAX):
-    ``max(amax / 448, FP8_MIN_SCALE)``, as ``_quant._fp8_rows`` with a per-row scale."""
-    amax = tl.load(amax_ptr + slot64).to(tl.float32, bitcast=True)
-    return tl.maximum(_div_rn(amax, tl.full(amax.shape, 448.0, tl.float32)), _MIN_SCALE)
+def _qload_scale(amax_ptr, offs, GROUPS: tl.constexpr = False):
+    """FP8 scales of the intermediate from GEMM1's amax bits at ``amax_ptr + offs``: per row (OUT_PLAIN_ROWAMAX)
+    ``max(amax / 448, FP8_MIN_SCALE)``, as ``_quant._fp8_rows`` with a per-row scale; per 1 x 128 group (GROUPS,
+    OUT_PLAIN_GROUPAMAX) ``max(amax, 1e-10) / 448``, as ``_quant._fp8_groups``."""
+    amax = tl.load(amax_ptr + offs).to(tl.float32, bitcast=True)
+    c448 = tl.full(amax.shape, 448.0, tl.float32)
+    if GROUPS:
+        return _div_rn(tl.maximum(amax, _BLOCK_EPS), c448)
+    return tl.maximum(_div_rn(amax, c448), _MIN_SCALE)
 
 
 @triton.jit
@@ -730,13 +737,17 @@ def _gemm1_kernel(
         h = _dot_order_steps(h, BLOCK_M, BLOCK_N, OUT_DOT_BK)
     out_offs = slots.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
     st_mask = row_ok[:, None] & n_ok[None, :]
-    if OUT_Q == OUT_PLAIN or OUT_Q == OUT_PLAIN_AMAX or OUT_Q == OUT_PLAIN_ROWAMAX:
+    if OUT_Q == OUT_PLAIN or OUT_Q == OUT_PLAIN_AMAX or OUT_Q == OUT_PLAIN_ROWAMAX or OUT_Q == OUT_PLAIN_GROUPAMAX:
         hv = h.to(out_ptr.dtype.element_ty)
         tl.store(out_ptr + out_offs, hv, mask=st_mask)
         if OUT_Q == OUT_PLAIN_AMAX:
             _atomic_amax(out_scale_ptr, hv, st_mask)
         if OUT_Q == OUT_PLAIN_ROWAMAX:
             _atomic_row_amax(out_scale_ptr, slots, hv, st_mask, row_ok)
+        if OUT_Q == OUT_PLAIN_GROUPAMAX:  # the tile lies in one 1 x 128 group
+            tl.static_assert(128 % BLOCK_N == 0, "OUT_PLAIN_GROUPAMAX: BLOCK_N divides 128")
+            _atomic_row_amax(out_scale_ptr + (pid_n * BLOCK_N) // 128, slots.to(tl.int64) * stride_osm, hv, st_mask,
+                             row_ok)
     elif OUT_Q == OUT_NVFP4:
         # BLOCK_N is a multiple of 16 and tiles start on a block boundary; N is a multiple of 16
         packed, s_bytes = _nvfp4_quant_tile(h.to(tl.float32), tl.load(out_qscale_ptr), BLOCK_M, BLOCK_N)
@@ -834,7 +845,7 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, n0, off
                                          BLOCK_M, BLOCK_N, K_TAIL, True, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB,
                                          UPCAST, PRECISION, FAST_ACC, False, A_PERMUTED)
     else:
-        if A_QLOAD > 0:  # the rows' FP8 scales (and reciprocals), once a tile
+        if A_QLOAD > 0 and QUANT == Q_ROW:  # the rows' FP8 scales (and reciprocals), once a tile
             qs = _qload_scale(a_scale_ptr, slot64)[:, None]
             if A_QLOAD == 2:
                 qr = _rcp_rn(qs)
@@ -843,14 +854,18 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, n0, off
         for ki in range(k_lo, k_hi):
             k_ok = offs_k < K - ki * BLOCK_K  # used by the masked loads only (not EVEN_K)
             a = _load_a(a_ptrs, k_ok, EVEN_K)
-            if A_QLOAD > 0:
-                a = _qload(a, qs, qr, A_QLOAD, UPCAST)
             w = _load_w(w_ptrs, n_ok, k_ok, EVEN_K, EVEN_N)
             a_s = 0.0  # FP8 128 x 128 blocks: this K-block's scales
             w_s = 0.0
             if QUANT == Q_BLOCK:
-                a_s = tl.load(as_ptrs + ki)
+                if A_QLOAD > 0:  # the rows' scales of this 1 x 128 group from their amax; its values quantized so
+                    a_s = _qload_scale(as_ptrs, ki, True)
+                    a = _qload(a, a_s[:, None], _rcp_rn(a_s)[:, None], A_QLOAD, UPCAST)
+                else:
+                    a_s = tl.load(as_ptrs + ki)
                 w_s = _block_w_load(ws_ptrs, ki, n_ok, W1)
+            elif A_QLOAD > 0:
+                a = _qload(a, qs, qr, A_QLOAD, UPCAST)
             acc = _kblock_mma(a, w, acc, a_s, w_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC, W1)
             a_ptrs += BLOCK_K
             w_ptrs += BLOCK_K
@@ -1039,15 +1054,17 @@ def _gemm2_kernel(
     A_PERMUTED: tl.constexpr = False,  # MICRO, 16-bit A: the intermediate in the dot order (GEMM1's OUT_DOT_BK)
     W_SRUN: tl.constexpr = 0,  # MICRO, not MXDOT: as in _gemm1_kernel
     BLOCK_W1: tl.constexpr = True,  # BLOCK: as in _gemm1_kernel
-    A_QLOAD: tl.constexpr = 0,  # QUANT == ROW, N_TILES == 1: 16-bit A quantized on load (1: dividing, 2: reciprocals)
+    A_QLOAD: tl.constexpr = 0,  # ROW / BLOCK, N_TILES == 1: 16-bit A quantized on load (1: dividing, 2: reciprocals)
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
 
-    A_QLOAD > 0 (FP8 per-row intermediate; ``triton_moe.set_gemm2_quant_on_load``): ``a_ptr`` is GEMM1's 16-bit
-    intermediate and ``a_scale_ptr`` its rows' int32 amax bits (GEMM1's OUT_PLAIN_ROWAMAX); every A tile is
-    quantized to E4M3 after its load with the row scales ``max(amax / 448, FP8_MIN_SCALE)`` -- the values and scales
-    the quantization launch between the GEMMs would give, so the same bits without that launch.
+    A_QLOAD > 0 (FP8 per-row or 1 x 128-group intermediate; ``triton_moe.set_gemm2_quant_on_load``): ``a_ptr`` is
+    GEMM1's 16-bit intermediate and ``a_scale_ptr`` its rows' int32 amax bits (GEMM1's OUT_PLAIN_ROWAMAX), or its
+    groups' [slots, K / 128] (OUT_PLAIN_GROUPAMAX, row stride ``stride_asm``); every A tile is quantized to E4M3 after
+    its load with the row scales ``max(amax / 448, FP8_MIN_SCALE)`` or the group scales ``max(amax, 1e-10) / 448`` --
+    the values and scales the quantization launch between the GEMMs would give, so the same bits without that
+    launch.
 
     PERSISTENT (prefill): grid = (P, 1) with any P >= 1; program p computes the tiles p, p + P, ...
     of the blocks in use (``num_post_padded``), in the GROUP_M order, with one flattened loop over
@@ -1063,7 +1080,8 @@ def _gemm2_kernel(
     stream; one program per tile re-reads the activation tile for every column tile (as many bytes
     per MMA as the weight tile). Each tile's arithmetic is that of a one-tile program with the same
     BLOCK_K: the same bits for any N_TILES."""
-    tl.static_assert(A_QLOAD == 0 or (QUANT == Q_ROW and N_TILES == 1), "A_QLOAD: FP8 per-row A, a tile a program")
+    tl.static_assert(A_QLOAD == 0 or ((QUANT == Q_ROW or QUANT == Q_BLOCK) and N_TILES == 1),
+                     "A_QLOAD: FP8 per-row / 1 x 128-group A, a tile a program")
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
     num_pid_n = tl.cdiv(N, BLOCK_N)
