@@ -828,8 +828,9 @@ def test_gemm1_amax_same_bits(monkeypatch):
 
 
 def _qload_case(prob, act, offset, config=None, act_fmt=Format.FP8_TOKEN):
-    """One FP8 ``triton_experts`` call of ``prob`` with a dynamic per-token (per channel weights) or 1 x 128-group
-    (block weights) intermediate, and what it ran: (output, reference, GEMM1's output mode)."""
+    """One FP8 ``triton_experts`` call of ``prob`` with a dynamic per-token (per channel weights), 1 x 128-group
+    (block weights) or per-tensor intermediate, and what it ran: (output, reference, (GEMM1's output mode, the
+    format a launch between the GEMMs quantized to or None))."""
     cap = {}
     got = triton_experts(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], activation=act,
                          act_params=_params(act), act_format=act_fmt, intermediate_size_padded=prob["I_pad"],
@@ -837,16 +838,16 @@ def _qload_case(prob, act, offset, config=None, act_fmt=Format.FP8_TOKEN):
     ref = reference(prob["hidden"], prob["q13"], prob["q2"], prob["ids"], prob["tw"], act=act, params=_params(act),
                     act_fmt=act_fmt, I_pad=prob["I_pad"], b13=None, b2=None, a1=None, a2=None, offset=offset,
                     woi=False)
-    return got, ref, cap["out_q"]
+    return got, ref, (cap["out_q"], cap["post_quant"])
 
 
 @interpreter
-@pytest.mark.parametrize("wfmt", [Format.FP8_CHANNEL, Format.FP8_BLOCK], ids=lambda f: f.name)
+@pytest.mark.parametrize("wfmt", [Format.FP8_CHANNEL, Format.FP8_BLOCK, Format.FP8_TENSOR], ids=lambda f: f.name)
 def test_gemm2_quant_on_load_same_bits(wfmt, monkeypatch):
     """GEMM2 quantizing the FP8 intermediate on load (``set_gemm2_quant_on_load``: GEMM1 reduces each row's -- FP8
-    blocks: each row group's -- amax, no quantization launch between the GEMMs) gives the bits of the quantization
-    launch: per token (FP8 per channel) and in 1 x 128 groups (FP8 blocks: GEMM1 tiles of 64 / 32 columns, two groups
-    a row), gated and not, expert parallel with a token routed to other ranks only (its rows never written), split-K
+    blocks: each row group's; dynamic per tensor: the tensor's -- amax, no quantization launch between the GEMMs)
+    gives the bits of the quantization launch: per token (FP8 per channel), in 1 x 128 groups (FP8 blocks: GEMM1
+    tiles of 64 / 32 columns, two groups a row) and per tensor, gated and not, expert parallel with a token routed to other ranks only (its rows never written), split-K
     on either GEMM, one token and several. The amax starts at 0 by the align launch (the buffer it gets is filled with
     garbage here first, so an amax the align did not zero shows) or, with that off, by a fill of its own. Beyond
     decode (T*K above one align program), and for FP8 block tiles that hold whole groups (their epilogue quantizes
@@ -860,7 +861,8 @@ def test_gemm2_quant_on_load_same_bits(wfmt, monkeypatch):
     zeroed = _align_zeroes_garbage(monkeypatch)
     dtype, H, I_pad = _FMT_CASES[wfmt]
     act_fmt, cols = ACT_FMT[wfmt], 1
-    if wfmt is Format.FP8_CHANNEL:
+    tensor = wfmt is Format.FP8_TENSOR
+    if wfmt is not Format.FP8_BLOCK:
         cases = ((Activation.SWIGLU, 0, 4, 5, None), (Activation.RELU2, 2, 8, 6, None),
                  (Activation.SWIGLU, 2, 8, 1, None),
                  (Activation.RELU2, 0, 4, 3, MoEKernelConfig(KernelConfig(16, 16, 32, split_k=2),
@@ -880,13 +882,18 @@ def test_gemm2_quant_on_load_same_bits(wfmt, monkeypatch):
             prev, prev_z = set_gemm2_quant_on_load(on), set_align_zero_fill(by_align)
             zeroed.clear()
             try:
-                got, ref, out_q = _qload_case(prob, act, offset, cfg, act_fmt)
+                got, ref, mode = _qload_case(prob, act, offset, cfg, act_fmt)
             finally:
                 set_gemm2_quant_on_load(prev)
                 set_align_zero_fill(prev_z)
-            want_q = (tm._OUT_PLAIN_ROWAMAX if cols == 1 else tm._OUT_PLAIN_GROUPAMAX) if on else tm._OUT_PLAIN
-            assert out_q == want_q, (act, T, on, out_q)
-            assert (T * 2 * cols in zeroed) == (on and by_align), (act, offset, on, by_align, zeroed)
+            if tensor:  # (GEMM1 reduces the tensor's amax either way: set_gemm1_amax)
+                want = (tm._OUT_PLAIN_AMAX, None if on else act_fmt)
+            else:
+                want = ((tm._OUT_PLAIN_ROWAMAX if cols == 1 else tm._OUT_PLAIN_GROUPAMAX), None) if on else (
+                    tm._OUT_PLAIN, act_fmt)
+            assert mode == want, (act, T, on, mode)
+            n_zero = 1 if tensor else T * 2 * cols
+            assert (n_zero in zeroed) == (by_align and (on or tensor)), (act, offset, on, by_align, zeroed)
             mx, rms = _errors(got, ref)
             bmx, brms = _bounds(wfmt, dtype)
             assert mx <= bmx and rms <= brms, (act, offset, on, mx, rms)
@@ -896,17 +903,18 @@ def test_gemm2_quant_on_load_same_bits(wfmt, monkeypatch):
             assert torch.equal(outs[1][0], torch.zeros_like(outs[1][0]))
     # beyond one align program (T*K > 256) the quantization launch runs; FP8 block tiles of whole groups quantize
     # in GEMM1's epilogue
-    T, cfg, want_q = 129, cases[0][4], tm._OUT_PLAIN
+    T, cfg, want = 129, cases[0][4], ((tm._OUT_PLAIN_AMAX if tensor else tm._OUT_PLAIN), act_fmt)
     if wfmt is Format.FP8_BLOCK:
-        T, cfg, want_q = 3, MoEKernelConfig(KernelConfig(16, 128, 128), KernelConfig(16, 64, 128)), tm._OUT_FP8_BLOCK
+        T, cfg = 3, MoEKernelConfig(KernelConfig(16, 128, 128), KernelConfig(16, 64, 128))
+        want = (tm._OUT_FP8_BLOCK, None)
     prob = make_problem(T=T, H=H, I=I_pad, I_pad=I_pad, E=4, K=2, act=Activation.RELU2, wfmt=wfmt, dtype=dtype,
                         static=False, seed=9)
     prev = set_gemm2_quant_on_load(True)
     try:
-        got, ref, out_q = _qload_case(prob, Activation.RELU2, 0, cfg, act_fmt)
+        got, ref, mode = _qload_case(prob, Activation.RELU2, 0, cfg, act_fmt)
     finally:
         set_gemm2_quant_on_load(prev)
-    assert out_q == want_q
+    assert mode == want
     assert _errors(got, ref)[1] <= _bounds(wfmt, dtype)[1]
 
 
@@ -1008,11 +1016,11 @@ def test_gpu_fused_combine_same_bits(wfmt):
 
 
 @gpu
-@pytest.mark.parametrize("wfmt", [Format.FP8_CHANNEL, Format.FP8_BLOCK], ids=lambda f: f.name)
+@pytest.mark.parametrize("wfmt", [Format.FP8_CHANNEL, Format.FP8_BLOCK, Format.FP8_TENSOR], ids=lambda f: f.name)
 @pytest.mark.parametrize("act", [Activation.SWIGLU, Activation.RELU2], ids=lambda a: a.name)
 def test_gpu_gemm2_quant_on_load_same_bits(act, wfmt):
-    """GEMM2 quantizing the FP8 per-token / 1 x 128-group intermediate on load gives the quantization launch's bits
-    on the GPU (E4M3 by the hardware's conversion, reciprocal division): the DeepSeek-V3 TP8 / Qwen3-30B expert
+    """GEMM2 quantizing the FP8 per-token / 1 x 128-group / dynamic per-tensor intermediate on load gives the
+    quantization launch's bits on the GPU (E4M3 by the hardware's conversion, reciprocal division): the DeepSeek-V3 TP8 / Qwen3-30B expert
     shapes at decode token counts (FP8 blocks with GEMM1 tiles of 64 columns), expert parallel with a token routed
     elsewhere only, eager, repeated and in a CUDA graph (the amax zeroed by the captured align launch)."""
     from fusedmoe.backends import triton_moe as tm
@@ -1031,12 +1039,13 @@ def test_gpu_gemm2_quant_on_load_same_bits(act, wfmt):
                 cfg = MoEKernelConfig(KernelConfig(16, 64, 128, group_m=1, swap_ab=True),
                                       KernelConfig(16, 128, 128, group_m=1, swap_ab=True))
             set_gemm2_quant_on_load(False)
-            base, ref, out_q = _qload_case(prob, act, offset, cfg, ACT_FMT[wfmt])
-            assert out_q == tm._OUT_PLAIN
+            base, ref, mode = _qload_case(prob, act, offset, cfg, ACT_FMT[wfmt])
+            assert mode[1] is ACT_FMT[wfmt]  # the quantization launch
             set_gemm2_quant_on_load(True)
             for _ in range(3):
-                got, _, out_q = _qload_case(prob, act, offset, cfg, ACT_FMT[wfmt])
-                assert out_q == (tm._OUT_PLAIN_ROWAMAX if wfmt is Format.FP8_CHANNEL else tm._OUT_PLAIN_GROUPAMAX)
+                got, _, mode = _qload_case(prob, act, offset, cfg, ACT_FMT[wfmt])
+                assert mode == ({Format.FP8_CHANNEL: tm._OUT_PLAIN_ROWAMAX, Format.FP8_BLOCK: tm._OUT_PLAIN_GROUPAMAX,
+                                 Format.FP8_TENSOR: tm._OUT_PLAIN_AMAX}[wfmt], None), mode
                 assert torch.equal(got, base), (T, offset, (got.float() - base.float()).abs().max().item())
             mx, rms = _errors(got, ref)
             bmx, brms = _bounds(wfmt, torch.bfloat16)

@@ -13,9 +13,9 @@ One forward (slot x = t*K + k; E = E_loc local experts; I = I_pad):
     [quantize_act(intermediate)]    FP8 per-token, dynamic FP8 per-tensor, dynamic NVFP4 (one
                                     global scale over the local intermediate), or FP8 block / MXFP8
                                     when GEMM1's block_n does not hold whole groups
-                                    (FP8 per-token / 1x128 groups at decode with
-                                    set_gemm2_quant_on_load: GEMM2 quantizes its tiles on load from
-                                    GEMM1's per-row / per-group amax instead)
+                                    (FP8 at decode with set_gemm2_quant_on_load: GEMM2 quantizes
+                                    its tiles on load from GEMM1's per-row / per-group / tensor amax
+                                    instead)
     GEMM2 + bias + routing weight   -> y [T*K, H] in hidden's dtype (K = 1: straight into out)
     combine                         out[t] = sum_k y[t*K + k] in fp32 (skipped for K = 1)
 
@@ -595,10 +595,11 @@ def _swap_bool(store: dict, enabled: bool, key: str = "enabled") -> bool:
 
 # ---- FP8 per-token intermediate quantized by GEMM2 --------------------------------------------------
 
-# FP8 per channel weights x per-token activations, or FP8 128 x 128 blocks x 1 x 128 groups where GEMM1's tiles are
-# narrower than a group, at decode (T*K <= _SINGLE_ALIGN_MAX, Triton GEMMs, one tile a GEMM2 program): GEMM1 stores
-# the 16-bit intermediate and reduces each row's (row group's) max |h| into an int32 (atomic_max on the float's
-# bits, zeroed by the align launch), and GEMM2 quantizes its A tiles after the load with those scales
+# FP8 per channel weights x per-token activations, FP8 128 x 128 blocks x 1 x 128 groups where GEMM1's tiles are
+# narrower than a group, or FP8 per tensor with a dynamic intermediate scale, at decode (T*K <= _SINGLE_ALIGN_MAX,
+# Triton GEMMs, one tile a GEMM2 program): GEMM1 stores the 16-bit intermediate and reduces each row's (row group's,
+# the tensor's) max |h| into an int32 (atomic_max on the float's bits, zeroed by the align launch), and GEMM2
+# quantizes its A tiles after the load with those scales
 # (kernels/_moe_gemm.py A_QLOAD) -- the values and scales of the quantization launch between the GEMMs, which it
 # saves (H100 one-token breakdowns, fifty-sixth session: `_fp8_row_kernel` 1.4 us of a 19-29 us layer, plus its
 # place in the launch chain). Off by default until measured on a GPU (built without one).
@@ -606,8 +607,8 @@ _GEMM2_QLOAD = {"enabled": os.environ.get("FUSEDMOE_GEMM2_QLOAD", "0") == "1"}
 
 
 def set_gemm2_quant_on_load(enabled: bool) -> bool:
-    """``True``: at decode, GEMM2 quantizes the FP8 per-token (or 1 x 128-group) intermediate itself from GEMM1's
-    per-row (per-group) amax (``_GEMM2_QLOAD``: one launch fewer; the same bits -- interpreter and GPU tests compare
+    """``True``: at decode, GEMM2 quantizes the FP8 per-token (1 x 128-group, dynamic per-tensor) intermediate
+    itself from GEMM1's per-row (per-group, tensor) amax (``_GEMM2_QLOAD``: one launch fewer; the same bits -- interpreter and GPU tests compare
     them); ``False`` (the default; ``FUSEDMOE_GEMM2_QLOAD=1`` turns it on): the quantization launch between the GEMMs.
     Returns the previous setting."""
     return _swap_bool(_GEMM2_QLOAD, enabled)
@@ -2236,8 +2237,11 @@ def triton_experts(
     # tile in one group)
     qload_groups = (act_format is Format.FP8_BLOCK and quant == 3 and c1.block_n % 128 != 0 and 128 % c1.block_n == 0
                     and c2.block_k == 128)
-    qload = (_GEMM2_QLOAD["enabled"] and ((act_format is Format.FP8_TOKEN and quant == 2) or qload_groups) and not eb
-             and not fused_dec and not c1.warp_specialized and not c2.warp_specialized and c2.n_tiles == 1
+    # (a dynamic per-tensor scale: from the amax GEMM1's epilogue reduces anyway, set_gemm1_amax)
+    qload_tensor = act_format is Format.FP8_TENSOR and a2_scale is None and quant == 1 and _GEMM1_AMAX["enabled"]
+    qload = (_GEMM2_QLOAD["enabled"] and ((act_format is Format.FP8_TOKEN and quant == 2) or qload_groups
+                                          or qload_tensor)
+             and not eb and not fused_dec and not c1.warp_specialized and not c2.warp_specialized and c2.n_tiles == 1
              and TK <= _SINGLE_ALIGN_MAX)
     qload_cols = I_pad // 128 if qload_groups else 1  # int32 amax values a slot
     # GEMM1's epilogue reduces the amax of a dynamic per-tensor intermediate (FP8 / NVFP4 without a static scale,
@@ -2331,10 +2335,13 @@ def triton_experts(
     dot2 = (micro and out_q == _OUT_PLAIN and post_quant is None and not padded and kt2 == 0
             and c1.block_n % c2.block_k == 0 and _dot_order_ok(c2, wfmt, I_pad, kt2, "gemm2"))
     if qload:
-        # 16-bit rows and their amax (int32 bits a slot, or a slot's group): GEMM2 quantizes them on load
-        out_q, post_quant = (_OUT_PLAIN_GROUPAMAX if qload_groups else _OUT_PLAIN_ROWAMAX), None
+        # 16-bit rows and their amax (int32 bits: the tensor's, a slot's, or a slot's group's): GEMM2 quantizes them
+        # on load
+        out_q = _OUT_PLAIN_GROUPAMAX if qload_groups else _OUT_PLAIN_AMAX if qload_tensor else _OUT_PLAIN_ROWAMAX
+        post_quant = None
         inter = torch.empty((TK, I_pad), dtype=hidden.dtype, device=dev)
-        inter_amax = amax1 if amax1 is not None else torch.zeros((TK * qload_cols,), dtype=torch.int32, device=dev)
+        n_amax = 1 if qload_tensor else TK * qload_cols
+        inter_amax = amax1 if amax1 is not None else torch.zeros((n_amax,), dtype=torch.int32, device=dev)
         if qload_groups:
             inter_amax = inter_amax.view(TK, qload_cols)
         out_scale = q_scale = inter_scale = inter_amax

@@ -276,9 +276,9 @@ def _atomic_row_amax(amax_ptr, slots, v, mask, row_ok):
 
 @triton.jit
 def _qload_scale(amax_ptr, offs, GROUPS: tl.constexpr = False):
-    """FP8 scales of the intermediate from GEMM1's amax bits at ``amax_ptr + offs``: per row (OUT_PLAIN_ROWAMAX)
-    ``max(amax / 448, FP8_MIN_SCALE)``, as ``_quant._fp8_rows`` with a per-row scale; per 1 x 128 group (GROUPS,
-    OUT_PLAIN_GROUPAMAX) ``max(amax, 1e-10) / 448``, as ``_quant._fp8_groups``."""
+    """FP8 scales of the intermediate from GEMM1's amax bits at ``amax_ptr + offs``: per row (OUT_PLAIN_ROWAMAX) or
+    per tensor (OUT_PLAIN_AMAX, ``offs`` 0) ``max(amax / 448, FP8_MIN_SCALE)``, as ``_quant._fp8_rows``; per 1 x 128
+    group (GROUPS, OUT_PLAIN_GROUPAMAX) ``max(amax, 1e-10) / 448``, as ``_quant._fp8_groups``."""
     amax = tl.load(amax_ptr + offs).to(tl.float32, bitcast=True)
     c448 = tl.full(amax.shape, 448.0, tl.float32)
     if GROUPS:
@@ -847,6 +847,9 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, n0, off
     else:
         if A_QLOAD > 0 and QUANT == Q_ROW:  # the rows' FP8 scales (and reciprocals), once a tile
             qs = _qload_scale(a_scale_ptr, slot64)[:, None]
+        if A_QLOAD > 0 and QUANT == Q_TENSOR:  # the tensor's
+            qs = _qload_scale(a_scale_ptr, 0)
+        if A_QLOAD > 0 and QUANT != Q_BLOCK:
             if A_QLOAD == 2:
                 qr = _rcp_rn(qs)
             else:
@@ -879,7 +882,10 @@ def _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_
                     MUL_ROUTING_WEIGHT: tl.constexpr, A_QLOAD: tl.constexpr = 0):
     """Dequant scales, bias and routing weight of a [BLOCK_M, BLOCK_N] GEMM2 accumulator (fp32)."""
     if QUANT == Q_TENSOR:
-        acc = acc * (tl.load(a_scale_ptr) * tl.load(w_scale_ptr + e64 * stride_wse))
+        if A_QLOAD > 0:  # the scale the main loop quantized with (a_scale_ptr: the tensor's amax bits)
+            acc = acc * (_qload_scale(a_scale_ptr, 0) * tl.load(w_scale_ptr + e64 * stride_wse))
+        else:
+            acc = acc * (tl.load(a_scale_ptr) * tl.load(w_scale_ptr + e64 * stride_wse))
     elif QUANT == Q_ROW:
         if A_QLOAD > 0:  # the scales the main loop quantized with (a_scale_ptr: the rows' amax bits)
             a_s = _qload_scale(a_scale_ptr, slot64)
@@ -1054,17 +1060,17 @@ def _gemm2_kernel(
     A_PERMUTED: tl.constexpr = False,  # MICRO, 16-bit A: the intermediate in the dot order (GEMM1's OUT_DOT_BK)
     W_SRUN: tl.constexpr = 0,  # MICRO, not MXDOT: as in _gemm1_kernel
     BLOCK_W1: tl.constexpr = True,  # BLOCK: as in _gemm1_kernel
-    A_QLOAD: tl.constexpr = 0,  # ROW / BLOCK, N_TILES == 1: 16-bit A quantized on load (1: dividing, 2: reciprocals)
+    A_QLOAD: tl.constexpr = 0,  # FP8, N_TILES == 1: 16-bit A quantized on load (1: dividing, 2: by reciprocals)
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
 
-    A_QLOAD > 0 (FP8 per-row or 1 x 128-group intermediate; ``triton_moe.set_gemm2_quant_on_load``): ``a_ptr`` is
-    GEMM1's 16-bit intermediate and ``a_scale_ptr`` its rows' int32 amax bits (GEMM1's OUT_PLAIN_ROWAMAX), or its
-    groups' [slots, K / 128] (OUT_PLAIN_GROUPAMAX, row stride ``stride_asm``); every A tile is quantized to E4M3 after
-    its load with the row scales ``max(amax / 448, FP8_MIN_SCALE)`` or the group scales ``max(amax, 1e-10) / 448`` --
-    the values and scales the quantization launch between the GEMMs would give, so the same bits without that
-    launch.
+    A_QLOAD > 0 (FP8 per-row, 1 x 128-group or dynamic per-tensor intermediate;
+    ``triton_moe.set_gemm2_quant_on_load``): ``a_ptr`` is GEMM1's 16-bit intermediate and ``a_scale_ptr`` its rows'
+    int32 amax bits (GEMM1's OUT_PLAIN_ROWAMAX), its groups' [slots, K / 128] (OUT_PLAIN_GROUPAMAX, row stride
+    ``stride_asm``) or the tensor's one (OUT_PLAIN_AMAX); every A tile is quantized to E4M3 after its load with the
+    scales ``max(amax / 448, FP8_MIN_SCALE)`` (rows, tensor) or ``max(amax, 1e-10) / 448`` (groups) -- the values and
+    scales the quantization launch between the GEMMs would give, so the same bits without that launch.
 
     PERSISTENT (prefill): grid = (P, 1) with any P >= 1; program p computes the tiles p, p + P, ...
     of the blocks in use (``num_post_padded``), in the GROUP_M order, with one flattened loop over
@@ -1080,8 +1086,8 @@ def _gemm2_kernel(
     stream; one program per tile re-reads the activation tile for every column tile (as many bytes
     per MMA as the weight tile). Each tile's arithmetic is that of a one-tile program with the same
     BLOCK_K: the same bits for any N_TILES."""
-    tl.static_assert(A_QLOAD == 0 or ((QUANT == Q_ROW or QUANT == Q_BLOCK) and N_TILES == 1),
-                     "A_QLOAD: FP8 per-row / 1 x 128-group A, a tile a program")
+    tl.static_assert(A_QLOAD == 0 or ((QUANT == Q_TENSOR or QUANT == Q_ROW or QUANT == Q_BLOCK) and N_TILES == 1),
+                     "A_QLOAD: FP8 A, a tile a program")
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
     num_pid_n = tl.cdiv(N, BLOCK_N)
