@@ -846,12 +846,12 @@ def _qload_case(prob, act, offset, config=None, act_fmt=Format.FP8_TOKEN):
 def test_gemm2_quant_on_load_same_bits(wfmt, monkeypatch):
     """GEMM2 quantizing the FP8 intermediate on load (``set_gemm2_quant_on_load``: GEMM1 reduces each row's -- FP8
     blocks: each row group's; dynamic per tensor: the tensor's -- amax, no quantization launch between the GEMMs)
-    gives the bits of the quantization launch: per token (FP8 per channel), in 1 x 128 groups (FP8 blocks: GEMM1
-    tiles of 64 / 32 columns, two groups a row) and per tensor, gated and not, expert parallel with a token routed to other ranks only (its rows never written), split-K
-    on either GEMM, one token and several. The amax starts at 0 by the align launch (the buffer it gets is filled with
-    garbage here first, so an amax the align did not zero shows) or, with that off, by a fill of its own. Beyond
-    decode (T*K above one align program), and for FP8 block tiles that hold whole groups (their epilogue quantizes
-    them), the path is not taken."""
+    gives the bits of the quantization launch: per token (FP8 per channel), in 1 x 128 groups (FP8 blocks: GEMM1 tiles
+    of 64 / 32 columns, two groups a row) and per tensor, gated and not, expert parallel with a token routed to other
+    ranks only (its rows never written), split-K on either GEMM, one token and several. The amax starts at 0 by the
+    align launch (the buffer it gets is filled with garbage here first, so an amax the align did not zero shows) or,
+    with that off, by a fill of its own. Beyond decode (T*K above one align program), and for FP8 block tiles that
+    hold whole groups (their epilogue quantizes them), the path is not taken."""
     from fusedmoe.backends import triton_moe as tm
     from fusedmoe.backends.triton_moe import set_align_zero_fill, set_gemm2_quant_on_load
 
@@ -1020,9 +1020,10 @@ def test_gpu_fused_combine_same_bits(wfmt):
 @pytest.mark.parametrize("act", [Activation.SWIGLU, Activation.RELU2], ids=lambda a: a.name)
 def test_gpu_gemm2_quant_on_load_same_bits(act, wfmt):
     """GEMM2 quantizing the FP8 per-token / 1 x 128-group / dynamic per-tensor intermediate on load gives the
-    quantization launch's bits on the GPU (E4M3 by the hardware's conversion, reciprocal division): the DeepSeek-V3 TP8 / Qwen3-30B expert
-    shapes at decode token counts (FP8 blocks with GEMM1 tiles of 64 columns), expert parallel with a token routed
-    elsewhere only, eager, repeated and in a CUDA graph (the amax zeroed by the captured align launch)."""
+    quantization launch's bits on the GPU (E4M3 by the hardware's conversion, reciprocal division): the DeepSeek-V3
+    TP8 / Qwen3-30B expert shapes at decode token counts (FP8 blocks with GEMM1 tiles of 64 columns), expert parallel
+    with a token routed elsewhere only, eager, repeated and in a CUDA graph (the amax zeroed by the captured align
+    launch)."""
     from fusedmoe.backends import triton_moe as tm
     from fusedmoe.backends.triton_moe import set_gemm2_quant_on_load
 

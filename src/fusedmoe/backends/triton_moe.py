@@ -593,24 +593,24 @@ def _swap_bool(store: dict, enabled: bool, key: str = "enabled") -> bool:
     return prev
 
 
-# ---- FP8 per-token intermediate quantized by GEMM2 --------------------------------------------------
+# ---- FP8 intermediate quantized by GEMM2 on load -----------------------------------------------------
 
 # FP8 per channel weights x per-token activations, FP8 128 x 128 blocks x 1 x 128 groups where GEMM1's tiles are
 # narrower than a group, or FP8 per tensor with a dynamic intermediate scale, at decode (T*K <= _SINGLE_ALIGN_MAX,
 # Triton GEMMs, one tile a GEMM2 program): GEMM1 stores the 16-bit intermediate and reduces each row's (row group's,
 # the tensor's) max |h| into an int32 (atomic_max on the float's bits, zeroed by the align launch), and GEMM2
-# quantizes its A tiles after the load with those scales
-# (kernels/_moe_gemm.py A_QLOAD) -- the values and scales of the quantization launch between the GEMMs, which it
-# saves (H100 one-token breakdowns, fifty-sixth session: `_fp8_row_kernel` 1.4 us of a 19-29 us layer, plus its
-# place in the launch chain). Off by default until measured on a GPU (built without one).
+# quantizes its A tiles after the load with those scales (kernels/_moe_gemm.py A_QLOAD) -- the values and scales of
+# the quantization launch between the GEMMs, which it saves (H100 one-token breakdowns, fifty-sixth session:
+# `_fp8_row_kernel` 1.4 us of a 19-29 us layer, plus its place in the launch chain). Off by default until measured on
+# a GPU (built without one).
 _GEMM2_QLOAD = {"enabled": os.environ.get("FUSEDMOE_GEMM2_QLOAD", "0") == "1"}
 
 
 def set_gemm2_quant_on_load(enabled: bool) -> bool:
     """``True``: at decode, GEMM2 quantizes the FP8 per-token (1 x 128-group, dynamic per-tensor) intermediate
-    itself from GEMM1's per-row (per-group, tensor) amax (``_GEMM2_QLOAD``: one launch fewer; the same bits -- interpreter and GPU tests compare
-    them); ``False`` (the default; ``FUSEDMOE_GEMM2_QLOAD=1`` turns it on): the quantization launch between the GEMMs.
-    Returns the previous setting."""
+    itself from GEMM1's per-row (per-group, tensor) amax (``_GEMM2_QLOAD``: one launch fewer; the same bits --
+    interpreter and GPU tests compare them); ``False`` (the default; ``FUSEDMOE_GEMM2_QLOAD=1`` turns it on): the
+    quantization launch between the GEMMs. Returns the previous setting."""
     return _swap_bool(_GEMM2_QLOAD, enabled)
 
 
@@ -2231,8 +2231,9 @@ def triton_experts(
     # both decode GEMMs in one launch (opt-in): GEMM2's per-block wait for GEMM1's column tiles
     fused_dec = _ws_dec_fuses(c1, c2, wfmt, a2_scale, hidden)
     n_dep = NB if fused_dec else 0
-    # the FP8 per-token intermediate quantized by GEMM2 on load (set_gemm2_quant_on_load): GEMM1 reduces each row's
-    # amax into an int32 a slot that the align launch zeroes (below); no quantization launch between the GEMMs
+    # the FP8 intermediate quantized by GEMM2 on load (set_gemm2_quant_on_load): GEMM1 reduces each row's (row
+    # group's, the tensor's) amax into int32s that the align launch zeroes (below); no quantization launch between
+    # the GEMMs
     # (FP8 blocks: where GEMM1's tiles hold no whole 1 x 128 group -- otherwise its epilogue quantizes them --, each
     # tile in one group)
     qload_groups = (act_format is Format.FP8_BLOCK and quant == 3 and c1.block_n % 128 != 0 and 128 % c1.block_n == 0

@@ -66,8 +66,8 @@ import triton.language as tl
 
 from ._blockscaled import (F_FP8, F_MXFP4, F_MXFP8, F_NVFP4, MX_FOLD, _NIB_ACC_FACTOR, _load_mx_block, _load_tile,
                            _dot_order_steps, _e4m3_f32, _nvfp4_quant_tile, _w_rows)
-from ._quant import (_BLOCK_EPS, _MIN_SCALE, _clamp_fp8, _div_by_rcp, _div_by_scale, _div_rn, _e4m3_rne, _rcp_rn, _ue8m0_ceil,
-                     _ue8m0_multiplier)
+from ._quant import (_BLOCK_EPS, _MIN_SCALE, _clamp_fp8, _div_by_rcp, _div_by_scale, _div_rn, _e4m3_rne, _rcp_rn,
+                     _ue8m0_ceil, _ue8m0_multiplier)
 
 # activation codes (launcher maps fusedmoe.Activation to these)
 ACT_SWIGLU = tl.constexpr(0)
@@ -288,10 +288,10 @@ def _qload_scale(amax_ptr, offs, GROUPS: tl.constexpr = False):
 
 @triton.jit
 def _qload(a, s, r, A_QLOAD: tl.constexpr, UPCAST: tl.constexpr):
-    """A 16-bit activation tile quantized on load (A_QLOAD): ``e4m3(clamp(a / s, +-448))`` with the rows' scales
-    ``s`` [BLOCK_M, 1] (their reciprocals ``r`` where A_QLOAD == 2: ``_quant._div_by_rcp``, the same bits) -- the
-    values ``_quant._fp8_row_kernel`` stores. UPCAST (the interpreter, whose float -> fp8 cast is wrong): the
-    E4M3 values as fp32 by ``_quant._e4m3_rne`` (sign bit kept), for the fp32 dot."""
+    """A 16-bit activation tile quantized on load (A_QLOAD): ``e4m3(clamp(a / s, +-448))`` with the rows' scales ``s``
+    [BLOCK_M, 1] or the tensor's (their reciprocals ``r`` where A_QLOAD == 2: ``_quant._div_by_rcp``, the same bits)
+    -- the values ``_quant._fp8_row_kernel`` / ``_fp8_group_kernel`` store. UPCAST (the interpreter, whose float ->
+    fp8 cast is wrong): the E4M3 values as fp32 by ``_quant._e4m3_rne`` (sign bit kept), for the fp32 dot."""
     x = a.to(tl.float32)
     if A_QLOAD == 2:
         q = _clamp_fp8(_div_by_rcp(x, s, r))
@@ -737,7 +737,8 @@ def _gemm1_kernel(
         h = _dot_order_steps(h, BLOCK_M, BLOCK_N, OUT_DOT_BK)
     out_offs = slots.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
     st_mask = row_ok[:, None] & n_ok[None, :]
-    if OUT_Q == OUT_PLAIN or OUT_Q == OUT_PLAIN_AMAX or OUT_Q == OUT_PLAIN_ROWAMAX or OUT_Q == OUT_PLAIN_GROUPAMAX:
+    if (OUT_Q == OUT_PLAIN or OUT_Q == OUT_PLAIN_AMAX or OUT_Q == OUT_PLAIN_ROWAMAX
+            or OUT_Q == OUT_PLAIN_GROUPAMAX):
         hv = h.to(out_ptr.dtype.element_ty)
         tl.store(out_ptr + out_offs, hv, mask=st_mask)
         if OUT_Q == OUT_PLAIN_AMAX:
