@@ -203,7 +203,7 @@ def main() -> None:
             w = calibrate_static_scales(w.for_activation_format(af), case, device=dev)
             for T in (int(t) for t in a.tokens.split(",")):
                 sets = make_inputs(case, T, device=dev, nsets=a.nsets)
-                calls = [lambda s=s: run_weights(s.x, w, s.topk, activation_format=af) for s in sets]
+                calls = [lambda s=s, w=w: run_weights(s.x, w, s.topk, activation_format=af) for s in sets]
                 ts = {s: [] for s in settings}
                 for _ in range(a.rounds):
                     for s in settings:
