@@ -107,8 +107,7 @@ from ..kernels import _host
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_persistent, choose_moe_config,
                              held_a_problem, join_gate_up, k_loop_stages, triton_tile, warp_specialized_problem,
-                             ws_block_scale_problem,
-                             WS_FP4_FORMATS,
+                             ws_block_scale_problem, WS_FP4_FORMATS,
                              WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
                              ws_dynamic_tiles_auto, ws_x_gather_auto,
                              WS_DEC_BLOCK_M, WS_FORMATS, WS_PROMOTED_FORMATS, ws_dec_block_k, ws_dec_config,
@@ -2245,14 +2244,15 @@ def triton_experts(
              and not eb and not fused_dec and not c1.warp_specialized and not c2.warp_specialized and c2.n_tiles == 1
              and TK <= _SINGLE_ALIGN_MAX)
     qload_cols = I_pad // 128 if qload_groups else 1  # int32 amax values a slot
+    # the int32 amax values GEMM1's epilogue reduces (the tensor's one, or a slot's row / groups)
+    amax_size = TK * qload_cols if qload and not qload_tensor else 1
     # GEMM1's epilogue reduces the amax of a dynamic per-tensor intermediate (FP8 / NVFP4 without a static scale,
     # _OUT_PLAIN_AMAX below) into an int32 that starts at 0: the align launch zeroes it with the split-K counters
     # (set_align_zero_fill) -- no fill launch between the align and GEMM1, which would also break GEMM1's
     # programmatic dependent launch on the align
     amax_zeroed = (act_format in (Format.FP8_TENSOR, Format.NVFP4) and a2_scale is None and _GEMM1_AMAX["enabled"]
                    and _ALIGN_ZERO["enabled"])
-    # (per tensor; a slot's row or its 1 x 128 groups)
-    amax_n = 1 if amax_zeroed else TK * qload_cols if qload and _ALIGN_ZERO["enabled"] else 0
+    amax_n = amax_size if amax_zeroed or (qload and _ALIGN_ZERO["enabled"]) else 0
     zero = amax1 = None
     if n_part1 or n_part2 or n_comb or n_dep:
         zero_later = _align_zeroes_counters(dev)
@@ -2335,26 +2335,20 @@ def triton_experts(
     # (GEMM1's epilogue permutes its tile: whole GEMM2 K steps per tile, no tail)
     dot2 = (micro and out_q == _OUT_PLAIN and post_quant is None and not padded and kt2 == 0
             and c1.block_n % c2.block_k == 0 and _dot_order_ok(c2, wfmt, I_pad, kt2, "gemm2"))
-    if qload:
-        # 16-bit rows and their amax (int32 bits: the tensor's, a slot's, or a slot's group's): GEMM2 quantizes them
-        # on load
-        out_q = _OUT_PLAIN_GROUPAMAX if qload_groups else _OUT_PLAIN_AMAX if qload_tensor else _OUT_PLAIN_ROWAMAX
-        post_quant = None
+    if qload or (out_q == _OUT_PLAIN and post_quant in (Format.FP8_TENSOR, Format.NVFP4) and _GEMM1_AMAX["enabled"]):
+        # the 16-bit intermediate and its amax, reduced by GEMM1's epilogue over the rows it stores (only local
+        # slots: the rows of non-local ones are never written nor read): a dynamic per-tensor scale's, or (qload)
+        # each slot's row / 1 x 128 groups, which GEMM2 quantizes itself on load (no quantization launch)
+        out_q = (_OUT_PLAIN_GROUPAMAX if qload_groups else _OUT_PLAIN_ROWAMAX if qload and not qload_tensor
+                 else _OUT_PLAIN_AMAX)
         inter = torch.empty((TK, I_pad), dtype=hidden.dtype, device=dev)
-        n_amax = 1 if qload_tensor else TK * qload_cols
-        inter_amax = amax1 if amax1 is not None else torch.zeros((n_amax,), dtype=torch.int32, device=dev)
+        inter_amax = amax1 if amax1 is not None else torch.zeros((amax_size,), dtype=torch.int32, device=dev)
         if qload_groups:
             inter_amax = inter_amax.view(TK, qload_cols)
-        out_scale = q_scale = inter_scale = inter_amax
-        osm = qload_cols
-    elif out_q == _OUT_PLAIN and post_quant in (Format.FP8_TENSOR, Format.NVFP4) and _GEMM1_AMAX["enabled"]:
-        # dynamic per-tensor scale of the intermediate: GEMM1's epilogue reduces max |h| of the rows it
-        # stores (only local slots: the rows of non-local ones are never written nor read)
-        out_q = _OUT_PLAIN_AMAX
-        inter = torch.empty((TK, I_pad), dtype=hidden.dtype, device=dev)
-        inter_amax = amax1 if amax1 is not None else torch.zeros((1,), dtype=torch.int32, device=dev)
         out_scale = q_scale = inter_amax  # (Triton: out_scale_ptr; Gluon: out_qscale_ptr)
-        osm = 0
+        osm = qload_cols if qload_groups else 0
+        if qload:
+            post_quant, inter_scale = None, inter_amax
     elif out_q == _OUT_PLAIN:
         # dynamic per-tensor without the epilogue's amax: rows of non-local slots must not raise the
         # amax -> zero-filled

@@ -52,8 +52,7 @@ from ..backends.kernel_configs import (HELD_A_FORMATS, HELD_A_MAX_K, KernelConfi
                                        held_a_config, held_a_problem, load_tuned_configs, save_tuned_configs,
                                        token_bucket, triton_tile, warp_specialized_config, warp_specialized_problem,
                                        warp_specialized_variant, with_block_m, ws_block_scale_problem, ws_pipelined,
-                                       ws_wide_config,
-                                       WS_DEC_BLOCK_M, WS_FORMATS, WS_PROMOTED_FORMATS, _device_traits)
+                                       ws_wide_config, WS_DEC_BLOCK_M, WS_FORMATS, WS_PROMOTED_FORMATS, _device_traits)
 from ..config import Activation, Format
 
 __all__ = [
@@ -132,14 +131,14 @@ def _valid(c: KernelConfig, gemm: str, N: int, K: int, weight_format: Format, ga
     if warp_specialized_problem(c, weight_format, gemm, gated, K) is not None:
         return False  # the warp-specialized kernel's tile rules
     gated1 = gemm == "gemm1" and gated
-    if ws_block_scale_problem(c, weight_format, gated1, N // 2 if gated1 else N) is not None:
+    n_cols = N // 2 if gated1 else N
+    if ws_block_scale_problem(c, weight_format, gated1, n_cols) is not None:
         return False  # one weight scale a column group (FP8 blocks)
-    n_cols = N // 2 if (gemm == "gemm1" and gated) else N
     if c.block_n > max(_pow2_at_least(n_cols), base.block_n if base else 0):
         return False
     if c.block_k > max(_pow2_at_least(K), base.block_k if base else 0):
         return False
-    return _smem_bytes(c, weight_format, gemm == "gemm1" and gated) <= SMEM_LIMIT
+    return _smem_bytes(c, weight_format, gated1) <= SMEM_LIMIT
 
 
 def _kc(base: KernelConfig, **kw) -> Optional[KernelConfig]:

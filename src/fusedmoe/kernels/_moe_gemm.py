@@ -66,8 +66,8 @@ import triton.language as tl
 
 from ._blockscaled import (F_FP8, F_MXFP4, F_MXFP8, F_NVFP4, MX_FOLD, _NIB_ACC_FACTOR, _load_mx_block, _load_tile,
                            _dot_order_steps, _e4m3_f32, _nvfp4_quant_tile, _w_rows)
-from ._quant import (_BLOCK_EPS, _MIN_SCALE, _clamp_fp8, _div_by_rcp, _div_by_scale, _div_rn, _e4m3_rne, _rcp_rn,
-                     _ue8m0_ceil, _ue8m0_multiplier)
+from ._quant import (_BLOCK_EPS, _MIN_SCALE, _clamp_fp8, _div_by_scale, _div_rn, _e4m3_rne, _ue8m0_ceil,
+                     _ue8m0_multiplier)
 
 # activation codes (launcher maps fusedmoe.Activation to these)
 ACT_SWIGLU = tl.constexpr(0)
@@ -287,16 +287,12 @@ def _qload_scale(amax_ptr, offs, GROUPS: tl.constexpr = False):
 
 
 @triton.jit
-def _qload(a, s, r, A_QLOAD: tl.constexpr, UPCAST: tl.constexpr):
+def _qload(a, s, A_QLOAD: tl.constexpr, UPCAST: tl.constexpr):
     """A 16-bit activation tile quantized on load (A_QLOAD): ``e4m3(clamp(a / s, +-448))`` with the rows' scales ``s``
-    [BLOCK_M, 1] or the tensor's (their reciprocals ``r`` where A_QLOAD == 2: ``_quant._div_by_rcp``, the same bits)
-    -- the values ``_quant._fp8_row_kernel`` / ``_fp8_group_kernel`` store. UPCAST (the interpreter, whose float ->
-    fp8 cast is wrong): the E4M3 values as fp32 by ``_quant._e4m3_rne`` (sign bit kept), for the fp32 dot."""
-    x = a.to(tl.float32)
-    if A_QLOAD == 2:
-        q = _clamp_fp8(_div_by_rcp(x, s, r))
-    else:
-        q = _clamp_fp8(_div_rn(x, s))
+    [BLOCK_M, 1] or the tensor's (divided by their reciprocals where A_QLOAD == 2: ``_quant._div_by_scale``, the same
+    bits) -- the values ``_quant._fp8_row_kernel`` / ``_fp8_group_kernel`` store. UPCAST (the interpreter, whose float
+    -> fp8 cast is wrong): the E4M3 values as fp32 by ``_quant._e4m3_rne`` (sign bit kept), for the fp32 dot."""
+    q = _clamp_fp8(_div_by_scale(a.to(tl.float32), s, A_QLOAD == 2))
     if UPCAST:
         sign = q.to(tl.int32, bitcast=True) & -2147483648
         m = _e4m3_rne(tl.abs(q)).to(tl.int32, bitcast=True)
@@ -846,15 +842,10 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, n0, off
                                          BLOCK_M, BLOCK_N, K_TAIL, True, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB,
                                          UPCAST, PRECISION, FAST_ACC, False, A_PERMUTED)
     else:
-        if A_QLOAD > 0 and QUANT == Q_ROW:  # the rows' FP8 scales (and reciprocals), once a tile
+        if A_QLOAD > 0 and QUANT == Q_ROW:  # the rows' FP8 scales, once a tile
             qs = _qload_scale(a_scale_ptr, slot64)[:, None]
         if A_QLOAD > 0 and QUANT == Q_TENSOR:  # the tensor's
             qs = _qload_scale(a_scale_ptr, 0)
-        if A_QLOAD > 0 and QUANT != Q_BLOCK:
-            if A_QLOAD == 2:
-                qr = _rcp_rn(qs)
-            else:
-                qr = qs
         for ki in range(k_lo, k_hi):
             k_ok = offs_k < K - ki * BLOCK_K  # used by the masked loads only (not EVEN_K)
             a = _load_a(a_ptrs, k_ok, EVEN_K)
@@ -864,12 +855,12 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, n0, off
             if QUANT == Q_BLOCK:
                 if A_QLOAD > 0:  # the rows' scales of this 1 x 128 group from their amax; its values quantized so
                     a_s = _qload_scale(as_ptrs, ki, True)
-                    a = _qload(a, a_s[:, None], _rcp_rn(a_s)[:, None], A_QLOAD, UPCAST)
+                    a = _qload(a, a_s[:, None], A_QLOAD, UPCAST)
                 else:
                     a_s = tl.load(as_ptrs + ki)
                 w_s = _block_w_load(ws_ptrs, ki, n_ok, W1)
             elif A_QLOAD > 0:
-                a = _qload(a, qs, qr, A_QLOAD, UPCAST)
+                a = _qload(a, qs, A_QLOAD, UPCAST)
             acc = _kblock_mma(a, w, acc, a_s, w_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC, W1)
             a_ptrs += BLOCK_K
             w_ptrs += BLOCK_K
