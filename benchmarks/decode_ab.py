@@ -40,8 +40,6 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             # no tuned entries of a sibling GPU (an H100 SXM: the heuristic, not the H200's entries)
             "nosib": ("set_table_siblings", False),
             "fusecomb": ("set_fused_combine", 1 << 30), "notrim": ("set_trim_stages", False),
-            # the FP8 per-token intermediate quantized by GEMM2 on load, no quantization launch (s56, opt-in)
-            "qload": ("set_gemm2_quant_on_load", True),
             "noscalerun": ("set_scale_runs", False),
             # the 16-bit / FP8 warp-specialized prefill GEMMs' A rows by cp.async, no gather launch (s43)
             "wsxg": ("set_ws_x_gather", True),  # ... forced on for every such GEMM (the default: "auto", the rule)

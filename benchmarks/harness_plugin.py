@@ -24,9 +24,7 @@ tokens up, both GEMMs / GEMM1 alone by the warp-specialized Gluon kernels,
 ``fusedmoe-ws-noskip`` (``fusedmoe`` / ``fusedmoe-ws`` with both MMA warpgroups running blocks whose
 second half is padding: ``set_ws_skip_padding_half(False)``; it only changes FP8 weights' warp-specialized
 GEMMs: 16-bit ones never skip); ``fusedmoe-divq`` (GEMM1's FP8 re-quantization of the intermediate by
-IEEE divisions, ``set_reciprocal_quant(False)``; the default divides by reciprocals, same bits); ``fusedmoe-qload``
-(the FP8 per-token intermediate quantized by GEMM2 on load at decode, no quantization launch between the GEMMs:
-``set_gemm2_quant_on_load(True)``, opt-in);
+IEEE divisions, ``set_reciprocal_quant(False)``; the default divides by reciprocals, same bits);
 ``fusedmoe-g16`` / ``fusedmoe-g32`` (the chosen configs with GROUP_M 16 / 32 on the warp-specialized
 GEMMs: more M-blocks per column sweep); ``fusedmoe-wswide`` (the FP8 warp-specialized GEMMs at 2 x 128 / 256
 columns with one promoted partial set: half the L2 bytes of A per FLOP); ``fusedmoe-nohandoff`` (GEMM1 stores
@@ -283,7 +281,6 @@ PEERS = {"fusedmoe": make_fusedmoe,
          "fusedmoe-notrim": _with_setting("set_trim_stages", False),
          "fusedmoe-noskip": _with_setting("set_ws_skip_padding_half", False),
          "fusedmoe-divq": _with_setting("set_reciprocal_quant", False),
-         "fusedmoe-qload": _with_setting("set_gemm2_quant_on_load", True),
          "fusedmoe-nohandoff": _with_setting("set_ws_padded_handoff", False),
          "fusedmoe-wsdec": _with_setting(_set_ws_decode, True),
          "fusedmoe-wsdecfused": _with_setting(_set_ws_decode, (True, 2, 0, 1, True, True)),

@@ -999,7 +999,7 @@ def _join(w, micro, swap):
 def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, BK=128, nw=4, ns=4, bias=False,
          even=True, fast=False, quant=4, split=1, gdc=False, fuse=False, cvt=None, kperm=None, pers=False, nt=1,
          hk=1, rcp=False, tiled=0, wsk1=False, swz=False, swap=None, ktail=0, aperm=False, odbk=0, srun=0,
-         blkw1=True, qload=0):
+         blkw1=True):
     """quant 4 (MICRO, the default here): block-scaled operands w / a as named in F; 0-3 (NONE, TENSOR,
     ROW, BLOCK): 16-bit ("plain") or FP8 operands with fp32 scales (tests/test_sm90_compile.py). swap: W @ A^T,
     by default below 64 token rows."""
@@ -1021,19 +1021,15 @@ def gemm(which, w, a, *, out_q=0, act=0, gated=True, mxdot=False, BM=16, BN=64, 
     ce["BLOCK_W1"] = blkw1  # FP8 blocks: one weight scale a tile of <= 128 rows (triton_moe.set_block_w1)
     if which == 1:
         types = dict(common, ws_ptr="*fp32", cnt_ptr="*i32",
-                     out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8", 5: "*bf16",
-                              6: "*bf16", 7: "*bf16"}[out_q],
-                     out_scale_ptr={0: "*fp32", 1: "*fp32", 2: "*fp32", 3: "*u8", 4: "*u8", 5: "*i32",
-                                    6: "*i32", 7: "*i32"}[out_q],
+                     out_ptr={0: "*bf16", 1: "*fp8e4nv", 2: "*fp8e4nv", 3: "*fp8e4nv", 4: "*u8", 5: "*bf16"}[out_q],
+                     out_scale_ptr={0: "*fp32", 1: "*fp32", 2: "*fp32", 3: "*u8", 4: "*u8", 5: "*i32"}[out_q],
                      out_qscale_ptr="*fp32")
         ce.update(ACT=act, GATED=gated, OUT_Q=out_q, ROUND_DTYPE=tl.bfloat16, Q_AS_FP32=False, WEIGHT_ON_INPUT=False,
                   SPLIT_K=split, JOIN=_join(w, micro, swap), RCP_DIV=rcp, OUT_DOT_BK=odbk)
         return compile_kernel(G._gemm1_kernel, types, ce, nw, ns)
     types = dict(common, out_ptr="*bf16", ws_ptr="*fp32", cnt_ptr="*i32", comb_cnt_ptr="*i32", comb_out_ptr="*bf16")
-    if qload:  # the 16-bit intermediate and its rows' amax bits, quantized on load (triton_moe.set_gemm2_quant_on_load)
-        types.update(a_ptr="*bf16", a_scale_ptr="*i32")
     ce.update(MUL_ROUTING_WEIGHT=True, OUT_ATOMIC=False, FUSE_COMBINE=fuse, SPLIT_K=split, PERSISTENT=pers, N_TILES=nt,
-              HELD_KB=hk, A_QLOAD=qload)
+              HELD_KB=hk)
     return compile_kernel(G._gemm2_kernel, types, ce, nw, ns)
 
 

@@ -13,9 +13,6 @@ One forward (slot x = t*K + k; E = E_loc local experts; I = I_pad):
     [quantize_act(intermediate)]    FP8 per-token, dynamic FP8 per-tensor, dynamic NVFP4 (one
                                     global scale over the local intermediate), or FP8 block / MXFP8
                                     when GEMM1's block_n does not hold whole groups
-                                    (FP8 at decode with set_gemm2_quant_on_load: GEMM2 quantizes
-                                    its tiles on load from GEMM1's per-row / per-group / tensor amax
-                                    instead)
     GEMM2 + bias + routing weight   -> y [T*K, H] in hidden's dtype (K = 1: straight into out)
     combine                         out[t] = sum_k y[t*K + k] in fp32 (skipped for K = 1)
 
@@ -101,7 +98,7 @@ import triton.language as tl
 
 from ..config import Activation, ActivationParams, Format
 from ..formats import QuantizedTensor, quantize_act
-from ..formats.triton_quant import Fp8Plan, _rcp_div, plan_fp8
+from ..formats.triton_quant import Fp8Plan, plan_fp8
 from ..kernels import _blockscaled as _bs
 from ..kernels import _host
 from ..kernels._host import cdiv, interpreted, launch, next_pow2
@@ -280,8 +277,7 @@ _ACT_CODE = {
 # quantized operand pairs (kernels/_moe_gemm.py: Q_NONE, Q_TENSOR, Q_ROW, Q_BLOCK)
 _QUANT_CODE = {Format.BF16: 0, Format.FP8_TENSOR: 1, Format.FP8_CHANNEL: 2, Format.FP8_BLOCK: 3,
                Format.NVFP4: 4, Format.MXFP4: 4, Format.MXFP8: 4}
-(_OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8, _OUT_NVFP4, _OUT_PLAIN_AMAX, _OUT_PLAIN_ROWAMAX,
- _OUT_PLAIN_GROUPAMAX) = range(8)
+_OUT_PLAIN, _OUT_FP8_STATIC, _OUT_FP8_BLOCK, _OUT_MXFP8, _OUT_NVFP4, _OUT_PLAIN_AMAX = 0, 1, 2, 3, 4, 5
 _TL_DTYPE = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32}
 _E4M3 = torch.float8_e4m3fn
 
@@ -590,27 +586,6 @@ def _swap_bool(store: dict, enabled: bool, key: str = "enabled") -> bool:
         raise TypeError(f"enabled must be a bool, got {enabled!r}")
     prev, store[key] = store[key], enabled
     return prev
-
-
-# ---- FP8 intermediate quantized by GEMM2 on load -----------------------------------------------------
-
-# FP8 per channel weights x per-token activations, FP8 128 x 128 blocks x 1 x 128 groups where GEMM1's tiles are
-# narrower than a group, or FP8 per tensor with a dynamic intermediate scale, at decode (T*K <= _SINGLE_ALIGN_MAX,
-# Triton GEMMs, one tile a GEMM2 program): GEMM1 stores the 16-bit intermediate and reduces each row's (row group's,
-# the tensor's) max |h| into an int32 (atomic_max on the float's bits, zeroed by the align launch), and GEMM2
-# quantizes its A tiles after the load with those scales (kernels/_moe_gemm.py A_QLOAD) -- the values and scales of
-# the quantization launch between the GEMMs, which it saves (H100 one-token breakdowns, fifty-sixth session:
-# `_fp8_row_kernel` 1.4 us of a 19-29 us layer, plus its place in the launch chain). Off by default until measured on
-# a GPU (built without one).
-_GEMM2_QLOAD = {"enabled": os.environ.get("FUSEDMOE_GEMM2_QLOAD", "0") == "1"}
-
-
-def set_gemm2_quant_on_load(enabled: bool) -> bool:
-    """``True``: at decode, GEMM2 quantizes the FP8 per-token (1 x 128-group, dynamic per-tensor) intermediate
-    itself from GEMM1's per-row (per-group, tensor) amax (``_GEMM2_QLOAD``: one launch fewer; the same bits --
-    interpreter and GPU tests compare them); ``False`` (the default; ``FUSEDMOE_GEMM2_QLOAD=1`` turns it on): the
-    quantization launch between the GEMMs. Returns the previous setting."""
-    return _swap_bool(_GEMM2_QLOAD, enabled)
 
 
 # ---- persistent GEMM2 -------------------------------------------------------------------------------
@@ -2230,41 +2205,24 @@ def triton_experts(
     # both decode GEMMs in one launch (opt-in): GEMM2's per-block wait for GEMM1's column tiles
     fused_dec = _ws_dec_fuses(c1, c2, wfmt, a2_scale, hidden)
     n_dep = NB if fused_dec else 0
-    # the FP8 intermediate quantized by GEMM2 on load (set_gemm2_quant_on_load): GEMM1 reduces each row's (row
-    # group's, the tensor's) amax into int32s that the align launch zeroes (below); no quantization launch between
-    # the GEMMs
-    # (FP8 blocks: where GEMM1's tiles hold no whole 1 x 128 group -- otherwise its epilogue quantizes them --, each
-    # tile in one group)
-    qload_groups = (act_format is Format.FP8_BLOCK and quant == 3 and c1.block_n % 128 != 0 and 128 % c1.block_n == 0
-                    and c2.block_k == 128)
-    # (a dynamic per-tensor scale: from the amax GEMM1's epilogue reduces anyway, set_gemm1_amax)
-    qload_tensor = act_format is Format.FP8_TENSOR and a2_scale is None and quant == 1 and _GEMM1_AMAX["enabled"]
-    qload = (_GEMM2_QLOAD["enabled"] and ((act_format is Format.FP8_TOKEN and quant == 2) or qload_groups
-                                          or qload_tensor)
-             and not eb and not fused_dec and not c1.warp_specialized and not c2.warp_specialized and c2.n_tiles == 1
-             and TK <= _SINGLE_ALIGN_MAX)
-    qload_cols = I_pad // 128 if qload_groups else 1  # int32 amax values a slot
-    # the int32 amax values GEMM1's epilogue reduces (the tensor's one, or a slot's row / groups)
-    amax_size = TK * qload_cols if qload and not qload_tensor else 1
     # GEMM1's epilogue reduces the amax of a dynamic per-tensor intermediate (FP8 / NVFP4 without a static scale,
     # _OUT_PLAIN_AMAX below) into an int32 that starts at 0: the align launch zeroes it with the split-K counters
     # (set_align_zero_fill) -- no fill launch between the align and GEMM1, which would also break GEMM1's
     # programmatic dependent launch on the align
     amax_zeroed = (act_format in (Format.FP8_TENSOR, Format.NVFP4) and a2_scale is None and _GEMM1_AMAX["enabled"]
                    and _ALIGN_ZERO["enabled"])
-    amax_n = amax_size if amax_zeroed or (qload and _ALIGN_ZERO["enabled"]) else 0
     zero = amax1 = None
     if n_part1 or n_part2 or n_comb or n_dep:
         zero_later = _align_zeroes_counters(dev)
         n_cnt = tiles1 + tiles2 + n_comb + n_dep
         # (fresh counters: the amax after them; cached ones stay zero by themselves, the amax does not)
-        n_amax = amax_n if zero_later else 0
+        n_amax = 1 if amax_zeroed and zero_later else 0
         counters, partials = split_scratch(n_cnt + n_amax, n_part1 + n_part2, dev, zero_later=zero_later)
         if zero_later:
             zero = counters[:n_cnt + n_amax]
-            amax1 = counters[n_cnt:n_cnt + n_amax] if n_amax else None
-    if amax_n and amax1 is None and zero is None:
-        amax1 = zero = torch.empty((amax_n,), dtype=torch.int32, device=dev)
+            amax1 = counters[n_cnt:n_cnt + 1] if n_amax else None
+    if amax_zeroed and amax1 is None and zero is None:
+        amax1 = zero = torch.empty((1,), dtype=torch.int32, device=dev)
     # the FP4 decode kernel's GEMM1 input in its dot order, copied by the align launch (its loader then reads the
     # rows by cp.async: no gather launch)
     x_dot = None
@@ -2335,20 +2293,14 @@ def triton_experts(
     # (GEMM1's epilogue permutes its tile: whole GEMM2 K steps per tile, no tail)
     dot2 = (micro and out_q == _OUT_PLAIN and post_quant is None and not padded and kt2 == 0
             and c1.block_n % c2.block_k == 0 and _dot_order_ok(c2, wfmt, I_pad, kt2, "gemm2"))
-    if qload or (out_q == _OUT_PLAIN and post_quant in (Format.FP8_TENSOR, Format.NVFP4) and _GEMM1_AMAX["enabled"]):
-        # the 16-bit intermediate and its amax, reduced by GEMM1's epilogue over the rows it stores (only local
-        # slots: the rows of non-local ones are never written nor read): a dynamic per-tensor scale's, or (qload)
-        # each slot's row / 1 x 128 groups, which GEMM2 quantizes itself on load (no quantization launch)
-        out_q = (_OUT_PLAIN_GROUPAMAX if qload_groups else _OUT_PLAIN_ROWAMAX if qload and not qload_tensor
-                 else _OUT_PLAIN_AMAX)
+    if out_q == _OUT_PLAIN and post_quant in (Format.FP8_TENSOR, Format.NVFP4) and _GEMM1_AMAX["enabled"]:
+        # dynamic per-tensor scale of the intermediate: GEMM1's epilogue reduces max |h| of the rows it
+        # stores (only local slots: the rows of non-local ones are never written nor read)
+        out_q = _OUT_PLAIN_AMAX
         inter = torch.empty((TK, I_pad), dtype=hidden.dtype, device=dev)
-        inter_amax = amax1 if amax1 is not None else torch.zeros((amax_size,), dtype=torch.int32, device=dev)
-        if qload_groups:
-            inter_amax = inter_amax.view(TK, qload_cols)
+        inter_amax = amax1 if amax1 is not None else torch.zeros((1,), dtype=torch.int32, device=dev)
         out_scale = q_scale = inter_amax  # (Triton: out_scale_ptr; Gluon: out_qscale_ptr)
-        osm = qload_cols if qload_groups else 0
-        if qload:
-            post_quant, inter_scale = None, inter_amax
+        osm = 0
     elif out_q == _OUT_PLAIN:
         # dynamic per-tensor without the epilogue's amax: rows of non-local slots must not raise the
         # amax -> zero-filled
@@ -2486,8 +2438,6 @@ def triton_experts(
     prec2 = "ieee" if (inter.dtype == torch.float32 or w2.data.dtype == torch.float32) else "tf32"
     if micro:
         prec2 = prec_micro
-    if qload:  # (the operand is E4M3 after the load, as the quantized intermediate would be)
-        prec2 = "ieee" if w2.data.dtype == torch.float32 else "tf32"
 
     if n_part2:
         ws2, cnt2 = partials[n_part1:n_part1 + n_part2], counters[tiles1:tiles1 + tiles2]
@@ -2539,8 +2489,7 @@ def triton_experts(
             W_TK=w2.value_tile_k, W_SWZ=w2.value_swizzled, K_TAIL=kt2, A_PERMUTED=dot2,
             W_SRUN=_scale_run(wfmt, w2_s, c2, c2.block_n, I_pad % c2.block_k == 0 or kt2 > 0, mxdot,
                               dot2) if micro else 0,
-            BLOCK_W1=_BLOCK_W1["enabled"], A_QLOAD=(2 if _rcp_div(inter, f32q) else 1) if qload else 0,
-            num_warps=c2.num_warps, num_stages=c2.num_stages,
+            BLOCK_W1=_BLOCK_W1["enabled"], num_warps=c2.num_warps, num_stages=c2.num_stages,
         )
     if atomic or direct_out or fuse:
         return out

@@ -66,8 +66,7 @@ import triton.language as tl
 
 from ._blockscaled import (F_FP8, F_MXFP4, F_MXFP8, F_NVFP4, MX_FOLD, _NIB_ACC_FACTOR, _load_mx_block, _load_tile,
                            _dot_order_steps, _e4m3_f32, _nvfp4_quant_tile, _w_rows)
-from ._quant import (_BLOCK_EPS, _MIN_SCALE, _clamp_fp8, _div_by_scale, _div_rn, _e4m3_rne, _ue8m0_ceil,
-                     _ue8m0_multiplier)
+from ._quant import _div_by_scale, _div_rn, _ue8m0_ceil, _ue8m0_multiplier
 
 # activation codes (launcher maps fusedmoe.Activation to these)
 ACT_SWIGLU = tl.constexpr(0)
@@ -96,11 +95,6 @@ OUT_NVFP4 = tl.constexpr(4)  # 1x16 blocks with the static global scale g (out_q
 OUT_PLAIN_AMAX = tl.constexpr(5)  # hidden dtype, and max |h| over the stored values into an int32 [1]
 #                                   (the amax bits a dynamic per-tensor quantization of the intermediate
 #                                   starts from: _atomic_amax; Triton: out_scale_ptr, Gluon: out_qscale_ptr)
-OUT_PLAIN_ROWAMAX = tl.constexpr(6)  # hidden dtype, and each row's max |h| into int32 [slots] (out_scale_ptr;
-#                                      Triton GEMM1 only): GEMM2 quantizes the rows to FP8 itself (A_QLOAD)
-OUT_PLAIN_GROUPAMAX = tl.constexpr(7)  # hidden dtype, and each row's max |h| over the tile's 1x128 group (BLOCK_N
-#                                        divides 128) into int32 [slots, N/128] (out_scale_ptr, row stride
-#                                        stride_osm): GEMM2 quantizes the 1x128 groups to FP8 itself (A_QLOAD)
 
 FP8_MAX = tl.constexpr(448.0)
 
@@ -263,41 +257,6 @@ def _atomic_amax(amax_ptr, v, mask):
     t = tl.where(mask, tl.abs(v.to(tl.float32)), 0.0)
     m = tl.max(tl.reshape(t, [t.shape[0] * t.shape[1]]), axis=0)
     tl.atomic_max(amax_ptr, m.to(tl.int32, bitcast=True))
-
-
-@triton.jit
-def _atomic_row_amax(amax_ptr, slots, v, mask, row_ok):
-    """Each row's max |v| over the ``mask``-ed columns of a 2-D tile into the int32 ``amax_ptr[slot]`` by
-    ``atomic_max`` on the float's bits (as :func:`_atomic_amax`, one value a row): over all of a row's column
-    tiles, the per-row amax ``_quant._fp8_rows`` computes from the stored row."""
-    t = tl.where(mask, tl.abs(v.to(tl.float32)), 0.0)
-    tl.atomic_max(amax_ptr + slots, tl.max(t, axis=1).to(tl.int32, bitcast=True), mask=row_ok)
-
-
-@triton.jit
-def _qload_scale(amax_ptr, offs, GROUPS: tl.constexpr = False):
-    """FP8 scales of the intermediate from GEMM1's amax bits at ``amax_ptr + offs``: per row (OUT_PLAIN_ROWAMAX) or
-    per tensor (OUT_PLAIN_AMAX, ``offs`` 0) ``max(amax / 448, FP8_MIN_SCALE)``, as ``_quant._fp8_rows``; per 1 x 128
-    group (GROUPS, OUT_PLAIN_GROUPAMAX) ``max(amax, 1e-10) / 448``, as ``_quant._fp8_groups``."""
-    amax = tl.load(amax_ptr + offs).to(tl.float32, bitcast=True)
-    c448 = tl.full(amax.shape, 448.0, tl.float32)
-    if GROUPS:
-        return _div_rn(tl.maximum(amax, _BLOCK_EPS), c448)
-    return tl.maximum(_div_rn(amax, c448), _MIN_SCALE)
-
-
-@triton.jit
-def _qload(a, s, A_QLOAD: tl.constexpr, UPCAST: tl.constexpr):
-    """A 16-bit activation tile quantized on load (A_QLOAD): ``e4m3(clamp(a / s, +-448))`` with the rows' scales ``s``
-    [BLOCK_M, 1] or the tensor's (divided by their reciprocals where A_QLOAD == 2: ``_quant._div_by_scale``, the same
-    bits) -- the values ``_quant._fp8_row_kernel`` / ``_fp8_group_kernel`` store. UPCAST (the interpreter, whose float
-    -> fp8 cast is wrong): the E4M3 values as fp32 by ``_quant._e4m3_rne`` (sign bit kept), for the fp32 dot."""
-    q = _clamp_fp8(_div_by_scale(a.to(tl.float32), s, A_QLOAD == 2))
-    if UPCAST:
-        sign = q.to(tl.int32, bitcast=True) & -2147483648
-        m = _e4m3_rne(tl.abs(q)).to(tl.int32, bitcast=True)
-        return (m | sign).to(tl.float32, bitcast=True)
-    return q.to(tl.float8e4nv)
 
 
 @triton.jit
@@ -733,18 +692,11 @@ def _gemm1_kernel(
         h = _dot_order_steps(h, BLOCK_M, BLOCK_N, OUT_DOT_BK)
     out_offs = slots.to(tl.int64)[:, None] * stride_om + offs_n[None, :]
     st_mask = row_ok[:, None] & n_ok[None, :]
-    if (OUT_Q == OUT_PLAIN or OUT_Q == OUT_PLAIN_AMAX or OUT_Q == OUT_PLAIN_ROWAMAX
-            or OUT_Q == OUT_PLAIN_GROUPAMAX):
+    if OUT_Q == OUT_PLAIN or OUT_Q == OUT_PLAIN_AMAX:
         hv = h.to(out_ptr.dtype.element_ty)
         tl.store(out_ptr + out_offs, hv, mask=st_mask)
         if OUT_Q == OUT_PLAIN_AMAX:
             _atomic_amax(out_scale_ptr, hv, st_mask)
-        if OUT_Q == OUT_PLAIN_ROWAMAX:
-            _atomic_row_amax(out_scale_ptr, slots, hv, st_mask, row_ok)
-        if OUT_Q == OUT_PLAIN_GROUPAMAX:  # the tile lies in one 1 x 128 group
-            tl.static_assert(128 % BLOCK_N == 0, "OUT_PLAIN_GROUPAMAX: BLOCK_N divides 128")
-            _atomic_row_amax(out_scale_ptr + (pid_n * BLOCK_N) // 128, slots.to(tl.int64) * stride_osm, hv, st_mask,
-                             row_ok)
     elif OUT_Q == OUT_NVFP4:
         # BLOCK_N is a multiple of 16 and tiles start on a block boundary; N is a multiple of 16
         packed, s_bytes = _nvfp4_quant_tile(h.to(tl.float32), tl.load(out_qscale_ptr), BLOCK_M, BLOCK_N)
@@ -796,11 +748,10 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, n0, off
                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr, EVEN_K: tl.constexpr,
                     EVEN_N: tl.constexpr, UPCAST: tl.constexpr, PRECISION: tl.constexpr, FAST_ACC: tl.constexpr,
                     W_TK: tl.constexpr = 0, W_SWZ: tl.constexpr = False, K_TAIL: tl.constexpr = 0,
-                    A_PERMUTED: tl.constexpr = False, W_SRUN: tl.constexpr = 0, BLOCK_W1: tl.constexpr = True,
-                    A_QLOAD: tl.constexpr = 0):
+                    A_PERMUTED: tl.constexpr = False, W_SRUN: tl.constexpr = 0, BLOCK_W1: tl.constexpr = True):
     """GEMM2's K loop over the K-blocks ``[k_lo, k_hi)`` of one tile (rows ``slot64`` of expert
     ``e64``, columns ``offs_n`` from ``n0``): the fp32 accumulator, [BLOCK_N, BLOCK_M] when SWAP_AB. K_TAIL: see
-    ``_gemm1_kernel`` (the blocks count ``K - K_TAIL``). A_QLOAD: see ``_gemm2_kernel``."""
+    ``_gemm1_kernel`` (the blocks count ``K - K_TAIL``)."""
     offs_k = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + slot64[:, None] * stride_am + (k_lo * BLOCK_K + offs_k)[None, :]
     w_ptrs = w_ptr + e64 * stride_we + offs_n[:, None].to(tl.int64) * stride_wn + (k_lo * BLOCK_K + offs_k)[None, :]
@@ -842,10 +793,6 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, n0, off
                                          BLOCK_M, BLOCK_N, K_TAIL, True, CD, FAST_CVT, KPERM, W_TK, W_SWZ, WU, SWAP_AB,
                                          UPCAST, PRECISION, FAST_ACC, False, A_PERMUTED)
     else:
-        if A_QLOAD > 0 and QUANT == Q_ROW:  # the rows' FP8 scales, once a tile
-            qs = _qload_scale(a_scale_ptr, slot64)[:, None]
-        if A_QLOAD > 0 and QUANT == Q_TENSOR:  # the tensor's
-            qs = _qload_scale(a_scale_ptr, 0)
         for ki in range(k_lo, k_hi):
             k_ok = offs_k < K - ki * BLOCK_K  # used by the masked loads only (not EVEN_K)
             a = _load_a(a_ptrs, k_ok, EVEN_K)
@@ -853,14 +800,8 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, n0, off
             a_s = 0.0  # FP8 128 x 128 blocks: this K-block's scales
             w_s = 0.0
             if QUANT == Q_BLOCK:
-                if A_QLOAD > 0:  # the rows' scales of this 1 x 128 group from their amax; its values quantized so
-                    a_s = _qload_scale(as_ptrs, ki, True)
-                    a = _qload(a, a_s[:, None], A_QLOAD, UPCAST)
-                else:
-                    a_s = tl.load(as_ptrs + ki)
+                a_s = tl.load(as_ptrs + ki)
                 w_s = _block_w_load(ws_ptrs, ki, n_ok, W1)
-            elif A_QLOAD > 0:
-                a = _qload(a, qs, A_QLOAD, UPCAST)
             acc = _kblock_mma(a, w, acc, a_s, w_s, QUANT == Q_BLOCK, SWAP_AB, UPCAST, PRECISION, FAST_ACC, W1)
             a_ptrs += BLOCK_K
             w_ptrs += BLOCK_K
@@ -871,18 +812,12 @@ def _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, n0, off
 def _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr, a_gs_ptr,
                     w_gs_ptr, stride_asm, stride_wse, stride_wsn, stride_be, QUANT: tl.constexpr, A_FMT: tl.constexpr,
                     W_FMT: tl.constexpr, FAST_CVT: tl.constexpr, HAS_BIAS: tl.constexpr,
-                    MUL_ROUTING_WEIGHT: tl.constexpr, A_QLOAD: tl.constexpr = 0):
+                    MUL_ROUTING_WEIGHT: tl.constexpr):
     """Dequant scales, bias and routing weight of a [BLOCK_M, BLOCK_N] GEMM2 accumulator (fp32)."""
     if QUANT == Q_TENSOR:
-        if A_QLOAD > 0:  # the scale the main loop quantized with (a_scale_ptr: the tensor's amax bits)
-            acc = acc * (_qload_scale(a_scale_ptr, 0) * tl.load(w_scale_ptr + e64 * stride_wse))
-        else:
-            acc = acc * (tl.load(a_scale_ptr) * tl.load(w_scale_ptr + e64 * stride_wse))
+        acc = acc * (tl.load(a_scale_ptr) * tl.load(w_scale_ptr + e64 * stride_wse))
     elif QUANT == Q_ROW:
-        if A_QLOAD > 0:  # the scales the main loop quantized with (a_scale_ptr: the rows' amax bits)
-            a_s = _qload_scale(a_scale_ptr, slot64)
-        else:
-            a_s = tl.load(a_scale_ptr + slot64 * stride_asm)
+        a_s = tl.load(a_scale_ptr + slot64 * stride_asm)
         w_s = tl.load(w_scale_ptr + e64 * stride_wse + offs_n * stride_wsn, mask=n_ok, other=0.0)
         acc = acc * (a_s[:, None] * w_s[None, :])
     elif QUANT == Q_MICRO:
@@ -1052,17 +987,9 @@ def _gemm2_kernel(
     A_PERMUTED: tl.constexpr = False,  # MICRO, 16-bit A: the intermediate in the dot order (GEMM1's OUT_DOT_BK)
     W_SRUN: tl.constexpr = 0,  # MICRO, not MXDOT: as in _gemm1_kernel
     BLOCK_W1: tl.constexpr = True,  # BLOCK: as in _gemm1_kernel
-    A_QLOAD: tl.constexpr = 0,  # FP8, N_TILES == 1: 16-bit A quantized on load (1: dividing, 2: by reciprocals)
 ):
     """GEMM2 + bias + routing weight, one output row per slot (+ the top-k combine: FUSE_COMBINE).
     grid = (num_blocks_m * cdiv(N, BLOCK_N), SPLIT_K); SPLIT_K > 1 as in ``_gemm1_kernel``.
-
-    A_QLOAD > 0 (FP8 per-row, 1 x 128-group or dynamic per-tensor intermediate;
-    ``triton_moe.set_gemm2_quant_on_load``): ``a_ptr`` is GEMM1's 16-bit intermediate and ``a_scale_ptr`` its rows'
-    int32 amax bits (GEMM1's OUT_PLAIN_ROWAMAX), its groups' [slots, K / 128] (OUT_PLAIN_GROUPAMAX, row stride
-    ``stride_asm``) or the tensor's one (OUT_PLAIN_AMAX); every A tile is quantized to E4M3 after its load with the
-    scales ``max(amax / 448, FP8_MIN_SCALE)`` (rows, tensor) or ``max(amax, 1e-10) / 448`` (groups) -- the values and
-    scales the quantization launch between the GEMMs would give, so the same bits without that launch.
 
     PERSISTENT (prefill): grid = (P, 1) with any P >= 1; program p computes the tiles p, p + P, ...
     of the blocks in use (``num_post_padded``), in the GROUP_M order, with one flattened loop over
@@ -1078,8 +1005,6 @@ def _gemm2_kernel(
     stream; one program per tile re-reads the activation tile for every column tile (as many bytes
     per MMA as the weight tile). Each tile's arithmetic is that of a one-tile program with the same
     BLOCK_K: the same bits for any N_TILES."""
-    tl.static_assert(A_QLOAD == 0 or ((QUANT == Q_TENSOR or QUANT == Q_ROW or QUANT == Q_BLOCK) and N_TILES == 1),
-                     "A_QLOAD: FP8 A, a tile a program")
     if USE_GDC:
         tl.extra.cuda.gdc_wait()
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -1108,12 +1033,12 @@ def _gemm2_kernel(
                                   0, tl.cdiv(K - K_TAIL, BLOCK_K), K, stride_am, stride_we, stride_wn, stride_asm,
                                   stride_wse, stride_wsn, stride_wsk, QUANT, A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT,
                                   BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K, EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK,
-                                  W_SWZ, K_TAIL, A_PERMUTED, W_SRUN, BLOCK_W1, A_QLOAD)
+                                  W_SWZ, K_TAIL, A_PERMUTED, W_SRUN, BLOCK_W1)
             if SWAP_AB:
                 acc = tl.trans(acc)
             acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr,
                                   topk_w_ptr, a_gs_ptr, w_gs_ptr, stride_asm, stride_wse, stride_wsn, stride_be,
-                                  QUANT, A_FMT, W_FMT, FAST_CVT, HAS_BIAS, MUL_ROUTING_WEIGHT, A_QLOAD)
+                                  QUANT, A_FMT, W_FMT, FAST_CVT, HAS_BIAS, MUL_ROUTING_WEIGHT)
             if OUT_ATOMIC:
                 st_mask = st_mask & local
             _gemm2_store(out_ptr, out_offs, tl.where(local, acc, 0.0), st_mask, OUT_ATOMIC)
@@ -1149,8 +1074,7 @@ def _gemm2_kernel(
     acc = _gemm2_mainloop(a_ptr, a_scale_ptr, w_ptr, w_scale_ptr, e64, slot64, pid_n * BLOCK_N, offs_n, n_ok, k_lo,
                           k_hi, K, stride_am, stride_we, stride_wn, stride_asm, stride_wse, stride_wsn, stride_wsk,
                           QUANT, A_FMT, W_FMT, CD, FAST_CVT, KPERM, MXDOT, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, EVEN_K,
-                          EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK, W_SWZ, K_TAIL, A_PERMUTED, W_SRUN, BLOCK_W1,
-                          A_QLOAD)
+                          EVEN_N, UPCAST, PRECISION, FAST_ACC, W_TK, W_SWZ, K_TAIL, A_PERMUTED, W_SRUN, BLOCK_W1)
     if USE_GDC:
         tl.extra.cuda.gdc_launch_dependents()
     if SWAP_AB:
@@ -1167,7 +1091,7 @@ def _gemm2_kernel(
 
     acc = _gemm2_epilogue(acc, e64, slots, slot64, offs_n, n_ok, a_scale_ptr, w_scale_ptr, bias_ptr, topk_w_ptr,
                           a_gs_ptr, w_gs_ptr, stride_asm, stride_wse, stride_wsn, stride_be, QUANT, A_FMT, W_FMT,
-                          FAST_CVT, HAS_BIAS, MUL_ROUTING_WEIGHT, A_QLOAD)
+                          FAST_CVT, HAS_BIAS, MUL_ROUTING_WEIGHT)
     _gemm2_store(out_ptr, out_offs, acc, st_mask, OUT_ATOMIC)
     if FUSE_COMBINE and not OUT_ATOMIC:
         _combine_arrive(out_ptr, stride_om, slot64, row_ok, offs_n, n_ok, pid_n, num_pid_n, comb_cnt_ptr,
