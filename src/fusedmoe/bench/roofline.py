@@ -202,12 +202,12 @@ def measure_ceilings(device, *, quick: bool = False) -> Ceilings:
         notes.append("CPU: wall-clock plumbing numbers, not device ceilings")
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=dev).uniform_(-1, 1)
     dst = torch.empty_like(src)
-    t = _time_device(lambda: dst.copy_(src), dev, reps)
+    t = _time_device(lambda d=dst, s=src: d.copy_(s), dev, reps)
     copy_gbps = 2 * nbytes / t / 1e9
     del dst
     del src
     rd = torch.empty(nbytes // 2, dtype=torch.bfloat16, device=dev).uniform_(-1, 1)
-    t = _time_device(lambda: torch.sum(rd, dtype=torch.float32), dev, reps)
+    t = _time_device(lambda r=rd: torch.sum(r, dtype=torch.float32), dev, reps)
     read_gbps = rd.numel() * 2 / t / 1e9
     del rd
     a = torch.randn(n_mm, n_mm, device=dev).to(torch.bfloat16)

@@ -791,7 +791,7 @@ def run_tune(opts: TuneOptions, *, progress: Optional[Callable[[str, int], None]
                                     activation_format=case.act_format, weight_on_input=case.weight_on_input)
                 bound = check_bound(case.act_format, dtype)
 
-                def run(cfg, s=sets[0]):
+                def run(cfg, s=sets[0], weights=weights):
                     out = run_weights(s.x, weights, s.topk, activation_format=case.act_format,
                                       weight_on_input=case.weight_on_input, config=cfg)
                     if cuda:
@@ -803,7 +803,7 @@ def run_tune(opts: TuneOptions, *, progress: Optional[Callable[[str, int], None]
                     ok = mx <= bound[0] and rms <= bound[1]
                     return ok, f"max_rel {mx:.2e}, rms_rel {rms:.2e} (bounds {bound[0]:.0e}, {bound[1]:.0e})"
 
-                def time_fn(cfg, sets=sets):
+                def time_fn(cfg, sets=sets, weights=weights):
                     calls = [(lambda s=s: run_weights(s.x, weights, s.topk, activation_format=case.act_format,
                                                       weight_on_input=case.weight_on_input, config=cfg))
                              for s in sets]

@@ -55,7 +55,7 @@ blocks, block_m 16, block_n 32 (gated GEMM1) / 64, block_k KB x BKE, K a multipl
 import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma, warpgroup_mma_wait
 
 from ._moe_gemm import ACT_IDENTITY, OUT_PLAIN, Q_BLOCK, Q_NONE, _scale_block
 from ._ws_fp4 import _fp4_chunk_count, _split_gate_up
