@@ -1,6 +1,7 @@
 """docs/kernels.md's switch table ("## Every switch") names exactly the environment variables the package reads,
 and every setter it names exists with the default it states."""
 
+import functools
 import pathlib
 import re
 
@@ -25,13 +26,14 @@ def _switch_rows():
     return rows
 
 
+@functools.lru_cache(maxsize=1)
+def _package_source() -> str:
+    return "\n".join(p.read_text() for p in sorted((ROOT / "src").rglob("*.py")))
+
+
 def _variables_read_by_the_package():
     """Every ``"FUSEDMOE_..."`` string literal under src/ (how the package reads its environment variables)."""
-    found = set()
-    for path in (ROOT / "src").rglob("*.py"):
-        for m in re.finditer(r"[\"'](FUSEDMOE_[A-Z0-9_]+)[\"']", path.read_text()):
-            found.add(m.group(1))
-    return found
+    return {m.group(1) for m in re.finditer(r"[\"'](FUSEDMOE_[A-Z0-9_]+)[\"']", _package_source())}
 
 
 def test_switch_table_names_every_environment_variable():
@@ -71,8 +73,7 @@ _COMPUTED_DEFAULTS = {"FUSEDMOE_WS_FP4_CHUNKS": lambda: triton_moe._WS_FP4["chun
 @pytest.mark.parametrize("variable,setter,default", _switch_rows())
 def test_switch_default_matches_the_code(variable, setter, default):
     """The table's default is what ``os.environ.get(variable, default)`` spells in the code ("unset ...": "")."""
-    src = "\n".join(p.read_text() for p in (ROOT / "src").rglob("*.py"))
-    m = re.search(r"environ\.get\(\s*[\"']" + variable + r"[\"'],\s*[\"']([^\"']*)[\"']\)", src)
+    m = re.search(r"environ\.get\(\s*[\"']" + variable + r"[\"'],\s*[\"']([^\"']*)[\"']\)", _package_source())
     if variable in _COMPUTED_DEFAULTS:
         assert m is None, f"{variable} now has a literal default: drop it from _COMPUTED_DEFAULTS"
         assert default == "`0`" and _COMPUTED_DEFAULTS[variable](), (variable, default)

@@ -772,25 +772,6 @@ def test_reciprocal_quant_switch():
         tm.set_reciprocal_quant(prev)
 
 
-def _align_zeroes_garbage(monkeypatch) -> list:
-    """Make ``triton_moe.align_slots`` fill the buffer it is to zero with garbage first (the bits of 1.7e38f: an amax
-    left at this wipes out GEMM2's input), so a buffer the align launch did not zero shows; returns the list the
-    sizes of those buffers are appended to, one a call."""
-    from fusedmoe.backends import triton_moe as tm
-
-    zeroed = []
-    align = tm.align_slots
-
-    def align_on_garbage(*args, zero=None, **kw):
-        if zero is not None:
-            zero.fill_(0x7F000000)
-            zeroed.append(zero.numel())
-        return align(*args, zero=zero, **kw)
-
-    monkeypatch.setattr(tm, "align_slots", align_on_garbage)
-    return zeroed
-
-
 @interpreter
 def test_gemm1_amax_same_bits(monkeypatch):
     """The dynamic per-tensor scale of GEMM2's FP8 input from GEMM1's epilogue (``set_gemm1_amax``,
@@ -798,11 +779,21 @@ def test_gemm1_amax_same_bits(monkeypatch):
     with and without non-local experts (rows never written), one token and several. Its amax starts at 0 by the
     align launch (``set_align_zero_fill``, default on: the buffer the align gets is filled with garbage first here,
     so an amax the align did not zero shows) or, with that off, by a fill of its own."""
+    from fusedmoe.backends import triton_moe as tm
     from fusedmoe.backends.triton_moe import set_align_zero_fill, set_gemm1_amax
 
     with pytest.raises(TypeError, match="bool"):
         set_gemm1_amax(1)
-    zeroed = _align_zeroes_garbage(monkeypatch)
+    zeroed = []
+    align = tm.align_slots
+
+    def align_on_garbage(*args, zero=None, **kw):
+        if zero is not None:
+            zero.fill_(0x7F000000)  # the bits of 1.7e38f: an amax left at this wipes out GEMM2's input
+            zeroed.append(zero.numel())
+        return align(*args, zero=zero, **kw)
+
+    monkeypatch.setattr(tm, "align_slots", align_on_garbage)
     wfmt = Format.FP8_TENSOR
     dtype, H, I_pad = _FMT_CASES[wfmt]
     for act, offset, E_glob, T in ((Activation.SWIGLU, 0, 4, 5), (Activation.RELU2, 2, 8, 6),
