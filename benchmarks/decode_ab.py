@@ -28,8 +28,8 @@ from fusedmoe.config import Format
 def _ws4_stages(n: int) -> tuple:
     """``set_ws_fp4_decode``'s arguments as the switch stands (its environment variables included), ``n`` ring
     stages."""
-    d = triton_moe._WS_FP4_DEC
-    return (triton_moe._WS_FP4["decode"], d["ctas"], n, d["block_k"], d["x_gather"], d["s_smem"], d["t_release"])
+    cur = triton_moe.ws_fp4_decode_settings()
+    return cur[:2] + (n,) + cur[3:]
 
 
 # name -> (setter of fusedmoe.backends.triton_moe, value): each setting is the defaults with that one change (a

@@ -259,6 +259,8 @@ def test_ws_fp4_dec_config_rules(monkeypatch):
         assert prev == (triton_moe.WS_FP4_DEC_AUTO_MAX_TOKENS, 3, 4, 128, True, True, True)
         assert triton_moe.WS_FP4_DEC_AUTO_MAX_TOKENS == 1
         assert triton_moe.set_ws_fp4_decode(True, 2, 4, 64) == (False,) + prev[1:]
+        # the switch as it stands, in the setter's argument order
+        assert triton_moe.ws_fp4_decode_settings() == (True, 2, 4, 64, True, True, True)
         with pytest.raises(ValueError, match="ctas"):
             triton_moe.set_ws_fp4_decode(True, 5)
         for bad in ("on", -1, 1.0, None):

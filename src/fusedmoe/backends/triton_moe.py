@@ -1585,6 +1585,13 @@ _WS_FP4_DEC = {"ctas": 3, "stages": 4, "block_k": 128,
 _WS_FP4_DEC_MAXNREG = {1: None, 2: 128, 3: 80, 4: 64}
 
 
+def ws_fp4_decode_settings() -> tuple:
+    """The FP4 decode switch as it stands: :func:`set_ws_fp4_decode`'s arguments ``(enabled, ctas, num_stages,
+    block_k, x_gather, scales_smem, thread_release)`` (its environment variables included)."""
+    return (_WS_FP4["decode"], _WS_FP4_DEC["ctas"], _WS_FP4_DEC["stages"], _WS_FP4_DEC["block_k"],
+            _WS_FP4_DEC["x_gather"], _WS_FP4_DEC["s_smem"], _WS_FP4_DEC["t_release"])
+
+
 def set_ws_fp4_decode(enabled, ctas: int = 3, num_stages: int = 4, block_k: int = 128,
                       x_gather: bool = True, scales_smem: bool = True, thread_release: bool = True) -> tuple:
     """Where ``auto_ws_fp4`` picks the FP4 decode kernel (``kernels/_ws_fp4_dec.py``; MXFP4 / NVFP4 weights x BF16
@@ -1614,8 +1621,7 @@ def set_ws_fp4_decode(enabled, ctas: int = 3, num_stages: int = 4, block_k: int 
     if ctas not in WS_DEC_CTAS or not 2 <= num_stages <= 8 or block_k not in (64, 128):
         raise ValueError(f"set_ws_fp4_decode: ctas must be 1-4, num_stages 2-8 and block_k 64 / 128, got {ctas}, "
                          f"{num_stages}, {block_k}")
-    prev = (_WS_FP4["decode"], _WS_FP4_DEC["ctas"], _WS_FP4_DEC["stages"], _WS_FP4_DEC["block_k"],
-            _WS_FP4_DEC["x_gather"], _WS_FP4_DEC["s_smem"], _WS_FP4_DEC["t_release"])
+    prev = ws_fp4_decode_settings()
     _WS_FP4["decode"] = enabled
     _WS_FP4_DEC.update(ctas=ctas, stages=num_stages, block_k=block_k, x_gather=x_gather, s_smem=scales_smem,
                        t_release=thread_release)
