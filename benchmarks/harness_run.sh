@@ -8,7 +8,13 @@
 # Env: OUT (results), PEERS (default sglang,fusedmoe,fusedmoe-fastacc,fusedmoe-pdl: the FP8
 # fast-accumulation variant, FP8 tensor/channel cases only, and programmatic dependent launch), BUDGET_S (default 430), PLAN_ARGS (e.g. --quick),
 # PRECOMPILE_ARGS (precompile_harness.py's filters matching PLAN_ARGS, e.g. --dtypes fp8_tensor --tokens 1,8).
+# POINTS: a subset of the plan as precompile_harness.py spells it ("--models dsv3,mixtral --dtypes fp8_tensor
+# --tokens 1,8", comma lists): sets PRECOMPILE_ARGS to it and appends it to PLAN_ARGS with spaces (the harness's
+# --models / --dtypes / --tokens take space-separated lists) -- the two spellings from one string.
 set -uo pipefail
+if [[ -n "${POINTS:-}" ]]; then
+  PRECOMPILE_ARGS="$POINTS"; PLAN_ARGS="${PLAN_ARGS:-} ${POINTS//,/ }"
+fi
 export PYTHONPATH="$PWD/src" PYTHONUNBUFFERED=1
 OUT="${OUT:-$PWD/bench_results}"; mkdir -p "$OUT"
 export PEERS="${PEERS:-sglang,fusedmoe,fusedmoe-fastacc,fusedmoe-pdl}"

@@ -7,16 +7,15 @@
 # GPU tests to the end (tests-core stopped at ~149 passed in the fifty-seventh session's 250 s).
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "$name"
 export PYTHONPATH=$PWD/src PEERS=sglang,fusedmoe
-P="--models mixtral --dtypes fp8_tensor --tokens 1,8,32"
-export BUDGET_S=60 PLAN_ARGS="${P//,/ }" PRECOMPILE_ARGS="$P"   # the harness: spaces
+export BUDGET_S=60 POINTS="--models mixtral --dtypes fp8_tensor --tokens 1,8,32"
 OUT=$OUT/m timeout 100 bash benchmarks/harness_run.sh prep > $OUT/m_prep.txt 2>&1; echo "prep rc=$?"
 OUT=$OUT/m timeout 80 bash benchmarks/harness_run.sh measure > $OUT/m_log.txt 2>&1; echo "harness rc=$?"
 python3 benchmarks/peer_ratio.py $OUT/m/peers.jsonl fusedmoe > $OUT/m_ratio.txt 2>&1; tail -3 $OUT/m_ratio.txt
 grep -E "fp8_tensor" $OUT/m/peers.txt | cut -c1-140
 (cd $OUT && tar czf m.tgz m && rm -rf m)
 if [[ "$name" == *H200* ]]; then
-  P="--models dsv3,dsv3_tp8,minimax_m2.5 --dtypes fp8_channel,fp8_tensor,fp8_block --tokens 2048,8192"
-  export BUDGET_S=90 PLAN_ARGS="${P//,/ }" PRECOMPILE_ARGS="$P"
+  export BUDGET_S=90
+  export POINTS="--models dsv3,dsv3_tp8,minimax_m2.5 --dtypes fp8_channel,fp8_tensor,fp8_block --tokens 2048,8192"
   OUT=$OUT/h timeout 110 bash benchmarks/harness_run.sh prep > $OUT/h_prep.txt 2>&1; echo "prep rc=$?"
   OUT=$OUT/h timeout 110 bash benchmarks/harness_run.sh measure > $OUT/h_log.txt 2>&1; echo "harness rc=$?"
   python3 benchmarks/peer_ratio.py $OUT/h/peers.jsonl fusedmoe > $OUT/ratio.txt 2>&1; grep -E "^fp8" $OUT/ratio.txt
