@@ -148,56 +148,6 @@ def test_ws_fp4_dynamic_tiles_compiles_for_sm90(tmp_path):
         assert 0 < v[True][0] - v[False][0] <= 512 and v[True][1] == v[False][1], (key, v)
 
 
-_XG_SCRIPT = SCRIPT_HEAD + r'''
-from fusedmoe.kernels import _ws_fp4 as k4
-# (ACT, GATED, HAS_BIAS, MUL_ROUTING_WEIGHT, BT, TK, CHUNKS, NV, JOIN, DYN): whole 128-row blocks (the row addresses
-# kept a block), 256-row blocks in chunks (re-read a step), the tile counter, GEMM2
-for ACT, GATED, HB, MRW, BT, TK, CH, NV, JN, DYN in ((2, True, True, False, 128, 64, 1, False, False, False),
-                                                    (3, False, False, False, 256, 128, 4, True, True, True),
-                                                    (2, True, True, False, 256, 64, 2, False, False, False),
-                                                    (7, False, False, True, 128, 64, 1, True, False, True)):
-    XT = BT // CH
-    xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
-    wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
-    sig = {"x_desc": f"tensordesc<bf16[{XT}, 64],{xl}>", "w0_desc": f"tensordesc<i16[64, 16],{wl}>",
-           "out_ptr": "*bf16", "s_ptr": "*fp8e4nv" if NV else "*u8", "bias_ptr": "*fp32", "topk_w_ptr": "*fp32",
-           "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32", "N": "i32",
-           "K": "i32", "num_slots": "i32", "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32",
-           "stride_sr": "i32", "stride_om": "i32", "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32",
-           "act_limit": "fp32", "gs_ptr": "*fp32", "stride_sk": "i32", "tile_ctr_ptr": "*i32", "x_ptr": "*bf16",
-           "stride_x": "i32"}
-    for XG in (False, True):
-        cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=MRW,
-                  ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=not NV, BK=64, TK=TK, STAGES=4, GROUP_M=8, CHUNKS=CH,
-                  NV=NV, SC_AHEAD=True, JOIN=JN, DYN=DYN, TOP_K=4, X_GATHER=XG)
-        k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx, aligned=("x_ptr", "stride_x"))
-        print(ACT, BT, CH, XG, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"), sass.count("LDGSTS"),
-              sass.count("UTMALDG"), k.metadata.shared, sass.count("HGMMA.64x"), sass.count("USETMAXREG"), sep="|",
-              flush=True)
-'''
-
-
-def test_ws_fp4_x_gather_compiles_for_sm90(tmp_path):
-    """``X_GATHER`` in the FP4 prefill kernel (``set_ws_fp4_x_gather``): the input rows by cp.async (``LDGSTS``) in a
-    four-warp loader -- still 12 warps (the loader's three padding warps put to work), no spills at the loader's 48
-    registers, the input's TMA loads gone (the weights' two stay), the same wgmmas and shared memory (the copies land
-    in the same ring); without it no cp.async at all. Whole 128-row blocks and 256-row blocks in chunks (joined or
-    not), static and counted tiles, GEMM1 and GEMM2."""
-    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
-    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _XG_SCRIPT)
-    assert len(rows) == 8, rows
-    by = {}
-    for act, bt, ch, xg, warps, spills, ldgsts, utma, shared, gmma, setmaxnreg in rows:
-        where = (act, bt, ch, xg)
-        assert int(warps) == 12 and int(spills) == 0 and int(setmaxnreg) > 0, (where, warps, spills)
-        assert (int(ldgsts) > 0) == (xg == "True"), (where, ldgsts)
-        by.setdefault((act, bt, ch), {})[xg == "True"] = (int(utma), int(shared), int(gmma))
-    for key, v in by.items():
-        (utma_off, smem_off, gmma_off), (utma_on, smem_on, gmma_on) = v[False], v[True]
-        assert utma_on == 2 < utma_off, (key, v)  # the two weight boxes only
-        assert abs(smem_on - smem_off) <= 256 and gmma_on == gmma_off, (key, v)
-
-
 # ---- CPU: config rules and refusals ----------------------------------------------------------------
 
 
@@ -280,20 +230,6 @@ def test_ws_fp4_scales_ahead_switch():
         triton_moe.set_ws_fp4_scales_ahead(prev)
     env_starts("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", {"0": False, "1": True, "": True})
     env_starts("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", {"1": True, "0": False, "": True})
-
-
-def test_ws_fp4_x_gather_switch():
-    """The row copies are off by default (``FUSEDMOE_WS_FP4_XGATHER=1`` starts a process with them); the setter takes
-    a bool only and returns the previous setting."""
-    prev = triton_moe.set_ws_fp4_x_gather(False)
-    try:
-        assert triton_moe.set_ws_fp4_x_gather(True) is False
-        assert triton_moe.set_ws_fp4_x_gather(False) is True
-        with pytest.raises(TypeError):
-            triton_moe.set_ws_fp4_x_gather("on")
-    finally:
-        triton_moe.set_ws_fp4_x_gather(prev)
-    env_starts("set_ws_fp4_x_gather", "FUSEDMOE_WS_FP4_XGATHER", {"1": True, "0": False, "": False})
 
 
 def test_ws_fp4_refused_where_it_cannot_run():
@@ -516,66 +452,6 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
         ctr = b["tile_ctr_ptr"]
         assert b["DYN"] is True and ctr.dtype == torch.int32 and ctr.tolist() == [0, 0], (E, mode)
 
-@pytest.mark.parametrize("fmt", [Format.MXFP4, Format.NVFP4], ids=lambda f: f.name)
-def test_ws_fp4_x_gather_launch(monkeypatch, fmt):
-    """``set_ws_fp4_x_gather(True)``: the prefill launch passes the unsorted rows themselves (``x_ptr``, their row
-    stride, ``TOP_K`` = the call's row divisor, ``X_GATHER``) and runs no gather; the TMA box of the input keeps its
-    shape and layout over the weights' bytes (any number of rows). Rows that are not 16-byte aligned, GEMM2's padded
-    rows, and the switch off take the gather and TMA boxes as before."""
-    import inspect
-
-    from fusedmoe.kernels import _ws_fp4 as k4
-
-    sig = inspect.signature(k4._ws_fp4_kernel.fn)
-    cap = LaunchCapture()
-    monkeypatch.setattr(k4, "_ws_fp4_kernel", cap)
-    gathers = []
-    real_gather = triton_moe._gather_slot_rows
-
-    def counted(*a, **kw):
-        gathers.append(1)
-        return real_gather(*a, **kw)
-
-    monkeypatch.setattr(triton_moe, "_gather_slot_rows", counted)
-    c = Case(fmt, Format.BF16, Activation.RELU2, T=3, H=512, I=256, E=4, K=2, dtype=torch.bfloat16)
-    _, W, _ = make_case(c, device="cpu")
-    w = W.w2
-    NB, TK, BM, T = 2, 6, 128, 3
-    N, Kd = 512, W.padded_intermediate_size
-    al = triton_moe.AlignResult(torch.full((NB * BM,), TK, dtype=torch.int32), torch.zeros(NB, dtype=torch.int32),
-                                torch.zeros(1, dtype=torch.int32), BM, NB)
-    out = torch.empty(TK, N, dtype=torch.bfloat16)
-    tw = torch.ones(TK)
-    cfg = ws_fp4_config(False, "gemm2", BM)
-    store = torch.randn(T * Kd + 8, dtype=torch.float32).to(torch.bfloat16)
-
-    def launch(a, a_padded=False):
-        gathers.clear()
-        triton_moe._ws_fp4_gemm(cfg, a, w, tw, False, tw, al, out, N, 2, TK, 4, 7, False,
-                                triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw, a_padded=a_padded)
-        args, kw = cap.calls[-1][1:]
-        kw.pop("num_warps")
-        return sig.bind(*args, **kw).arguments
-
-    aligned = store[:T * Kd].view(T, Kd)
-    prev = triton_moe.set_ws_fp4_x_gather(True)
-    try:
-        b = launch(aligned)
-        assert gathers == [] and b["X_GATHER"] is True and b["TOP_K"] == 2, b["TOP_K"]
-        assert b["x_ptr"].data_ptr() == aligned.data_ptr() and b["stride_x"] == Kd
-        assert b["x_desc"].block_shape == [BM, 64] and b["x_desc"].base.data_ptr() == w.data.data_ptr()
-        off = store[1:1 + T * Kd].view(T, Kd)  # 2 bytes past a 16-byte boundary
-        for a, a_padded in ((off, False), (torch.zeros(NB * BM, Kd, dtype=torch.bfloat16), True)):
-            b = launch(a, a_padded)
-            assert b["X_GATHER"] is False and gathers == ([] if a_padded else [1]), a_padded
-            assert b["x_desc"].base.data_ptr() != w.data.data_ptr()
-        triton_moe.set_ws_fp4_x_gather(False)
-        b = launch(aligned)
-        assert b["X_GATHER"] is False and gathers == [1]
-    finally:
-        triton_moe.set_ws_fp4_x_gather(prev)
-
-
 @gpu
 @pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
 @pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.SWIGLU, A.RELU2, A.GELU], ids=lambda a: a.name)
@@ -701,37 +577,6 @@ def test_gpu_ws_fp4_dynamic_tiles_same_bits(act, fmt):
     within the reference's bound."""
     _switch_same_bits(act, fmt, triton_moe.set_ws_dynamic_tiles, ((300, 128), (3000, 128), (3000, 256)), 29,
                       repeats=2, after=assert_dyn_counters_zero)
-
-
-@gpu
-@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
-@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
-def test_gpu_ws_fp4_x_gather_same_bits(act, fmt, monkeypatch):
-    """The input rows copied by the kernel's loader (``set_ws_fp4_x_gather``) give the bits of the gather launch and
-    TMA boxes: 128-token tiles (fewer tiles than programs, and ~1500 rows an expert with counted tiles) and 256-token
-    tiles in joined chunks, gated with biases and non-gated, expert parallelism, GEMM2 also copying its rows where
-    the padded hand-off is off; no gather launch with it on; within the reference's bound."""
-    real_gather, calls = triton_moe._gather_slot_rows, []
-
-    def counted(*a, **kw):
-        calls.append(1)
-        return real_gather(*a, **kw)
-
-    monkeypatch.setattr(triton_moe, "_gather_slot_rows", counted)
-    for handoff in (True, False):
-        prev = triton_moe.set_ws_padded_handoff(handoff)
-        try:
-            _switch_same_bits(act, fmt, triton_moe.set_ws_fp4_x_gather, ((300, 128), (3000, 128), (560, 256)), 37)
-        finally:
-            triton_moe.set_ws_padded_handoff(prev)
-    c, hidden, W, topk = _ep_case(act, fmt, 700, 38)
-    prev = triton_moe.set_ws_fp4_x_gather(True)
-    try:
-        calls.clear()
-        _ws_call(hidden, W, topk, offset=2, block_m=256)
-    finally:
-        triton_moe.set_ws_fp4_x_gather(prev)
-    assert calls == []
 
 
 @gpu

@@ -1550,10 +1550,7 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            "sc_ahead": os.environ.get("FUSEDMOE_WS_FP4_SC_AHEAD", "1") != "0",
            # 256-token tiles as 64-row chunks joined into wgmmas as wide as the real rows (set_ws_fp4_join; the
            # default since the forty-second session)
-           "join": os.environ.get("FUSEDMOE_WS_FP4_JOIN", "1") != "0",
-           # the prefill kernel's input rows by cp.async from the unsorted rows, no gather launch
-           # (set_ws_fp4_x_gather)
-           "x_gather": os.environ.get("FUSEDMOE_WS_FP4_XGATHER", "0") == "1"}
+           "join": os.environ.get("FUSEDMOE_WS_FP4_JOIN", "1") != "0"}
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
 # MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
@@ -1754,17 +1751,6 @@ def set_ws_fp4_join(enabled: bool) -> bool:
     return _swap_bool(_WS_FP4, enabled, "join")
 
 
-def set_ws_fp4_x_gather(enabled: bool) -> bool:
-    """``True``: the FP4 warp-specialized prefill GEMMs (``kernels/_ws_fp4.py``, ``X_GATHER``) copy their input rows
-    themselves -- a four-warp loader's cp.async from the unsorted rows (GEMM1: the hidden states, row ``slot //
-    top_k``; GEMM2 where it does not read GEMM1's padded rows: the slot-indexed intermediate) into the ring, as the
-    16-bit / FP8 prefill kernel does under :func:`set_ws_x_gather` -- instead of a gather launch that writes the rows
-    in block-padded slot order for TMA boxes (gpt-oss-120b MXFP4 at 4096 tokens on an H100: 83 of 2076 µs; one write
-    and read of T x top_k x H bf16 less). Rows that are not 16-byte aligned keep the gather. Same values in the same
-    tiles: the same bits. ``FUSEDMOE_WS_FP4_XGATHER=1`` starts a process with it on. Returns the previous setting."""
-    return _swap_bool(_WS_FP4, enabled, "x_gather")
-
-
 def set_ws_fp4_chunks(chunks: int) -> int:
     """256-token tiles of the FP4 warp-specialized GEMMs as ``chunks`` (2 or 4) wgmmas of 128 / 64 token rows into as
     many accumulators, a block multiplying and loading only the chunks that hold real rows -- an expert's last block
@@ -1908,14 +1894,10 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     if x_dot is not None and not (decode and x_dot.shape == a.shape and x_dot.dtype == torch.bfloat16):
         raise ValueError(f"x_dot: the decode kernel's GEMM1 input in the dot order, {tuple(a.shape)} bf16, got "
                          f"{tuple(x_dot.shape)} {x_dot.dtype} (block_m {BM})")
-    # the prefill kernel's loader copies the rows itself (cp.async) where they are 16-byte aligned
-    x_gather = (not decode and not a_padded and _WS_FP4["x_gather"] and a.data_ptr() % 16 == 0 and a.stride(1) == 1
-                and (a.stride(0) * a.element_size()) % 16 == 0)
     if x_dot is not None:
         rows = x_dot
     else:
-        rows = a if a_padded or x_gather else _gather_slot_rows(a, al, BM, row_div, TK, E, dot64=decode,
-                                                                real_only=decode)
+        rows = a if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E, dot64=decode, real_only=decode)
     rows = rows.view(torch.bfloat16)
     if decode:
         _ws_fp4_dec_launch(c, rows, w, bias, has_bias, tw_flat, al, out, N, TK, E, act_code, gated, p, round_tl,
@@ -1928,10 +1910,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     XT = BM // chunks
     x_layout, w_layout = _ws_fp4_layouts(XT)
     tk = w.value_tile_k
-    # (x_gather: the descriptor only carries the box's shape and layout -- over the weights' bytes as [.., 64] bf16
-    # rows, a source of at least XT rows whatever the tokens)
-    x_src = w.data.view(-1).view(torch.bfloat16).view(-1, 64) if x_gather else rows
-    x_desc = TensorDescriptor.from_tensor(x_src, [XT, 64], x_layout)
+    x_desc = TensorDescriptor.from_tensor(rows, [XT, 64], x_layout)
     w_desc = TensorDescriptor.from_tensor(w.data.view(torch.int16).reshape(-1, tk // 4), [64, 16], w_layout)
     R = w.shape[-2]
     NC = 64 if gated else 128
@@ -1945,8 +1924,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
         GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
-        **_ws_dynamic_args(_ws_dyn(w.fmt, E), al), x_ptr=rows, stride_x=rows.stride(0), TOP_K=row_div,
-        X_GATHER=x_gather, num_warps=4)
+        **_ws_dynamic_args(_ws_dyn(w.fmt, E), al), num_warps=4)
 
 
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,

@@ -55,14 +55,12 @@ block_m 128 / 256, no split-K.
 import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
 from . import _blockscaled as _bs
 from ._moe_gemm import _activation, _tile_ids
-from ._ws_gemm import (X_LOADER_WARPS, _ring_barriers, _ws_tile_publish, _ws_tile_queue, _ws_tile_take,
-                       _ws_tiles_done, _x_lanes, _x_src)
+from ._ws_gemm import _ring_barriers, _ws_tile_publish, _ws_tile_queue, _ws_tile_take, _ws_tiles_done
 
 _MX_FOLD_EXP_BIAS = gl.constexpr(110)  # _blockscaled._MX_FOLD_EXP_BIAS
 _NV_SCALE_BIAS = gl.constexpr(2.0 ** 110)  # _blockscaled._NIB_SCALE_BIAS
@@ -95,17 +93,12 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_
                 num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC: gl.constexpr, NC: gl.constexpr,
                 BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
                 CHUNKS: gl.constexpr, JOIN: gl.constexpr, tile_ctr_ptr=0, tiles=0, tq_ready=0, tq_empty=0,
-                DYN: gl.constexpr = False, TQ: gl.constexpr = 1, x_ptr=0, stride_x=0, TOP_K: gl.constexpr = 1,
-                X_GATHER: gl.constexpr = False):
+                DYN: gl.constexpr = False, TQ: gl.constexpr = 1):
     """TMA producer (one warp): per K step the [BT, BK] input tile and the tile's two 64-row weight boxes (gated:
     gate rows n0 + [0, 64) and up rows N + n0 + [0, 64); otherwise rows n0 + [0, 128)) into the ring. With
     ``CHUNKS`` > 1 the input tile is that many chunks of BT / CHUNKS rows (``x_desc``'s box), only the chunks that
     hold real rows loaded (an expert's last block holds its rows first). ``DYN`` (``_ws_gemm._ws_loader``'s): the
-    tiles from a global counter, fetched a tile ahead and handed to the consumers through the tile queue.
-    ``X_GATHER`` (four warps, ``_ws_gemm._ws_loader``'s): the weights by TMA, the input rows by each thread's
-    cp.async from the unsorted rows at ``x_ptr`` (row ``slot // TOP_K``; padding rows zero-filled) and its
-    ``.noinc`` arrival once they landed -- no gather launch before the kernel."""
-    LW: gl.constexpr = X_LOADER_WARPS if X_GATHER else 1
+    tiles from a global counter, fetched a tile ahead and handed to the consumers through the tile queue."""
     XT: gl.constexpr = x_desc.block_type.shape[0]
     num_m = gl.load(num_post_padded_ptr) // (XT * CHUNKS)
     num_n = gl.cdiv(N, NC)
@@ -115,31 +108,28 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_
         q = 0
         t = gl.atomic_add(tile_ctr_ptr, 1, sem="relaxed")
         while t < num_m * num_n:
-            _ws_tile_publish(tiles, tq_ready, tq_empty, q, t, TQ, LW)
+            _ws_tile_publish(tiles, tq_ready, tq_empty, q, t, TQ, 1)
             q += 1
             t_next = gl.atomic_add(tile_ctr_ptr, 1, sem="relaxed")  # (its round trip behind the ring's lead)
             it = _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                                 block_expert_ptr, N, num_slots, R_TILES, K_PIECES, t, num_m, num_n, n_k, it, E_LOC,
-                                BK, TK, STAGES, GROUP_M, GATED, CHUNKS, JOIN, x_ptr, stride_x, TOP_K, X_GATHER)
+                                BK, TK, STAGES, GROUP_M, GATED, CHUNKS, JOIN)
             t = t_next
-        _ws_tiles_done(tile_ctr_ptr, tiles, tq_ready, tq_empty, q, t, TQ, LW)
+        _ws_tiles_done(tile_ctr_ptr, tiles, tq_ready, tq_empty, q, t, TQ, 1)
     else:
         for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
             it = _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                                 block_expert_ptr, N, num_slots, R_TILES, K_PIECES, t, num_m, num_n, n_k, it, E_LOC,
-                                BK, TK, STAGES, GROUP_M, GATED, CHUNKS, JOIN, x_ptr, stride_x, TOP_K, X_GATHER)
+                                BK, TK, STAGES, GROUP_M, GATED, CHUNKS, JOIN)
 
 
 @gluon.jit
 def _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr, N,
                    num_slots, R_TILES, K_PIECES, t, num_m, num_n, n_k, it, E_LOC: gl.constexpr, BK: gl.constexpr,
                    TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
-                   CHUNKS: gl.constexpr, JOIN: gl.constexpr, x_ptr, stride_x, TOP_K: gl.constexpr,
-                   X_GATHER: gl.constexpr):
+                   CHUNKS: gl.constexpr, JOIN: gl.constexpr):
     """:func:`_fp4_loader`'s work for tile ``t``: every K step's operands into the ring from ring step ``it`` on
-    (nothing for a block of a non-local expert). ``X_GATHER``: a whole block's row addresses (one chunk) are kept
-    for all its K steps; a block of chunks re-reads its chunks' slots every step (their addresses would not fit the
-    loader's 48 registers). Returns the next ring step."""
+    (nothing for a block of a non-local expert). Returns the next ring step."""
     XT: gl.constexpr = x_desc.block_type.shape[0]
     BT: gl.constexpr = XT * CHUNKS
     wbytes: gl.constexpr = 2 * w0_desc.block_type.nbytes
@@ -158,39 +148,19 @@ def _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sort
         n_ch = 1
         if CHUNKS > 1:
             n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS, "")
-        if X_GATHER:  # (16 bytes a copy: 8 bf16)
-            rr, cc = _x_lanes(XT, BK, 8, X_LOADER_WARPS)
-            if CHUNKS == 1:
-                xrow, ok = _x_src(x_ptr, sorted_ids_ptr, pid_m, num_slots, stride_x, rr, XT, TOP_K, False)
         for kk in range(n_k):
             piece = (kk * BK) // TK
             col = ((kk * BK) % TK) // 4
             s = it % STAGES
             mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
             bar = ready.index(s)
-            if X_GATHER:
-                mbarrier.expect(bar, wbytes)
-            else:
-                for c in gl.static_range(1, CHUNKS + 1):  # one of them: arrive + the step's bytes
-                    mbarrier.expect(bar, wbytes + c * xbytes, pred=n_ch == c)
-                for c in gl.static_range(CHUNKS):
-                    tma.async_copy_global_to_shared(x_desc, [pid_m * BT + c * XT, kk * BK], bar,
-                                                    _fp4_x(x_bufs, s, c, 1, XT, CHUNKS, JOIN), pred=c < n_ch)
+            for c in gl.static_range(1, CHUNKS + 1):  # one of them: arrive + the step's bytes
+                mbarrier.expect(bar, wbytes + c * xbytes, pred=n_ch == c)
+            for c in gl.static_range(CHUNKS):
+                tma.async_copy_global_to_shared(x_desc, [pid_m * BT + c * XT, kk * BK], bar,
+                                                _fp4_x(x_bufs, s, c, 1, XT, CHUNKS, JOIN), pred=c < n_ch)
             tma.async_copy_global_to_shared(w0_desc, [(base0 + piece) * 64, col], bar, w0_bufs.index(s))
             tma.async_copy_global_to_shared(w0_desc, [(base1 + piece) * 64, col], bar, w1_bufs.index(s))
-            if X_GATHER:  # (K is a multiple of BK here: no column mask)
-                cols = kk * BK + cc
-                if CHUNKS == 1:
-                    async_copy.async_copy_global_to_shared(_fp4_x(x_bufs, s, 0, 1, XT, CHUNKS, JOIN),
-                                                           xrow + cols[None, :], mask=ok[:, None])
-                else:
-                    for c in gl.static_range(CHUNKS):
-                        if c < n_ch:
-                            xr, okc = _x_src(x_ptr, sorted_ids_ptr, pid_m * CHUNKS + c, num_slots, stride_x, rr, XT,
-                                             TOP_K, False)
-                            async_copy.async_copy_global_to_shared(_fp4_x(x_bufs, s, c, 1, XT, CHUNKS, JOIN),
-                                                                   xr + cols[None, :], mask=okc[:, None])
-                async_copy.mbarrier_arrive(bar, increment_count=False)
             it += 1
     return it
 
@@ -316,7 +286,7 @@ def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, 
         d.store(_fp4_tile(w0_bufs.index(s), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
     else:
         d.store(_fp4_tile(w1_bufs.index(s), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
-    fence_async_shared()  # (also orders the loader's cp.async input rows, X_GATHER, before the wgmma's reads)
+    fence_async_shared()
     gl.thread_barrier()  # the warpgroup's stores are in before its wgmma reads them
     return d, na, nb
 
@@ -570,7 +540,6 @@ def _ws_fp4_kernel(
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
     SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False, tile_ctr_ptr=0, DYN: gl.constexpr = False,
-    x_ptr=0, stride_x=0, TOP_K: gl.constexpr = 1, X_GATHER: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -585,10 +554,7 @@ def _ws_fp4_kernel(
     values: the same bits; NVFP4 1.13-1.19x at 4096 / 8192 tokens (H100, forty-first session). ``DYN``
     (``triton_moe.set_ws_dynamic_tiles``; by default from 64 local experts since the forty-sixth session): tiles by
     a global counter, ``tile_ctr_ptr`` int32 [2] (zeros; left zero), as ``_ws_gemm._ws_gemm_kernel``'s -- the
-    programs that drew blocks with few real chunks take more tiles. ``X_GATHER`` (``triton_moe.set_ws_fp4_x_gather``):
-    the input rows by cp.async in a four-warp loader from the unsorted rows at ``x_ptr`` (``stride_x`` apart; row
-    ``slot // TOP_K``), ``x_desc`` then only the box's shape and layout -- no gather launch (``_fp4_loader``); the
-    consumers' proxy fence after each ring wait (:func:`_fp4_step`) orders those copies before the wgmma reads."""
+    programs that drew blocks with few real chunks take more tiles."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     XT: gl.constexpr = x_desc.block_type.shape[0]
@@ -602,8 +568,7 @@ def _ws_fp4_kernel(
     dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
     d0 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
     d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
-    # both consumer warpgroups release a slot; X_GATHER: each loader thread's .noinc arrival besides the expect
-    ready, empty = _ring_barriers(STAGES, 2, 1 + 32 * X_LOADER_WARPS if X_GATHER else 1)
+    ready, empty = _ring_barriers(STAGES)  # both consumer warpgroups release a slot
     TQ: gl.constexpr = STAGES + 2  # (DYN: the tile queue's depth, as _ws_gemm_kernel's)
     tiles, tq_ready, tq_empty = _ws_tile_queue(TQ, DYN)
     gl.warp_specialize([
@@ -619,6 +584,5 @@ def _ws_fp4_kernel(
                          GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready, tq_empty, DYN, TQ)),
         (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
-                       STAGES, GROUP_M, GATED, CHUNKS, JOIN, tile_ctr_ptr, tiles, tq_ready, tq_empty, DYN, TQ,
-                       x_ptr, stride_x, TOP_K, X_GATHER)),
-    ], [4, X_LOADER_WARPS if X_GATHER else 1], [232, 48 if X_GATHER else 40])
+                       STAGES, GROUP_M, GATED, CHUNKS, JOIN, tile_ctr_ptr, tiles, tq_ready, tq_empty, DYN, TQ)),
+    ], [4, 1], [232, 40])
