@@ -64,6 +64,8 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             # ... the real chunks joined into wgmmas as wide as they are, 256-token tiles from 64 rows an expert (the
             # default since s42); off: chunks by format, 256-token tiles from 128 rows an expert
             "ws4join": ("set_ws_fp4_join", True), "nows4join": ("set_ws_fp4_join", False),
+            # the FP4 prefill kernel's block scales through its ring (fifty-eighth session, opt-in); and off
+            "ws4ss": ("set_ws_fp4_scales_smem", True), "nows4ss": ("set_ws_fp4_scales_smem", False),
             "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel from 64 rows an expert (default)
             "ws4nvall": ("set_ws_fp4_nvfp4", (True, 0)),  # ... at any rows an expert
             "nows4nv": ("set_ws_fp4_nvfp4", False),  # NVFP4 weights in the Triton GEMMs

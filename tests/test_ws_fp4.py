@@ -99,7 +99,7 @@ def test_ws_fp4_compiles_for_sm90(tmp_path):
         assert int(smem) <= 227 * 1024, (where, smem)
         # the launcher's budget (kernel_configs._ws_fp4_fixed_bytes: converted tiles and epilogue scratch besides the
         # ring) is the compiled kernel's shared memory up to its barriers
-        need = 4 * _ws_fp4_stage_bytes(int(bt)) + _ws_fp4_fixed_bytes(gated == "True")
+        need = 4 * _ws_fp4_stage_bytes(int(bt), scales=False) + _ws_fp4_fixed_bytes(gated == "True")
         assert need <= int(smem) <= need + 512, (where, smem, need)
         assert 4 * int(full_waits) <= int(gmma), (where, full_waits, gmma)  # serialized: one a wgmma
 
@@ -146,6 +146,59 @@ def test_ws_fp4_dynamic_tiles_compiles_for_sm90(tmp_path):
         by.setdefault((act, nv, bt), {})[on] = (int(shared), int(gmma))
     for key, v in by.items():
         assert 0 < v[True][0] - v[False][0] <= 512 and v[True][1] == v[False][1], (key, v)
+
+
+_SS_SCRIPT = SCRIPT_HEAD + r'''
+from fusedmoe.kernels import _ws_fp4 as k4
+# (ACT, GATED, HAS_BIAS, MUL_ROUTING_WEIGHT, BT, TK, CHUNKS, NV, JOIN, DYN): MX gated 128 / 256 in 2 chunks, NVFP4
+# ReLU^2 in joined chunks with counted tiles, NVFP4 GEMM2
+for ACT, GATED, HB, MRW, BT, TK, CH, NV, JN, DYN in ((2, True, True, False, 128, 64, 1, False, False, False),
+                                                    (2, True, True, False, 256, 64, 2, False, False, False),
+                                                    (3, False, False, False, 256, 128, 4, True, True, True),
+                                                    (7, False, False, True, 128, 64, 1, True, False, False)):
+    XT = BT // CH
+    xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
+    wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
+    sig = {"x_desc": f"tensordesc<bf16[{XT}, 64],{xl}>", "w0_desc": f"tensordesc<i16[64, 16],{wl}>",
+           "out_ptr": "*bf16", "s_ptr": "*fp8e4nv" if NV else "*u8", "bias_ptr": "*fp32", "topk_w_ptr": "*fp32",
+           "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32", "N": "i32",
+           "K": "i32", "num_slots": "i32", "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32",
+           "stride_sr": "i32", "stride_om": "i32", "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32",
+           "act_limit": "fp32", "gs_ptr": "*fp32", "stride_sk": "i32", "tile_ctr_ptr": "*i32"}
+    for SS in (False, True):
+        cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=MRW,
+                  ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=not NV, BK=64, TK=TK, STAGES=4, GROUP_M=8, CHUNKS=CH,
+                  NV=NV, SC_AHEAD=True, JOIN=JN, DYN=DYN, S_SMEM=SS)
+        # (the JIT's specializations of the scale pointer, its strides and N: 16-byte aligned, multiples of 16)
+        k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx, aligned=("s_ptr", "stride_se", "stride_sr", "stride_sk",
+                                                                   "N"))
+        loop = k_loop(sass_instructions(sass))
+        print(ACT, BT, CH, NV, SS, GATED, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"),
+              sass.count("LDGSTS"), sass.count("LDGSTS.E.BYPASS.128"), sum("LDG" in x for x in loop),
+              sum("LDS" in x for x in loop), k.metadata.shared, sass.count("HGMMA.64x"), len(loop), sep="|",
+              flush=True)
+'''
+
+
+def test_ws_fp4_scales_smem_compiles_for_sm90(tmp_path):
+    """``S_SMEM`` in the FP4 prefill kernel (``set_ws_fp4_scales_smem``): the loader warp copies the block scales by
+    cp.async (MX 4-byte words, NVFP4 16-byte runs), and the consumers' K loop has no global load left (the scales
+    come from shared memory: more ``LDS``) -- without it the loop holds the scales' ``LDG``; 12 warps, no spills, the
+    same wgmmas, the scales' ring within the launcher's budget (``_ws_fp4_stage_bytes`` counts it either way)."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SS_SCRIPT)
+    assert len(rows) == 8, rows
+    by = {}
+    for act, bt, ch, nv, ss, gated, warps, spills, ldgsts, ldgsts16, loop_ldg, loop_lds, smem, gmma, n in rows:
+        on, where = ss == "True", (act, bt, ch, nv, ss)
+        assert int(warps) == 12 and int(spills) == 0, (where, warps, spills)
+        assert (int(ldgsts) > 0) == on and (int(ldgsts16) > 0) == (on and nv == "True"), (where, ldgsts, ldgsts16)
+        assert (int(loop_ldg) == 0) == on, (where, loop_ldg)
+        need = 4 * _ws_fp4_stage_bytes(int(bt), scales=on) + _ws_fp4_fixed_bytes(gated == "True")
+        assert need <= int(smem) <= need + 512, (where, smem, need)
+        by.setdefault((act, bt, ch), {})[on] = (int(gmma), int(loop_lds))
+    for key, v in by.items():
+        assert v[True][0] == v[False][0] and v[True][1] > v[False][1], (key, v)
 
 
 # ---- CPU: config rules and refusals ----------------------------------------------------------------
@@ -230,6 +283,20 @@ def test_ws_fp4_scales_ahead_switch():
         triton_moe.set_ws_fp4_scales_ahead(prev)
     env_starts("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", {"0": False, "1": True, "": True})
     env_starts("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", {"1": True, "0": False, "": True})
+
+
+def test_ws_fp4_scales_smem_switch():
+    """The scales through the ring are off by default until measured (``FUSEDMOE_WS_FP4_SSMEM=1`` starts a process
+    with them); the setter takes a bool only and returns the previous setting."""
+    prev = triton_moe.set_ws_fp4_scales_smem(False)
+    try:
+        assert triton_moe.set_ws_fp4_scales_smem(True) is False
+        assert triton_moe.set_ws_fp4_scales_smem(False) is True
+        with pytest.raises(TypeError):
+            triton_moe.set_ws_fp4_scales_smem(1)
+    finally:
+        triton_moe.set_ws_fp4_scales_smem(prev)
+    env_starts("set_ws_fp4_scales_smem", "FUSEDMOE_WS_FP4_SSMEM", {"1": True, "0": False, "": False})
 
 
 def test_ws_fp4_refused_where_it_cannot_run():
@@ -441,6 +508,13 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     assert (b["CHUNKS"], b["NV"], b["OUT_PADDED"], b["MUL_ROUTING_WEIGHT"], b["TK"]) == (chunks, fmt is Format.NVFP4,
                                                                                         padded, True, tk)
     assert b["SC_AHEAD"] is ahead and b["JOIN"] is join
+    assert b["S_SMEM"] is False  # the scales through the ring: opt-in
+    prev_ss = triton_moe.set_ws_fp4_scales_smem(True)
+    try:
+        assert triton_moe._ws_fp4_scales_copyable(w, N)  # ExpertWeights' layouts
+        assert launch()["S_SMEM"] is True
+    finally:
+        triton_moe.set_ws_fp4_scales_smem(prev_ss)
     assert b["DYN"] is False and b["tile_ctr_ptr"] is al.num_post_padded  # "auto" with 4 local experts (< 64): static
     # the tiles by a global counter: "auto" from 64 local experts (FP4 too since the forty-sixth session), forced on
     for E, mode in ((64, "auto"), (4, True)):
@@ -577,6 +651,18 @@ def test_gpu_ws_fp4_dynamic_tiles_same_bits(act, fmt):
     within the reference's bound."""
     _switch_same_bits(act, fmt, triton_moe.set_ws_dynamic_tiles, ((300, 128), (3000, 128), (3000, 256)), 29,
                       repeats=2, after=assert_dyn_counters_zero)
+
+
+@gpu
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
+def test_gpu_ws_fp4_scales_smem_same_bits(act, fmt):
+    """The block scales through the ring (``set_ws_fp4_scales_smem``) give the bits of the consumers' global loads a
+    step ahead: the same scales multiply the same values. 128-token tiles (fewer tiles than programs, and several a
+    program with counted tiles) and 256-token tiles in joined chunks; gated with biases and non-gated; GEMM2's last
+    column tile half past N (H = 576: the rows past N read other rows' scales, never stored); expert parallelism;
+    within the reference's bound."""
+    _switch_same_bits(act, fmt, triton_moe.set_ws_fp4_scales_smem, ((300, 128), (3000, 128), (560, 256)), 43)
 
 
 @gpu

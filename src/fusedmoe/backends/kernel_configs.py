@@ -939,9 +939,15 @@ def _ws_fp4_fixed_bytes(gated_gemm1: bool) -> int:
     return _WS_FP4_TILE_BYTES + _WS_FP4_EPI_SCRATCH[gated_gemm1]
 
 
-def _ws_fp4_stage_bytes(block_m: int) -> int:
-    """One ring stage of the FP4 kernel: the [block_m, 64] BF16 input tile and two 64-row boxes of FP4 values."""
-    return block_m * 64 * 2 + 2 * 64 * 32
+# one ring stage's block scales of the FP4 prefill kernel's 128 weight rows under its S_SMEM option
+# (triton_moe.set_ws_fp4_scales_smem): MX a 4-byte word a row, NVFP4 four e4m3 columns
+_WS_FP4_SCALE_STAGE_BYTES = 512
+
+
+def _ws_fp4_stage_bytes(block_m: int, scales: bool = True) -> int:
+    """One ring stage of the FP4 kernel: the [block_m, 64] BF16 input tile, two 64-row boxes of FP4 values and
+    (``scales``; budgeted whether or not the kernel's ``S_SMEM`` option runs) the step's block scales."""
+    return block_m * 64 * 2 + 2 * 64 * 32 + (_WS_FP4_SCALE_STAGE_BYTES if scales else 0)
 
 
 def ws_fp4_config(gated: bool, gemm: str, block_m: int = 128, num_stages: int = 4) -> KernelConfig:

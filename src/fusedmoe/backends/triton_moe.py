@@ -1550,7 +1550,9 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            "sc_ahead": os.environ.get("FUSEDMOE_WS_FP4_SC_AHEAD", "1") != "0",
            # 256-token tiles as 64-row chunks joined into wgmmas as wide as the real rows (set_ws_fp4_join; the
            # default since the forty-second session)
-           "join": os.environ.get("FUSEDMOE_WS_FP4_JOIN", "1") != "0"}
+           "join": os.environ.get("FUSEDMOE_WS_FP4_JOIN", "1") != "0",
+           # the prefill kernel's block scales through its ring (set_ws_fp4_scales_smem)
+           "s_smem": os.environ.get("FUSEDMOE_WS_FP4_SSMEM", "0") == "1"}
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
 # MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
@@ -1733,6 +1735,21 @@ def set_ws_fp4_scales_ahead(enabled: bool) -> bool:
     gpt-oss-120b and Nemotron-3-Super / Nano: NVFP4 1.13-1.19x, MXFP4 1.005-1.02x; 1024 tokens 0.99-1.00x);
     ``FUSEDMOE_WS_FP4_SC_AHEAD=0`` turns it off. Returns the previous setting."""
     return _swap_bool(_WS_FP4, enabled, "sc_ahead")
+
+
+def set_ws_fp4_scales_smem(enabled: bool) -> bool:
+    """``True``: the FP4 warp-specialized prefill GEMMs (``kernels/_ws_fp4.py``, ``S_SMEM``) take their block scales
+    through the operand ring -- the loader warp copies each K step's scales of the tile's 128 weight rows by cp.async
+    into the ring slot (MX: each row's 4-byte word of codes; NVFP4: four e4m3 columns in 16-byte runs), the consumer
+    warpgroups read them from shared memory after their ring wait -- instead of each consumer's global byte loads
+    a step ahead (:func:`set_ws_fp4_scales_ahead`). No global load is then in flight at the consumers' proxy fence
+    before each wgmma (a ``MEMBAR``, which waits for it): the FP4 decode kernel's ``scales_smem``, 1.07-1.82x there
+    (thirty-fourth session). Built in the fifty-eighth session (sm_90 compile: no global load left in the consumers'
+    K loop, no spills; NVFP4 171 -> 162 instructions a step), not yet measured: off by default
+    (``FUSEDMOE_WS_FP4_SSMEM=1`` starts a process with it on). Needs the scales 16-byte aligned with strides that are
+    multiples of 16 and N a multiple of 16 (``ExpertWeights``' layouts; otherwise the global loads run). Same values:
+    the same bits. Returns the previous setting."""
+    return _swap_bool(_WS_FP4, enabled, "s_smem")
 
 
 def set_ws_fp4_join(enabled: bool) -> bool:
@@ -1924,7 +1941,8 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
         GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
-        **_ws_dynamic_args(_ws_dyn(w.fmt, E), al), num_warps=4)
+        S_SMEM=_WS_FP4["s_smem"] and _ws_fp4_scales_copyable(w, N), **_ws_dynamic_args(_ws_dyn(w.fmt, E), al),
+        num_warps=4)
 
 
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,
@@ -1974,9 +1992,10 @@ def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, 
 
 
 def _ws_fp4_scales_copyable(w: QuantizedTensor, N: int) -> bool:
-    """Whether the FP4 decode kernel's loader can copy ``w``'s block scales by cp.async (``S_SMEM``): 16-byte aligned
-    with strides that are multiples of 16 but the contiguous one (MX row-major: its 4-byte words stay inside the
-    16-byte padded rows; NVFP4 K-major: 8-byte runs of rows), and N a multiple of 16 (the 32-row boxes' starts)."""
+    """Whether the FP4 kernels' loaders can copy ``w``'s block scales by cp.async (``S_SMEM``, the decode kernel's and
+    the prefill kernel's): 16-byte aligned with strides that are multiples of 16 but the contiguous one (MX
+    row-major: its 4-byte words stay inside the 16-byte padded rows; NVFP4 K-major: 8- / 16-byte runs of rows), and
+    N a multiple of 16 (the row boxes' starts)."""
     sc = w.scale
     inner = 2 if w.fmt is Format.MXFP4 else 1  # the contiguous dim: MX the K blocks, NVFP4 the rows
     return (sc.data_ptr() % 16 == 0 and sc.stride(inner) == 1 and N % 16 == 0

@@ -55,6 +55,7 @@ block_m 128 / 256, no split-K.
 import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
@@ -93,12 +94,15 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_
                 num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC: gl.constexpr, NC: gl.constexpr,
                 BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
                 CHUNKS: gl.constexpr, JOIN: gl.constexpr, tile_ctr_ptr=0, tiles=0, tq_ready=0, tq_empty=0,
-                DYN: gl.constexpr = False, TQ: gl.constexpr = 1):
+                DYN: gl.constexpr = False, TQ: gl.constexpr = 1, s_bufs=0, s_ptr=0, stride_se=0, stride_sr=0,
+                stride_sk=0, NV: gl.constexpr = False, S_SMEM: gl.constexpr = False):
     """TMA producer (one warp): per K step the [BT, BK] input tile and the tile's two 64-row weight boxes (gated:
     gate rows n0 + [0, 64) and up rows N + n0 + [0, 64); otherwise rows n0 + [0, 128)) into the ring. With
     ``CHUNKS`` > 1 the input tile is that many chunks of BT / CHUNKS rows (``x_desc``'s box), only the chunks that
     hold real rows loaded (an expert's last block holds its rows first). ``DYN`` (``_ws_gemm._ws_loader``'s): the
-    tiles from a global counter, fetched a tile ahead and handed to the consumers through the tile queue."""
+    tiles from a global counter, fetched a tile ahead and handed to the consumers through the tile queue.
+    ``S_SMEM``: each step's block scales of the tile's 128 weight rows too, by cp.async into the ring slot's
+    ``s_bufs`` (:func:`_fp4_s_copy`), and each thread's ``.noinc`` arrival once they landed."""
     XT: gl.constexpr = x_desc.block_type.shape[0]
     num_m = gl.load(num_post_padded_ptr) // (XT * CHUNKS)
     num_n = gl.cdiv(N, NC)
@@ -113,21 +117,24 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_
             t_next = gl.atomic_add(tile_ctr_ptr, 1, sem="relaxed")  # (its round trip behind the ring's lead)
             it = _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                                 block_expert_ptr, N, num_slots, R_TILES, K_PIECES, t, num_m, num_n, n_k, it, E_LOC,
-                                BK, TK, STAGES, GROUP_M, GATED, CHUNKS, JOIN)
+                                BK, TK, STAGES, GROUP_M, GATED, CHUNKS, JOIN, s_bufs, s_ptr, stride_se,
+                                stride_sr, stride_sk, NV, S_SMEM)
             t = t_next
         _ws_tiles_done(tile_ctr_ptr, tiles, tq_ready, tq_empty, q, t, TQ, 1)
     else:
         for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
             it = _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                                 block_expert_ptr, N, num_slots, R_TILES, K_PIECES, t, num_m, num_n, n_k, it, E_LOC,
-                                BK, TK, STAGES, GROUP_M, GATED, CHUNKS, JOIN)
+                                BK, TK, STAGES, GROUP_M, GATED, CHUNKS, JOIN, s_bufs, s_ptr, stride_se,
+                                stride_sr, stride_sk, NV, S_SMEM)
 
 
 @gluon.jit
 def _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr, block_expert_ptr, N,
                    num_slots, R_TILES, K_PIECES, t, num_m, num_n, n_k, it, E_LOC: gl.constexpr, BK: gl.constexpr,
                    TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
-                   CHUNKS: gl.constexpr, JOIN: gl.constexpr):
+                   CHUNKS: gl.constexpr, JOIN: gl.constexpr, s_bufs, s_ptr, stride_se, stride_sr, stride_sk,
+                   NV: gl.constexpr, S_SMEM: gl.constexpr):
     """:func:`_fp4_loader`'s work for tile ``t``: every K step's operands into the ring from ring step ``it`` on
     (nothing for a block of a non-local expert). Returns the next ring step."""
     XT: gl.constexpr = x_desc.block_type.shape[0]
@@ -161,8 +168,79 @@ def _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sort
                                                 _fp4_x(x_bufs, s, c, 1, XT, CHUNKS, JOIN), pred=c < n_ch)
             tma.async_copy_global_to_shared(w0_desc, [(base0 + piece) * 64, col], bar, w0_bufs.index(s))
             tma.async_copy_global_to_shared(w0_desc, [(base1 + piece) * 64, col], bar, w1_bufs.index(s))
+            if S_SMEM:  # the step's block scales, then this thread's one cp.async arrival
+                _fp4_s_copy(s_bufs.index(s), s_ptr, e, pid_n * (64 if GATED else 128), N, kk, stride_se, stride_sr,
+                            stride_sk, GATED, NV)
+                async_copy.mbarrier_arrive(bar, increment_count=False)
             it += 1
     return it
+
+
+@gluon.jit
+def _fp4_s_copy(s_buf, s_ptr, e, n0, N, kk, stride_se, stride_sr, stride_sk, GATED: gl.constexpr, NV: gl.constexpr):
+    """``S_SMEM``: cp.async of K step ``kk``'s block scales of a tile's 128 weight rows (the loader warp's 32 threads)
+    into its ring slot's ``s_buf``: rows ``q 64 + i`` = ring ``q``'s box row ``i`` -- gated, gate rows ``n0 + i``
+    (q 0) and up rows ``N + n0 + i`` (q 1); otherwise rows ``n0 + 64 q + i``. MX (row-major UE8M0 codes,
+    ``s_buf`` [128] int32): each row's aligned 4-byte word holding the step's two codes (from byte ``2 kk % 4``;
+    scale rows are 16-byte padded, so the word never leaves its row). NVFP4 (K-major e4m3, ``s_buf`` [4, 128]):
+    the step's 4 scale columns in 16-byte runs of 16 rows. Rows past N (a non-gated tile's last 64 when N is 64
+    mod 128; never stored) read rows before N instead: in bounds, finite. Needs the scale tensor 16-byte aligned
+    with strides and N multiples of 16 (``triton_moe._ws_fp4_scales_copyable``)."""
+    sbase = s_ptr + e.to(gl.int64) * stride_se
+    if NV:
+        nl: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1, 1, 16], threads_per_warp=[4, 2, 4, 1],
+                                            warps_per_cta=[1, 1, 1, 1], order=[3, 2, 1, 0])
+        c4 = gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, nl))))
+        q2 = gl.arange(0, 2, layout=gl.SliceLayout(1, gl.SliceLayout(0, gl.SliceLayout(3, nl))))
+        g4 = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(0, gl.SliceLayout(3, nl))))
+        b16 = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, nl))))
+        if GATED:
+            rg = (n0 + q2 * N)[:, None] + 16 * g4[None, :]  # [2, 4]: each 16-row run's first row
+        else:
+            rg = (n0 + q2 * 64)[:, None] + 16 * g4[None, :]
+            rg = gl.where(rg < N, rg, N - 16)
+        ptrs = (sbase + ((4 * kk + c4).to(gl.int64) * stride_sk)[:, None, None, None] + rg[None, :, :, None]
+                + b16[None, None, None, :])
+        async_copy.async_copy_global_to_shared(s_buf.reshape([4, 2, 4, 16]), ptrs)
+    else:
+        ml: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1], threads_per_warp=[1, 32], warps_per_cta=[1, 1],
+                                            order=[1, 0])
+        q2 = gl.arange(0, 2, layout=gl.SliceLayout(1, ml))
+        i64 = gl.arange(0, 64, layout=gl.SliceLayout(0, ml))
+        if GATED:
+            row = (n0 + q2 * N)[:, None] + i64[None, :]
+        else:
+            row = gl.minimum((n0 + q2 * 64)[:, None] + i64[None, :], N - 1)
+        word = (kk * 2) // 4 * 4  # the row's 4-byte word holding the step's codes
+        ptrs = (sbase + row.to(gl.int64) * stride_sr + word).to(gl.pointer_type(gl.int32))
+        async_copy.async_copy_global_to_shared(s_buf.reshape([2, 64]), ptrs)
+
+
+@gluon.jit
+def _fp4_s_read(s_buf, kk, HALF: gl.constexpr, GATED: gl.constexpr, NV: gl.constexpr, BK: gl.constexpr,
+                sl: gl.constexpr):
+    """``S_SMEM``: this warpgroup's block scales of step ``kk`` from its ring slot's ``s_buf`` (:func:`_fp4_s_copy`)
+    as :func:`_fp4_scales2` returns them from global memory -- (gate / ring-0 rows, up / ring-1 rows), each [RW,
+    BK / 16] in ``sl``: MX the codes (byte ``2 kk % 4 + j // 2`` of the rows' words), NVFP4 the e4m3 scales."""
+    RW: gl.constexpr = 32 if GATED else 64
+    if GATED:
+        ra: gl.constexpr = 32 * HALF
+        rb: gl.constexpr = 64 + 32 * HALF
+    else:
+        ra: gl.constexpr = 64 * HALF
+        rb: gl.constexpr = 64 * HALF
+    if NV:
+        sa = s_buf.slice(ra, RW, dim=1).permute([1, 0]).load(sl)
+        sb = sa
+        if GATED:
+            sb = s_buf.slice(rb, RW, dim=1).permute([1, 0]).load(sl)
+    else:
+        sh = 8 * ((2 * kk) % 4 + gl.arange(0, BK // 16, layout=gl.SliceLayout(0, sl)) // 2)
+        sa = (s_buf.slice(ra, RW).load(gl.SliceLayout(1, sl))[:, None] >> sh[None, :]) & 0xFF
+        sb = sa
+        if GATED:
+            sb = (s_buf.slice(rb, RW).load(gl.SliceLayout(1, sl))[:, None] >> sh[None, :]) & 0xFF
+    return sa, sb
 
 
 @gluon.jit
@@ -264,19 +342,23 @@ def _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV: gl.constexpr, GATED: gl.cons
 @gluon.jit
 def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF: gl.constexpr,
               GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr,
-              STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr):
+              STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr, s_bufs=0,
+              S_SMEM: gl.constexpr = False):
     """One K step's A operand: wait for ring slot ``s``, convert this warpgroup's 64 weight rows into its shared
     tile ``it % 2`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1), fence it for the wgmma. The block
-    scales: ``SC_AHEAD``, ``sa`` / ``sb`` (gate / up rows), loaded a step before -- this step loads step
-    ``kk + 1``'s before its ring wait (the last step its own again: in bounds, unused); otherwise loaded here after
-    the wait, step ``kk`` of ``sc_a`` / ``sc_b``. Returns (the tile, the next step's ``sa``, ``sb``)."""
-    if SC_AHEAD:
+    scales: ``S_SMEM``, read from the ring slot (:func:`_fp4_s_read`; ``sa`` / ``sb`` unused); ``SC_AHEAD``, ``sa`` /
+    ``sb`` (gate / up rows), loaded a step before -- this step loads step ``kk + 1``'s before its ring wait (the last
+    step its own again: in bounds, unused); otherwise loaded here after the wait, step ``kk`` of ``sc_a`` /
+    ``sc_b``. Returns (the tile, the next step's ``sa``, ``sb``)."""
+    if SC_AHEAD and not S_SMEM:
         na, nb = _fp4_scales2(sc_a, sc_b, ok_a, gl.minimum(kk + 1, n_k - 1), s_step, NV, GATED)
     else:
         na = sa
         nb = sb
     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-    if not SC_AHEAD:
+    if S_SMEM:
+        sa, sb = _fp4_s_read(s_bufs.index(s), kk, HALF, GATED, NV, BK, gl.SliceLayout(2, wl))
+    elif not SC_AHEAD:
         sa, sb = _fp4_scales2(sc_a, sc_b, ok_a, kk, s_step, NV, GATED)
     d = d_bufs.index(it % 2)
     if GATED:
@@ -300,7 +382,8 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                   ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr,
                   STAGES: gl.constexpr, GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr,
                   OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, tiles=0, tq_ready=0,
-                  tq_empty=0, DYN: gl.constexpr = False, TQ: gl.constexpr = 1):
+                  tq_empty=0, DYN: gl.constexpr = False, TQ: gl.constexpr = 1, s_bufs=0,
+                  S_SMEM: gl.constexpr = False):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
     turn), one asynchronous wgmma with the step's input tile, at most one step in flight; then the epilogue.
     ``CHUNKS`` > 1 (``set_ws_fp4_chunks``; MXFP4's default 2 since the thirty-second session): the block's BT token
@@ -308,7 +391,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
     multiplied and stored (an expert's last block
     holds its rows first; the loader skipped the others' input). Same products, same order: the same bits. ``DYN``:
     the tiles in the order the loader fetched them, from the tile queue (``_ws_gemm._ws_tile_take``) until one past
-    the last."""
+    the last. ``S_SMEM``: the block scales from the ring slots (``s_bufs``), none from global memory."""
     XT: gl.constexpr = BT // CHUNKS  # token rows of one wgmma
     BQ: gl.constexpr = BK // 16
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, XT, 16])
@@ -324,7 +407,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
     jq, s_step = _fp4_scale_cols(gl.arange(0, BQ, layout=gl.SliceLayout(0, sl)), stride_sk, NV)  # (BK 64: BQ 4)
     rt = (x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
           block_expert_ptr, gs_ptr, N, num_slots, stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta,
-          act_limit, r, jq, s_step, n_k)
+          act_limit, r, jq, s_step, n_k, s_bufs)
     it = 0
     if DYN:
         q = 0
@@ -332,14 +415,14 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
         while t < num_m * num_n:
             it = _fp4_consume_tile(t, it, num_m, num_n, rt, HALF, XT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
                                    MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M, CHUNKS, NV,
-                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l)
+                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l, S_SMEM)
             q += 1
             t = _ws_tile_take(tiles, tq_ready, tq_empty, q, TQ)
     else:
         for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
             it = _fp4_consume_tile(t, it, num_m, num_n, rt, HALF, XT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
                                    MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M, CHUNKS, NV,
-                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l)
+                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l, S_SMEM)
 
 
 @gluon.jit
@@ -348,13 +431,14 @@ def _fp4_consume_tile(t, it, num_m, num_n, rt, HALF: gl.constexpr, XT: gl.conste
                       MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
                       FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                       GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr, OUT_PADDED: gl.constexpr,
-                      SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, wl: gl.constexpr, acc_l: gl.constexpr):
+                      SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, wl: gl.constexpr, acc_l: gl.constexpr,
+                      S_SMEM: gl.constexpr = False):
     """:func:`_fp4_consumer`'s work for tile ``t`` (its runtime arguments as the tuple ``rt``): the tile's scale
     pointers and chunk count, then :func:`_fp4_chunk_tile` (nothing for a block of a non-local expert). Returns the
     next ring step."""
     (x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
      block_expert_ptr, gs_ptr, N, num_slots, stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta,
-     act_limit, r, jq, s_step, n_k) = rt
+     act_limit, r, jq, s_step, n_k, s_bufs) = rt
     pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
     e = gl.load(block_expert_ptr + pid_m)
     if e < E_LOC:
@@ -371,7 +455,8 @@ def _fp4_consume_tile(t, it, num_m, num_n, rt, HALF: gl.constexpr, XT: gl.conste
                                      sc_b, ok_a, n_k, s_step, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr, gs_ptr,
                                      N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
                                      CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                                     ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD, JOIN)
+                                     ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD, JOIN,
+                                     s_bufs, S_SMEM)
     return it
 
 
@@ -383,7 +468,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
                     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                     BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
                     wl: gl.constexpr, acc_l: gl.constexpr, OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr,
-                    JOIN: gl.constexpr):
+                    JOIN: gl.constexpr, s_bufs=0, S_SMEM: gl.constexpr = False):
     """One tile over its first ``NCH`` chunks (those with real rows): per K step its wgmmas, in flight while the next
     step converts (the wait retires the step before: its ring slot is released and its tile buffer reused; only the
     accumulators in use are its dependencies); then each accumulator's epilogue. Without ``JOIN`` one wgmma and
@@ -404,11 +489,11 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
         acc2 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
     if NA > 3:
         acc3 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
-    sa, sb = _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV, GATED, SC_AHEAD)
+    sa, sb = _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV, GATED, SC_AHEAD and not S_SMEM)
     for kk in range(n_k):
         s = it % STAGES
         d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF,
-                              GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD)
+                              GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, s_bufs, S_SMEM)
         acc0 = warpgroup_mma(d, _fp4_x(x_bufs, s, 0, W0 // XT, XT, CHUNKS, JOIN).permute((1, 0)), acc0,
                              is_async=True)
         if NA == 1:
@@ -540,6 +625,7 @@ def _ws_fp4_kernel(
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
     SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False, tile_ctr_ptr=0, DYN: gl.constexpr = False,
+    S_SMEM: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -554,7 +640,12 @@ def _ws_fp4_kernel(
     values: the same bits; NVFP4 1.13-1.19x at 4096 / 8192 tokens (H100, forty-first session). ``DYN``
     (``triton_moe.set_ws_dynamic_tiles``; by default from 64 local experts since the forty-sixth session): tiles by
     a global counter, ``tile_ctr_ptr`` int32 [2] (zeros; left zero), as ``_ws_gemm._ws_gemm_kernel``'s -- the
-    programs that drew blocks with few real chunks take more tiles."""
+    programs that drew blocks with few real chunks take more tiles. ``S_SMEM``
+    (``triton_moe.set_ws_fp4_scales_smem``): the block scales come through the ring -- the loader copies each
+    step's by cp.async (:func:`_fp4_s_copy`), the consumers read them from shared memory after the ring wait
+    (:func:`_fp4_s_read`) -- so no global load is in flight at the consumers' proxy fence (a ``MEMBAR`` that waits
+    for them) and ``SC_AHEAD`` has nothing to do; as the FP4 decode kernel's ``S_SMEM``. Needs the scales 16-byte
+    aligned with strides and N multiples of 16."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     XT: gl.constexpr = x_desc.block_type.shape[0]
@@ -568,7 +659,16 @@ def _ws_fp4_kernel(
     dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
     d0 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
     d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
-    ready, empty = _ring_barriers(STAGES)  # both consumer warpgroups release a slot
+    # the scales' ring (S_SMEM; otherwise one small unused slot, so that the partitions' arguments are the same):
+    # MX one 4-byte word of codes a weight row, NVFP4 the step's 4 e4m3 columns of the 128 rows
+    SST: gl.constexpr = STAGES if S_SMEM else 1
+    SR: gl.constexpr = 128 if S_SMEM else 16
+    if NV:
+        s_bufs = gl.allocate_shared_memory(gl.float8e4nv, [SST, 4, SR], gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
+    else:
+        s_bufs = gl.allocate_shared_memory(gl.int32, [SST, SR], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    # both consumer warpgroups release a slot; S_SMEM: the loader warp's 32 cp.async arrivals besides the expect
+    ready, empty = _ring_barriers(STAGES, 2, 33 if S_SMEM else 1)
     TQ: gl.constexpr = STAGES + 2  # (DYN: the tile queue's depth, as _ws_gemm_kernel's)
     tiles, tq_ready, tq_empty = _ws_tile_queue(TQ, DYN)
     gl.warp_specialize([
@@ -576,13 +676,16 @@ def _ws_fp4_kernel(
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready, tq_empty, DYN, TQ)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready, tq_empty, DYN, TQ,
+                         s_bufs, S_SMEM)),
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready, tq_empty, DYN, TQ)),
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready, tq_empty, DYN, TQ,
+                         s_bufs, S_SMEM)),
         (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
-                       STAGES, GROUP_M, GATED, CHUNKS, JOIN, tile_ctr_ptr, tiles, tq_ready, tq_empty, DYN, TQ)),
+                       STAGES, GROUP_M, GATED, CHUNKS, JOIN, tile_ctr_ptr, tiles, tq_ready, tq_empty, DYN, TQ,
+                       s_bufs, s_ptr, stride_se, stride_sr, stride_sk, NV, S_SMEM)),
     ], [4, 1], [232, 40])
