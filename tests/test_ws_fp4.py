@@ -33,8 +33,24 @@ A, F = Activation, Format
 
 # ---- CPU: sm_90 compile --------------------------------------------------------------------------
 
-_SCRIPT = SCRIPT_HEAD + r'''
+# the compile scripts' head: SCRIPT_HEAD, the kernel module and ``fp4_sig`` -- the kernel's runtime argument types for
+# an x box of XT token rows (NV: e4m3 block scales, else UE8M0 bytes)
+_FP4_HEAD = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4 as k4
+
+
+def fp4_sig(XT, NV):
+    xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
+    wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
+    return {"x_desc": f"tensordesc<bf16[{XT}, 64],{xl}>", "w0_desc": f"tensordesc<i16[64, 16],{wl}>",
+            "out_ptr": "*bf16", "s_ptr": "*fp8e4nv" if NV else "*u8", "bias_ptr": "*fp32", "topk_w_ptr": "*fp32",
+            "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32", "N": "i32",
+            "K": "i32", "num_slots": "i32", "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32",
+            "stride_sr": "i32", "stride_om": "i32", "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32",
+            "act_limit": "fp32", "gs_ptr": "*fp32", "stride_sk": "i32", "tile_ctr_ptr": "*i32"}
+'''
+
+_SCRIPT = _FP4_HEAD + r'''
 # (ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, BT, STAGES, FOLD, SWZ, TK, CHUNKS, NV, SC_AHEAD, JOIN)
 for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN in (
         (2, True, True, False, False, 128, 4, True, True, 64, 1, False, False, False),  # gpt-oss GEMM1, biases
@@ -53,14 +69,7 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN in (
         (3, False, False, False, False, 256, 4, False, True, 128, 4, True, True, True),
         (7, False, True, False, True, 256, 4, True, True, 64, 4, False, False, True)):
     XT = BT // CH  # the x box: a chunk
-    xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
-    wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
-    sig = {"x_desc": f"tensordesc<bf16[{XT}, 64],{xl}>", "w0_desc": f"tensordesc<i16[64, 16],{wl}>",
-           "out_ptr": "*bf16", "s_ptr": "*fp8e4nv" if NV else "*u8", "bias_ptr": "*fp32", "topk_w_ptr": "*fp32", "sorted_ids_ptr": "*i32",
-           "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32", "N": "i32", "K": "i32", "num_slots": "i32",
-           "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32", "stride_sr": "i32", "stride_om": "i32",
-           "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32", "act_limit": "fp32", "gs_ptr": "*fp32",
-           "stride_sk": "i32", "tile_ctr_ptr": "*i32"}
+    sig = fp4_sig(XT, NV)
     cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
               ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, CHUNKS=CH, NV=NV,
               SC_AHEAD=SCA, JOIN=JN)
@@ -104,21 +113,13 @@ def test_ws_fp4_compiles_for_sm90(tmp_path):
         assert 4 * int(full_waits) <= int(gmma), (where, full_waits, gmma)  # serialized: one a wgmma
 
 
-_DYN_SCRIPT = SCRIPT_HEAD + r'''
-from fusedmoe.kernels import _ws_fp4 as k4
+_DYN_SCRIPT = _FP4_HEAD + r'''
 # (ACT, GATED, HAS_BIAS, MUL_ROUTING_WEIGHT, BT, TK, CHUNKS, NV, JOIN): the defaults' shapes, static and DYN
 for ACT, GATED, HB, MRW, BT, TK, CH, NV, JN in ((2, True, True, False, 256, 64, 4, False, True),
                                                 (3, False, False, False, 256, 128, 4, True, True),
                                                 (7, False, False, True, 128, 64, 1, False, False)):
     XT = BT // CH
-    xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
-    wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
-    sig = {"x_desc": f"tensordesc<bf16[{XT}, 64],{xl}>", "w0_desc": f"tensordesc<i16[64, 16],{wl}>",
-           "out_ptr": "*bf16", "s_ptr": "*fp8e4nv" if NV else "*u8", "bias_ptr": "*fp32", "topk_w_ptr": "*fp32",
-           "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32", "N": "i32",
-           "K": "i32", "num_slots": "i32", "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32",
-           "stride_sr": "i32", "stride_om": "i32", "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32",
-           "act_limit": "fp32", "gs_ptr": "*fp32", "stride_sk": "i32", "tile_ctr_ptr": "*i32"}
+    sig = fp4_sig(XT, NV)
     for DYN in (False, True):
         cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=MRW,
                   ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=not NV, BK=64, TK=TK, STAGES=4, GROUP_M=8, CHUNKS=CH,
@@ -148,8 +149,7 @@ def test_ws_fp4_dynamic_tiles_compiles_for_sm90(tmp_path):
         assert 0 < v[True][0] - v[False][0] <= 512 and v[True][1] == v[False][1], (key, v)
 
 
-_SS_SCRIPT = SCRIPT_HEAD + r'''
-from fusedmoe.kernels import _ws_fp4 as k4
+_SS_SCRIPT = _FP4_HEAD + r'''
 # (ACT, GATED, HAS_BIAS, MUL_ROUTING_WEIGHT, BT, TK, CHUNKS, NV, JOIN, DYN): MX gated 128 / 256 in 2 chunks, NVFP4
 # ReLU^2 in joined chunks with counted tiles, NVFP4 GEMM2
 for ACT, GATED, HB, MRW, BT, TK, CH, NV, JN, DYN in ((2, True, True, False, 128, 64, 1, False, False, False),
@@ -157,14 +157,7 @@ for ACT, GATED, HB, MRW, BT, TK, CH, NV, JN, DYN in ((2, True, True, False, 128,
                                                     (3, False, False, False, 256, 128, 4, True, True, True),
                                                     (7, False, False, True, 128, 64, 1, True, False, False)):
     XT = BT // CH
-    xl = gl.NVMMASharedLayout.get_default_for([XT, 64], gl.bfloat16)
-    wl = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=16, rank=2)
-    sig = {"x_desc": f"tensordesc<bf16[{XT}, 64],{xl}>", "w0_desc": f"tensordesc<i16[64, 16],{wl}>",
-           "out_ptr": "*bf16", "s_ptr": "*fp8e4nv" if NV else "*u8", "bias_ptr": "*fp32", "topk_w_ptr": "*fp32",
-           "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_post_padded_ptr": "*i32", "N": "i32",
-           "K": "i32", "num_slots": "i32", "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32",
-           "stride_sr": "i32", "stride_om": "i32", "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32",
-           "act_limit": "fp32", "gs_ptr": "*fp32", "stride_sk": "i32", "tile_ctr_ptr": "*i32"}
+    sig = fp4_sig(XT, NV)
     for SS in (False, True):
         cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=MRW,
                   ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=not NV, BK=64, TK=TK, STAGES=4, GROUP_M=8, CHUNKS=CH,
