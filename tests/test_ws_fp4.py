@@ -262,34 +262,23 @@ def test_ws_fp4_config_rules():
         triton_moe.set_ws_fp4(*prev)
 
 
-def test_ws_fp4_scales_ahead_switch():
-    """The block scales a K step ahead are the default (forty-first session); ``FUSEDMOE_WS_FP4_SC_AHEAD=0`` starts a
-    process without them; the setter takes a bool only and returns the previous setting. The joined chunks are the
-    default too (forty-second session; ``FUSEDMOE_WS_FP4_JOIN=0`` off)."""
-    prev = triton_moe.set_ws_fp4_scales_ahead(True)
+@pytest.mark.parametrize("name,env,default", [
+    ("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", True),  # the default since the forty-first session
+    ("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", True),  # since the forty-second
+    ("set_ws_fp4_scales_smem", "FUSEDMOE_WS_FP4_SSMEM", False)])  # fifty-eighth, opt-in until measured
+def test_ws_fp4_switches(name, env, default):
+    """The FP4 prefill kernel's on / off switches: their defaults, the environment variable that starts a process
+    with either setting, the setters taking a bool only and returning the previous setting."""
+    setter = getattr(triton_moe, name)
+    prev = setter(default)
     try:
-        assert triton_moe.set_ws_fp4_scales_ahead(False) is True
-        assert triton_moe.set_ws_fp4_scales_ahead(True) is False
+        assert setter(not default) is default
+        assert setter(default) is (not default)
         with pytest.raises(TypeError):
-            triton_moe.set_ws_fp4_scales_ahead(1)
+            setter(1)
     finally:
-        triton_moe.set_ws_fp4_scales_ahead(prev)
-    env_starts("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", {"0": False, "1": True, "": True})
-    env_starts("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", {"1": True, "0": False, "": True})
-
-
-def test_ws_fp4_scales_smem_switch():
-    """The scales through the ring are off by default until measured (``FUSEDMOE_WS_FP4_SSMEM=1`` starts a process
-    with them); the setter takes a bool only and returns the previous setting."""
-    prev = triton_moe.set_ws_fp4_scales_smem(False)
-    try:
-        assert triton_moe.set_ws_fp4_scales_smem(True) is False
-        assert triton_moe.set_ws_fp4_scales_smem(False) is True
-        with pytest.raises(TypeError):
-            triton_moe.set_ws_fp4_scales_smem(1)
-    finally:
-        triton_moe.set_ws_fp4_scales_smem(prev)
-    env_starts("set_ws_fp4_scales_smem", "FUSEDMOE_WS_FP4_SSMEM", {"1": True, "0": False, "": False})
+        setter(prev)
+    env_starts(name, env, {"0": False, "1": True, "": default})
 
 
 def test_ws_fp4_refused_where_it_cannot_run():
