@@ -194,6 +194,44 @@ def test_ws_fp4_scales_smem_compiles_for_sm90(tmp_path):
         assert v[True][0] == v[False][0] and v[True][1] > v[False][1], (key, v)
 
 
+_ONE_SCRIPT = _FP4_HEAD + r'''
+# (ACT, GATED, HAS_BIAS, MUL_ROUTING_WEIGHT, BT, TK, CHUNKS, NV, JOIN, DYN): gated MX 128, gated NVFP4 in joined chunks
+# with counted tiles, non-gated NVFP4 (one store either way)
+for ACT, GATED, HB, MRW, BT, TK, CH, NV, JN, DYN in ((2, True, True, False, 128, 64, 1, False, False, False),
+                                                    (2, True, True, False, 256, 64, 4, True, True, True),
+                                                    (3, False, False, False, 256, 128, 4, True, True, False)):
+    XT = BT // CH
+    sig = fp4_sig(XT, NV)
+    for ONE in (False, True):
+        cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=MRW,
+                  ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=not NV, BK=64, TK=TK, STAGES=4, GROUP_M=8, CHUNKS=CH,
+                  NV=NV, SC_AHEAD=True, JOIN=JN, DYN=DYN, ONE_STORE=ONE)
+        k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
+        loop = k_loop(sass_instructions(sass))
+        print(ACT, BT, NV, GATED, ONE, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"),
+              sum("BAR.SYNC" in x for x in loop), sum("STS" in x for x in loop), len(loop), k.metadata.shared,
+              sass.count("HGMMA.64x"), sep="|", flush=True)
+'''
+
+
+def test_ws_fp4_one_store_compiles_for_sm90(tmp_path):
+    """``ONE_STORE`` (``set_ws_fp4_one_store``): a gated tile's converted gate and up halves stored by one store take
+    the warpgroup barrier between the two stores out of every K step (4 -> 3 in the shortest K loop) with the same
+    shared-memory stores and the same instruction count within a few; a non-gated tile (one store already) compiles
+    the same; 12 warps, no spills, the same wgmmas and shared memory."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _ONE_SCRIPT)
+    assert len(rows) == 6, rows
+    by = {}
+    for act, bt, nv, gated, one, warps, spills, bars, sts, n, smem, gmma in rows:
+        assert int(warps) == 12 and int(spills) == 0, (act, bt, nv, one, warps, spills)
+        by.setdefault((act, bt, nv, gated), {})[one == "True"] = (int(bars), int(sts), int(n), int(smem), int(gmma))
+    for (act, bt, nv, gated), v in by.items():
+        (bars0, sts0, n0, smem0, gmma0), (bars1, sts1, n1, smem1, gmma1) = v[False], v[True]
+        assert bars1 == bars0 - (1 if gated == "True" else 0), ((act, bt, nv), v)
+        assert sts1 == sts0 and abs(n1 - n0) <= 4 and smem1 == smem0 and gmma1 == gmma0, ((act, bt, nv), v)
+
+
 # ---- CPU: config rules and refusals ----------------------------------------------------------------
 
 
@@ -265,7 +303,8 @@ def test_ws_fp4_config_rules():
 @pytest.mark.parametrize("name,env,default", [
     ("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", True),  # the default since the forty-first session
     ("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", True),  # since the forty-second
-    ("set_ws_fp4_scales_smem", "FUSEDMOE_WS_FP4_SSMEM", False)])  # fifty-eighth, opt-in until measured
+    ("set_ws_fp4_scales_smem", "FUSEDMOE_WS_FP4_SSMEM", False),  # fifty-eighth, opt-in until measured
+    ("set_ws_fp4_one_store", "FUSEDMOE_WS_FP4_ONESTORE", False)])  # the same
 def test_ws_fp4_switches(name, env, default):
     """The FP4 prefill kernel's on / off switches: their defaults, the environment variable that starts a process
     with either setting, the setters taking a bool only and returning the previous setting."""
@@ -490,13 +529,16 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     assert (b["CHUNKS"], b["NV"], b["OUT_PADDED"], b["MUL_ROUTING_WEIGHT"], b["TK"]) == (chunks, fmt is Format.NVFP4,
                                                                                         padded, True, tk)
     assert b["SC_AHEAD"] is ahead and b["JOIN"] is join
-    assert b["S_SMEM"] is False  # the scales through the ring: opt-in
+    assert b["S_SMEM"] is False and b["ONE_STORE"] is False  # the scales through the ring, the one store: opt-in
     prev_ss = triton_moe.set_ws_fp4_scales_smem(True)
+    prev_one = triton_moe.set_ws_fp4_one_store(True)
     try:
         assert triton_moe._ws_fp4_scales_copyable(w, N)  # ExpertWeights' layouts
-        assert launch()["S_SMEM"] is True
+        b = launch()
+        assert b["S_SMEM"] is True and b["ONE_STORE"] is False  # (one store: gated tiles only; this is GEMM2's)
     finally:
         triton_moe.set_ws_fp4_scales_smem(prev_ss)
+        triton_moe.set_ws_fp4_one_store(prev_one)
     assert b["DYN"] is False and b["tile_ctr_ptr"] is al.num_post_padded  # "auto" with 4 local experts (< 64): static
     # the tiles by a global counter: "auto" from 64 local experts (FP4 too since the forty-sixth session), forced on
     for E, mode in ((64, "auto"), (4, True)):
@@ -645,6 +687,15 @@ def test_gpu_ws_fp4_scales_smem_same_bits(act, fmt):
     column tile half past N (H = 576: the rows past N read other rows' scales, never stored); expert parallelism;
     within the reference's bound."""
     _switch_same_bits(act, fmt, triton_moe.set_ws_fp4_scales_smem, ((300, 128), (3000, 128), (560, 256)), 43)
+
+
+@gpu
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
+def test_gpu_ws_fp4_one_store_same_bits(fmt):
+    """A gated tile's halves stored by one store (``set_ws_fp4_one_store``) give the bits of the two stores: the same
+    values at the same places of the wgmma's tile. Clamped SwiGLU with biases, 128- and 256-token tiles (joined
+    chunks), static and counted tiles, expert parallelism; within the reference's bound."""
+    _switch_same_bits(A.SWIGLU_OAI, fmt, triton_moe.set_ws_fp4_one_store, ((300, 128), (3000, 128), (560, 256)), 47)
 
 
 @gpu

@@ -1552,7 +1552,9 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            # default since the forty-second session)
            "join": os.environ.get("FUSEDMOE_WS_FP4_JOIN", "1") != "0",
            # the prefill kernel's block scales through its ring (set_ws_fp4_scales_smem)
-           "s_smem": os.environ.get("FUSEDMOE_WS_FP4_SSMEM", "0") == "1"}
+           "s_smem": os.environ.get("FUSEDMOE_WS_FP4_SSMEM", "0") == "1",
+           # a gated prefill tile's gate and up halves stored by one store (set_ws_fp4_one_store)
+           "one_store": os.environ.get("FUSEDMOE_WS_FP4_ONESTORE", "0") == "1"}
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
 # MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
@@ -1752,6 +1754,18 @@ def set_ws_fp4_scales_smem(enabled: bool) -> bool:
     return _swap_bool(_WS_FP4, enabled, "s_smem")
 
 
+def set_ws_fp4_one_store(enabled: bool) -> bool:
+    """``True``: in the FP4 warp-specialized prefill GEMMs' gated tiles (GEMM1 of SwiGLU / clamped SwiGLU / GeGLU;
+    ``kernels/_ws_fp4.py``, ``ONE_STORE``) each consumer warpgroup joins its converted gate and up halves in
+    registers and stores them into the wgmma's shared tile by one store instead of two. Two stores into the same
+    buffer make Triton's shared-memory hazard analysis put a warpgroup barrier between them (it cannot tell the halves
+    apart), in the middle of every K step's conversion; the join itself costs no instruction (sm_90: the K loop's
+    barriers 4 -> 3, its instruction count unchanged). Built in the fifty-eighth session, not yet measured: off by
+    default (``FUSEDMOE_WS_FP4_ONESTORE=1`` starts a process with it on). Same values at the same places: the same
+    bits. Returns the previous setting."""
+    return _swap_bool(_WS_FP4, enabled, "one_store")
+
+
 def set_ws_fp4_join(enabled: bool) -> bool:
     """``True`` (the default since the forty-second session; ``FUSEDMOE_WS_FP4_JOIN=0`` turns it off): the FP4
     warp-specialized prefill GEMMs' 256-token tiles load their input in four 64-row chunks, only those with real rows,
@@ -1941,8 +1955,8 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
         GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
-        S_SMEM=_WS_FP4["s_smem"] and _ws_fp4_scales_copyable(w, N), **_ws_dynamic_args(_ws_dyn(w.fmt, E), al),
-        num_warps=4)
+        S_SMEM=_WS_FP4["s_smem"] and _ws_fp4_scales_copyable(w, N), ONE_STORE=_WS_FP4["one_store"] and gated,
+        **_ws_dynamic_args(_ws_dyn(w.fmt, E), al), num_warps=4)
 
 
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,

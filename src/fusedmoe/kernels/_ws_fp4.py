@@ -343,13 +343,15 @@ def _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV: gl.constexpr, GATED: gl.cons
 def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF: gl.constexpr,
               GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr,
               STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr, s_bufs=0,
-              S_SMEM: gl.constexpr = False):
+              S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False):
     """One K step's A operand: wait for ring slot ``s``, convert this warpgroup's 64 weight rows into its shared
     tile ``it % 2`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1), fence it for the wgmma. The block
     scales: ``S_SMEM``, read from the ring slot (:func:`_fp4_s_read`; ``sa`` / ``sb`` unused); ``SC_AHEAD``, ``sa`` /
     ``sb`` (gate / up rows), loaded a step before -- this step loads step ``kk + 1``'s before its ring wait (the last
     step its own again: in bounds, unused); otherwise loaded here after the wait, step ``kk`` of ``sc_a`` /
-    ``sc_b``. Returns (the tile, the next step's ``sa``, ``sb``)."""
+    ``sc_b``. ``ONE_STORE`` (gated): the gate and up halves joined in registers and stored by one store -- two
+    stores into the same buffer make Triton's shared-memory hazard analysis put a warpgroup barrier between them
+    (it cannot tell the halves apart). Returns (the tile, the next step's ``sa``, ``sb``)."""
     if SC_AHEAD and not S_SMEM:
         na, nb = _fp4_scales2(sc_a, sc_b, ok_a, gl.minimum(kk + 1, n_k - 1), s_step, NV, GATED)
     else:
@@ -361,7 +363,11 @@ def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, 
     elif not SC_AHEAD:
         sa, sb = _fp4_scales2(sc_a, sc_b, ok_a, kk, s_step, NV, GATED)
     d = d_bufs.index(it % 2)
-    if GATED:
+    if GATED and ONE_STORE:  # rows h 32 + r: the gate half, then the up half
+        tg = _fp4_tile(w0_bufs.index(s), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl)
+        tu = _fp4_tile(w1_bufs.index(s), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl)
+        d.store(gl.reshape(gl.permute(gl.join(tg, tu), [2, 0, 1]), [64, BK]))
+    elif GATED:
         d.slice(0, 32).store(_fp4_tile(w0_bufs.index(s), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl))
         d.slice(32, 32).store(_fp4_tile(w1_bufs.index(s), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl))
     elif HALF == 0:
@@ -383,7 +389,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                   STAGES: gl.constexpr, GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr,
                   OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, tiles=0, tq_ready=0,
                   tq_empty=0, DYN: gl.constexpr = False, TQ: gl.constexpr = 1, s_bufs=0,
-                  S_SMEM: gl.constexpr = False):
+                  S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
     turn), one asynchronous wgmma with the step's input tile, at most one step in flight; then the epilogue.
     ``CHUNKS`` > 1 (``set_ws_fp4_chunks``; MXFP4's default 2 since the thirty-second session): the block's BT token
@@ -415,14 +421,14 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
         while t < num_m * num_n:
             it = _fp4_consume_tile(t, it, num_m, num_n, rt, HALF, XT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
                                    MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M, CHUNKS, NV,
-                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l, S_SMEM)
+                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l, S_SMEM, ONE_STORE)
             q += 1
             t = _ws_tile_take(tiles, tq_ready, tq_empty, q, TQ)
     else:
         for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
             it = _fp4_consume_tile(t, it, num_m, num_n, rt, HALF, XT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
                                    MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M, CHUNKS, NV,
-                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l, S_SMEM)
+                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l, S_SMEM, ONE_STORE)
 
 
 @gluon.jit
@@ -432,7 +438,7 @@ def _fp4_consume_tile(t, it, num_m, num_n, rt, HALF: gl.constexpr, XT: gl.conste
                       FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                       GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr, OUT_PADDED: gl.constexpr,
                       SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, wl: gl.constexpr, acc_l: gl.constexpr,
-                      S_SMEM: gl.constexpr = False):
+                      S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False):
     """:func:`_fp4_consumer`'s work for tile ``t`` (its runtime arguments as the tuple ``rt``): the tile's scale
     pointers and chunk count, then :func:`_fp4_chunk_tile` (nothing for a block of a non-local expert). Returns the
     next ring step."""
@@ -456,7 +462,7 @@ def _fp4_consume_tile(t, it, num_m, num_n, rt, HALF: gl.constexpr, XT: gl.conste
                                      N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
                                      CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
                                      ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD, JOIN,
-                                     s_bufs, S_SMEM)
+                                     s_bufs, S_SMEM, ONE_STORE)
     return it
 
 
@@ -468,7 +474,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
                     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                     BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
                     wl: gl.constexpr, acc_l: gl.constexpr, OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr,
-                    JOIN: gl.constexpr, s_bufs=0, S_SMEM: gl.constexpr = False):
+                    JOIN: gl.constexpr, s_bufs=0, S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False):
     """One tile over its first ``NCH`` chunks (those with real rows): per K step its wgmmas, in flight while the next
     step converts (the wait retires the step before: its ring slot is released and its tile buffer reused; only the
     accumulators in use are its dependencies); then each accumulator's epilogue. Without ``JOIN`` one wgmma and
@@ -493,7 +499,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     for kk in range(n_k):
         s = it % STAGES
         d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF,
-                              GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, s_bufs, S_SMEM)
+                              GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, s_bufs, S_SMEM, ONE_STORE)
         acc0 = warpgroup_mma(d, _fp4_x(x_bufs, s, 0, W0 // XT, XT, CHUNKS, JOIN).permute((1, 0)), acc0,
                              is_async=True)
         if NA == 1:
@@ -625,7 +631,7 @@ def _ws_fp4_kernel(
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
     SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False, tile_ctr_ptr=0, DYN: gl.constexpr = False,
-    S_SMEM: gl.constexpr = False,
+    S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -645,7 +651,9 @@ def _ws_fp4_kernel(
     step's by cp.async (:func:`_fp4_s_copy`), the consumers read them from shared memory after the ring wait
     (:func:`_fp4_s_read`) -- so no global load is in flight at the consumers' proxy fence (a ``MEMBAR`` that waits
     for them) and ``SC_AHEAD`` has nothing to do; as the FP4 decode kernel's ``S_SMEM``. Needs the scales 16-byte
-    aligned with strides and N multiples of 16."""
+    aligned with strides and N multiples of 16. ``ONE_STORE`` (``triton_moe.set_ws_fp4_one_store``; gated tiles):
+    a consumer stores its converted gate and up halves by one store (:func:`_fp4_step`), one warpgroup barrier a K
+    step fewer."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     XT: gl.constexpr = x_desc.block_type.shape[0]
@@ -677,13 +685,13 @@ def _ws_fp4_kernel(
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
                          GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready, tq_empty, DYN, TQ,
-                         s_bufs, S_SMEM)),
+                         s_bufs, S_SMEM, ONE_STORE)),
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
                          GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready, tq_empty, DYN, TQ,
-                         s_bufs, S_SMEM)),
+                         s_bufs, S_SMEM, ONE_STORE)),
         (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
                        STAGES, GROUP_M, GATED, CHUNKS, JOIN, tile_ctr_ptr, tiles, tq_ready, tq_empty, DYN, TQ,
