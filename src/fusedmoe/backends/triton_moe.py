@@ -1746,7 +1746,7 @@ def set_ws_fp4_scales_smem(enabled: bool) -> bool:
     warpgroups read them from shared memory after their ring wait -- instead of each consumer's global byte loads
     a step ahead (:func:`set_ws_fp4_scales_ahead`). No global load is then in flight at the consumers' proxy fence
     before each wgmma (a ``MEMBAR``, which waits for it): the FP4 decode kernel's ``scales_smem``, 1.07-1.82x there
-    (thirty-fourth session). Built in the fifty-eighth session (sm_90 compile: no global load left in the consumers'
+    (thirty-fifth session). Built in the fifty-eighth session (sm_90 compile: no global load left in the consumers'
     K loop, no spills; NVFP4 171 -> 162 instructions a step), not yet measured: off by default
     (``FUSEDMOE_WS_FP4_SSMEM=1`` starts a process with it on). Needs the scales 16-byte aligned with strides that are
     multiples of 16 and N a multiple of 16 (``ExpertWeights``' layouts; otherwise the global loads run). Same values:
