@@ -33,8 +33,9 @@ A, F = Activation, Format
 
 # ---- CPU: sm_90 compile --------------------------------------------------------------------------
 
-# the compile scripts' head: SCRIPT_HEAD, the kernel module and ``fp4_sig`` -- the kernel's runtime argument types for
-# an x box of XT token rows (NV: e4m3 block scales, else UE8M0 bytes)
+# the compile scripts' head: SCRIPT_HEAD, the kernel module, ``fp4_sig`` -- the kernel's runtime argument types for
+# an x box of XT token rows (NV: e4m3 block scales, else UE8M0 bytes) -- and ``fp4_cx``: its constexprs for one tile
+# with the launcher's defaults (swizzled values, the MX fold, 4 stages, scales ahead), ``kw`` the options under test
 _FP4_HEAD = SCRIPT_HEAD + r'''
 from fusedmoe.kernels import _ws_fp4 as k4
 
@@ -48,6 +49,12 @@ def fp4_sig(XT, NV):
             "K": "i32", "num_slots": "i32", "R_TILES": "i32", "K_PIECES": "i32", "stride_se": "i32",
             "stride_sr": "i32", "stride_om": "i32", "stride_be": "i32", "act_alpha": "fp32", "act_beta": "fp32",
             "act_limit": "fp32", "gs_ptr": "*fp32", "stride_sk": "i32", "tile_ctr_ptr": "*i32"}
+
+
+def fp4_cx(ACT, GATED, HB, MRW, TK, CH, NV, JN, **kw):
+    return dict(dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=MRW,
+                     ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=not NV, BK=64, TK=TK, STAGES=4, GROUP_M=8, CHUNKS=CH,
+                     NV=NV, SC_AHEAD=True, JOIN=JN), **kw)
 '''
 
 _SCRIPT = _FP4_HEAD + r'''
@@ -70,9 +77,7 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN in (
         (7, False, True, False, True, 256, 4, True, True, 64, 4, False, False, True)):
     XT = BT // CH  # the x box: a chunk
     sig = fp4_sig(XT, NV)
-    cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=WOI, MUL_ROUTING_WEIGHT=MRW,
-              ROUND_DTYPE=gl.bfloat16, SWZ=SWZ, FOLD=FOLD, BK=64, TK=TK, STAGES=ST, GROUP_M=8, CHUNKS=CH, NV=NV,
-              SC_AHEAD=SCA, JOIN=JN)
+    cx = fp4_cx(ACT, GATED, HB, MRW, TK, CH, NV, JN, WEIGHT_ON_INPUT=WOI, SWZ=SWZ, FOLD=FOLD, STAGES=ST, SC_AHEAD=SCA)
     k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
     loop = k_loop(sass_instructions(sass))
     first = lambda op: min([i for i, x in enumerate(loop) if op in x], default=-1)
@@ -121,9 +126,7 @@ for ACT, GATED, HB, MRW, BT, TK, CH, NV, JN in ((2, True, True, False, 256, 64, 
     XT = BT // CH
     sig = fp4_sig(XT, NV)
     for DYN in (False, True):
-        cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=MRW,
-                  ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=not NV, BK=64, TK=TK, STAGES=4, GROUP_M=8, CHUNKS=CH,
-                  NV=NV, SC_AHEAD=True, JOIN=JN, DYN=DYN)
+        cx = fp4_cx(ACT, GATED, HB, MRW, TK, CH, NV, JN, DYN=DYN)
         k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
         print(ACT, NV, BT, DYN, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"), sass.count("ATOMG.E.ADD"),
               sass.count("MEMBAR.ALL.GPU"), k.metadata.shared, sass.count("HGMMA.64x"), sep="|", flush=True)
@@ -159,9 +162,7 @@ for ACT, GATED, HB, MRW, BT, TK, CH, NV, JN, DYN in ((2, True, True, False, 128,
     XT = BT // CH
     sig = fp4_sig(XT, NV)
     for SS in (False, True):
-        cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=MRW,
-                  ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=not NV, BK=64, TK=TK, STAGES=4, GROUP_M=8, CHUNKS=CH,
-                  NV=NV, SC_AHEAD=True, JOIN=JN, DYN=DYN, S_SMEM=SS)
+        cx = fp4_cx(ACT, GATED, HB, MRW, TK, CH, NV, JN, DYN=DYN, S_SMEM=SS)
         # (the JIT's specializations of the scale pointer, its strides and N: 16-byte aligned, multiples of 16)
         k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx, aligned=("s_ptr", "stride_se", "stride_sr", "stride_sk",
                                                                    "N"))
@@ -203,9 +204,7 @@ for ACT, GATED, HB, MRW, BT, TK, CH, NV, JN, DYN in ((2, True, True, False, 128,
     XT = BT // CH
     sig = fp4_sig(XT, NV)
     for ONE in (False, True):
-        cx = dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=MRW,
-                  ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=not NV, BK=64, TK=TK, STAGES=4, GROUP_M=8, CHUNKS=CH,
-                  NV=NV, SC_AHEAD=True, JOIN=JN, DYN=DYN, ONE_STORE=ONE)
+        cx = fp4_cx(ACT, GATED, HB, MRW, TK, CH, NV, JN, DYN=DYN, ONE_STORE=ONE)
         k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
         loop = k_loop(sass_instructions(sass))
         print(ACT, BT, NV, GATED, ONE, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"),
