@@ -660,8 +660,8 @@ def _fp4_pair_consume_tile(t, it, num_m, num_n, rt, HALF: gl.constexpr, TH: gl.c
 
 
 @gluon.jit
-def _fp4_pair_tile(MMA: gl.constexpr, e, pid_m, n0, it, sc_ptr, sc_ok, rt, HALF: gl.constexpr, TH: gl.constexpr, ACT: gl.constexpr,
-                   GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
+def _fp4_pair_tile(MMA: gl.constexpr, e, pid_m, n0, it, sc_ptr, sc_ok, rt, HALF: gl.constexpr, TH: gl.constexpr,
+                   ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
                    MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr,
                    FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr, wl: gl.constexpr,
                    OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, S_SMEM: gl.constexpr):
