@@ -68,8 +68,6 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "ws4ss": ("set_ws_fp4_scales_smem", True), "nows4ss": ("set_ws_fp4_scales_smem", False),
             # a gated prefill tile's halves stored by one store (fifty-eighth session, opt-in); and off
             "ws4one": ("set_ws_fp4_one_store", True), "nows4one": ("set_ws_fp4_one_store", False),
-            # four consumer warpgroups in pairs for the 256-token tiles (fifty-ninth session, opt-in); and off
-            "ws4pair": ("set_ws_fp4_pairs", True), "nows4pair": ("set_ws_fp4_pairs", False),
             "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel from 64 rows an expert (default)
             "ws4nvall": ("set_ws_fp4_nvfp4", (True, 0)),  # ... at any rows an expert
             "nows4nv": ("set_ws_fp4_nvfp4", False),  # NVFP4 weights in the Triton GEMMs

@@ -231,51 +231,6 @@ def test_ws_fp4_one_store_compiles_for_sm90(tmp_path):
         assert sts1 == sts0 and abs(n1 - n0) <= 4 and smem1 == smem0 and gmma1 == gmma0, ((act, bt, nv), v)
 
 
-_PAIRS_SCRIPT = _FP4_HEAD + r'''
-from fusedmoe.backends.kernel_configs import ws_fp4_pairs_stages
-# (ACT, GATED, HAS_BIAS, MUL_ROUTING_WEIGHT, TK, NV, DYN, S_SMEM): 256-token tiles in joined chunks -- gated MX with
-# biases, NVFP4 ReLU^2 with counted tiles, MX GEMM2, gated NVFP4 with the scales through the ring and counted tiles
-for ACT, GATED, HB, MRW, TK, NV, DYN, SS in ((2, True, True, False, 64, False, False, False),
-                                            (3, False, False, False, 128, True, True, False),
-                                            (7, False, False, True, 64, False, False, False),
-                                            (2, True, True, False, 64, True, True, True)):
-    sig = fp4_sig(64, NV)
-    for P in (False, True):
-        st = ws_fp4_pairs_stages(GATED, 4) if P else 4
-        cx = fp4_cx(ACT, GATED, HB, MRW, TK, 4, NV, True, DYN=DYN, S_SMEM=SS, PAIRS=P, STAGES=st)
-        k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx, aligned=("s_ptr", "stride_se", "stride_sr", "stride_sk",
-                                                                   "N"))
-        loop = k_loop(sass_instructions(sass))
-        print(ACT, NV, DYN, SS, P, st, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"), k.metadata.shared,
-              ",".join(sorted(set(re.findall(r"HGMMA\.64x(\d+)x", sass)), key=int)),
-              ",".join(sorted(set(re.findall(r"USETMAXREG\.DEALLOC\.CTAPOOL (0x[0-9a-f]+)", sass)))),
-              sum("SYNCS.ARRIVE" in x for x in loop), sum("LDG" in x for x in loop), sep="|", flush=True)
-'''
-
-
-def test_ws_fp4_pairs_compiles_for_sm90(tmp_path):
-    """``PAIRS`` (``set_ws_fp4_pairs``): four consumer warpgroups and the loader's (20 warps; the consumers' register
-    cap 112, the loader's 32), only 64 x 128 wgmmas (a member's 128 token rows), within the shared-memory budget at the
-    launcher's stages (``ws_fp4_pairs_stages``: 3 gated, 4 otherwise; the same ring otherwise) and at most a few
-    spilled words (the gated epilogue at 112 registers); in the K loop the pair's arrivals (its tile full, the slot
-    and the tile released) and, without ``S_SMEM``, the scales' global loads."""
-    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
-    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _PAIRS_SCRIPT)
-    assert len(rows) == 8, rows
-    for act, nv, dyn, ss, p, st, warps, spills, smem, gmma, regs, arrives, ldg in rows:
-        on, where = p == "True", (act, nv, dyn, ss, p)
-        gated = act == "2"
-        assert int(warps) == (20 if on else 12), (where, warps)
-        assert int(spills) <= (8 if on and gated else 0), (where, spills)
-        assert gmma == ("128" if on else "64,128,256"), (where, gmma)
-        need = int(st) * _ws_fp4_stage_bytes(256) + _ws_fp4_fixed_bytes(gated, on)
-        assert int(smem) <= min(need + 512, 227 * 1024), (where, smem, need)  # (+ the barriers)
-        assert int(st) == (3 if on and gated else 4), (where, st)
-        if on:
-            assert {"0x20", "0x70"} <= set(regs.split(",")) and int(arrives) >= 3, (where, regs, arrives)
-        assert (int(ldg) > 0) == (ss == "False"), (where, ldg)
-
-
 # ---- CPU: config rules and refusals ----------------------------------------------------------------
 
 
@@ -348,8 +303,7 @@ def test_ws_fp4_config_rules():
     ("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", True),  # the default since the forty-first session
     ("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", True),  # since the forty-second
     ("set_ws_fp4_scales_smem", "FUSEDMOE_WS_FP4_SSMEM", False),  # fifty-eighth, opt-in until measured
-    ("set_ws_fp4_one_store", "FUSEDMOE_WS_FP4_ONESTORE", False),  # the same
-    ("set_ws_fp4_pairs", "FUSEDMOE_WS_FP4_PAIRS", False)])  # fifty-ninth, opt-in until measured
+    ("set_ws_fp4_one_store", "FUSEDMOE_WS_FP4_ONESTORE", False)])  # the same
 def test_ws_fp4_switches(name, env, default):
     """The FP4 prefill kernel's on / off switches: their defaults, the environment variable that starts a process
     with either setting, the setters taking a bool only and returning the previous setting."""
@@ -732,24 +686,6 @@ def test_gpu_ws_fp4_scales_smem_same_bits(act, fmt):
     column tile half past N (H = 576: the rows past N read other rows' scales, never stored); expert parallelism;
     within the reference's bound."""
     _switch_same_bits(act, fmt, triton_moe.set_ws_fp4_scales_smem, ((300, 128), (3000, 128), (560, 256)), 43)
-
-
-@gpu
-@pytest.mark.parametrize("dyn", [False, True], ids=["static", "counted"])
-@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
-@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
-def test_gpu_ws_fp4_pairs_same_bits(act, fmt, dyn):
-    """Four consumer warpgroups in pairs (``set_ws_fp4_pairs``) give the bits of two: the same products of each token
-    row in the same K order. 256-token tiles in joined chunks with 1-4 real chunks (200 tokens: ~100 rows an expert,
-    a second half of padding the pairs' second members skip; 560 and 3000 tokens), gated with biases (3 ring
-    stages) and non-gated with GEMM2's last column tile half past N, static and counted tiles, expert parallelism;
-    within the reference's bound."""
-    prev = triton_moe.set_ws_dynamic_tiles(dyn)
-    try:
-        _switch_same_bits(act, fmt, triton_moe.set_ws_fp4_pairs, ((200, 256), (560, 256), (3000, 256)), 53,
-                          repeats=2 if dyn else 1, after=assert_dyn_counters_zero if dyn else None)
-    finally:
-        triton_moe.set_ws_dynamic_tiles(prev)
 
 
 @gpu

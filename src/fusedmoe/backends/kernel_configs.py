@@ -932,22 +932,11 @@ _WS_FP4_TILE_BYTES = 2 * 2 * 64 * 64 * 2  # the two warpgroups' double-buffered 
 _WS_FP4_EPI_SCRATCH = {True: 32 * 1024, False: 16 * 1024}
 
 
-# ... under PAIRS (triton_moe.set_ws_fp4_pairs: four consumer warpgroups, each its own epilogue of 128 token rows;
-# sm_90 compile at 4 stages: 245904 bytes gated -- past the 227 KB of a block, so 3 stages --, 213380 otherwise)
-_WS_FP4_PAIRS_EPI_SCRATCH = {True: 64 * 1024, False: 32 * 1024}
-
-
-def _ws_fp4_fixed_bytes(gated_gemm1: bool, pairs: bool = False) -> int:
+def _ws_fp4_fixed_bytes(gated_gemm1: bool) -> int:
     """The FP4 kernel's shared memory besides its ring: the converted weight tiles and the epilogue's scratch (sm_90
     compile, 256-token tiles at 4 stages: 213064 bytes gated, 196680 otherwise -- the ring, these and the barriers;
-    ``test_ws_fp4_compiles_for_sm90`` checks the bound); ``pairs``: under the kernel's ``PAIRS``."""
-    return _WS_FP4_TILE_BYTES + (_WS_FP4_PAIRS_EPI_SCRATCH if pairs else _WS_FP4_EPI_SCRATCH)[gated_gemm1]
-
-
-def ws_fp4_pairs_stages(gated_gemm1: bool, num_stages: int) -> int:
-    """The ring stages of a 256-token FP4 prefill tile under ``PAIRS``: ``num_stages`` capped to what fits beside its
-    larger epilogue scratch (gated GEMM1 3, otherwise 4)."""
-    return max(2, min(num_stages, (_WS_SMEM - _ws_fp4_fixed_bytes(gated_gemm1, True)) // _ws_fp4_stage_bytes(256)))
+    ``test_ws_fp4_compiles_for_sm90`` checks the bound)."""
+    return _WS_FP4_TILE_BYTES + _WS_FP4_EPI_SCRATCH[gated_gemm1]
 
 
 # one ring stage's block scales of the FP4 prefill kernel's 128 weight rows under its S_SMEM option

@@ -105,7 +105,7 @@ from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_persistent, choose_moe_config,
                              held_a_problem, join_gate_up, k_loop_stages, triton_tile, warp_specialized_problem,
                              ws_block_scale_problem, WS_FP4_FORMATS,
-                             WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config, ws_fp4_pairs_stages,
+                             WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
                              ws_dynamic_tiles_auto, ws_x_gather_auto,
                              WS_DEC_BLOCK_M, WS_FORMATS, WS_PROMOTED_FORMATS, ws_dec_block_k, ws_dec_config,
                              ws_dec_max_blocks,
@@ -1554,9 +1554,7 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            # the prefill kernel's block scales through its ring (set_ws_fp4_scales_smem)
            "s_smem": os.environ.get("FUSEDMOE_WS_FP4_SSMEM", "0") == "1",
            # a gated prefill tile's gate and up halves stored by one store (set_ws_fp4_one_store)
-           "one_store": os.environ.get("FUSEDMOE_WS_FP4_ONESTORE", "0") == "1",
-           # four consumer warpgroups in pairs for 256-token tiles in joined chunks (set_ws_fp4_pairs)
-           "pairs": os.environ.get("FUSEDMOE_WS_FP4_PAIRS", "0") == "1"}
+           "one_store": os.environ.get("FUSEDMOE_WS_FP4_ONESTORE", "0") == "1"}
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
 # MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
@@ -1768,20 +1766,6 @@ def set_ws_fp4_one_store(enabled: bool) -> bool:
     return _swap_bool(_WS_FP4, enabled, "one_store")
 
 
-def set_ws_fp4_pairs(enabled: bool) -> bool:
-    """``True``: the FP4 warp-specialized prefill GEMMs' 256-token tiles in joined chunks (:func:`set_ws_fp4_join`,
-    the default) run four consumer warpgroups instead of two (``kernels/_ws_fp4.py``, ``PAIRS``): a pair to each
-    64-row weight half, each member converting 32 of its rows a K step into the pair's shared tile and multiplying
-    the whole tile with its own 128 token rows (a member whose rows are all padding converts but does not multiply).
-    At 2048-4096 tokens each weight is converted about once, and that conversion is latency-bound (~8-9 values a
-    cycle an SM with two converting warpgroups; the one-token decode kernel's 12 warps reach ~13): twice the
-    converting warps at the same conversions a weight. The price: 112 registers a consumer thread instead of 232,
-    pair barriers each K step, and for gated GEMM1 3 ring stages instead of 4 (four epilogues' scratch). Built in
-    the fifty-ninth session; off by default until measured (``FUSEDMOE_WS_FP4_PAIRS=1`` starts a process with it
-    on). Same products in the same K order: the same bits. Returns the previous setting."""
-    return _swap_bool(_WS_FP4, enabled, "pairs")
-
-
 def set_ws_fp4_join(enabled: bool) -> bool:
     """``True`` (the default since the forty-second session; ``FUSEDMOE_WS_FP4_JOIN=0`` turns it off): the FP4
     warp-specialized prefill GEMMs' 256-token tiles load their input in four 64-row chunks, only those with real rows,
@@ -1953,7 +1937,6 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         return
     # (the x box is then that fraction of a block)
     join = _WS_FP4["join"] and BM == 256
-    pairs = _WS_FP4["pairs"] and join
     chunks = 4 if join else (_WS_FP4["chunks"] or WS_FP4_AUTO_CHUNKS[w.fmt]) if BM == 256 else 1
     XT = BM // chunks
     x_layout, w_layout = _ws_fp4_layouts(XT)
@@ -1970,11 +1953,9 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         bias.stride(0) if has_bias else 0, float(p.alpha), float(p.beta), float(p.limit),
         w.global_scale if nv else tw_flat, w.scale.stride(2), E_LOC=E, ACT=act_code, GATED=gated, HAS_BIAS=has_bias,
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
-        SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk,
-        STAGES=ws_fp4_pairs_stages(gated, c.num_stages) if pairs else c.num_stages,
+        SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
         GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
         S_SMEM=_WS_FP4["s_smem"] and _ws_fp4_scales_copyable(w, N), ONE_STORE=_WS_FP4["one_store"] and gated,
-        PAIRS=pairs,
         **_ws_dynamic_args(_ws_dyn(w.fmt, E), al), num_warps=4)
 
 

@@ -221,7 +221,7 @@ def _fp4_s_read(s_buf, kk, HALF: gl.constexpr, GATED: gl.constexpr, NV: gl.const
                 sl: gl.constexpr):
     """``S_SMEM``: this warpgroup's block scales of step ``kk`` from its ring slot's ``s_buf`` (:func:`_fp4_s_copy`)
     as :func:`_fp4_scales2` returns them from global memory -- (gate / ring-0 rows, up / ring-1 rows), each [RW,
-    BK / 16] in ``sl`` (:func:`_fp4_s_rows`)."""
+    BK / 16] in ``sl``: MX the codes (byte ``2 kk % 4 + j // 2`` of the rows' words), NVFP4 the e4m3 scales."""
     RW: gl.constexpr = 32 if GATED else 64
     if GATED:
         ra: gl.constexpr = 32 * HALF
@@ -229,25 +229,18 @@ def _fp4_s_read(s_buf, kk, HALF: gl.constexpr, GATED: gl.constexpr, NV: gl.const
     else:
         ra: gl.constexpr = 64 * HALF
         rb: gl.constexpr = 64 * HALF
-    sa = _fp4_s_rows(s_buf, kk, ra, RW, NV, BK, sl)
-    sb = sa
-    if GATED:
-        sb = _fp4_s_rows(s_buf, kk, rb, RW, NV, BK, sl)
-    return sa, sb
-
-
-@gluon.jit
-def _fp4_s_rows(s_buf, kk, ROW0: gl.constexpr, RW: gl.constexpr, NV: gl.constexpr, BK: gl.constexpr,
-                sl: gl.constexpr):
-    """``S_SMEM``: step ``kk``'s block scales of ring slot rows ``ROW0 + [0, RW)`` (:func:`_fp4_s_copy`'s row
-    order: ``q 64 + i`` = ring ``q``'s box row ``i``), [RW, BK / 16] in ``sl``: MX the codes (byte ``2 kk % 4 + j //
-    2`` of the rows' words), NVFP4 the e4m3 scales."""
     if NV:
-        sc = s_buf.slice(ROW0, RW, dim=1).permute([1, 0]).load(sl)
+        sa = s_buf.slice(ra, RW, dim=1).permute([1, 0]).load(sl)
+        sb = sa
+        if GATED:
+            sb = s_buf.slice(rb, RW, dim=1).permute([1, 0]).load(sl)
     else:
         sh = 8 * ((2 * kk) % 4 + gl.arange(0, BK // 16, layout=gl.SliceLayout(0, sl)) // 2)
-        sc = (s_buf.slice(ROW0, RW).load(gl.SliceLayout(1, sl))[:, None] >> sh[None, :]) & 0xFF
-    return sc
+        sa = (s_buf.slice(ra, RW).load(gl.SliceLayout(1, sl))[:, None] >> sh[None, :]) & 0xFF
+        sb = sa
+        if GATED:
+            sb = (s_buf.slice(rb, RW).load(gl.SliceLayout(1, sl))[:, None] >> sh[None, :]) & 0xFF
+    return sa, sb
 
 
 @gluon.jit
@@ -556,190 +549,6 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
 
 
 @gluon.jit
-def _fp4_pair_barriers():
-    """``PAIRS``: each weight half's two converted tiles' ``full`` (both warpgroups of its pair stored their rows)
-    and ``free`` (both pair members' wgmmas of it retired) mbarriers, index ``2 HALF + buffer``; two arrivals a
-    phase."""
-    full = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
-    free = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(4):
-        mbarrier.init(full.index(i), count=2)
-        mbarrier.init(free.index(i), count=2)
-    return full, free
-
-
-@gluon.jit
-def _fp4_pair_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, dfull, dfree, out_ptr, s_ptr, bias_ptr,
-                       topk_w_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se,
-                       stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk,
-                       HALF: gl.constexpr, TH: gl.constexpr, E_LOC: gl.constexpr, ACT: gl.constexpr,
-                       GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
-                       MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr,
-                       FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                       GROUP_M: gl.constexpr, NV: gl.constexpr, OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr,
-                       tiles, tq_ready, tq_empty, DYN: gl.constexpr, TQ: gl.constexpr, s_bufs,
-                       S_SMEM: gl.constexpr):
-    """``PAIRS``, consumer warpgroup (``HALF``, ``TH``) of four: the 64 weight rows of half ``HALF`` times token rows
-    ``128 TH + [0, 128)`` of a 256-token tile (the joined ring's chunks ``2 TH``, ``2 TH + 1``). It converts 32 of
-    those weight rows a K step -- gated, ``TH`` 0 the gate rows, 1 the up rows; otherwise rows ``32 TH + [0, 32)``
-    -- into the pair's shared tile (``d_bufs``, two buffers in turn), and multiplies the whole 64-row tile once its
-    partner (``1 - TH``) stored the other 32 (``dfull``); a buffer is rewritten once both members' wgmmas of it
-    retired (``dfree``). Twice the converting warps of :func:`_fp4_consumer` for the same conversions a weight. A
-    member whose token rows are all padding (an expert's last block) converts and synchronizes, but neither
-    multiplies nor stores."""
-    BQ: gl.constexpr = BK // 16
-    wl: gl.constexpr = gl.BlockedLayout(size_per_thread=[1, 1, 4], threads_per_warp=[8, BQ, 32 // (8 * BQ)],
-                                        warps_per_cta=[4, 1, 1], order=[2, 1, 0])
-    sl: gl.constexpr = gl.SliceLayout(2, wl)
-    num_m = gl.load(num_post_padded_ptr) // 256
-    num_n = gl.cdiv(N, NC)
-    n_k = K // BK
-    r = gl.arange(0, 32, layout=gl.SliceLayout(1, sl))
-    jq, s_step = _fp4_scale_cols(gl.arange(0, BQ, layout=gl.SliceLayout(0, sl)), stride_sk, NV)
-    rt = (x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, dfull, dfree, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
-          sorted_ids_ptr, block_expert_ptr, gs_ptr, N, num_slots, stride_se, stride_sr, stride_om, stride_be,
-          act_alpha, act_beta, act_limit, r, jq, s_step, n_k, s_bufs)
-    it = 0
-    if DYN:
-        q = 0
-        t = _ws_tile_take(tiles, tq_ready, tq_empty, q, TQ)
-        while t < num_m * num_n:
-            it = _fp4_pair_consume_tile(t, it, num_m, num_n, rt, HALF, TH, E_LOC, ACT, GATED, HAS_BIAS,
-                                        WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                                        GROUP_M, NV, OUT_PADDED, SC_AHEAD, wl, S_SMEM)
-            q += 1
-            t = _ws_tile_take(tiles, tq_ready, tq_empty, q, TQ)
-    else:
-        for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
-            it = _fp4_pair_consume_tile(t, it, num_m, num_n, rt, HALF, TH, E_LOC, ACT, GATED, HAS_BIAS,
-                                        WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
-                                        GROUP_M, NV, OUT_PADDED, SC_AHEAD, wl, S_SMEM)
-
-
-@gluon.jit
-def _fp4_pair_consume_tile(t, it, num_m, num_n, rt, HALF: gl.constexpr, TH: gl.constexpr, E_LOC: gl.constexpr,
-                           ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr,
-                           WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr,
-                           ROUND_DTYPE: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NC: gl.constexpr,
-                           BK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, NV: gl.constexpr,
-                           OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, wl: gl.constexpr, S_SMEM: gl.constexpr):
-    """:func:`_fp4_pair_consumer`'s work for tile ``t``: its 32 rows' scale pointers, whether its token half holds
-    real rows (the joined ring's 64-row chunks ``2 TH`` on), then :func:`_fp4_pair_tile` with or without the
-    wgmmas (nothing for a block of a non-local expert). Returns the next ring step."""
-    (x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, dfull, dfree, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
-     sorted_ids_ptr, block_expert_ptr, gs_ptr, N, num_slots, stride_se, stride_sr, stride_om, stride_be, act_alpha,
-     act_beta, act_limit, r, jq, s_step, n_k, s_bufs) = rt
-    pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
-    e = gl.load(block_expert_ptr + pid_m)
-    if e < E_LOC:
-        n0 = pid_n * NC
-        if GATED:  # gate (TH 0) or up (TH 1) rows n0 + 32 HALF + r
-            col = n0 + 32 * HALF + r
-            rows = col + TH * N
-        else:
-            col = n0 + 64 * HALF + 32 * TH + r
-            rows = col
-        sc_ptr = s_ptr + e.to(gl.int64) * stride_se + rows.to(gl.int64)[:, None] * stride_sr + jq[None, :]
-        sc_ok = (col < N)[:, None] & (jq >= 0)[None, :]
-        rt2 = (x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, dfull, dfree, out_ptr, bias_ptr, topk_w_ptr,
-               sorted_ids_ptr, gs_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, s_step,
-               n_k, s_bufs)
-        if TH == 0:  # (the first 128 token rows of a block always hold a real row)
-            it = _fp4_pair_tile(True, e, pid_m, n0, it, sc_ptr, sc_ok, rt2, HALF, TH, ACT, GATED, HAS_BIAS,
-                                WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl,
-                                OUT_PADDED, SC_AHEAD, S_SMEM)
-        elif gl.load(sorted_ids_ptr + pid_m * 256 + 128) < num_slots:  # (an expert's rows come first in its blocks)
-            it = _fp4_pair_tile(True, e, pid_m, n0, it, sc_ptr, sc_ok, rt2, HALF, TH, ACT, GATED, HAS_BIAS,
-                                WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl,
-                                OUT_PADDED, SC_AHEAD, S_SMEM)
-        else:
-            it = _fp4_pair_tile(False, e, pid_m, n0, it, sc_ptr, sc_ok, rt2, HALF, TH, ACT, GATED, HAS_BIAS,
-                                WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl,
-                                OUT_PADDED, SC_AHEAD, S_SMEM)
-    return it
-
-
-@gluon.jit
-def _fp4_pair_tile(MMA: gl.constexpr, e, pid_m, n0, it, sc_ptr, sc_ok, rt, HALF: gl.constexpr, TH: gl.constexpr,
-                   ACT: gl.constexpr, GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
-                   MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr,
-                   FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr, wl: gl.constexpr,
-                   OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, S_SMEM: gl.constexpr):
-    """One tile of a pair member: per K step its 32 rows converted (:func:`_fp4_pair_step`), then (``MMA``) one
-    asynchronous [64 weight rows x 128 token rows] wgmma, at most one in flight; the step before retired, its ring
-    slot and the pair's tile buffer are released. Then (``MMA``) the epilogue of its 128 token rows: the 128-row block
-    ``2 pid_m + TH``. Each token row's sum runs over the same K steps in the same order as :func:`_fp4_chunk_tile`'s:
-    the same bits. Returns the next ring step."""
-    (x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, dfull, dfree, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
-     gs_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, s_step, n_k, s_bufs) = rt
-    acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 128, 16])
-    acc = gl.zeros((64, 128), dtype=gl.float32, layout=acc_l)
-    sc = sc_ptr
-    if SC_AHEAD and not S_SMEM:
-        sc = _fp4_scales(sc_ptr, sc_ok, 0, s_step, NV)
-    for kk in range(n_k):
-        s = it % STAGES
-        d, sc = _fp4_pair_step(w0_bufs, w1_bufs, d_bufs, ready, dfull, dfree, it, s, sc, sc_ptr, sc_ok, kk, n_k,
-                               s_step, HALF, TH, GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, s_bufs, S_SMEM)
-        if MMA:
-            acc = warpgroup_mma(d, x_bufs.index(s).slice(128 * TH, 128).permute((1, 0)), acc, is_async=True)
-            acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
-        if kk > 0:  # the step before retired: its ring slot, and the pair's tile buffer once the partner's did too
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-            mbarrier.arrive(dfree.index(2 * HALF + (it + 1) % 2), count=1)
-        it += 1
-    if MMA:
-        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-    mbarrier.arrive(dfree.index(2 * HALF + (it + 1) % 2), count=1)
-    if MMA:
-        _fp4_epilogue(_fp4_acc_factors(acc, gs_ptr, e, FOLD, NV), e, 2 * pid_m + TH, n0, out_ptr, bias_ptr,
-                      topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
-                      HALF, 128, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
-                      OUT_PADDED)
-    return it
-
-
-@gluon.jit
-def _fp4_pair_step(w0_bufs, w1_bufs, d_bufs, ready, dfull, dfree, it, s, sc, sc_ptr, sc_ok, kk, n_k, s_step,
-                   HALF: gl.constexpr, TH: gl.constexpr, GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr,
-                   FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr, wl: gl.constexpr,
-                   SC_AHEAD: gl.constexpr, s_bufs, S_SMEM: gl.constexpr):
-    """A pair member's K step: wait for ring slot ``s``, convert its 32 weight rows (gated: ring ``TH``'s rows
-    ``32 HALF + [0, 32)``; otherwise ring ``HALF``'s rows ``32 TH + [0, 32)``), wait until the pair's buffer
-    ``it % 2`` is free, store them as the buffer's rows ``32 TH + [0, 32)`` (gated: gate over up, as
-    :func:`_fp4_step`'s tile), fence, arrive, wait for the partner's rows. The block scales as :func:`_fp4_step`'s
-    (``S_SMEM`` from the ring slot; ``SC_AHEAD`` ``sc`` loaded a step before). Returns (the tile, the next ``sc``)."""
-    if SC_AHEAD and not S_SMEM:
-        nsc = _fp4_scales(sc_ptr, sc_ok, gl.minimum(kk + 1, n_k - 1), s_step, NV)
-    else:
-        nsc = sc
-    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-    if GATED:
-        RING: gl.constexpr = TH
-        ROW0: gl.constexpr = 32 * HALF
-    else:
-        RING: gl.constexpr = HALF
-        ROW0: gl.constexpr = 32 * TH
-    if S_SMEM:
-        sc = _fp4_s_rows(s_bufs.index(s), kk, 64 * RING + ROW0, 32, NV, BK, gl.SliceLayout(2, wl))
-    elif not SC_AHEAD:
-        sc = _fp4_scales(sc_ptr, sc_ok, kk, s_step, NV)
-    if RING == 0:
-        v = _fp4_tile(w0_bufs.index(s), ROW0, sc, 32, BK, SWZ, FOLD, NV, wl)
-    else:
-        v = _fp4_tile(w1_bufs.index(s), ROW0, sc, 32, BK, SWZ, FOLD, NV, wl)
-    b = 2 * HALF + it % 2
-    mbarrier.wait(dfree.index(b), ((it // 2) & 1) ^ 1)  # a fresh buffer passes at once
-    d = d_bufs.index(it % 2)
-    d.slice(32 * TH, 32).store(v)
-    fence_async_shared()
-    mbarrier.arrive(dfull.index(b), count=1)  # (a warpgroup barrier first: all of its rows are in)
-    mbarrier.wait(dfull.index(b), (it // 2) & 1)
-    return d, nsc
-
-
-@gluon.jit
 def _fp4_acc_factors(acc, gs_ptr, e, FOLD: gl.constexpr, NV: gl.constexpr):
     """The accumulator's per-tensor factors: the 2^16 that folded tiles are short of (MX ``FOLD``), for NVFP4 with
     its ``1 / g[e]`` as one multiply by ``RN(2^16 / g)`` -- within an ulp of the Triton kernels' IEEE division
@@ -822,7 +631,7 @@ def _ws_fp4_kernel(
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
     SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False, tile_ctr_ptr=0, DYN: gl.constexpr = False,
-    S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False, PAIRS: gl.constexpr = False,
+    S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -844,10 +653,7 @@ def _ws_fp4_kernel(
     for them) and ``SC_AHEAD`` has nothing to do; as the FP4 decode kernel's ``S_SMEM``. Needs the scales 16-byte
     aligned with strides and N multiples of 16. ``ONE_STORE`` (``triton_moe.set_ws_fp4_one_store``; gated tiles):
     a consumer stores its converted gate and up halves by one store (:func:`_fp4_step`), one warpgroup barrier a K
-    step fewer. ``PAIRS`` (``triton_moe.set_ws_fp4_pairs``; 256-token tiles in joined 64-row chunks): four consumer
-    warpgroups instead of two, a pair a 64-row weight half, each member converting 32 of its rows and multiplying the
-    pair's tile with its own 128 token rows (:func:`_fp4_pair_consumer`) -- twice the warps converting a weight tile,
-    whose conversion is latency-bound; 112 registers a consumer thread instead of 232."""
+    step fewer."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     XT: gl.constexpr = x_desc.block_type.shape[0]
@@ -869,60 +675,25 @@ def _ws_fp4_kernel(
         s_bufs = gl.allocate_shared_memory(gl.float8e4nv, [SST, 4, SR], gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
     else:
         s_bufs = gl.allocate_shared_memory(gl.int32, [SST, SR], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    # every consumer warpgroup releases a slot; S_SMEM: the loader warp's 32 cp.async arrivals besides the expect
-    CONS: gl.constexpr = 4 if PAIRS else 2
-    ready, empty = _ring_barriers(STAGES, CONS, 33 if S_SMEM else 1)
+    # both consumer warpgroups release a slot; S_SMEM: the loader warp's 32 cp.async arrivals besides the expect
+    ready, empty = _ring_barriers(STAGES, 2, 33 if S_SMEM else 1)
     TQ: gl.constexpr = STAGES + 2  # (DYN: the tile queue's depth, as _ws_gemm_kernel's)
-    tiles, tq_ready, tq_empty = _ws_tile_queue(TQ, DYN, CONS)
-    if PAIRS:
-        gl.static_assert(JOIN and CHUNKS == 4 and BT == 256, "PAIRS: 256-token tiles in joined 64-row chunks")
-        dfull, dfree = _fp4_pair_barriers()
-        gl.warp_specialize([
-            (_fp4_pair_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, dfull, dfree, out_ptr, s_ptr, bias_ptr,
-                                  topk_w_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots,
-                                  stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr,
-                                  stride_sk, 0, 0, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                                  ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M, NV, OUT_PADDED, SC_AHEAD, tiles,
-                                  tq_ready, tq_empty, DYN, TQ, s_bufs, S_SMEM)),
-            (_fp4_pair_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, dfull, dfree, out_ptr, s_ptr, bias_ptr,
-                                  topk_w_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots,
-                                  stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr,
-                                  stride_sk, 1, 0, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                                  ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M, NV, OUT_PADDED, SC_AHEAD, tiles,
-                                  tq_ready, tq_empty, DYN, TQ, s_bufs, S_SMEM)),
-            (_fp4_pair_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, dfull, dfree, out_ptr, s_ptr, bias_ptr,
-                                  topk_w_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots,
-                                  stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr,
-                                  stride_sk, 0, 1, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                                  ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M, NV, OUT_PADDED, SC_AHEAD, tiles,
-                                  tq_ready, tq_empty, DYN, TQ, s_bufs, S_SMEM)),
-            (_fp4_pair_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, dfull, dfree, out_ptr, s_ptr, bias_ptr,
-                                  topk_w_ptr, sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots,
-                                  stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr,
-                                  stride_sk, 1, 1, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
-                                  ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M, NV, OUT_PADDED, SC_AHEAD, tiles,
-                                  tq_ready, tq_empty, DYN, TQ, s_bufs, S_SMEM)),
-            (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
-                           block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK,
-                           TK, STAGES, GROUP_M, GATED, CHUNKS, JOIN, tile_ctr_ptr, tiles, tq_ready, tq_empty, DYN, TQ,
-                           s_bufs, s_ptr, stride_se, stride_sr, stride_sk, NV, S_SMEM)),
-        ], [4, 4, 4, 1], [112, 112, 112, 32])  # (the loader's warpgroup: it and 3 idle warps; 4 x 112 + 32 <= 480)
-    else:
-        gl.warp_specialize([
-            (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
-                             sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se,
-                             stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT,
-                             E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD,
-                             NC, BK, STAGES, GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready,
-                             tq_empty, DYN, TQ, s_bufs, S_SMEM, ONE_STORE)),
-            (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
-                             sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se,
-                             stride_sr, stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT,
-                             E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD,
-                             NC, BK, STAGES, GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready,
-                             tq_empty, DYN, TQ, s_bufs, S_SMEM, ONE_STORE)),
-            (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
-                           block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK,
-                           TK, STAGES, GROUP_M, GATED, CHUNKS, JOIN, tile_ctr_ptr, tiles, tq_ready, tq_empty, DYN, TQ,
-                           s_bufs, s_ptr, stride_se, stride_sr, stride_sk, NV, S_SMEM)),
-        ], [4, 1], [232, 40])
+    tiles, tq_ready, tq_empty = _ws_tile_queue(TQ, DYN)
+    gl.warp_specialize([
+        (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d0, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
+                         sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
+                         stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
+                         GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready, tq_empty, DYN, TQ,
+                         s_bufs, S_SMEM, ONE_STORE)),
+        (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
+                         sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
+                         stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
+                         GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
+                         GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready, tq_empty, DYN, TQ,
+                         s_bufs, S_SMEM, ONE_STORE)),
+        (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
+                       block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
+                       STAGES, GROUP_M, GATED, CHUNKS, JOIN, tile_ctr_ptr, tiles, tq_ready, tq_empty, DYN, TQ,
+                       s_bufs, s_ptr, stride_se, stride_sr, stride_sk, NV, S_SMEM)),
+    ], [4, 1], [232, 40])

@@ -205,15 +205,15 @@ def _ws_tile_publish(tiles, tq_ready, tq_empty, q, t, TQ: gl.constexpr, WARPS: g
 
 
 @gluon.jit
-def _ws_tile_queue(TQ: gl.constexpr, DYN: gl.constexpr, CONSUMERS: gl.constexpr = 2):
-    """``DYN``: the tile queue in shared memory -- ``TQ`` int32 slots and their ready / empty barriers (each of the
-    ``CONSUMERS`` warpgroups takes each tile); without it three placeholders, never used."""
+def _ws_tile_queue(TQ: gl.constexpr, DYN: gl.constexpr):
+    """``DYN``: the tile queue in shared memory -- ``TQ`` int32 slots and their ready / empty barriers (both consumer
+    warpgroups take each tile); without it three placeholders, never used."""
     tiles = 0
     tq_ready = 0
     tq_empty = 0
     if DYN:
         tiles = gl.allocate_shared_memory(gl.int32, [TQ, 1], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-        tq_ready, tq_empty = _ring_barriers(TQ, CONSUMERS, 1)
+        tq_ready, tq_empty = _ring_barriers(TQ, 2, 1)
     return tiles, tq_ready, tq_empty
 
 
