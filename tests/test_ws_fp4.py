@@ -302,8 +302,7 @@ def test_ws_fp4_config_rules():
 @pytest.mark.parametrize("name,env,default", [
     ("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", True),  # the default since the forty-first session
     ("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", True),  # since the forty-second
-    ("set_ws_fp4_scales_smem", "FUSEDMOE_WS_FP4_SSMEM", False),  # fifty-eighth, opt-in until measured
-    ("set_ws_fp4_one_store", "FUSEDMOE_WS_FP4_ONESTORE", False)])  # the same
+    ("set_ws_fp4_one_store", "FUSEDMOE_WS_FP4_ONESTORE", True)])  # since the fifty-ninth
 def test_ws_fp4_switches(name, env, default):
     """The FP4 prefill kernel's on / off switches: their defaults, the environment variable that starts a process
     with either setting, the setters taking a bool only and returning the previous setting."""
@@ -317,6 +316,22 @@ def test_ws_fp4_switches(name, env, default):
     finally:
         setter(prev)
     env_starts(name, env, {"0": False, "1": True, "": default})
+
+
+def test_ws_fp4_scales_smem_switch_and_rule():
+    """``set_ws_fp4_scales_smem``: "auto" by default (since the fifty-ninth session), True or False, nothing else;
+    ``FUSEDMOE_WS_FP4_SSMEM=1`` / ``0`` start a process forced on / off. "auto" takes the block scales through the
+    ring for NVFP4 weights only (``WS_FP4_SSMEM_AUTO_FORMATS``: the H100's A/B), True for both FP4 formats."""
+    from test_ws_gemm import _check_mode_switch
+
+    _check_mode_switch(triton_moe.set_ws_fp4_scales_smem, "FUSEDMOE_WS_FP4_SSMEM")
+    assert triton_moe.WS_FP4_SSMEM_AUTO_FORMATS == (Format.NVFP4,)
+    for mode, want in (("auto", {Format.NVFP4}), (True, {Format.NVFP4, Format.MXFP4}), (False, set())):
+        prev = triton_moe.set_ws_fp4_scales_smem(mode)
+        try:
+            assert {f for f in (Format.MXFP4, Format.NVFP4) if triton_moe._ws_fp4_ssmem(f)} == want, mode
+        finally:
+            triton_moe.set_ws_fp4_scales_smem(prev)
 
 
 def test_ws_fp4_refused_where_it_cannot_run():
@@ -528,16 +543,15 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     assert (b["CHUNKS"], b["NV"], b["OUT_PADDED"], b["MUL_ROUTING_WEIGHT"], b["TK"]) == (chunks, fmt is Format.NVFP4,
                                                                                         padded, True, tk)
     assert b["SC_AHEAD"] is ahead and b["JOIN"] is join
-    assert b["S_SMEM"] is False and b["ONE_STORE"] is False  # the scales through the ring, the one store: opt-in
-    prev_ss = triton_moe.set_ws_fp4_scales_smem(True)
-    prev_one = triton_moe.set_ws_fp4_one_store(True)
-    try:
-        assert triton_moe._ws_fp4_scales_copyable(w, N)  # ExpertWeights' layouts
-        b = launch()
-        assert b["S_SMEM"] is True and b["ONE_STORE"] is False  # (one store: gated tiles only; this is GEMM2's)
-    finally:
-        triton_moe.set_ws_fp4_scales_smem(prev_ss)
-        triton_moe.set_ws_fp4_one_store(prev_one)
+    # the scales through the ring: by default ("auto") NVFP4's; the one store: gated tiles only (this is GEMM2's)
+    assert triton_moe._ws_fp4_scales_copyable(w, N)  # ExpertWeights' layouts
+    assert b["S_SMEM"] is (fmt is Format.NVFP4) and b["ONE_STORE"] is False
+    for mode in (True, False):
+        prev_ss = triton_moe.set_ws_fp4_scales_smem(mode)
+        try:
+            assert launch()["S_SMEM"] is mode, mode
+        finally:
+            triton_moe.set_ws_fp4_scales_smem(prev_ss)
     assert b["DYN"] is False and b["tile_ctr_ptr"] is al.num_post_padded  # "auto" with 4 local experts (< 64): static
     # the tiles by a global counter: "auto" from 64 local experts (FP4 too since the forty-sixth session), forced on
     for E, mode in ((64, "auto"), (4, True)):

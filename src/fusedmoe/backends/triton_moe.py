@@ -646,12 +646,12 @@ _WS_PIPE = {"enabled": os.environ.get("FUSEDMOE_WS_PIPE", "0") == "1"}
 _WS_X_GATHER = {"mode": {"1": True, "0": False}.get(os.environ.get("FUSEDMOE_WS_XGATHER", "auto"), "auto")}
 
 
-def _swap_mode(store: dict, mode, name: str) -> "bool | str":
-    """``store["mode"] = mode`` for the switches with a rule (``True``, ``False`` or ``"auto"``); returns the previous
+def _swap_mode(store: dict, mode, name: str, key: str = "mode") -> "bool | str":
+    """``store[key] = mode`` for the switches with a rule (``True``, ``False`` or ``"auto"``); returns the previous
     mode."""
     if not (isinstance(mode, bool) or (isinstance(mode, str) and mode == "auto")):
         raise TypeError(f"{name}: mode must be True, False or 'auto', got {mode!r}")
-    prev, store["mode"] = store["mode"], mode
+    prev, store[key] = store[key], mode
     return prev
 
 
@@ -1551,10 +1551,16 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            # 256-token tiles as 64-row chunks joined into wgmmas as wide as the real rows (set_ws_fp4_join; the
            # default since the forty-second session)
            "join": os.environ.get("FUSEDMOE_WS_FP4_JOIN", "1") != "0",
-           # the prefill kernel's block scales through its ring (set_ws_fp4_scales_smem)
-           "s_smem": os.environ.get("FUSEDMOE_WS_FP4_SSMEM", "0") == "1",
-           # a gated prefill tile's gate and up halves stored by one store (set_ws_fp4_one_store)
-           "one_store": os.environ.get("FUSEDMOE_WS_FP4_ONESTORE", "0") == "1"}
+           # the prefill kernel's block scales through its ring (set_ws_fp4_scales_smem: "auto", the default since
+           # the fifty-ninth session, for the formats of WS_FP4_SSMEM_AUTO_FORMATS)
+           "s_smem": {"1": True, "0": False}.get(os.environ.get("FUSEDMOE_WS_FP4_SSMEM", "auto"), "auto"),
+           # a gated prefill tile's gate and up halves stored by one store (set_ws_fp4_one_store; the default since
+           # the fifty-ninth session)
+           "one_store": os.environ.get("FUSEDMOE_WS_FP4_ONESTORE", "1") != "0"}
+# the weight formats whose FP4 prefill GEMMs take their block scales through the ring under set_ws_fp4_scales_smem's
+# "auto" (H100, fifty-ninth session, decode_ab.py at 2048 / 4096 / 8192 tokens on gpt-oss-120b and Nemotron-3-Super /
+# -Nano: NVFP4 1.00-1.15x -- 1.05x at 4096 on all three in three rounds --, MXFP4 0.92-1.01x)
+WS_FP4_SSMEM_AUTO_FORMATS = (Format.NVFP4,)
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
 # MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
@@ -1739,30 +1745,39 @@ def set_ws_fp4_scales_ahead(enabled: bool) -> bool:
     return _swap_bool(_WS_FP4, enabled, "sc_ahead")
 
 
-def set_ws_fp4_scales_smem(enabled: bool) -> bool:
-    """``True``: the FP4 warp-specialized prefill GEMMs (``kernels/_ws_fp4.py``, ``S_SMEM``) take their block scales
+def set_ws_fp4_scales_smem(mode) -> "bool | str":
+    """Whether the FP4 warp-specialized prefill GEMMs (``kernels/_ws_fp4.py``, ``S_SMEM``) take their block scales
     through the operand ring -- the loader warp copies each K step's scales of the tile's 128 weight rows by cp.async
     into the ring slot (MX: each row's 4-byte word of codes; NVFP4: four e4m3 columns in 16-byte runs), the consumer
     warpgroups read them from shared memory after their ring wait -- instead of each consumer's global byte loads
     a step ahead (:func:`set_ws_fp4_scales_ahead`). No global load is then in flight at the consumers' proxy fence
-    before each wgmma (a ``MEMBAR``, which waits for it): the FP4 decode kernel's ``scales_smem``, 1.07-1.82x there
-    (thirty-fifth session). Built in the fifty-eighth session (sm_90 compile: no global load left in the consumers'
-    K loop, no spills; NVFP4 171 -> 162 instructions a step), not yet measured: off by default
-    (``FUSEDMOE_WS_FP4_SSMEM=1`` starts a process with it on). Needs the scales 16-byte aligned with strides that are
-    multiples of 16 and N a multiple of 16 (``ExpertWeights``' layouts; otherwise the global loads run). Same values:
-    the same bits. Returns the previous setting."""
-    return _swap_bool(_WS_FP4, enabled, "s_smem")
+    before each wgmma (a ``MEMBAR``, which waits for it). ``"auto"`` (the default since the fifty-ninth session;
+    ``FUSEDMOE_WS_FP4_SSMEM=1`` / ``0`` start a process with ``True`` / ``False``): the formats of
+    ``WS_FP4_SSMEM_AUTO_FORMATS``, NVFP4 -- H100, ``decode_ab.py`` at 2048 / 4096 / 8192 tokens on gpt-oss-120b and
+    Nemotron-3-Super / -Nano: NVFP4 1.08-1.15x at 2048 tokens, 1.05x at 4096, 1.01-1.02x at 8192 (three rounds);
+    MXFP4 0.92-1.01x (its scales are one byte a 32 values, NVFP4's one a 16, in K-major runs the consumers' loads
+    gather 4 a row); ``True``: every FP4 format; ``False``: none. Needs the scales 16-byte aligned with strides
+    that are multiples of 16 and N a multiple of 16 (``ExpertWeights``' layouts; otherwise the global loads run).
+    Same values: the same bits. Returns the previous mode."""
+    return _swap_mode(_WS_FP4, mode, "set_ws_fp4_scales_smem", "s_smem")
+
+
+def _ws_fp4_ssmem(weight_format: Format) -> bool:
+    """Whether an FP4 prefill GEMM of ``weight_format`` takes its block scales through the ring
+    (:func:`set_ws_fp4_scales_smem`; "auto": ``WS_FP4_SSMEM_AUTO_FORMATS``)."""
+    mode = _WS_FP4["s_smem"]
+    return weight_format in WS_FP4_SSMEM_AUTO_FORMATS if mode == "auto" else mode
 
 
 def set_ws_fp4_one_store(enabled: bool) -> bool:
-    """``True``: in the FP4 warp-specialized prefill GEMMs' gated tiles (GEMM1 of SwiGLU / clamped SwiGLU / GeGLU;
-    ``kernels/_ws_fp4.py``, ``ONE_STORE``) each consumer warpgroup joins its converted gate and up halves in
-    registers and stores them into the wgmma's shared tile by one store instead of two. Two stores into the same
-    buffer make Triton's shared-memory hazard analysis put a warpgroup barrier between them (it cannot tell the halves
-    apart), in the middle of every K step's conversion; the join itself costs no instruction (sm_90: the K loop's
-    barriers 4 -> 3, its instruction count unchanged). Built in the fifty-eighth session, not yet measured: off by
-    default (``FUSEDMOE_WS_FP4_ONESTORE=1`` starts a process with it on). Same values at the same places: the same
-    bits. Returns the previous setting."""
+    """``True`` (the default since the fifty-ninth session; ``FUSEDMOE_WS_FP4_ONESTORE=0`` turns it off): in the FP4
+    warp-specialized prefill GEMMs' gated tiles (GEMM1 of SwiGLU / clamped SwiGLU / GeGLU; ``kernels/_ws_fp4.py``,
+    ``ONE_STORE``) each consumer warpgroup joins its converted gate and up halves in registers and stores them into
+    the wgmma's shared tile by one store instead of two. Two stores into the same buffer make Triton's shared-memory
+    hazard analysis put a warpgroup barrier between them (it cannot tell the halves apart), in the middle of every
+    K step's conversion; the join itself costs no instruction (sm_90: the K loop's barriers 4 -> 3, its instruction
+    count unchanged). H100, ``decode_ab.py`` of gpt-oss-120b MXFP4 / NVFP4 at 2048 / 4096 / 8192 tokens: 1.000-1.027x
+    on all six points. Same values at the same places: the same bits. Returns the previous setting."""
     return _swap_bool(_WS_FP4, enabled, "one_store")
 
 
@@ -1955,7 +1970,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         WEIGHT_ON_INPUT=weight_on_input, MUL_ROUTING_WEIGHT=mul_routing_weight, ROUND_DTYPE=round_tl,
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
         GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
-        S_SMEM=_WS_FP4["s_smem"] and _ws_fp4_scales_copyable(w, N), ONE_STORE=_WS_FP4["one_store"] and gated,
+        S_SMEM=_ws_fp4_ssmem(w.fmt) and _ws_fp4_scales_copyable(w, N), ONE_STORE=_WS_FP4["one_store"] and gated,
         **_ws_dynamic_args(_ws_dyn(w.fmt, E), al), num_warps=4)
 
 
