@@ -1559,7 +1559,8 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            "one_store": os.environ.get("FUSEDMOE_WS_FP4_ONESTORE", "1") != "0"}
 # the weight formats whose FP4 prefill GEMMs take their block scales through the ring under set_ws_fp4_scales_smem's
 # "auto" (H100, fifty-ninth session, decode_ab.py at 2048 / 4096 / 8192 tokens on gpt-oss-120b and Nemotron-3-Super /
-# -Nano: NVFP4 1.00-1.15x -- 1.05x at 4096 on all three in three rounds --, MXFP4 0.92-1.01x)
+# -Nano: NVFP4 1.08-1.15x at 2048, and in a three-round rerun 1.05x at 4096, 1.01-1.02x at 8192 -- where the two-round
+# run had read Nemotron-3-Super 0.99x / 0.94x --; MXFP4 0.92-1.01x)
 WS_FP4_SSMEM_AUTO_FORMATS = (Format.NVFP4,)
 # the chunks of a 256-token tile by weight format where set_ws_fp4_chunks says 0 (the default): the H200's A/B of the
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
@@ -1755,10 +1756,10 @@ def set_ws_fp4_scales_smem(mode) -> "bool | str":
     ``FUSEDMOE_WS_FP4_SSMEM=1`` / ``0`` start a process with ``True`` / ``False``): the formats of
     ``WS_FP4_SSMEM_AUTO_FORMATS``, NVFP4 -- H100, ``decode_ab.py`` at 2048 / 4096 / 8192 tokens on gpt-oss-120b and
     Nemotron-3-Super / -Nano: NVFP4 1.08-1.15x at 2048 tokens, 1.05x at 4096, 1.01-1.02x at 8192 (three rounds);
-    MXFP4 0.92-1.01x (its scales are one byte a 32 values, NVFP4's one a 16, in K-major runs the consumers' loads
-    gather 4 a row); ``True``: every FP4 format; ``False``: none. Needs the scales 16-byte aligned with strides
-    that are multiples of 16 and N a multiple of 16 (``ExpertWeights``' layouts; otherwise the global loads run).
-    Same values: the same bits. Returns the previous mode."""
+    MXFP4 0.92-1.01x (not profiled; NVFP4 has twice the scales, K-major, which the consumers' global loads gather
+    four a row, where MX's two a step sit in one word); ``True``: every FP4 format; ``False``: none. Needs the
+    scales 16-byte aligned with strides that are multiples of 16 and N a multiple of 16 (``ExpertWeights``' layouts;
+    otherwise the global loads run). Same values: the same bits. Returns the previous mode."""
     return _swap_mode(_WS_FP4, mode, "set_ws_fp4_scales_smem", "s_smem")
 
 
