@@ -490,7 +490,8 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     """``triton_moe._ws_fp4_gemm``'s prefill launch (GEMM2 reading GEMM1's padded rows: no gather) bound to the
     kernel's signature: the TMA boxes (a chunk's token rows of 64, 64 weight rows of 16 words), the scale strides
     (MX row-major, NVFP4 K-major) and NVFP4's global scales, the constexprs (CHUNKS, NV, OUT_PADDED) and the
-    persistent grid -- a count or order slip fails."""
+    persistent grid -- a count or order slip fails; the block scales through the ring by format ("auto": NVFP4) or
+    forced; for the gated cases GEMM1's launch too, its halves by one store unless switched off."""
     import inspect
 
     from fusedmoe.kernels import _ws_fp4 as k4
@@ -552,6 +553,24 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
             assert launch()["S_SMEM"] is mode, mode
         finally:
             triton_moe.set_ws_fp4_scales_smem(prev_ss)
+    if gated:  # GEMM1 of the gated layer: one store of its tiles' halves by default, two with the switch off
+        w13, N13 = W.w13, W.padded_intermediate_size
+
+        def launch1():
+            triton_moe._ws_fp4_gemm(ws_fp4_config(True, "gemm1", BM), torch.zeros(NB * BM, 512, dtype=torch.bfloat16),
+                                    w13, tw, False, tw, al, torch.empty(TK, N13, dtype=torch.bfloat16), N13, 1, TK, 4,
+                                    triton_moe._ACT_CODE[Activation.SWIGLU], True, triton_moe._DEFAULT_ACT_PARAMS,
+                                    None, False, False, 132, 0, tw, tw, a_padded=True)
+            args, kw = cap.calls[-1][1:]
+            kw.pop("num_warps")
+            return sig.bind(*args, **kw).arguments
+
+        assert launch1()["ONE_STORE"] is True and launch1()["GATED"] is True
+        prev_one = triton_moe.set_ws_fp4_one_store(False)
+        try:
+            assert launch1()["ONE_STORE"] is False
+        finally:
+            triton_moe.set_ws_fp4_one_store(prev_one)
     assert b["DYN"] is False and b["tile_ctr_ptr"] is al.num_post_padded  # "auto" with 4 local experts (< 64): static
     # the tiles by a global counter: "auto" from 64 local experts (FP4 too since the forty-sixth session), forced on
     for E, mode in ((64, "auto"), (4, True)):
