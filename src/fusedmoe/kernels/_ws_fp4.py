@@ -221,26 +221,27 @@ def _fp4_s_read(s_buf, kk, HALF: gl.constexpr, GATED: gl.constexpr, NV: gl.const
                 sl: gl.constexpr):
     """``S_SMEM``: this warpgroup's block scales of step ``kk`` from its ring slot's ``s_buf`` (:func:`_fp4_s_copy`)
     as :func:`_fp4_scales2` returns them from global memory -- (gate / ring-0 rows, up / ring-1 rows), each [RW,
-    BK / 16] in ``sl``: MX the codes (byte ``2 kk % 4 + j // 2`` of the rows' words), NVFP4 the e4m3 scales."""
+    BK / 16] in ``sl`` (:func:`_fp4_s_rows`; one set when not gated, returned twice)."""
     RW: gl.constexpr = 32 if GATED else 64
+    sa = _fp4_s_rows(s_buf, kk, (32 if GATED else 64) * HALF, RW, NV, BK, sl)
+    sb = sa
     if GATED:
-        ra: gl.constexpr = 32 * HALF
-        rb: gl.constexpr = 64 + 32 * HALF
-    else:
-        ra: gl.constexpr = 64 * HALF
-        rb: gl.constexpr = 64 * HALF
+        sb = _fp4_s_rows(s_buf, kk, 64 + 32 * HALF, RW, NV, BK, sl)
+    return sa, sb
+
+
+@gluon.jit
+def _fp4_s_rows(s_buf, kk, ROW0: gl.constexpr, RW: gl.constexpr, NV: gl.constexpr, BK: gl.constexpr,
+                sl: gl.constexpr):
+    """``S_SMEM``: step ``kk``'s block scales of the slot's rows ``ROW0 + [0, RW)`` (:func:`_fp4_s_copy`'s order:
+    ``q 64 + i`` = ring ``q``'s box row ``i``), [RW, BK / 16] in ``sl``: MX the codes (byte ``2 kk % 4 + j // 2`` of
+    the rows' words), NVFP4 the e4m3 scales."""
     if NV:
-        sa = s_buf.slice(ra, RW, dim=1).permute([1, 0]).load(sl)
-        sb = sa
-        if GATED:
-            sb = s_buf.slice(rb, RW, dim=1).permute([1, 0]).load(sl)
+        sc = s_buf.slice(ROW0, RW, dim=1).permute([1, 0]).load(sl)
     else:
         sh = 8 * ((2 * kk) % 4 + gl.arange(0, BK // 16, layout=gl.SliceLayout(0, sl)) // 2)
-        sa = (s_buf.slice(ra, RW).load(gl.SliceLayout(1, sl))[:, None] >> sh[None, :]) & 0xFF
-        sb = sa
-        if GATED:
-            sb = (s_buf.slice(rb, RW).load(gl.SliceLayout(1, sl))[:, None] >> sh[None, :]) & 0xFF
-    return sa, sb
+        sc = (s_buf.slice(ROW0, RW).load(gl.SliceLayout(1, sl))[:, None] >> sh[None, :]) & 0xFF
+    return sc
 
 
 @gluon.jit
