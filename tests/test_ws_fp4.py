@@ -24,7 +24,8 @@ from test_triton_moe import gpu
 
 from fusedmoe.backends import triton_moe
 from fusedmoe.backends.kernel_configs import (_WS_SMEM, KernelConfig, MoEKernelConfig, _ws_fp4_fixed_bytes,
-                                             _ws_fp4_stage_bytes, warp_specialized_problem, ws_fp4_config)
+                                             _ws_fp4_stage_bytes, warp_specialized_problem, ws_fp4_config,
+                                             ws_fp4_stages)
 from fusedmoe.config import Activation, ActivationParams, Format
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,7 +55,7 @@ def fp4_sig(XT, NV):
 def fp4_cx(ACT, GATED, HB, MRW, TK, CH, NV, JN, **kw):
     return dict(dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=MRW,
                      ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=not NV, BK=64, TK=TK, STAGES=4, GROUP_M=8, CHUNKS=CH,
-                     NV=NV, SC_AHEAD=True, JOIN=JN), **kw)
+                     NV=NV, SC_AHEAD=True, JOIN=JN, KS=1), **kw)
 '''
 
 _SCRIPT = _FP4_HEAD + r'''
@@ -231,6 +232,48 @@ def test_ws_fp4_one_store_compiles_for_sm90(tmp_path):
         assert sts1 == sts0 and abs(n1 - n0) <= 4 and smem1 == smem0 and gmma1 == gmma0, ((act, bt, nv), v)
 
 
+_KS_SCRIPT = _FP4_HEAD + r'''
+# (ACT, GATED, HAS_BIAS, TK, NV, DYN, S_SMEM): 128-token tiles -- gated MX with biases (gpt-oss's GEMM1), non-gated
+# NVFP4 with the scales through the ring and counted tiles (Nemotron's), gated NVFP4 with global scale loads
+for ACT, GATED, HB, TK, NV, DYN, SS in ((2, True, True, 64, False, False, False), (3, False, False, 128, True, True, True),
+                                       (1, True, False, 64, True, False, False)):
+    sig = fp4_sig(128, NV)
+    for KS, ST in ((1, 4), (2, 3)):
+        cx = fp4_cx(ACT, GATED, HB, False, TK, 1, NV, False, DYN=DYN, S_SMEM=SS, ONE_STORE=GATED, KS=KS, STAGES=ST)
+        k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx, aligned=("s_ptr", "stride_se", "stride_sr", "stride_sk",
+                                                                   "N"))
+        loop = k_loop(sass_instructions(sass))
+        print(ACT, NV, GATED, KS, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"),
+              sum("BAR.SYNC" in x for x in loop), sum("MEMBAR" in x for x in loop),
+              sum("HGMMA.64x" in x for x in loop), len(loop), k.metadata.shared, sep="|", flush=True)
+'''
+
+
+def test_ws_fp4_two_steps_a_slot_compile_for_sm90(tmp_path):
+    """``KS`` 2 (``set_ws_fp4_block_k(128)``: two 64-wide K steps a ring slot) for 128-token tiles at 3 stages:
+    12 warps, no spills; the shortest K loop holds both steps' wgmmas (8 HGMMA) behind the one-step loop's
+    synchronization -- the same warpgroup barriers and one proxy fence a slot (the second step's tiles are their own
+    buffer, so no hazard barrier between the steps' stores) -- in fewer instructions than two one-step loops; the
+    shared memory within ``ws_fp4_config``'s budget for the tile (``kernel_configs.ws_fp4_stages``: 3 stages)."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _KS_SCRIPT)
+    assert len(rows) == 6, rows
+    by = {}
+    for act, nv, gated, ks, warps, spills, bars, membar, gmma, n, smem in rows:
+        assert int(warps) == 12 and int(spills) == 0, (act, nv, ks, warps, spills)
+        by.setdefault((act, nv, gated), {})[int(ks)] = (int(bars), int(membar), int(gmma), int(n), int(smem))
+    for (act, nv, gated), v in by.items():
+        (bars1, mb1, g1, n1, _), (bars2, mb2, g2, n2, smem2) = v[1], v[2]
+        assert (g1, g2) == (4, 8) and bars2 == bars1 and mb2 == mb1 == 1, ((act, nv), v)
+        assert n2 < 2 * n1 - 30, ((act, nv), v)  # (sm_90, CPU compile: 271-281 against 2 x 160-163)
+        g1_ = gated == "True"
+        assert ws_fp4_stages(g1_, "gemm1", 128, 128) == 3
+        # the launcher's budget is the compiled kernel's shared memory up to its barriers (scales counted where
+        # they come through the ring: the non-gated NVFP4 case)
+        need = 3 * _ws_fp4_stage_bytes(128, scales=act == "3", block_k=128) + _ws_fp4_fixed_bytes(g1_, 128)
+        assert need <= smem2 <= need + 512 and need <= _WS_SMEM, ((act, nv), v, need)
+
+
 # ---- CPU: config rules and refusals ----------------------------------------------------------------
 
 
@@ -245,7 +288,7 @@ def test_ws_fp4_config_rules():
             assert warp_specialized_problem(c, F.NVFP4, gemm, gated, 2688) is None
     c = ws_fp4_config(True, "gemm1")
     bad = [(KernelConfig(64, 64, 64, num_warps=4, warp_specialized=True), "block_m"),
-           (KernelConfig(128, 64, 128, num_warps=4, warp_specialized=True), "block_k 64"),
+           (KernelConfig(128, 64, 32, num_warps=4, warp_specialized=True), "block_k in (64, 128)"),
            (KernelConfig(128, 128, 64, num_warps=4, warp_specialized=True), "block_n 64"),
            (KernelConfig(128, 64, 64, num_warps=8, warp_specialized=True), "num_warps 4"),
            (KernelConfig(128, 64, 64, num_warps=4, num_stages=7, warp_specialized=True), "num_stages"),
@@ -332,6 +375,53 @@ def test_ws_fp4_scales_smem_switch_and_rule():
             assert {f for f in (Format.MXFP4, Format.NVFP4) if triton_moe._ws_fp4_ssmem(f)} == want, mode
         finally:
             triton_moe.set_ws_fp4_scales_smem(prev)
+
+
+def test_ws_fp4_block_k_config_switch_and_rule(monkeypatch):
+    """``block_k`` 128 (two 64-wide K steps a ring slot; ``set_ws_fp4_block_k``, opt-in): 128-token tiles at 3
+    stages for every GEMM kind -- 256-token ones do not fit 2 stages and are refused by ``ws_fp4_config`` (so
+    ``auto_ws_fp4`` keeps 64 for them); the setter takes 64 / 128 only and returns the previous value;
+    ``FUSEDMOE_WS_FP4_BK`` starts a process with either and refuses others; the launch passes ``KS`` =
+    block_k / 64."""
+    import subprocess
+    import sys
+
+    for gated, gemm in ((True, "gemm1"), (False, "gemm1"), (False, "gemm2")):
+        c = ws_fp4_config(gated, gemm, 128, block_k=128)
+        assert (c.block_k, c.num_stages) == (128, 3) and ws_fp4_stages(gated, gemm, 256, 128) == 0
+        assert warp_specialized_problem(c, F.MXFP4, gemm, gated, 2880) is None
+        four = dataclasses.replace(c, num_stages=4)
+        assert "use at most 3 stages" in warp_specialized_problem(four, F.MXFP4, gemm, gated, 2880)
+        with pytest.raises(ValueError, match="does not fit"):
+            ws_fp4_config(gated, gemm, 256, block_k=128)
+    with pytest.raises(ValueError, match="block_k"):
+        ws_fp4_config(True, "gemm1", 128, block_k=256)
+    assert triton_moe.set_ws_fp4_block_k(128) == 64
+    try:
+        for bad in (96, 256, True, "128"):
+            with pytest.raises(ValueError, match="64 or 128"):
+                triton_moe.set_ws_fp4_block_k(bad)
+        # the rule: 128-token tiles take it for both GEMMs, 256-token ones keep 64
+        c = Case(F.MXFP4, F.BF16, A.SWIGLU, T=4, H=128, I=64, E=4, K=2, dtype=torch.bfloat16)
+        _, W, _ = make_case(c, device="cpu")
+        monkeypatch.setattr(triton_moe, "_cuda_major", lambda index: 9)
+        pre = MoEKernelConfig(KernelConfig(128, 64, 64, swap_ab=True), KernelConfig(128, 128, 64, swap_ab=True))
+        for tokens, bm, bk in ((100, 128, 128), (400, 256, 64)):  # 50 / 200 rows an expert
+            got = triton_moe.auto_ws_fp4(pre, W.w13, W.w2, F.BF16, torch.bfloat16, torch.device("cuda", 0), tokens,
+                                         2, A.SWIGLU)
+            assert (got.block_m, got.gemm1.block_k, got.gemm2.block_k) == (bm, bk, bk), tokens
+            assert got.gemm1 == ws_fp4_config(True, "gemm1", bm, block_k=bk)
+    finally:
+        assert triton_moe.set_ws_fp4_block_k(64) == 128
+    code = "from fusedmoe.backends import triton_moe as tm; print(tm.set_ws_fp4_block_k(64))"
+    for val, want in (("128", "128"), ("64", "64"), ("", None)):
+        env = {**os.environ, "FUSEDMOE_WS_FP4_BK": val} if val else {k: v for k, v in os.environ.items()
+                                                                       if k != "FUSEDMOE_WS_FP4_BK"}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        assert out.stdout.strip() == (want or "64"), (val, out.stdout)
+    bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "FUSEDMOE_WS_FP4_BK": "96"})
+    assert bad.returncode != 0 and "FUSEDMOE_WS_FP4_BK must be 64 or 128" in bad.stderr
 
 
 def test_ws_fp4_refused_where_it_cannot_run():
@@ -543,7 +633,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     assert (b["stride_om"], b["stride_be"]) == (N, 0)
     assert (b["CHUNKS"], b["NV"], b["OUT_PADDED"], b["MUL_ROUTING_WEIGHT"], b["TK"]) == (chunks, fmt is Format.NVFP4,
                                                                                         padded, True, tk)
-    assert b["SC_AHEAD"] is ahead and b["JOIN"] is join
+    assert b["SC_AHEAD"] is ahead and b["JOIN"] is join and b["KS"] == 1 and b["BK"] == 64
     # the scales through the ring: by default ("auto") NVFP4's; the one store: gated tiles only (this is GEMM2's)
     assert triton_moe._ws_fp4_scales_copyable(w, N)  # ExpertWeights' layouts
     assert b["S_SMEM"] is (fmt is Format.NVFP4) and b["ONE_STORE"] is False
@@ -572,6 +662,10 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
         finally:
             triton_moe.set_ws_fp4_one_store(prev_one)
     assert b["DYN"] is False and b["tile_ctr_ptr"] is al.num_post_padded  # "auto" with 4 local experts (< 64): static
+    cfg = dataclasses.replace(cfg, block_k=128)  # two K steps a ring slot: KS 2, the 64-wide boxes unchanged
+    b2 = launch()
+    assert b2["KS"] == 2 and b2["BK"] == 64 and b2["w0_desc"].block_shape == [64, 16]
+    cfg = dataclasses.replace(cfg, block_k=64)
     # the tiles by a global counter: "auto" from 64 local experts (FP4 too since the forty-sixth session), forced on
     for E, mode in ((64, "auto"), (4, True)):
         prev_dyn = triton_moe.set_ws_dynamic_tiles(mode)
@@ -728,6 +822,36 @@ def test_gpu_ws_fp4_one_store_same_bits(fmt):
     values at the same places of the wgmma's tile. Clamped SwiGLU with biases, 128- and 256-token tiles (joined
     chunks), static and counted tiles, expert parallelism; within the reference's bound."""
     _switch_same_bits(A.SWIGLU_OAI, fmt, triton_moe.set_ws_fp4_one_store, ((300, 128), (3000, 128), (560, 256)), 47)
+
+
+@gpu
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
+def test_gpu_ws_fp4_two_steps_a_slot_same_bits(act, fmt):
+    """Two 64-wide K steps a ring slot (``set_ws_fp4_block_k(128)``, 128-token tiles) give the bits of one step a
+    slot: each accumulator's wgmmas run over the same K steps in the same order, and an odd step count's step past
+    K (GEMM1's K = 576: 9 steps; GEMM2's K = 320: 5) adds products of TMA-zeroed inputs, which changes no sum.
+    Fewer tiles than programs (300 tokens), several a program (3000), counted tiles, expert parallelism; within the
+    reference's bound; the configs that ran had block_k 128."""
+    for T, I, dyn in ((300, 384, False), (3000, 384, True), (700, 320, False)):
+        c = Case(fmt, F.BF16, act, T=T, H=576, I=I, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
+                 dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=53)
+        hidden, W, topk = make_case(c)
+        prev_dyn = triton_moe.set_ws_dynamic_tiles(dyn)
+        try:
+            one = _ws_call(hidden, W, topk, offset=2, block_m=128)
+            prev = triton_moe.set_ws_fp4_block_k(128)
+            try:
+                cap = {}
+                two = _ws_call(hidden, W, topk, offset=2, block_m=128, cap=cap)
+            finally:
+                triton_moe.set_ws_fp4_block_k(prev)
+        finally:
+            triton_moe.set_ws_dynamic_tiles(prev_dyn)
+        cfg = cap["config"]
+        assert (cfg.gemm1.block_k, cfg.gemm2.block_k, cfg.gemm1.num_stages) == (128, 128, 3), cfg
+        assert torch.equal(two, one), (T, I)
+        _ep_check(c, two, hidden, W, topk, (T, I))
 
 
 @gpu

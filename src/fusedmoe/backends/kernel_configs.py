@@ -932,32 +932,49 @@ _WS_FP4_TILE_BYTES = 2 * 2 * 64 * 64 * 2  # the two warpgroups' double-buffered 
 _WS_FP4_EPI_SCRATCH = {True: 32 * 1024, False: 16 * 1024}
 
 
-def _ws_fp4_fixed_bytes(gated_gemm1: bool) -> int:
-    """The FP4 kernel's shared memory besides its ring: the converted weight tiles and the epilogue's scratch (sm_90
-    compile, 256-token tiles at 4 stages: 213064 bytes gated, 196680 otherwise -- the ring, these and the barriers;
-    ``test_ws_fp4_compiles_for_sm90`` checks the bound)."""
-    return _WS_FP4_TILE_BYTES + _WS_FP4_EPI_SCRATCH[gated_gemm1]
+def _ws_fp4_fixed_bytes(gated_gemm1: bool, block_k: int = 64) -> int:
+    """The FP4 kernel's shared memory besides its ring: the converted weight tiles (``block_k`` 128: a second set,
+    the second K step's of a ring slot) and the epilogue's scratch (sm_90 compile, 256-token tiles at 4 stages:
+    213064 bytes gated, 196680 otherwise -- the ring, these and the barriers; ``test_ws_fp4_compiles_for_sm90``
+    checks the bound)."""
+    return _WS_FP4_TILE_BYTES * (block_k // 64) + _WS_FP4_EPI_SCRATCH[gated_gemm1]
 
 
 # one ring stage's block scales of the FP4 prefill kernel's 128 weight rows under its S_SMEM option
 # (triton_moe.set_ws_fp4_scales_smem): MX a 4-byte word a row, NVFP4 four e4m3 columns
 _WS_FP4_SCALE_STAGE_BYTES = 512
+WS_FP4_BLOCK_KS = (64, 128)  # the FP4 prefill kernel's K a ring slot: one or two 64-wide K steps
 
 
-def _ws_fp4_stage_bytes(block_m: int, scales: bool = True) -> int:
-    """One ring stage of the FP4 kernel: the [block_m, 64] BF16 input tile, two 64-row boxes of FP4 values and
-    (``scales``; budgeted whether or not the kernel's ``S_SMEM`` option runs) the step's block scales."""
-    return block_m * 64 * 2 + 2 * 64 * 32 + (_WS_FP4_SCALE_STAGE_BYTES if scales else 0)
+def _ws_fp4_stage_bytes(block_m: int, scales: bool = True, block_k: int = 64) -> int:
+    """One ring stage of the FP4 kernel: per 64-wide K step (``block_k`` / 64 of them) the [block_m, 64] BF16 input
+    tile, two 64-row boxes of FP4 values and (``scales``; budgeted whether or not the kernel's ``S_SMEM`` option
+    runs) the step's block scales."""
+    return block_k // 64 * (block_m * 64 * 2 + 2 * 64 * 32 + (_WS_FP4_SCALE_STAGE_BYTES if scales else 0))
 
 
-def ws_fp4_config(gated: bool, gemm: str, block_m: int = 128, num_stages: int = 4) -> KernelConfig:
+def ws_fp4_stages(gated: bool, gemm: str, block_m: int, block_k: int = 64, num_stages: int = 4) -> int:
+    """The ring stages of an FP4 warp-specialized tile: ``num_stages`` capped to the shared-memory budget, at least 2
+    (0 where not even 2 fit: ``block_k`` 128 with 256-token tiles)."""
+    fixed = _ws_fp4_fixed_bytes(gated and gemm == "gemm1", block_k)
+    fit = (_WS_SMEM - fixed) // _ws_fp4_stage_bytes(block_m, block_k=block_k)
+    return max(2, min(num_stages, fit)) if fit >= 2 else 0
+
+
+def ws_fp4_config(gated: bool, gemm: str, block_m: int = 128, num_stages: int = 4, block_k: int = 64) -> KernelConfig:
     """The FP4 warp-specialized tile of ``gemm`` (block_n: 64 output columns for a gated GEMM1, else 128),
-    ``num_stages`` capped to the shared-memory budget (epilogue scratch included: 256-token tiles fit 4)."""
+    ``num_stages`` capped to the shared-memory budget (epilogue scratch included: 256-token tiles fit 4);
+    ``block_k`` 128: two 64-wide K steps a ring slot (``triton_moe.set_ws_fp4_block_k``; 128-token tiles only, 3
+    stages)."""
     if block_m not in WS_FP4_BLOCK_MS:
         raise ValueError(f"ws_fp4_config: block_m must be one of {WS_FP4_BLOCK_MS}, got {block_m}")
-    fixed = _ws_fp4_fixed_bytes(gated and gemm == "gemm1")
-    st = max(2, min(num_stages, (_WS_SMEM - fixed) // _ws_fp4_stage_bytes(block_m)))
-    return KernelConfig(block_m, 64 if gated and gemm == "gemm1" else 128, 64, group_m=8, num_warps=4,
+    if block_k not in WS_FP4_BLOCK_KS:
+        raise ValueError(f"ws_fp4_config: block_k must be one of {WS_FP4_BLOCK_KS}, got {block_k}")
+    st = ws_fp4_stages(gated, gemm, block_m, block_k, num_stages)
+    if st == 0:
+        raise ValueError(f"ws_fp4_config: block_k {block_k} with block_m {block_m} does not fit the shared memory "
+                         "at 2 stages")
+    return KernelConfig(block_m, 64 if gated and gemm == "gemm1" else 128, block_k, group_m=8, num_warps=4,
                         num_stages=st, warp_specialized=True)
 
 
@@ -1000,13 +1017,14 @@ def _ws_fp4_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Option
     if cfg.block_m == WS_FP4_DEC_BLOCK_M:
         return _ws_fp4_dec_problem(cfg, gemm, gated, K)
     bn = 64 if gated and gemm == "gemm1" else 128
-    if cfg.block_m not in WS_FP4_BLOCK_MS or cfg.block_k != 64 or cfg.block_n != bn:
-        why = (f"needs block_m in {WS_FP4_BLOCK_MS} (or {WS_FP4_DEC_BLOCK_M}: decode tiles), block_k 64 and block_n "
-               f"{bn} with FP4 weights, got "
+    if cfg.block_m not in WS_FP4_BLOCK_MS or cfg.block_k not in WS_FP4_BLOCK_KS or cfg.block_n != bn:
+        why = (f"needs block_m in {WS_FP4_BLOCK_MS} (or {WS_FP4_DEC_BLOCK_M}: decode tiles), block_k in "
+               f"{WS_FP4_BLOCK_KS} and block_n {bn} with FP4 weights, got "
                f"{cfg.block_m} / {cfg.block_k} / {cfg.block_n}")
     else:
-        stage = _ws_fp4_stage_bytes(cfg.block_m)
-        why = _ws_launch_problem(cfg, gemm, K, 64, "", stage, _ws_fp4_fixed_bytes(gated and gemm == "gemm1"),
+        stage = _ws_fp4_stage_bytes(cfg.block_m, block_k=cfg.block_k)
+        why = _ws_launch_problem(cfg, gemm, K, 64, "", stage, _ws_fp4_fixed_bytes(gated and gemm == "gemm1",
+                                                                                  cfg.block_k),
                                  "take swap_ab (its tiles are swapped already)")
     return None if why is None else f"{gemm.upper()} warp_specialized {why}"
 

@@ -105,7 +105,7 @@ from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_persistent, choose_moe_config,
                              held_a_problem, join_gate_up, k_loop_stages, triton_tile, warp_specialized_problem,
                              ws_block_scale_problem, WS_FP4_FORMATS,
-                             WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
+                             WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_stages, ws_fp4_dec_config,
                              ws_dynamic_tiles_auto, ws_x_gather_auto,
                              WS_DEC_BLOCK_M, WS_FORMATS, WS_PROMOTED_FORMATS, ws_dec_block_k, ws_dec_config,
                              ws_dec_max_blocks,
@@ -1532,6 +1532,13 @@ def _env_decode_tokens(value: str):
 
 # kernels/_ws_fp4.py: the heuristic's and the tuned table's prefill tiles (block_m >= 128) of MXFP4 weights with
 # BF16 activations run there instead of the Triton kernels on sm_90
+def _env_ws_fp4_block_k(value: str) -> int:
+    """``FUSEDMOE_WS_FP4_BK`` (:func:`set_ws_fp4_block_k`): "64" or "128"."""
+    if value not in ("64", "128"):
+        raise ValueError(f"FUSEDMOE_WS_FP4_BK must be 64 or 128, got {value!r}")
+    return int(value)
+
+
 _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 0,
            # 256-token tiles as this many chunks, only those with real rows multiplied (1: whole tiles; 0: by format,
            # WS_FP4_AUTO_CHUNKS)
@@ -1556,7 +1563,9 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            "s_smem": {"1": True, "0": False}.get(os.environ.get("FUSEDMOE_WS_FP4_SSMEM", "auto"), "auto"),
            # a gated prefill tile's gate and up halves stored by one store (set_ws_fp4_one_store; the default since
            # the fifty-ninth session)
-           "one_store": os.environ.get("FUSEDMOE_WS_FP4_ONESTORE", "1") != "0"}
+           "one_store": os.environ.get("FUSEDMOE_WS_FP4_ONESTORE", "1") != "0",
+           # two 64-wide K steps a ring slot of the prefill kernel's 128-token tiles (set_ws_fp4_block_k; opt-in)
+           "block_k": _env_ws_fp4_block_k(os.environ.get("FUSEDMOE_WS_FP4_BK", "64"))}
 # the weight formats whose FP4 prefill GEMMs take their block scales through the ring under set_ws_fp4_scales_smem's
 # "auto" (H100, fifty-ninth session, decode_ab.py at 2048 / 4096 / 8192 tokens on gpt-oss-120b and Nemotron-3-Super /
 # -Nano: NVFP4 1.08-1.15x at 2048, and in a three-round rerun 1.05x at 4096, 1.01-1.02x at 8192 -- where the two-round
@@ -1782,6 +1791,21 @@ def set_ws_fp4_one_store(enabled: bool) -> bool:
     return _swap_bool(_WS_FP4, enabled, "one_store")
 
 
+def set_ws_fp4_block_k(block_k: int) -> int:
+    """The FP4 warp-specialized prefill GEMMs' K a ring slot (``kernels/_ws_fp4.py``, ``KS``): 64 (the default;
+    one K step a slot) or 128 (``FUSEDMOE_WS_FP4_BK=128``: two 64-wide K steps a slot, converted behind one ring
+    wait, one proxy fence and one warpgroup barrier, their wgmmas waited for once -- the per-step synchronization
+    the Nsight reports of the forty-second session found the consumers stalled on, halved). Shared memory allows it
+    for 128-token tiles only (3 stages; ``kernel_configs.ws_fp4_stages``), so 256-token tiles keep 64. sm_90
+    compile (gated MXFP4 GEMM1, 128-token tiles): 281 instructions and 3 warpgroup barriers a slot of two steps
+    against 2 x 163 and 2 x 3. Zero inputs past K where the steps are odd (gpt-oss-120b's K 2880): the same sums.
+    Opt-in until measured on a GPU. Returns the previous value."""
+    if block_k not in (64, 128):
+        raise ValueError(f"set_ws_fp4_block_k: 64 or 128, got {block_k!r}")
+    prev, _WS_FP4["block_k"] = _WS_FP4["block_k"], block_k
+    return prev
+
+
 def set_ws_fp4_join(enabled: bool) -> bool:
     """``True`` (the default since the forty-second session; ``FUSEDMOE_WS_FP4_JOIN=0`` turns it off): the FP4
     warp-specialized prefill GEMMs' 256-token tiles load their input in four 64-row chunks, only those with real rows,
@@ -1903,7 +1927,9 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
         return MoEKernelConfig(c.gemm1, c.gemm2, cfg.atomic_combine)
     wide = WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT if _WS_FP4["join"] else WS_FP4_WIDE_MIN_ROWS_PER_EXPERT
     bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= wide else 128)
-    return MoEKernelConfig(ws_fp4_config(gated, "gemm1", bm), ws_fp4_config(False, "gemm2", bm), cfg.atomic_combine)
+    bk = _WS_FP4["block_k"]
+    return MoEKernelConfig(*(ws_fp4_config(g, gemm, bm, block_k=bk if ws_fp4_stages(g, gemm, bm, bk) else 64)
+                             for g, gemm in ((gated, "gemm1"), (False, "gemm2"))), cfg.atomic_combine)
 
 
 @functools.lru_cache(maxsize=None)
@@ -1972,7 +1998,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
         GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
         S_SMEM=_ws_fp4_ssmem(w.fmt) and _ws_fp4_scales_copyable(w, N), ONE_STORE=_WS_FP4["one_store"] and gated,
-        **_ws_dynamic_args(_ws_dyn(w.fmt, E), al), num_warps=4)
+        KS=c.block_k // 64, **_ws_dynamic_args(_ws_dyn(w.fmt, E), al), num_warps=4)
 
 
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,

@@ -95,14 +95,15 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_
                 BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
                 CHUNKS: gl.constexpr, JOIN: gl.constexpr, tile_ctr_ptr=0, tiles=0, tq_ready=0, tq_empty=0,
                 DYN: gl.constexpr = False, TQ: gl.constexpr = 1, s_bufs=0, s_ptr=0, stride_se=0, stride_sr=0,
-                stride_sk=0, NV: gl.constexpr = False, S_SMEM: gl.constexpr = False):
+                stride_sk=0, NV: gl.constexpr = False, S_SMEM: gl.constexpr = False, KS: gl.constexpr = 1):
     """TMA producer (one warp): per K step the [BT, BK] input tile and the tile's two 64-row weight boxes (gated:
     gate rows n0 + [0, 64) and up rows N + n0 + [0, 64); otherwise rows n0 + [0, 128)) into the ring. With
     ``CHUNKS`` > 1 the input tile is that many chunks of BT / CHUNKS rows (``x_desc``'s box), only the chunks that
     hold real rows loaded (an expert's last block holds its rows first). ``DYN`` (``_ws_gemm._ws_loader``'s): the
     tiles from a global counter, fetched a tile ahead and handed to the consumers through the tile queue.
     ``S_SMEM``: each step's block scales of the tile's 128 weight rows too, by cp.async into the ring slot's
-    ``s_bufs`` (:func:`_fp4_s_copy`), and each thread's ``.noinc`` arrival once they landed."""
+    ``s_bufs`` (:func:`_fp4_s_copy`), and each thread's ``.noinc`` arrival once they landed. ``KS``: K steps a ring
+    slot (:func:`_fp4_load_tile`)."""
     XT: gl.constexpr = x_desc.block_type.shape[0]
     num_m = gl.load(num_post_padded_ptr) // (XT * CHUNKS)
     num_n = gl.cdiv(N, NC)
@@ -118,7 +119,7 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_
             it = _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                                 block_expert_ptr, N, num_slots, R_TILES, K_PIECES, t, num_m, num_n, n_k, it, E_LOC,
                                 BK, TK, STAGES, GROUP_M, GATED, CHUNKS, JOIN, s_bufs, s_ptr, stride_se,
-                                stride_sr, stride_sk, NV, S_SMEM)
+                                stride_sr, stride_sk, NV, S_SMEM, KS)
             t = t_next
         _ws_tiles_done(tile_ctr_ptr, tiles, tq_ready, tq_empty, q, t, TQ, 1)
     else:
@@ -126,7 +127,7 @@ def _fp4_loader(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_
             it = _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                                 block_expert_ptr, N, num_slots, R_TILES, K_PIECES, t, num_m, num_n, n_k, it, E_LOC,
                                 BK, TK, STAGES, GROUP_M, GATED, CHUNKS, JOIN, s_bufs, s_ptr, stride_se,
-                                stride_sr, stride_sk, NV, S_SMEM)
+                                stride_sr, stride_sk, NV, S_SMEM, KS)
 
 
 @gluon.jit
@@ -134,9 +135,13 @@ def _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sort
                    num_slots, R_TILES, K_PIECES, t, num_m, num_n, n_k, it, E_LOC: gl.constexpr, BK: gl.constexpr,
                    TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr, GATED: gl.constexpr,
                    CHUNKS: gl.constexpr, JOIN: gl.constexpr, s_bufs, s_ptr, stride_se, stride_sr, stride_sk,
-                   NV: gl.constexpr, S_SMEM: gl.constexpr):
+                   NV: gl.constexpr, S_SMEM: gl.constexpr, KS: gl.constexpr = 1):
     """:func:`_fp4_loader`'s work for tile ``t``: every K step's operands into the ring from ring step ``it`` on
-    (nothing for a block of a non-local expert). Returns the next ring step."""
+    (nothing for a block of a non-local expert). Returns the next ring step. ``KS`` (2: the kernel's ``block_k``
+    128): a ring slot holds K steps ``KS j .. KS j + KS - 1`` in its sub-slots ``KS s + i`` (one ready / empty
+    barrier pair a slot); where n_k is odd the last slot's second step lies past K -- its input box is all past
+    the rows' end (TMA's zero fill), its weight boxes the next row tile's first piece (finite values, or past the
+    tensor's end: zeros) -- so it adds products of zero inputs."""
     XT: gl.constexpr = x_desc.block_type.shape[0]
     BT: gl.constexpr = XT * CHUNKS
     wbytes: gl.constexpr = 2 * w0_desc.block_type.nbytes
@@ -155,22 +160,26 @@ def _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sort
         n_ch = 1
         if CHUNKS > 1:
             n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS, "")
-        for kk in range(n_k):
-            piece = (kk * BK) // TK
-            col = ((kk * BK) % TK) // 4
+        for k2 in range(gl.cdiv(n_k, KS)):
             s = it % STAGES
             mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
             bar = ready.index(s)
-            for c in gl.static_range(1, CHUNKS + 1):  # one of them: arrive + the step's bytes
-                mbarrier.expect(bar, wbytes + c * xbytes, pred=n_ch == c)
-            for c in gl.static_range(CHUNKS):
-                tma.async_copy_global_to_shared(x_desc, [pid_m * BT + c * XT, kk * BK], bar,
-                                                _fp4_x(x_bufs, s, c, 1, XT, CHUNKS, JOIN), pred=c < n_ch)
-            tma.async_copy_global_to_shared(w0_desc, [(base0 + piece) * 64, col], bar, w0_bufs.index(s))
-            tma.async_copy_global_to_shared(w0_desc, [(base1 + piece) * 64, col], bar, w1_bufs.index(s))
-            if S_SMEM:  # the step's block scales, then this thread's one cp.async arrival
-                _fp4_s_copy(s_bufs.index(s), s_ptr, e, pid_n * (64 if GATED else 128), N, kk, stride_se, stride_sr,
-                            stride_sk, GATED, NV)
+            for c in gl.static_range(1, CHUNKS + 1):  # one of them: arrive + the slot's bytes
+                mbarrier.expect(bar, KS * (wbytes + c * xbytes), pred=n_ch == c)
+            for i in gl.static_range(KS):
+                kk = k2 * KS + i
+                v = s * KS + i
+                piece = (kk * BK) // TK
+                col = ((kk * BK) % TK) // 4
+                for c in gl.static_range(CHUNKS):
+                    tma.async_copy_global_to_shared(x_desc, [pid_m * BT + c * XT, kk * BK], bar,
+                                                    _fp4_x(x_bufs, v, c, 1, XT, CHUNKS, JOIN), pred=c < n_ch)
+                tma.async_copy_global_to_shared(w0_desc, [(base0 + piece) * 64, col], bar, w0_bufs.index(v))
+                tma.async_copy_global_to_shared(w0_desc, [(base1 + piece) * 64, col], bar, w1_bufs.index(v))
+                if S_SMEM:  # the step's block scales (a step past K: the last step's again, in bounds)
+                    _fp4_s_copy(s_bufs.index(v), s_ptr, e, pid_n * (64 if GATED else 128), N,
+                                gl.minimum(kk, n_k - 1), stride_se, stride_sr, stride_sk, GATED, NV)
+            if S_SMEM:  # then this thread's one cp.async arrival for the slot
                 async_copy.mbarrier_arrive(bar, increment_count=False)
             it += 1
     return it
@@ -329,55 +338,89 @@ def _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF: gl.const
 
 
 @gluon.jit
-def _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV: gl.constexpr, GATED: gl.constexpr, SC_AHEAD: gl.constexpr):
-    """What :func:`_fp4_step` takes as ``sa`` / ``sb`` at a tile's first K step: with ``SC_AHEAD`` step 0's block
-    scales, otherwise the scale pointers (unused: each step then loads its own)."""
+def _fp4_first_scales(sc_a, sc_b, ok_a, n_k, s_step, NV: gl.constexpr, GATED: gl.constexpr, SC_AHEAD: gl.constexpr,
+                      KS: gl.constexpr = 1):
+    """What :func:`_fp4_step` takes as ``sa`` / ``sb`` (and, ``KS`` 2, ``sa1`` / ``sb1``) at a tile's first ring
+    slot: with ``SC_AHEAD`` the block scales of K step 0 (and 1), otherwise the scale pointers (unused: each step
+    then loads its own)."""
     if SC_AHEAD:
         sa, sb = _fp4_scales2(sc_a, sc_b, ok_a, 0, s_step, NV, GATED)
+        if KS == 2:
+            sa1, sb1 = _fp4_scales2(sc_a, sc_b, ok_a, gl.minimum(1, n_k - 1), s_step, NV, GATED)
+        else:
+            sa1 = sa
+            sb1 = sb
     else:
         sa = sc_a
         sb = sc_b
-    return sa, sb
+        sa1 = sc_a
+        sb1 = sc_b
+    return sa, sb, sa1, sb1
 
 
 @gluon.jit
-def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF: gl.constexpr,
-              GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr,
-              STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr, s_bufs=0,
-              S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False):
-    """One K step's A operand: wait for ring slot ``s``, convert this warpgroup's 64 weight rows into its shared
-    tile ``it % 2`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1), fence it for the wgmma. The block
-    scales: ``S_SMEM``, read from the ring slot (:func:`_fp4_s_read`; ``sa`` / ``sb`` unused); ``SC_AHEAD``, ``sa`` /
-    ``sb`` (gate / up rows), loaded a step before -- this step loads step ``kk + 1``'s before its ring wait (the last
-    step its own again: in bounds, unused); otherwise loaded here after the wait, step ``kk`` of ``sc_a`` /
-    ``sc_b``. ``ONE_STORE`` (gated): the gate and up halves joined in registers and stored by one store -- two
-    stores into the same buffer make Triton's shared-memory hazard analysis put a warpgroup barrier between them
-    (it cannot tell the halves apart). Returns (the tile, the next step's ``sa``, ``sb``)."""
+def _fp4_convert(w0_bufs, w1_bufs, d, v, sa, sb, sc_a, sc_b, ok_a, kk, s_step, HALF: gl.constexpr,
+                 GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr,
+                 wl: gl.constexpr, SC_AHEAD: gl.constexpr, s_bufs=0, S_SMEM: gl.constexpr = False,
+                 ONE_STORE: gl.constexpr = False):
+    """K step ``kk``'s conversion of this warpgroup's 64 weight rows of ring sub-slot ``v`` into its shared tile
+    ``d`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1). The block scales: ``S_SMEM``, from the sub-slot
+    (:func:`_fp4_s_read`); ``SC_AHEAD``, ``sa`` / ``sb`` (loaded a slot before); otherwise loaded here, step ``kk``
+    of ``sc_a`` / ``sc_b``. ``ONE_STORE`` (gated): the gate and up halves joined in registers and stored by one
+    store -- two stores into the same buffer make Triton's shared-memory hazard analysis put a warpgroup barrier
+    between them (it cannot tell the halves apart)."""
+    if S_SMEM:
+        sa, sb = _fp4_s_read(s_bufs.index(v), kk, HALF, GATED, NV, BK, gl.SliceLayout(2, wl))
+    elif not SC_AHEAD:
+        sa, sb = _fp4_scales2(sc_a, sc_b, ok_a, kk, s_step, NV, GATED)
+    if GATED and ONE_STORE:  # rows h 32 + r: the gate half, then the up half
+        tg = _fp4_tile(w0_bufs.index(v), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl)
+        tu = _fp4_tile(w1_bufs.index(v), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl)
+        d.store(gl.reshape(gl.permute(gl.join(tg, tu), [2, 0, 1]), [64, BK]))
+    elif GATED:
+        d.slice(0, 32).store(_fp4_tile(w0_bufs.index(v), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl))
+        d.slice(32, 32).store(_fp4_tile(w1_bufs.index(v), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl))
+    elif HALF == 0:
+        d.store(_fp4_tile(w0_bufs.index(v), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
+    else:
+        d.store(_fp4_tile(w1_bufs.index(v), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
+
+
+@gluon.jit
+def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2, n_k, s_step,
+              HALF: gl.constexpr, GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr,
+              NV: gl.constexpr, STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr, s_bufs=0,
+              S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False, KS: gl.constexpr = 1, d_bufs1=0):
+    """One ring slot's A operands: wait for slot ``s``, convert its ``KS`` K steps (``KS k2 + i``; a step past K --
+    n_k odd -- converts the last step's scales with the next tile's values: finite, times zero inputs) into this
+    warpgroup's shared tiles ``it % 2`` of ``d_bufs`` (and of ``d_bufs1``, the second step's: another buffer, so that
+    Triton's hazard analysis puts no barrier between the two steps' stores) (:func:`_fp4_convert`), fence them for
+    the wgmmas: one ring wait, fence and warpgroup barrier a slot. ``SC_AHEAD`` (and not ``S_SMEM``): ``sa`` / ``sb`` (``sa1`` / ``sb1``: the
+    second step's) were loaded a slot before; this slot loads the next slot's before its ring wait (past the last
+    step: the last step's again, in bounds, unused). Returns (the next slot's ``sa``, ``sb``, ``sa1``, ``sb1``)."""
+    k0 = k2 * KS
     if SC_AHEAD and not S_SMEM:
-        na, nb = _fp4_scales2(sc_a, sc_b, ok_a, gl.minimum(kk + 1, n_k - 1), s_step, NV, GATED)
+        na, nb = _fp4_scales2(sc_a, sc_b, ok_a, gl.minimum(k0 + KS, n_k - 1), s_step, NV, GATED)
+        if KS == 2:
+            na1, nb1 = _fp4_scales2(sc_a, sc_b, ok_a, gl.minimum(k0 + KS + 1, n_k - 1), s_step, NV, GATED)
+        else:
+            na1 = na
+            nb1 = nb
     else:
         na = sa
         nb = sb
+        na1 = sa1
+        nb1 = sb1
     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-    if S_SMEM:
-        sa, sb = _fp4_s_read(s_bufs.index(s), kk, HALF, GATED, NV, BK, gl.SliceLayout(2, wl))
-    elif not SC_AHEAD:
-        sa, sb = _fp4_scales2(sc_a, sc_b, ok_a, kk, s_step, NV, GATED)
-    d = d_bufs.index(it % 2)
-    if GATED and ONE_STORE:  # rows h 32 + r: the gate half, then the up half
-        tg = _fp4_tile(w0_bufs.index(s), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl)
-        tu = _fp4_tile(w1_bufs.index(s), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl)
-        d.store(gl.reshape(gl.permute(gl.join(tg, tu), [2, 0, 1]), [64, BK]))
-    elif GATED:
-        d.slice(0, 32).store(_fp4_tile(w0_bufs.index(s), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl))
-        d.slice(32, 32).store(_fp4_tile(w1_bufs.index(s), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl))
-    elif HALF == 0:
-        d.store(_fp4_tile(w0_bufs.index(s), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
-    else:
-        d.store(_fp4_tile(w1_bufs.index(s), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
+    _fp4_convert(w0_bufs, w1_bufs, d_bufs.index(it % 2), s * KS, sa, sb, sc_a, sc_b, ok_a, k0, s_step, HALF,
+                 GATED, BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs, S_SMEM, ONE_STORE)
+    if KS == 2:
+        _fp4_convert(w0_bufs, w1_bufs, d_bufs1.index(it % 2), s * KS + 1, sa1, sb1, sc_a, sc_b, ok_a,
+                     gl.minimum(k0 + 1, n_k - 1), s_step, HALF, GATED, BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs,
+                     S_SMEM, ONE_STORE)
     fence_async_shared()
-    gl.thread_barrier()  # the warpgroup's stores are in before its wgmma reads them
-    return d, na, nb
+    gl.thread_barrier()  # the warpgroup's stores are in before its wgmmas read them
+    return na, nb, na1, nb1
 
 
 @gluon.jit
@@ -390,7 +433,8 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                   STAGES: gl.constexpr, GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr,
                   OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, tiles=0, tq_ready=0,
                   tq_empty=0, DYN: gl.constexpr = False, TQ: gl.constexpr = 1, s_bufs=0,
-                  S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False):
+                  S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False, KS: gl.constexpr = 1,
+                  d_bufs1=0):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
     turn), one asynchronous wgmma with the step's input tile, at most one step in flight; then the epilogue.
     ``CHUNKS`` > 1 (``set_ws_fp4_chunks``; MXFP4's default 2 since the thirty-second session): the block's BT token
@@ -398,7 +442,8 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
     multiplied and stored (an expert's last block
     holds its rows first; the loader skipped the others' input). Same products, same order: the same bits. ``DYN``:
     the tiles in the order the loader fetched them, from the tile queue (``_ws_gemm._ws_tile_take``) until one past
-    the last. ``S_SMEM``: the block scales from the ring slots (``s_bufs``), none from global memory."""
+    the last. ``S_SMEM``: the block scales from the ring slots (``s_bufs``), none from global memory. ``KS`` 2:
+    two K steps a ring slot (:func:`_fp4_chunk_tile`), the second one's converted tiles in ``d_bufs1``."""
     XT: gl.constexpr = BT // CHUNKS  # token rows of one wgmma
     BQ: gl.constexpr = BK // 16
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, XT, 16])
@@ -414,7 +459,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
     jq, s_step = _fp4_scale_cols(gl.arange(0, BQ, layout=gl.SliceLayout(0, sl)), stride_sk, NV)  # (BK 64: BQ 4)
     rt = (x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
           block_expert_ptr, gs_ptr, N, num_slots, stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta,
-          act_limit, r, jq, s_step, n_k, s_bufs)
+          act_limit, r, jq, s_step, n_k, s_bufs, d_bufs1)
     it = 0
     if DYN:
         q = 0
@@ -422,14 +467,14 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
         while t < num_m * num_n:
             it = _fp4_consume_tile(t, it, num_m, num_n, rt, HALF, XT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
                                    MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M, CHUNKS, NV,
-                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l, S_SMEM, ONE_STORE)
+                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l, S_SMEM, ONE_STORE, KS)
             q += 1
             t = _ws_tile_take(tiles, tq_ready, tq_empty, q, TQ)
     else:
         for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
             it = _fp4_consume_tile(t, it, num_m, num_n, rt, HALF, XT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
                                    MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M, CHUNKS, NV,
-                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l, S_SMEM, ONE_STORE)
+                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l, S_SMEM, ONE_STORE, KS)
 
 
 @gluon.jit
@@ -439,13 +484,14 @@ def _fp4_consume_tile(t, it, num_m, num_n, rt, HALF: gl.constexpr, XT: gl.conste
                       FOLD: gl.constexpr, NC: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                       GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr, OUT_PADDED: gl.constexpr,
                       SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, wl: gl.constexpr, acc_l: gl.constexpr,
-                      S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False):
+                      S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False, KS: gl.constexpr = 1,
+                      d_bufs1=0):
     """:func:`_fp4_consumer`'s work for tile ``t`` (its runtime arguments as the tuple ``rt``): the tile's scale
     pointers and chunk count, then :func:`_fp4_chunk_tile` (nothing for a block of a non-local expert). Returns the
     next ring step."""
     (x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
      block_expert_ptr, gs_ptr, N, num_slots, stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta,
-     act_limit, r, jq, s_step, n_k, s_bufs) = rt
+     act_limit, r, jq, s_step, n_k, s_bufs, d_bufs1) = rt
     pid_m, pid_n = _tile_ids(t, num_m, num_n, GROUP_M)
     e = gl.load(block_expert_ptr + pid_m)
     if e < E_LOC:
@@ -463,7 +509,7 @@ def _fp4_consume_tile(t, it, num_m, num_n, rt, HALF: gl.constexpr, XT: gl.conste
                                      N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
                                      CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
                                      ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD, JOIN,
-                                     s_bufs, S_SMEM, ONE_STORE)
+                                     s_bufs, S_SMEM, ONE_STORE, KS, d_bufs1)
     return it
 
 
@@ -475,7 +521,8 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
                     WEIGHT_ON_INPUT: gl.constexpr, MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr,
                     BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
                     wl: gl.constexpr, acc_l: gl.constexpr, OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr,
-                    JOIN: gl.constexpr, s_bufs=0, S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False):
+                    JOIN: gl.constexpr, s_bufs=0, S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False,
+                    KS: gl.constexpr = 1, d_bufs1=0):
     """One tile over its first ``NCH`` chunks (those with real rows): per K step its wgmmas, in flight while the next
     step converts (the wait retires the step before: its ring slot is released and its tile buffer reused; only the
     accumulators in use are its dependencies); then each accumulator's epilogue. Without ``JOIN`` one wgmma and
@@ -484,7 +531,9 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     chunks multiplied by one wgmma as wide as they are -- 64, 128 or 256 token rows; 3 chunks as 128 + 64 (a tensor's
     sizes are powers of two) -- instead of one 64-row wgmma a chunk, whose A operand (the converted weights) is
     re-read from shared memory for each. Each token row's sum runs over the same K steps in the same order either
-    way: the bits of whole tiles. Returns ``it``."""
+    way: the bits of whole tiles. ``KS`` 2 (``block_k`` 128): a ring slot's two K steps converted behind one ring
+    wait, fence and warpgroup barrier, their wgmmas issued together (each accumulator's in K order), one wait a slot;
+    a step past K (n_k odd) adds zero products -- exactly, as the GPU test checks. Returns ``it``."""
     NA: gl.constexpr = (2 if NCH == 3 else 1) if JOIN else NCH  # accumulators (wgmmas a step)
     W0: gl.constexpr = XT * (2 if NCH == 3 else NCH) if JOIN else XT  # token rows of the first; the others XT
     C1: gl.constexpr = 2 if JOIN else 1  # the chunk of the second (the third and fourth: chunks 2, 3)
@@ -496,27 +545,39 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
         acc2 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
     if NA > 3:
         acc3 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
-    sa, sb = _fp4_first_scales(sc_a, sc_b, ok_a, s_step, NV, GATED, SC_AHEAD and not S_SMEM)
-    for kk in range(n_k):
+    sa, sb, sa1, sb1 = _fp4_first_scales(sc_a, sc_b, ok_a, n_k, s_step, NV, GATED, SC_AHEAD and not S_SMEM, KS)
+    for k2 in range(gl.cdiv(n_k, KS)):
         s = it % STAGES
-        d, sa, sb = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sc_a, sc_b, ok_a, kk, n_k, s_step, HALF,
-                              GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, s_bufs, S_SMEM, ONE_STORE)
-        acc0 = warpgroup_mma(d, _fp4_x(x_bufs, s, 0, W0 // XT, XT, CHUNKS, JOIN).permute((1, 0)), acc0,
-                             is_async=True)
+        sa, sb, sa1, sb1 = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2,
+                                     n_k, s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, s_bufs, S_SMEM,
+                                     ONE_STORE, KS, d_bufs1)
+        for i in gl.static_range(KS):  # each accumulator's K steps in order
+            if i == 0:
+                d = d_bufs.index(it % 2)
+            else:
+                d = d_bufs1.index(it % 2)
+            v = s * KS + i
+            acc0 = warpgroup_mma(d, _fp4_x(x_bufs, v, 0, W0 // XT, XT, CHUNKS, JOIN).permute((1, 0)), acc0,
+                                 is_async=True)
+            if NA > 1:
+                acc1 = warpgroup_mma(d, _fp4_x(x_bufs, v, C1, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc1,
+                                     is_async=True)
+            if NA > 2:
+                acc2 = warpgroup_mma(d, _fp4_x(x_bufs, v, 2, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc2,
+                                     is_async=True)
+            if NA > 3:
+                acc3 = warpgroup_mma(d, _fp4_x(x_bufs, v, 3, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc3,
+                                     is_async=True)
+        # the slot before retired (its wgmmas; this slot's in flight while the next converts)
         if NA == 1:
-            acc0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc0,))
-        if NA > 1:
-            acc1 = warpgroup_mma(d, _fp4_x(x_bufs, s, C1, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc1, is_async=True)
+            acc0 = warpgroup_mma_wait(num_outstanding=KS, deps=(acc0,))
         if NA == 2:
-            acc0, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc0, acc1))
-        if NA > 2:
-            acc2 = warpgroup_mma(d, _fp4_x(x_bufs, s, 2, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc2, is_async=True)
+            acc0, acc1 = warpgroup_mma_wait(num_outstanding=2 * KS, deps=(acc0, acc1))
         if NA == 3:
-            acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=3, deps=(acc0, acc1, acc2))
-        if NA > 3:
-            acc3 = warpgroup_mma(d, _fp4_x(x_bufs, s, 3, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc3, is_async=True)
-            acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=4, deps=(acc0, acc1, acc2, acc3))
-        if kk > 0:  # the step before retired: its ring slot is free, its tile buffer is reused next step
+            acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=3 * KS, deps=(acc0, acc1, acc2))
+        if NA == 4:
+            acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=4 * KS, deps=(acc0, acc1, acc2, acc3))
+        if k2 > 0:  # the slot before is free, its tile buffers are reused next slot
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
         it += 1
     if NA == 1:
@@ -632,7 +693,7 @@ def _ws_fp4_kernel(
     FOLD: gl.constexpr, BK: gl.constexpr, TK: gl.constexpr, STAGES: gl.constexpr, GROUP_M: gl.constexpr,
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
     SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False, tile_ctr_ptr=0, DYN: gl.constexpr = False,
-    S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False,
+    S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False, KS: gl.constexpr = 1,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -658,19 +719,26 @@ def _ws_fp4_kernel(
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     XT: gl.constexpr = x_desc.block_type.shape[0]
+    SUB: gl.constexpr = STAGES * KS  # sub-slots: a ring slot's KS K steps
     if JOIN:  # a slot's chunks in one buffer: consecutive chunks are one wider wgmma operand
-        x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES, CHUNKS * XT, x_desc.block_type.shape[1]],
+        x_bufs = gl.allocate_shared_memory(x_desc.dtype, [SUB, CHUNKS * XT, x_desc.block_type.shape[1]],
                                            x_desc.layout)
     else:
-        x_bufs = gl.allocate_shared_memory(x_desc.dtype, [STAGES * CHUNKS] + x_desc.block_type.shape, x_desc.layout)
-    w0_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
-    w1_bufs = gl.allocate_shared_memory(w0_desc.dtype, [STAGES] + w0_desc.block_type.shape, w0_desc.layout)
+        x_bufs = gl.allocate_shared_memory(x_desc.dtype, [SUB * CHUNKS] + x_desc.block_type.shape, x_desc.layout)
+    w0_bufs = gl.allocate_shared_memory(w0_desc.dtype, [SUB] + w0_desc.block_type.shape, w0_desc.layout)
+    w1_bufs = gl.allocate_shared_memory(w0_desc.dtype, [SUB] + w0_desc.block_type.shape, w0_desc.layout)
     dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
     d0 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
     d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
+    if KS == 2:  # the second K step's converted tiles, another buffer a warpgroup (no barrier between the stores)
+        d0b = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
+        d1b = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
+    else:
+        d0b = d0
+        d1b = d1
     # the scales' ring (S_SMEM; otherwise one small unused slot, so that the partitions' arguments are the same):
     # MX one 4-byte word of codes a weight row, NVFP4 the step's 4 e4m3 columns of the 128 rows
-    SST: gl.constexpr = STAGES if S_SMEM else 1
+    SST: gl.constexpr = SUB if S_SMEM else 1
     SR: gl.constexpr = 128 if S_SMEM else 16
     if NV:
         s_bufs = gl.allocate_shared_memory(gl.float8e4nv, [SST, 4, SR], gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0]))
@@ -686,15 +754,15 @@ def _ws_fp4_kernel(
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
                          GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready, tq_empty, DYN, TQ,
-                         s_bufs, S_SMEM, ONE_STORE)),
+                         s_bufs, S_SMEM, ONE_STORE, KS, d0b)),
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
                          GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready, tq_empty, DYN, TQ,
-                         s_bufs, S_SMEM, ONE_STORE)),
+                         s_bufs, S_SMEM, ONE_STORE, KS, d1b)),
         (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
                        STAGES, GROUP_M, GATED, CHUNKS, JOIN, tile_ctr_ptr, tiles, tq_ready, tq_empty, DYN, TQ,
-                       s_bufs, s_ptr, stride_se, stride_sr, stride_sk, NV, S_SMEM)),
+                       s_bufs, s_ptr, stride_se, stride_sr, stride_sk, NV, S_SMEM, KS)),
     ], [4, 1], [232, 40])
