@@ -235,15 +235,19 @@ def test_ws_fp4_one_store_compiles_for_sm90(tmp_path):
 _KS_SCRIPT = _FP4_HEAD + r'''
 # (ACT, GATED, HAS_BIAS, TK, NV, DYN, S_SMEM): 128-token tiles -- gated MX with biases (gpt-oss's GEMM1), non-gated
 # NVFP4 with the scales through the ring and counted tiles (Nemotron's), gated NVFP4 with global scale loads
-for ACT, GATED, HB, TK, NV, DYN, SS in ((2, True, True, 64, False, False, False), (3, False, False, 128, True, True, True),
-                                       (1, True, False, 64, True, False, False)):
-    sig = fp4_sig(128, NV)
+# (and the first in two joined 64-row chunks: set_ws_fp4_join128)
+for ACT, GATED, HB, TK, NV, DYN, SS, CH in ((2, True, True, 64, False, False, False, 1),
+                                           (3, False, False, 128, True, True, True, 1),
+                                           (1, True, False, 64, True, False, False, 1),
+                                           (2, True, True, 64, False, True, False, 2)):
+    sig = fp4_sig(128 // CH, NV)
     for KS, ST in ((1, 4), (2, 3)):
-        cx = fp4_cx(ACT, GATED, HB, False, TK, 1, NV, False, DYN=DYN, S_SMEM=SS, ONE_STORE=GATED, KS=KS, STAGES=ST)
+        cx = fp4_cx(ACT, GATED, HB, False, TK, CH, NV, CH == 2, DYN=DYN, S_SMEM=SS, ONE_STORE=GATED, KS=KS,
+                    STAGES=ST)
         k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx, aligned=("s_ptr", "stride_se", "stride_sr", "stride_sk",
                                                                    "N"))
         loop = k_loop(sass_instructions(sass))
-        print(ACT, NV, GATED, KS, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"),
+        print(ACT, NV, f"{GATED}{CH}", KS, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"),
               sum("BAR.SYNC" in x for x in loop), sum("MEMBAR" in x for x in loop),
               sum("HGMMA.64x" in x for x in loop), len(loop), k.metadata.shared, sep="|", flush=True)
 '''
@@ -257,7 +261,7 @@ def test_ws_fp4_two_steps_a_slot_compile_for_sm90(tmp_path):
     shared memory within ``ws_fp4_config``'s budget for the tile (``kernel_configs.ws_fp4_stages``: 3 stages)."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _KS_SCRIPT)
-    assert len(rows) == 6, rows
+    assert len(rows) == 8, rows
     by = {}
     for act, nv, gated, ks, warps, spills, bars, membar, gmma, n, smem in rows:
         assert int(warps) == 12 and int(spills) == 0, (act, nv, ks, warps, spills)
@@ -266,7 +270,7 @@ def test_ws_fp4_two_steps_a_slot_compile_for_sm90(tmp_path):
         (bars1, mb1, g1, n1, _), (bars2, mb2, g2, n2, smem2) = v[1], v[2]
         assert (g1, g2) == (4, 8) and bars2 == bars1 and mb2 == mb1 == 1, ((act, nv), v)
         assert n2 < 2 * n1 - 30, ((act, nv), v)  # (sm_90, CPU compile: 271-281 against 2 x 160-163)
-        g1_ = gated == "True"
+        g1_ = gated.startswith("True")
         assert ws_fp4_stages(g1_, "gemm1", 128, 128) == 3
         # the launcher's budget is the compiled kernel's shared memory up to its barriers (scales counted where
         # they come through the ring: the non-gated NVFP4 case)
@@ -345,7 +349,8 @@ def test_ws_fp4_config_rules():
 @pytest.mark.parametrize("name,env,default", [
     ("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", True),  # the default since the forty-first session
     ("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", True),  # since the forty-second
-    ("set_ws_fp4_one_store", "FUSEDMOE_WS_FP4_ONESTORE", True)])  # since the fifty-ninth
+    ("set_ws_fp4_one_store", "FUSEDMOE_WS_FP4_ONESTORE", True),  # since the fifty-ninth
+    ("set_ws_fp4_join128", "FUSEDMOE_WS_FP4_JOIN128", False)])  # opt-in (sixtieth)
 def test_ws_fp4_switches(name, env, default):
     """The FP4 prefill kernel's on / off switches: their defaults, the environment variable that starts a process
     with either setting, the setters taking a bool only and returning the previous setting."""
@@ -832,7 +837,8 @@ def test_gpu_ws_fp4_two_steps_a_slot_same_bits(act, fmt):
     slot: each accumulator's wgmmas run over the same K steps in the same order, and an odd step count's step past
     K (GEMM1's K = 576: 9 steps; GEMM2's K = 320: 5) adds products of TMA-zeroed inputs, which changes no sum.
     Fewer tiles than programs (300 tokens), several a program (3000), counted tiles, expert parallelism; within the
-    reference's bound; the configs that ran had block_k 128."""
+    reference's bound; the configs that ran had block_k 128. With the tiles in two joined 64-row chunks too
+    (``set_ws_fp4_join128``: 38-375 rows an expert, so blocks of one and two chunks)."""
     for T, I, dyn in ((300, 384, False), (3000, 384, True), (700, 320, False)):
         c = Case(fmt, F.BF16, act, T=T, H=576, I=I, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
                  dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=53)
@@ -844,13 +850,18 @@ def test_gpu_ws_fp4_two_steps_a_slot_same_bits(act, fmt):
             try:
                 cap = {}
                 two = _ws_call(hidden, W, topk, offset=2, block_m=128, cap=cap)
+                prev_j = triton_moe.set_ws_fp4_join128(True)  # and in two joined 64-row chunks
+                try:
+                    joined = _ws_call(hidden, W, topk, offset=2, block_m=128)
+                finally:
+                    triton_moe.set_ws_fp4_join128(prev_j)
             finally:
                 triton_moe.set_ws_fp4_block_k(prev)
         finally:
             triton_moe.set_ws_dynamic_tiles(prev_dyn)
         cfg = cap["config"]
         assert (cfg.gemm1.block_k, cfg.gemm2.block_k, cfg.gemm1.num_stages) == (128, 128, 3), cfg
-        assert torch.equal(two, one), (T, I)
+        assert torch.equal(two, one) and torch.equal(joined, one), (T, I)
         _ep_check(c, two, hidden, W, topk, (T, I))
 
 

@@ -1565,7 +1565,9 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            # the fifty-ninth session)
            "one_store": os.environ.get("FUSEDMOE_WS_FP4_ONESTORE", "1") != "0",
            # two 64-wide K steps a ring slot of the prefill kernel's 128-token tiles (set_ws_fp4_block_k; opt-in)
-           "block_k": _env_ws_fp4_block_k(os.environ.get("FUSEDMOE_WS_FP4_BK", "64"))}
+           "block_k": _env_ws_fp4_block_k(os.environ.get("FUSEDMOE_WS_FP4_BK", "64")),
+           # 128-token tiles in two 64-row chunks joined as the 256-token ones (set_ws_fp4_join128; opt-in)
+           "join128": os.environ.get("FUSEDMOE_WS_FP4_JOIN128", "0") == "1"}
 # the weight formats whose FP4 prefill GEMMs take their block scales through the ring under set_ws_fp4_scales_smem's
 # "auto" (H100, fifty-ninth session, decode_ab.py at 2048 / 4096 / 8192 tokens on gpt-oss-120b and Nemotron-3-Super /
 # -Nano: NVFP4 1.08-1.15x at 2048, and in a three-round rerun 1.05x at 4096, 1.01-1.02x at 8192 -- where the two-round
@@ -1806,6 +1808,16 @@ def set_ws_fp4_block_k(block_k: int) -> int:
     return prev
 
 
+def set_ws_fp4_join128(enabled: bool) -> bool:
+    """``True`` (opt-in, ``FUSEDMOE_WS_FP4_JOIN128=1``; with :func:`set_ws_fp4_join` on): the FP4 warp-specialized
+    prefill GEMMs' 128-token tiles in two 64-row chunks joined as the 256-token tiles' four -- a block whose
+    expert's rows end within its first 64 loads and multiplies 64 token rows, not 128 (gpt-oss-120b at 2048 tokens
+    has ~64 rows an expert). Same products in the same order: the same bits. For the 128-token tiles of
+    :func:`set_ws_fp4_block_k`'s two K steps a slot, where 256-token ones do not fit. Returns the previous
+    setting."""
+    return _swap_bool(_WS_FP4, enabled, "join128")
+
+
 def set_ws_fp4_join(enabled: bool) -> bool:
     """``True`` (the default since the forty-second session; ``FUSEDMOE_WS_FP4_JOIN=0`` turns it off): the FP4
     warp-specialized prefill GEMMs' 256-token tiles load their input in four 64-row chunks, only those with real rows,
@@ -1978,8 +1990,8 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
                            pdl=pdl, x_gather=x_dot is not None, top_k=row_div)
         return
     # (the x box is then that fraction of a block)
-    join = _WS_FP4["join"] and BM == 256
-    chunks = 4 if join else (_WS_FP4["chunks"] or WS_FP4_AUTO_CHUNKS[w.fmt]) if BM == 256 else 1
+    join = _WS_FP4["join"] and (BM == 256 or (BM == 128 and _WS_FP4["join128"]))
+    chunks = BM // 64 if join else (_WS_FP4["chunks"] or WS_FP4_AUTO_CHUNKS[w.fmt]) if BM == 256 else 1
     XT = BM // chunks
     x_layout, w_layout = _ws_fp4_layouts(XT)
     tk = w.value_tile_k
