@@ -68,10 +68,11 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "ws4ss": ("set_ws_fp4_scales_smem", True), "nows4ss": ("set_ws_fp4_scales_smem", False),
             # a gated prefill tile's halves stored by one store (fifty-eighth session, opt-in); and off
             "ws4one": ("set_ws_fp4_one_store", True), "nows4one": ("set_ws_fp4_one_store", False),
-            # two 64-wide K steps a ring slot of the prefill kernel's 128-token tiles (sixtieth session, opt-in; with
-            # ws4bt128 where the rule picks 256-token tiles)
-            "ws4bk128": ("set_ws_fp4_block_k", 128),
-            "ws4j128": ("set_ws_fp4_join128", True),  # ... and 128-token tiles in two joined 64-row chunks
+            # two 64-wide K steps a ring slot of the prefill kernel's 128-token tiles (sixtieth session, the default
+            # since; with ws4bt128 where the rule picks 256-token tiles); and one step a slot everywhere
+            "ws4bk128": ("set_ws_fp4_block_k", 128), "ws4bk64": ("set_ws_fp4_block_k", 64),
+            # ... and 128-token tiles in two joined 64-row chunks (the default since the sixtieth session); and off
+            "ws4j128": ("set_ws_fp4_join128", True), "nows4j128": ("set_ws_fp4_join128", False),
             "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel from 64 rows an expert (default)
             "ws4nvall": ("set_ws_fp4_nvfp4", (True, 0)),  # ... at any rows an expert
             "nows4nv": ("set_ws_fp4_nvfp4", False),  # NVFP4 weights in the Triton GEMMs

@@ -350,7 +350,7 @@ def test_ws_fp4_config_rules():
     ("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", True),  # the default since the forty-first session
     ("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", True),  # since the forty-second
     ("set_ws_fp4_one_store", "FUSEDMOE_WS_FP4_ONESTORE", True),  # since the fifty-ninth
-    ("set_ws_fp4_join128", "FUSEDMOE_WS_FP4_JOIN128", False)])  # opt-in (sixtieth)
+    ("set_ws_fp4_join128", "FUSEDMOE_WS_FP4_JOIN128", True)])  # since the sixtieth
 def test_ws_fp4_switches(name, env, default):
     """The FP4 prefill kernel's on / off switches: their defaults, the environment variable that starts a process
     with either setting, the setters taking a bool only and returning the previous setting."""
@@ -383,11 +383,11 @@ def test_ws_fp4_scales_smem_switch_and_rule():
 
 
 def test_ws_fp4_block_k_config_switch_and_rule(monkeypatch):
-    """``block_k`` 128 (two 64-wide K steps a ring slot; ``set_ws_fp4_block_k``, opt-in): 128-token tiles at 3
-    stages for every GEMM kind -- 256-token ones do not fit 2 stages and are refused by ``ws_fp4_config`` (so
-    ``auto_ws_fp4`` keeps 64 for them); the setter takes 64 / 128 only and returns the previous value;
-    ``FUSEDMOE_WS_FP4_BK`` starts a process with either and refuses others; the launch passes ``KS`` =
-    block_k / 64."""
+    """``block_k`` 128 (two 64-wide K steps a ring slot; ``set_ws_fp4_block_k``, the default since the sixtieth
+    session): 128-token tiles at 3 stages for every GEMM kind -- 256-token ones do not fit 2 stages and are refused
+    by ``ws_fp4_config`` (so ``auto_ws_fp4`` keeps 64 for them), and with 64 ``auto_ws_fp4`` takes 64 everywhere;
+    the setter takes 64 / 128 only and returns the previous value; ``FUSEDMOE_WS_FP4_BK`` starts a process with
+    either (128 unset) and refuses others."""
     import subprocess
     import sys
 
@@ -401,7 +401,7 @@ def test_ws_fp4_block_k_config_switch_and_rule(monkeypatch):
             ws_fp4_config(gated, gemm, 256, block_k=128)
     with pytest.raises(ValueError, match="block_k"):
         ws_fp4_config(True, "gemm1", 128, block_k=256)
-    assert triton_moe.set_ws_fp4_block_k(128) == 64
+    assert triton_moe.set_ws_fp4_block_k(128) == 128  # (the default)
     try:
         for bad in (96, 256, True, "128"):
             with pytest.raises(ValueError, match="64 or 128"):
@@ -411,19 +411,20 @@ def test_ws_fp4_block_k_config_switch_and_rule(monkeypatch):
         _, W, _ = make_case(c, device="cpu")
         monkeypatch.setattr(triton_moe, "_cuda_major", lambda index: 9)
         pre = MoEKernelConfig(KernelConfig(128, 64, 64, swap_ab=True), KernelConfig(128, 128, 64, swap_ab=True))
-        for tokens, bm, bk in ((100, 128, 128), (400, 256, 64)):  # 50 / 200 rows an expert
+        for tokens, bm, bk, setting in ((100, 128, 128, 128), (400, 256, 64, 128), (100, 128, 64, 64)):
+            triton_moe.set_ws_fp4_block_k(setting)  # (50 / 200 rows an expert)
             got = triton_moe.auto_ws_fp4(pre, W.w13, W.w2, F.BF16, torch.bfloat16, torch.device("cuda", 0), tokens,
                                          2, A.SWIGLU)
-            assert (got.block_m, got.gemm1.block_k, got.gemm2.block_k) == (bm, bk, bk), tokens
+            assert (got.block_m, got.gemm1.block_k, got.gemm2.block_k) == (bm, bk, bk), (tokens, setting)
             assert got.gemm1 == ws_fp4_config(True, "gemm1", bm, block_k=bk)
     finally:
-        assert triton_moe.set_ws_fp4_block_k(64) == 128
+        assert triton_moe.set_ws_fp4_block_k(128) == 64
     code = "from fusedmoe.backends import triton_moe as tm; print(tm.set_ws_fp4_block_k(64))"
-    for val, want in (("128", "128"), ("64", "64"), ("", None)):
+    for val, want in (("128", "128"), ("64", "64"), ("", "128")):
         env = {**os.environ, "FUSEDMOE_WS_FP4_BK": val} if val else {k: v for k, v in os.environ.items()
                                                                        if k != "FUSEDMOE_WS_FP4_BK"}
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-        assert out.stdout.strip() == (want or "64"), (val, out.stdout)
+        assert out.stdout.strip() == want, (val, out.stdout)
     bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "FUSEDMOE_WS_FP4_BK": "96"})
     assert bad.returncode != 0 and "FUSEDMOE_WS_FP4_BK must be 64 or 128" in bad.stderr
@@ -488,8 +489,9 @@ def test_auto_ws_fp4_rule(monkeypatch):
     try:
         assert auto(pre, 126).block_m == 128 and auto(pre, 128).block_m == 256  # 63 / 64 rows an expert
         triton_moe.set_ws_fp4_join(False)
-        got = auto(pre, 200)  # 100 rows an expert
-        assert got.gemm1 == ws_fp4_config(True, "gemm1", 128) and got.gemm2 == ws_fp4_config(False, "gemm2", 128)
+        got = auto(pre, 200)  # 100 rows an expert; 128-token tiles take two K steps a slot (the default)
+        assert got.gemm1 == ws_fp4_config(True, "gemm1", 128, block_k=128)
+        assert got.gemm2 == ws_fp4_config(False, "gemm2", 128, block_k=128)
         assert auto(pre, 256).block_m == 256  # 128 rows an expert
         assert auto(pre, 256, act=A.RELU2).gemm1 == ws_fp4_config(False, "gemm1", 256)
         atomic = MoEKernelConfig(pre.gemm1, pre.gemm2, atomic_combine=True)
@@ -833,8 +835,8 @@ def test_gpu_ws_fp4_one_store_same_bits(fmt):
 @pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
 @pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
 def test_gpu_ws_fp4_two_steps_a_slot_same_bits(act, fmt):
-    """Two 64-wide K steps a ring slot (``set_ws_fp4_block_k(128)``, 128-token tiles) give the bits of one step a
-    slot: each accumulator's wgmmas run over the same K steps in the same order, and an odd step count's step past
+    """Two 64-wide K steps a ring slot (``set_ws_fp4_block_k(128)``, the default for 128-token tiles) give the bits
+    of one step a slot: each accumulator's wgmmas run over the same K steps in the same order, and an odd step count's step past
     K (GEMM1's K = 576: 9 steps; GEMM2's K = 320: 5) adds products of TMA-zeroed inputs, which changes no sum.
     Fewer tiles than programs (300 tokens), several a program (3000), counted tiles, expert parallelism; within the
     reference's bound; the configs that ran had block_k 128. With the tiles in two joined 64-row chunks too
@@ -844,21 +846,19 @@ def test_gpu_ws_fp4_two_steps_a_slot_same_bits(act, fmt):
                  dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=53)
         hidden, W, topk = make_case(c)
         prev_dyn = triton_moe.set_ws_dynamic_tiles(dyn)
+        prev = triton_moe.set_ws_fp4_block_k(64)
+        prev_j = triton_moe.set_ws_fp4_join128(False)
         try:
             one = _ws_call(hidden, W, topk, offset=2, block_m=128)
-            prev = triton_moe.set_ws_fp4_block_k(128)
-            try:
-                cap = {}
-                two = _ws_call(hidden, W, topk, offset=2, block_m=128, cap=cap)
-                prev_j = triton_moe.set_ws_fp4_join128(True)  # and in two joined 64-row chunks
-                try:
-                    joined = _ws_call(hidden, W, topk, offset=2, block_m=128)
-                finally:
-                    triton_moe.set_ws_fp4_join128(prev_j)
-            finally:
-                triton_moe.set_ws_fp4_block_k(prev)
+            triton_moe.set_ws_fp4_block_k(128)
+            cap = {}
+            two = _ws_call(hidden, W, topk, offset=2, block_m=128, cap=cap)
+            triton_moe.set_ws_fp4_join128(True)  # and in two joined 64-row chunks (the defaults)
+            joined = _ws_call(hidden, W, topk, offset=2, block_m=128)
         finally:
             triton_moe.set_ws_dynamic_tiles(prev_dyn)
+            triton_moe.set_ws_fp4_block_k(prev)
+            triton_moe.set_ws_fp4_join128(prev_j)
         cfg = cap["config"]
         assert (cfg.gemm1.block_k, cfg.gemm2.block_k, cfg.gemm1.num_stages) == (128, 128, 3), cfg
         assert torch.equal(two, one) and torch.equal(joined, one), (T, I)

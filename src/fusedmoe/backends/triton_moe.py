@@ -1564,10 +1564,12 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            # a gated prefill tile's gate and up halves stored by one store (set_ws_fp4_one_store; the default since
            # the fifty-ninth session)
            "one_store": os.environ.get("FUSEDMOE_WS_FP4_ONESTORE", "1") != "0",
-           # two 64-wide K steps a ring slot of the prefill kernel's 128-token tiles (set_ws_fp4_block_k; opt-in)
-           "block_k": _env_ws_fp4_block_k(os.environ.get("FUSEDMOE_WS_FP4_BK", "64")),
-           # 128-token tiles in two 64-row chunks joined as the 256-token ones (set_ws_fp4_join128; opt-in)
-           "join128": os.environ.get("FUSEDMOE_WS_FP4_JOIN128", "0") == "1"}
+           # two 64-wide K steps a ring slot where the shared memory holds them: the prefill kernel's 128-token
+           # tiles (set_ws_fp4_block_k; the default since the sixtieth session)
+           "block_k": _env_ws_fp4_block_k(os.environ.get("FUSEDMOE_WS_FP4_BK", "128")),
+           # 128-token tiles in two 64-row chunks joined as the 256-token ones (set_ws_fp4_join128; the default since
+           # the sixtieth session)
+           "join128": os.environ.get("FUSEDMOE_WS_FP4_JOIN128", "1") != "0"}
 # the weight formats whose FP4 prefill GEMMs take their block scales through the ring under set_ws_fp4_scales_smem's
 # "auto" (H100, fifty-ninth session, decode_ab.py at 2048 / 4096 / 8192 tokens on gpt-oss-120b and Nemotron-3-Super /
 # -Nano: NVFP4 1.08-1.15x at 2048, and in a three-round rerun 1.05x at 4096, 1.01-1.02x at 8192 -- where the two-round
@@ -1794,27 +1796,31 @@ def set_ws_fp4_one_store(enabled: bool) -> bool:
 
 
 def set_ws_fp4_block_k(block_k: int) -> int:
-    """The FP4 warp-specialized prefill GEMMs' K a ring slot (``kernels/_ws_fp4.py``, ``KS``): 64 (the default;
-    one K step a slot) or 128 (``FUSEDMOE_WS_FP4_BK=128``: two 64-wide K steps a slot, converted behind one ring
-    wait, one proxy fence and one warpgroup barrier, their wgmmas waited for once -- the per-step synchronization
-    the Nsight reports of the forty-second session found the consumers stalled on, halved). Shared memory allows it
-    for 128-token tiles only (3 stages; ``kernel_configs.ws_fp4_stages``), so 256-token tiles keep 64. sm_90
-    compile (gated MXFP4 GEMM1, 128-token tiles): 281 instructions and 3 warpgroup barriers a slot of two steps
-    against 2 x 163 and 2 x 3. Zero inputs past K where the steps are odd (gpt-oss-120b's K 2880): the same sums.
-    Opt-in until measured on a GPU. Returns the previous value."""
-    if block_k not in (64, 128):
+    """The FP4 warp-specialized prefill GEMMs' K a ring slot (``kernels/_ws_fp4.py``, ``KS``): 128 (the default
+    since the sixtieth session; ``FUSEDMOE_WS_FP4_BK=64`` starts a process with 64) -- two 64-wide K steps a slot
+    where the shared memory holds them, converted behind one ring wait, one proxy fence and one warpgroup barrier,
+    their wgmmas waited for once (the per-step synchronization the Nsight reports found the consumers stalled on,
+    halved) -- or 64 (one step a slot everywhere). The shared memory holds two steps for 128-token tiles only (3
+    stages; ``kernel_configs.ws_fp4_stages``), so 256-token tiles keep one. sm_90 compile (gated MXFP4 GEMM1,
+    128-token tiles): 281 instructions and 3 warpgroup barriers a slot of two steps against 2 x 163 and 2 x 3. An odd
+    step count (gpt-oss-120b's K 2880) runs a last step past K with TMA-zeroed inputs: the same sums. H100,
+    ``decode_ab.py`` with 128-token tiles in joined chunks forced (:func:`set_ws_fp4_join128`): 1.00-1.08x one step
+    a slot at 2048 / 4096 tokens on gpt-oss-120b, Nemotron-3-Super / -Nano, MXFP4 / NVFP4. Returns the previous
+    value."""
+    if block_k not in (64, 128) or isinstance(block_k, bool):
         raise ValueError(f"set_ws_fp4_block_k: 64 or 128, got {block_k!r}")
     prev, _WS_FP4["block_k"] = _WS_FP4["block_k"], block_k
     return prev
 
 
 def set_ws_fp4_join128(enabled: bool) -> bool:
-    """``True`` (opt-in, ``FUSEDMOE_WS_FP4_JOIN128=1``; with :func:`set_ws_fp4_join` on): the FP4 warp-specialized
-    prefill GEMMs' 128-token tiles in two 64-row chunks joined as the 256-token tiles' four -- a block whose
-    expert's rows end within its first 64 loads and multiplies 64 token rows, not 128 (gpt-oss-120b at 2048 tokens
-    has ~64 rows an expert). Same products in the same order: the same bits. For the 128-token tiles of
-    :func:`set_ws_fp4_block_k`'s two K steps a slot, where 256-token ones do not fit. Returns the previous
-    setting."""
+    """``True`` (the default since the sixtieth session; ``FUSEDMOE_WS_FP4_JOIN128=0`` turns it off; with
+    :func:`set_ws_fp4_join` on): the FP4 warp-specialized prefill GEMMs' 128-token tiles in two 64-row chunks joined
+    as the 256-token tiles' four -- a block whose expert's rows end within its first 64 loads and multiplies 64 token
+    rows, not 128. ``auto_ws_fp4`` takes 128-token tiles below 64 rows an expert (with the join), so these blocks
+    are common there. H100, with :func:`set_ws_fp4_block_k`'s two steps a slot: gpt-oss-120b MXFP4 at 1536 tokens
+    (48 rows an expert) **1.21x** the former 128-token tiles (twice, three rounds each); the points that keep
+    256-token tiles unchanged. Same products in the same order: the same bits. Returns the previous setting."""
     return _swap_bool(_WS_FP4, enabled, "join128")
 
 
