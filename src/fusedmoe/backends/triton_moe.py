@@ -1804,9 +1804,9 @@ def set_ws_fp4_block_k(block_k: int) -> int:
     stages; ``kernel_configs.ws_fp4_stages``), so 256-token tiles keep one. sm_90 compile (gated MXFP4 GEMM1,
     128-token tiles): 281 instructions and 3 warpgroup barriers a slot of two steps against 2 x 163 and 2 x 3. An odd
     step count (gpt-oss-120b's K 2880) runs a last step past K with TMA-zeroed inputs: the same sums. H100,
-    ``decode_ab.py`` with 128-token tiles in joined chunks forced (:func:`set_ws_fp4_join128`): 1.00-1.08x one step
-    a slot at 2048 / 4096 tokens on gpt-oss-120b, Nemotron-3-Super / -Nano, MXFP4 / NVFP4. Returns the previous
-    value."""
+    ``decode_ab.py`` with 128-token tiles in joined chunks forced (:func:`set_ws_fp4_join128`): 0.97-1.08x one step
+    a slot (medians of two rounds; 1.00-1.08x by the best rounds) at 2048 / 4096 tokens on gpt-oss-120b,
+    Nemotron-3-Super / -Nano, MXFP4 / NVFP4. Returns the previous value."""
     if block_k not in (64, 128) or isinstance(block_k, bool):
         raise ValueError(f"set_ws_fp4_block_k: 64 or 128, got {block_k!r}")
     prev, _WS_FP4["block_k"] = _WS_FP4["block_k"], block_k
