@@ -1569,7 +1569,10 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            "block_k": _env_ws_fp4_block_k(os.environ.get("FUSEDMOE_WS_FP4_BK", "128")),
            # 128-token tiles in two 64-row chunks joined as the 256-token ones (set_ws_fp4_join128; the default since
            # the sixtieth session)
-           "join128": os.environ.get("FUSEDMOE_WS_FP4_JOIN128", "1") != "0"}
+           "join128": os.environ.get("FUSEDMOE_WS_FP4_JOIN128", "1") != "0",
+           # two K steps a slot for 256-token tiles too, their converted tiles single-buffered
+           # (set_ws_fp4_two_steps_256; opt-in, compiled only)
+           "two_steps_256": os.environ.get("FUSEDMOE_WS_FP4_BK256", "0") == "1"}
 # the weight formats whose FP4 prefill GEMMs take their block scales through the ring under set_ws_fp4_scales_smem's
 # "auto" (H100, fifty-ninth session, decode_ab.py at 2048 / 4096 / 8192 tokens on gpt-oss-120b and Nemotron-3-Super /
 # -Nano: NVFP4 1.08-1.15x at 2048, and in a three-round rerun 1.05x at 4096, 1.01-1.02x at 8192 -- where the two-round
@@ -1813,6 +1816,17 @@ def set_ws_fp4_block_k(block_k: int) -> int:
     return prev
 
 
+def set_ws_fp4_two_steps_256(enabled: bool) -> bool:
+    """``True`` (opt-in, ``FUSEDMOE_WS_FP4_BK256=1``; built in the sixtieth session, compiled for sm_90 only): the
+    FP4 prefill kernel's 256-token tiles take :func:`set_ws_fp4_block_k`'s two K steps a ring slot too, at 2 stages
+    -- where the shared memory holds them only with each step's converted tile single-buffered (``kernels/_ws_fp4``
+    SB: a consumer waits for the slot before's first-step wgmmas before rewriting that tile, for its second-step ones
+    before the second, so its own conversion overlaps its wgmmas less; the other warpgroup's still do). For 256-token
+    tiles in joined chunks (the default) or at most 2 chunks. Same products in the same order: the same bits.
+    Returns the previous setting."""
+    return _swap_bool(_WS_FP4, enabled, "two_steps_256")
+
+
 def set_ws_fp4_join128(enabled: bool) -> bool:
     """``True`` (the default since the sixtieth session; ``FUSEDMOE_WS_FP4_JOIN128=0`` turns it off; with
     :func:`set_ws_fp4_join` on): the FP4 warp-specialized prefill GEMMs' 128-token tiles in two 64-row chunks joined
@@ -1945,7 +1959,10 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
         return MoEKernelConfig(c.gemm1, c.gemm2, cfg.atomic_combine)
     wide = WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT if _WS_FP4["join"] else WS_FP4_WIDE_MIN_ROWS_PER_EXPERT
     bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= wide else 128)
-    bk = _WS_FP4["block_k"]
+    # (two K steps a slot: 256-token tiles under set_ws_fp4_two_steps_256, in joined chunks or at most 2 -- the
+    # single-buffered loop's accumulators)
+    wide_ok = _WS_FP4["two_steps_256"] and (_WS_FP4["join"] or _WS_FP4["chunks"] in (0, 1, 2))
+    bk = _WS_FP4["block_k"] if bm == 128 or wide_ok else 64
     return MoEKernelConfig(*(ws_fp4_config(g, gemm, bm, block_k=bk if ws_fp4_stages(g, gemm, bm, bk) else 64)
                              for g, gemm in ((gated, "gemm1"), (False, "gemm2"))), cfg.atomic_combine)
 
@@ -1998,6 +2015,9 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     # (the x box is then that fraction of a block)
     join = _WS_FP4["join"] and (BM == 256 or (BM == 128 and _WS_FP4["join128"]))
     chunks = BM // 64 if join else (_WS_FP4["chunks"] or WS_FP4_AUTO_CHUNKS[w.fmt]) if BM == 256 else 1
+    if c.block_k == 128 and BM == 256 and not join and chunks > 2:
+        raise ValueError("the FP4 prefill kernel's 256-token tiles with two K steps a slot (block_k 128) take joined "
+                         f"chunks or at most 2 (set_ws_fp4_chunks), got {chunks} unjoined")
     XT = BM // chunks
     x_layout, w_layout = _ws_fp4_layouts(XT)
     tk = w.value_tile_k

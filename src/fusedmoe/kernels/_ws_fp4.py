@@ -387,17 +387,11 @@ def _fp4_convert(w0_bufs, w1_bufs, d, v, sa, sb, sc_a, sc_b, ok_a, kk, s_step, H
 
 
 @gluon.jit
-def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2, n_k, s_step,
-              HALF: gl.constexpr, GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr,
-              NV: gl.constexpr, STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr, s_bufs=0,
-              S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False, KS: gl.constexpr = 1, d_bufs1=0):
-    """One ring slot's A operands: wait for slot ``s``, convert its ``KS`` K steps (``KS k2 + i``; a step past K --
-    n_k odd -- converts the last step's scales with the next tile's values: finite, times zero inputs) into this
-    warpgroup's shared tiles ``it % 2`` of ``d_bufs`` (and of ``d_bufs1``, the second step's: another buffer, so that
-    Triton's hazard analysis puts no barrier between the two steps' stores) (:func:`_fp4_convert`), fence them for
-    the wgmmas: one ring wait, fence and warpgroup barrier a slot. ``SC_AHEAD`` (and not ``S_SMEM``): ``sa`` / ``sb`` (``sa1`` / ``sb1``: the
-    second step's) were loaded a slot before; this slot loads the next slot's before its ring wait (past the last
-    step: the last step's again, in bounds, unused). Returns (the next slot's ``sa``, ``sb``, ``sa1``, ``sb1``)."""
+def _fp4_next_scales(sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2, n_k, s_step, NV: gl.constexpr, GATED: gl.constexpr,
+                     SC_AHEAD: gl.constexpr, S_SMEM: gl.constexpr, KS: gl.constexpr):
+    """``SC_AHEAD`` (and not ``S_SMEM``): the block scales of ring slot ``k2 + 1``'s steps (``sa`` / ``sb``, and
+    ``sa1`` / ``sb1`` the second step's), loaded before slot ``k2``'s ring wait (past the last step: the last step's
+    again, in bounds, unused); otherwise the ones given."""
     k0 = k2 * KS
     if SC_AHEAD and not S_SMEM:
         na, nb = _fp4_scales2(sc_a, sc_b, ok_a, gl.minimum(k0 + KS, n_k - 1), s_step, NV, GATED)
@@ -411,6 +405,23 @@ def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sa1, sb1, sc_a, sc
         nb = sb
         na1 = sa1
         nb1 = sb1
+    return na, nb, na1, nb1
+
+
+@gluon.jit
+def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2, n_k, s_step,
+              HALF: gl.constexpr, GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr,
+              NV: gl.constexpr, STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr, s_bufs=0,
+              S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False, KS: gl.constexpr = 1, d_bufs1=0):
+    """One ring slot's A operands: wait for slot ``s``, convert its ``KS`` K steps (``KS k2 + i``; a step past K --
+    n_k odd -- converts the last step's scales with the next tile's values: finite, times zero inputs) into this
+    warpgroup's shared tiles ``it % 2`` of ``d_bufs`` (and of ``d_bufs1``, the second step's: another buffer, so that
+    Triton's hazard analysis puts no barrier between the two steps' stores) (:func:`_fp4_convert`), fence them for
+    the wgmmas: one ring wait, fence and warpgroup barrier a slot. The block scales: ``sa`` / ``sb`` (``sa1`` /
+    ``sb1``, the second step's) as :func:`_fp4_next_scales` gave them a slot before. Returns the next slot's."""
+    k0 = k2 * KS
+    na, nb, na1, nb1 = _fp4_next_scales(sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2, n_k, s_step, NV, GATED, SC_AHEAD,
+                                        S_SMEM, KS)
     mbarrier.wait(ready.index(s), (it // STAGES) & 1)
     _fp4_convert(w0_bufs, w1_bufs, d_bufs.index(it % 2), s * KS, sa, sb, sc_a, sc_b, ok_a, k0, s_step, HALF,
                  GATED, BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs, S_SMEM, ONE_STORE)
@@ -546,16 +557,43 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     if NA > 3:
         acc3 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
     sa, sb, sa1, sb1 = _fp4_first_scales(sc_a, sc_b, ok_a, n_k, s_step, NV, GATED, SC_AHEAD and not S_SMEM, KS)
+    NBUF: gl.constexpr = d_bufs.shape[0]  # converted tiles a step: 2 (double-buffered) or 1 (SB, below)
+    gl.static_assert(NBUF == 2 or (KS == 2 and NA <= 2), "single-buffered tiles: two steps a slot, <= 2 accumulators")
     for k2 in range(gl.cdiv(n_k, KS)):
         s = it % STAGES
-        sa, sb, sa1, sb1 = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2,
-                                     n_k, s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, s_bufs, S_SMEM,
-                                     ONE_STORE, KS, d_bufs1)
+        if NBUF == 2:
+            sa, sb, sa1, sb1 = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sa1, sb1, sc_a, sc_b, ok_a,
+                                         k2, n_k, s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, s_bufs,
+                                         S_SMEM, ONE_STORE, KS, d_bufs1)
+        else:  # SB: one tile a step -- the slot before's first-step wgmmas retire before its tile is rewritten, its
+            # second step's before the second (the wait releases the slot before); one fence and barrier for both
+            k0 = k2 * KS
+            na, nb, na1, nb1 = _fp4_next_scales(sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2, n_k, s_step, NV, GATED,
+                                                SC_AHEAD, S_SMEM, KS)
+            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+            if NA == 1:
+                acc0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc0,))
+            else:
+                acc0, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc0, acc1))
+            _fp4_convert(w0_bufs, w1_bufs, d_bufs.index(0), s * KS, sa, sb, sc_a, sc_b, ok_a, k0, s_step, HALF,
+                         GATED, BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs, S_SMEM, ONE_STORE)
+            if NA == 1:
+                acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
+            else:
+                acc0, acc1 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1))
+            if k2 > 0:  # the slot before retired: free for the loader
+                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            _fp4_convert(w0_bufs, w1_bufs, d_bufs1.index(0), s * KS + 1, sa1, sb1, sc_a, sc_b, ok_a,
+                         gl.minimum(k0 + 1, n_k - 1), s_step, HALF, GATED, BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs,
+                         S_SMEM, ONE_STORE)
+            fence_async_shared()
+            gl.thread_barrier()  # the warpgroup's stores are in before its wgmmas read them
+            sa, sb, sa1, sb1 = na, nb, na1, nb1
         for i in gl.static_range(KS):  # each accumulator's K steps in order
             if i == 0:
-                d = d_bufs.index(it % 2)
+                d = d_bufs.index((it % 2) if NBUF == 2 else 0)
             else:
-                d = d_bufs1.index(it % 2)
+                d = d_bufs1.index((it % 2) if NBUF == 2 else 0)
             v = s * KS + i
             acc0 = warpgroup_mma(d, _fp4_x(x_bufs, v, 0, W0 // XT, XT, CHUNKS, JOIN).permute((1, 0)), acc0,
                                  is_async=True)
@@ -568,7 +606,8 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
             if NA > 3:
                 acc3 = warpgroup_mma(d, _fp4_x(x_bufs, v, 3, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc3,
                                      is_async=True)
-        # the slot before retired (its wgmmas; this slot's in flight while the next converts)
+        # the slot before retired (its wgmmas; this slot's in flight while the next converts) -- SB: it did already,
+        # and this wait only leaves this slot's in flight
         if NA == 1:
             acc0 = warpgroup_mma_wait(num_outstanding=KS, deps=(acc0,))
         if NA == 2:
@@ -577,7 +616,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
             acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=3 * KS, deps=(acc0, acc1, acc2))
         if NA == 4:
             acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=4 * KS, deps=(acc0, acc1, acc2, acc3))
-        if k2 > 0:  # the slot before is free, its tile buffers are reused next slot
+        if NBUF == 2 and k2 > 0:  # the slot before is free, its tile buffers are reused next slot
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
         it += 1
     if NA == 1:
@@ -728,11 +767,14 @@ def _ws_fp4_kernel(
     w0_bufs = gl.allocate_shared_memory(w0_desc.dtype, [SUB] + w0_desc.block_type.shape, w0_desc.layout)
     w1_bufs = gl.allocate_shared_memory(w0_desc.dtype, [SUB] + w0_desc.block_type.shape, w0_desc.layout)
     dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
-    d0 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
-    d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
+    # converted tiles: two a step (double-buffered), but one for two steps a slot of 256-token tiles (SB: the shared
+    # memory holds no more; kernel_configs._ws_fp4_fixed_bytes)
+    NBUF: gl.constexpr = 1 if KS == 2 and BT == 256 else 2
+    d0 = gl.allocate_shared_memory(gl.bfloat16, [NBUF, 64, BK], dl)
+    d1 = gl.allocate_shared_memory(gl.bfloat16, [NBUF, 64, BK], dl)
     if KS == 2:  # the second K step's converted tiles, another buffer a warpgroup (no barrier between the stores)
-        d0b = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
-        d1b = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
+        d0b = gl.allocate_shared_memory(gl.bfloat16, [NBUF, 64, BK], dl)
+        d1b = gl.allocate_shared_memory(gl.bfloat16, [NBUF, 64, BK], dl)
     else:
         d0b = d0
         d1b = d1
