@@ -338,18 +338,27 @@ def _fp4_scale_ptrs(s_ptr, e, n0, N, r, jq, stride_se, stride_sr, HALF: gl.const
 
 
 @gluon.jit
+def _fp4_slot_scales(sc_a, sc_b, ok_a, k0, n_k, s_step, NV: gl.constexpr, GATED: gl.constexpr, KS: gl.constexpr):
+    """The block scales of the ring slot from K step ``k0`` (steps past the last: the last step's, in bounds):
+    (``sa``, ``sb``) of step ``k0`` and, ``KS`` 2, (``sa1``, ``sb1``) of step ``k0 + 1`` (otherwise the first pair
+    again)."""
+    sa, sb = _fp4_scales2(sc_a, sc_b, ok_a, gl.minimum(k0, n_k - 1), s_step, NV, GATED)
+    if KS == 2:
+        sa1, sb1 = _fp4_scales2(sc_a, sc_b, ok_a, gl.minimum(k0 + 1, n_k - 1), s_step, NV, GATED)
+    else:
+        sa1 = sa
+        sb1 = sb
+    return sa, sb, sa1, sb1
+
+
+@gluon.jit
 def _fp4_first_scales(sc_a, sc_b, ok_a, n_k, s_step, NV: gl.constexpr, GATED: gl.constexpr, SC_AHEAD: gl.constexpr,
                       KS: gl.constexpr = 1):
     """What :func:`_fp4_step` takes as ``sa`` / ``sb`` (and, ``KS`` 2, ``sa1`` / ``sb1``) at a tile's first ring
     slot: with ``SC_AHEAD`` the block scales of K step 0 (and 1), otherwise the scale pointers (unused: each step
     then loads its own)."""
     if SC_AHEAD:
-        sa, sb = _fp4_scales2(sc_a, sc_b, ok_a, 0, s_step, NV, GATED)
-        if KS == 2:
-            sa1, sb1 = _fp4_scales2(sc_a, sc_b, ok_a, gl.minimum(1, n_k - 1), s_step, NV, GATED)
-        else:
-            sa1 = sa
-            sb1 = sb
+        sa, sb, sa1, sb1 = _fp4_slot_scales(sc_a, sc_b, ok_a, 0, n_k, s_step, NV, GATED, KS)
     else:
         sa = sc_a
         sb = sc_b
@@ -389,23 +398,11 @@ def _fp4_convert(w0_bufs, w1_bufs, d, v, sa, sb, sc_a, sc_b, ok_a, kk, s_step, H
 @gluon.jit
 def _fp4_next_scales(sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2, n_k, s_step, NV: gl.constexpr, GATED: gl.constexpr,
                      SC_AHEAD: gl.constexpr, S_SMEM: gl.constexpr, KS: gl.constexpr):
-    """``SC_AHEAD`` (and not ``S_SMEM``): the block scales of ring slot ``k2 + 1``'s steps (``sa`` / ``sb``, and
-    ``sa1`` / ``sb1`` the second step's), loaded before slot ``k2``'s ring wait (past the last step: the last step's
-    again, in bounds, unused); otherwise the ones given."""
-    k0 = k2 * KS
+    """``SC_AHEAD`` (and not ``S_SMEM``): the block scales of ring slot ``k2 + 1``'s steps
+    (:func:`_fp4_slot_scales`), loaded before slot ``k2``'s ring wait; otherwise the ones given."""
     if SC_AHEAD and not S_SMEM:
-        na, nb = _fp4_scales2(sc_a, sc_b, ok_a, gl.minimum(k0 + KS, n_k - 1), s_step, NV, GATED)
-        if KS == 2:
-            na1, nb1 = _fp4_scales2(sc_a, sc_b, ok_a, gl.minimum(k0 + KS + 1, n_k - 1), s_step, NV, GATED)
-        else:
-            na1 = na
-            nb1 = nb
-    else:
-        na = sa
-        nb = sb
-        na1 = sa1
-        nb1 = sb1
-    return na, nb, na1, nb1
+        sa, sb, sa1, sb1 = _fp4_slot_scales(sc_a, sc_b, ok_a, (k2 + 1) * KS, n_k, s_step, NV, GATED, KS)
+    return sa, sb, sa1, sb1
 
 
 @gluon.jit
