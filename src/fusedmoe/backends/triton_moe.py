@@ -1530,8 +1530,6 @@ def _env_decode_tokens(value: str):
     return int(value)
 
 
-# kernels/_ws_fp4.py: the heuristic's and the tuned table's prefill tiles (block_m >= 128) of MXFP4 weights with
-# BF16 activations run there instead of the Triton kernels on sm_90
 def _env_ws_fp4_block_k(value: str) -> int:
     """``FUSEDMOE_WS_FP4_BK`` (:func:`set_ws_fp4_block_k`): "64" or "128"."""
     if value not in ("64", "128"):
@@ -1539,6 +1537,8 @@ def _env_ws_fp4_block_k(value: str) -> int:
     return int(value)
 
 
+# kernels/_ws_fp4.py: the heuristic's and the tuned table's prefill tiles (block_m >= 128) of MXFP4 weights with
+# BF16 activations run there instead of the Triton kernels on sm_90
 _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 0,
            # 256-token tiles as this many chunks, only those with real rows multiplied (1: whole tiles; 0: by format,
            # WS_FP4_AUTO_CHUNKS)
@@ -1803,9 +1803,9 @@ def set_ws_fp4_block_k(block_k: int) -> int:
     since the sixtieth session; ``FUSEDMOE_WS_FP4_BK=64`` starts a process with 64) -- two 64-wide K steps a slot
     where the shared memory holds them, converted behind one ring wait, one proxy fence and one warpgroup barrier,
     their wgmmas waited for once (the per-step synchronization the Nsight reports found the consumers stalled on,
-    halved) -- or 64 (one step a slot everywhere). The shared memory holds two steps for 128-token tiles only (3
-    stages; ``kernel_configs.ws_fp4_stages``), so 256-token tiles keep one. sm_90 compile (gated MXFP4 GEMM1,
-    128-token tiles): 281 instructions and 3 warpgroup barriers a slot of two steps against 2 x 163 and 2 x 3. An odd
+    halved) -- or 64 (one step a slot everywhere). The shared memory holds two steps for 128-token tiles (3 stages;
+    ``kernel_configs.ws_fp4_stages``); 256-token tiles keep one unless :func:`set_ws_fp4_two_steps_256`. sm_90
+    compile (gated MXFP4 GEMM1, 128-token tiles): 281 instructions and 3 warpgroup barriers a slot of two steps against 2 x 163 and 2 x 3. An odd
     step count (gpt-oss-120b's K 2880) runs a last step past K with TMA-zeroed inputs: the same sums. H100,
     ``decode_ab.py`` with 128-token tiles in joined chunks forced (:func:`set_ws_fp4_join128`): 0.97-1.08x one step
     a slot (medians of two rounds; 1.00-1.08x by the best rounds) at 2048 / 4096 tokens on gpt-oss-120b,

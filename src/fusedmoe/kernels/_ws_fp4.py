@@ -48,8 +48,8 @@ e4m3 scale times 2^110 in BF16 (exact), and ``2^16 / g`` on the accumulator (one
 Triton kernels' division). The sum over K runs in fp32 in the wgmma, in K order, 16 at a time.
 
 Limits (``kernel_configs.warp_specialized_problem``, ``triton_moe._ws_fp4_problem``): sm_90, MXFP4 / NVFP4 weights in the tiled
-layout with TK a multiple of 64, BF16 activations and hidden states, K and (gated) N multiples of 64, block_k 64,
-block_m 128 / 256, no split-K.
+layout with TK a multiple of 64, BF16 activations and hidden states, K and (gated) N multiples of 64, block_k 64 or
+128 (``KS``: two 64-wide K steps a ring slot), block_m 128 / 256, no split-K.
 """
 
 import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
@@ -751,7 +751,9 @@ def _ws_fp4_kernel(
     for them) and ``SC_AHEAD`` has nothing to do; as the FP4 decode kernel's ``S_SMEM``. Needs the scales 16-byte
     aligned with strides and N multiples of 16. ``ONE_STORE`` (``triton_moe.set_ws_fp4_one_store``; gated tiles):
     a consumer stores its converted gate and up halves by one store (:func:`_fp4_step`), one warpgroup barrier a K
-    step fewer."""
+    step fewer. ``KS`` 2 (``KernelConfig.block_k`` 128, ``triton_moe.set_ws_fp4_block_k``): two 64-wide K steps a
+    ring slot, converted behind one ring wait, fence and barrier (:func:`_fp4_chunk_tile`); with 256-token tiles each
+    step's converted tile single-buffered (``NBUF`` 1: the shared memory holds no more)."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     XT: gl.constexpr = x_desc.block_type.shape[0]
