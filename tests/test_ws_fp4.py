@@ -52,6 +52,17 @@ def fp4_sig(XT, NV):
             "act_limit": "fp32", "gs_ptr": "*fp32", "stride_sk": "i32", "tile_ctr_ptr": "*i32"}
 
 
+# the JIT's specializations of the scale pointer, its strides and N (16-byte aligned, multiples of 16): what the
+# S_SMEM copies need (the launcher checks them: triton_moe._ws_fp4_scales_copyable)
+SCALE_ALIGNED = ("s_ptr", "stride_se", "stride_sr", "stride_sk", "N")
+
+
+def fp4_build(sig, cx, aligned=()):
+    """(compiled kernel, its SASS, its shortest K loop) of the FP4 prefill kernel for ``sig`` / ``cx``."""
+    k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx, aligned=aligned)
+    return k, sass, k_loop(sass_instructions(sass))
+
+
 def fp4_cx(ACT, GATED, HB, MRW, TK, CH, NV, JN, **kw):
     return dict(dict(E_LOC=32, ACT=ACT, GATED=GATED, HAS_BIAS=HB, WEIGHT_ON_INPUT=False, MUL_ROUTING_WEIGHT=MRW,
                      ROUND_DTYPE=gl.bfloat16, SWZ=True, FOLD=not NV, BK=64, TK=TK, STAGES=4, GROUP_M=8, CHUNKS=CH,
@@ -79,8 +90,7 @@ for ACT, GATED, HB, WOI, MRW, BT, ST, FOLD, SWZ, TK, CH, NV, SCA, JN in (
     XT = BT // CH  # the x box: a chunk
     sig = fp4_sig(XT, NV)
     cx = fp4_cx(ACT, GATED, HB, MRW, TK, CH, NV, JN, WEIGHT_ON_INPUT=WOI, SWZ=SWZ, FOLD=FOLD, STAGES=ST, SC_AHEAD=SCA)
-    k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
-    loop = k_loop(sass_instructions(sass))
+    k, sass, loop = fp4_build(sig, cx)
     first = lambda op: min([i for i, x in enumerate(loop) if op in x], default=-1)
     print(ACT, GATED, BT, NV, CH, k.metadata.num_warps, sass.count("HGMMA.64x"), sass.count("USETMAXREG"),
           sass.count("LDL") + sass.count("STL"), k.metadata.shared, sass.count("UTMALDG"),
@@ -164,10 +174,7 @@ for ACT, GATED, HB, MRW, BT, TK, CH, NV, JN, DYN in ((2, True, True, False, 128,
     sig = fp4_sig(XT, NV)
     for SS in (False, True):
         cx = fp4_cx(ACT, GATED, HB, MRW, TK, CH, NV, JN, DYN=DYN, S_SMEM=SS)
-        # (the JIT's specializations of the scale pointer, its strides and N: 16-byte aligned, multiples of 16)
-        k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx, aligned=("s_ptr", "stride_se", "stride_sr", "stride_sk",
-                                                                   "N"))
-        loop = k_loop(sass_instructions(sass))
+        k, sass, loop = fp4_build(sig, cx, SCALE_ALIGNED)
         print(ACT, BT, CH, NV, SS, GATED, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"),
               sass.count("LDGSTS"), sass.count("LDGSTS.E.BYPASS.128"), sum("LDG" in x for x in loop),
               sum("LDS" in x for x in loop), k.metadata.shared, sass.count("HGMMA.64x"), len(loop), sep="|",
@@ -206,8 +213,7 @@ for ACT, GATED, HB, MRW, BT, TK, CH, NV, JN, DYN in ((2, True, True, False, 128,
     sig = fp4_sig(XT, NV)
     for ONE in (False, True):
         cx = fp4_cx(ACT, GATED, HB, MRW, TK, CH, NV, JN, DYN=DYN, ONE_STORE=ONE)
-        k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx)
-        loop = k_loop(sass_instructions(sass))
+        k, sass, loop = fp4_build(sig, cx)
         print(ACT, BT, NV, GATED, ONE, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"),
               sum("BAR.SYNC" in x for x in loop), sum("STS" in x for x in loop), len(loop), k.metadata.shared,
               sass.count("HGMMA.64x"), sep="|", flush=True)
@@ -244,9 +250,7 @@ for ACT, GATED, HB, TK, NV, DYN, SS, CH in ((2, True, True, 64, False, False, Fa
     for KS, ST in ((1, 4), (2, 3)):
         cx = fp4_cx(ACT, GATED, HB, False, TK, CH, NV, CH == 2, DYN=DYN, S_SMEM=SS, ONE_STORE=GATED, KS=KS,
                     STAGES=ST)
-        k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx, aligned=("s_ptr", "stride_se", "stride_sr", "stride_sk",
-                                                                   "N"))
-        loop = k_loop(sass_instructions(sass))
+        k, sass, loop = fp4_build(sig, cx, SCALE_ALIGNED)
         print(ACT, NV, f"{GATED}{CH}", KS, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"),
               sum("BAR.SYNC" in x for x in loop), sum("MEMBAR" in x for x in loop),
               sum("HGMMA.64x" in x for x in loop), len(loop), k.metadata.shared, sep="|", flush=True)
@@ -287,9 +291,7 @@ for ACT, GATED, HB, TK, CH, NV, JN, DYN, SS in ((2, True, True, 64, 4, False, Tr
     sig = fp4_sig(256 // CH, NV)
     for KS, ST in ((1, 4), (2, 2)):
         cx = fp4_cx(ACT, GATED, HB, False, TK, CH, NV, JN, DYN=DYN, S_SMEM=SS, ONE_STORE=GATED, KS=KS, STAGES=ST)
-        k, sass = compile_sm90(k4._ws_fp4_kernel, sig, cx, aligned=("s_ptr", "stride_se", "stride_sr", "stride_sk",
-                                                                   "N"))
-        loop = k_loop(sass_instructions(sass))
+        k, sass, loop = fp4_build(sig, cx, SCALE_ALIGNED)
         deps = sorted(int(x.split(",")[-1], 16) for x in loop if "DEPBAR" in x)
         print(ACT, NV, CH, KS, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"),
               sum("HGMMA.64x" in x for x in loop), "/".join(map(str, deps)), len(loop), k.metadata.shared, sep="|",

@@ -354,9 +354,9 @@ def _fp4_slot_scales(sc_a, sc_b, ok_a, k0, n_k, s_step, NV: gl.constexpr, GATED:
 @gluon.jit
 def _fp4_first_scales(sc_a, sc_b, ok_a, n_k, s_step, NV: gl.constexpr, GATED: gl.constexpr, SC_AHEAD: gl.constexpr,
                       KS: gl.constexpr = 1):
-    """What :func:`_fp4_step` takes as ``sa`` / ``sb`` (and, ``KS`` 2, ``sa1`` / ``sb1``) at a tile's first ring
-    slot: with ``SC_AHEAD`` the block scales of K step 0 (and 1), otherwise the scale pointers (unused: each step
-    then loads its own)."""
+    """What :func:`_fp4_chunk_tile`'s K loop takes as ``sa`` / ``sb`` (and, ``KS`` 2, ``sa1`` / ``sb1``) at a
+    tile's first ring slot: with ``SC_AHEAD`` the block scales of K step 0 (and 1), otherwise the scale pointers
+    (unused: each step then loads its own)."""
     if SC_AHEAD:
         sa, sb, sa1, sb1 = _fp4_slot_scales(sc_a, sc_b, ok_a, 0, n_k, s_step, NV, GATED, KS)
     else:
@@ -403,32 +403,6 @@ def _fp4_next_scales(sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2, n_k, s_step, NV: gl
     if SC_AHEAD and not S_SMEM:
         sa, sb, sa1, sb1 = _fp4_slot_scales(sc_a, sc_b, ok_a, (k2 + 1) * KS, n_k, s_step, NV, GATED, KS)
     return sa, sb, sa1, sb1
-
-
-@gluon.jit
-def _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2, n_k, s_step,
-              HALF: gl.constexpr, GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr,
-              NV: gl.constexpr, STAGES: gl.constexpr, wl: gl.constexpr, SC_AHEAD: gl.constexpr, s_bufs=0,
-              S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False, KS: gl.constexpr = 1, d_bufs1=0):
-    """One ring slot's A operands: wait for slot ``s``, convert its ``KS`` K steps (``KS k2 + i``; a step past K --
-    n_k odd -- converts the last step's scales with the next tile's values: finite, times zero inputs) into this
-    warpgroup's shared tiles ``it % 2`` of ``d_bufs`` (and of ``d_bufs1``, the second step's: another buffer, so that
-    Triton's hazard analysis puts no barrier between the two steps' stores) (:func:`_fp4_convert`), fence them for
-    the wgmmas: one ring wait, fence and warpgroup barrier a slot. The block scales: ``sa`` / ``sb`` (``sa1`` /
-    ``sb1``, the second step's) as :func:`_fp4_next_scales` gave them a slot before. Returns the next slot's."""
-    k0 = k2 * KS
-    na, nb, na1, nb1 = _fp4_next_scales(sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2, n_k, s_step, NV, GATED, SC_AHEAD,
-                                        S_SMEM, KS)
-    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-    _fp4_convert(w0_bufs, w1_bufs, d_bufs.index(it % 2), s * KS, sa, sb, sc_a, sc_b, ok_a, k0, s_step, HALF,
-                 GATED, BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs, S_SMEM, ONE_STORE)
-    if KS == 2:
-        _fp4_convert(w0_bufs, w1_bufs, d_bufs1.index(it % 2), s * KS + 1, sa1, sb1, sc_a, sc_b, ok_a,
-                     gl.minimum(k0 + 1, n_k - 1), s_step, HALF, GATED, BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs,
-                     S_SMEM, ONE_STORE)
-    fence_async_shared()
-    gl.thread_barrier()  # the warpgroup's stores are in before its wgmmas read them
-    return na, nb, na1, nb1
 
 
 @gluon.jit
@@ -558,39 +532,42 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     gl.static_assert(NBUF == 2 or (KS == 2 and NA <= 2), "single-buffered tiles: two steps a slot, <= 2 accumulators")
     for k2 in range(gl.cdiv(n_k, KS)):
         s = it % STAGES
-        if NBUF == 2:
-            sa, sb, sa1, sb1 = _fp4_step(w0_bufs, w1_bufs, d_bufs, ready, it, s, sa, sb, sa1, sb1, sc_a, sc_b, ok_a,
-                                         k2, n_k, s_step, HALF, GATED, BK, SWZ, FOLD, NV, STAGES, wl, SC_AHEAD, s_bufs,
-                                         S_SMEM, ONE_STORE, KS, d_bufs1)
-        else:  # SB: one tile a step -- the slot before's first-step wgmmas retire before its tile is rewritten, its
-            # second step's before the second (the wait releases the slot before); one fence and barrier for both
-            k0 = k2 * KS
-            na, nb, na1, nb1 = _fp4_next_scales(sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2, n_k, s_step, NV, GATED,
-                                                SC_AHEAD, S_SMEM, KS)
-            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+        # this slot's A operands: one ring wait, its KS steps converted (a step past K -- n_k odd -- converts the
+        # last step's scales with the next tile's values: finite, times zero inputs), one fence and warpgroup
+        # barrier. The second step's tile is another buffer (d_bufs1), so Triton's hazard analysis puts no barrier
+        # between the two steps' stores. SB (NBUF 1, one tile a step): the slot before's first-step wgmmas retire
+        # before its tile is rewritten, its second step's before the second (which releases the slot before).
+        k0 = k2 * KS
+        di = (it % 2) if NBUF == 2 else 0
+        na, nb, na1, nb1 = _fp4_next_scales(sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2, n_k, s_step, NV, GATED, SC_AHEAD,
+                                            S_SMEM, KS)
+        mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+        if NBUF == 1:
             if NA == 1:
                 acc0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc0,))
             else:
                 acc0, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc0, acc1))
-            _fp4_convert(w0_bufs, w1_bufs, d_bufs.index(0), s * KS, sa, sb, sc_a, sc_b, ok_a, k0, s_step, HALF,
-                         GATED, BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs, S_SMEM, ONE_STORE)
-            if NA == 1:
-                acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
-            else:
-                acc0, acc1 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1))
-            if k2 > 0:  # the slot before retired: free for the loader
-                mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-            _fp4_convert(w0_bufs, w1_bufs, d_bufs1.index(0), s * KS + 1, sa1, sb1, sc_a, sc_b, ok_a,
+        _fp4_convert(w0_bufs, w1_bufs, d_bufs.index(di), s * KS, sa, sb, sc_a, sc_b, ok_a, k0, s_step, HALF, GATED,
+                     BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs, S_SMEM, ONE_STORE)
+        if KS == 2:
+            if NBUF == 1:
+                if NA == 1:
+                    acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
+                else:
+                    acc0, acc1 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1))
+                if k2 > 0:  # the slot before retired: free for the loader
+                    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            _fp4_convert(w0_bufs, w1_bufs, d_bufs1.index(di), s * KS + 1, sa1, sb1, sc_a, sc_b, ok_a,
                          gl.minimum(k0 + 1, n_k - 1), s_step, HALF, GATED, BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs,
                          S_SMEM, ONE_STORE)
-            fence_async_shared()
-            gl.thread_barrier()  # the warpgroup's stores are in before its wgmmas read them
-            sa, sb, sa1, sb1 = na, nb, na1, nb1
+        fence_async_shared()
+        gl.thread_barrier()  # the warpgroup's stores are in before its wgmmas read them
+        sa, sb, sa1, sb1 = na, nb, na1, nb1
         for i in gl.static_range(KS):  # each accumulator's K steps in order
             if i == 0:
-                d = d_bufs.index((it % 2) if NBUF == 2 else 0)
+                d = d_bufs.index(di)
             else:
-                d = d_bufs1.index((it % 2) if NBUF == 2 else 0)
+                d = d_bufs1.index(di)
             v = s * KS + i
             acc0 = warpgroup_mma(d, _fp4_x(x_bufs, v, 0, W0 // XT, XT, CHUNKS, JOIN).permute((1, 0)), acc0,
                                  is_async=True)
@@ -750,7 +727,7 @@ def _ws_fp4_kernel(
     (:func:`_fp4_s_read`) -- so no global load is in flight at the consumers' proxy fence (a ``MEMBAR`` that waits
     for them) and ``SC_AHEAD`` has nothing to do; as the FP4 decode kernel's ``S_SMEM``. Needs the scales 16-byte
     aligned with strides and N multiples of 16. ``ONE_STORE`` (``triton_moe.set_ws_fp4_one_store``; gated tiles):
-    a consumer stores its converted gate and up halves by one store (:func:`_fp4_step`), one warpgroup barrier a K
+    a consumer stores its converted gate and up halves by one store (:func:`_fp4_convert`), one warpgroup barrier a K
     step fewer. ``KS`` 2 (``KernelConfig.block_k`` 128, ``triton_moe.set_ws_fp4_block_k``): two 64-wide K steps a
     ring slot, converted behind one ring wait, fence and barrier (:func:`_fp4_chunk_tile`); with 256-token tiles each
     step's converted tile single-buffered (``NBUF`` 1: the shared memory holds no more)."""
