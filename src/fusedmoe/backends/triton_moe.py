@@ -1959,12 +1959,27 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
         return MoEKernelConfig(c.gemm1, c.gemm2, cfg.atomic_combine)
     wide = WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT if _WS_FP4["join"] else WS_FP4_WIDE_MIN_ROWS_PER_EXPERT
     bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= wide else 128)
-    # (two K steps a slot: 256-token tiles under set_ws_fp4_two_steps_256, in joined chunks or at most 2 -- the
-    # single-buffered loop's accumulators)
-    wide_ok = _WS_FP4["two_steps_256"] and (_WS_FP4["join"] or _WS_FP4["chunks"] in (0, 1, 2))
+    # (two K steps a slot: 256-token tiles under set_ws_fp4_two_steps_256, where the chunking allows it)
+    wide_ok = _WS_FP4["two_steps_256"] and _ws_fp4_two_steps_ok(256, *_ws_fp4_chunking(256, w13.fmt))
     bk = _WS_FP4["block_k"] if bm == 128 or wide_ok else 64
     return MoEKernelConfig(*(ws_fp4_config(g, gemm, bm, block_k=bk if ws_fp4_stages(g, gemm, bm, bk) else 64)
                              for g, gemm in ((gated, "gemm1"), (False, "gemm2"))), cfg.atomic_combine)
+
+
+def _ws_fp4_chunking(block_m: int, weight_format: Format) -> "tuple[bool, int]":
+    """(joined, chunks) of the FP4 prefill kernel's token tiles under the switches: 256-token tiles in 4 joined
+    64-row chunks (``set_ws_fp4_join``) or ``set_ws_fp4_chunks``' (by format); 128-token ones in 2 joined
+    (``set_ws_fp4_join128``) or whole."""
+    join = _WS_FP4["join"] and (block_m == 256 or (block_m == 128 and _WS_FP4["join128"]))
+    if join:
+        return True, block_m // 64
+    return False, (_WS_FP4["chunks"] or WS_FP4_AUTO_CHUNKS[weight_format]) if block_m == 256 else 1
+
+
+def _ws_fp4_two_steps_ok(block_m: int, join: bool, chunks: int) -> bool:
+    """Whether two K steps a slot (block_k 128) can run a tile so chunked: the single-buffered loop of 256-token
+    tiles holds at most 2 accumulators (joined chunks, or at most 2 unjoined)."""
+    return block_m != 256 or join or chunks <= 2
 
 
 @functools.lru_cache(maxsize=None)
@@ -2013,9 +2028,8 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
                            pdl=pdl, x_gather=x_dot is not None, top_k=row_div)
         return
     # (the x box is then that fraction of a block)
-    join = _WS_FP4["join"] and (BM == 256 or (BM == 128 and _WS_FP4["join128"]))
-    chunks = BM // 64 if join else (_WS_FP4["chunks"] or WS_FP4_AUTO_CHUNKS[w.fmt]) if BM == 256 else 1
-    if c.block_k == 128 and BM == 256 and not join and chunks > 2:
+    join, chunks = _ws_fp4_chunking(BM, w.fmt)
+    if c.block_k == 128 and not _ws_fp4_two_steps_ok(BM, join, chunks):
         raise ValueError("the FP4 prefill kernel's 256-token tiles with two K steps a slot (block_k 128) take joined "
                          f"chunks or at most 2 (set_ws_fp4_chunks), got {chunks} unjoined")
     XT = BM // chunks
