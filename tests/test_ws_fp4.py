@@ -20,7 +20,7 @@ import torch
 from gluon_sm90 import SCRIPT_HEAD, LaunchCapture
 from moe_cases import assert_dyn_counters_zero, env_starts
 from test_triton_fp4 import Case, make_case, run_reference, run_sm90_script, run_triton
-from test_triton_moe import gpu
+from test_triton_moe import DEV, gpu, interpreter
 
 from fusedmoe.backends import triton_moe
 from fusedmoe.backends.kernel_configs import (_WS_SMEM, KernelConfig, MoEKernelConfig, _ws_fp4_fixed_bytes,
@@ -322,6 +322,113 @@ def test_ws_fp4_two_steps_256_compile_for_sm90(tmp_path):
         assert need <= smem2 <= need + 512 and need <= _WS_SMEM, ((act, nv, ch), v, need)
 
 
+_PAIRS_SCRIPT = _FP4_HEAD + r'''
+# (ACT, GATED, HAS_BIAS, BT, TK, CHUNKS, NV, DYN, S_SMEM, KS, STAGES, OUT_PADDED): gated MX with biases, 256-token tiles
+# (gpt-oss's GEMM1, on the padded hand-off) and 128-token tiles with two steps a slot; non-gated NVFP4 with the
+# scales through the ring (Nemotron's GEMM1 on the padded hand-off, and its GEMM2 with two steps a slot) -- each
+# without and with the pair order (OUT_PAIRS where GEMM1 writes the padded hand-off)
+for ACT, GATED, HB, BT, TK, CH, NV, DYN, SS, KS, ST, OP in (
+        (2, True, True, 256, 64, 4, False, True, False, 1, 4, True),
+        (2, True, True, 128, 64, 2, False, False, False, 2, 3, True),
+        (3, False, False, 256, 128, 4, True, True, True, 1, 4, True),
+        (3, False, False, 128, 128, 2, True, True, True, 2, 3, False)):
+    sig = fp4_sig(BT // CH, NV)
+    for PAIRS in (False, True):
+        cx = fp4_cx(ACT, GATED, HB, False, TK, CH, NV, True, DYN=DYN, S_SMEM=SS, ONE_STORE=GATED, KS=KS, STAGES=ST,
+                    OUT_PADDED=OP, PAIRS=PAIRS, OUT_PAIRS=PAIRS and OP)
+        k, sass, loop = fp4_build(sig, cx, SCALE_ALIGNED)
+        print(ACT, BT, KS, PAIRS, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"),
+              sum("PRMT" in x for x in loop), sum("STS" in x for x in loop), sum("HGMMA.64x" in x for x in loop),
+              len(loop), k.metadata.shared, sep="|", flush=True)
+'''
+
+
+def test_ws_fp4_pair_order_compiles_for_sm90(tmp_path):
+    """``PAIRS`` (``set_ws_fp4_pair_order``, opt-in): the converted weight tiles stored in the pair order as the
+    converter's registers come -- the shortest K loop without the byte permutes between the converter and the
+    shared-memory stores (16 ``PRMT`` a step fewer; at most 4 a step left, the scale bytes' moves), the same stores and
+    wgmmas, at least 12 instructions a step fewer; 12 warps, no spills (GEMM1's ``OUT_PAIRS`` epilogue permutes
+    each thread's 8 columns among its registers), within Hopper's 227 KB of shared memory a block."""
+    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
+    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _PAIRS_SCRIPT)
+    assert len(rows) == 8, rows
+    by = {}
+    for act, bt, ks, pairs, warps, spills, prmt, sts, gmma, n, smem in rows:
+        assert int(warps) == 12 and int(spills) == 0, (act, bt, ks, pairs, warps, spills)
+        assert int(smem) <= 227 * 1024, (act, bt, ks, pairs, smem)
+        by.setdefault((act, bt, ks), {})[pairs == "True"] = (int(prmt), int(sts), int(gmma), int(n))
+    for key, v in by.items():
+        (p0, st0, g0, n0), (p1, st1, g1, n1) = v[False], v[True]
+        steps = int(key[2])
+        assert p1 <= 4 * steps and p0 >= p1 + 16 * steps, (key, v)  # (sm_90: 16-20 -> 0-4 a step)
+        assert (st1, g1) == (st0, g0) and n1 <= n0 - 12 * steps, (key, v)  # (166 -> 151 a step, gated 256)
+
+
+# ---- CPU: the pair order's gather and hand-off -----------------------------------------------------
+
+
+@interpreter
+def test_gather_slot_rows_pair8():
+    """``_gather_slot_rows`` with ``pair8``: each row is the slot's token row with its 8-wide K groups permuted as
+    ``pair8_cols`` says (K position 8 g + 4 j + s at 8 g + 2 s + j); padding rows zero; rows that are not 16-bit, a
+    K not a multiple of 8, and both orders at once are refused."""
+    from fusedmoe.kernels._ws_fp4 import pair8_cols
+
+    torch.manual_seed(0)
+    T, K, E, C = 9, 2, 4, 328  # (C: 41 groups of 8 -- the last 256-byte column tile partly masked)
+    ids = torch.stack([torch.randperm(E)[:K] for _ in range(T)]).to(torch.int32).to(DEV)
+    al = triton_moe.align_slots(ids.reshape(-1), E, 16, tokens=T)
+    a = torch.randn(T, C, device=DEV).to(torch.bfloat16)
+    rows = triton_moe._gather_slot_rows(a, al, 16, K, T * K, E, pair8=True).view(torch.bfloat16).cpu()
+    sid = al.sorted_ids.cpu().long()
+    used = int(al.num_post_padded.cpu()[0])
+    perm = pair8_cols(C)
+    assert sorted(perm.tolist()) == list(range(C)) and perm[:8].tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
+    for r in range(used):
+        exp = a.cpu()[sid[r] // K][perm] if sid[r] < T * K else torch.zeros(C, dtype=torch.bfloat16)
+        assert torch.equal(rows[r], exp), r
+    with pytest.raises(ValueError, match="8-element groups"):
+        triton_moe._gather_slot_rows(a[:, :324], al, 16, K, T * K, E, pair8=True)
+    with pytest.raises(ValueError, match="8-element groups"):
+        triton_moe._gather_slot_rows(a.float(), al, 16, K, T * K, E, pair8=True)
+    with pytest.raises(ValueError, match="8-element groups"):
+        triton_moe._gather_slot_rows(a[:, :320], al, 16, K, T * K, E, pair8=True, dot64=True)
+    with pytest.raises(ValueError, match="8-wide"):
+        pair8_cols(100)
+
+
+@interpreter
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # (the combine of the uncomputed GEMM outputs)
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "gathered"])
+def test_ws_fp4_pair_order_hand_off(monkeypatch, padded):
+    """``triton_experts`` with prefill kernel configs for both GEMMs (the Gluon launches captured, the sm_90 checks
+    off): with ``set_ws_fp4_pair_order(True)`` both GEMMs get ``pairs`` and GEMM1 ``out_pairs`` exactly when it
+    writes the padded hand-off (otherwise GEMM2 gathers the intermediate in the pair order itself); switched off,
+    neither."""
+    calls = []
+    monkeypatch.setattr(triton_moe, "_ws_check", lambda *a, **k: None)
+    monkeypatch.setattr(triton_moe, "_ws_fp4_problem", lambda *a, **k: None)
+    monkeypatch.setattr(triton_moe, "_ws_fp4_gemm", lambda c, a, *args, **kw: calls.append((c, kw)))
+    c = Case(F.MXFP4, F.BF16, A.SWIGLU, T=40, H=128, I=128, E=4, K=2, dtype=torch.bfloat16, seed=5)
+    hidden, W, topk = make_case(c, device=DEV)
+    cfg = MoEKernelConfig(ws_fp4_config(True, "gemm1", 128), ws_fp4_config(False, "gemm2", 128))
+    prev_pad = triton_moe.set_ws_fp4_padded(padded)
+    try:
+        for on in (True, False):
+            prev = triton_moe.set_ws_fp4_pair_order(on)
+            try:
+                calls.clear()
+                run_triton(hidden, W, topk, F.BF16, config=cfg)
+            finally:
+                triton_moe.set_ws_fp4_pair_order(prev)
+            (c1, kw1), (c2, kw2) = calls
+            assert c1.block_m == c2.block_m == 128
+            assert kw1["out_padded"] is padded and kw2["a_padded"] is padded, (on, kw1, kw2)
+            assert (kw1["pairs"], kw1["out_pairs"], kw2["pairs"]) == (on, on and padded, on), (on, kw1, kw2)
+    finally:
+        triton_moe.set_ws_fp4_padded(prev_pad)
+
+
 # ---- CPU: config rules and refusals ----------------------------------------------------------------
 
 
@@ -395,7 +502,8 @@ def test_ws_fp4_config_rules():
     ("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", True),  # since the forty-second
     ("set_ws_fp4_one_store", "FUSEDMOE_WS_FP4_ONESTORE", True),  # since the fifty-ninth
     ("set_ws_fp4_join128", "FUSEDMOE_WS_FP4_JOIN128", True),  # since the sixtieth
-    ("set_ws_fp4_two_steps_256", "FUSEDMOE_WS_FP4_BK256", False)])  # opt-in (sixtieth, compiled only)
+    ("set_ws_fp4_two_steps_256", "FUSEDMOE_WS_FP4_BK256", False),  # opt-in (sixtieth, compiled only)
+    ("set_ws_fp4_pair_order", "FUSEDMOE_WS_FP4_PAIRS", False)])  # opt-in (sixty-first, compiled only)
 def test_ws_fp4_switches(name, env, default):
     """The FP4 prefill kernel's on / off switches: their defaults, the environment variable that starts a process
     with either setting, the setters taking a bool only and returning the previous setting."""
@@ -707,6 +815,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     # the scales through the ring: by default ("auto") NVFP4's; the one store: gated tiles only (this is GEMM2's)
     assert triton_moe._ws_fp4_scales_copyable(w, N)  # ExpertWeights' layouts
     assert b["S_SMEM"] is (fmt is Format.NVFP4) and b["ONE_STORE"] is False
+    assert b["PAIRS"] is False and b["OUT_PAIRS"] is False  # (the pair order: opt-in, by the layer's argument)
     for mode in (True, False):
         prev_ss = triton_moe.set_ws_fp4_scales_smem(mode)
         try:
@@ -726,6 +835,16 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
             return sig.bind(*args, **kw).arguments
 
         assert launch1()["ONE_STORE"] is True and launch1()["GATED"] is True
+        # the pair order: GEMM1 writing the padded hand-off in it, its input gathered in it
+        triton_moe._ws_fp4_gemm(ws_fp4_config(True, "gemm1", BM), torch.zeros(NB * BM, 512, dtype=torch.bfloat16),
+                                w13, tw, False, tw, al, torch.empty(NB * BM, N13, dtype=torch.bfloat16), N13, 1, TK, 4,
+                                triton_moe._ACT_CODE[Activation.SWIGLU], True, triton_moe._DEFAULT_ACT_PARAMS,
+                                None, False, False, 132, 0, tw, tw, a_padded=True, out_padded=True, pairs=True,
+                                out_pairs=True)
+        args, kw = cap.calls[-1][1:]
+        kw.pop("num_warps")
+        b1 = sig.bind(*args, **kw).arguments
+        assert (b1["PAIRS"], b1["OUT_PAIRS"], b1["OUT_PADDED"]) == (True, True, True)
         prev_one = triton_moe.set_ws_fp4_one_store(False)
         try:
             assert launch1()["ONE_STORE"] is False
@@ -743,6 +862,22 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
         triton_moe.set_ws_fp4_join(prev_j)
         triton_moe.set_ws_fp4_chunks(prev_c)
     cfg = dataclasses.replace(cfg, block_k=64)
+
+    def launch_pairs(c, **kw):
+        triton_moe._ws_fp4_gemm(c, rows, w, tw, False, tw, al, out, N, 1, TK, 4, 7, False,
+                                triton_moe._DEFAULT_ACT_PARAMS, None, False, True, 132, 0, tw, tw, a_padded=True,
+                                out_padded=padded, **kw)
+        args, kw = cap.calls[-1][1:]
+        kw.pop("num_warps")
+        return sig.bind(*args, **kw).arguments
+
+    bp = launch_pairs(cfg, pairs=True)
+    assert bp["PAIRS"] is True and bp["OUT_PAIRS"] is False
+    with pytest.raises(ValueError, match="decode kernel"):  # the pair order is the prefill kernel's
+        launch_pairs(dataclasses.replace(cfg, block_m=16), pairs=True)
+    if not padded:  # GEMM1's output in the pair order is the padded hand-off's
+        with pytest.raises(ValueError, match="out_padded"):
+            launch_pairs(cfg, pairs=True, out_pairs=True)
     # the tiles by a global counter: "auto" from 64 local experts (FP4 too since the forty-sixth session), forced on
     for E, mode in ((64, "auto"), (4, True)):
         prev_dyn = triton_moe.set_ws_dynamic_tiles(mode)
@@ -965,6 +1100,39 @@ def test_gpu_ws_fp4_two_steps_256_same_bits(act, fmt):
         assert (cfg.gemm1.block_k, cfg.gemm2.block_k, cfg.gemm1.num_stages) == (128, 128, 2), cfg
         assert torch.equal(two, one), (T, join, chunks)
         _ep_check(c, two, hidden, W, topk, (T, join, chunks))
+
+
+@gpu
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
+def test_gpu_ws_fp4_pair_order(act, fmt):
+    """Both GEMMs' K in the pair order (``set_ws_fp4_pair_order``): the same products, added in another order only
+    inside a wgmma's 16-wide K step -- within 2e-3 of the layer in K order (a few last-bit differences of the rounded
+    intermediate at most) and within the reference's bound. 128-token tiles with two steps a slot (fewer tiles than
+    programs; several a program with counted tiles) and 256-token tiles in joined chunks, on the padded hand-off
+    (GEMM1's epilogue writes the pair order) and the gathered one (GEMM2's gather does); gated with biases and
+    non-gated; expert parallelism."""
+    for T, bm in ((300, 128), (3000, 128), (560, 256)):
+        c, hidden, W, topk = _ep_case(act, fmt, T, 61)
+        prev_d = triton_moe.set_ws_dynamic_tiles(T > 1000)
+        try:
+            for handoff in (True, False):
+                prev_h = triton_moe.set_ws_padded_handoff(handoff)
+                prev = triton_moe.set_ws_fp4_pair_order(False)
+                try:
+                    k_order = _ws_call(hidden, W, topk, offset=2, block_m=bm)
+                    triton_moe.set_ws_fp4_pair_order(True)
+                    cap = {}
+                    pairs = _ws_call(hidden, W, topk, offset=2, block_m=bm, cap=cap)
+                finally:
+                    triton_moe.set_ws_fp4_pair_order(prev)
+                    triton_moe.set_ws_padded_handoff(prev_h)
+                assert cap["padded"] is handoff and cap["pairs"] is True, (T, bm, handoff)
+                assert torch.isfinite(pairs).all() and _rel(pairs, k_order) <= 2e-3, (T, bm, handoff,
+                                                                                     _rel(pairs, k_order))
+                _ep_check(c, pairs, hidden, W, topk, (T, bm, handoff))
+        finally:
+            triton_moe.set_ws_dynamic_tiles(prev_d)
 
 
 @gpu

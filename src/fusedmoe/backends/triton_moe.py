@@ -1114,23 +1114,27 @@ def _ws_check(dev: torch.device, interp: bool, w: QuantizedTensor, a_dtype: torc
 
 
 def _gather_slot_rows(a: torch.Tensor, al: "AlignResult", BM: int, row_div: int, TK: int, E: int,
-                      dot64: bool = False, real_only: bool = False) -> torch.Tensor:
+                      dot64: bool = False, real_only: bool = False, pair8: bool = False) -> torch.Tensor:
     """The warp-specialized GEMMs' input: the rows of ``a`` [rows, K] (hidden, ``row_div`` = top_k; or the
     slot-indexed intermediate, 1) copied as bytes into block-padded slot order ([max_blocks * BM, K bytes]; padding
     rows zero) by ``_align._gather_slot_rows_kernel`` -- Hopper's TMA has no row gather. ``dot64`` (16-bit ``a``,
     K a multiple of 64): each 64-wide K block in the FP4 decode kernel's dot order (``kernels/_ws_fp4_dec.py``).
     ``real_only`` (the decode kernels): padding rows left unwritten (whatever the buffer held: they only reach
-    output columns that are never stored)."""
+    output columns that are never stored). ``pair8`` (16-bit ``a``, K a multiple of 8): each 8-wide K group in the
+    FP4 prefill kernel's pair order (``kernels/_ws_fp4.pair8_cols``)."""
     from ..kernels import _align as _al
 
     C = a.shape[1] * a.element_size()
     if dot64 and (a.element_size() != 2 or C % 128):
         raise ValueError(f"the dot order permutes 64-element blocks of 16-bit rows, got {a.dtype} rows of {C} bytes")
+    if pair8 and (a.element_size() != 2 or C % 16 or dot64):
+        raise ValueError(f"the pair order permutes 8-element groups of 16-bit rows (not with dot64), got {a.dtype} "
+                         f"rows of {C} bytes, dot64={dot64}")
     rows = torch.empty((al.max_blocks * BM, C), dtype=torch.uint8, device=a.device)
     launch(_al._gather_slot_rows_kernel, (al.max_blocks, cdiv(C, 256)),
            a.view(torch.uint8), rows, al.sorted_ids, al.block_expert, al.num_post_padded, TK, C,
            a.stride(0) * a.element_size(), rows.stride(0), TOP_K=row_div, E_LOC=E, BLOCK_M=BM, BLOCK_C=256,
-           DOT64=dot64, REAL_ONLY=real_only, num_warps=4)
+           DOT64=dot64, REAL_ONLY=real_only, PAIR8=pair8, num_warps=4)
     return rows
 
 
@@ -1572,7 +1576,9 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            "join128": os.environ.get("FUSEDMOE_WS_FP4_JOIN128", "1") != "0",
            # two K steps a slot for 256-token tiles too, their converted tiles single-buffered
            # (set_ws_fp4_two_steps_256; opt-in, compiled only)
-           "two_steps_256": os.environ.get("FUSEDMOE_WS_FP4_BK256", "0") == "1"}
+           "two_steps_256": os.environ.get("FUSEDMOE_WS_FP4_BK256", "0") == "1",
+           # both prefill GEMMs' K in the pair order (set_ws_fp4_pair_order; opt-in, compiled only)
+           "pairs": os.environ.get("FUSEDMOE_WS_FP4_PAIRS", "0") == "1"}
 # the weight formats whose FP4 prefill GEMMs take their block scales through the ring under set_ws_fp4_scales_smem's
 # "auto" (H100, fifty-ninth session, decode_ab.py at 2048 / 4096 / 8192 tokens on gpt-oss-120b and Nemotron-3-Super /
 # -Nano: NVFP4 1.08-1.15x at 2048, and in a three-round rerun 1.05x at 4096, 1.01-1.02x at 8192 -- where the two-round
@@ -1827,6 +1833,18 @@ def set_ws_fp4_two_steps_256(enabled: bool) -> bool:
     return _swap_bool(_WS_FP4, enabled, "two_steps_256")
 
 
+def set_ws_fp4_pair_order(enabled: bool) -> bool:
+    """``True`` (opt-in, ``FUSEDMOE_WS_FP4_PAIRS=1``; built in the sixty-first session, compiled for sm_90 only): the
+    FP4 prefill kernel's GEMMs take their input's K in the pair order (``kernels/_ws_fp4.pair8_cols``: in each 8-wide
+    group, position 2 s + j holds K 4 j + s) -- GEMM1's gather writes hidden's rows so, GEMM1's epilogue the
+    intermediate (on the padded hand-off; otherwise GEMM2's gather) -- and store each converted weight tile in the
+    same order, which is the order the E2M1 converter's registers come in: no byte permutes between the converter and
+    the shared-memory stores. sm_90 compile: 16 ``PRMT`` a K step fewer, 166 -> 151 instructions a step (gated MXFP4
+    GEMM1, 256-token tiles), 161 -> 146 (NVFP4 GEMM2). The same products; their order inside a wgmma's 16-wide K
+    step differs, so the bits may. Returns the previous setting."""
+    return _swap_bool(_WS_FP4, enabled, "pairs")
+
+
 def set_ws_fp4_join128(enabled: bool) -> bool:
     """``True`` (the default since the sixtieth session; ``FUSEDMOE_WS_FP4_JOIN128=0`` turns it off; with
     :func:`set_ws_fp4_join` on): the FP4 warp-specialized prefill GEMMs' 128-token tiles in two 64-row chunks joined
@@ -1994,7 +2012,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
                  out: torch.Tensor, N: int, row_div: int, TK: int, E: int, act_code: int, gated: bool, p, round_tl,
                  weight_on_input: bool, mul_routing_weight: bool, num_sms, fold_cvt: int, part, cnt, *,
                  a_padded: bool = False, out_padded: bool = False, pdl=None,
-                 x_dot: Optional[torch.Tensor] = None) -> None:
+                 x_dot: Optional[torch.Tensor] = None, pairs: bool = False, out_pairs: bool = False) -> None:
     """One GEMM by the FP4 warp-specialized kernels: its BF16 input rows ``a`` [rows, K] (hidden for GEMM1,
     ``row_div`` = top_k; the slot-indexed intermediate for GEMM2, ``row_div`` = 1) gathered into block-padded slot
     order, then ``kernels/_ws_fp4`` (prefill tiles) or, for decode tiles (block_m 16), ``kernels/_ws_fp4_dec``
@@ -2003,7 +2021,9 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     kernel's in its dot order); ``a_padded``: ``a`` is such a GEMM1 output already (no gather); ``x_dot`` (decode
     GEMM1, :class:`DotRowsPlan`'s result): ``a`` [T, K] in the dot order, which the decode kernel's loader copies
     by slot itself (cp.async; no gather). ``w``: MXFP4 / NVFP4 values in the tiled layout, read through TMA as
-    16-bit words; its block scales row-major (MX) / K-major (NVFP4)."""
+    16-bit words; its block scales row-major (MX) / K-major (NVFP4). ``pairs`` (prefill tiles,
+    :func:`set_ws_fp4_pair_order`): the kernel's ``PAIRS`` -- ``a`` gathered in the pair order, or with ``a_padded``
+    written so by GEMM1's ``out_pairs`` (its epilogue's, with ``out_padded``)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     from ..kernels import _ws_fp4 as _w4
@@ -2017,10 +2037,15 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
     if x_dot is not None and not (decode and x_dot.shape == a.shape and x_dot.dtype == torch.bfloat16):
         raise ValueError(f"x_dot: the decode kernel's GEMM1 input in the dot order, {tuple(a.shape)} bf16, got "
                          f"{tuple(x_dot.shape)} {x_dot.dtype} (block_m {BM})")
+    if decode and (pairs or out_pairs):
+        raise ValueError("the pair order is the FP4 prefill kernel's (block_m 128 / 256), not the decode kernel's")
+    if out_pairs and not out_padded:
+        raise ValueError("out_pairs: GEMM1's output in the pair order is for the padded hand-off (out_padded)")
     if x_dot is not None:
         rows = x_dot
     else:
-        rows = a if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E, dot64=decode, real_only=decode)
+        rows = a if a_padded else _gather_slot_rows(a, al, BM, row_div, TK, E, dot64=decode, real_only=decode,
+                                                    pair8=pairs)
     rows = rows.view(torch.bfloat16)
     if decode:
         _ws_fp4_dec_launch(c, rows, w, bias, has_bias, tw_flat, al, out, N, TK, E, act_code, gated, p, round_tl,
@@ -2050,7 +2075,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
         GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
         S_SMEM=_ws_fp4_ssmem(w.fmt) and _ws_fp4_scales_copyable(w, N), ONE_STORE=_WS_FP4["one_store"] and gated,
-        KS=c.block_k // 64, **_ws_dynamic_args(_ws_dyn(w.fmt, E), al), num_warps=4)
+        KS=c.block_k // 64, PAIRS=pairs, OUT_PAIRS=out_pairs, **_ws_dynamic_args(_ws_dyn(w.fmt, E), al), num_warps=4)
 
 
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,
@@ -2423,6 +2448,8 @@ def triton_experts(
                   and wfmt in WS_FP4_FORMATS and out_q == _OUT_PLAIN and post_quant is None
                   and (BM == WS_FP4_DEC_BLOCK_M or _WS_FP4["padded"]))
     inter_rows = NB * BM if padded or padded_fp4 else TK
+    # the FP4 prefill kernel's pair order (set_ws_fp4_pair_order), read once for both GEMMs
+    pairs_fp4 = _WS_FP4["pairs"] and wfmt in WS_FP4_FORMATS and BM != WS_FP4_DEC_BLOCK_M
     # (GEMM1's epilogue permutes its tile: whole GEMM2 K steps per tile, no tail)
     dot2 = (micro and out_q == _OUT_PLAIN and post_quant is None and not padded and kt2 == 0
             and c1.block_n % c2.block_k == 0 and _dot_order_ok(c2, wfmt, I_pad, kt2, "gemm2"))
@@ -2495,7 +2522,8 @@ def triton_experts(
     if c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (prefill), _ws_fp4_dec (decode)
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
                      _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1, ws1, cnt1,
-                     out_padded=padded_fp4, pdl=pdl, x_dot=x_dot)
+                     out_padded=padded_fp4, pdl=pdl, x_dot=x_dot, pairs=pairs_fp4,
+                     out_pairs=pairs_fp4 and padded_fp4 and c2.warp_specialized)
     elif fused_dec:  # both GEMMs in one launch, at GEMM2's place below
         assert padded, "the fused decode launch reads GEMM1's rows at their block-padded positions"
     elif c1.warp_specialized:  # kernels/_ws_gemm (FP8, 16-bit)
@@ -2542,7 +2570,7 @@ def triton_experts(
     if _capture is not None:
         _capture.update(inter=inter, inter_scale=inter_scale, inter_g=inter_g, out_q=out_q, post_quant=post_quant,
                         config=cfg, padded=padded or padded_fp4, k_tail=(kt1, kt2), mxdot=mxdot,
-                        dot_order=(dot1, dot2))
+                        dot_order=(dot1, dot2), pairs=pairs_fp4)
 
     # ---- 4. GEMM2 (+ bias + routing weight) ----
     if atomic:
@@ -2591,7 +2619,7 @@ def triton_experts(
     if c2.warp_specialized and wfmt in WS_FP4_FORMATS:
         _ws_fp4_gemm(c2, inter, w2, b2, w2_bias is not None, tw_flat, al, y, H, 1, TK, E,
                      _ACT_CODE[Activation.IDENTITY], False, _DEFAULT_ACT_PARAMS, round_tl, False, not weight_on_input,
-                     num_sms, cvt2, ws2, cnt2, a_padded=padded_fp4, pdl=pdl)
+                     num_sms, cvt2, ws2, cnt2, a_padded=padded_fp4, pdl=pdl, pairs=pairs_fp4)
     elif fused_dec:  # kernels/_ws_dec, both GEMMs in one launch (opt-in)
         _ws_dec_fused_launch(c1, c2, a1, a1_s, w13, w13_s, wse1, wsn1, b13, w13_bias is not None, w2, w2_s, wse2, wsn2,
                              b2, w2_bias is not None, tw_flat, q_scale, out_q, al, inter, y, K, TK, E,

@@ -345,6 +345,7 @@ def _gather_slot_rows_kernel(
     BLOCK_C: tl.constexpr,
     DOT64: tl.constexpr = False,
     REAL_ONLY: tl.constexpr = False,
+    PAIR8: tl.constexpr = False,
 ):
     """The rows of GEMM1's input in block-padded slot order, for the warp-specialized GEMM1
     (``_ws_gemm1``: its TMA loads contiguous rows). grid = (P_max / BLOCK_M, cdiv(C, BLOCK_C));
@@ -353,7 +354,10 @@ def _gather_slot_rows_kernel(
     decode kernel's dot order (``kernels/_ws_fp4_dec.py``): element ``16 s + 8 m + 2 c + p`` of the
     block is the source's ``16 c + 8 m + 4 p + s``. ``REAL_ONLY`` (the decode kernels, whose token rows are
     the wgmma's N side: a padding row only reaches its own output column, never stored): padding rows are
-    left as they are instead of zeroed -- at one token 1 of a block's 16 rows is written."""
+    left as they are instead of zeroed -- at one token 1 of a block's 16 rows is written. ``PAIR8`` (16-bit
+    elements, C a multiple of 16 bytes): each 8-element group of a row in the FP4 prefill kernel's pair order
+    (``kernels/_ws_fp4.pair8_cols``): element ``2 s + j`` of the group is the source's ``4 j + s`` -- loaded in
+    order, permuted in registers."""
     pid_m = tl.program_id(0)
     if pid_m * BLOCK_M >= tl.load(num_post_padded_ptr):
         return
@@ -369,6 +373,9 @@ def _gather_slot_rows_kernel(
     if DOT64:  # byte b of element d of a 128-byte block <- byte b of element _dot64_source(d)
         src_cols = cols - cols % 128 + 2 * _dot64_source((cols % 128) // 2) + cols % 2
     x = tl.load(src_ptr + tok64[:, None] * stride_src + src_cols[None, :], mask=ok[:, None] & c_ok[None, :], other=0)
+    if PAIR8:  # [group, j, s, byte] -> [group, s, j, byte] (the groups never straddle C: 16-byte multiples)
+        x = tl.permute(tl.reshape(x, [BLOCK_M, BLOCK_C // 16, 2, 4, 2]), [0, 1, 3, 2, 4])
+        x = tl.reshape(x, [BLOCK_M, BLOCK_C])
     tl.store(dst_ptr + rows.to(tl.int64)[:, None] * stride_dst + cols[None, :], x,
              mask=(ok[:, None] & c_ok[None, :]) if REAL_ONLY else c_ok[None, :])
 

@@ -52,6 +52,7 @@ layout with TK a multiple of 64, BF16 activations and hidden states, K and (gate
 128 (``KS``: two 64-wide K steps a ring slot), block_m 128 / 256, no split-K.
 """
 
+import torch
 import triton  # noqa: F401  (the Gluon runtime needs triton imported first)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -66,6 +67,19 @@ from ._ws_gemm import _ring_barriers, _ws_tile_publish, _ws_tile_queue, _ws_tile
 _MX_FOLD_EXP_BIAS = gl.constexpr(110)  # _blockscaled._MX_FOLD_EXP_BIAS
 _NV_SCALE_BIAS = gl.constexpr(2.0 ** 110)  # _blockscaled._NIB_SCALE_BIAS
 _ACC_FACTOR = gl.constexpr(65536.0)  # _blockscaled._NIB_ACC_FACTOR: the 2^16 the folded tiles are short of
+
+
+def pair8_cols(K: int) -> torch.Tensor:
+    """The pair order (``PAIRS``) as a column permutation: ``x[:, pair8_cols(K)]`` holds at position ``8 g + 2 s + j``
+    the K position ``8 g + 4 j + s`` (j < 2, s < 4). The FP4 converter's register ``s`` holds value ``s`` of two
+    consecutive 16-bit words -- K positions 4 j + s of their 8 (``_blockscaled._e2m1x4_bf16_nib``) -- so in this order
+    each register is two neighbours of the converted tile and is stored as it is. A sum over K does not depend on
+    the order when both operands take it: the gather (``_align._gather_slot_rows_kernel``'s ``PAIR8``) writes GEMM1's
+    input so, GEMM1's epilogue (``OUT_PAIRS``) GEMM2's."""
+    if K % 8:
+        raise ValueError(f"the pair order permutes 8-wide K groups, got K = {K}")
+    d = torch.arange(8)
+    return (torch.arange(0, K, 8)[:, None] + (4 * (d % 2) + d // 2)[None, :]).reshape(-1)
 
 
 @gluon.jit
@@ -303,18 +317,24 @@ def _fp4_scales2(sc_a, sc_b, ok_a, kk, s_step, NV: gl.constexpr, GATED: gl.const
 
 @gluon.jit
 def _fp4_tile(w_buf, row0: gl.constexpr, sc, RW: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr,
-              FOLD: gl.constexpr, NV: gl.constexpr, wl: gl.constexpr):
+              FOLD: gl.constexpr, NV: gl.constexpr, wl: gl.constexpr, PAIRS: gl.constexpr = False):
     """Rows ``row0 + [0, RW)`` of one K step's 64-row box (the ring's 16-bit words), dequantized to BF16 [RW, BK]
     in K order. ``sc``: the rows' block scales of the step (:func:`_fp4_scales`, [RW, BK / 16]: a thread's 16
     values, MX block ``j // 2``, NVFP4 block ``j``; rows past N read 0, never stored). MX: UE8M0 codes, the value
     ``e2m1 * 2^(e - 127)`` (``FOLD``: ``2^-16`` times it). NVFP4 (``NV``): e4m3 scales, the value
-    ``2^-16 * e2m1 * s`` (the global ``1 / g`` and the 2^16 go to the accumulator), as the Triton kernels do."""
+    ``2^-16 * e2m1 * s`` (the global ``1 / g`` and the 2^16 go to the accumulator), as the Triton kernels do.
+    ``PAIRS``: the tile in the pair order instead (:func:`pair8_cols`)."""
     BQ: gl.constexpr = BK // 16
     w = w_buf.reshape([64, BQ, 4]).slice(row0, RW).load(wl)
     f = _fp4_scale_factor(sc, FOLD, NV)[:, :, None]
     n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(w, not (FOLD or NV), SWZ)  # value s of word i: K 4 i + s
     v = gl.join(gl.join(n0 * f, n1 * f), gl.join(n2 * f, n3 * f))  # [RW, BQ, 4 words, s & 1, s >> 1]
-    return gl.reshape(gl.permute(v, [0, 1, 2, 4, 3]), [RW, BK])
+    if PAIRS:  # each of the converter's registers -- value s of two consecutive words -- as two neighbours
+        v6 = gl.reshape(v, [RW, BQ, 2, 2, 2, 2])  # [RW, BQ, word pair, word parity h, s & 1, s >> 1]
+        t = gl.reshape(gl.permute(v6, [0, 1, 2, 5, 4, 3]), [RW, BK])
+    else:
+        t = gl.reshape(gl.permute(v, [0, 1, 2, 4, 3]), [RW, BK])
+    return t
 
 
 @gluon.jit
@@ -371,28 +391,28 @@ def _fp4_first_scales(sc_a, sc_b, ok_a, n_k, s_step, NV: gl.constexpr, GATED: gl
 def _fp4_convert(w0_bufs, w1_bufs, d, v, sa, sb, sc_a, sc_b, ok_a, kk, s_step, HALF: gl.constexpr,
                  GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr,
                  wl: gl.constexpr, SC_AHEAD: gl.constexpr, s_bufs=0, S_SMEM: gl.constexpr = False,
-                 ONE_STORE: gl.constexpr = False):
+                 ONE_STORE: gl.constexpr = False, PAIRS: gl.constexpr = False):
     """K step ``kk``'s conversion of this warpgroup's 64 weight rows of ring sub-slot ``v`` into its shared tile
     ``d`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1). The block scales: ``S_SMEM``, from the sub-slot
     (:func:`_fp4_s_read`); ``SC_AHEAD``, ``sa`` / ``sb`` (loaded a slot before); otherwise loaded here, step ``kk``
     of ``sc_a`` / ``sc_b``. ``ONE_STORE`` (gated): the gate and up halves joined in registers and stored by one
     store -- two stores into the same buffer make Triton's shared-memory hazard analysis put a warpgroup barrier
-    between them (it cannot tell the halves apart)."""
+    between them (it cannot tell the halves apart). ``PAIRS``: the tile in the pair order (:func:`pair8_cols`)."""
     if S_SMEM:
         sa, sb = _fp4_s_read(s_bufs.index(v), kk, HALF, GATED, NV, BK, gl.SliceLayout(2, wl))
     elif not SC_AHEAD:
         sa, sb = _fp4_scales2(sc_a, sc_b, ok_a, kk, s_step, NV, GATED)
     if GATED and ONE_STORE:  # rows h 32 + r: the gate half, then the up half
-        tg = _fp4_tile(w0_bufs.index(v), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl)
-        tu = _fp4_tile(w1_bufs.index(v), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl)
+        tg = _fp4_tile(w0_bufs.index(v), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl, PAIRS)
+        tu = _fp4_tile(w1_bufs.index(v), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl, PAIRS)
         d.store(gl.reshape(gl.permute(gl.join(tg, tu), [2, 0, 1]), [64, BK]))
     elif GATED:
-        d.slice(0, 32).store(_fp4_tile(w0_bufs.index(v), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl))
-        d.slice(32, 32).store(_fp4_tile(w1_bufs.index(v), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl))
+        d.slice(0, 32).store(_fp4_tile(w0_bufs.index(v), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl, PAIRS))
+        d.slice(32, 32).store(_fp4_tile(w1_bufs.index(v), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl, PAIRS))
     elif HALF == 0:
-        d.store(_fp4_tile(w0_bufs.index(v), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
+        d.store(_fp4_tile(w0_bufs.index(v), 0, sa, 64, BK, SWZ, FOLD, NV, wl, PAIRS))
     else:
-        d.store(_fp4_tile(w1_bufs.index(v), 0, sa, 64, BK, SWZ, FOLD, NV, wl))
+        d.store(_fp4_tile(w1_bufs.index(v), 0, sa, 64, BK, SWZ, FOLD, NV, wl, PAIRS))
 
 
 @gluon.jit
@@ -416,7 +436,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                   OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, tiles=0, tq_ready=0,
                   tq_empty=0, DYN: gl.constexpr = False, TQ: gl.constexpr = 1, s_bufs=0,
                   S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False, KS: gl.constexpr = 1,
-                  d_bufs1=0):
+                  d_bufs1=0, PAIRS: gl.constexpr = False, OUT_PAIRS: gl.constexpr = False):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
     turn), one asynchronous wgmma with the step's input tile, at most one step in flight; then the epilogue.
     ``CHUNKS`` > 1 (``set_ws_fp4_chunks``; MXFP4's default 2 since the thirty-second session): the block's BT token
@@ -425,7 +445,8 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
     holds its rows first; the loader skipped the others' input). Same products, same order: the same bits. ``DYN``:
     the tiles in the order the loader fetched them, from the tile queue (``_ws_gemm._ws_tile_take``) until one past
     the last. ``S_SMEM``: the block scales from the ring slots (``s_bufs``), none from global memory. ``KS`` 2:
-    two K steps a ring slot (:func:`_fp4_chunk_tile`), the second one's converted tiles in ``d_bufs1``."""
+    two K steps a ring slot (:func:`_fp4_chunk_tile`), the second one's converted tiles in ``d_bufs1``. ``PAIRS`` /
+    ``OUT_PAIRS``: :func:`_ws_fp4_kernel`'s."""
     XT: gl.constexpr = BT // CHUNKS  # token rows of one wgmma
     BQ: gl.constexpr = BK // 16
     acc_l: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, XT, 16])
@@ -449,14 +470,14 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
         while t < num_m * num_n:
             it = _fp4_consume_tile(t, it, num_m, num_n, rt, HALF, XT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
                                    MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M, CHUNKS, NV,
-                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l, S_SMEM, ONE_STORE, KS)
+                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l, S_SMEM, ONE_STORE, KS, PAIRS, OUT_PAIRS)
             q += 1
             t = _ws_tile_take(tiles, tq_ready, tq_empty, q, TQ)
     else:
         for t in range(gl.program_id(0), num_m * num_n, gl.num_programs(0)):
             it = _fp4_consume_tile(t, it, num_m, num_n, rt, HALF, XT, E_LOC, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT,
                                    MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES, GROUP_M, CHUNKS, NV,
-                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l, S_SMEM, ONE_STORE, KS)
+                                   OUT_PADDED, SC_AHEAD, JOIN, wl, acc_l, S_SMEM, ONE_STORE, KS, PAIRS, OUT_PAIRS)
 
 
 @gluon.jit
@@ -467,7 +488,7 @@ def _fp4_consume_tile(t, it, num_m, num_n, rt, HALF: gl.constexpr, XT: gl.conste
                       GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr, OUT_PADDED: gl.constexpr,
                       SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, wl: gl.constexpr, acc_l: gl.constexpr,
                       S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False, KS: gl.constexpr = 1,
-                      d_bufs1=0):
+                      PAIRS: gl.constexpr = False, OUT_PAIRS: gl.constexpr = False):
     """:func:`_fp4_consumer`'s work for tile ``t`` (its runtime arguments as the tuple ``rt``): the tile's scale
     pointers and chunk count, then :func:`_fp4_chunk_tile` (nothing for a block of a non-local expert). Returns the
     next ring step."""
@@ -491,7 +512,7 @@ def _fp4_consume_tile(t, it, num_m, num_n, rt, HALF: gl.constexpr, XT: gl.conste
                                      N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF, XT,
                                      CHUNKS, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT,
                                      ROUND_DTYPE, BK, SWZ, FOLD, NV, STAGES, wl, acc_l, OUT_PADDED, SC_AHEAD, JOIN,
-                                     s_bufs, S_SMEM, ONE_STORE, KS, d_bufs1)
+                                     s_bufs, S_SMEM, ONE_STORE, KS, d_bufs1, PAIRS, OUT_PAIRS)
     return it
 
 
@@ -504,7 +525,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
                     BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
                     wl: gl.constexpr, acc_l: gl.constexpr, OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr,
                     JOIN: gl.constexpr, s_bufs=0, S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False,
-                    KS: gl.constexpr = 1, d_bufs1=0):
+                    KS: gl.constexpr = 1, d_bufs1=0, PAIRS: gl.constexpr = False, OUT_PAIRS: gl.constexpr = False):
     """One tile over its first ``NCH`` chunks (those with real rows): per K step its wgmmas, in flight while the next
     step converts (the wait retires the step before: its ring slot is released and its tile buffer reused; only the
     accumulators in use are its dependencies); then each accumulator's epilogue. Without ``JOIN`` one wgmma and
@@ -548,7 +569,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
             else:
                 acc0, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc0, acc1))
         _fp4_convert(w0_bufs, w1_bufs, d_bufs.index(di), s * KS, sa, sb, sc_a, sc_b, ok_a, k0, s_step, HALF, GATED,
-                     BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs, S_SMEM, ONE_STORE)
+                     BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs, S_SMEM, ONE_STORE, PAIRS)
         if KS == 2:
             if NBUF == 1:
                 if NA == 1:
@@ -559,7 +580,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
                     mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
             _fp4_convert(w0_bufs, w1_bufs, d_bufs1.index(di), s * KS + 1, sa1, sb1, sc_a, sc_b, ok_a,
                          gl.minimum(k0 + 1, n_k - 1), s_step, HALF, GATED, BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs,
-                         S_SMEM, ONE_STORE)
+                         S_SMEM, ONE_STORE, PAIRS)
         fence_async_shared()
         gl.thread_barrier()  # the warpgroup's stores are in before its wgmmas read them
         sa, sb, sa1, sb1 = na, nb, na1, nb1
@@ -605,7 +626,8 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     # (the first accumulator: block (CHUNKS XT / W0) pid_m of W0 rows; the others chunk c's XT-row block)
     _fp4_epilogue(_fp4_acc_factors(acc0, gs_ptr, e, FOLD, NV), e, (CHUNKS * XT // W0) * pid_m, n0, out_ptr, bias_ptr,
                   topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF,
-                  W0, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False, OUT_PADDED)
+                  W0, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False, OUT_PADDED,
+                  OUT_PAIRS)
     for a in gl.static_range(1, NA):  # (the accumulators past NA do not exist: each one's epilogue by name)
         if a == 1:
             acc = acc1
@@ -619,7 +641,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
         _fp4_epilogue(_fp4_acc_factors(acc, gs_ptr, e, FOLD, NV), e, CHUNKS * pid_m + c, n0, out_ptr, bias_ptr,
                       topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit,
                       HALF, XT, ACT, GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, False,
-                      OUT_PADDED)
+                      OUT_PADDED, OUT_PAIRS)
     return it
 
 
@@ -651,15 +673,18 @@ def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_p
                   stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr, ACT: gl.constexpr,
                   GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
                   MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False,
-                  OUT_PADDED: gl.constexpr = False):
+                  OUT_PADDED: gl.constexpr = False, OUT_PAIRS: gl.constexpr = False):
     """acc [64 weight rows, BT token rows] -> out[slot, n]: routing weight on input, bias, activation (gated:
-    rows 0-31 gate, 32-63 up), routing weight (GEMM2), rounding; each thread stores runs of 4 columns.
+    rows 0-31 gate, 32-63 up), routing weight (GEMM2), rounding; each thread stores runs of 4 columns (8 with
+    ``OUT_PAIRS``).
     ``OUT_PADDED_DOT`` (the FP4 decode kernel's GEMM1, ``kernels/_ws_fp4_dec.py``): out[p, d] at the rows' padded
     positions p, column n at its dot position d within its 64-wide block (n = 16 c + 8 m + 4 q + s -> d = 16 s +
     8 m + 2 c + q) -- GEMM2's input as its gather would write it; padding rows are not written. ``OUT_PADDED``
-    (GEMM1 before this kernel's GEMM2): out[p, n] at the padded positions, columns in order."""
+    (GEMM1 before this kernel's GEMM2): out[p, n] at the padded positions, columns in order -- with ``OUT_PAIRS``
+    (GEMM2 ``PAIRS``) each 8 columns in the pair order (:func:`pair8_cols`), permuted in registers before the store."""
     RO: gl.constexpr = 32 if GATED else 64  # output columns of this warpgroup
-    ol: gl.constexpr = gl.BlockedLayout(size_per_thread=[4, 1], threads_per_warp=[RO // 4, 32 // (RO // 4)],
+    CR: gl.constexpr = 8 if OUT_PAIRS else 4  # (OUT_PAIRS: a thread's 8 columns, permuted among its registers)
+    ol: gl.constexpr = gl.BlockedLayout(size_per_thread=[CR, 1], threads_per_warp=[RO // CR, 32 // (RO // CR)],
                                         warps_per_cta=[1, 4], order=[0, 1])
     if GATED:
         g, u = _split_gate_up(acc, BT)
@@ -686,6 +711,9 @@ def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_p
     if MUL_ROUTING_WEIGHT:  # GEMM2: after the bias
         g = g * gl.load(topk_w_ptr + slots).to(gl.float32)[None, :]
     h = _activation(g, u, ACT, act_alpha, act_beta, act_limit).to(ROUND_DTYPE)
+    if OUT_PAIRS:  # column 8 g + 4 j + s to 8 g + 2 s + j
+        h = gl.reshape(gl.permute(gl.reshape(h, [RO // 8, 2, 4, BT]), [0, 2, 1, 3]), [RO, BT])
+        h = gl.convert_layout(h, ol)
     if OUT_PADDED_DOT:
         n = cols % 64
         dcol = cols - n + 16 * (n % 4) + 8 * ((n // 8) % 2) + 2 * (n // 16) + (n // 4) % 2
@@ -707,6 +735,7 @@ def _ws_fp4_kernel(
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
     SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False, tile_ctr_ptr=0, DYN: gl.constexpr = False,
     S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False, KS: gl.constexpr = 1,
+    PAIRS: gl.constexpr = False, OUT_PAIRS: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -730,7 +759,11 @@ def _ws_fp4_kernel(
     a consumer stores its converted gate and up halves by one store (:func:`_fp4_convert`), one warpgroup barrier a K
     step fewer. ``KS`` 2 (``KernelConfig.block_k`` 128, ``triton_moe.set_ws_fp4_block_k``): two 64-wide K steps a
     ring slot, converted behind one ring wait, fence and barrier (:func:`_fp4_chunk_tile`); with 256-token tiles each
-    step's converted tile single-buffered (``NBUF`` 1: the shared memory holds no more)."""
+    step's converted tile single-buffered (``NBUF`` 1: the shared memory holds no more). ``PAIRS``
+    (``triton_moe.set_ws_fp4_pair_order``): the input's K in the pair order (:func:`pair8_cols`: its gather or GEMM1's
+    ``OUT_PAIRS`` wrote it so), and each converted weight tile stored in the same order -- as the converter's registers
+    come, with no byte permutes (sm_90: 16 ``PRMT`` a step fewer). ``OUT_PAIRS`` (with ``OUT_PADDED``): GEMM1's output
+    in the pair order, for a ``PAIRS`` GEMM2."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     XT: gl.constexpr = x_desc.block_type.shape[0]
@@ -772,13 +805,13 @@ def _ws_fp4_kernel(
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 0, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
                          GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready, tq_empty, DYN, TQ,
-                         s_bufs, S_SMEM, ONE_STORE, KS, d0b)),
+                         s_bufs, S_SMEM, ONE_STORE, KS, d0b, PAIRS, OUT_PAIRS)),
         (_fp4_consumer, (x_bufs, w0_bufs, w1_bufs, d1, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr,
                          sorted_ids_ptr, block_expert_ptr, num_post_padded_ptr, N, K, num_slots, stride_se, stride_sr,
                          stride_om, stride_be, act_alpha, act_beta, act_limit, gs_ptr, stride_sk, 1, BT, E_LOC, ACT,
                          GATED, HAS_BIAS, WEIGHT_ON_INPUT, MUL_ROUTING_WEIGHT, ROUND_DTYPE, SWZ, FOLD, NC, BK, STAGES,
                          GROUP_M, CHUNKS, NV, OUT_PADDED, SC_AHEAD, JOIN, tiles, tq_ready, tq_empty, DYN, TQ,
-                         s_bufs, S_SMEM, ONE_STORE, KS, d1b)),
+                         s_bufs, S_SMEM, ONE_STORE, KS, d1b, PAIRS, OUT_PAIRS)),
         (_fp4_loader, (x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sorted_ids_ptr,
                        block_expert_ptr, num_post_padded_ptr, N, K, num_slots, R_TILES, K_PIECES, E_LOC, NC, BK, TK,
                        STAGES, GROUP_M, GATED, CHUNKS, JOIN, tile_ctr_ptr, tiles, tq_ready, tq_empty, DYN, TQ,
