@@ -73,10 +73,9 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "ws4bk128": ("set_ws_fp4_block_k", 128), "ws4bk64": ("set_ws_fp4_block_k", 64),
             # ... and 128-token tiles in two joined 64-row chunks (the default since the sixtieth session); and off
             "ws4j128": ("set_ws_fp4_join128", True), "nows4j128": ("set_ws_fp4_join128", False),
-            # ... and 256-token tiles with two K steps a slot, single-buffered converted tiles (sixtieth, opt-in)
-            "ws4bk256": ("set_ws_fp4_two_steps_256", True),
-            # the FP4 prefill GEMMs' K in the pair order: no byte permutes after the converter (opt-in, s61)
-            "ws4pairs": ("set_ws_fp4_pair_order", True),
+            # the FP4 prefill GEMMs' K in the pair order: no byte permutes after the converter (s61; "auto", the
+            # default: non-gated layers); every layer, none
+            "ws4pairs": ("set_ws_fp4_pair_order", True), "nows4pairs": ("set_ws_fp4_pair_order", False),
             "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel from 64 rows an expert (default)
             "ws4nvall": ("set_ws_fp4_nvfp4", (True, 0)),  # ... at any rows an expert
             "nows4nv": ("set_ws_fp4_nvfp4", False),  # NVFP4 weights in the Triton GEMMs

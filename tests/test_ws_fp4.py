@@ -282,46 +282,6 @@ def test_ws_fp4_two_steps_a_slot_compile_for_sm90(tmp_path):
         assert need <= smem2 <= need + 512 and need <= _WS_SMEM, ((act, nv), v, need)
 
 
-_SB_SCRIPT = _FP4_HEAD + r'''
-# (ACT, GATED, HAS_BIAS, TK, CHUNKS, NV, JOIN, DYN, S_SMEM): 256-token tiles -- gated MX with biases in joined chunks,
-# non-gated NVFP4 with the scales through the ring and counted tiles, gated MX in 2 unjoined chunks
-for ACT, GATED, HB, TK, CH, NV, JN, DYN, SS in ((2, True, True, 64, 4, False, True, True, False),
-                                               (3, False, False, 128, 4, True, True, True, True),
-                                               (2, True, True, 64, 2, False, False, False, False)):
-    sig = fp4_sig(256 // CH, NV)
-    for KS, ST in ((1, 4), (2, 2)):
-        cx = fp4_cx(ACT, GATED, HB, False, TK, CH, NV, JN, DYN=DYN, S_SMEM=SS, ONE_STORE=GATED, KS=KS, STAGES=ST)
-        k, sass, loop = fp4_build(sig, cx, SCALE_ALIGNED)
-        deps = sorted(int(x.split(",")[-1], 16) for x in loop if "DEPBAR" in x)
-        print(ACT, NV, CH, KS, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"),
-              sum("HGMMA.64x" in x for x in loop), "/".join(map(str, deps)), len(loop), k.metadata.shared, sep="|",
-              flush=True)
-'''
-
-
-def test_ws_fp4_two_steps_256_compile_for_sm90(tmp_path):
-    """``KS`` 2 with 256-token tiles (``set_ws_fp4_two_steps_256``, opt-in): 2 stages, each step's converted tile
-    single-buffered (the kernel's SB). 12 warps, no spills; the shortest K loop holds both steps' wgmmas (8 HGMMA),
-    waits for the slot before's first step (``DEPBAR.LE`` 1 -- its second still in flight --), then for all (0),
-    and at the end leaves this slot's two in flight (2); shorter than two one-step loops; the shared memory within
-    ``ws_fp4_config``'s budget (one set of converted tiles)."""
-    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
-    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _SB_SCRIPT)
-    assert len(rows) == 6, rows
-    by = {}
-    for act, nv, ch, ks, warps, spills, gmma, deps, n, smem in rows:
-        assert int(warps) == 12 and int(spills) == 0, (act, nv, ch, ks, warps, spills)
-        by.setdefault((act, nv, ch), {})[int(ks)] = (int(gmma), deps, int(n), int(smem))
-    for (act, nv, ch), v in by.items():
-        (g1, d1, n1, _), (g2, d2, n2, smem2) = v[1], v[2]
-        assert (g1, g2, d1, d2) == (4, 8, "1", "0/1/2"), ((act, nv, ch), v)
-        assert n2 < 2 * n1 - 40, ((act, nv, ch), v)  # (sm_90, CPU compile: 253-265 against 2 x 162-167)
-        g = act == "2"
-        assert ws_fp4_stages(g, "gemm1", 256, 128) == 2
-        need = 2 * _ws_fp4_stage_bytes(256, scales=act == "3", block_k=128) + _ws_fp4_fixed_bytes(g, 128, 256)
-        assert need <= smem2 <= need + 512 and need <= _WS_SMEM, ((act, nv, ch), v, need)
-
-
 _PAIRS_SCRIPT = _FP4_HEAD + r'''
 # (ACT, GATED, HAS_BIAS, BT, TK, CHUNKS, NV, DYN, S_SMEM, KS, STAGES, OUT_PADDED): gated MX with biases, 256-token tiles
 # (gpt-oss's GEMM1, on the padded hand-off) and 128-token tiles with two steps a slot; non-gated NVFP4 with the
@@ -400,22 +360,24 @@ def test_gather_slot_rows_pair8():
 @interpreter
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # (the combine of the uncomputed GEMM outputs)
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "gathered"])
-def test_ws_fp4_pair_order_hand_off(monkeypatch, padded):
+@pytest.mark.parametrize("act", [A.SWIGLU, A.RELU2], ids=lambda a: a.name)
+def test_ws_fp4_pair_order_hand_off(monkeypatch, padded, act):
     """``triton_experts`` with prefill kernel configs for both GEMMs (the Gluon launches captured, the sm_90 checks
-    off): with ``set_ws_fp4_pair_order(True)`` both GEMMs get ``pairs`` and GEMM1 ``out_pairs`` exactly when it
-    writes the padded hand-off (otherwise GEMM2 gathers the intermediate in the pair order itself); switched off,
-    neither."""
+    off): where ``set_ws_fp4_pair_order`` takes the pair order (True; "auto" for the non-gated layer) both GEMMs get
+    ``pairs`` and GEMM1 ``out_pairs`` exactly when it writes the padded hand-off (otherwise GEMM2 gathers the
+    intermediate in the pair order itself); where not, neither."""
     calls = []
     monkeypatch.setattr(triton_moe, "_ws_check", lambda *a, **k: None)
     monkeypatch.setattr(triton_moe, "_ws_fp4_problem", lambda *a, **k: None)
     monkeypatch.setattr(triton_moe, "_ws_fp4_gemm", lambda c, a, *args, **kw: calls.append((c, kw)))
-    c = Case(F.MXFP4, F.BF16, A.SWIGLU, T=40, H=128, I=128, E=4, K=2, dtype=torch.bfloat16, seed=5)
+    c = Case(F.MXFP4, F.BF16, act, T=40, H=128, I=128, E=4, K=2, dtype=torch.bfloat16, seed=5)
     hidden, W, topk = make_case(c, device=DEV)
-    cfg = MoEKernelConfig(ws_fp4_config(True, "gemm1", 128), ws_fp4_config(False, "gemm2", 128))
+    cfg = MoEKernelConfig(ws_fp4_config(act.is_gated, "gemm1", 128), ws_fp4_config(False, "gemm2", 128))
     prev_pad = triton_moe.set_ws_fp4_padded(padded)
     try:
-        for on in (True, False):
-            prev = triton_moe.set_ws_fp4_pair_order(on)
+        for mode in (True, False, "auto"):
+            on = mode is True or (mode == "auto" and not act.is_gated)
+            prev = triton_moe.set_ws_fp4_pair_order(mode)
             try:
                 calls.clear()
                 run_triton(hidden, W, topk, F.BF16, config=cfg)
@@ -423,8 +385,8 @@ def test_ws_fp4_pair_order_hand_off(monkeypatch, padded):
                 triton_moe.set_ws_fp4_pair_order(prev)
             (c1, kw1), (c2, kw2) = calls
             assert c1.block_m == c2.block_m == 128
-            assert kw1["out_padded"] is padded and kw2["a_padded"] is padded, (on, kw1, kw2)
-            assert (kw1["pairs"], kw1["out_pairs"], kw2["pairs"]) == (on, on and padded, on), (on, kw1, kw2)
+            assert kw1["out_padded"] is padded and kw2["a_padded"] is padded, (mode, kw1, kw2)
+            assert (kw1["pairs"], kw1["out_pairs"], kw2["pairs"]) == (on, on and padded, on), (mode, kw1, kw2)
     finally:
         triton_moe.set_ws_fp4_padded(prev_pad)
 
@@ -501,9 +463,7 @@ def test_ws_fp4_config_rules():
     ("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", True),  # the default since the forty-first session
     ("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", True),  # since the forty-second
     ("set_ws_fp4_one_store", "FUSEDMOE_WS_FP4_ONESTORE", True),  # since the fifty-ninth
-    ("set_ws_fp4_join128", "FUSEDMOE_WS_FP4_JOIN128", True),  # since the sixtieth
-    ("set_ws_fp4_two_steps_256", "FUSEDMOE_WS_FP4_BK256", False),  # opt-in (sixtieth, compiled only)
-    ("set_ws_fp4_pair_order", "FUSEDMOE_WS_FP4_PAIRS", False)])  # opt-in (sixty-first, compiled only)
+    ("set_ws_fp4_join128", "FUSEDMOE_WS_FP4_JOIN128", True)])  # since the sixtieth
 def test_ws_fp4_switches(name, env, default):
     """The FP4 prefill kernel's on / off switches: their defaults, the environment variable that starts a process
     with either setting, the setters taking a bool only and returning the previous setting."""
@@ -535,6 +495,21 @@ def test_ws_fp4_scales_smem_switch_and_rule():
             triton_moe.set_ws_fp4_scales_smem(prev)
 
 
+def test_ws_fp4_pair_order_switch_and_rule():
+    """``set_ws_fp4_pair_order``: "auto" by default (since the sixty-first session), True or False, nothing else;
+    ``FUSEDMOE_WS_FP4_PAIRS=1`` / ``0`` start a process forced on / off. "auto" takes the pair order for non-gated
+    layers only (the H100's A/B: Nemotron's ReLU^2 1.01-1.04x, gpt-oss-120b's clamped SwiGLU 0.97-1.02x)."""
+    from test_ws_gemm import _check_mode_switch
+
+    _check_mode_switch(triton_moe.set_ws_fp4_pair_order, "FUSEDMOE_WS_FP4_PAIRS")
+    for mode, want in (("auto", {False}), (True, {True, False}), (False, set())):
+        prev = triton_moe.set_ws_fp4_pair_order(mode)
+        try:
+            assert {g for g in (True, False) if triton_moe._ws_fp4_pairs(g)} == want, mode
+        finally:
+            triton_moe.set_ws_fp4_pair_order(prev)
+
+
 def test_ws_fp4_block_k_config_switch_and_rule(monkeypatch):
     """``block_k`` 128 (two 64-wide K steps a ring slot; ``set_ws_fp4_block_k``, the default since the sixtieth
     session): 128-token tiles at 3 stages for every GEMM kind -- 256-token ones do not fit 2 stages and are refused
@@ -545,14 +520,20 @@ def test_ws_fp4_block_k_config_switch_and_rule(monkeypatch):
     import sys
 
     for gated, gemm in ((True, "gemm1"), (False, "gemm1"), (False, "gemm2")):
-        for bm, st in ((128, 3), (256, 2)):  # (256-token tiles: single-buffered converted tiles)
-            c = ws_fp4_config(gated, gemm, bm, block_k=128)
-            assert (c.block_k, c.num_stages) == (128, st) == (128, ws_fp4_stages(gated, gemm, bm, 128))
-            assert warp_specialized_problem(c, F.MXFP4, gemm, gated, 2880) is None
-            more = dataclasses.replace(c, num_stages=st + 1)
-            assert f"use at most {st} stages" in warp_specialized_problem(more, F.MXFP4, gemm, gated, 2880)
-    # (two sets of double-buffered tiles and 2 stages of 256-token slots would not fit: why SB)
-    assert 2 * _ws_fp4_stage_bytes(256, block_k=128) + _ws_fp4_fixed_bytes(True, 128, 128) > _WS_SMEM
+        c = ws_fp4_config(gated, gemm, 128, block_k=128)
+        assert (c.block_k, c.num_stages) == (128, 3) == (128, ws_fp4_stages(gated, gemm, 128, 128))
+        assert warp_specialized_problem(c, F.MXFP4, gemm, gated, 2880) is None
+        more = dataclasses.replace(c, num_stages=4)
+        assert "use at most 3 stages" in warp_specialized_problem(more, F.MXFP4, gemm, gated, 2880)
+        assert ws_fp4_stages(gated, gemm, 256, 128) == 0
+        with pytest.raises(ValueError, match="does not fit"):
+            ws_fp4_config(gated, gemm, 256, block_k=128)
+        wide = dataclasses.replace(ws_fp4_config(gated, gemm, 256), block_k=128, num_stages=2)
+        assert "stages" in warp_specialized_problem(wide, F.MXFP4, gemm, gated, 2880)
+    # (two sets of double-buffered tiles and 2 stages of 256-token slots would not fit; single-buffered ones did, and
+    # ran 0.82-0.94x one step a slot on the H100: removed, sixty-first session)
+    for g in (True, False):
+        assert 2 * _ws_fp4_stage_bytes(256, block_k=128) + _ws_fp4_fixed_bytes(g, 128) > _WS_SMEM
     with pytest.raises(ValueError, match="block_k"):
         ws_fp4_config(True, "gemm1", 128, block_k=256)
     assert triton_moe.set_ws_fp4_block_k(128) == 128  # (the default)
@@ -560,7 +541,7 @@ def test_ws_fp4_block_k_config_switch_and_rule(monkeypatch):
         for bad in (96, 256, True, "128"):
             with pytest.raises(ValueError, match="64 or 128"):
                 triton_moe.set_ws_fp4_block_k(bad)
-        # the rule: 128-token tiles take it for both GEMMs, 256-token ones keep 64 (unless set_ws_fp4_two_steps_256)
+        # the rule: 128-token tiles take it for both GEMMs, 256-token ones keep 64
         c = Case(F.MXFP4, F.BF16, A.SWIGLU, T=4, H=128, I=64, E=4, K=2, dtype=torch.bfloat16)
         _, W, _ = make_case(c, device="cpu")
         monkeypatch.setattr(triton_moe, "_cuda_major", lambda index: 9)
@@ -571,22 +552,6 @@ def test_ws_fp4_block_k_config_switch_and_rule(monkeypatch):
                                          2, A.SWIGLU)
             assert (got.block_m, got.gemm1.block_k, got.gemm2.block_k) == (bm, bk, bk), (tokens, setting)
             assert got.gemm1 == ws_fp4_config(True, "gemm1", bm, block_k=bk)
-        triton_moe.set_ws_fp4_block_k(128)
-        prev_w = triton_moe.set_ws_fp4_two_steps_256(True)
-        prev_j = triton_moe.set_ws_fp4_join(False)
-        prev_c = triton_moe.set_ws_fp4_chunks(4)
-        try:  # 256-token tiles too, where the single-buffered loop holds the accumulators: joined or <= 2 chunks
-            for join, chunks, bk in ((True, 0, 128), (False, 0, 128), (False, 2, 128), (False, 4, 64)):
-                triton_moe.set_ws_fp4_join(join)
-                triton_moe.set_ws_fp4_chunks(chunks)
-                got = triton_moe.auto_ws_fp4(pre, W.w13, W.w2, F.BF16, torch.bfloat16, torch.device("cuda", 0), 400,
-                                             2, A.SWIGLU)
-                assert (got.block_m, got.gemm1.block_k, got.gemm2.block_k) == (256, bk, bk), (join, chunks)
-                assert got.gemm2 == ws_fp4_config(False, "gemm2", 256, block_k=bk)
-        finally:
-            triton_moe.set_ws_fp4_two_steps_256(prev_w)
-            triton_moe.set_ws_fp4_join(prev_j)
-            triton_moe.set_ws_fp4_chunks(prev_c)
     finally:
         triton_moe.set_ws_fp4_block_k(64)
         assert triton_moe.set_ws_fp4_block_k(128) == 64
@@ -851,17 +816,13 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
         finally:
             triton_moe.set_ws_fp4_one_store(prev_one)
     assert b["DYN"] is False and b["tile_ctr_ptr"] is al.num_post_padded  # "auto" with 4 local experts (< 64): static
-    cfg = dataclasses.replace(cfg, block_k=128)  # two K steps a ring slot: KS 2, the 64-wide boxes unchanged
-    b2 = launch()
-    assert b2["KS"] == 2 and b2["BK"] == 64 and b2["w0_desc"].block_shape == [64, 16]
-    prev_j, prev_c = triton_moe.set_ws_fp4_join(False), triton_moe.set_ws_fp4_chunks(4)
-    try:  # 256-token tiles with two steps a slot hold at most 2 accumulators: 4 unjoined chunks are refused
-        with pytest.raises(ValueError, match="unjoined"):
-            launch()
-    finally:
-        triton_moe.set_ws_fp4_join(prev_j)
-        triton_moe.set_ws_fp4_chunks(prev_c)
-    cfg = dataclasses.replace(cfg, block_k=64)
+    cfg = dataclasses.replace(cfg, block_k=128)  # two K steps a ring slot: 128-token tiles only
+    with pytest.raises(ValueError, match="128-token tiles only"):
+        launch()
+    wide, cfg = cfg, ws_fp4_config(False, "gemm2", 128, block_k=128)
+    b2 = launch()  # KS 2, the 64-wide boxes unchanged
+    assert b2["KS"] == 2 and b2["BK"] == 64 and b2["w0_desc"].block_shape[1] == 16 and b2["STAGES"] == 3
+    cfg = dataclasses.replace(wide, block_k=64)
 
     def launch_pairs(c, **kw):
         triton_moe._ws_fp4_gemm(c, rows, w, tw, False, tw, al, out, N, 1, TK, 4, 7, False,
@@ -1069,37 +1030,6 @@ def test_gpu_ws_fp4_two_steps_a_slot_same_bits(act, fmt):
         assert (cfg.gemm1.block_k, cfg.gemm2.block_k, cfg.gemm1.num_stages) == (128, 128, 3), cfg
         assert torch.equal(two, one) and torch.equal(joined, one), (T, I)
         _ep_check(c, two, hidden, W, topk, (T, I))
-
-
-@gpu
-@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
-@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
-def test_gpu_ws_fp4_two_steps_256_same_bits(act, fmt):
-    """Two K steps a slot for 256-token tiles (``set_ws_fp4_two_steps_256``: single-buffered converted tiles) give
-    the bits of one step a slot: joined chunks (one to four a block: 560 / 3000 tokens, ~187 / ~1000 rows an
-    expert; counted tiles at 3000) and two unjoined chunks; GEMM1's odd step count (K = 576); expert parallelism;
-    within the reference's bound; the configs that ran had block_k 128."""
-    for T, join, chunks in ((560, True, 0), (3000, True, 0), (560, False, 2)):
-        c, hidden, W, topk = _ep_case(act, fmt, T, 59)
-        prev_j = triton_moe.set_ws_fp4_join(join)
-        prev_c = triton_moe.set_ws_fp4_chunks(chunks)
-        prev_d = triton_moe.set_ws_dynamic_tiles(T > 1000)
-        try:
-            one = _ws_call(hidden, W, topk, offset=2, block_m=256)
-            prev = triton_moe.set_ws_fp4_two_steps_256(True)
-            try:
-                cap = {}
-                two = _ws_call(hidden, W, topk, offset=2, block_m=256, cap=cap)
-            finally:
-                triton_moe.set_ws_fp4_two_steps_256(prev)
-        finally:
-            triton_moe.set_ws_fp4_join(prev_j)
-            triton_moe.set_ws_fp4_chunks(prev_c)
-            triton_moe.set_ws_dynamic_tiles(prev_d)
-        cfg = cap["config"]
-        assert (cfg.gemm1.block_k, cfg.gemm2.block_k, cfg.gemm1.num_stages) == (128, 128, 2), cfg
-        assert torch.equal(two, one), (T, join, chunks)
-        _ep_check(c, two, hidden, W, topk, (T, join, chunks))
 
 
 @gpu

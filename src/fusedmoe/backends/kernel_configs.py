@@ -932,12 +932,12 @@ _WS_FP4_TILE_BYTES = 2 * 2 * 64 * 64 * 2  # the two warpgroups' double-buffered 
 _WS_FP4_EPI_SCRATCH = {True: 32 * 1024, False: 16 * 1024}
 
 
-def _ws_fp4_fixed_bytes(gated_gemm1: bool, block_k: int = 64, block_m: int = 128) -> int:
+def _ws_fp4_fixed_bytes(gated_gemm1: bool, block_k: int = 64) -> int:
     """The FP4 kernel's shared memory besides its ring: the converted weight tiles (``block_k`` 128: a second set,
-    the second K step's of a ring slot -- single-buffered with 256-token tiles, the kernel's SB) and the epilogue's
+    the second K step's of a ring slot) and the epilogue's
     scratch (sm_90 compile, 256-token tiles at 4 stages: 213064 bytes gated, 196680 otherwise -- the ring, these and
     the barriers; ``test_ws_fp4_compiles_for_sm90`` checks the bound)."""
-    sets = 1 if block_k == 64 else 1 if block_m == 256 else 2
+    sets = 1 if block_k == 64 else 2
     return _WS_FP4_TILE_BYTES * sets + _WS_FP4_EPI_SCRATCH[gated_gemm1]
 
 
@@ -956,9 +956,8 @@ def _ws_fp4_stage_bytes(block_m: int, scales: bool = True, block_k: int = 64) ->
 
 def ws_fp4_stages(gated: bool, gemm: str, block_m: int, block_k: int = 64, num_stages: int = 4) -> int:
     """The ring stages of an FP4 warp-specialized tile: ``num_stages`` capped to the shared-memory budget, at least 2
-    (0 where not even 2 fit). ``block_k`` 128: 3 stages of 128-token tiles; 2 of 256-token ones, whose converted
-    tiles are then single-buffered."""
-    fixed = _ws_fp4_fixed_bytes(gated and gemm == "gemm1", block_k, block_m)
+    (0 where not even 2 fit). ``block_k`` 128: 3 stages of 128-token tiles; 256-token ones do not fit."""
+    fixed = _ws_fp4_fixed_bytes(gated and gemm == "gemm1", block_k)
     fit = (_WS_SMEM - fixed) // _ws_fp4_stage_bytes(block_m, block_k=block_k)
     return max(2, min(num_stages, fit)) if fit >= 2 else 0
 
@@ -966,8 +965,8 @@ def ws_fp4_stages(gated: bool, gemm: str, block_m: int, block_k: int = 64, num_s
 def ws_fp4_config(gated: bool, gemm: str, block_m: int = 128, num_stages: int = 4, block_k: int = 64) -> KernelConfig:
     """The FP4 warp-specialized tile of ``gemm`` (block_n: 64 output columns for a gated GEMM1, else 128),
     ``num_stages`` capped to the shared-memory budget (epilogue scratch included: 256-token tiles fit 4);
-    ``block_k`` 128: two 64-wide K steps a ring slot (``triton_moe.set_ws_fp4_block_k``; 128-token tiles at 3 stages,
-    256-token ones at 2 with single-buffered converted tiles: ``triton_moe.set_ws_fp4_two_steps_256``)."""
+    ``block_k`` 128: two 64-wide K steps a ring slot (``triton_moe.set_ws_fp4_block_k``; 128-token tiles at 3
+    stages; 256-token ones do not fit)."""
     if block_m not in WS_FP4_BLOCK_MS:
         raise ValueError(f"ws_fp4_config: block_m must be one of {WS_FP4_BLOCK_MS}, got {block_m}")
     if block_k not in WS_FP4_BLOCK_KS:
@@ -1026,7 +1025,7 @@ def _ws_fp4_problem(cfg: KernelConfig, gemm: str, gated: bool, K: int) -> Option
     else:
         stage = _ws_fp4_stage_bytes(cfg.block_m, block_k=cfg.block_k)
         why = _ws_launch_problem(cfg, gemm, K, 64, "", stage, _ws_fp4_fixed_bytes(gated and gemm == "gemm1",
-                                                                                  cfg.block_k, cfg.block_m),
+                                                                                  cfg.block_k),
                                  "take swap_ab (its tiles are swapped already)")
     return None if why is None else f"{gemm.upper()} warp_specialized {why}"
 

@@ -1574,11 +1574,9 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            # 128-token tiles in two 64-row chunks joined as the 256-token ones (set_ws_fp4_join128; the default since
            # the sixtieth session)
            "join128": os.environ.get("FUSEDMOE_WS_FP4_JOIN128", "1") != "0",
-           # two K steps a slot for 256-token tiles too, their converted tiles single-buffered
-           # (set_ws_fp4_two_steps_256; opt-in, compiled only)
-           "two_steps_256": os.environ.get("FUSEDMOE_WS_FP4_BK256", "0") == "1",
-           # both prefill GEMMs' K in the pair order (set_ws_fp4_pair_order; opt-in, compiled only)
-           "pairs": os.environ.get("FUSEDMOE_WS_FP4_PAIRS", "0") == "1"}
+           # both prefill GEMMs' K in the pair order (set_ws_fp4_pair_order: "auto", the default since the
+           # sixty-first session, for non-gated layers)
+           "pairs": {"1": True, "0": False}.get(os.environ.get("FUSEDMOE_WS_FP4_PAIRS", "auto"), "auto")}
 # the weight formats whose FP4 prefill GEMMs take their block scales through the ring under set_ws_fp4_scales_smem's
 # "auto" (H100, fifty-ninth session, decode_ab.py at 2048 / 4096 / 8192 tokens on gpt-oss-120b and Nemotron-3-Super /
 # -Nano: NVFP4 1.08-1.15x at 2048, and in a three-round rerun 1.05x at 4096, 1.01-1.02x at 8192 -- where the two-round
@@ -1810,8 +1808,10 @@ def set_ws_fp4_block_k(block_k: int) -> int:
     where the shared memory holds them, converted behind one ring wait, one proxy fence and one warpgroup barrier,
     their wgmmas waited for once (the per-step synchronization the Nsight reports found the consumers stalled on,
     halved) -- or 64 (one step a slot everywhere). The shared memory holds two steps for 128-token tiles (3 stages;
-    ``kernel_configs.ws_fp4_stages``); 256-token tiles keep one unless :func:`set_ws_fp4_two_steps_256`. sm_90
-    compile (gated MXFP4 GEMM1, 128-token tiles): 281 instructions and 3 warpgroup barriers a slot of two steps against 2 x 163 and 2 x 3. An odd
+    ``kernel_configs.ws_fp4_stages``); 256-token tiles keep one (two steps a slot there, with single-buffered
+    converted tiles at 2 stages: 0.82-0.94x on the H100, sixty-first session; removed). sm_90 compile (gated MXFP4
+    GEMM1, 128-token tiles): 281 instructions and 3 warpgroup barriers a slot of two steps against 2 x 163 and 2 x 3.
+    An odd
     step count (gpt-oss-120b's K 2880) runs a last step past K with TMA-zeroed inputs: the same sums. H100,
     ``decode_ab.py`` with 128-token tiles in joined chunks forced (:func:`set_ws_fp4_join128`): 0.97-1.08x one step
     a slot (medians of two rounds; 1.00-1.08x by the best rounds) at 2048 / 4096 tokens on gpt-oss-120b,
@@ -1822,27 +1822,27 @@ def set_ws_fp4_block_k(block_k: int) -> int:
     return prev
 
 
-def set_ws_fp4_two_steps_256(enabled: bool) -> bool:
-    """``True`` (opt-in, ``FUSEDMOE_WS_FP4_BK256=1``; built in the sixtieth session, compiled for sm_90 only): the
-    FP4 prefill kernel's 256-token tiles take :func:`set_ws_fp4_block_k`'s two K steps a ring slot too, at 2 stages
-    -- where the shared memory holds them only with each step's converted tile single-buffered (``kernels/_ws_fp4``
-    SB: a consumer waits for the slot before's first-step wgmmas before rewriting that tile, for its second-step ones
-    before the second, so its own conversion overlaps its wgmmas less; the other warpgroup's still do). For 256-token
-    tiles in joined chunks (the default) or at most 2 chunks. Same products in the same order: the same bits.
-    Returns the previous setting."""
-    return _swap_bool(_WS_FP4, enabled, "two_steps_256")
+def set_ws_fp4_pair_order(mode) -> "bool | str":
+    """Whether the FP4 prefill kernel's GEMMs take their input's K in the pair order (``kernels/_ws_fp4.pair8_cols``:
+    in each 8-wide group, position 2 s + j holds K 4 j + s) -- GEMM1's gather writes hidden's rows so, GEMM1's
+    epilogue the intermediate (on the padded hand-off; otherwise GEMM2's gather) -- and store each converted weight
+    tile in the same order, which is the order the E2M1 converter's registers come in: no byte permutes between the
+    converter and the shared-memory stores. sm_90 compile: 16 ``PRMT`` a K step fewer, 166 -> 151 instructions a step
+    (gated MXFP4 GEMM1, 256-token tiles), 161 -> 146 (NVFP4 ReLU^2). ``"auto"`` (the default since the sixty-first
+    session; ``FUSEDMOE_WS_FP4_PAIRS=1`` / ``0`` start a process with ``True`` / ``False``): non-gated layers -- H100,
+    ``decode_ab.py`` (five rounds) at 2048 / 4096 / 8192 tokens: Nemotron-3-Super / -Nano (ReLU^2) MXFP4 / NVFP4
+    **1.01-1.04x** on all twelve points; gpt-oss-120b (clamped SwiGLU) 0.97-1.02x, 0.97-0.98x at 8192 in a six-round
+    rerun (not profiled), so gated layers keep K order. ``True``: every layer; ``False``: none. The same products;
+    their order inside a wgmma's 16-wide K step differs, so the bits may (within 2e-3 of K order:
+    ``test_gpu_ws_fp4_pair_order``). Returns the previous mode."""
+    return _swap_mode(_WS_FP4, mode, "set_ws_fp4_pair_order", "pairs")
 
 
-def set_ws_fp4_pair_order(enabled: bool) -> bool:
-    """``True`` (opt-in, ``FUSEDMOE_WS_FP4_PAIRS=1``; built in the sixty-first session, compiled for sm_90 only): the
-    FP4 prefill kernel's GEMMs take their input's K in the pair order (``kernels/_ws_fp4.pair8_cols``: in each 8-wide
-    group, position 2 s + j holds K 4 j + s) -- GEMM1's gather writes hidden's rows so, GEMM1's epilogue the
-    intermediate (on the padded hand-off; otherwise GEMM2's gather) -- and store each converted weight tile in the
-    same order, which is the order the E2M1 converter's registers come in: no byte permutes between the converter and
-    the shared-memory stores. sm_90 compile: 16 ``PRMT`` a K step fewer, 166 -> 151 instructions a step (gated MXFP4
-    GEMM1, 256-token tiles), 161 -> 146 (NVFP4 GEMM2). The same products; their order inside a wgmma's 16-wide K
-    step differs, so the bits may. Returns the previous setting."""
-    return _swap_bool(_WS_FP4, enabled, "pairs")
+def _ws_fp4_pairs(gated: bool) -> bool:
+    """Whether a layer's FP4 prefill GEMMs run in the pair order (:func:`set_ws_fp4_pair_order`; "auto": non-gated
+    layers)."""
+    mode = _WS_FP4["pairs"]
+    return not gated if mode == "auto" else mode
 
 
 def set_ws_fp4_join128(enabled: bool) -> bool:
@@ -1977,9 +1977,7 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
         return MoEKernelConfig(c.gemm1, c.gemm2, cfg.atomic_combine)
     wide = WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT if _WS_FP4["join"] else WS_FP4_WIDE_MIN_ROWS_PER_EXPERT
     bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= wide else 128)
-    # (two K steps a slot: 256-token tiles under set_ws_fp4_two_steps_256, where the chunking allows it)
-    wide_ok = _WS_FP4["two_steps_256"] and _ws_fp4_two_steps_ok(256, *_ws_fp4_chunking(256, w13.fmt))
-    bk = _WS_FP4["block_k"] if bm == 128 or wide_ok else 64
+    bk = _WS_FP4["block_k"] if bm == 128 else 64  # (two K steps a slot: 128-token tiles only)
     return MoEKernelConfig(*(ws_fp4_config(g, gemm, bm, block_k=bk if ws_fp4_stages(g, gemm, bm, bk) else 64)
                              for g, gemm in ((gated, "gemm1"), (False, "gemm2"))), cfg.atomic_combine)
 
@@ -1992,12 +1990,6 @@ def _ws_fp4_chunking(block_m: int, weight_format: Format) -> "tuple[bool, int]":
     if join:
         return True, block_m // 64
     return False, (_WS_FP4["chunks"] or WS_FP4_AUTO_CHUNKS[weight_format]) if block_m == 256 else 1
-
-
-def _ws_fp4_two_steps_ok(block_m: int, join: bool, chunks: int) -> bool:
-    """Whether two K steps a slot (block_k 128) can run a tile so chunked: the single-buffered loop of 256-token
-    tiles holds at most 2 accumulators (joined chunks, or at most 2 unjoined)."""
-    return block_m != 256 or join or chunks <= 2
 
 
 @functools.lru_cache(maxsize=None)
@@ -2054,9 +2046,9 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         return
     # (the x box is then that fraction of a block)
     join, chunks = _ws_fp4_chunking(BM, w.fmt)
-    if c.block_k == 128 and not _ws_fp4_two_steps_ok(BM, join, chunks):
-        raise ValueError("the FP4 prefill kernel's 256-token tiles with two K steps a slot (block_k 128) take joined "
-                         f"chunks or at most 2 (set_ws_fp4_chunks), got {chunks} unjoined")
+    if c.block_k == 128 and BM != 128:
+        raise ValueError("the FP4 prefill kernel takes two K steps a slot (block_k 128) with 128-token tiles only "
+                         f"(the shared memory holds no more), got block_m {BM}")
     XT = BM // chunks
     x_layout, w_layout = _ws_fp4_layouts(XT)
     tk = w.value_tile_k
@@ -2449,7 +2441,7 @@ def triton_experts(
                   and (BM == WS_FP4_DEC_BLOCK_M or _WS_FP4["padded"]))
     inter_rows = NB * BM if padded or padded_fp4 else TK
     # the FP4 prefill kernel's pair order (set_ws_fp4_pair_order), read once for both GEMMs
-    pairs_fp4 = _WS_FP4["pairs"] and wfmt in WS_FP4_FORMATS and BM != WS_FP4_DEC_BLOCK_M
+    pairs_fp4 = _ws_fp4_pairs(gated) and wfmt in WS_FP4_FORMATS and BM != WS_FP4_DEC_BLOCK_M
     # (GEMM1's epilogue permutes its tile: whole GEMM2 K steps per tile, no tail)
     dot2 = (micro and out_q == _OUT_PLAIN and post_quant is None and not padded and kt2 == 0
             and c1.block_n % c2.block_k == 0 and _dot_order_ok(c2, wfmt, I_pad, kt2, "gemm2"))

@@ -49,7 +49,7 @@ Triton kernels' division). The sum over K runs in fp32 in the wgmma, in K order,
 
 Limits (``kernel_configs.warp_specialized_problem``, ``triton_moe._ws_fp4_problem``): sm_90, MXFP4 / NVFP4 weights in the tiled
 layout with TK a multiple of 64, BF16 activations and hidden states, K and (gated) N multiples of 64, block_k 64 or
-128 (``KS``: two 64-wide K steps a ring slot), block_m 128 / 256, no split-K.
+128 (``KS``: two 64-wide K steps a ring slot; 128-token tiles only), block_m 128 / 256, no split-K.
 """
 
 import torch
@@ -549,35 +549,20 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
     if NA > 3:
         acc3 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
     sa, sb, sa1, sb1 = _fp4_first_scales(sc_a, sc_b, ok_a, n_k, s_step, NV, GATED, SC_AHEAD and not S_SMEM, KS)
-    NBUF: gl.constexpr = d_bufs.shape[0]  # converted tiles a step: 2 (double-buffered) or 1 (SB, below)
-    gl.static_assert(NBUF == 2 or (KS == 2 and NA <= 2), "single-buffered tiles: two steps a slot, <= 2 accumulators")
     for k2 in range(gl.cdiv(n_k, KS)):
         s = it % STAGES
         # this slot's A operands: one ring wait, its KS steps converted (a step past K -- n_k odd -- converts the
         # last step's scales with the next tile's values: finite, times zero inputs), one fence and warpgroup
         # barrier. The second step's tile is another buffer (d_bufs1), so Triton's hazard analysis puts no barrier
-        # between the two steps' stores. SB (NBUF 1, one tile a step): the slot before's first-step wgmmas retire
-        # before its tile is rewritten, its second step's before the second (which releases the slot before).
+        # between the two steps' stores.
         k0 = k2 * KS
-        di = (it % 2) if NBUF == 2 else 0
+        di = it % 2
         na, nb, na1, nb1 = _fp4_next_scales(sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2, n_k, s_step, NV, GATED, SC_AHEAD,
                                             S_SMEM, KS)
         mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-        if NBUF == 1:
-            if NA == 1:
-                acc0 = warpgroup_mma_wait(num_outstanding=1, deps=(acc0,))
-            else:
-                acc0, acc1 = warpgroup_mma_wait(num_outstanding=2, deps=(acc0, acc1))
         _fp4_convert(w0_bufs, w1_bufs, d_bufs.index(di), s * KS, sa, sb, sc_a, sc_b, ok_a, k0, s_step, HALF, GATED,
                      BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs, S_SMEM, ONE_STORE, PAIRS)
         if KS == 2:
-            if NBUF == 1:
-                if NA == 1:
-                    acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
-                else:
-                    acc0, acc1 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1))
-                if k2 > 0:  # the slot before retired: free for the loader
-                    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
             _fp4_convert(w0_bufs, w1_bufs, d_bufs1.index(di), s * KS + 1, sa1, sb1, sc_a, sc_b, ok_a,
                          gl.minimum(k0 + 1, n_k - 1), s_step, HALF, GATED, BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs,
                          S_SMEM, ONE_STORE, PAIRS)
@@ -601,8 +586,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
             if NA > 3:
                 acc3 = warpgroup_mma(d, _fp4_x(x_bufs, v, 3, 1, XT, CHUNKS, JOIN).permute((1, 0)), acc3,
                                      is_async=True)
-        # the slot before retired (its wgmmas; this slot's in flight while the next converts) -- SB: it did already,
-        # and this wait only leaves this slot's in flight
+        # the slot before retired (its wgmmas; this slot's in flight while the next converts)
         if NA == 1:
             acc0 = warpgroup_mma_wait(num_outstanding=KS, deps=(acc0,))
         if NA == 2:
@@ -611,7 +595,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
             acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=3 * KS, deps=(acc0, acc1, acc2))
         if NA == 4:
             acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=4 * KS, deps=(acc0, acc1, acc2, acc3))
-        if NBUF == 2 and k2 > 0:  # the slot before is free, its tile buffers are reused next slot
+        if k2 > 0:  # the slot before is free, its tile buffers are reused next slot
             mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
         it += 1
     if NA == 1:
@@ -758,8 +742,8 @@ def _ws_fp4_kernel(
     aligned with strides and N multiples of 16. ``ONE_STORE`` (``triton_moe.set_ws_fp4_one_store``; gated tiles):
     a consumer stores its converted gate and up halves by one store (:func:`_fp4_convert`), one warpgroup barrier a K
     step fewer. ``KS`` 2 (``KernelConfig.block_k`` 128, ``triton_moe.set_ws_fp4_block_k``): two 64-wide K steps a
-    ring slot, converted behind one ring wait, fence and barrier (:func:`_fp4_chunk_tile`); with 256-token tiles each
-    step's converted tile single-buffered (``NBUF`` 1: the shared memory holds no more). ``PAIRS``
+    ring slot, converted behind one ring wait, fence and barrier (:func:`_fp4_chunk_tile`; 128-token tiles: the
+    shared memory holds no more). ``PAIRS``
     (``triton_moe.set_ws_fp4_pair_order``): the input's K in the pair order (:func:`pair8_cols`: its gather or GEMM1's
     ``OUT_PAIRS`` wrote it so), and each converted weight tile stored in the same order -- as the converter's registers
     come, with no byte permutes (sm_90: 16 ``PRMT`` a step fewer). ``OUT_PAIRS`` (with ``OUT_PADDED``): GEMM1's output
@@ -776,14 +760,12 @@ def _ws_fp4_kernel(
     w0_bufs = gl.allocate_shared_memory(w0_desc.dtype, [SUB] + w0_desc.block_type.shape, w0_desc.layout)
     w1_bufs = gl.allocate_shared_memory(w0_desc.dtype, [SUB] + w0_desc.block_type.shape, w0_desc.layout)
     dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
-    # converted tiles: two a step (double-buffered), but one for two steps a slot of 256-token tiles (SB: the shared
-    # memory holds no more; kernel_configs._ws_fp4_fixed_bytes)
-    NBUF: gl.constexpr = 1 if KS == 2 and BT == 256 else 2
-    d0 = gl.allocate_shared_memory(gl.bfloat16, [NBUF, 64, BK], dl)
-    d1 = gl.allocate_shared_memory(gl.bfloat16, [NBUF, 64, BK], dl)
+    # converted tiles: two a step (double-buffered)
+    d0 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
+    d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
     if KS == 2:  # the second K step's converted tiles, another buffer a warpgroup (no barrier between the stores)
-        d0b = gl.allocate_shared_memory(gl.bfloat16, [NBUF, 64, BK], dl)
-        d1b = gl.allocate_shared_memory(gl.bfloat16, [NBUF, 64, BK], dl)
+        d0b = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
+        d1b = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
     else:
         d0b = d0
         d1b = d1
