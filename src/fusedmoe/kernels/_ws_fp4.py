@@ -550,16 +550,19 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
         acc3 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
     sa, sb, sa1, sb1 = _fp4_first_scales(sc_a, sc_b, ok_a, n_k, s_step, NV, GATED, SC_AHEAD and not S_SMEM, KS)
     for k2 in range(gl.cdiv(n_k, KS)):
-        s = it % STAGES
+        # the ring position is never negative: unsigned, its division and remainder by STAGES need no sign
+        # corrections (sm_90, 4 stages: 10 instructions a step fewer -- the uniform datapath's, issued all the same)
+        itu = it.to(gl.uint32)
+        s = (itu % STAGES).to(gl.int32)
         # this slot's A operands: one ring wait, its KS steps converted (a step past K -- n_k odd -- converts the
         # last step's scales with the next tile's values: finite, times zero inputs), one fence and warpgroup
         # barrier. The second step's tile is another buffer (d_bufs1), so Triton's hazard analysis puts no barrier
         # between the two steps' stores.
         k0 = k2 * KS
-        di = it % 2
+        di = (itu % 2).to(gl.int32)
         na, nb, na1, nb1 = _fp4_next_scales(sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2, n_k, s_step, NV, GATED, SC_AHEAD,
                                             S_SMEM, KS)
-        mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+        mbarrier.wait(ready.index(s), ((itu // STAGES) & 1).to(gl.int32))
         _fp4_convert(w0_bufs, w1_bufs, d_bufs.index(di), s * KS, sa, sb, sc_a, sc_b, ok_a, k0, s_step, HALF, GATED,
                      BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs, S_SMEM, ONE_STORE, PAIRS)
         if KS == 2:
@@ -596,7 +599,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
         if NA == 4:
             acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=4 * KS, deps=(acc0, acc1, acc2, acc3))
         if k2 > 0:  # the slot before is free, its tile buffers are reused next slot
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            mbarrier.arrive(empty.index(((itu + STAGES - 1) % STAGES).to(gl.int32)), count=1)
         it += 1
     if NA == 1:
         acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
