@@ -60,7 +60,8 @@ from triton.experimental.gluon.language.nvidia.hopper import tma, warpgroup_mma,
 from ._moe_gemm import ACT_IDENTITY, OUT_PLAIN, Q_BLOCK, Q_NONE, _scale_block
 from ._ws_fp4 import _fp4_chunk_count, _split_gate_up
 from ._ws_fp4_dec import _dec_gdc, _dec_rows, _dec_slot, _dec_slot_w, _dec_split_sum, _dec_token_box, _dec_unit
-from ._ws_gemm import _ring_barriers, _ring_ready, _ring_release, _ws_store, _x_copy, _x_lanes, _x_src
+from ._ws_gemm import (_ring_barriers, _ring_prev, _ring_ready, _ring_release, _ws_store, _x_copy, _x_lanes,
+                       _x_src)
 
 
 @gluon.jit
@@ -211,11 +212,11 @@ def _wd_consumer(x_bufs, w_bufs, ready, empty, out_ptr, a_scale_ptr, w_scale_ptr
                         acc = warpgroup_mma_wait(num_outstanding=1, deps=(acc,))
                         if h == 0:
                             if kk > k0:  # the step before's last wgmma retired: its ring slot is free
-                                _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
+                                _ring_release(empty, _ring_prev(it, STAGES), T_RELEASE)
                     it += 1
                 acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
                 if k1 > k0:
-                    _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
+                    _ring_release(empty, _ring_prev(it, STAGES), T_RELEASE)
             else:
                 for kk in range(k0, k1):
                     s = _ring_ready(ready, it, STAGES, X_GATHER)

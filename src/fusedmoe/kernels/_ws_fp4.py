@@ -62,7 +62,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 from . import _blockscaled as _bs
 from ._moe_gemm import _activation, _tile_ids
-from ._ws_gemm import _ring_barriers, _ws_tile_publish, _ws_tile_queue, _ws_tile_take, _ws_tiles_done
+from ._ws_gemm import (_ring_barriers, _ring_pos, _ring_prev, _ws_tile_publish, _ws_tile_queue, _ws_tile_take,
+                       _ws_tiles_done)
 
 _MX_FOLD_EXP_BIAS = gl.constexpr(110)  # _blockscaled._MX_FOLD_EXP_BIAS
 _NV_SCALE_BIAS = gl.constexpr(2.0 ** 110)  # _blockscaled._NIB_SCALE_BIAS
@@ -175,6 +176,7 @@ def _fp4_load_tile(x_desc, w0_desc, x_bufs, w0_bufs, w1_bufs, ready, empty, sort
         if CHUNKS > 1:
             n_ch = _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT, CHUNKS, "")
         for k2 in range(gl.cdiv(n_k, KS)):
+            # (signed here: with _ring_pos the loader warp, at 40 registers, spilled in an sm_90 compile)
             s = it % STAGES
             mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)  # a fresh slot passes at once
             bar = ready.index(s)
@@ -550,19 +552,16 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
         acc3 = gl.zeros((64, XT), dtype=gl.float32, layout=acc_l)
     sa, sb, sa1, sb1 = _fp4_first_scales(sc_a, sc_b, ok_a, n_k, s_step, NV, GATED, SC_AHEAD and not S_SMEM, KS)
     for k2 in range(gl.cdiv(n_k, KS)):
-        # the ring position is never negative: unsigned, its division and remainder by STAGES need no sign
-        # corrections (sm_90, 4 stages: 10 instructions a step fewer -- the uniform datapath's, issued all the same)
-        itu = it.to(gl.uint32)
-        s = (itu % STAGES).to(gl.int32)
+        s, ph = _ring_pos(it, STAGES)  # (unsigned: 8-11 instructions a step fewer than it % STAGES, it // STAGES)
         # this slot's A operands: one ring wait, its KS steps converted (a step past K -- n_k odd -- converts the
         # last step's scales with the next tile's values: finite, times zero inputs), one fence and warpgroup
         # barrier. The second step's tile is another buffer (d_bufs1), so Triton's hazard analysis puts no barrier
         # between the two steps' stores.
         k0 = k2 * KS
-        di = (itu % 2).to(gl.int32)
+        di = _ring_pos(it, 2)[0]
         na, nb, na1, nb1 = _fp4_next_scales(sa, sb, sa1, sb1, sc_a, sc_b, ok_a, k2, n_k, s_step, NV, GATED, SC_AHEAD,
                                             S_SMEM, KS)
-        mbarrier.wait(ready.index(s), ((itu // STAGES) & 1).to(gl.int32))
+        mbarrier.wait(ready.index(s), ph)
         _fp4_convert(w0_bufs, w1_bufs, d_bufs.index(di), s * KS, sa, sb, sc_a, sc_b, ok_a, k0, s_step, HALF, GATED,
                      BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs, S_SMEM, ONE_STORE, PAIRS)
         if KS == 2:
@@ -599,7 +598,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
         if NA == 4:
             acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=4 * KS, deps=(acc0, acc1, acc2, acc3))
         if k2 > 0:  # the slot before is free, its tile buffers are reused next slot
-            mbarrier.arrive(empty.index(((itu + STAGES - 1) % STAGES).to(gl.int32)), count=1)
+            mbarrier.arrive(empty.index(_ring_prev(it, STAGES)), count=1)
         it += 1
     if NA == 1:
         acc0 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0,))
@@ -609,7 +608,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
         acc0, acc1, acc2 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2))
     if NA == 4:
         acc0, acc1, acc2, acc3 = warpgroup_mma_wait(num_outstanding=0, deps=(acc0, acc1, acc2, acc3))
-    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+    mbarrier.arrive(empty.index(_ring_prev(it, STAGES)), count=1)
     # (the first accumulator: block (CHUNKS XT / W0) pid_m of W0 rows; the others chunk c's XT-row block)
     _fp4_epilogue(_fp4_acc_factors(acc0, gs_ptr, e, FOLD, NV), e, (CHUNKS * XT // W0) * pid_m, n0, out_ptr, bias_ptr,
                   topk_w_ptr, sorted_ids_ptr, N, num_slots, stride_om, stride_be, act_alpha, act_beta, act_limit, HALF,

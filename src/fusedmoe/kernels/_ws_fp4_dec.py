@@ -68,7 +68,8 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warp
 
 from . import _blockscaled as _bs
 from ._ws_fp4 import _fp4_acc_factors, _fp4_chunk_count, _fp4_epilogue, _fp4_scale_cols, _fp4_scale_factor
-from ._ws_gemm import _ring_barriers, _ring_ready, _ring_release, _ring_slot, _x_copy, _x_lanes, _x_src
+from ._ws_gemm import (_ring_barriers, _ring_prev, _ring_ready, _ring_release, _ring_slot, _x_copy, _x_lanes,
+                       _x_src)
 
 
 def dot64_cols(K: int) -> torch.Tensor:
@@ -432,13 +433,13 @@ def _dec_consumer(x_bufs, w_bufs, s_bufs, ready, empty, out_ptr, s_ptr, gs_ptr, 
                     a_prev = a
                     if h == 0:
                         if kk > k0:  # the step before's last wgmma retired: its ring slot is free
-                            _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
+                            _ring_release(empty, _ring_prev(it, STAGES), T_RELEASE)
                     if not S_SMEM:
                         sc = sc_n
                         sc_n = sc_nn
                 it += 1
             acc, a_prev = warpgroup_mma_wait(num_outstanding=0, deps=(acc, a_prev))
-            _ring_release(empty, (it + STAGES - 1) % STAGES, T_RELEASE)
+            _ring_release(empty, _ring_prev(it, STAGES), T_RELEASE)
             last = True
             if SPLIT > 1:
                 acc, last = _dec_split_sum(acc, part_ptr, cnt_ptr, pid_m * num_n + pid_n, ks, SPLIT, acc_l)

@@ -285,11 +285,27 @@ def _x_copy(x_bufs, first, k0, xrow, ok, cc, K, bar, KB: gl.constexpr, ARRIVE: g
 
 
 @gluon.jit
+def _ring_pos(it, STAGES: gl.constexpr):
+    """Ring step ``it``'s (slot, phase), ``it % STAGES`` and ``(it // STAGES) & 1``, computed unsigned: the step count
+    is never negative, and a signed division and remainder carry sign corrections (sm_90, 4 stages: the FP4 prefill
+    consumers' K loop 8-11 instructions a step shorter -- uniform-datapath ones, which the warps issue like any
+    other)."""
+    u = it.to(gl.uint32)
+    return (u % STAGES).to(gl.int32), ((u // STAGES) & 1).to(gl.int32)
+
+
+@gluon.jit
+def _ring_prev(it, STAGES: gl.constexpr):
+    """The slot of ring step ``it - 1`` (``it`` >= 1; unsigned as :func:`_ring_pos`)."""
+    return ((it.to(gl.uint32) + (STAGES - 1)) % STAGES).to(gl.int32)
+
+
+@gluon.jit
 def _ring_slot(ready, empty, it, STAGES: gl.constexpr):
     """A loader's ring step ``it``: waits until the consumers released its slot (a fresh slot passes at once).
     Returns (slot, its ready barrier), for the step's expect and copies."""
-    s = it % STAGES
-    mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+    s, ph = _ring_pos(it, STAGES)
+    mbarrier.wait(empty.index(s), ph ^ 1)
     return s, ready.index(s)
 
 
@@ -297,8 +313,8 @@ def _ring_slot(ready, empty, it, STAGES: gl.constexpr):
 def _ring_ready(ready, it, STAGES: gl.constexpr, X_GATHER: gl.constexpr = False):
     """A consumer's next ring slot once its operands landed; with ``X_GATHER`` its token tile came by cp.async (the
     generic proxy): a proxy fence before the wgmma reads it. Returns the slot."""
-    s = it % STAGES
-    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+    s, ph = _ring_pos(it, STAGES)
+    mbarrier.wait(ready.index(s), ph)
     if X_GATHER:
         fence_async_shared()
     return s
@@ -443,7 +459,7 @@ def _ws_pipe_retire(empty, acc_g, acc_u, dg, du, fg, fu, it, AHEAD: gl.constexpr
             acc_u = acc_u + du
     else:
         dg, fg = warpgroup_mma_wait(num_outstanding=1 if AHEAD else 0, deps=(dg, fg))
-    mbarrier.arrive(empty.index(it % STAGES), count=1)
+    mbarrier.arrive(empty.index(_ring_pos(it, STAGES)[0]), count=1)
     if BLOCK:
         acc_g = _ws_fma(acc_g, dg, sg)
     else:
@@ -747,8 +763,8 @@ def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, 
         # nothing to compute or store: keep step with the ring (each slot's data has landed before
         # it is released, so the loader's phases stay in order), no MMA, no A half was loaded
         for kk in range(n_k):
-            s = it % STAGES
-            mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+            s, ph = _ring_pos(it, STAGES)
+            mbarrier.wait(ready.index(s), ph)
             mbarrier.arrive(empty.index(s), count=1)
             it += 1
     if live:
@@ -789,13 +805,13 @@ def _ws_consume_tile(t, it, num_m, num_n, n_k, part_g, part_u, a_bufs, wg_bufs, 
                 else:
                     acc_g = warpgroup_mma_wait(num_outstanding=1, deps=(acc_g,))
                 if kk > 0:
-                    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+                    mbarrier.arrive(empty.index(_ring_prev(it, STAGES)), count=1)
                 it += 1
             if GATED:
                 acc_g, acc_u = warpgroup_mma_wait(num_outstanding=0, deps=(acc_g, acc_u))
             else:
                 acc_g = warpgroup_mma_wait(num_outstanding=0, deps=(acc_g,))
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            mbarrier.arrive(empty.index(_ring_prev(it, STAGES)), count=1)
         elif SUB_PIPE:  # the wide tile as four SN-column sub-tiles, two partial sets in turn
             acc0 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
             acc1 = gl.zeros((HALF_M, SN), dtype=gl.float32, layout=sub_layout)
