@@ -327,37 +327,7 @@ def test_ws_fp4_pair_order_compiles_for_sm90(tmp_path):
             assert n1 <= 142, (key, v)
 
 
-# ---- CPU: the pair order's gather and hand-off -----------------------------------------------------
-
-
-@interpreter
-def test_gather_slot_rows_pair8():
-    """``_gather_slot_rows`` with ``pair8``: each row is the slot's token row with its 8-wide K groups permuted as
-    ``pair8_cols`` says (K position 8 g + 4 j + s at 8 g + 2 s + j); padding rows zero; rows that are not 16-bit, a
-    K not a multiple of 8, and both orders at once are refused."""
-    from fusedmoe.kernels._ws_fp4 import pair8_cols
-
-    torch.manual_seed(0)
-    T, K, E, C = 9, 2, 4, 328  # (C: 41 groups of 8 -- the last 256-byte column tile partly masked)
-    ids = torch.stack([torch.randperm(E)[:K] for _ in range(T)]).to(torch.int32).to(DEV)
-    al = triton_moe.align_slots(ids.reshape(-1), E, 16, tokens=T)
-    a = torch.randn(T, C, device=DEV).to(torch.bfloat16)
-    rows = triton_moe._gather_slot_rows(a, al, 16, K, T * K, E, pair8=True).view(torch.bfloat16).cpu()
-    sid = al.sorted_ids.cpu().long()
-    used = int(al.num_post_padded.cpu()[0])
-    perm = pair8_cols(C)
-    assert sorted(perm.tolist()) == list(range(C)) and perm[:8].tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
-    for r in range(used):
-        exp = a.cpu()[sid[r] // K][perm] if sid[r] < T * K else torch.zeros(C, dtype=torch.bfloat16)
-        assert torch.equal(rows[r], exp), r
-    with pytest.raises(ValueError, match="8-element groups"):
-        triton_moe._gather_slot_rows(a[:, :324], al, 16, K, T * K, E, pair8=True)
-    with pytest.raises(ValueError, match="8-element groups"):
-        triton_moe._gather_slot_rows(a.float(), al, 16, K, T * K, E, pair8=True)
-    with pytest.raises(ValueError, match="8-element groups"):
-        triton_moe._gather_slot_rows(a[:, :320], al, 16, K, T * K, E, pair8=True, dot64=True)
-    with pytest.raises(ValueError, match="8-wide"):
-        pair8_cols(100)
+# ---- CPU: the pair order's hand-off (its gather: test_ws_fp4_dec.test_gather_slot_rows_in_order) ----------
 
 
 @interpreter

@@ -164,29 +164,43 @@ def test_ws_fp4_dec_compiles_for_sm90(tmp_path):
 
 
 @interpreter
-def test_gather_slot_rows_dot64():
-    """``_gather_slot_rows`` with ``dot64``: each row is the slot's token row with its 64-wide K blocks permuted as
-    ``dot64_cols`` says (the decode kernel's dot order: K position 16 c + 8 m + 4 p + s at 16 s + 8 m + 2 c + p);
-    padding rows zero; 16-bit rows of a K not a multiple of 64 are refused."""
+@pytest.mark.parametrize("order", ["dot64", "pair8"])
+def test_gather_slot_rows_in_order(order):
+    """``_gather_slot_rows`` with ``dot64`` / ``pair8``: each row is the slot's token row with its K blocks permuted
+    as ``dot64_cols`` says (the decode kernel's dot order: K position 16 c + 8 m + 4 p + s at 16 s + 8 m + 2 c + p of
+    each 64-wide block) / ``pair8_cols`` (the FP4 prefill kernel's pair order: K position 8 g + 4 j + s at 8 g + 2 s +
+    j); padding rows zero; rows of a K not a multiple of the block (64 / 8), 32-bit rows, and both orders at once are
+    refused."""
+    from fusedmoe.kernels._ws_fp4 import pair8_cols
     from fusedmoe.kernels._ws_fp4_dec import dot64_cols
 
     torch.manual_seed(0)
-    T, K, E, C = 9, 2, 4, 192
+    # (pair8: 41 groups of 8 -- the last 256-byte column tile partly masked)
+    cols_of, T, K, E, C = (dot64_cols, 9, 2, 4, 192) if order == "dot64" else (pair8_cols, 9, 2, 4, 328)
+    kw = {order: True}
     ids = torch.stack([torch.randperm(E)[:K] for _ in range(T)]).to(torch.int32).to(DEV)
     al = triton_moe.align_slots(ids.reshape(-1), E, 16, tokens=T)
     a = torch.randn(T, C, device=DEV).to(torch.bfloat16)
-    rows = triton_moe._gather_slot_rows(a, al, 16, K, T * K, E, dot64=True).view(torch.bfloat16).cpu()
+    rows = triton_moe._gather_slot_rows(a, al, 16, K, T * K, E, **kw).view(torch.bfloat16).cpu()
     sid = al.sorted_ids.cpu().long()
     used = int(al.num_post_padded.cpu()[0])
-    perm = dot64_cols(C)
-    assert sorted(perm.tolist()) == list(range(C)) and perm[21].item() == 37  # (s, m, c, p) = (1, 0, 2, 1)
+    perm = cols_of(C)
+    assert sorted(perm.tolist()) == list(range(C))
+    if order == "dot64":
+        assert perm[21].item() == 37  # (s, m, c, p) = (1, 0, 2, 1)
+    else:
+        assert perm[:8].tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
     for r in range(used):
         exp = a.cpu()[sid[r] // K][perm] if sid[r] < T * K else torch.zeros(C, dtype=torch.bfloat16)
         assert torch.equal(rows[r], exp), r
-    with pytest.raises(ValueError, match="64-element blocks"):
-        triton_moe._gather_slot_rows(a[:, :160], al, 16, K, T * K, E, dot64=True)
-    with pytest.raises(ValueError, match="64-wide"):
-        dot64_cols(100)
+    msg = "64-element blocks" if order == "dot64" else "8-element groups"
+    for bad in (a[:, :160] if order == "dot64" else a[:, :324], a.float()):
+        with pytest.raises(ValueError, match=msg):
+            triton_moe._gather_slot_rows(bad, al, 16, K, T * K, E, **kw)
+    with pytest.raises(ValueError, match="8-element groups"):
+        triton_moe._gather_slot_rows(a[:, :320], al, 16, K, T * K, E, dot64=True, pair8=True)
+    with pytest.raises(ValueError, match="64-wide" if order == "dot64" else "8-wide"):
+        cols_of(100)
 
 
 @interpreter

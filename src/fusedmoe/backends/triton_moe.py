@@ -2440,8 +2440,10 @@ def triton_experts(
                   and wfmt in WS_FP4_FORMATS and out_q == _OUT_PLAIN and post_quant is None
                   and (BM == WS_FP4_DEC_BLOCK_M or _WS_FP4["padded"]))
     inter_rows = NB * BM if padded or padded_fp4 else TK
-    # the FP4 prefill kernel's pair order (set_ws_fp4_pair_order), read once for both GEMMs
-    pairs_fp4 = _ws_fp4_pairs(gated) and wfmt in WS_FP4_FORMATS and BM != WS_FP4_DEC_BLOCK_M
+    # the FP4 prefill kernel's pair order (set_ws_fp4_pair_order), read once for both GEMMs: each that runs that kernel
+    # takes its input so (gathered so, or on the padded hand-off written so by GEMM1's epilogue)
+    pairs_fp4 = (_ws_fp4_pairs(gated) and wfmt in WS_FP4_FORMATS and BM != WS_FP4_DEC_BLOCK_M
+                 and (c1.warp_specialized or c2.warp_specialized))
     # (GEMM1's epilogue permutes its tile: whole GEMM2 K steps per tile, no tail)
     dot2 = (micro and out_q == _OUT_PLAIN and post_quant is None and not padded and kt2 == 0
             and c1.block_n % c2.block_k == 0 and _dot_order_ok(c2, wfmt, I_pad, kt2, "gemm2"))
@@ -2514,8 +2516,7 @@ def triton_experts(
     if c1.warp_specialized and wfmt in WS_FP4_FORMATS:  # kernels/_ws_fp4 (prefill), _ws_fp4_dec (decode)
         _ws_fp4_gemm(c1, a1, w13, b13, w13_bias is not None, tw_flat, al, inter, I_pad, K, TK, E,
                      _ACT_CODE[activation], gated, p, round_tl, bool(weight_on_input), False, num_sms, cvt1, ws1, cnt1,
-                     out_padded=padded_fp4, pdl=pdl, x_dot=x_dot, pairs=pairs_fp4,
-                     out_pairs=pairs_fp4 and padded_fp4 and c2.warp_specialized)
+                     out_padded=padded_fp4, pdl=pdl, x_dot=x_dot, pairs=pairs_fp4, out_pairs=pairs_fp4 and padded_fp4)
     elif fused_dec:  # both GEMMs in one launch, at GEMM2's place below
         assert padded, "the fused decode launch reads GEMM1's rows at their block-padded positions"
     elif c1.warp_specialized:  # kernels/_ws_gemm (FP8, 16-bit)
