@@ -76,6 +76,8 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             # the FP4 prefill GEMMs' K in the pair order: no byte permutes after the converter (s61; "auto", the
             # default: non-gated layers); every layer, none
             "ws4pairs": ("set_ws_fp4_pair_order", True), "nows4pairs": ("set_ws_fp4_pair_order", False),
+            # ... GEMM1 writing it by its weight rows converted in that order, not its epilogue (s61, opt-in)
+            "ws4prows": ("set_ws_fp4_pair_rows", True),
             "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel from 64 rows an expert (default)
             "ws4nvall": ("set_ws_fp4_nvfp4", (True, 0)),  # ... at any rows an expert
             "nows4nv": ("set_ws_fp4_nvfp4", False),  # NVFP4 weights in the Triton GEMMs
