@@ -76,7 +76,7 @@ def pair8_cols(K: int) -> torch.Tensor:
     consecutive 16-bit words -- K positions 4 j + s of their 8 (``_blockscaled._e2m1x4_bf16_nib``) -- so in this order
     each register is two neighbours of the converted tile and is stored as it is. A sum over K does not depend on
     the order when both operands take it: the gather (``_align._gather_slot_rows_kernel``'s ``PAIR8``) writes GEMM1's
-    input so, GEMM1's epilogue (``OUT_PAIRS``) GEMM2's."""
+    input so, GEMM1 (``OUT_PAIRS``: its epilogue, or its weight rows converted so) GEMM2's."""
     if K % 8:
         raise ValueError(f"the pair order permutes 8-wide K groups, got K = {K}")
     d = torch.arange(8)
