@@ -105,7 +105,7 @@ from ..kernels._host import cdiv, interpreted, launch, next_pow2
 from .kernel_configs import (KernelConfig, MoEKernelConfig, TunedTable, auto_persistent, choose_moe_config,
                              held_a_problem, join_gate_up, k_loop_stages, triton_tile, warp_specialized_problem,
                              ws_block_scale_problem, WS_FP4_FORMATS,
-                             WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_stages, ws_fp4_dec_config,
+                             WS_FP4_BLOCK_KS, WS_FP4_BLOCK_MS, WS_FP4_DEC_BLOCK_M, ws_fp4_config, ws_fp4_dec_config,
                              ws_dynamic_tiles_auto, ws_x_gather_auto,
                              WS_DEC_BLOCK_M, WS_FORMATS, WS_PROMOTED_FORMATS, ws_dec_block_k, ws_dec_config,
                              ws_dec_max_blocks,
@@ -1536,7 +1536,7 @@ def _env_decode_tokens(value: str):
 
 def _env_ws_fp4_block_k(value: str) -> int:
     """``FUSEDMOE_WS_FP4_BK`` (:func:`set_ws_fp4_block_k`): "64" or "128"."""
-    if value not in ("64", "128"):
+    if value not in {str(k) for k in WS_FP4_BLOCK_KS}:
         raise ValueError(f"FUSEDMOE_WS_FP4_BK must be 64 or 128, got {value!r}")
     return int(value)
 
@@ -1819,7 +1819,7 @@ def set_ws_fp4_block_k(block_k: int) -> int:
     ``decode_ab.py`` with 128-token tiles in joined chunks forced (:func:`set_ws_fp4_join128`): 0.97-1.08x one step
     a slot (medians of two rounds; 1.00-1.08x by the best rounds) at 2048 / 4096 tokens on gpt-oss-120b,
     Nemotron-3-Super / -Nano, MXFP4 / NVFP4. Returns the previous value."""
-    if block_k not in (64, 128) or isinstance(block_k, bool):
+    if block_k not in WS_FP4_BLOCK_KS or isinstance(block_k, bool):
         raise ValueError(f"set_ws_fp4_block_k: 64 or 128, got {block_k!r}")
     prev, _WS_FP4["block_k"] = _WS_FP4["block_k"], block_k
     return prev
@@ -1993,8 +1993,8 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
         return MoEKernelConfig(c.gemm1, c.gemm2, cfg.atomic_combine)
     wide = WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT if _WS_FP4["join"] else WS_FP4_WIDE_MIN_ROWS_PER_EXPERT
     bm = _WS_FP4["block_m"] or (256 if rows_per_expert >= wide else 128)
-    bk = _WS_FP4["block_k"] if bm == 128 else 64  # (two K steps a slot: 128-token tiles only)
-    return MoEKernelConfig(*(ws_fp4_config(g, gemm, bm, block_k=bk if ws_fp4_stages(g, gemm, bm, bk) else 64)
+    bk = _WS_FP4["block_k"] if bm == 128 else 64  # (two K steps a slot: 128-token tiles only -- what fits)
+    return MoEKernelConfig(*(ws_fp4_config(g, gemm, bm, block_k=bk)
                              for g, gemm in ((gated, "gemm1"), (False, "gemm2"))), cfg.atomic_combine)
 
 

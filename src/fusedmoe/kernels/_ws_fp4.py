@@ -84,6 +84,13 @@ def pair8_cols(K: int) -> torch.Tensor:
 
 
 @gluon.jit
+def _pair8_src(i):
+    """What position ``i`` holds in the pair order (:func:`pair8_cols`): ``8 g + 4 j + s`` for ``i = 8 g + 2 s + j``
+    (GEMM1's weight and scale rows under ``OUT_PAIRS`` 2, and the columns its epilogue's positions then hold)."""
+    return i - i % 8 + 4 * (i % 2) + (i % 8) // 2
+
+
+@gluon.jit
 def _fp4_chunk_count(sorted_ids_ptr, pid_m, num_slots, XT: gl.constexpr, CHUNKS: gl.constexpr, CM: gl.constexpr):
     """The ``XT``-row chunks of block ``pid_m`` that hold real rows (an expert's rows come first in its blocks):
     1 .. CHUNKS. ``CM``: the loads' cache modifier ("", or ``.cg`` where they may precede the wait for the prior
@@ -478,7 +485,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
     n_k = K // BK
     r = gl.arange(0, RH, layout=gl.SliceLayout(1, sl))
     if OUT_PAIRS == 2:  # the weight rows converted in the pair order (_fp4_tile's ROWS): their scale rows so
-        r = r - r % 8 + 4 * (r % 2) + (r % 8) // 2
+        r = _pair8_src(r)
     jq, s_step = _fp4_scale_cols(gl.arange(0, BQ, layout=gl.SliceLayout(0, sl)), stride_sk, NV)  # (BK 64: BQ 4)
     rt = (x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
           block_expert_ptr, gs_ptr, N, num_slots, stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta,
@@ -703,7 +710,7 @@ def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_p
     n_ok = cols < N  # (OUT_PAIRS: N a multiple of 8, so a position and the column it holds are both in or out)
     lcols = cols
     if OUT_PAIRS == 2:  # the column position 8 g + 2 s + j holds
-        lcols = cols - cols % 8 + 4 * (cols % 2) + (cols % 8) // 2
+        lcols = _pair8_src(cols)
     p = pid_m * BT + gl.arange(0, BT, layout=gl.SliceLayout(0, ol))
     slots = gl.load(sorted_ids_ptr + p)
     row_ok = slots < num_slots
