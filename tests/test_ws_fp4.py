@@ -247,7 +247,7 @@ for ACT, GATED, HB, TK, NV, DYN, SS, CH in ((2, True, True, 64, False, False, Fa
                                            (1, True, False, 64, True, False, False, 1),
                                            (2, True, True, 64, False, True, False, 2)):
     sig = fp4_sig(128 // CH, NV)
-    for KS, ST in ((1, 4), (2, 3)):
+    for KS, ST in ((1, 3), (2, 3)):  # (the same stages: the same ring arithmetic)
         cx = fp4_cx(ACT, GATED, HB, False, TK, CH, NV, CH == 2, DYN=DYN, S_SMEM=SS, ONE_STORE=GATED, KS=KS,
                     STAGES=ST)
         k, sass, loop = fp4_build(sig, cx, SCALE_ALIGNED)
@@ -261,7 +261,8 @@ def test_ws_fp4_two_steps_a_slot_compile_for_sm90(tmp_path):
     """``KS`` 2 (``set_ws_fp4_block_k(128)``: two 64-wide K steps a ring slot) for 128-token tiles at 3 stages:
     12 warps, no spills; the shortest K loop holds both steps' wgmmas (8 HGMMA) behind the one-step loop's
     synchronization -- the same warpgroup barriers and one proxy fence a slot (the second step's tiles are their own
-    buffer, so no hazard barrier between the steps' stores) -- in fewer instructions than two one-step loops; the
+    buffer, so no hazard barrier between the steps' stores) -- in at least 30 instructions fewer than two one-step
+    loops at the same 3 stages; the
     shared memory within ``ws_fp4_config``'s budget for the tile (``kernel_configs.ws_fp4_stages``: 3 stages)."""
     pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
     rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _KS_SCRIPT)
@@ -273,7 +274,7 @@ def test_ws_fp4_two_steps_a_slot_compile_for_sm90(tmp_path):
     for (act, nv, gated), v in by.items():
         (bars1, mb1, g1, n1, _), (bars2, mb2, g2, n2, smem2) = v[1], v[2]
         assert (g1, g2) == (4, 8) and bars2 == bars1 and mb2 == mb1 == 1, ((act, nv), v)
-        assert n2 < 2 * n1, ((act, nv), v)  # (sm_90, CPU compile: 271-290 a slot against 2 x 149-159 a step)
+        assert n2 < 2 * n1 - 30, ((act, nv), v)  # (sm_90, CPU compile, 3 stages: 271-290 against 2 x 157-166)
         g1_ = gated.startswith("True")
         assert ws_fp4_stages(g1_, "gemm1", 128, 128) == 3
         # the launcher's budget is the compiled kernel's shared memory up to its barriers (scales counted where
