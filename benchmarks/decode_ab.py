@@ -78,8 +78,9 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "ws4pairs": ("set_ws_fp4_pair_order", True), "nows4pairs": ("set_ws_fp4_pair_order", False),
             # ... GEMM1 writing it by its weight rows converted in that order, not its epilogue (s61, opt-in)
             "ws4prows": ("set_ws_fp4_pair_rows", True),
-            "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel from 64 rows an expert (default)
-            "ws4nvall": ("set_ws_fp4_nvfp4", (True, 0)),  # ... at any rows an expert
+            "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel at prefill tiles (the default)
+            "ws4nvall": ("set_ws_fp4_nvfp4", (True, 0)),  # ... at any rows an expert (the default since s62)
+            "ws4nv64": ("set_ws_fp4_nvfp4", (True, 64)),  # ... from 64 rows an expert (the rule of s32-s61)
             "nows4nv": ("set_ws_fp4_nvfp4", False),  # NVFP4 weights in the Triton GEMMs
             # the FP4 decode kernel at every token count (by default one-token calls only, with the scales through
             # the ring and per-thread release since the thirty-fifth session): the thirty-first session's kernel, 3

@@ -471,10 +471,10 @@ def test_ws_fp4_config_rules():
         for bad in (3, 8, -1, True):
             with pytest.raises(ValueError, match="chunks"):
                 triton_moe.set_ws_fp4_chunks(bad)
-        assert triton_moe._WS_FP4["nvfp4_min_rows"] == triton_moe.WS_NVFP4_MIN_ROWS_PER_EXPERT == 64
+        assert triton_moe._WS_FP4["nvfp4_min_rows"] == triton_moe.WS_NVFP4_MIN_ROWS_PER_EXPERT == 0
         assert triton_moe.set_ws_fp4_nvfp4(False) is True
-        assert triton_moe.set_ws_fp4_nvfp4(True, 0) is False and triton_moe._WS_FP4["nvfp4_min_rows"] == 0
-        assert triton_moe.set_ws_fp4_nvfp4(True) is True and triton_moe._WS_FP4["nvfp4_min_rows"] == 64
+        assert triton_moe.set_ws_fp4_nvfp4(True, 64) is False and triton_moe._WS_FP4["nvfp4_min_rows"] == 64
+        assert triton_moe.set_ws_fp4_nvfp4(True) is True and triton_moe._WS_FP4["nvfp4_min_rows"] == 0
         with pytest.raises(TypeError):
             triton_moe.set_ws_fp4_nvfp4("on")
         with pytest.raises(ValueError, match="min_rows"):
@@ -668,7 +668,7 @@ def test_auto_ws_fp4_rule(monkeypatch):
         assert auto(pre, 4096).block_m == 128
         triton_moe.set_ws_fp4(False)
         assert auto(pre, 4096) is pre
-        # NVFP4 weights: under the switch (on by default), from 64 rows per local expert
+        # NVFP4 weights: under the switch (on by default), at every prefill tile as MXFP4, or from a threshold
         triton_moe.set_ws_fp4(True)
         _, Wn, _ = make_case(dataclasses.replace(c, wfmt=F.NVFP4), device="cpu")
         nv_prev = triton_moe.set_ws_fp4_nvfp4(False)
@@ -678,7 +678,12 @@ def test_auto_ws_fp4_rule(monkeypatch):
             E = Wn.w13.shape[0]
             got = triton_moe.auto_ws_fp4(pre, Wn.w13, Wn.w2, F.BF16, torch.bfloat16, cuda, 256, 2, A.SWIGLU)
             assert 256 * 2 / E >= 64 and got.gemm1 == ws_fp4_config(True, "gemm1", 256)
-            few = 64 * E // 2 - 1  # one row an expert short of the threshold
+            few = 64 * E // 2 - 1  # one row an expert short of 64
+            # the default: 48 rows an expert (prefill tiles from there) take the kernel, as MXFP4 does
+            assert few * 2 / E < 64 and triton_moe.auto_ws_fp4(
+                pre, Wn.w13, Wn.w2, F.BF16, torch.bfloat16, cuda, few, 2, A.SWIGLU).gemm1 == ws_fp4_config(
+                    True, "gemm1", 128, block_k=triton_moe._WS_FP4["block_k"])
+            triton_moe.set_ws_fp4_nvfp4(True, 64)  # a threshold: from 64 rows an expert
             assert triton_moe.auto_ws_fp4(pre, Wn.w13, Wn.w2, F.BF16, torch.bfloat16, cuda, few, 2, A.SWIGLU) is pre
             assert triton_moe.auto_ws_fp4(pre, Wn.w13, Wn.w2, F.BF16, torch.bfloat16, cuda, few + 1, 2,
                                           A.SWIGLU).gemm1.warp_specialized

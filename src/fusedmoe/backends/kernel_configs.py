@@ -119,8 +119,8 @@ class KernelConfig:
     With MXFP4 or NVFP4 weights (BF16 activations, sm_90): the Gluon kernel of ``kernels/_ws_fp4.py`` for
     both GEMMs -- consumer warpgroups that dequantize 64 weight rows each into shared memory with one wgmma
     in flight; block_m 128 / 256 token rows, block_k 64, block_n 64 (gated GEMM1: 2 x 32 columns) or
-    128 (:func:`ws_fp4_config`; ``triton_moe.auto_ws_fp4`` picks it for MXFP4 prefill tiles, for NVFP4
-    ones from 64 rows an expert, ``set_ws_fp4_nvfp4``).
+    128 (:func:`ws_fp4_config`; ``triton_moe.auto_ws_fp4`` picks it for MXFP4 and NVFP4 prefill tiles,
+    the latter under ``set_ws_fp4_nvfp4``).
     pipelined_promotion (warp_specialized FP8 prefill tiles, block_m 128; FP8 blocks since the thirty-eighth
     session, compiled only): two partial-sum sets take turns, so the next wgmmas run while a finished partial sum
     is added -- K block by K block in the tiles

@@ -1589,9 +1589,13 @@ WS_FP4_SSMEM_AUTO_FORMATS = (Format.NVFP4,)
 # thirty-second session (gpt-oss-120b, Nemotron-3-Super / Nano at 4096 / 8192 tokens, the padded hand-off on) --
 # MXFP4 2 chunks 1.02-1.06x whole tiles on all six points; NVFP4 0.94-0.97x on gpt-oss-120b, 1.04-1.05x on Nemotron
 WS_FP4_AUTO_CHUNKS = {Format.MXFP4: 2, Format.NVFP4: 1}
-# NVFP4 prefill in the warp-specialized kernel from this many rows per local expert (H200, same session: 1.05-1.17x
-# the Triton GEMMs at 128-192 rows, 0.97x at 32 -- gpt-oss-120b at 1024 tokens -- and 1.00x at 44-48)
-WS_NVFP4_MIN_ROWS_PER_EXPERT = 64
+# NVFP4 prefill in the warp-specialized kernel from this many rows per local expert. 0 since the sixty-second
+# session: wherever the config has prefill tiles, as MXFP4. The thirty-second session's H200 A/B had set 64 (1.05-1.17x
+# the Triton GEMMs at 128-192 rows, 0.97-1.00x at 32-48), before the kernel's NVFP4 scales through the ring (1.05-1.15x
+# at 2048-4096 tokens) and its 128-token tiles' joined chunks and two K steps a slot (1.21x at 48 rows, MXFP4). The
+# only points the rule moves are 48 rows an expert (128-token tiles from there): gpt-oss-120b NVFP4 at 1536 tokens ran
+# the Triton GEMMs in 2305.5 us on the H200 (sixty-second session, call 2), against MXFP4's 1404.2 in this kernel.
+WS_NVFP4_MIN_ROWS_PER_EXPERT = 0
 _WS_FP4["nvfp4_min_rows"] = WS_NVFP4_MIN_ROWS_PER_EXPERT
 # the FP4 decode kernel (kernels/_ws_fp4_dec.py): programs an SM (each one consumer warpgroup and its loader warp:
 # 8 warps with the padding) and the register cap that lets that many share an SM's 64K registers, ring stages
@@ -1913,8 +1917,9 @@ def set_ws_fp4_nvfp4(enabled: bool, min_rows_per_expert: Optional[int] = None) -
     """``True`` (the default since the thirty-second session; ``FUSEDMOE_WS_NVFP4=0`` turns it off): ``auto_ws_fp4``
     also picks the FP4 warp-specialized GEMMs for NVFP4 weights x BF16 activations (W4A16; the e4m3 block scales
     K-major as ``ExpertWeights`` keeps them, the global ``1 / g`` on the accumulator) at prefill tiles from
-    ``WS_NVFP4_MIN_ROWS_PER_EXPERT`` rows per local expert (on the H200 1.05-1.17x the Triton GEMMs at 128-192 rows,
-    0.97-1.00x at 32-48; ``min_rows_per_expert`` sets another threshold, None restores that one). An explicit
+    ``WS_NVFP4_MIN_ROWS_PER_EXPERT`` rows per local expert -- 0 since the sixty-second session: wherever the config
+    has prefill tiles, as MXFP4 (the comment at that constant says why); ``min_rows_per_expert`` sets a threshold
+    (the thirty-second session's was 64), None restores the default. An explicit
     warp-specialized config runs them whatever this says. Returns the previous setting (on / off)."""
     rows = WS_NVFP4_MIN_ROWS_PER_EXPERT if min_rows_per_expert is None else min_rows_per_expert
     if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:

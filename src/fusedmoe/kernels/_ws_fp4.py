@@ -1,7 +1,8 @@
 """Warp-specialized grouped GEMMs for MXFP4 / NVFP4 weights x BF16 activations at prefill on Hopper, in Gluon
 (private; launched by ``fusedmoe.backends.triton_moe`` when ``KernelConfig.warp_specialized`` is set
-for FP4 weights -- ``triton_moe.auto_ws_fp4`` sets it for MXFP4 prefill tiles, for NVFP4 ones from 64 rows an
-expert under ``set_ws_fp4_nvfp4`` (on by default since the thirty-second session); the rules in
+for FP4 weights -- ``triton_moe.auto_ws_fp4`` sets it for MXFP4 prefill tiles, and for NVFP4 ones under
+``set_ws_fp4_nvfp4`` (on by default since the thirty-second session, at every prefill tile since the sixty-second);
+the rules in
 ``kernel_configs.warp_specialized_problem`` and ``triton_moe._ws_fp4_problem``).
 
 Why: Hopper has no FP4 tensor cores, so every K step dequantizes its weight tile in registers before
