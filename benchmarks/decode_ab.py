@@ -76,8 +76,6 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             # the FP4 prefill GEMMs' K in the pair order: no byte permutes after the converter (s61; "auto", the
             # default: non-gated layers); every layer, none
             "ws4pairs": ("set_ws_fp4_pair_order", True), "nows4pairs": ("set_ws_fp4_pair_order", False),
-            # ... GEMM1 writing it by its weight rows converted in that order, not its epilogue (s61, opt-in)
-            "ws4prows": ("set_ws_fp4_pair_rows", True),
             "ws4nv": ("set_ws_fp4_nvfp4", True),  # NVFP4 weights in the same kernel at prefill tiles (the default)
             "ws4nvall": ("set_ws_fp4_nvfp4", (True, 0)),  # ... at any rows an expert (the default since s62)
             "ws4nv64": ("set_ws_fp4_nvfp4", (True, 64)),  # ... from 64 rows an expert (the rule of s32-s61)

@@ -304,56 +304,6 @@ for ACT, GATED, HB, BT, TK, CH, NV, DYN, SS, KS, ST, OP in (
 '''
 
 
-_ROWS_SCRIPT = _FP4_HEAD + r'''
-import collections
-# (ACT, GATED, HAS_BIAS, BT, TK, CHUNKS, NV, DYN, S_SMEM, KS, STAGES): GEMM1 on the padded hand-off -- gated MX with
-# biases (gpt-oss's), gated NVFP4 with the scales through the ring, non-gated NVFP4 and MX (scales through the
-# ring), 128-token tiles with two steps a slot -- writing the pair order by its epilogue (OUT_PAIRS 1) and by its
-# weight rows converted so (2), against K order (0)
-for ACT, GATED, HB, BT, TK, CH, NV, DYN, SS, KS, ST in (
-        (2, True, True, 256, 64, 4, False, True, False, 1, 4),
-        (2, True, False, 256, 64, 4, True, True, True, 1, 4),
-        (3, False, False, 256, 128, 4, True, True, True, 1, 4),
-        (3, False, False, 256, 128, 4, False, True, True, 1, 4),
-        (2, True, True, 128, 64, 2, False, False, False, 2, 3)):
-    sig = fp4_sig(BT // CH, NV)
-    for OP in (0, 1, 2):
-        cx = fp4_cx(ACT, GATED, HB, False, TK, CH, NV, True, DYN=DYN, S_SMEM=SS, ONE_STORE=GATED, KS=KS, STAGES=ST,
-                    OUT_PADDED=True, PAIRS=OP > 0, OUT_PAIRS=OP)
-        k, sass, loop = fp4_build(sig, cx, SCALE_ALIGNED)
-        c = collections.Counter((t.split()[1] if t.startswith("@") else t.split()[0]).split(".")[0]
-                                for _, t in sass_instructions(sass))
-        print(ACT, NV, SS, BT, OP, k.metadata.num_warps, sass.count("LDL") + sass.count("STL"), len(loop),
-              c["STS"], c["LDS"], c["BAR"], k.metadata.shared, sep="|", flush=True)
-'''
-
-
-def test_ws_fp4_pair_rows_compile_for_sm90(tmp_path):
-    """``OUT_PAIRS`` 2 (``set_ws_fp4_pair_rows``): GEMM1's weight rows (and scale rows: pointers, or the ring's
-    shared-memory view) converted in the pair order, so its accumulator's rows come so -- the epilogue's shared-memory
-    stores, loads and warpgroup barriers exactly those of K order, where its permutation (``OUT_PAIRS`` 1) adds a
-    round trip for gated tiles (+160 each, sm_90) or 16 KB of scratch for non-gated ones; the K loop that of the pair
-    order; 12 warps, no more spills than K order (none but MXFP4's scales through the ring, not its default); gated
-    and non-gated, MXFP4 and NVFP4, global and shared-memory scales, 256- and 128-token tiles."""
-    pytest.importorskip("triton.experimental.gluon.language.nvidia.hopper")
-    rows = run_sm90_script(tmp_path, f"ROOT = {ROOT!r}\n" + _ROWS_SCRIPT)
-    assert len(rows) == 15, rows
-    by = {}
-    for act, nv, ss, bt, op, warps, spills, n, sts, lds, bar, smem in rows:
-        assert int(warps) == 12, (act, nv, ss, bt, op, warps)
-        by.setdefault((act, nv, ss, bt), {})[int(op)] = (int(spills), int(n), int(sts), int(lds), int(bar), int(smem))
-    for key, v in by.items():
-        (sp0, n0, *epi0, smem0), (_, n1, *epi1, smem1), (sp2, n2, *epi2, smem2) = v[0], v[1], v[2]
-        # (spills: none but MX scales through the ring, not MX's default, 2 either way -- and the epilogue's gated
-        # NVFP4 permutation's 4)
-        assert sp2 <= sp0 <= (2 if key[:3] == ("3", "False", "True") else 0), (key, v)
-        assert epi2 == epi0 and smem2 == smem0 and n2 == n1 < n0, (key, v)
-        if key[0] == "2":  # gated: the epilogue's permutation is a shared-memory round trip
-            assert all(b > a for a, b in zip(epi0, epi1)), (key, v)
-        else:  # non-gated: more scratch
-            assert smem1 > smem0, (key, v)
-
-
 def test_ws_fp4_pair_order_compiles_for_sm90(tmp_path):
     """``PAIRS`` (``set_ws_fp4_pair_order``, opt-in): the converted weight tiles stored in the pair order as the
     converter's registers come -- the shortest K loop without the byte permutes between the converter and the
@@ -487,8 +437,7 @@ def test_ws_fp4_config_rules():
     ("set_ws_fp4_scales_ahead", "FUSEDMOE_WS_FP4_SC_AHEAD", True),  # the default since the forty-first session
     ("set_ws_fp4_join", "FUSEDMOE_WS_FP4_JOIN", True),  # since the forty-second
     ("set_ws_fp4_one_store", "FUSEDMOE_WS_FP4_ONESTORE", True),  # since the fifty-ninth
-    ("set_ws_fp4_join128", "FUSEDMOE_WS_FP4_JOIN128", True),  # since the sixtieth
-    ("set_ws_fp4_pair_rows", "FUSEDMOE_WS_FP4_PAIR_ROWS", False)])  # opt-in (sixty-first, compiled only)
+    ("set_ws_fp4_join128", "FUSEDMOE_WS_FP4_JOIN128", True)])  # since the sixtieth
 def test_ws_fp4_switches(name, env, default):
     """The FP4 prefill kernel's on / off switches: their defaults, the environment variable that starts a process
     with either setting, the setters taking a bool only and returning the previous setting."""
@@ -810,7 +759,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
     # the scales through the ring: by default ("auto") NVFP4's; the one store: gated tiles only (this is GEMM2's)
     assert triton_moe._ws_fp4_scales_copyable(w, N)  # ExpertWeights' layouts
     assert b["S_SMEM"] is (fmt is Format.NVFP4) and b["ONE_STORE"] is False
-    assert b["PAIRS"] is False and b["OUT_PAIRS"] == 0  # (the pair order: by the layer's argument)
+    assert b["PAIRS"] is False and b["OUT_PAIRS"] is False  # (the pair order: opt-in, by the layer's argument)
     for mode in (True, False):
         prev_ss = triton_moe.set_ws_fp4_scales_smem(mode)
         try:
@@ -839,19 +788,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
         args, kw = cap.calls[-1][1:]
         kw.pop("num_warps")
         b1 = sig.bind(*args, **kw).arguments
-        assert (b1["PAIRS"], b1["OUT_PAIRS"], b1["OUT_PADDED"]) == (True, 1, True)  # (the epilogue permutes)
-        prev_rows = triton_moe.set_ws_fp4_pair_rows(True)
-        try:  # ... or the weight rows come converted in the pair order
-            triton_moe._ws_fp4_gemm(ws_fp4_config(True, "gemm1", BM), torch.zeros(NB * BM, 512, dtype=torch.bfloat16),
-                                    w13, tw, False, tw, al, torch.empty(NB * BM, N13, dtype=torch.bfloat16), N13, 1,
-                                    TK, 4, triton_moe._ACT_CODE[Activation.SWIGLU], True,
-                                    triton_moe._DEFAULT_ACT_PARAMS, None, False, False, 132, 0, tw, tw, a_padded=True,
-                                    out_padded=True, pairs=True, out_pairs=True)
-        finally:
-            triton_moe.set_ws_fp4_pair_rows(prev_rows)
-        args, kw = cap.calls[-1][1:]
-        kw.pop("num_warps")
-        assert sig.bind(*args, **kw).arguments["OUT_PAIRS"] == 2
+        assert (b1["PAIRS"], b1["OUT_PAIRS"], b1["OUT_PADDED"]) == (True, True, True)
         prev_one = triton_moe.set_ws_fp4_one_store(False)
         try:
             assert launch1()["ONE_STORE"] is False
@@ -875,7 +812,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
         return sig.bind(*args, **kw).arguments
 
     bp = launch_pairs(cfg, pairs=True)
-    assert bp["PAIRS"] is True and bp["OUT_PAIRS"] == 0
+    assert bp["PAIRS"] is True and bp["OUT_PAIRS"] is False
     with pytest.raises(ValueError, match="decode kernel"):  # the pair order is the prefill kernel's
         launch_pairs(dataclasses.replace(cfg, block_m=16), pairs=True)
     if not padded:  # GEMM1's output in the pair order is the padded hand-off's
@@ -1083,8 +1020,7 @@ def test_gpu_ws_fp4_pair_order(act, fmt):
     intermediate at most) and within the reference's bound. 128-token tiles with two steps a slot (fewer tiles than
     programs; several a program with counted tiles) and 256-token tiles in joined chunks, on the padded hand-off
     (GEMM1's epilogue writes the pair order) and the gathered one (GEMM2's gather does); gated with biases and
-    non-gated; expert parallelism. On the padded hand-off GEMM1 converting its weight rows in the pair order instead
-    (``set_ws_fp4_pair_rows``) gives the same bits: each output column's sum is the same."""
+    non-gated; expert parallelism."""
     for T, bm in ((300, 128), (3000, 128), (560, 256)):
         c, hidden, W, topk = _ep_case(act, fmt, T, 61)
         prev_d = triton_moe.set_ws_dynamic_tiles(T > 1000)
@@ -1097,13 +1033,6 @@ def test_gpu_ws_fp4_pair_order(act, fmt):
                     triton_moe.set_ws_fp4_pair_order(True)
                     cap = {}
                     pairs = _ws_call(hidden, W, topk, offset=2, block_m=bm, cap=cap)
-                    if handoff:
-                        prev_r = triton_moe.set_ws_fp4_pair_rows(True)
-                        try:
-                            rows = _ws_call(hidden, W, topk, offset=2, block_m=bm)
-                        finally:
-                            triton_moe.set_ws_fp4_pair_rows(prev_r)
-                        assert torch.equal(rows, pairs), (T, bm)
                 finally:
                     triton_moe.set_ws_fp4_pair_order(prev)
                     triton_moe.set_ws_padded_handoff(prev_h)

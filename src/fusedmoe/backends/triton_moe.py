@@ -1576,10 +1576,7 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            "join128": os.environ.get("FUSEDMOE_WS_FP4_JOIN128", "1") != "0",
            # both prefill GEMMs' K in the pair order (set_ws_fp4_pair_order: "auto", the default since the
            # sixty-first session, for non-gated layers)
-           "pairs": {"1": True, "0": False}.get(os.environ.get("FUSEDMOE_WS_FP4_PAIRS", "auto"), "auto"),
-           # ... GEMM1's output so by its weight rows converted in that order, not by its epilogue's permutation
-           # (set_ws_fp4_pair_rows; opt-in, compiled only)
-           "pair_rows": os.environ.get("FUSEDMOE_WS_FP4_PAIR_ROWS", "0") == "1"}
+           "pairs": {"1": True, "0": False}.get(os.environ.get("FUSEDMOE_WS_FP4_PAIRS", "auto"), "auto")}
 # the weight formats whose FP4 prefill GEMMs take their block scales through the ring under set_ws_fp4_scales_smem's
 # "auto" (H100, fifty-ninth session, decode_ab.py at 2048 / 4096 / 8192 tokens on gpt-oss-120b and Nemotron-3-Super /
 # -Nano: NVFP4 1.08-1.15x at 2048, and in a three-round rerun 1.05x at 4096, 1.01-1.02x at 8192 -- where the two-round
@@ -1839,23 +1836,12 @@ def set_ws_fp4_pair_order(mode) -> "bool | str":
     session; ``FUSEDMOE_WS_FP4_PAIRS=1`` / ``0`` start a process with ``True`` / ``False``): non-gated layers -- H100,
     ``decode_ab.py`` (five rounds) at 2048 / 4096 / 8192 tokens: Nemotron-3-Super / -Nano (ReLU^2) MXFP4 / NVFP4
     **1.01-1.04x** on all twelve points; gpt-oss-120b (clamped SwiGLU) 0.97-1.02x, 0.97-0.98x at 8192 in a six-round
-    rerun (not profiled), so gated layers keep K order. ``True``: every layer; ``False``: none. The same products;
+    rerun (not profiled); H200 (sixty-second session) 0.98-1.02x, and 0.99-1.04x with GEMM1's weight rows converted
+    in the pair order instead of its epilogue's permutation (removed: 0.98-1.00x on Nemotron) -- so gated layers keep
+    K order. ``True``: every layer; ``False``: none. The same products;
     their order inside a wgmma's 16-wide K step differs, so the bits may (within 2e-3 of K order:
     ``test_gpu_ws_fp4_pair_order``). Returns the previous mode."""
     return _swap_mode(_WS_FP4, mode, "set_ws_fp4_pair_order", "pairs")
-
-
-def set_ws_fp4_pair_rows(enabled: bool) -> bool:
-    """``True`` (opt-in, ``FUSEDMOE_WS_FP4_PAIR_ROWS=1``; built in the sixty-first session, compiled for sm_90 only):
-    where :func:`set_ws_fp4_pair_order` runs, GEMM1 writes the intermediate in the pair order by converting its weight
-    rows in that order (a view of the ring's boxes; the scale rows so too: the pointers, or the shared-memory view
-    under ``set_ws_fp4_scales_smem``) so that its accumulator's rows -- the intermediate's columns -- come so, instead
-    of permuting each tile in its epilogue (kernel ``OUT_PAIRS`` 2, not 1). The sm_90 compile puts the epilogue's
-    permutation of a gated tile at a shared-memory round trip (+160 ``STS`` / ``LDS`` / warpgroup barriers over the
-    kernel; the likely reason gpt-oss-120b does not gain from the pair order) and a non-gated one at 16 KB more
-    scratch; with the rows converted so neither (the same K loop, the same stores). The same products in the same
-    order per output column: the bits of the epilogue's permutation. Returns the previous setting."""
-    return _swap_bool(_WS_FP4, enabled, "pair_rows")
 
 
 def _ws_fp4_pairs(gated: bool) -> bool:
@@ -2088,8 +2074,7 @@ def _ws_fp4_gemm(c: KernelConfig, a: torch.Tensor, w: QuantizedTensor, bias, has
         SWZ=w.value_swizzled, FOLD=fold_cvt == _bs.MX_FOLD.value, BK=64, TK=tk, STAGES=c.num_stages,
         GROUP_M=c.group_m, CHUNKS=chunks, NV=nv, OUT_PADDED=out_padded, SC_AHEAD=_WS_FP4["sc_ahead"], JOIN=join,
         S_SMEM=_ws_fp4_ssmem(w.fmt) and _ws_fp4_scales_copyable(w, N), ONE_STORE=_WS_FP4["one_store"] and gated,
-        KS=c.block_k // 64, PAIRS=pairs, OUT_PAIRS=(2 if _WS_FP4["pair_rows"] else 1) if out_pairs else 0,
-        **_ws_dynamic_args(_ws_dyn(w.fmt, E), al), num_warps=4)
+        KS=c.block_k // 64, PAIRS=pairs, OUT_PAIRS=out_pairs, **_ws_dynamic_args(_ws_dyn(w.fmt, E), al), num_warps=4)
 
 
 def _ws_fp4_dec_launch(c: KernelConfig, rows: torch.Tensor, w: QuantizedTensor, bias, has_bias, tw_flat,

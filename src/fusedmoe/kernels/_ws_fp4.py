@@ -77,18 +77,11 @@ def pair8_cols(K: int) -> torch.Tensor:
     consecutive 16-bit words -- K positions 4 j + s of their 8 (``_blockscaled._e2m1x4_bf16_nib``) -- so in this order
     each register is two neighbours of the converted tile and is stored as it is. A sum over K does not depend on
     the order when both operands take it: the gather (``_align._gather_slot_rows_kernel``'s ``PAIR8``) writes GEMM1's
-    input so, GEMM1 (``OUT_PAIRS``: its epilogue, or its weight rows converted so) GEMM2's."""
+    input so, GEMM1's epilogue (``OUT_PAIRS``) GEMM2's."""
     if K % 8:
         raise ValueError(f"the pair order permutes 8-wide K groups, got K = {K}")
     d = torch.arange(8)
     return (torch.arange(0, K, 8)[:, None] + (4 * (d % 2) + d // 2)[None, :]).reshape(-1)
-
-
-@gluon.jit
-def _pair8_src(i):
-    """What position ``i`` holds in the pair order (:func:`pair8_cols`): ``8 g + 4 j + s`` for ``i = 8 g + 2 s + j``
-    (GEMM1's weight and scale rows under ``OUT_PAIRS`` 2, and the columns its epilogue's positions then hold)."""
-    return i - i % 8 + 4 * (i % 2) + (i % 8) // 2
 
 
 @gluon.jit
@@ -251,38 +244,29 @@ def _fp4_s_copy(s_buf, s_ptr, e, n0, N, kk, stride_se, stride_sr, stride_sk, GAT
 
 @gluon.jit
 def _fp4_s_read(s_buf, kk, HALF: gl.constexpr, GATED: gl.constexpr, NV: gl.constexpr, BK: gl.constexpr,
-                sl: gl.constexpr, ROWS: gl.constexpr = False):
+                sl: gl.constexpr):
     """``S_SMEM``: this warpgroup's block scales of step ``kk`` from its ring slot's ``s_buf`` (:func:`_fp4_s_copy`)
     as :func:`_fp4_scales2` returns them from global memory -- (gate / ring-0 rows, up / ring-1 rows), each [RW,
-    BK / 16] in ``sl`` (:func:`_fp4_s_rows`; one set when not gated, returned twice); ``ROWS``: the rows in the pair
-    order (:func:`_fp4_tile`)."""
+    BK / 16] in ``sl`` (:func:`_fp4_s_rows`; one set when not gated, returned twice)."""
     RW: gl.constexpr = 32 if GATED else 64
-    sa = _fp4_s_rows(s_buf, kk, (32 if GATED else 64) * HALF, RW, NV, BK, sl, ROWS)
+    sa = _fp4_s_rows(s_buf, kk, (32 if GATED else 64) * HALF, RW, NV, BK, sl)
     sb = sa
     if GATED:
-        sb = _fp4_s_rows(s_buf, kk, 64 + 32 * HALF, RW, NV, BK, sl, ROWS)
+        sb = _fp4_s_rows(s_buf, kk, 64 + 32 * HALF, RW, NV, BK, sl)
     return sa, sb
 
 
 @gluon.jit
 def _fp4_s_rows(s_buf, kk, ROW0: gl.constexpr, RW: gl.constexpr, NV: gl.constexpr, BK: gl.constexpr,
-                sl: gl.constexpr, ROWS: gl.constexpr = False):
+                sl: gl.constexpr):
     """``S_SMEM``: step ``kk``'s block scales of the slot's rows ``ROW0 + [0, RW)`` (:func:`_fp4_s_copy`'s order:
     ``q 64 + i`` = ring ``q``'s box row ``i``), [RW, BK / 16] in ``sl``: MX the codes (byte ``2 kk % 4 + j // 2`` of
-    the rows' words), NVFP4 the e4m3 scales. ``ROWS``: row ``8 g + 2 s + j`` of the result is the slot's row
-    ``8 g + 4 j + s`` (:func:`_fp4_tile`'s)."""
-    SR: gl.constexpr = s_buf.shape[-1]  # (the slot's rows; permuted before the slice: views of slices do not reshape)
+    the rows' words), NVFP4 the e4m3 scales."""
     if NV:
-        v = s_buf.permute([1, 0])  # [SR rows, 4 columns]
-        if ROWS:
-            v = v.reshape([SR // 8, 2, 4, 4]).permute([0, 2, 1, 3]).reshape([SR, 4])
-        sc = v.slice(ROW0, RW).load(sl)
+        sc = s_buf.slice(ROW0, RW, dim=1).permute([1, 0]).load(sl)
     else:
         sh = 8 * ((2 * kk) % 4 + gl.arange(0, BK // 16, layout=gl.SliceLayout(0, sl)) // 2)
-        v = s_buf
-        if ROWS:
-            v = v.reshape([SR // 8, 2, 4]).permute([0, 2, 1]).reshape([SR])
-        sc = (v.slice(ROW0, RW).load(gl.SliceLayout(1, sl))[:, None] >> sh[None, :]) & 0xFF
+        sc = (s_buf.slice(ROW0, RW).load(gl.SliceLayout(1, sl))[:, None] >> sh[None, :]) & 0xFF
     return sc
 
 
@@ -336,21 +320,15 @@ def _fp4_scales2(sc_a, sc_b, ok_a, kk, s_step, NV: gl.constexpr, GATED: gl.const
 
 @gluon.jit
 def _fp4_tile(w_buf, row0: gl.constexpr, sc, RW: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr,
-              FOLD: gl.constexpr, NV: gl.constexpr, wl: gl.constexpr, PAIRS: gl.constexpr = False,
-              ROWS: gl.constexpr = False):
+              FOLD: gl.constexpr, NV: gl.constexpr, wl: gl.constexpr, PAIRS: gl.constexpr = False):
     """Rows ``row0 + [0, RW)`` of one K step's 64-row box (the ring's 16-bit words), dequantized to BF16 [RW, BK]
     in K order. ``sc``: the rows' block scales of the step (:func:`_fp4_scales`, [RW, BK / 16]: a thread's 16
     values, MX block ``j // 2``, NVFP4 block ``j``; rows past N read 0, never stored). MX: UE8M0 codes, the value
     ``e2m1 * 2^(e - 127)`` (``FOLD``: ``2^-16`` times it). NVFP4 (``NV``): e4m3 scales, the value
     ``2^-16 * e2m1 * s`` (the global ``1 / g`` and the 2^16 go to the accumulator), as the Triton kernels do.
-    ``PAIRS``: the tile in the pair order instead (:func:`pair8_cols`). ``ROWS``: the box's rows in the pair order
-    -- row ``8 g + 2 s + j`` of the result is the box's row ``8 g + 4 j + s``, read so from shared memory (a view: no
-    instruction); ``sc`` must be the scales of the rows so ordered."""
+    ``PAIRS``: the tile in the pair order instead (:func:`pair8_cols`)."""
     BQ: gl.constexpr = BK // 16
-    wv = w_buf.reshape([64, BQ, 4])
-    if ROWS:
-        wv = wv.reshape([8, 2, 4, BQ, 4]).permute([0, 2, 1, 3, 4]).reshape([64, BQ, 4])
-    w = wv.slice(row0, RW).load(wl)
+    w = w_buf.reshape([64, BQ, 4]).slice(row0, RW).load(wl)
     f = _fp4_scale_factor(sc, FOLD, NV)[:, :, None]
     n0, n1, n2, n3 = _bs._e2m1x4_bf16_nib(w, not (FOLD or NV), SWZ)  # value s of word i: K 4 i + s
     v = gl.join(gl.join(n0 * f, n1 * f), gl.join(n2 * f, n3 * f))  # [RW, BQ, 4 words, s & 1, s >> 1]
@@ -416,29 +394,28 @@ def _fp4_first_scales(sc_a, sc_b, ok_a, n_k, s_step, NV: gl.constexpr, GATED: gl
 def _fp4_convert(w0_bufs, w1_bufs, d, v, sa, sb, sc_a, sc_b, ok_a, kk, s_step, HALF: gl.constexpr,
                  GATED: gl.constexpr, BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr,
                  wl: gl.constexpr, SC_AHEAD: gl.constexpr, s_bufs=0, S_SMEM: gl.constexpr = False,
-                 ONE_STORE: gl.constexpr = False, PAIRS: gl.constexpr = False, ROWS: gl.constexpr = False):
+                 ONE_STORE: gl.constexpr = False, PAIRS: gl.constexpr = False):
     """K step ``kk``'s conversion of this warpgroup's 64 weight rows of ring sub-slot ``v`` into its shared tile
     ``d`` (gated: 32 gate rows of ring 0 over 32 up rows of ring 1). The block scales: ``S_SMEM``, from the sub-slot
     (:func:`_fp4_s_read`); ``SC_AHEAD``, ``sa`` / ``sb`` (loaded a slot before); otherwise loaded here, step ``kk``
     of ``sc_a`` / ``sc_b``. ``ONE_STORE`` (gated): the gate and up halves joined in registers and stored by one
     store -- two stores into the same buffer make Triton's shared-memory hazard analysis put a warpgroup barrier
-    between them (it cannot tell the halves apart). ``PAIRS``: the tile in the pair order (:func:`pair8_cols`);
-    ``ROWS``: its rows (:func:`_fp4_tile`; the scale pointers given are the rows' so ordered)."""
+    between them (it cannot tell the halves apart). ``PAIRS``: the tile in the pair order (:func:`pair8_cols`)."""
     if S_SMEM:
-        sa, sb = _fp4_s_read(s_bufs.index(v), kk, HALF, GATED, NV, BK, gl.SliceLayout(2, wl), ROWS)
+        sa, sb = _fp4_s_read(s_bufs.index(v), kk, HALF, GATED, NV, BK, gl.SliceLayout(2, wl))
     elif not SC_AHEAD:
         sa, sb = _fp4_scales2(sc_a, sc_b, ok_a, kk, s_step, NV, GATED)
     if GATED and ONE_STORE:  # rows h 32 + r: the gate half, then the up half
-        tg = _fp4_tile(w0_bufs.index(v), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl, PAIRS, ROWS)
-        tu = _fp4_tile(w1_bufs.index(v), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl, PAIRS, ROWS)
+        tg = _fp4_tile(w0_bufs.index(v), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl, PAIRS)
+        tu = _fp4_tile(w1_bufs.index(v), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl, PAIRS)
         d.store(gl.reshape(gl.permute(gl.join(tg, tu), [2, 0, 1]), [64, BK]))
     elif GATED:
-        d.slice(0, 32).store(_fp4_tile(w0_bufs.index(v), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl, PAIRS, ROWS))
-        d.slice(32, 32).store(_fp4_tile(w1_bufs.index(v), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl, PAIRS, ROWS))
+        d.slice(0, 32).store(_fp4_tile(w0_bufs.index(v), HALF * 32, sa, 32, BK, SWZ, FOLD, NV, wl, PAIRS))
+        d.slice(32, 32).store(_fp4_tile(w1_bufs.index(v), HALF * 32, sb, 32, BK, SWZ, FOLD, NV, wl, PAIRS))
     elif HALF == 0:
-        d.store(_fp4_tile(w0_bufs.index(v), 0, sa, 64, BK, SWZ, FOLD, NV, wl, PAIRS, ROWS))
+        d.store(_fp4_tile(w0_bufs.index(v), 0, sa, 64, BK, SWZ, FOLD, NV, wl, PAIRS))
     else:
-        d.store(_fp4_tile(w1_bufs.index(v), 0, sa, 64, BK, SWZ, FOLD, NV, wl, PAIRS, ROWS))
+        d.store(_fp4_tile(w1_bufs.index(v), 0, sa, 64, BK, SWZ, FOLD, NV, wl, PAIRS))
 
 
 @gluon.jit
@@ -462,7 +439,7 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
                   OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, tiles=0, tq_ready=0,
                   tq_empty=0, DYN: gl.constexpr = False, TQ: gl.constexpr = 1, s_bufs=0,
                   S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False, KS: gl.constexpr = 1,
-                  d_bufs1=0, PAIRS: gl.constexpr = False, OUT_PAIRS: gl.constexpr = 0):
+                  d_bufs1=0, PAIRS: gl.constexpr = False, OUT_PAIRS: gl.constexpr = False):
     """Consumer warpgroup ``HALF``: per K step its 64 weight rows converted into its shared tile (two buffers in
     turn), one asynchronous wgmma with the step's input tile, at most one step in flight; then the epilogue.
     ``CHUNKS`` > 1 (``set_ws_fp4_chunks``; MXFP4's default 2 since the thirty-second session): the block's BT token
@@ -485,8 +462,6 @@ def _fp4_consumer(x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr
     num_n = gl.cdiv(N, NC)
     n_k = K // BK
     r = gl.arange(0, RH, layout=gl.SliceLayout(1, sl))
-    if OUT_PAIRS == 2:  # the weight rows converted in the pair order (_fp4_tile's ROWS): their scale rows so
-        r = _pair8_src(r)
     jq, s_step = _fp4_scale_cols(gl.arange(0, BQ, layout=gl.SliceLayout(0, sl)), stride_sk, NV)  # (BK 64: BQ 4)
     rt = (x_bufs, w0_bufs, w1_bufs, d_bufs, ready, empty, out_ptr, s_ptr, bias_ptr, topk_w_ptr, sorted_ids_ptr,
           block_expert_ptr, gs_ptr, N, num_slots, stride_se, stride_sr, stride_om, stride_be, act_alpha, act_beta,
@@ -516,7 +491,7 @@ def _fp4_consume_tile(t, it, num_m, num_n, rt, HALF: gl.constexpr, XT: gl.conste
                       GROUP_M: gl.constexpr, CHUNKS: gl.constexpr, NV: gl.constexpr, OUT_PADDED: gl.constexpr,
                       SC_AHEAD: gl.constexpr, JOIN: gl.constexpr, wl: gl.constexpr, acc_l: gl.constexpr,
                       S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False, KS: gl.constexpr = 1,
-                      PAIRS: gl.constexpr = False, OUT_PAIRS: gl.constexpr = 0):
+                      PAIRS: gl.constexpr = False, OUT_PAIRS: gl.constexpr = False):
     """:func:`_fp4_consumer`'s work for tile ``t`` (its runtime arguments as the tuple ``rt``): the tile's scale
     pointers and chunk count, then :func:`_fp4_chunk_tile` (nothing for a block of a non-local expert). Returns the
     next ring step."""
@@ -553,7 +528,7 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
                     BK: gl.constexpr, SWZ: gl.constexpr, FOLD: gl.constexpr, NV: gl.constexpr, STAGES: gl.constexpr,
                     wl: gl.constexpr, acc_l: gl.constexpr, OUT_PADDED: gl.constexpr, SC_AHEAD: gl.constexpr,
                     JOIN: gl.constexpr, s_bufs=0, S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False,
-                    KS: gl.constexpr = 1, d_bufs1=0, PAIRS: gl.constexpr = False, OUT_PAIRS: gl.constexpr = 0):
+                    KS: gl.constexpr = 1, d_bufs1=0, PAIRS: gl.constexpr = False, OUT_PAIRS: gl.constexpr = False):
     """One tile over its first ``NCH`` chunks (those with real rows): per K step its wgmmas, in flight while the next
     step converts (the wait retires the step before: its ring slot is released and its tile buffer reused; only the
     accumulators in use are its dependencies); then each accumulator's epilogue. Without ``JOIN`` one wgmma and
@@ -589,11 +564,11 @@ def _fp4_chunk_tile(NCH: gl.constexpr, e, pid_m, n0, x_bufs, w0_bufs, w1_bufs, d
                                             S_SMEM, KS)
         mbarrier.wait(ready.index(s), ph)
         _fp4_convert(w0_bufs, w1_bufs, d_bufs.index(di), s * KS, sa, sb, sc_a, sc_b, ok_a, k0, s_step, HALF, GATED,
-                     BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs, S_SMEM, ONE_STORE, PAIRS, OUT_PAIRS == 2)
+                     BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs, S_SMEM, ONE_STORE, PAIRS)
         if KS == 2:
             _fp4_convert(w0_bufs, w1_bufs, d_bufs1.index(di), s * KS + 1, sa1, sb1, sc_a, sc_b, ok_a,
                          gl.minimum(k0 + 1, n_k - 1), s_step, HALF, GATED, BK, SWZ, FOLD, NV, wl, SC_AHEAD, s_bufs,
-                         S_SMEM, ONE_STORE, PAIRS, OUT_PAIRS == 2)
+                         S_SMEM, ONE_STORE, PAIRS)
         fence_async_shared()
         gl.thread_barrier()  # the warpgroup's stores are in before its wgmmas read them
         sa, sb, sa1, sb1 = na, nb, na1, nb1
@@ -685,19 +660,17 @@ def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_p
                   stride_be, act_alpha, act_beta, act_limit, HALF: gl.constexpr, BT: gl.constexpr, ACT: gl.constexpr,
                   GATED: gl.constexpr, HAS_BIAS: gl.constexpr, WEIGHT_ON_INPUT: gl.constexpr,
                   MUL_ROUTING_WEIGHT: gl.constexpr, ROUND_DTYPE: gl.constexpr, OUT_PADDED_DOT: gl.constexpr = False,
-                  OUT_PADDED: gl.constexpr = False, OUT_PAIRS: gl.constexpr = 0):
+                  OUT_PADDED: gl.constexpr = False, OUT_PAIRS: gl.constexpr = False):
     """acc [64 weight rows, BT token rows] -> out[slot, n]: routing weight on input, bias, activation (gated:
     rows 0-31 gate, 32-63 up), routing weight (GEMM2), rounding; each thread stores runs of 4 columns (8 with
-    ``OUT_PAIRS`` 1).
+    ``OUT_PAIRS``).
     ``OUT_PADDED_DOT`` (the FP4 decode kernel's GEMM1, ``kernels/_ws_fp4_dec.py``): out[p, d] at the rows' padded
     positions p, column n at its dot position d within its 64-wide block (n = 16 c + 8 m + 4 q + s -> d = 16 s +
     8 m + 2 c + q) -- GEMM2's input as its gather would write it; padding rows are not written. ``OUT_PADDED``
     (GEMM1 before this kernel's GEMM2): out[p, n] at the padded positions, columns in order -- with ``OUT_PAIRS``
-    (GEMM2 ``PAIRS``) each 8 columns in the pair order (:func:`pair8_cols`): 1, permuted here before the store (a
-    layout conversion; gated tiles: a shared-memory round trip); 2, the accumulator's rows in that order already (the
-    weight rows were converted so: ``_fp4_tile``'s ``ROWS``), the bias read at the columns the positions hold."""
+    (GEMM2 ``PAIRS``) each 8 columns in the pair order (:func:`pair8_cols`), permuted in registers before the store."""
     RO: gl.constexpr = 32 if GATED else 64  # output columns of this warpgroup
-    CR: gl.constexpr = 8 if OUT_PAIRS == 1 else 4  # (OUT_PAIRS 1: a thread's 8 columns, permuted)
+    CR: gl.constexpr = 8 if OUT_PAIRS else 4  # (OUT_PAIRS: a thread's 8 columns, permuted among its registers)
     ol: gl.constexpr = gl.BlockedLayout(size_per_thread=[CR, 1], threads_per_warp=[RO // CR, 32 // (RO // CR)],
                                         warps_per_cta=[1, 4], order=[0, 1])
     if GATED:
@@ -708,10 +681,7 @@ def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_p
         g = gl.convert_layout(acc, ol)
         u = g
     cols = n0 + HALF * RO + gl.arange(0, RO, layout=gl.SliceLayout(1, ol))
-    n_ok = cols < N  # (OUT_PAIRS: N a multiple of 8, so a position and the column it holds are both in or out)
-    lcols = cols
-    if OUT_PAIRS == 2:  # the column position 8 g + 2 s + j holds
-        lcols = _pair8_src(cols)
+    n_ok = cols < N
     p = pid_m * BT + gl.arange(0, BT, layout=gl.SliceLayout(0, ol))
     slots = gl.load(sorted_ids_ptr + p)
     row_ok = slots < num_slots
@@ -722,13 +692,13 @@ def _fp4_epilogue(acc, e, pid_m, n0, out_ptr, bias_ptr, topk_w_ptr, sorted_ids_p
         u = u * tw
     if HAS_BIAS:
         b_e = bias_ptr + e.to(gl.int64) * stride_be
-        g = g + gl.load(b_e + lcols, mask=n_ok, other=0.0).to(gl.float32)[:, None]
+        g = g + gl.load(b_e + cols, mask=n_ok, other=0.0).to(gl.float32)[:, None]
         if GATED:
-            u = u + gl.load(b_e + N + lcols, mask=n_ok, other=0.0).to(gl.float32)[:, None]
+            u = u + gl.load(b_e + N + cols, mask=n_ok, other=0.0).to(gl.float32)[:, None]
     if MUL_ROUTING_WEIGHT:  # GEMM2: after the bias
         g = g * gl.load(topk_w_ptr + slots).to(gl.float32)[None, :]
     h = _activation(g, u, ACT, act_alpha, act_beta, act_limit).to(ROUND_DTYPE)
-    if OUT_PAIRS == 1:  # column 8 g + 4 j + s to 8 g + 2 s + j
+    if OUT_PAIRS:  # column 8 g + 4 j + s to 8 g + 2 s + j
         h = gl.reshape(gl.permute(gl.reshape(h, [RO // 8, 2, 4, BT]), [0, 2, 1, 3]), [RO, BT])
         h = gl.convert_layout(h, ol)
     if OUT_PADDED_DOT:
@@ -752,7 +722,7 @@ def _ws_fp4_kernel(
     CHUNKS: gl.constexpr = 1, NV: gl.constexpr = False, OUT_PADDED: gl.constexpr = False,
     SC_AHEAD: gl.constexpr = True, JOIN: gl.constexpr = False, tile_ctr_ptr=0, DYN: gl.constexpr = False,
     S_SMEM: gl.constexpr = False, ONE_STORE: gl.constexpr = False, KS: gl.constexpr = 1,
-    PAIRS: gl.constexpr = False, OUT_PAIRS: gl.constexpr = 0,
+    PAIRS: gl.constexpr = False, OUT_PAIRS: gl.constexpr = False,
 ):
     """One grouped MXFP4 (or with ``NV`` NVFP4) x BF16 GEMM + its epilogue, warp-specialized (module docstring).
     Launch with ``num_warps=4`` (the first consumer warpgroup; the second and the loader warp are workers) on
@@ -780,9 +750,7 @@ def _ws_fp4_kernel(
     (``triton_moe.set_ws_fp4_pair_order``): the input's K in the pair order (:func:`pair8_cols`: its gather or GEMM1's
     ``OUT_PAIRS`` wrote it so), and each converted weight tile stored in the same order -- as the converter's registers
     come, with no byte permutes (sm_90: 16 ``PRMT`` a step fewer). ``OUT_PAIRS`` (with ``OUT_PADDED``): GEMM1's output
-    in the pair order, for a ``PAIRS`` GEMM2 -- 1: its epilogue permutes each tile; 2
-    (``triton_moe.set_ws_fp4_pair_rows``): the weight rows converted in that order (their scale rows too), so the
-    accumulator's rows come so (:func:`_fp4_tile`'s ``ROWS``; no epilogue cost)."""
+    in the pair order, for a ``PAIRS`` GEMM2."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     XT: gl.constexpr = x_desc.block_type.shape[0]
