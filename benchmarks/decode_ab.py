@@ -80,6 +80,9 @@ SETTINGS = {"noalzero": ("set_align_zero_fill", False), "nopdl": ("set_programma
             "ws4nvall": ("set_ws_fp4_nvfp4", (True, 0)),  # ... at any rows an expert (the default since s62)
             "ws4nv64": ("set_ws_fp4_nvfp4", (True, 64)),  # ... from 64 rows an expert (the rule of s32-s61)
             "nows4nv": ("set_ws_fp4_nvfp4", False),  # NVFP4 weights in the Triton GEMMs
+            # the FP4 prefill kernel also from this many rows per local expert where the config has smaller Triton
+            # tiles (s62, opt-in: set_ws_fp4_min_rows)
+            **{f"ws4from{n}": ("set_ws_fp4_min_rows", n) for n in (8, 16, 24, 32)},
             # the FP4 decode kernel at every token count (by default one-token calls only, with the scales through
             # the ring and per-thread release since the thirty-fifth session): the thirty-first session's kernel, 3
             # programs an SM, 8 stages, bk 128, global scale loads, warpgroup release

@@ -617,8 +617,28 @@ def test_auto_ws_fp4_rule(monkeypatch):
         assert auto(pre, 4096).block_m == 128
         triton_moe.set_ws_fp4(False)
         assert auto(pre, 4096) is pre
-        # NVFP4 weights: under the switch (on by default), at every prefill tile as MXFP4, or from a threshold
+        # smaller Triton tiles: the prefill kernel from set_ws_fp4_min_rows' rows per local expert (opt-in)
         triton_moe.set_ws_fp4(True)
+        rows16 = 16 * W.w13.shape[0] // 2  # tokens of 16 rows an expert (top_k 2)
+        assert triton_moe._WS_FP4["min_rows"] == 0 and auto(dec, rows16) is dec
+        mr_prev = triton_moe.set_ws_fp4_min_rows(16)
+        try:
+            got = auto(dec, rows16)
+            assert got.block_m == 128 and got.gemm1 == ws_fp4_config(
+                True, "gemm1", 128, block_k=triton_moe._WS_FP4["block_k"])
+            assert got.gemm2 == ws_fp4_config(False, "gemm2", 128, block_k=triton_moe._WS_FP4["block_k"])
+            assert auto(dec, rows16 - 1) is dec  # one row an expert short
+            assert auto(pre, 4096).block_m == 256  # prefill tiles: the rule as before
+        finally:
+            triton_moe.set_ws_fp4_min_rows(mr_prev)
+        for bad in (-1, True, 2.0):
+            with pytest.raises(ValueError, match="rows"):
+                triton_moe.set_ws_fp4_min_rows(bad)
+        assert triton_moe._env_min_rows("24") == 24
+        for bad in ("-1", "x", ""):
+            with pytest.raises(ValueError, match="FUSEDMOE_WS_FP4_MIN_ROWS"):
+                triton_moe._env_min_rows(bad)
+        # NVFP4 weights: under the switch (on by default), at every prefill tile as MXFP4, or from a threshold
         _, Wn, _ = make_case(dataclasses.replace(c, wfmt=F.NVFP4), device="cpu")
         nv_prev = triton_moe.set_ws_fp4_nvfp4(False)
         try:
@@ -846,6 +866,33 @@ def test_gpu_ws_fp4_matches_reference(act, fmt):
         assert torch.isfinite(got).all()
         assert _rel(got, ref) <= 2e-2, (bm, _rel(got, ref))
         assert _rel(got, base) <= 4e-3, (bm, _rel(got, base))
+
+
+@gpu
+@pytest.mark.parametrize("fmt", [F.MXFP4, F.NVFP4], ids=lambda f: f.name)
+@pytest.mark.parametrize("act", [A.SWIGLU_OAI, A.RELU2], ids=lambda a: a.name)
+def test_gpu_ws_fp4_min_rows(act, fmt):
+    """``set_ws_fp4_min_rows``: a call whose config has small Triton tiles (48 tokens x top 4 over 12 experts, 8
+    local: 16 rows an expert) runs the FP4 prefill kernel's 128-token tiles from 16 rows an expert -- within 2e-2 of
+    the reference and 4e-3 RMS of the Triton kernels' result of the same call."""
+    c = Case(fmt, F.BF16, act, T=48, H=576, I=384, E=8, K=4, offset=2, bias=act is A.SWIGLU_OAI,
+             dtype=torch.bfloat16, params=OAI_SMALL if act is A.SWIGLU_OAI else None, seed=13)
+    hidden, W, topk = make_case(c)
+    ref = run_reference(hidden, W, topk, F.BF16, offset=2, E_glob=c.E_glob)
+    cap = {}
+    base = run_triton(hidden, W, topk, F.BF16, offset=2, capture=cap)
+    assert cap["config"].block_m < 128 and not cap["config"].gemm1.warp_specialized, cap["config"]
+    prev = triton_moe.set_ws_fp4_min_rows(1)
+    try:
+        cap = {}
+        got = run_triton(hidden, W, topk, F.BF16, offset=2, capture=cap)
+    finally:
+        triton_moe.set_ws_fp4_min_rows(prev)
+    cfg = cap["config"]
+    assert cfg.block_m == 128 and cfg.gemm1.warp_specialized and cfg.gemm2.warp_specialized, cfg
+    assert torch.isfinite(got).all()
+    assert _rel(got, ref) <= 2e-2, _rel(got, ref)
+    assert _rel(got, base) <= 4e-3, _rel(got, base)
 
 
 @gpu

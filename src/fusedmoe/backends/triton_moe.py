@@ -1541,6 +1541,13 @@ def _env_ws_fp4_block_k(value: str) -> int:
     return int(value)
 
 
+def _env_min_rows(value: str) -> int:
+    """``FUSEDMOE_WS_FP4_MIN_ROWS``: rows per local expert, an int >= 0 (:func:`set_ws_fp4_min_rows`)."""
+    if not value.isdigit():
+        raise ValueError(f"FUSEDMOE_WS_FP4_MIN_ROWS must be an int >= 0 (rows per local expert), got {value!r}")
+    return int(value)
+
+
 # kernels/_ws_fp4.py: the heuristic's and the tuned table's prefill tiles (block_m >= 128) of MXFP4 weights with
 # BF16 activations run there instead of the Triton kernels on sm_90
 _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 0,
@@ -1576,7 +1583,10 @@ _WS_FP4 = {"enabled": os.environ.get("FUSEDMOE_WS_FP4", "1") != "0", "block_m": 
            "join128": os.environ.get("FUSEDMOE_WS_FP4_JOIN128", "1") != "0",
            # both prefill GEMMs' K in the pair order (set_ws_fp4_pair_order: "auto", the default since the
            # sixty-first session, for non-gated layers)
-           "pairs": {"1": True, "0": False}.get(os.environ.get("FUSEDMOE_WS_FP4_PAIRS", "auto"), "auto")}
+           "pairs": {"1": True, "0": False}.get(os.environ.get("FUSEDMOE_WS_FP4_PAIRS", "auto"), "auto"),
+           # the prefill kernel also from this many rows per local expert where the config has smaller tiles
+           # (set_ws_fp4_min_rows; 0, the default: the config's prefill tiles only)
+           "min_rows": _env_min_rows(os.environ.get("FUSEDMOE_WS_FP4_MIN_ROWS", "0"))}
 # the weight formats whose FP4 prefill GEMMs take their block scales through the ring under set_ws_fp4_scales_smem's
 # "auto" (H100, fifty-ninth session, decode_ab.py at 2048 / 4096 / 8192 tokens on gpt-oss-120b and Nemotron-3-Super /
 # -Nano: NVFP4 1.08-1.15x at 2048, and in a three-round rerun 1.05x at 4096, 1.01-1.02x at 8192 -- where the two-round
@@ -1844,6 +1854,22 @@ def set_ws_fp4_pair_order(mode) -> "bool | str":
     return _swap_mode(_WS_FP4, mode, "set_ws_fp4_pair_order", "pairs")
 
 
+def set_ws_fp4_min_rows(rows: int) -> int:
+    """``rows`` > 0 (opt-in, ``FUSEDMOE_WS_FP4_MIN_ROWS``; built in the sixty-second session, not yet measured): FP4
+    x BF16 calls with at least ``rows`` token rows per local expert run the FP4 prefill kernel (128-token tiles in
+    two joined 64-row chunks) also where the heuristic or the tuned table chose smaller Triton tiles (block_m 32 /
+    64: gpt-oss-120b below 1536 tokens, 48 rows an expert). Why it may pay: below a tile's rows an expert, either
+    kernel converts each weight of an expert it reads once, and the conversion is what such a layer costs; the
+    FP4 prefill kernel's dedicated consumer warpgroups convert faster (gpt-oss-120b at 48 rows, H200: MXFP4 1404 µs
+    in it, NVFP4 2306 µs in the Triton GEMMs). ``decode_ab.py`` settings ``ws4from16`` / ``ws4from24`` /
+    ``ws4from32`` measure it. 0 (the default): the config's prefill tiles only. The one-token decode kernel's calls
+    are unaffected unless their rows reach ``rows``. Returns the previous value."""
+    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
+        raise ValueError(f"set_ws_fp4_min_rows: rows per local expert, an int >= 0, got {rows!r}")
+    prev, _WS_FP4["min_rows"] = _WS_FP4["min_rows"], rows
+    return prev
+
+
 def _ws_fp4_pairs(gated: bool) -> bool:
     """Whether a layer's FP4 prefill GEMMs run in the pair order (:func:`set_ws_fp4_pair_order`; "auto": non-gated
     layers)."""
@@ -1962,15 +1988,17 @@ def auto_ws_fp4(cfg: MoEKernelConfig, w13: QuantizedTensor, w2: QuantizedTensor,
     """The config a call without an explicit one runs: ``cfg`` (``choose_moe_config``'s), or where it has
     prefill tiles (block_m >= 128), no atomic combine, and the FP4 warp-specialized kernel can take the call
     (``set_ws_fp4``, ``_ws_fp4_problem``; NVFP4 weights under ``set_ws_fp4_nvfp4`` from
-    ``WS_NVFP4_MIN_ROWS_PER_EXPERT`` rows per local expert) its tiles for both GEMMs --
+    ``WS_NVFP4_MIN_ROWS_PER_EXPERT`` rows per local expert; smaller tiles too from :func:`set_ws_fp4_min_rows`' rows
+    per local expert, opt-in) its tiles for both GEMMs --
     256 token rows from ``WS_FP4_JOIN_WIDE_MIN_ROWS_PER_EXPERT`` rows per local expert with the joined chunks
     (``set_ws_fp4_join``, the default) or ``WS_FP4_WIDE_MIN_ROWS_PER_EXPERT`` without, else 128; with decode tiles
     (block_m <= 16) and ``set_ws_fp4_decode``'s switch on for the call's tokens (by default one token), the FP4
     decode kernel's (:func:`ws_fp4_decode_config`).
     (A tuned-table entry naming the decode kernel: :func:`auto_ws`.) ``fusedmoe bench`` records and passes the
     same."""
-    decode = cfg.block_m < 128
     rows_per_expert = tokens * top_k / max(1, w13.shape[0])
+    # (set_ws_fp4_min_rows: the prefill kernel from that many rows an expert whatever the config's tiles)
+    decode = cfg.block_m < 128 and not (_WS_FP4["min_rows"] and rows_per_expert >= _WS_FP4["min_rows"])
     nv_off = w13.fmt is Format.NVFP4 and not decode and (not _WS_FP4["nvfp4"]
                                                           or rows_per_expert < _WS_FP4["nvfp4_min_rows"])
     if (not _WS_FP4["enabled"] or (decode and (not _ws_fp4_decode_on(tokens) or cfg.block_m > WS_FP4_DEC_BLOCK_M))
