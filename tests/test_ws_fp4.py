@@ -820,7 +820,7 @@ def test_ws_fp4_launch_binds_every_argument(monkeypatch, fmt, gated, chunks, pad
         launch()
     wide, cfg = cfg, ws_fp4_config(False, "gemm2", 128, block_k=128)
     b2 = launch()  # KS 2, the 64-wide boxes unchanged
-    assert b2["KS"] == 2 and b2["BK"] == 64 and b2["w0_desc"].block_shape[1] == 16 and b2["STAGES"] == 3
+    assert b2["KS"] == 2 and b2["BK"] == 64 and b2["w0_desc"].block_shape == [64, 16] and b2["STAGES"] == 3
     cfg = dataclasses.replace(wide, block_k=64)
 
     def launch_pairs(c, **kw):

@@ -934,11 +934,10 @@ _WS_FP4_EPI_SCRATCH = {True: 32 * 1024, False: 16 * 1024}
 
 def _ws_fp4_fixed_bytes(gated_gemm1: bool, block_k: int = 64) -> int:
     """The FP4 kernel's shared memory besides its ring: the converted weight tiles (``block_k`` 128: a second set,
-    the second K step's of a ring slot) and the epilogue's
-    scratch (sm_90 compile, 256-token tiles at 4 stages: 213064 bytes gated, 196680 otherwise -- the ring, these and
-    the barriers; ``test_ws_fp4_compiles_for_sm90`` checks the bound)."""
-    sets = 1 if block_k == 64 else 2
-    return _WS_FP4_TILE_BYTES * sets + _WS_FP4_EPI_SCRATCH[gated_gemm1]
+    the second K step's of a ring slot) and the epilogue's scratch (sm_90 compile, 256-token tiles at 4 stages:
+    213064 bytes gated, 196680 otherwise -- the ring, these and the barriers; ``test_ws_fp4_compiles_for_sm90``
+    checks the bound)."""
+    return _WS_FP4_TILE_BYTES * (block_k // 64) + _WS_FP4_EPI_SCRATCH[gated_gemm1]
 
 
 # one ring stage's block scales of the FP4 prefill kernel's 128 weight rows under its S_SMEM option

@@ -1825,8 +1825,7 @@ def set_ws_fp4_block_k(block_k: int) -> int:
     ``kernel_configs.ws_fp4_stages``); 256-token tiles keep one (two steps a slot there, with single-buffered
     converted tiles at 2 stages: 0.82-0.94x on the H100, sixty-first session; removed). sm_90 compile (gated MXFP4
     GEMM1, 128-token tiles): 281 instructions and 3 warpgroup barriers a slot of two steps against 2 x 163 and 2 x 3.
-    An odd
-    step count (gpt-oss-120b's K 2880) runs a last step past K with TMA-zeroed inputs: the same sums. H100,
+    An odd step count (gpt-oss-120b's K 2880) runs a last step past K with TMA-zeroed inputs: the same sums. H100,
     ``decode_ab.py`` with 128-token tiles in joined chunks forced (:func:`set_ws_fp4_join128`): 0.97-1.08x one step
     a slot (medians of two rounds; 1.00-1.08x by the best rounds) at 2048 / 4096 tokens on gpt-oss-120b,
     Nemotron-3-Super / -Nano, MXFP4 / NVFP4. Returns the previous value."""
@@ -1848,9 +1847,8 @@ def set_ws_fp4_pair_order(mode) -> "bool | str":
     **1.01-1.04x** on all twelve points; gpt-oss-120b (clamped SwiGLU) 0.97-1.02x, 0.97-0.98x at 8192 in a six-round
     rerun (not profiled); H200 (sixty-second session) 0.98-1.02x, and 0.99-1.04x with GEMM1's weight rows converted
     in the pair order instead of its epilogue's permutation (removed: 0.98-1.00x on Nemotron) -- so gated layers keep
-    K order. ``True``: every layer; ``False``: none. The same products;
-    their order inside a wgmma's 16-wide K step differs, so the bits may (within 2e-3 of K order:
-    ``test_gpu_ws_fp4_pair_order``). Returns the previous mode."""
+    K order. ``True``: every layer; ``False``: none. The same products; their order inside a wgmma's 16-wide K step
+    differs, so the bits may (within 2e-3 of K order: ``test_gpu_ws_fp4_pair_order``). Returns the previous mode."""
     return _swap_mode(_WS_FP4, mode, "set_ws_fp4_pair_order", "pairs")
 
 

@@ -2,8 +2,7 @@
 (private; launched by ``fusedmoe.backends.triton_moe`` when ``KernelConfig.warp_specialized`` is set
 for FP4 weights -- ``triton_moe.auto_ws_fp4`` sets it for MXFP4 prefill tiles, and for NVFP4 ones under
 ``set_ws_fp4_nvfp4`` (on by default since the thirty-second session, at every prefill tile since the sixty-second);
-the rules in
-``kernel_configs.warp_specialized_problem`` and ``triton_moe._ws_fp4_problem``).
+the rules in ``kernel_configs.warp_specialized_problem`` and ``triton_moe._ws_fp4_problem``).
 
 Why: Hopper has no FP4 tensor cores, so every K step dequantizes its weight tile in registers before
 a BF16 wgmma. In the Triton kernels the whole program passes one barrier a step (the software
@@ -746,11 +745,10 @@ def _ws_fp4_kernel(
     a consumer stores its converted gate and up halves by one store (:func:`_fp4_convert`), one warpgroup barrier a K
     step fewer. ``KS`` 2 (``KernelConfig.block_k`` 128, ``triton_moe.set_ws_fp4_block_k``): two 64-wide K steps a
     ring slot, converted behind one ring wait, fence and barrier (:func:`_fp4_chunk_tile`; 128-token tiles: the
-    shared memory holds no more). ``PAIRS``
-    (``triton_moe.set_ws_fp4_pair_order``): the input's K in the pair order (:func:`pair8_cols`: its gather or GEMM1's
-    ``OUT_PAIRS`` wrote it so), and each converted weight tile stored in the same order -- as the converter's registers
-    come, with no byte permutes (sm_90: 16 ``PRMT`` a step fewer). ``OUT_PAIRS`` (with ``OUT_PADDED``): GEMM1's output
-    in the pair order, for a ``PAIRS`` GEMM2."""
+    shared memory holds no more). ``PAIRS`` (``triton_moe.set_ws_fp4_pair_order``): the input's K in the pair order
+    (:func:`pair8_cols`: its gather or GEMM1's ``OUT_PAIRS`` wrote it so), and each converted weight tile stored in
+    the same order -- as the converter's registers come, with no byte permutes (sm_90: 16 ``PRMT`` a step fewer).
+    ``OUT_PAIRS`` (with ``OUT_PADDED``): GEMM1's output in the pair order, for a ``PAIRS`` GEMM2."""
     BT: gl.constexpr = x_desc.block_type.shape[0] * CHUNKS
     NC: gl.constexpr = 64 if GATED else 128
     XT: gl.constexpr = x_desc.block_type.shape[0]
@@ -763,7 +761,6 @@ def _ws_fp4_kernel(
     w0_bufs = gl.allocate_shared_memory(w0_desc.dtype, [SUB] + w0_desc.block_type.shape, w0_desc.layout)
     w1_bufs = gl.allocate_shared_memory(w0_desc.dtype, [SUB] + w0_desc.block_type.shape, w0_desc.layout)
     dl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BK], gl.bfloat16)
-    # converted tiles: two a step (double-buffered)
     d0 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
     d1 = gl.allocate_shared_memory(gl.bfloat16, [2, 64, BK], dl)
     if KS == 2:  # the second K step's converted tiles, another buffer a warpgroup (no barrier between the stores)
